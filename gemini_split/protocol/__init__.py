@@ -1,0 +1,55 @@
+"""The gemini-split protocol, sans-IO.
+
+Message types, the JSON codec, validation, the per-role connection state and
+the session event log. Nothing here performs I/O or imports trio or
+google-genai: both sides import this package and nothing else is shared.
+"""
+
+from .codec import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    check_version,
+    decode,
+    encode,
+    from_json_object,
+    to_json_object,
+)
+from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
+from .messages import (
+    CLIENT_MESSAGES,
+    MESSAGE_TYPES,
+    PROTOCOL_VERSION,
+    SERVER_MESSAGES,
+    Cancel,
+    ClientMessage,
+    Connected,
+    Error,
+    Finished,
+    GenerateContentRequest,
+    GetHistory,
+    GetState,
+    Hello,
+    History,
+    Message,
+    Retrying,
+    ServerEvent,
+    ServerMessage,
+    State,
+    TextDelta,
+    ThinkingDelta,
+    ToolAwaitingApproval,
+    ToolCompleted,
+    ToolDecision,
+    ToolDelta,
+    ToolDiscovery,
+    ToolError,
+    ToolExecutionRequest,
+    ToolExecutionResponse,
+    ToolFailure,
+    ToolSpec,
+    ToolStarted,
+    Usage,
+    new_id,
+)
+from .state import ConnectionState, EventLog, Phase, ReplayUnavailable, coalesce
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,65 @@
+"""Protocol errors and their stable codes.
+
+A code is part of the wire contract: clients switch on it, scripts see it in
+``--output-format json``. Never rename one; add new ones instead.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from gemini_split.errors import GeminiSplitError
+
+
+class ErrorCode(StrEnum):
+    # The peer sent something we cannot parse or accept.
+    INVALID_JSON = "invalid_json"
+    INVALID_MESSAGE = "invalid_message"
+    UNKNOWN_TYPE = "unknown_type"
+    MISSING_FIELD = "missing_field"
+    INVALID_FIELD = "invalid_field"
+    UNSUPPORTED_VERSION = "unsupported_version"
+    MESSAGE_TOO_LARGE = "message_too_large"
+    UNEXPECTED_MESSAGE = "unexpected_message"
+    # Session and request level.
+    UNAUTHORIZED = "unauthorized"
+    BUSY = "busy"
+    INVALID_REQUEST = "invalid_request"
+    UNKNOWN_SESSION = "unknown_session"
+    REPLAY_UNAVAILABLE = "replay_unavailable"
+    TURN_LIMIT = "turn_limit"
+    CANCELLED = "cancelled"
+    TOOL_TIMEOUT = "tool_timeout"
+    # The model side.
+    MODEL_AUTH = "model_auth"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    MODEL_ERROR = "model_error"
+    RATE_LIMITED = "rate_limited"
+    # Everything else: a bug or an environment failure on the sender's side.
+    INTERNAL = "internal_error"
+    SHUTTING_DOWN = "shutting_down"
+
+
+class ProtocolError(GeminiSplitError):
+    """A message broke the protocol.
+
+    ``code`` is an :class:`ErrorCode`; ``field`` names the offending field when
+    there is one. ``str(err)`` is a sentence fit for the peer and for a log.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, *, field: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.field = field
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer sent something invalid. Answer it with an ``error`` message."""
+
+
+class LocalProtocolError(ProtocolError):
+    """We tried to send something invalid: a bug on our side."""

@@ -1,0 +1,309 @@
+"""The transport interface and the plugin registry that finds transports.
+
+A transport carries protocol messages as text, one message per frame (a
+WebSocket text frame, a line on stdio, an item on an in-process channel). It
+knows nothing of what the text means; the codec does that above it.
+
+Transports are plugins. Each registers under the entry-point group
+``gemini_split.transports``; the entry point's *name is the URL scheme* it
+serves (``loopback``, ``ws``, ``wss``, ``stdio``…) and its target is a
+:class:`Transport` instance (or a zero-argument callable returning one)::
+
+    [project.entry-points."gemini_split.transports"]
+    myscheme = "my_package:transport"
+
+Only the plugin a given address needs is imported, so a one-shot run never
+pays for WebSocket code. A plugin that fails to load is reported with a
+warning naming it, and the rest go on working.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gemini_split.errors import ConfigurationError, GeminiSplitError
+from gemini_split.protocol import DEFAULT_MAX_MESSAGE_SIZE
+
+ENTRY_POINT_GROUP = "gemini_split.transports"
+
+log = logging.getLogger(__name__)
+
+
+# --- errors -----------------------------------------------------------------
+
+
+class TransportError(GeminiSplitError):
+    """A transport could not do what was asked. The cause is in ``__cause__``."""
+
+
+class ConnectFailed(TransportError):
+    """The connection could not be opened: refused, unreachable, bad TLS,
+    rejected credentials, a command that would not start."""
+
+
+class AuthenticationFailed(ConnectFailed):
+    """The server refused our credentials."""
+
+
+class ConnectionClosed(TransportError):
+    """The peer closed the connection, or the network broke it.
+
+    ``reason`` says why when the peer said; ``code`` is a transport-specific
+    close code (WebSocket: 1000 normal, 1009 too big…) or ``None``.
+    """
+
+    def __init__(self, reason: str = "connection closed", code: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+
+
+class MessageTooLarge(TransportError):
+    """A message exceeded the connection's size limit."""
+
+
+class UnknownScheme(ConfigurationError):
+    """No installed transport serves the scheme of an address."""
+
+
+# --- the interface ------------------------------------------------------------
+
+
+class MessageStream(ABC):
+    """One open connection carrying text messages both ways.
+
+    Contract:
+
+    * ``send`` delivers whole messages in order. It may wait for the peer
+      (back-pressure); it never splits or merges messages.
+    * ``receive`` returns the next whole message. It raises
+      :class:`ConnectionClosed` once the peer has closed or the link broke,
+      and :class:`MessageTooLarge` for a message over ``max_message_size``
+      (after which the connection is closed).
+    * ``aclose`` is idempotent; after it, ``send`` and ``receive`` raise
+      :class:`ConnectionClosed`.
+    * Calls of ``send`` may overlap ``receive`` from another task; two
+      concurrent ``send`` calls are serialised by the transport.
+    """
+
+    #: Who is on the other side, for logs and errors (never contains secrets).
+    peer: str = "?"
+    #: Who the transport authenticated (e.g. a token's ``userId``), or None.
+    principal: Principal | None = None
+
+    @abstractmethod
+    async def send(self, message: str) -> None: ...
+
+    @abstractmethod
+    async def receive(self) -> str: ...
+
+    @abstractmethod
+    async def aclose(self, reason: str = "closed") -> None: ...
+
+    async def __aenter__(self) -> MessageStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated user of a server."""
+
+    user_id: str
+    permissions: tuple[str, ...] = ()
+
+
+Authenticator = Callable[[str | None], Principal | None]
+"""Given the presented token (or None), the principal it proves, or None to
+refuse. Must compare in constant time."""
+
+ConnectionHandler = Callable[[MessageStream], Awaitable[None]]
+
+
+@dataclass
+class ConnectOptions:
+    """How a client connects. Transports ignore what does not apply to them."""
+
+    token: str | None = None
+    ca_file: str | None = None
+    insecure: bool = False
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    connect_timeout: float = 10.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ServeOptions:
+    """How a server listens. ``authenticate`` is None when auth is off."""
+
+    authenticate: Authenticator | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    allowed_origins: tuple[str, ...] = ()
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_connections_per_user: int = 0  # 0: no cap
+    keepalive_interval: float = 20.0
+    keepalive_timeout: float = 20.0
+    #: Called for a health request on transports that can answer one.
+    health: Callable[[], dict[str, Any]] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Transport(ABC):
+    """A plugin that opens and serves :class:`MessageStream` connections."""
+
+    #: Human name for messages, e.g. "WebSocket".
+    name: str = "?"
+
+    @abstractmethod
+    async def open_connection(
+        self, address: str, options: ConnectOptions
+    ) -> MessageStream:
+        """Connect to ``address`` (a URL whose scheme this transport serves).
+
+        Raises :class:`ConnectFailed` (or :class:`AuthenticationFailed`)
+        with a message that says what to check.
+        """
+
+    @abstractmethod
+    async def serve(
+        self,
+        address: str,
+        handler: ConnectionHandler,
+        options: ServeOptions,
+        *,
+        task_status: Any,
+    ) -> None:
+        """Accept connections on ``address`` and run ``handler`` for each in
+        its own task, until cancelled. Never returns.
+
+        Calls ``task_status.started(bound_address)`` once listening, with the
+        address clients should use (e.g. the real port when 0 was asked).
+        The handler's stream is closed when the handler returns. A handler
+        that raises is logged; it never takes the listener or other
+        connections down.
+        """
+
+
+# --- the registry ---------------------------------------------------------------
+
+
+def scheme_of(address: str) -> str:
+    """The scheme of a transport address: ``ws://h:1`` → ``ws``,
+    ``stdio:ssh box …`` → ``stdio``."""
+    scheme, sep, _ = address.partition(":")
+    if not sep or not scheme or not scheme.replace("+", "").replace("-", "").isalnum():
+        raise UnknownScheme(
+            f"{address!r} is not a server address: expected SCHEME:…, "
+            f"e.g. ws://127.0.0.1:8080 (schemes: {', '.join(available_schemes())})"
+        )
+    return scheme.lower()
+
+
+class TransportRegistry:
+    """Transports by scheme, loaded on first use from entry points.
+
+    ``register`` adds one directly (tests, embedding programs); a registered
+    transport wins over an entry point of the same scheme.
+    """
+
+    def __init__(self, group: str = ENTRY_POINT_GROUP):
+        self.group = group
+        self._loaded: dict[str, Transport] = {}
+
+    def register(self, scheme: str, transport: Transport) -> None:
+        self._loaded[scheme.lower()] = transport
+
+    def schemes(self) -> list[str]:
+        """Every scheme known, without importing any plugin."""
+        names = {ep.name for ep in importlib.metadata.entry_points(group=self.group)}
+        return sorted(names | set(self._loaded))
+
+    def get(self, scheme: str) -> Transport:
+        """The transport for ``scheme``; raises :class:`UnknownScheme`."""
+        scheme = scheme.lower()
+        if scheme in self._loaded:
+            return self._loaded[scheme]
+        candidates = [
+            ep
+            for ep in importlib.metadata.entry_points(group=self.group)
+            if ep.name.lower() == scheme
+        ]
+        for ep in candidates:
+            transport = self._load(ep)
+            if transport is not None:
+                if len(candidates) > 1:
+                    warnings.warn(
+                        f"several transport plugins serve {scheme!r}; using "
+                        f"{ep.value} from {_dist_name(ep)}",
+                        stacklevel=2,
+                    )
+                self._loaded[scheme] = transport
+                return transport
+        known = ", ".join(self.schemes()) or "none"
+        raise UnknownScheme(
+            f"no transport for scheme {scheme!r} (installed: {known})"
+        )
+
+    def _load(self, ep: importlib.metadata.EntryPoint) -> Transport | None:
+        try:
+            target = ep.load()
+            transport = target() if callable(target) and not isinstance(target, Transport) else target
+            if not isinstance(transport, Transport):
+                raise TypeError(f"{ep.value} is not a Transport")
+        except Exception as exc:  # a broken plugin must not break the program
+            warnings.warn(
+                f"transport plugin {ep.name!r} ({ep.value}, from {_dist_name(ep)}) "
+                f"failed to load and is skipped: {type(exc).__name__}: {exc}",
+                stacklevel=3,
+            )
+            return None
+        return transport
+
+
+def _dist_name(ep: importlib.metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return dist.name if dist is not None else "an unknown distribution"
+
+
+_registry = TransportRegistry()
+
+
+def default_registry() -> TransportRegistry:
+    return _registry
+
+
+def available_schemes() -> list[str]:
+    return _registry.schemes()
+
+
+def get_transport(address: str) -> Transport:
+    """The transport that serves ``address``'s scheme."""
+    return _registry.get(scheme_of(address))
+
+
+async def open_connection(address: str, options: ConnectOptions | None = None) -> MessageStream:
+    """Connect to ``address`` with whichever transport serves its scheme."""
+    return await get_transport(address).open_connection(address, options or ConnectOptions())
+
+
+async def run_handler(handler: ConnectionHandler, stream: MessageStream) -> None:
+    """Run a server's connection handler the way every transport must:
+    close the stream afterwards, and log (never propagate) a handler's
+    failure so one bad connection cannot take the listener down."""
+    try:
+        await handler(stream)
+    except ConnectionClosed as exc:
+        log.info("connection from %s closed: %s", stream.peer, exc.reason)
+    except Exception:
+        log.exception("connection handler for %s failed", stream.peer)
+    finally:
+        await stream.aclose()

@@ -1,0 +1,44 @@
+"""The server side of the transport conformance suite.
+
+An echo handler with a few commands, so every transport is checked against
+the same behaviour whether its server runs in this process (loopback,
+WebSocket) or in a subprocess (stdio: ``python -m tests.conformance.echo``).
+
+Commands (a message that is exactly one of these):
+
+* ``close`` – the server closes the connection.
+* ``burst:N`` – the server sends ``0`` … ``N-1``, one message each.
+* ``big:N`` – the server sends one message of ``N`` characters.
+* anything else is sent back unchanged.
+
+A message over the server's size limit is answered ``error:too_large`` if the
+connection survives it.
+"""
+
+from __future__ import annotations
+
+from gemini_split.transport import ConnectionClosed, MessageStream, MessageTooLarge
+
+
+async def echo_handler(stream: MessageStream) -> None:
+    while True:
+        try:
+            message = await stream.receive()
+        except MessageTooLarge:
+            try:
+                await stream.send("error:too_large")
+            except ConnectionClosed:
+                return
+            continue
+        except ConnectionClosed:
+            return
+        if message == "close":
+            await stream.aclose("asked to close")
+            return
+        if message.startswith("burst:"):
+            for i in range(int(message[6:])):
+                await stream.send(str(i))
+        elif message.startswith("big:"):
+            await stream.send("x" * int(message[4:]))
+        else:
+            await stream.send(message)

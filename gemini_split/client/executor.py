@@ -1,0 +1,118 @@
+"""Runs one requested tool call: validate, approve, run, report.
+
+The executor is where every safety check meets: argument validation against
+the tool's schema, the approval policy, workspace confinement (inside the
+tools), and the translation of any failure into a :class:`ToolFailure` the
+model can act on. It reports progress to the UI as protocol events
+(``tool_started``, ``tool_delta``, ``tool_completed``, ``tool_error``), the
+same vocabulary a server that runs tools itself would send.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from gemini_split.protocol import (
+    ServerEvent,
+    ToolCompleted,
+    ToolDelta,
+    ToolError,
+    ToolFailure,
+    ToolStarted,
+)
+
+from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision
+from .tools.base import ToolContext, ToolFailed, validate_arguments
+from .tools.registry import ToolRegistry
+from .workspace import Workspace
+
+log = logging.getLogger(__name__)
+
+EventSink = Callable[[ServerEvent], Awaitable[None]]
+
+
+class ToolExecutor:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        workspace: Workspace,
+        policy: ApprovalPolicy | None = None,
+        asker: Asker | None = None,
+    ):
+        self.registry = registry
+        self.workspace = workspace
+        self.policy = policy or ApprovalPolicy()
+        self.asker = asker
+
+    async def execute(
+        self,
+        call_id: str,
+        tool_name: str,
+        args: Any,
+        emit: EventSink,
+        *,
+        request_id: str | None = None,
+    ) -> tuple[Any, ToolFailure | None]:
+        """Run one call. Returns ``(result, None)`` or ``(None, failure)``.
+
+        Never raises for a tool's failure; Trio cancellation propagates (the
+        caller reports a cancelled call)."""
+        params = args if isinstance(args, dict) else {}
+        await emit(ToolStarted(request_id=request_id, call_id=call_id, tool=tool_name, parameters=params))
+        try:
+            result = await self._run(call_id, tool_name, args, emit, request_id)
+        except ToolFailed as failed:
+            failure = failed.to_failure()
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await emit(ToolError(
+                    request_id=request_id, call_id=call_id, tool=tool_name,
+                    error=ToolFailure(code="cancelled", message="cancelled by the user"),
+                ))
+            raise
+        except Exception as exc:  # a tool bug must not kill the session
+            log.exception("tool %s failed unexpectedly", tool_name)
+            failure = ToolFailure(code="internal_error", message=f"{tool_name} failed: {type(exc).__name__}: {exc}")
+        else:
+            await emit(ToolCompleted(request_id=request_id, call_id=call_id, tool=tool_name, result=result))
+            return result, None
+        await emit(ToolError(request_id=request_id, call_id=call_id, tool=tool_name, error=failure))
+        return None, failure
+
+    async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None) -> Any:
+        tool = self.registry.get(tool_name)
+        if tool is None:
+            raise ToolFailed(
+                "unknown_tool",
+                f"this client has no tool named '{tool_name}'",
+                "available tools: " + ", ".join(self.registry.names()),
+            )
+        args = validate_arguments(tool, args)
+        decision = self.policy.decide(tool, args)
+        if decision is Decision.DENY:
+            raise ToolFailed("refused", f"{tool_name} is not allowed by the approval policy", "do not retry; ask the user")
+        if decision is Decision.ASK:
+            description = tool.describe(args, self.workspace)
+            if self.asker is None:
+                raise ToolFailed(
+                    "refused",
+                    f"{tool_name} needs the user's approval and there is no one to ask "
+                    "(non-interactive mode)",
+                    "do not retry; tell the user which action you need so they can run it "
+                    "with --approval-mode or --allowed-tools",
+                )
+            answer = await self.asker.ask(ApprovalRequest(call_id, tool, args, description))
+            if answer is Answer.NO:
+                raise ToolFailed("refused", f"the user declined to run {tool_name}", "ask the user how to proceed")
+            if answer is Answer.ALWAYS:
+                self.policy.remember(tool, args)
+
+        async def output(text: str, stream: str = "stdout") -> None:
+            await emit(ToolDelta(request_id=request_id, call_id=call_id, content=text, stream=stream))
+
+        ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id)
+        return await tool.run(args, ctx)

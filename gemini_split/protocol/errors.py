@@ -37,6 +37,7 @@ class ErrorCode(StrEnum):
     RATE_LIMITED = "rate_limited"
     # Everything else: a bug or an environment failure on the sender's side.
     INTERNAL = "internal_error"
+    CONNECTION_LOST = "connection_lost"
     SHUTTING_DOWN = "shutting_down"
 
 

@@ -1,0 +1,164 @@
+"""Command-line entry point: argument parsing and dispatch.
+
+``main(argv, env) -> ExitStatus`` never calls ``sys.exit``; ``run()`` does,
+for the console script. Every command's module is imported only when that
+command runs, so ``gemini-split -p`` never pays for the REPL or WebSocket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from gemini_split import __version__
+from gemini_split.environment import Environment
+from gemini_split.errors import ConfigurationError
+from gemini_split.exit_status import ExitStatus
+
+OUTPUT_FORMATS = ("text", "json", "stream-json")
+APPROVAL_MODES = ("default", "auto_edit", "yolo")
+
+DESCRIPTION = """\
+A Gemini coding agent whose terminal UI and local tools run where your files
+are, and whose agent loop runs in this process or on a server."""
+
+EPILOG = """\
+examples:
+  gemini-split                                   open the interactive REPL
+  gemini-split -p "Summarise notes.txt"          answer once and exit
+  git diff | gemini-split -p "review" -o json    piped input joins the prompt
+  gemini-split serve --listen 127.0.0.1:8080     run the agent loop as a daemon
+  gemini-split --server ws://host:8080 -p "…"    use a running daemon
+  gemini-split --server 'stdio:ssh box gemini-split serve --stdio'
+
+environment:
+  GEMINI_API_KEY / GOOGLE_API_KEY   Gemini API key (embedded mode and serve)
+  GOOGLE_GEMINI_BASE_URL            another Gemini API endpoint
+  GEMINI_MODEL                      default model (gemini-2.5-flash)
+  GEMINI_APPROVAL_MODE              default approval mode
+  GEMINI_SERVER_MODE, GEMINI_SERVER_HOST, GEMINI_SERVER_PORT,
+  GEMINI_SERVER_TOKEN, GEMINI_SERVER_SECURE   where --server is not given
+
+exit status: 0 ok, 1 error, 2 usage, 41 auth, 42 bad input, 53 turn limit,
+130 interrupted."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit with status 2 through ``main``, not ``sys.exit``."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}\n{self.format_usage().strip()}")
+
+
+class UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line. Shell completions are generated from this."""
+    parser = _Parser(
+        prog="gemini-split",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gemini-split {__version__}")
+    parser.add_argument("-p", "--prompt", help="answer this prompt once and exit (piped stdin is appended)")
+    parser.add_argument("-m", "--model", help="Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)")
+    parser.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS, default="text",
+                        help="one-shot output: text (default), json, or stream-json")
+    parser.add_argument("--workspace", metavar="DIR",
+                        help="directory the local tools may use (default: the current directory)")
+    _add_client_connection_args(parser)
+    parser.add_argument("--approval-mode", choices=APPROVAL_MODES,
+                        help="default: ask before edits, shell and network; auto_edit: edits run; "
+                             "yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)")
+    parser.add_argument("-y", "--yolo", action="store_true", help="shortcut for --approval-mode yolo")
+    parser.add_argument("--allowed-tools", action="append", default=[], metavar="TOOL",
+                        help="run these without asking, e.g. 'run_shell_command(git status)'; "
+                             "repeat or separate with commas")
+    parser.add_argument("--max-turns", type=_positive_int, metavar="N",
+                        help="embedded mode: model calls allowed per prompt (default 100)")
+    parser.add_argument("--debug", action="store_true", help="log details to stderr")
+
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from gemini_split.commands.serve import add_serve_parser
+
+    add_serve_parser(commands)
+    return parser
+
+
+def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("connecting to a server")
+    group.add_argument("--server", metavar="ADDRESS|PROFILE",
+                       help="ws://host:port, wss://…, 'stdio:COMMAND …', or a profile name "
+                            "(default: embedded, in this process)")
+    group.add_argument("--token", help="server token (default: $GEMINI_SERVER_TOKEN)")
+    group.add_argument("--ca", metavar="FILE", help="CA certificate to trust for wss://")
+    group.add_argument("--insecure", action="store_true",
+                       help="do not verify the server's TLS certificate (testing only)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitStatus:
+    env = env or Environment()
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        env.warn(str(exc))
+        return ExitStatus.USAGE
+    except SystemExit as exc:  # --help and --version
+        return ExitStatus(exc.code or 0)
+    _configure_logging(args.debug, env)
+    try:
+        if args.command == "serve":
+            from gemini_split.commands.serve import run_serve
+
+            return run_serve(args, env)
+        return _run_client(args, env)
+    except ConfigurationError as exc:
+        env.warn(f"gemini-split: {exc}")
+        return getattr(exc, "exit_status", ExitStatus.USAGE)
+    except KeyboardInterrupt:
+        env.warn("Interrupted.")
+        return ExitStatus.INTERRUPTED
+
+
+def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    from gemini_split.commands.oneshot import read_prompt, run_oneshot
+
+    prompt = read_prompt(args, env)
+    if prompt is None:
+        env.warn(
+            "gemini-split: the interactive REPL is not available in this build; "
+            "use -p PROMPT or pipe a prompt on stdin"
+        )
+        return ExitStatus.USAGE
+    return run_oneshot(args, env, prompt)
+
+
+def _configure_logging(debug: bool, env: Environment) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        stream=env.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if not debug:
+        # httpx logs every request at INFO; keep the user's terminal quiet.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(int(main()))

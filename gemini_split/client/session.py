@@ -1,0 +1,92 @@
+"""Opening a client session: embedded (loopback, in this process) or remote.
+
+:func:`open_client` is the one place a front end (one-shot, REPL) gets a
+connected :class:`ProtocolClient`: it starts the embedded server when no
+server address is given, connects through whichever transport plugin serves
+the address, runs the handshake and the client's reader task, and tears all
+of it down on exit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from gemini_split._trio_util import single_exceptions
+from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
+
+from .approval import ApprovalMode, ApprovalPolicy, Asker
+from .executor import ToolExecutor
+from .protocol_client import EventCallback, ProtocolClient
+from .tools.registry import default_tools
+from .workspace import Workspace
+
+
+@dataclass
+class ClientSettings:
+    """Everything needed to open a session, resolved from flags, environment
+    and profiles by the CLI."""
+
+    workspace: Path
+    #: A transport address (ws://…, stdio:…), or None for embedded mode.
+    server: str | None = None
+    connect: ConnectOptions = field(default_factory=ConnectOptions)
+    approval_mode: ApprovalMode = ApprovalMode.DEFAULT
+    allowed_tools: tuple[str, ...] = ()
+    #: Embedded mode only: the server side to run in this process (an
+    #: ``AgentService``; typed loosely so the client never imports the server).
+    embedded: Any = None
+
+
+@asynccontextmanager
+async def open_client(
+    settings: ClientSettings,
+    *,
+    on_event: EventCallback | None = None,
+    asker: Asker | None = None,
+) -> AsyncIterator[ProtocolClient]:
+    """A connected, handshaken client whose reader runs in the background.
+
+    Raises :class:`~gemini_split.transport.ConnectFailed` (or its
+    subclasses) when the server cannot be reached or refuses us."""
+    executor = ToolExecutor(
+        default_tools(),
+        Workspace(settings.workspace),
+        ApprovalPolicy(settings.approval_mode, settings.allowed_tools),
+        asker,
+    )
+    with single_exceptions():
+        async with trio.open_nursery() as nursery:
+            address = settings.server
+            if address is None:
+                address = await nursery.start(_serve_embedded, settings.embedded)
+            transport = get_transport(address)
+            stream = await transport.open_connection(address, settings.connect)
+            client = ProtocolClient(stream, executor, on_event=on_event)
+            try:
+                await client.handshake(token=settings.connect.token)
+                await nursery.start(client.run)
+                yield client
+            finally:
+                with trio.CancelScope(shield=True):
+                    await client.aclose()
+                nursery.cancel_scope.cancel()
+
+
+async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Run the server side in this process on a private loopback name."""
+    transport = get_transport("loopback:")
+    try:
+        await transport.serve(
+            "loopback:", service.handle_connection,
+            ServeOptions(max_message_size=service.config.max_message_size),
+            task_status=task_status,
+        )
+    finally:
+        with trio.CancelScope(shield=True):
+            await service.model.aclose()

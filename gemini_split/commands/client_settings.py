@@ -1,0 +1,147 @@
+"""Flags + environment → :class:`ClientSettings` for the client commands.
+
+All the precedence rules live here: a flag beats an environment variable,
+which beats the default. Errors are :class:`ConfigurationError` whose text
+says what to change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from gemini_split.client.approval import ApprovalMode
+from gemini_split.client.session import ClientSettings
+from gemini_split.environment import Environment
+from gemini_split.errors import ConfigurationError
+from gemini_split.exit_status import ExitStatus
+from gemini_split.transport import ConnectOptions
+
+DEFAULT_SERVER_PORT = 8080
+
+
+class MissingApiKey(ConfigurationError):
+    exit_status = ExitStatus.AUTH
+
+
+class BadInput(ConfigurationError):
+    exit_status = ExitStatus.BAD_INPUT
+
+
+def resolve_client_settings(args: argparse.Namespace, env: Environment) -> ClientSettings:
+    workspace = Path(args.workspace).expanduser() if args.workspace else env.cwd
+    workspace = workspace if workspace.is_absolute() else env.cwd / workspace
+    if not workspace.is_dir():
+        raise BadInput(f"workspace {workspace} is not a directory")
+    server = resolve_server_address(args.server, env)
+    token = args.token or env.environ.get("GEMINI_SERVER_TOKEN") or None
+    connect = ConnectOptions(token=token, ca_file=args.ca, insecure=args.insecure)
+    if args.insecure:
+        env.warn("WARNING: --insecure: the server's TLS certificate is NOT verified; "
+                 "anyone on the network path can read and change this session.")
+    settings = ClientSettings(
+        workspace=Path(os.path.realpath(workspace)),
+        server=server,
+        connect=connect,
+        approval_mode=resolve_approval_mode(args, env),
+        allowed_tools=tuple(split_allowed_tools(args.allowed_tools)),
+    )
+    if server is None:
+        settings.embedded = build_embedded_service(args, env)
+    return settings
+
+
+def resolve_approval_mode(args: argparse.Namespace, env: Environment) -> ApprovalMode:
+    if getattr(args, "yolo", False):
+        return ApprovalMode.YOLO
+    text = args.approval_mode or env.environ.get("GEMINI_APPROVAL_MODE") or "default"
+    try:
+        return ApprovalMode(text.strip().lower())
+    except ValueError:
+        valid = ", ".join(m.value for m in ApprovalMode)
+        raise ConfigurationError(f"unknown approval mode {text!r} (GEMINI_APPROVAL_MODE?); use one of: {valid}") from None
+
+
+def split_allowed_tools(values: list[str]) -> list[str]:
+    """``--allowed-tools`` values split on commas outside parentheses, so
+    ``read_file,run_shell_command(git log, -1)`` is two entries."""
+    out: list[str] = []
+    for value in values:
+        depth, start = 0, 0
+        for i, ch in enumerate(value):
+            if ch == "(":
+                depth += 1
+            elif ch == ")":
+                depth = max(0, depth - 1)
+            elif ch == "," and depth == 0:
+                out.append(value[start:i])
+                start = i + 1
+        out.append(value[start:])
+    return [v.strip() for v in out if v.strip()]
+
+
+def resolve_server_address(value: str | None, env: Environment) -> str | None:
+    """The server to connect to, or None for embedded mode.
+
+    ``--server`` takes an address (``ws://…``, ``wss://…``, ``stdio:…``) or a
+    profile name. Without it, seed 000's environment variables decide:
+    ``GEMINI_SERVER_MODE`` = embedded (default) | local | remote, with
+    ``GEMINI_SERVER_HOST``, ``GEMINI_SERVER_PORT`` and ``GEMINI_SERVER_SECURE``."""
+    if value:
+        if ":" in value:
+            return value
+        return _profile_address(value, env)
+    e = env.environ
+    mode = (e.get("GEMINI_SERVER_MODE") or "embedded").strip().lower()
+    port = e.get("GEMINI_SERVER_PORT") or str(DEFAULT_SERVER_PORT)
+    if not port.isdigit():
+        raise ConfigurationError(f"GEMINI_SERVER_PORT={port!r} is not a port number")
+    scheme = "wss" if _truthy(e.get("GEMINI_SERVER_SECURE")) else "ws"
+    if mode == "embedded":
+        return None
+    if mode == "local":
+        return f"{scheme}://127.0.0.1:{port}"
+    if mode == "remote":
+        host = e.get("GEMINI_SERVER_HOST")
+        if not host:
+            raise ConfigurationError("GEMINI_SERVER_MODE=remote needs GEMINI_SERVER_HOST")
+        return f"{scheme}://{host}:{port}"
+    raise ConfigurationError(f"GEMINI_SERVER_MODE={mode!r}: use embedded, local or remote")
+
+
+def _profile_address(name: str, env: Environment) -> str:
+    raise ConfigurationError(
+        f"--server {name!r} is not an address (expected ws://HOST:PORT, wss://… or 'stdio:COMMAND')"
+    )
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def build_embedded_service(args: argparse.Namespace, env: Environment):
+    """The server side for embedded mode. Checks the API key first, before
+    anything else happens (and before google-genai is imported)."""
+    from gemini_split.server.config import DEFAULT_MODEL, ServerConfig
+
+    model_name = args.model or env.environ.get("GEMINI_MODEL") or DEFAULT_MODEL
+    api_key = None
+    if not model_name.startswith("scripted:"):
+        api_key = env.environ.get("GEMINI_API_KEY") or env.environ.get("GOOGLE_API_KEY")
+        if not api_key:
+            raise MissingApiKey(
+                "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY). "
+                "Get one at https://aistudio.google.com/apikey, or use --server to reach a "
+                "server that has one."
+            )
+    from gemini_split.server.service import AgentService, create_model
+
+    config = ServerConfig(model=model_name)
+    if args.max_turns:
+        config.max_turns = args.max_turns
+    try:
+        model = create_model(model_name, api_key=api_key, base_url=env.environ.get("GOOGLE_GEMINI_BASE_URL") or None)
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot set up model {model_name!r}: {exc}") from None
+    return AgentService(model, config)

@@ -1,0 +1,186 @@
+"""``gemini-split serve``: the agent loop as a daemon (WebSocket) or on a
+pipe (``--stdio``).
+
+Safe by default: binds to loopback; refuses a non-loopback address without
+``--auth-config`` unless ``--insecure-no-auth`` says so explicitly. SIGINT
+and SIGTERM shut down gracefully: running turns are cancelled, clients get a
+close with a reason, and the process exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import signal
+from typing import Any
+
+import trio
+
+from gemini_split.environment import Environment
+from gemini_split.errors import ConfigurationError
+from gemini_split.exit_status import ExitStatus
+
+log = logging.getLogger("gemini_split.serve")
+
+DEFAULT_PORT = 8080
+#: Seconds running sessions get to wind down on shutdown.
+SHUTDOWN_GRACE = 5.0
+
+
+def add_serve_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "serve",
+        help="run the agent loop as a server for remote clients",
+        description="Run the agent loop (the part that talks to Gemini) for clients that "
+                    "connect over WebSocket, or for one client over stdin/stdout (--stdio). "
+                    "Tools still run on the clients.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  gemini-split serve                                 ws://127.0.0.1:8080\n"
+               "  gemini-split serve --listen 0.0.0.0:8443 --auth-config tokens.json \\\n"
+               "      --tls-cert cert.pem --tls-key key.pem          wss:// with tokens\n"
+               "  ssh box gemini-split serve --stdio                 one session over ssh\n",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--listen", metavar="HOST:PORT",
+                       help="address to listen on (default 127.0.0.1:$GEMINI_SERVER_PORT or 8080)")
+    where.add_argument("--stdio", action="store_true",
+                       help="serve one session as JSON lines on stdin/stdout (logs go to stderr)")
+    p.add_argument("--auth-config", metavar="FILE",
+                   help='tokens file {"tokens": {TOKEN: {"userId": …, "permissions": […]}}} '
+                        "(default: $GEMINI_AUTH_CONFIG)")
+    p.add_argument("--insecure-no-auth", action="store_true",
+                   help="allow a non-loopback address without tokens (anyone who can connect "
+                        "can use your API key)")
+    p.add_argument("--tls-cert", metavar="FILE", help="certificate chain (PEM): serve wss://")
+    p.add_argument("--tls-key", metavar="FILE", help="private key (PEM) for --tls-cert")
+    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                   help="browser Origin allowed to connect (repeatable)")
+    p.add_argument("--max-connections-per-user", type=int, default=8, metavar="N",
+                   help="open connections one token may have (default 8; 0 = no cap)")
+    p.add_argument("--max-message-size", type=int, default=16 * 1024 * 1024, metavar="BYTES",
+                   help="largest message accepted (default 16 MiB)")
+    p.add_argument("--tool-timeout", type=float, default=900.0, metavar="SECONDS",
+                   help="how long a client has to answer a tool request (default 900)")
+    p.add_argument("-m", "--model", dest="serve_model", metavar="MODEL",
+                   help="default model for sessions (default: $GEMINI_MODEL or gemini-2.5-flash)")
+    p.add_argument("--max-turns", dest="serve_max_turns", type=int, metavar="N",
+                   help="model calls allowed per prompt (default 100)")
+
+
+def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    """Check everything that can be checked, then serve until told to stop."""
+    from gemini_split.server.auth import load_auth_config
+    from gemini_split.server.config import DEFAULT_MODEL, ServerConfig
+    from gemini_split.transport import ServeOptions
+
+    e = env.environ
+    model_name = args.serve_model or e.get("GEMINI_MODEL") or DEFAULT_MODEL
+    api_key = e.get("GEMINI_API_KEY") or e.get("GOOGLE_API_KEY")
+    if not api_key and not model_name.startswith("scripted:"):
+        from gemini_split.commands.client_settings import MissingApiKey
+
+        raise MissingApiKey("no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) for the server")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ConfigurationError("--tls-cert and --tls-key go together")
+
+    auth_path = args.auth_config or e.get("GEMINI_AUTH_CONFIG")
+    authenticate = load_auth_config(auth_path) if auth_path else None
+    if args.stdio:
+        address = "stdio:-"
+    else:
+        host, port = _parse_listen(args.listen, e.get("GEMINI_SERVER_PORT"))
+        if authenticate is None and not _is_loopback(host) and not args.insecure_no_auth:
+            raise ConfigurationError(
+                f"refusing to listen on {host} without authentication: anyone who can reach it "
+                "could use your API key. Pass --auth-config FILE (or GEMINI_AUTH_CONFIG), or "
+                "--insecure-no-auth if you really mean it."
+            )
+        scheme = "wss" if args.tls_cert else "ws"
+        address = f"{scheme}://{_bracket(host)}:{port}"
+
+    config = ServerConfig(model=model_name, tool_timeout=args.tool_timeout, max_message_size=args.max_message_size)
+    if args.serve_max_turns:
+        config.max_turns = args.serve_max_turns
+    options = ServeOptions(
+        authenticate=authenticate,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        allowed_origins=tuple(args.allow_origin),
+        max_message_size=args.max_message_size,
+        max_connections_per_user=args.max_connections_per_user,
+    )
+    if not args.debug:
+        # A daemon's operator wants sessions opening and closing in the log.
+        logging.getLogger("gemini_split").setLevel(logging.INFO)
+    from gemini_split.server.service import AgentService, create_model
+
+    model = create_model(model_name, api_key=api_key, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None)
+    service = AgentService(model, config, authenticate=authenticate)
+    options.health = service.health
+    trio.run(_serve, service, address, options, env)
+    return ExitStatus.SUCCESS
+
+
+async def _serve(service: Any, address: str, options: Any, env: Environment) -> None:
+    from gemini_split.transport import get_transport
+
+    transport = get_transport(address)
+    try:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+
+                async def serve_then_stop(*, task_status: Any) -> None:
+                    await transport.serve(address, service.handle_connection, options, task_status=task_status)
+                    # Only a stdio server returns: its one connection has ended.
+                    nursery.cancel_scope.cancel()
+
+                bound = await nursery.start(serve_then_stop)
+                if not address.startswith("stdio:"):
+                    log.info("gemini-split serving on %s (model %s, auth %s)", bound, service.config.model,
+                             "on" if options.authenticate else "off")
+                    env.warn(f"gemini-split serving on {bound}")
+
+                async def stop_on_signal() -> None:
+                    async for signum in signals:
+                        log.info("received %s: shutting down", signal.Signals(signum).name)
+                        await service.shutdown(grace=SHUTDOWN_GRACE)
+                        nursery.cancel_scope.cancel()
+                        return
+
+                nursery.start_soon(stop_on_signal)
+    finally:
+        with trio.CancelScope(shield=True):
+            await service.model.aclose()
+
+
+def _parse_listen(listen: str | None, env_port: str | None) -> tuple[str, int]:
+    if not listen:
+        port_text = env_port or str(DEFAULT_PORT)
+        host = "127.0.0.1"
+    else:
+        host, sep, port_text = listen.rpartition(":")
+        if not sep:
+            raise ConfigurationError(f"--listen {listen!r}: expected HOST:PORT, e.g. 127.0.0.1:8080")
+        host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+        if not 0 <= port <= 65535:
+            raise ValueError
+    except ValueError:
+        raise ConfigurationError(f"{port_text!r} is not a port number (0-65535)") from None
+    return host, port
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host

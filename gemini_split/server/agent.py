@@ -1,0 +1,196 @@
+"""The agent loop: prompt → model → tool calls → model … → finished.
+
+One :func:`run_agent` call serves one ``generate_content_request``. It
+appends to the session's conversation as it goes, so a cancelled or failed
+request leaves a history the model API will still accept (every function
+call answered).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from gemini_split.errors import GeminiSplitError
+from gemini_split.protocol import (
+    Retrying,
+    ServerEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolFailure,
+    ToolSpec,
+    Usage,
+)
+
+from .config import ServerConfig
+from .model import (
+    FunctionCallChunk,
+    Model,
+    ModelError,
+    ModelRequest,
+    PartChunk,
+    TextChunk,
+    ThoughtChunk,
+    UsageChunk,
+)
+
+log = logging.getLogger(__name__)
+
+
+class TurnLimitExceeded(GeminiSplitError):
+    """The model kept calling tools past ``max_turns`` model calls."""
+
+
+Emit = Callable[[ServerEvent], Awaitable[None]]
+#: ``await call_tool(name, args)`` → ``(result, failure)``: exactly one is set.
+CallTool = Callable[[str, dict[str, Any]], Awaitable[tuple[Any, ToolFailure | None]]]
+
+
+@dataclass
+class AgentRun:
+    """The state of one request while the loop runs it."""
+
+    request_id: str
+    model_name: str
+    history: list[dict[str, Any]]
+    tools: list[ToolSpec]
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+
+
+async def run_agent(
+    run: AgentRun,
+    prompt: str,
+    *,
+    model: Model,
+    config: ServerConfig,
+    emit: Emit,
+    call_tool: CallTool,
+) -> None:
+    """Run the loop until the model answers without calling a tool.
+
+    Raises :class:`TurnLimitExceeded`, or :class:`ModelError` once retries
+    are spent. On any exit the history stays valid for the next request."""
+    run.history.append({"role": "user", "parts": [{"text": prompt}]})
+    while True:
+        if run.turns >= config.max_turns:
+            raise TurnLimitExceeded(
+                f"stopped after {config.max_turns} model turns without a final answer "
+                "(raise the limit with --max-turns if the task really needs more)"
+            )
+        run.turns += 1
+        calls = await _model_turn(run, model=model, config=config, emit=emit)
+        if not calls:
+            return
+        responses: list[dict[str, Any] | None] = [None] * len(calls)
+        try:
+            await _run_tools(calls, call_tool, responses)
+        finally:
+            # Even when cancelled midway, answer every call, so the history
+            # the next request sends is one the API accepts.
+            run.history.append({"role": "user", "parts": _answered(calls, responses)})
+
+
+async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit: Emit) -> list[FunctionCallChunk]:
+    """One model call, retried on transient errors; the model's parts are
+    appended to the history (on cancellation too, minus unanswerable calls)."""
+    request = ModelRequest(
+        model=run.model_name,
+        contents=list(run.history),
+        tools=run.tools,
+        system_instruction=config.system_instruction,
+    )
+    attempt = 1
+    while True:
+        parts: list[dict[str, Any]] = []
+        calls: list[FunctionCallChunk] = []
+        usage = Usage()
+        try:
+            async for chunk in model.stream(request):
+                if isinstance(chunk, PartChunk):
+                    parts.append(chunk.part)
+                elif isinstance(chunk, TextChunk):
+                    await emit(TextDelta(request_id=run.request_id, content=chunk.text))
+                elif isinstance(chunk, ThoughtChunk):
+                    await emit(ThinkingDelta(request_id=run.request_id, content=chunk.text))
+                elif isinstance(chunk, FunctionCallChunk):
+                    calls.append(chunk)
+                elif isinstance(chunk, UsageChunk):
+                    # Streaming APIs report running totals; the last one counts.
+                    usage = chunk.usage
+            run.usage = run.usage + usage
+        except ModelError as exc:
+            if parts or not exc.retryable or attempt >= config.max_attempts:
+                # Output already reached the user: repeating would duplicate it.
+                _keep_partial(run, parts)
+                raise
+            delay = _backoff(attempt, config, exc.retry_after)
+            await emit(Retrying(
+                request_id=run.request_id, attempt=attempt + 1,
+                max_attempts=config.max_attempts, delay=round(delay, 2), error=str(exc),
+            ))
+            log.info("model call failed (%s); retry %d/%d in %.1fs", exc, attempt + 1, config.max_attempts, delay)
+            await trio.sleep(delay)
+            attempt += 1
+            continue
+        except BaseException:
+            _keep_partial(run, parts)
+            raise
+        if parts:
+            run.history.append({"role": "model", "parts": parts})
+        return calls
+
+
+def _keep_partial(run: AgentRun, parts: list[dict[str, Any]]) -> None:
+    """Keep streamed text of an interrupted call; drop its function calls,
+    which will never get responses."""
+    kept = [p for p in parts if "function_call" not in p]
+    if kept:
+        run.history.append({"role": "model", "parts": kept})
+
+
+def _backoff(attempt: int, config: ServerConfig, retry_after: float | None) -> float:
+    if retry_after is not None:
+        return min(retry_after, config.retry_max_delay)
+    delay = config.retry_base_delay * (2 ** (attempt - 1))
+    # Jitter spreads many sessions retrying after the same outage.
+    return min(delay * random.uniform(0.8, 1.2), config.retry_max_delay)
+
+
+async def _run_tools(
+    calls: list[FunctionCallChunk], call_tool: CallTool, responses: list[dict[str, Any] | None]
+) -> None:
+    """Run the calls concurrently, filling ``responses`` in call order."""
+
+    async def one(i: int, call: FunctionCallChunk) -> None:
+        result, failure = await call_tool(call.name, call.args)
+        payload = {"error": _failure_dict(failure)} if failure is not None else {"output": result}
+        responses[i] = _function_response(call, payload)
+
+    async with trio.open_nursery() as nursery:
+        for i, call in enumerate(calls):
+            nursery.start_soon(one, i, call)
+
+
+def _answered(calls: list[FunctionCallChunk], responses: list[dict[str, Any] | None]) -> list[dict[str, Any]]:
+    cancelled = {"error": {"code": "cancelled", "message": "the user cancelled this call"}}
+    return [r if r is not None else _function_response(c, cancelled) for c, r in zip(calls, responses)]
+
+
+def _function_response(call: FunctionCallChunk, payload: dict[str, Any]) -> dict[str, Any]:
+    part: dict[str, Any] = {"name": call.name, "response": payload}
+    if call.call_id:
+        part["id"] = call.call_id
+    return {"function_response": part}
+
+
+def _failure_dict(failure: ToolFailure) -> dict[str, Any]:
+    out = {"code": failure.code, "message": failure.message}
+    if failure.hint:
+        out["hint"] = failure.hint
+    return out

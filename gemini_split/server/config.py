@@ -1,0 +1,41 @@
+"""What a server needs to know to run sessions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gemini_split.protocol import DEFAULT_MAX_MESSAGE_SIZE
+
+DEFAULT_MODEL = "gemini-2.5-flash"
+
+SYSTEM_INSTRUCTION = """\
+You are a coding agent working in the user's workspace through tools that run \
+on the user's machine. Use the tools to look before you answer: read files \
+rather than guessing their content, and list directories to find them. Paths \
+are relative to the workspace root. When a tool fails, read its error and \
+hint and adjust; do not repeat a refused call. Be concise and exact."""
+
+
+@dataclass
+class ServerConfig:
+    """Limits and defaults for every session a server runs."""
+
+    model: str = DEFAULT_MODEL
+    #: Model calls allowed for one request before it ends with turn_limit.
+    max_turns: int = 100
+    #: Seconds the client has to answer a tool_execution_request (approval
+    #: time included).
+    tool_timeout: float = 900.0
+    #: Attempts of one model call (1 = no retry) on 429/5xx.
+    max_attempts: int = 4
+    retry_base_delay: float = 1.0
+    retry_max_delay: float = 30.0
+    system_instruction: str | None = SYSTEM_INSTRUCTION
+    #: Seconds a new connection has to send hello.
+    hello_timeout: float = 10.0
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    #: Unsent events a session holds before its model stream waits (deltas
+    #: merge, so this counts distinct events).
+    outbox_limit: int = 1000
+    #: Events kept per session for replay to a reconnecting client.
+    replay_capacity: int = 10_000

@@ -1,0 +1,103 @@
+"""The model side of the agent loop, behind one small interface.
+
+The agent loop sees a :class:`Model`: give it the conversation (Gemini
+``Content`` objects as JSON dicts) and the tools, get back a stream of
+chunks. :mod:`gemini_split.server.gemini` implements it with google-genai;
+:mod:`gemini_split.server.scripted` replays a script, so tests and demos run
+without a network.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from gemini_split.errors import GeminiSplitError
+from gemini_split.protocol import ToolSpec, Usage
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    model: str
+    #: The conversation: ``{"role": "user"|"model", "parts": [...]}`` dicts in
+    #: google-genai's JSON form (snake_case keys).
+    contents: list[dict[str, Any]]
+    tools: list[ToolSpec] = field(default_factory=list)
+    system_instruction: str | None = None
+
+
+@dataclass(frozen=True)
+class TextChunk:
+    text: str
+
+
+@dataclass(frozen=True)
+class ThoughtChunk:
+    text: str
+
+
+@dataclass(frozen=True)
+class FunctionCallChunk:
+    name: str
+    args: dict[str, Any]
+    #: The model's own call id, when it gives one (echoed in the response).
+    call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class UsageChunk:
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class PartChunk:
+    """The model's raw part, kept verbatim for the conversation history (it
+    may carry a thought signature the model needs to see again)."""
+
+    part: dict[str, Any]
+
+
+Chunk = TextChunk | ThoughtChunk | FunctionCallChunk | UsageChunk | PartChunk
+
+
+class ModelError(GeminiSplitError):
+    """The model call failed. ``retryable`` errors are worth repeating after
+    a pause (429, 5xx, a dropped connection); ``status`` is the HTTP status
+    when there was one; ``retry_after`` the delay the API asked for."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after: float | None = None,
+    ):
+        super().__init__(message)
+        self.status = status
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class ModelAuthError(ModelError):
+    """The API refused the key (401/403, or a 400 that says the key is bad)."""
+
+
+class Model(ABC):
+    """Streams one model call. Implementations must be safe to use from many
+    sessions at once."""
+
+    @abstractmethod
+    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """Yield the chunks of one call, in order, then return.
+
+        For each model part: a :class:`PartChunk` with the raw part, then the
+        :class:`TextChunk`, :class:`ThoughtChunk` or
+        :class:`FunctionCallChunk` it means; a :class:`UsageChunk` when the
+        API reports usage. Raises :class:`ModelError` on failure. Cancelling
+        the consumer stops the call at once."""
+
+    async def aclose(self) -> None:
+        """Release connections. Idempotent."""

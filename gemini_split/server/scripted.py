@@ -1,0 +1,107 @@
+"""A model that replays a script: tests and demos without a network.
+
+The script is a list of turns, the same format the fake Gemini server in
+:mod:`gemini_split.testing.fake_gemini` takes; each model call consumes the
+next turn:
+
+* ``{"text": "...", "chunks": N, "thought": "..."}`` – text in N pieces,
+  after an optional thought;
+* ``{"function_calls": [{"name": ..., "args": {...}}], "text": "..."}``;
+* ``{"error": {"status": 503, "message": "..."}}``;
+* any turn may add ``"delay"`` and ``"chunk_delay"`` (seconds).
+
+When the script runs out the model echoes: ``Tool results: …`` after tool
+results, else ``Echo: <last user text>``.
+
+Use it from the command line with ``--model scripted:PATH.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import trio
+
+from gemini_split.protocol import Usage
+
+from .model import (
+    Chunk,
+    FunctionCallChunk,
+    Model,
+    ModelAuthError,
+    ModelError,
+    ModelRequest,
+    PartChunk,
+    TextChunk,
+    ThoughtChunk,
+    UsageChunk,
+)
+
+
+class ScriptedModel(Model):
+    def __init__(self, turns: list[dict[str, Any]]):
+        self.turns = list(turns)
+        self.requests: list[ModelRequest] = []
+
+    @classmethod
+    def from_file(cls, path: str) -> ScriptedModel:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if isinstance(data, dict):
+            data = data.get("turns", [])
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: a script is a JSON list of turns")
+        return cls(data)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        self.requests.append(request)
+        turn = self.turns.pop(0) if self.turns else _echo_turn(request)
+        if turn.get("delay"):
+            await trio.sleep(float(turn["delay"]))
+        if "error" in turn:
+            error = turn["error"]
+            status = int(error.get("status", 500))
+            message = error.get("message", "scripted error")
+            if status in (401, 403):
+                raise ModelAuthError(f"the API refused the key ({status}): {message}", status=status)
+            raise ModelError(f"scripted error {status}: {message}", status=status, retryable=status in (429, 500, 502, 503, 504))
+        chunk_delay = float(turn.get("chunk_delay", 0))
+        if turn.get("thought"):
+            yield PartChunk({"text": turn["thought"], "thought": True})
+            yield ThoughtChunk(turn["thought"])
+        text = turn.get("text", "")
+        for piece in _split(text, int(turn.get("chunks", 1))):
+            if chunk_delay:
+                await trio.sleep(chunk_delay)
+            yield PartChunk({"text": piece})
+            yield TextChunk(piece)
+        for call in turn.get("function_calls", []):
+            part = {"function_call": {"name": call["name"], "args": call.get("args", {})}}
+            yield PartChunk(part)
+            yield FunctionCallChunk(name=call["name"], args=call.get("args", {}))
+        words = max(1, len(text.split()))
+        yield UsageChunk(Usage(prompt_tokens=10, output_tokens=words, total_tokens=10 + words))
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    if not text:
+        return []
+    pieces = max(1, min(pieces, len(text)))
+    size, extra = divmod(len(text), pieces)
+    out, start = [], 0
+    for i in range(pieces):
+        end = start + size + (1 if i < extra else 0)
+        out.append(text[start:end])
+        start = end
+    return out
+
+
+def _echo_turn(request: ModelRequest) -> dict[str, Any]:
+    last = request.contents[-1] if request.contents else {"parts": []}
+    responses = [p["function_response"].get("response") for p in last.get("parts", []) if "function_response" in p]
+    if responses:
+        return {"text": "Tool results: " + " ".join(json.dumps(r, separators=(",", ":")) for r in responses)}
+    texts = [p.get("text", "") for p in last.get("parts", []) if "text" in p]
+    return {"text": "Echo: " + "".join(texts)}

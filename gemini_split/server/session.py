@@ -1,0 +1,230 @@
+"""A session: one conversation, its tools, its running request, its events.
+
+The connection handler feeds a session the client's messages
+(:meth:`Session.handle`); the session answers through its :class:`Outbox`.
+At most one request runs at a time; ``cancel`` stops it at once and the
+session stays usable. Each request ends with exactly one ``finished`` or one
+``error`` carrying its ``request_id``.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from gemini_split.protocol import (
+    Cancel,
+    ClientMessage,
+    Error,
+    ErrorCode,
+    EventLog,
+    Finished,
+    GenerateContentRequest,
+    GetHistory,
+    GetState,
+    History,
+    ServerEvent,
+    State,
+    ToolDecision,
+    ToolDiscovery,
+    ToolExecutionRequest,
+    ToolExecutionResponse,
+    ToolFailure,
+    ToolSpec,
+)
+from gemini_split.transport import Principal
+
+from .agent import AgentRun, TurnLimitExceeded, run_agent
+from .config import ServerConfig
+from .model import Model, ModelAuthError, ModelError
+from .outbox import Outbox
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _PendingCall:
+    tool: str
+    done: trio.Event = field(default_factory=trio.Event)
+    response: ToolExecutionResponse | None = None
+
+
+@dataclass
+class _ActiveRequest:
+    request_id: str
+    scope: trio.CancelScope
+
+
+class Session:
+    """Create with the server's model and config; call :meth:`run` in a
+    nursery (via ``nursery.start``) before handing it messages."""
+
+    def __init__(self, *, model: Model, config: ServerConfig, principal: Principal | None = None):
+        self.id = "s-" + secrets.token_hex(8)
+        self.resume_token = secrets.token_urlsafe(24)
+        self.principal = principal
+        self.model = model
+        self.config = config
+        self.model_name = config.model
+        self.history: list[dict[str, Any]] = []
+        self.tools: list[ToolSpec] = []
+        self.log = EventLog(config.replay_capacity)
+        self.outbox = Outbox(self.log, config.outbox_limit)
+        self._pending: dict[str, _PendingCall] = {}
+        self._active: _ActiveRequest | None = None
+        self._nursery: trio.Nursery | None = None
+
+    # --- lifetime ------------------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the session's request tasks until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    @property
+    def busy(self) -> bool:
+        return self._active is not None
+
+    def cancel_active(self) -> bool:
+        """Cancel the running request, if any. Returns whether one ran."""
+        if self._active is None:
+            return False
+        self._active.scope.cancel()
+        return True
+
+    # --- incoming messages -------------------------------------------------------
+
+    async def handle(self, message: ClientMessage) -> None:
+        """Act on one message from the client. Never raises for the client's
+        mistakes: those are answered with ``error`` events."""
+        if isinstance(message, GenerateContentRequest):
+            self._start_request(message)
+        elif isinstance(message, ToolExecutionResponse):
+            self._resolve_call(message)
+        elif isinstance(message, ToolDiscovery):
+            self.tools = list(message.tools)
+        elif isinstance(message, Cancel):
+            if message.request_id is None or (self._active and self._active.request_id == message.request_id):
+                self.cancel_active()
+        elif isinstance(message, GetHistory):
+            self.emit_nowait(History(in_reply_to=message.id, messages=list(self.history)))
+        elif isinstance(message, GetState):
+            self.emit_nowait(self.state(in_reply_to=message.id))
+        elif isinstance(message, ToolDecision):
+            self.reply_error(message, ErrorCode.UNEXPECTED_MESSAGE,
+                             f"no tool call {message.call_id!r} is awaiting approval in this session")
+        else:
+            self.reply_error(message, ErrorCode.UNEXPECTED_MESSAGE, f"{message.TYPE} is not expected now")
+
+    def state(self, *, in_reply_to: str | None = None) -> State:
+        return State(
+            in_reply_to=in_reply_to,
+            session_id=self.id,
+            model=self.model_name,
+            busy=self.busy,
+            active_request_id=self._active.request_id if self._active else None,
+            pending_tool_calls=sorted(self._pending),
+            history_length=len(self.history),
+            last_seq=self.log.last_seq,
+        )
+
+    # --- outgoing events -------------------------------------------------------
+
+    async def emit(self, event: ServerEvent) -> None:
+        await self.outbox.put(event)
+
+    def emit_nowait(self, event: ServerEvent) -> None:
+        self.outbox.put_nowait(event)
+
+    def reply_error(self, message: ClientMessage | None, code: ErrorCode, text: str, *, fatal: bool = False) -> None:
+        self.emit_nowait(Error(
+            code=code.value, message=text, fatal=fatal,
+            in_reply_to=message.id if message is not None else None,
+        ))
+
+    # --- requests ----------------------------------------------------------------
+
+    def _start_request(self, request: GenerateContentRequest) -> None:
+        if self._nursery is None:
+            raise RuntimeError("Session.run must be started before requests are handled")
+        if self._active is not None:
+            self.emit_nowait(Error(
+                request_id=request.id, in_reply_to=request.id, code=ErrorCode.BUSY.value,
+                message=f"request {self._active.request_id} is still running; cancel it or wait",
+            ))
+            return
+        if not request.prompt.strip():
+            self.emit_nowait(Error(
+                request_id=request.id, in_reply_to=request.id, code=ErrorCode.INVALID_REQUEST.value,
+                message="the prompt is empty",
+            ))
+            return
+        if request.model:
+            self.model_name = request.model
+        self._active = _ActiveRequest(request.id, trio.CancelScope())
+        self._nursery.start_soon(self._run_request, request, self._active)
+
+    async def _run_request(self, request: GenerateContentRequest, active: _ActiveRequest) -> None:
+        run = AgentRun(request_id=request.id, model_name=self.model_name, history=self.history, tools=list(self.tools))
+        error: tuple[ErrorCode, str] | None = None
+        try:
+            with active.scope:
+                try:
+                    await run_agent(
+                        run, request.prompt, model=self.model, config=self.config,
+                        emit=self.emit, call_tool=lambda name, args: self._call_tool(request.id, name, args),
+                    )
+                except TurnLimitExceeded as exc:
+                    error = (ErrorCode.TURN_LIMIT, str(exc))
+                except ModelAuthError as exc:
+                    error = (ErrorCode.MODEL_AUTH, str(exc))
+                except ModelError as exc:
+                    code = ErrorCode.RATE_LIMITED if exc.status == 429 else (
+                        ErrorCode.MODEL_UNAVAILABLE if exc.retryable else ErrorCode.MODEL_ERROR)
+                    error = (code, str(exc))
+                except Exception as exc:  # a bug must end the request, not the session
+                    log.exception("request %s failed", request.id)
+                    error = (ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            self._active = None
+        if error is not None:
+            self.emit_nowait(Error(request_id=request.id, in_reply_to=request.id, code=error[0].value, message=error[1]))
+        else:
+            reason = "cancelled" if active.scope.cancelled_caught else "stop"
+            self.emit_nowait(Finished(request_id=request.id, usage=run.usage, turns=run.turns, reason=reason))
+
+    async def _call_tool(self, request_id: str, name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+        """Ask the client to run a tool; wait for its answer or the timeout."""
+        event = ToolExecutionRequest(request_id=request_id, tool=name, parameters=args, timeout=self.config.tool_timeout)
+        pending = _PendingCall(tool=name)
+        self._pending[event.id] = pending
+        try:
+            await self.emit(event)
+            with trio.move_on_after(self.config.tool_timeout):
+                await pending.done.wait()
+        finally:
+            del self._pending[event.id]
+        response = pending.response
+        if response is None:
+            log.warning("session %s: client did not answer %s (%s) within %ss", self.id, event.id, name, self.config.tool_timeout)
+            return None, ToolFailure(
+                code="timeout",
+                message=f"the client did not answer within {self.config.tool_timeout:g} seconds",
+                hint="the user's machine may be busy or disconnected; do not retry the same call",
+            )
+        return response.result, response.error
+
+    def _resolve_call(self, response: ToolExecutionResponse) -> None:
+        pending = self._pending.get(response.request_id)
+        if pending is None or pending.done.is_set():
+            self.reply_error(response, ErrorCode.UNEXPECTED_MESSAGE,
+                             f"no tool call {response.request_id!r} is waiting for an answer")
+            return
+        pending.response = response
+        pending.done.set()

@@ -42,3 +42,22 @@ async def echo_handler(stream: MessageStream) -> None:
             await stream.send("x" * int(message[4:]))
         else:
             await stream.send(message)
+
+
+if __name__ == "__main__":
+    # The stdio case's server: ``python -m tests.conformance.echo
+    # [--max-message-size N]`` serves echo_handler on this process's own
+    # stdin/stdout through the stdio transport, and exits when stdin closes.
+    import argparse
+    import functools
+
+    import trio
+
+    from gemini_split.protocol import DEFAULT_MAX_MESSAGE_SIZE
+    from gemini_split.transport import ServeOptions, get_transport
+
+    parser = argparse.ArgumentParser(prog="python -m tests.conformance.echo")
+    parser.add_argument("--max-message-size", type=int, default=DEFAULT_MAX_MESSAGE_SIZE)
+    args = parser.parse_args()
+    options = ServeOptions(max_message_size=args.max_message_size)
+    trio.run(functools.partial(get_transport("stdio:-").serve, "stdio:-", echo_handler, options))

@@ -1,0 +1,972 @@
+"""A local fake of the Gemini REST API that speaks the real wire format.
+
+The real ``google-genai`` client (sync or ``client.aio``) can be pointed at it
+with ``GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:PORT`` or
+``types.HttpOptions(base_url=fake.url)`` plus any API key. Standard library
+only; it runs an ``http.server.ThreadingHTTPServer`` on a background thread,
+so it works the same from Trio tests, plain tests and subprocess tests.
+
+Endpoints (``{v}`` is any API version such as ``v1beta``, ``{m}`` a model name)
+------------------------------------------------------------------------------
+``POST /{v}/models/{m}:streamGenerateContent?alt=sse``
+    ``200``, ``Content-Type: text/event-stream``, chunked transfer encoding.
+    Each chunk is ``data: <GenerateContentResponse JSON>`` followed by a blank
+    line (``\\r\\n\\r\\n``), written and flushed one at a time.
+``POST /{v}/models/{m}:generateContent``
+    ``200``, one ``application/json`` GenerateContentResponse: all the chunks
+    the turn would stream, merged (adjacent text parts with the same
+    ``thought`` flag are concatenated; finishReason and usage of the last).
+``POST /{v}/models/{m}:countTokens``
+    ``{"totalTokens": N}`` (rough estimate, 4 characters a token). Does not
+    consume a turn.
+``GET /_requests``
+    The recorded requests as a JSON list (see "Recording"). Never needs a key.
+``DELETE /_requests``
+    Forget the recorded requests.
+``GET /_script`` / ``POST /_script``
+    Read the remaining turns / append turns (body: a turn list or
+    ``{"turns": [...]}``). Never needs a key.
+Anything else answers ``404`` with Google's error body (status NOT_FOUND).
+
+Every chunk has the shape Google sends (camelCase)::
+
+    {"candidates": [{"content": {"role": "model", "parts": [...]},
+                     "index": 0, "finishReason": "STOP"}],      # last chunk only
+     "usageMetadata": {"promptTokenCount": P, "candidatesTokenCount": C,
+                       "thoughtsTokenCount": T, "totalTokenCount": P+C+T},  # last only
+     "modelVersion": "<model>", "responseId": "fake-<n>"}
+
+Parts are ``{"text": ...}``, thought parts ``{"text": ..., "thought": true}``
+and ``{"functionCall": {"name": ..., "args": {...}, "id": ...}}`` (``id``
+only when the script gives one; the Gemini API normally sends none).
+Token counts default to estimates (ceil(characters / 4)); ``thoughtsTokenCount``
+is always present (0 without a thought).
+
+API key
+-------
+google-genai sends the key in the ``x-goog-api-key`` header (a ``?key=``
+query parameter is accepted too). When the server was given ``api_key``,
+a model request whose key is
+
+* missing answers ``403`` ``{"error": {"code": 403, "message": "Method doesn't
+  allow unregistered callers ...", "status": "PERMISSION_DENIED"}}``;
+* different answers ``400`` ``{"error": {"code": 400, "message": "API key not
+  valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT",
+  "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+  "reason": "API_KEY_INVALID", ...}]}}``;
+
+which is what generativelanguage.googleapis.com answers. google-genai raises
+``google.genai.errors.ClientError`` (``.code`` 400 or 403, ``.status``
+"INVALID_ARGUMENT" or "PERMISSION_DENIED") for these, ``ServerError`` for 5xx.
+Rejected requests are recorded but consume no turn. A request body that is
+not JSON, or lacks ``contents``, answers 400 INVALID_ARGUMENT (no turn used).
+
+Script
+------
+The server holds a list of turns; each ``generateContent`` or
+``streamGenerateContent`` request that passes the checks above consumes the
+next one, in order. A turn is a JSON object with these keys (all optional):
+
+``"text": str``
+    Answer text, split into ``"chunks"`` (int >= 1, default 1) pieces of
+    nearly equal length, one SSE chunk each (a piece may be empty when the
+    text is shorter than the chunk count).
+``"thought": str``
+    A thought part ``{"text": ..., "thought": true}``, sent in its own chunk
+    before any text.
+``"function_calls": [{"name": str, "args": {...}, "id": str?}, ...]``
+    functionCall parts, all in one chunk: the same chunk as the last text
+    piece when there is text (after it), else a chunk of their own.
+``"error": {"status": 503, "message": str, "details": [...]?}``
+    Answer HTTP ``status`` with ``{"error": {"code": 503, "message": ...,
+    "status": "UNAVAILABLE"}}``. The Google status name is derived from the
+    code (400 INVALID_ARGUMENT, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED,
+    404 NOT_FOUND, 429 RESOURCE_EXHAUSTED, 500 INTERNAL, 503 UNAVAILABLE,
+    504 DEADLINE_EXCEEDED, ...). Google's own spelling
+    ``{"code": 429, "status": "RESOURCE_EXHAUSTED"}`` is accepted too.
+``"raw": [ {GenerateContentResponse JSON}, ... ]``
+    Chunks sent verbatim (nothing added), for edge cases such as a SAFETY
+    finish or empty candidates.
+``"finish_reason": str``
+    finishReason of the last chunk instead of ``"STOP"``.
+``"usage": {...}``
+    Overrides for usageMetadata (camelCase or snake_case keys);
+    ``totalTokenCount`` is recomputed unless given.
+``"delay": seconds``
+    Wait before the response (headers included) starts.
+``"chunk_delay": seconds``
+    Wait between chunks.
+``"abort_after": int``
+    Streaming: close the connection after that many chunks without ending
+    the chunked body (the client sees a protocol error). Non-streaming: close
+    without any response.
+
+A turn with none of text, thought, function_calls, error, raw is answered in
+echo mode (so ``{"delay": 2}`` is a slow echo and ``{"chunks": 3}`` an echo
+in 3 chunks); the other keys still apply. Unknown keys, wrong types and
+contradictory turns (``error`` or ``raw`` with text) raise ``ValueError``
+when the script is loaded.
+
+Echo mode
+---------
+When the script is exhausted (or none was given) every model request is
+answered with one chunk holding one text part, computed from the request's
+``contents``:
+
+* if the LAST element of ``contents`` has any ``functionResponse`` parts:
+  ``"Tool results: "`` followed by ``json.dumps(fr["response"],
+  separators=(",", ":"), ensure_ascii=False)`` for each functionResponse part
+  in order, joined by a single space;
+* otherwise ``"Echo: "`` followed by the text of the last content whose
+  ``role`` is ``"user"`` (or absent) and that has text parts: its non-thought
+  text parts joined by ``"\\n"`` (``"Echo: "`` alone if there is none).
+
+Recording
+---------
+Every request to a ``/{v}/...`` path is recorded as a dict:
+``index``, ``method``, ``path`` (no query), ``query`` (dict, ``key``
+removed), ``api_version``, ``model`` (e.g. ``"gemini-2.5-flash"``),
+``action`` (``"streamGenerateContent"``, ``"generateContent"``, ...),
+``stream`` (bool), ``headers`` (lower-case names, ``x-goog-api-key``
+removed), ``body`` (parsed JSON, or None), ``auth`` (``"ok"``,
+``"missing"``, ``"invalid"`` or ``"unchecked"``), ``status`` (HTTP status
+answered), ``turn`` (the script turn used, or None), ``echo`` (bool),
+``chunks_sent`` (SSE chunks written so far), ``completed`` (bool),
+``time`` (``time.time()`` at arrival).
+
+Usage
+-----
+::
+
+    with FakeGemini(script=[{"text": "hi", "chunks": 2}], api_key="k") as fake:
+        client = genai.Client(api_key="k",
+                              http_options=types.HttpOptions(base_url=fake.url))
+        ...
+        assert fake.requests[0]["body"]["contents"][-1]["parts"][0]["text"] == "..."
+
+    python -m gemini_split.testing.fake_gemini --script turns.json [--port N] [--api-key K]
+
+prints ``http://127.0.0.1:PORT`` as its first stdout line and serves until
+SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import itertools
+import json
+import os
+import re
+import signal
+import socket
+import socketserver
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Iterable
+from urllib.parse import parse_qs, urlsplit
+
+__all__ = ["FakeGemini", "STATUS_NAMES", "load_script", "validate_turn", "main"]
+
+#: HTTP status -> google.rpc status name, as the Gemini API spells them.
+STATUS_NAMES: dict[int, str] = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    412: "FAILED_PRECONDITION",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "NOT_IMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+_TURN_KEYS = frozenset(
+    {
+        "text",
+        "chunks",
+        "thought",
+        "function_calls",
+        "error",
+        "raw",
+        "finish_reason",
+        "usage",
+        "delay",
+        "chunk_delay",
+        "abort_after",
+    }
+)
+_CONTENT_KEYS = ("text", "thought", "function_calls", "error", "raw")
+_USAGE_KEYS = {
+    "prompt_token_count": "promptTokenCount",
+    "candidates_token_count": "candidatesTokenCount",
+    "thoughts_token_count": "thoughtsTokenCount",
+    "total_token_count": "totalTokenCount",
+    "cached_content_token_count": "cachedContentTokenCount",
+    "tool_use_prompt_token_count": "toolUsePromptTokenCount",
+}
+_API_PATH = re.compile(r"^/(?P<version>v[0-9][0-9a-z]*)/(?P<rest>.*)$")
+_MODEL_PATH = re.compile(
+    r"^(?P<collection>models|tunedModels)/(?P<model>[^/:]+):(?P<action>[A-Za-z]+)$"
+)
+_MODEL_ACTIONS = ("generateContent", "streamGenerateContent")
+
+_MISSING_KEY_MESSAGE = (
+    "Method doesn't allow unregistered callers (callers without established "
+    "identity). Please use API Key or other form of API consumer identity to "
+    "call this API."
+)
+_INVALID_KEY_MESSAGE = "API key not valid. Please pass a valid API key."
+
+
+# --------------------------------------------------------------------------
+# Script handling
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def validate_turn(turn: Any, where: str = "turn") -> dict:
+    """Check one script turn; return it (unchanged) or raise ``ValueError``."""
+    if not isinstance(turn, dict):
+        raise ValueError(f"{where}: a turn must be a JSON object, got {turn!r}")
+    unknown = set(turn) - _TURN_KEYS
+    if unknown:
+        raise ValueError(
+            f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_TURN_KEYS)}"
+        )
+    for key in ("text", "thought", "finish_reason"):
+        if key in turn and not isinstance(turn[key], str):
+            raise ValueError(f"{where}: {key!r} must be a string")
+    if "chunks" in turn and (
+        not isinstance(turn["chunks"], int)
+        or isinstance(turn["chunks"], bool)
+        or turn["chunks"] < 1
+    ):
+        raise ValueError(f"{where}: 'chunks' must be an integer >= 1")
+    for key in ("delay", "chunk_delay"):
+        if key in turn and (not _is_number(turn[key]) or turn[key] < 0):
+            raise ValueError(f"{where}: {key!r} must be a number >= 0")
+    if "abort_after" in turn and (
+        not isinstance(turn["abort_after"], int)
+        or isinstance(turn["abort_after"], bool)
+        or turn["abort_after"] < 0
+    ):
+        raise ValueError(f"{where}: 'abort_after' must be an integer >= 0")
+    if "usage" in turn:
+        usage = turn["usage"]
+        if not isinstance(usage, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in usage.values()
+        ):
+            raise ValueError(f"{where}: 'usage' must map names to integers")
+    if "function_calls" in turn:
+        calls = turn["function_calls"]
+        if not isinstance(calls, list) or not calls:
+            raise ValueError(f"{where}: 'function_calls' must be a non-empty list")
+        for i, call in enumerate(calls):
+            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                raise ValueError(f"{where}: function_calls[{i}] needs a string 'name'")
+            extra = set(call) - {"name", "args", "id"}
+            if extra:
+                raise ValueError(f"{where}: function_calls[{i}] unknown key(s) {sorted(extra)}")
+            if "args" in call and not isinstance(call["args"], dict):
+                raise ValueError(f"{where}: function_calls[{i}].args must be an object")
+    if "error" in turn:
+        _error_status(turn["error"], where)
+        others = [k for k in _CONTENT_KEYS if k != "error" and k in turn]
+        if others:
+            raise ValueError(f"{where}: 'error' cannot be combined with {others}")
+    if "raw" in turn:
+        raw = turn["raw"]
+        if not isinstance(raw, list) or not raw or not all(isinstance(c, dict) for c in raw):
+            raise ValueError(f"{where}: 'raw' must be a non-empty list of objects")
+        others = [k for k in _CONTENT_KEYS if k != "raw" and k in turn]
+        if others:
+            raise ValueError(f"{where}: 'raw' cannot be combined with {others}")
+    return turn
+
+
+def _error_status(error: Any, where: str = "turn") -> tuple[int, str]:
+    """Return (HTTP code, Google status name) of a scripted error."""
+    if not isinstance(error, dict):
+        raise ValueError(f"{where}: 'error' must be an object")
+    code = error.get("code")
+    status = error.get("status")
+    http = code if isinstance(code, int) and not isinstance(code, bool) else status
+    if not isinstance(http, int) or isinstance(http, bool) or not 400 <= http <= 599:
+        raise ValueError(f"{where}: 'error' needs an HTTP status 400..599 in 'status' (or 'code')")
+    name = status if isinstance(status, str) else STATUS_NAMES.get(http, "UNKNOWN")
+    return http, name
+
+
+def load_script(source: Any) -> list[dict]:
+    """Load and validate a script.
+
+    ``source`` is a list of turns, a dict ``{"turns": [...]}``, or a path
+    (str / os.PathLike; ``"-"`` reads stdin) to a JSON file holding either.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        if os.fspath(source) == "-":
+            data = json.load(sys.stdin)
+        else:
+            with open(source, encoding="utf-8") as f:
+                data = json.load(f)
+    else:
+        data = source
+    if isinstance(data, dict) and "turns" in data:
+        data = data["turns"]
+    if not isinstance(data, (list, tuple)):
+        raise ValueError("a script is a JSON list of turns (or {\"turns\": [...]})")
+    return [copy.deepcopy(validate_turn(t, f"turn {i}")) for i, t in enumerate(data)]
+
+
+# --------------------------------------------------------------------------
+# Building responses
+
+
+def _estimate_tokens(text: str) -> int:
+    return (len(text) + 3) // 4
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _part_text(part: Any) -> str:
+    """Text that a part contributes to token estimates."""
+    if not isinstance(part, dict):
+        return ""
+    if isinstance(part.get("text"), str):
+        return part["text"]
+    for key in ("functionCall", "functionResponse", "inlineData", "fileData"):
+        if key in part:
+            return _compact(part[key])
+    return ""
+
+
+def _prompt_tokens(body: dict) -> int:
+    total = 0
+    for content in body.get("contents") or []:
+        if isinstance(content, dict):
+            for part in content.get("parts") or []:
+                total += _estimate_tokens(_part_text(part))
+    system = body.get("systemInstruction")
+    if isinstance(system, dict):
+        for part in system.get("parts") or []:
+            total += _estimate_tokens(_part_text(part))
+    return total
+
+
+def echo_text(body: dict) -> str:
+    """The echo-mode answer for a request body (see the module docstring)."""
+    contents = [c for c in (body.get("contents") or []) if isinstance(c, dict)]
+    if contents:
+        last_parts = contents[-1].get("parts") or []
+        responses = [
+            p["functionResponse"]
+            for p in last_parts
+            if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)
+        ]
+        if responses:
+            return "Tool results: " + " ".join(
+                _compact(r.get("response", {})) for r in responses
+            )
+    for content in reversed(contents):
+        if content.get("role", "user") != "user":
+            continue
+        texts = [
+            p["text"]
+            for p in content.get("parts") or []
+            if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+        ]
+        if texts:
+            return "Echo: " + "\n".join(texts)
+    return "Echo: "
+
+
+def _split(text: str, n: int) -> list[str]:
+    size = len(text)
+    return [text[size * i // n : size * (i + 1) // n] for i in range(n)]
+
+
+def build_chunks(turn: dict | None, body: dict, model: str, response_id: str) -> list[dict]:
+    """The GenerateContentResponse chunks answering ``body`` with ``turn``.
+
+    ``turn`` None (or a turn without content keys) means echo mode.
+    """
+    turn = turn or {}
+    if "raw" in turn:
+        return copy.deepcopy(turn["raw"])
+    if not any(k in turn for k in _CONTENT_KEYS):
+        turn = {**turn, "text": echo_text(body)}
+
+    chunk_parts: list[list[dict]] = []
+    thought = turn.get("thought")
+    if thought is not None:
+        chunk_parts.append([{"text": thought, "thought": True}])
+    text = turn.get("text")
+    if text is not None:
+        chunk_parts.extend([{"text": piece}] for piece in _split(text, turn.get("chunks", 1)))
+    calls = []
+    for call in turn.get("function_calls") or []:
+        fc: dict[str, Any] = {"name": call["name"], "args": copy.deepcopy(call.get("args", {}))}
+        if "id" in call:
+            fc["id"] = call["id"]
+        calls.append({"functionCall": fc})
+    if calls:
+        if text is not None:
+            chunk_parts[-1].extend(calls)
+        else:
+            chunk_parts.append(calls)
+    if not chunk_parts:  # unreachable for validated turns; stay well-formed
+        chunk_parts.append([{"text": ""}])
+
+    candidates_text = (text or "") + "".join(_compact(c["functionCall"]) for c in calls)
+    usage = {
+        "promptTokenCount": _prompt_tokens(body),
+        "candidatesTokenCount": _estimate_tokens(candidates_text),
+        "thoughtsTokenCount": _estimate_tokens(thought or ""),
+    }
+    overrides = {_USAGE_KEYS.get(k, k): v for k, v in (turn.get("usage") or {}).items()}
+    usage.update(overrides)
+    if "totalTokenCount" not in overrides:
+        usage["totalTokenCount"] = (
+            usage["promptTokenCount"]
+            + usage["candidatesTokenCount"]
+            + usage["thoughtsTokenCount"]
+        )
+
+    chunks = []
+    for i, parts in enumerate(chunk_parts):
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
+        chunk: dict[str, Any] = {"candidates": [candidate]}
+        if i == len(chunk_parts) - 1:
+            candidate["finishReason"] = turn.get("finish_reason", "STOP")
+            chunk["usageMetadata"] = usage
+        chunk["modelVersion"] = model
+        chunk["responseId"] = response_id
+        chunks.append(chunk)
+    return chunks
+
+
+def merge_chunks(chunks: list[dict]) -> dict:
+    """Merge streamed chunks into one GenerateContentResponse."""
+    merged = copy.deepcopy(chunks[-1])
+    parts: list[dict] = []
+    for chunk in chunks:
+        candidates = chunk.get("candidates") or []
+        if not candidates:
+            continue
+        for part in (candidates[0].get("content") or {}).get("parts") or []:
+            part = copy.deepcopy(part)
+            plain = set(part) <= {"text", "thought"} and isinstance(part.get("text"), str)
+            prev = parts[-1] if parts else None
+            if (
+                plain
+                and prev is not None
+                and set(prev) <= {"text", "thought"}
+                and isinstance(prev.get("text"), str)
+                and bool(prev.get("thought")) == bool(part.get("thought"))
+            ):
+                prev["text"] += part["text"]
+            else:
+                parts.append(part)
+    if merged.get("candidates"):
+        candidate = merged["candidates"][0]
+        candidate.setdefault("content", {"role": "model"})
+        candidate["content"]["parts"] = parts
+    elif parts:
+        merged["candidates"] = [{"content": {"role": "model", "parts": parts}, "index": 0}]
+    for chunk in reversed(chunks):  # usage from the last chunk that has it
+        if "usageMetadata" in chunk:
+            merged["usageMetadata"] = copy.deepcopy(chunk["usageMetadata"])
+            break
+    return merged
+
+
+def google_error(code: int, message: str, status: str | None = None, details: Any = None) -> dict:
+    """Google's JSON error body."""
+    error: dict[str, Any] = {
+        "code": code,
+        "message": message,
+        "status": status or STATUS_NAMES.get(code, "UNKNOWN"),
+    }
+    if details is not None:
+        error["details"] = details
+    return {"error": error}
+
+
+# --------------------------------------------------------------------------
+# HTTP
+
+
+class _Aborted(Exception):
+    """The server is stopping or the client went away."""
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address, handler, fake: "FakeGemini"):
+        self.fake = fake
+        self.connections: set[Any] = set()
+        self.connections_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    def close_connections(self) -> None:
+        """Shut down the open client connections (idle keep-alives included)."""
+        with self.connections_lock:
+            conns = list(self.connections)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind calls socket.getfqdn(), which may do a slow
+        # reverse DNS lookup; skip it.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name = host
+        self.server_port = port
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "FakeGemini/1"
+    disable_nagle_algorithm = True
+    server: _Server
+
+    # -- plumbing ----------------------------------------------------------
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.connections_lock:
+            self.server.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.server.connections_lock:
+            self.server.connections.discard(self.connection)
+        try:
+            super().finish()
+        except OSError:
+            pass
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        if self.server.fake.verbose:
+            sys.stderr.write("fake-gemini: " + (format % args) + "\n")
+
+    def _read_body(self) -> bytes:
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            data = bytearray()
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return bytes(data)
+                data += self.rfile.read(size)
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _send_json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds and self.server.fake._stopping.wait(seconds):
+            raise _Aborted
+
+    # -- dispatch ----------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        fake = self.server.fake
+        url = urlsplit(self.path)
+        raw_body = self._read_body()
+        try:
+            if url.path == "/_requests":
+                if method == "GET":
+                    return self._send_json(200, fake.requests)
+                if method == "DELETE":
+                    fake.clear_requests()
+                    return self._send_json(200, {})
+            elif url.path == "/_script":
+                if method == "GET":
+                    return self._send_json(200, fake.remaining_turns)
+                if method == "POST":
+                    try:
+                        turns = load_script(json.loads(raw_body or b"[]"))
+                    except ValueError as e:  # JSONDecodeError is a ValueError
+                        return self._send_json(400, google_error(400, str(e)))
+                    fake.add_turns(turns)
+                    return self._send_json(200, {"remaining": fake.turns_remaining})
+            elif _API_PATH.match(url.path):
+                return self._api(method, url, raw_body)
+            self._send_json(404, google_error(404, f"Not found: {method} {url.path}"))
+        except (_Aborted, BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _api(self, method: str, url: Any, raw_body: bytes) -> None:
+        fake = self.server.fake
+        query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        key = self.headers.get("x-goog-api-key") or query.pop("key", None)
+        query.pop("key", None)
+        headers = {
+            k.lower(): v for k, v in self.headers.items() if k.lower() != "x-goog-api-key"
+        }
+        api = _API_PATH.match(url.path)
+        assert api is not None
+        target = _MODEL_PATH.match(api["rest"])
+        action = target["action"] if target else None
+        try:
+            body = json.loads(raw_body) if raw_body else None
+        except ValueError:
+            body = None
+            bad_json = True
+        else:
+            bad_json = False
+        if fake.api_key is None:
+            auth = "unchecked"
+        elif not key:
+            auth = "missing"
+        elif key != fake.api_key:
+            auth = "invalid"
+        else:
+            auth = "ok"
+        record = fake._record(
+            {
+                "method": method,
+                "path": url.path,
+                "query": query,
+                "api_version": api["version"],
+                "model": target["model"] if target else None,
+                "action": action,
+                "stream": action == "streamGenerateContent",
+                "headers": headers,
+                "body": body,
+                "auth": auth,
+                "status": None,
+                "turn": None,
+                "echo": False,
+                "chunks_sent": 0,
+                "completed": False,
+                "time": time.time(),
+            }
+        )
+
+        def fail(status: int, message: str, name: str | None = None, details: Any = None) -> None:
+            fake._update(record, status=status, completed=True)
+            self._send_json(status, google_error(status, message, name, details))
+
+        if auth == "missing":
+            return fail(403, _MISSING_KEY_MESSAGE)
+        if auth == "invalid":
+            return fail(
+                400,
+                _INVALID_KEY_MESSAGE,
+                details=[
+                    {
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "API_KEY_INVALID",
+                        "domain": "googleapis.com",
+                        "metadata": {"service": "generativelanguage.googleapis.com"},
+                    }
+                ],
+            )
+        if target is None or method != "POST":
+            return fail(404, f"Method not found: {method} {url.path}")
+        if bad_json or not isinstance(body, dict):
+            return fail(400, "Invalid JSON payload received.")
+        if action == "countTokens":
+            fake._update(record, status=200, completed=True)
+            return self._send_json(200, {"totalTokens": _prompt_tokens(body)})
+        if action not in _MODEL_ACTIONS:
+            return fail(404, f"Method not found: {action}")
+        if not body.get("contents"):
+            return fail(400, "* GenerateContentRequest.contents: contents is not specified\n")
+
+        turn = fake._next_turn()
+        is_echo = turn is None or not any(k in turn for k in _CONTENT_KEYS)
+        fake._update(record, turn=copy.deepcopy(turn), echo=is_echo)
+        turn = turn or {}
+        try:
+            self._sleep(turn.get("delay", 0))
+            if "error" in turn:
+                status, name = _error_status(turn["error"])
+                return fail(
+                    status,
+                    str(turn["error"].get("message", name)),
+                    name,
+                    turn["error"].get("details"),
+                )
+            chunks = build_chunks(turn, body, target["model"], fake._response_id())
+            abort_after = turn.get("abort_after")
+            if action == "generateContent":
+                if abort_after is not None:
+                    fake._update(record, status=0)
+                    self.close_connection = True
+                    return
+                fake._update(record, status=200)
+                self._send_json(200, merge_chunks(chunks))
+                fake._update(record, completed=True)
+                return
+            self._stream(record, chunks, turn.get("chunk_delay", 0), abort_after)
+        except (_Aborted, BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _stream(self, record: dict, chunks: list[dict], chunk_delay: float, abort_after: int | None) -> None:
+        fake = self.server.fake
+        fake._update(record, status=200)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i, chunk in enumerate(chunks):
+            if abort_after is not None and i >= abort_after:
+                self.close_connection = True
+                return
+            if i:
+                self._sleep(chunk_delay)
+            data = b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\r\n\r\n"
+            self._write_chunk(data)
+            fake._update(record, chunks_sent=i + 1)
+        if abort_after is not None:  # all chunks sent, but no end of body
+            self.close_connection = True
+            return
+        self.wfile.write(b"0\r\n\r\n")
+        fake._update(record, completed=True)
+
+
+# --------------------------------------------------------------------------
+# Public API
+
+
+class FakeGemini:
+    """A scripted fake Gemini REST server on a background thread.
+
+    ``FakeGemini(script=None, *, api_key=None, host="127.0.0.1", port=0,
+    verbose=False)``; ``script`` is anything :func:`load_script` accepts.
+    Use as a context manager (or call :meth:`start` / :meth:`close`).
+
+    Attributes: ``url`` (``"http://127.0.0.1:PORT"``), ``host``, ``port``,
+    ``api_key``, ``requests`` (a snapshot list of the recorded request dicts),
+    ``turns_remaining``, ``remaining_turns``, ``env`` (environment variables
+    pointing google-genai here).
+    """
+
+    def __init__(
+        self,
+        script: Any = None,
+        *,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        verbose: bool = False,
+    ) -> None:
+        self.api_key = api_key
+        self.host = host
+        self.verbose = verbose
+        self._requested_port = port
+        self._lock = threading.Lock()
+        self._turns: collections.deque[dict] = collections.deque(
+            load_script(script) if script is not None else []
+        )
+        self._requests: list[dict] = []
+        self._ids = itertools.count(1)
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self) -> "FakeGemini":
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        self._server = _Server((self.host, self._requested_port), _Handler, self)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-gemini:{self.port}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._stopping.set()  # wakes handlers sleeping in delay/chunk_delay
+        server.shutdown()
+        server.close_connections()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    stop = close
+
+    def __enter__(self) -> "FakeGemini":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- inspection --------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise RuntimeError("FakeGemini is not started")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """``GOOGLE_GEMINI_BASE_URL`` and ``GEMINI_API_KEY`` for a subprocess."""
+        return {
+            "GOOGLE_GEMINI_BASE_URL": self.url,
+            "GEMINI_API_KEY": self.api_key if self.api_key is not None else "fake-key",
+        }
+
+    @property
+    def requests(self) -> list[dict]:
+        """Snapshot of the recorded requests (deep copies), oldest first."""
+        with self._lock:
+            return copy.deepcopy(self._requests)
+
+    @property
+    def turns_remaining(self) -> int:
+        with self._lock:
+            return len(self._turns)
+
+    @property
+    def remaining_turns(self) -> list[dict]:
+        with self._lock:
+            return copy.deepcopy(list(self._turns))
+
+    def add_turns(self, turns: Iterable[dict]) -> None:
+        """Append turns to the script (validated)."""
+        new = load_script(list(turns))
+        with self._lock:
+            self._turns.extend(new)
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    # -- used by the handler -----------------------------------------------
+
+    def _record(self, entry: dict) -> dict:
+        with self._lock:
+            entry["index"] = len(self._requests)
+            self._requests.append(entry)
+        return entry
+
+    def _update(self, record: dict, **fields: Any) -> None:
+        with self._lock:
+            record.update(fields)
+
+    def _next_turn(self) -> dict | None:
+        with self._lock:
+            return self._turns.popleft() if self._turns else None
+
+    def _response_id(self) -> str:
+        return f"fake-{next(self._ids)}"
+
+
+# --------------------------------------------------------------------------
+# Command line
+
+_HELP_EPILOG = """\
+script format (a JSON list of turns, or {"turns": [...]}); each model request
+(generateContent or streamGenerateContent) consumes the next turn:
+
+  {"text": "Hello there", "chunks": 3}            text in 3 SSE chunks
+  {"thought": "Let me think", "text": "Done"}     a thought part, then text
+  {"function_calls": [{"name": "read_file", "args": {"file_path": "notes.txt"}}]}
+                                                  functionCall parts (optional
+                                                  "text" goes before them)
+  {"error": {"status": 503, "message": "overloaded"}}
+                                                  HTTP 503 with Google's error
+                                                  JSON (status UNAVAILABLE)
+  {"raw": [{...GenerateContentResponse...}]}      chunks sent verbatim
+
+  any turn: "delay": s (before the response), "chunk_delay": s (between
+  chunks), "usage": {"promptTokenCount": ...} overrides, "finish_reason":
+  "MAX_TOKENS", "abort_after": k (drop the connection after k chunks).
+
+When the script is exhausted the server echoes: "Tool results: <compact JSON
+of each functionResponse.response>" if the last content carries
+functionResponse parts, else "Echo: <last user text>".
+
+GET /_requests returns the recorded requests as JSON; POST /_script appends
+turns. The first stdout line is the base URL; SIGTERM/SIGINT stop it.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m gemini_split.testing.fake_gemini",
+        description="A local fake Gemini REST API speaking the real wire format.",
+        epilog=_HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--script", metavar="FILE.json", help="turns to play ('-' = stdin); default: echo only")
+    parser.add_argument("--port", type=int, default=0, help="port (default: any free port)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--api-key", default=None, help="require this x-goog-api-key")
+    parser.add_argument("--verbose", action="store_true", help="log requests to stderr")
+    args = parser.parse_args(argv)
+    try:
+        script = load_script(args.script) if args.script else None
+    except (OSError, ValueError) as e:
+        parser.error(f"--script: {e}")
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with FakeGemini(script, api_key=args.api_key, host=args.host, port=args.port, verbose=args.verbose) as fake:
+        sys.stdout.write(fake.url + "\n")
+        sys.stdout.flush()
+        while not stop.wait(0.5):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -80,7 +80,21 @@ class _Turn:
         self.request_id = request_id
         self.done = trio.Event()
         self.outcome = TurnOutcome(request_id)
-        self.tool_scope = trio.CancelScope()
+        self.tools_cancelled = False
+        self._tool_scopes: set[trio.CancelScope] = set()
+
+    def new_tool_scope(self) -> trio.CancelScope:
+        """A scope for one tool call of this turn, cancelled with the turn."""
+        scope = trio.CancelScope()
+        if self.tools_cancelled:
+            scope.cancel()
+        self._tool_scopes.add(scope)
+        return scope
+
+    def cancel_tools(self) -> None:
+        self.tools_cancelled = True
+        for scope in self._tool_scopes:
+            scope.cancel()
 
 
 class ProtocolClient:
@@ -175,7 +189,7 @@ class ProtocolClient:
         turn = self._turn
         if turn is None:
             return
-        turn.tool_scope.cancel()
+        turn.cancel_tools()
         try:
             await self._send(Cancel(request_id=turn.request_id))
         except ConnectionClosed:
@@ -264,7 +278,7 @@ class ProtocolClient:
 
     async def _run_tool(self, request: ToolExecutionRequest) -> None:
         turn = self._turn
-        scope = turn.tool_scope if turn is not None and turn.request_id == request.request_id else trio.CancelScope()
+        scope = turn.new_tool_scope() if turn is not None and turn.request_id == request.request_id else trio.CancelScope()
         result: Any = None
         failure = None
         with scope:
@@ -281,7 +295,7 @@ class ProtocolClient:
     def _connection_lost(self, reason: str) -> None:
         turn = self._turn
         if turn is not None and not turn.done.is_set():
-            turn.tool_scope.cancel()
+            turn.cancel_tools()
             turn.outcome.error = Error(
                 request_id=turn.request_id, code=ErrorCode.CONNECTION_LOST.value, message=reason, fatal=True,
             )

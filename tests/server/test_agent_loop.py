@@ -1,0 +1,297 @@
+"""The agent loop and sessions, end to end over the loopback transport.
+
+Time-dependent behaviour (retries, tool timeouts) runs on Trio's
+autojump clock, so it is exact and instant."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+
+from gemini_split.client.tools.base import Tool, ToolKind
+from gemini_split.client.tools.registry import ToolRegistry, default_tools
+from gemini_split.protocol import (
+    Cancel,
+    Error,
+    Finished,
+    GenerateContentRequest,
+    Retrying,
+    TextDelta,
+    ThinkingDelta,
+    ToolCompleted,
+    ToolExecutionRequest,
+    ToolStarted,
+)
+from gemini_split.server.scripted import ScriptedModel
+
+from .helpers import connected_client, raw_client, serving
+
+
+def _text(events) -> str:
+    return "".join(e.content for e in events if isinstance(e, TextDelta))
+
+
+def _function_responses(request) -> list[dict]:
+    return [p["function_response"] for c in request.contents for p in c["parts"] if "function_response" in p]
+
+
+async def test_streamed_text_arrives_whole_and_in_order_then_finished_with_usage(tmp_path):
+    text = "".join(f"word{i} " for i in range(50))
+    model = ScriptedModel([{"text": text, "chunks": 50, "thought": "let me think"}])
+    events: list = []
+    async with serving(model) as (_, address), connected_client(address, tmp_path, events=events) as client:
+        outcome = await client.run_turn("hello")
+    assert outcome.error is None and outcome.finished is not None
+    assert _text(events) == text
+    assert any(isinstance(e, ThinkingDelta) and e.content == "let me think" for e in events)
+    assert outcome.finished.turns == 1
+    assert outcome.finished.usage.total_tokens > 0
+    seqs = [e.seq for e in events if e.seq is not None]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+async def test_a_function_call_runs_on_the_client_and_its_result_reaches_the_model(tmp_path):
+    (tmp_path / "notes.txt").write_text("the launch code is 0000\n")
+    model = ScriptedModel([
+        {"function_calls": [{"name": "read_file", "args": {"file_path": "notes.txt"}}]},
+        {"text": "done"},
+    ])
+    events: list = []
+    async with serving(model) as (_, address), connected_client(address, tmp_path, events=events) as client:
+        outcome = await client.run_turn("read notes.txt")
+    assert outcome.finished is not None and outcome.finished.turns == 2
+    (response,) = _function_responses(model.requests[1])
+    assert response == {"name": "read_file", "response": {"output": "the launch code is 0000\n"}}
+    assert [type(e) for e in events if isinstance(e, ToolStarted | ToolCompleted)] == [ToolStarted, ToolCompleted]
+    assert model.requests[0].tools and {t.name for t in model.requests[0].tools} >= {"read_file", "list_directory"}
+
+
+async def test_a_failing_tool_gives_the_model_a_structured_error_not_a_traceback(tmp_path):
+    model = ScriptedModel([{"function_calls": [{"name": "read_file", "args": {"file_path": "../etc/passwd"}}]}])
+    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+        outcome = await client.run_turn("read it")
+    assert outcome.finished is not None
+    (response,) = _function_responses(model.requests[1])
+    error = response["response"]["error"]
+    assert error["code"] == "outside_workspace"
+    assert "Traceback" not in json.dumps(error)
+    # Echo mode quoted the error back: the model really saw it.
+    assert "outside_workspace" in model.requests[1].contents[-1]["parts"][0]["function_response"]["response"]["error"]["code"]
+
+
+async def test_a_client_that_never_answers_a_tool_request_times_out_with_a_clear_error(autojump_clock):
+    model = ScriptedModel([{"function_calls": [{"name": "read_file", "args": {"file_path": "x"}}]}, {"text": "ok"}])
+    async with serving(model, tool_timeout=30) as (_, address), raw_client(address) as raw:
+        await raw.send(GenerateContentRequest(prompt="go"))
+        seen = await raw.receive_until(lambda m: isinstance(m, Finished | Error))
+        start = trio.current_time()
+    assert any(isinstance(m, ToolExecutionRequest) for m in seen)
+    assert isinstance(seen[-1], Finished)
+    (response,) = _function_responses(model.requests[1])
+    assert response["response"]["error"]["code"] == "timeout"
+    assert "30 seconds" in response["response"]["error"]["message"]
+    assert start >= 30
+
+
+async def test_runaway_tool_loops_end_at_the_turn_limit_and_the_session_stays_usable(tmp_path):
+    loop_turn = {"function_calls": [{"name": "list_directory", "args": {"dir_path": "."}}]}
+    model = ScriptedModel([loop_turn] * 10)
+    async with serving(model, max_turns=3) as (_, address), connected_client(address, tmp_path) as client:
+        outcome = await client.run_turn("loop forever")
+        assert outcome.error is not None and outcome.error.code == "turn_limit"
+        assert "3 model turns" in outcome.error.message
+        model.turns.clear()  # the script is spent: the model echoes now
+        again = await client.run_turn("still there?")
+    assert again.finished is not None
+    # Every function call in the history was answered, so the API accepts it.
+    history = model.requests[-1].contents
+    calls = sum(1 for c in history for p in c["parts"] if "function_call" in p)
+    responses = sum(1 for c in history for p in c["parts"] if "function_response" in p)
+    assert calls == responses == 3
+
+
+async def test_transient_errors_are_retried_with_backoff_and_announced(tmp_path, autojump_clock):
+    model = ScriptedModel([
+        {"error": {"status": 503, "message": "overloaded"}},
+        {"error": {"status": 429, "message": "slow down"}},
+        {"text": "finally"},
+    ])
+    events: list = []
+    async with serving(model) as (_, address), connected_client(address, tmp_path, events=events) as client:
+        start = trio.current_time()
+        outcome = await client.run_turn("hi")
+        elapsed = trio.current_time() - start
+    retries = [e for e in events if isinstance(e, Retrying)]
+    assert [r.attempt for r in retries] == [2, 3]
+    assert "503" in retries[0].error and "429" in retries[1].error
+    assert retries[1].delay > retries[0].delay  # backoff grows
+    assert elapsed >= retries[0].delay + retries[1].delay
+    assert outcome.finished is not None and _text(events) == "finally"
+
+
+async def test_retries_give_up_after_max_attempts_with_a_clear_error(tmp_path, autojump_clock):
+    model = ScriptedModel([{"error": {"status": 500, "message": "boom"}}] * 5)
+    async with serving(model, max_attempts=3) as (_, address), connected_client(address, tmp_path) as client:
+        outcome = await client.run_turn("hi")
+    assert outcome.error is not None
+    assert outcome.error.code == "model_unavailable"
+    assert "boom" in outcome.error.message
+    assert len(model.requests) == 3
+
+
+async def test_auth_errors_are_not_retried_and_say_it_is_the_key(tmp_path):
+    model = ScriptedModel([{"error": {"status": 403, "message": "API key not valid"}}])
+    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+        outcome = await client.run_turn("hi")
+    assert outcome.error is not None and outcome.error.code == "model_auth"
+    assert len(model.requests) == 1
+
+
+async def test_cancel_stops_the_stream_at_once_and_the_session_goes_on(tmp_path):
+    model = ScriptedModel([{"text": "x" * 100, "chunks": 100, "chunk_delay": 0.05}])
+    events: list = []
+    async with serving(model) as (service, address), connected_client(address, tmp_path, events=events) as client:
+        async with trio.open_nursery() as nursery:
+            outcomes = []
+
+            async def turn():
+                outcomes.append(await client.run_turn("long answer"))
+
+            nursery.start_soon(turn)
+            while not any(isinstance(e, TextDelta) for e in events):
+                await trio.sleep(0.01)
+            with trio.fail_after(1):
+                await client.cancel()
+                while not outcomes:
+                    await trio.sleep(0.01)
+        assert outcomes[0].cancelled
+        assert len(_text(events)) < 100
+        next_outcome = await client.run_turn("next")
+        assert next_outcome.finished is not None and next_outcome.finished.reason == "stop"
+        assert not any(s.busy for s in service.sessions.values())
+
+
+class _HangingTool(Tool):
+    name = "hang"
+    description = "never returns"
+    parameters = {"type": "object", "properties": {}}
+    kind = ToolKind.READ
+
+    def __init__(self):
+        self.cancelled = trio.Event()
+
+    async def run(self, args, ctx):
+        try:
+            await trio.sleep_forever()
+        finally:
+            self.cancelled.set()
+
+
+async def test_cancel_stops_a_pending_tool_on_the_client_too(tmp_path):
+    tool = _HangingTool()
+    registry = ToolRegistry([tool, *default_tools()])
+    model = ScriptedModel([{"function_calls": [{"name": "hang", "args": {}}]}])
+    events: list = []
+    async with serving(model) as (_, address), connected_client(address, tmp_path, registry=registry, events=events) as client:
+        async with trio.open_nursery() as nursery:
+            outcomes = []
+
+            async def turn():
+                outcomes.append(await client.run_turn("hang please"))
+
+            nursery.start_soon(turn)
+            while not any(isinstance(e, ToolStarted) for e in events):
+                await trio.sleep(0.01)
+            with trio.fail_after(1):
+                await client.cancel()
+                await tool.cancelled.wait()
+        assert outcomes[0].cancelled
+        assert (await client.run_turn("after")).finished is not None
+    # The cancelled call was answered in the history the next request sent.
+    (response,) = _function_responses(model.requests[-1])
+    assert response["response"]["error"]["code"] == "cancelled"
+
+
+async def test_a_second_request_while_one_runs_is_refused_as_busy():
+    model = ScriptedModel([{"text": "slow", "delay": 0.5}])
+    async with serving(model) as (_, address), raw_client(address) as raw:
+        first = GenerateContentRequest(prompt="one")
+        await raw.send(first)
+        second = GenerateContentRequest(prompt="two")
+        await raw.send(second)
+        seen = await raw.receive_until(lambda m: isinstance(m, Finished))
+    busy = [m for m in seen if isinstance(m, Error)]
+    assert [(e.code, e.request_id) for e in busy] == [("busy", second.id)]
+    assert seen[-1].request_id == first.id
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("{this is not json", "invalid_json"),
+        ('{"type": "teleport", "id": "1", "timestamp": 1}', "unknown_type"),
+        ('{"type": "generate_content_request", "id": "1", "timestamp": 1}', "missing_field"),
+        ('{"type": "text_delta", "id": "1", "timestamp": 1, "content": "spoof"}', "unexpected_message"),
+    ],
+)
+async def test_bad_messages_get_an_error_and_the_connection_goes_on(text, code):
+    model = ScriptedModel([])
+    async with serving(model) as (_, address), raw_client(address) as raw:
+        await raw.send(text)
+        error = await raw.receive()
+        assert isinstance(error, Error) and error.code == code and not error.fatal
+        await raw.send(GenerateContentRequest(prompt="still alive?"))
+        seen = await raw.receive_until(lambda m: isinstance(m, Finished))
+    assert "".join(m.content for m in seen if isinstance(m, TextDelta)) == "Echo: still alive?"
+
+
+async def test_an_unknown_major_version_gets_a_fatal_error_not_a_crash():
+    async with serving(ScriptedModel([])) as (service, address), raw_client(address, hello=False) as raw:
+        await raw.send('{"type": "hello", "id": "1", "timestamp": 1, "protocol_version": "2.0"}')
+        error = await raw.receive()
+        assert isinstance(error, Error) and error.fatal and error.code == "unsupported_version"
+        # ...and the server still serves others.
+        async with raw_client(address) as other:
+            await other.send(GenerateContentRequest(prompt="hi"))
+            await other.receive_until(lambda m: isinstance(m, Finished))
+
+
+async def test_a_first_message_that_is_not_hello_is_refused():
+    async with serving(ScriptedModel([])) as (_, address), raw_client(address, hello=False) as raw:
+        await raw.send(GenerateContentRequest(prompt="skip the handshake"))
+        error = await raw.receive()
+    assert isinstance(error, Error) and error.fatal and "expected hello" in error.message
+
+
+async def test_history_and_state_answer_their_requests(tmp_path):
+    model = ScriptedModel([{"text": "answer"}])
+    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+        await client.run_turn("question")
+        history = await client.get_history()
+        state = await client.get_state()
+    assert [c["role"] for c in history.messages] == ["user", "model"]
+    assert history.messages[0]["parts"][0]["text"] == "question"
+    assert state.busy is False and state.history_length == 2 and state.session_id == client.connected.session_id
+
+
+async def test_closing_the_connection_cancels_the_running_request_and_frees_the_session():
+    model = ScriptedModel([{"text": "x" * 50, "chunks": 50, "chunk_delay": 0.05}])
+    async with serving(model) as (service, address):
+        async with raw_client(address) as raw:
+            await raw.send(GenerateContentRequest(prompt="go"))
+            await raw.receive()  # the stream has started
+            assert len(service.sessions) == 1
+        with trio.fail_after(2):
+            while service.sessions:
+                await trio.sleep(0.01)
+
+
+async def test_cancel_for_another_request_id_is_ignored():
+    model = ScriptedModel([{"text": "fine", "delay": 0.2}])
+    async with serving(model) as (_, address), raw_client(address) as raw:
+        await raw.send(GenerateContentRequest(prompt="go"))
+        await raw.send(Cancel(request_id="not-this-one"))
+        seen = await raw.receive_until(lambda m: isinstance(m, Finished))
+    assert seen[-1].reason == "stop"

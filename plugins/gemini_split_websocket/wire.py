@@ -1,0 +1,96 @@
+"""The byte stream under a WebSocket, made safe to cancel and to stall on.
+
+Both ends write WebSocket frames through :class:`FrameSafeStream`. It exists
+because of two facts about ``trio.abc.Stream.send_all``:
+
+* Cancelled halfway, it leaves part of a frame on the wire, and every later
+  frame is garbage to the peer — silently. Cancelling a task that happens to
+  be sending (a turn cancelled while a delta waits for a slow client) must
+  not corrupt the connection. So a frame, once begun, is written whole: the
+  write is shielded from cancellation.
+* Against a peer that stopped reading it blocks forever, which is the
+  back-pressure we want, but not forever. So the shielded write is bounded
+  by *progress*: if the peer accepts no bytes for ``stall_timeout`` seconds
+  (or for ``grace`` seconds past our caller's deadline or cancellation), the
+  stream is closed and the write raises :class:`trio.BrokenResourceError`.
+
+It also replays bytes already read (``prefix``) before reading more, which
+lets the server peek at an HTTP request and still hand the whole stream to a
+WebSocket library.
+"""
+
+from __future__ import annotations
+
+import trio
+
+#: Bytes asked of the socket per read.
+RECEIVE_SIZE = 64 * 1024
+#: Bytes written per shielded step; progress is checked between steps.
+WRITE_CHUNK = 64 * 1024
+#: RFC 6455 §5.5: a close frame's payload is at most 125 bytes, 2 of them the code.
+MAX_CLOSE_REASON_BYTES = 123
+
+
+def truncate_close_reason(reason: str) -> str:
+    """``reason`` cut to fit a WebSocket close frame (123 UTF-8 bytes),
+    never in the middle of a character."""
+    encoded = reason.encode("utf-8")
+    if len(encoded) <= MAX_CLOSE_REASON_BYTES:
+        return reason
+    return encoded[:MAX_CLOSE_REASON_BYTES].decode("utf-8", "ignore")
+
+
+class FrameSafeStream(trio.abc.Stream):
+    """Wraps ``stream``; see the module docstring.
+
+    ``stall_reason`` is set (for error messages) when a stalled peer was cut off.
+    """
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        stall_timeout: float,
+        grace: float,
+        prefix: bytes = b"",
+    ):
+        self.transport_stream = stream
+        self._stall_timeout = stall_timeout
+        self._grace = grace
+        self._prefix = prefix
+        self.stall_reason: str | None = None
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        for start in range(0, max(len(view), 1), WRITE_CHUNK):
+            # Our caller's deadline (-inf once cancelled) is honoured, with
+            # ``grace`` seconds more to finish the frame; the peer's progress
+            # never gets more than ``stall_timeout``.
+            now = trio.current_time()
+            caller = max(trio.current_effective_deadline(), now)
+            deadline = min(now + self._stall_timeout, caller + self._grace)
+            with trio.CancelScope(shield=True, deadline=deadline) as scope:
+                await self.transport_stream.send_all(view[start : start + WRITE_CHUNK])
+            if scope.cancelled_caught:
+                self.stall_reason = (
+                    f"the peer accepted no data for {deadline - now:.3g}s "
+                    "(stalled, or not reading)"
+                )
+                await trio.aclose_forcefully(self.transport_stream)
+                raise trio.BrokenResourceError(self.stall_reason)
+        # The shield swallowed any cancellation that arrived meanwhile; deliver it now.
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.transport_stream.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._prefix:
+            size = len(self._prefix) if max_bytes is None else max_bytes
+            data, self._prefix = self._prefix[:size], self._prefix[size:]
+            await trio.lowlevel.checkpoint()
+            return data
+        return await self.transport_stream.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.transport_stream.aclose()

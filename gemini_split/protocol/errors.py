@@ -25,11 +25,9 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "unauthorized"
     BUSY = "busy"
     INVALID_REQUEST = "invalid_request"
-    UNKNOWN_SESSION = "unknown_session"
     REPLAY_UNAVAILABLE = "replay_unavailable"
     TURN_LIMIT = "turn_limit"
     CANCELLED = "cancelled"
-    TOOL_TIMEOUT = "tool_timeout"
     # The model side.
     MODEL_AUTH = "model_auth"
     MODEL_UNAVAILABLE = "model_unavailable"

@@ -69,7 +69,9 @@ A command that cannot start raises :class:`ConnectFailed` from
 exit status and the tail of its stderr.
 
 POSIX only. The transport authenticates nobody (``principal`` is None): ssh
-did that, and ``serve`` ignores ``ServeOptions.authenticate``.
+did that, and ``serve`` ignores ``ServeOptions.authenticate``. Serving puts
+stdin and stdout in non-blocking mode while the connection lasts; when they
+are a terminal (a person typing), stderr shares that mode.
 """
 
 from __future__ import annotations

@@ -72,7 +72,9 @@ async def read_request_head(stream: trio.abc.Stream) -> RequestHead | None:
         try:
             event = parser.next_event()
         except h11.RemoteProtocolError as exc:
-            raise BadRequest(str(exc)) from None
+            # h11 quotes the offending line, which may hold ?auth=TOKEN: keep
+            # only its description.
+            raise BadRequest(str(exc).partition(":")[0]) from None
         if event is h11.NEED_DATA:
             data = await stream.receive_some(RECEIVE_SIZE)
             received += data

@@ -21,6 +21,7 @@ so one connection can never take the listener or another connection down.
 from __future__ import annotations
 
 import logging
+import math
 from functools import partial
 from typing import Any
 
@@ -54,6 +55,10 @@ from .tls import server_context
 from .wire import RECEIVE_SIZE, FrameSafeStream, truncate_close_reason
 
 log = logging.getLogger(__name__)
+
+#: Seconds a stopping server waits for each client's answering close frame.
+SHUTDOWN_CLOSE_WAIT = 0.5
+
 
 class _Refused:
     """The upgrade was rejected; nothing more to do."""
@@ -299,22 +304,22 @@ class ServerStream(MessageStream):
         self.principal = principal
         self._max = max_message_size
         self._close_timeout = close_timeout
-        self._closed = False
-        #: Why our side ended the connection (close, keepalive), once it has.
+        self._closed = False  # aclose() was called
+        #: Why our side ended the connection (aclose, keepalive), if it did first.
         self._local_reason: str | None = None
         self._too_large_reported = False
 
     async def send(self, message: str) -> None:
-        if self._local_reason is not None:
-            raise ConnectionClosed(self._local_reason, 1000)
+        if self._closed:
+            raise self._closed_error(None)
         try:
             await self._connection.send_message(message)
         except trio_websocket.ConnectionClosed as exc:
             raise self._closed_error(exc.reason) from None
 
     async def receive(self) -> str:
-        if self._local_reason is not None:
-            raise ConnectionClosed(self._local_reason, 1000)
+        if self._closed:
+            raise self._closed_error(None)
         try:
             message = await self._connection.get_message()
         except trio_websocket.ConnectionClosed as exc:
@@ -338,14 +343,18 @@ class ServerStream(MessageStream):
         return message
 
     async def aclose(self, reason: str = "closed") -> None:
-        """Send a close frame carrying ``reason`` and wait (at most
-        ``close_timeout``, even when cancelled) for the client's answer."""
+        """Send a close frame carrying ``reason`` and wait for the client's
+        answer: at most ``close_timeout``, or SHUTDOWN_CLOSE_WAIT when we are
+        being cancelled (the server is stopping). The frame is sent even then."""
         if self._closed:
             return
         self._closed = True
-        if self._local_reason is None:
+        if self._local_reason is None and self._connection.closed is None:
             self._local_reason = reason
-        with trio.CancelScope(shield=True, deadline=trio.current_time() + self._close_timeout):
+        wait = self._close_timeout
+        if trio.current_effective_deadline() == -math.inf:
+            wait = min(wait, SHUTDOWN_CLOSE_WAIT)
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + wait):
             await self._connection.aclose(1000, truncate_close_reason(reason))
 
     async def abort(self, reason: str) -> None:
@@ -356,18 +365,26 @@ class ServerStream(MessageStream):
 
     def ending(self) -> str:
         """Why the connection ended, for the log."""
-        closed = self._connection.closed
         if self._wire.stall_reason:
             return self._wire.stall_reason
-        if closed is not None and closed.code != 1000 and closed.reason:
-            return f"{closed.reason} ({closed.code})"
-        return self._local_reason or (closed.reason if closed and closed.reason else "closed")
+        if self._local_reason is not None:
+            return self._local_reason
+        closed = self._connection.closed
+        if closed is None:
+            return "closed"
+        if closed.code == 1006:
+            return "the connection broke (no close frame)"
+        if _is_our_size_refusal(closed):
+            return f"{closed.reason} (1009)"
+        said = f": {closed.reason}" if closed.reason else ""
+        return f"closed by the client ({closed.code}{said})"
 
     def _closed_error(self, reason: trio_websocket.CloseReason | None) -> ConnectionClosed:
         if self._wire.stall_reason:
             return ConnectionClosed(f"dropped the connection: {self._wire.stall_reason}", 1006)
         if self._local_reason is not None:
-            return ConnectionClosed(self._local_reason, 1006 if reason is None else reason.code)
+            return ConnectionClosed(self._local_reason, 1000 if self._closed else 1006)
+        reason = reason or self._connection.closed
         if reason is None:
             return ConnectionClosed("connection closed")
         if reason.code == 1006:

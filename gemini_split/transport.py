@@ -85,7 +85,9 @@ class MessageStream(ABC):
     * ``receive`` returns the next whole message. It raises
       :class:`ConnectionClosed` once the peer has closed or the link broke,
       and :class:`MessageTooLarge` for a message over ``max_message_size``
-      (after which the connection is closed).
+      (the message is dropped unread; message-framed transports such as
+      WebSocket then close the connection, line-framed ones such as stdio go
+      on, so the receiver can answer with a protocol error).
     * ``aclose`` is idempotent; after it, ``send`` and ``receive`` raise
       :class:`ConnectionClosed`.
     * Calls of ``send`` may overlap ``receive`` from another task; two

@@ -1,21 +1,35 @@
-"""Read-only file system tools: ``read_file`` and ``list_directory``.
+"""File system tools: ``read_file``, ``list_directory``, ``write_file`` and
+``replace``.
 
 Names and parameters follow gemini-cli, so prompts and habits carry over.
+Every path goes through :meth:`Workspace.resolve`; reads open the resolved
+path as a regular file only; writes are atomic (:meth:`Workspace.write_atomic`).
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import os
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ._files import encode_text, load_ignore_rules, looks_binary, read_text_for_edit
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 
+if TYPE_CHECKING:
+    from ..workspace import Workspace
+
 MAX_READ_BYTES = 256 * 1024
-"""Bytes of one file returned at most; the rest is reachable by line range."""
+"""Characters of one file returned at most; the rest is reachable by line range."""
+MAX_READ_LINES = 2000
+"""Lines of one file returned at most when no end_line is given."""
+MAX_LINE_CHARS = 2000
+"""A longer line is cut (minified code would otherwise fill the cap alone)."""
 MAX_LIST_ENTRIES = 1000
+_COUNT_LINES_UP_TO = 32 * 1024 * 1024
 
 
 class ReadFileTool(Tool):
@@ -24,8 +38,9 @@ class ReadFileTool(Tool):
     description = (
         "Reads a text file from the workspace and returns its content. "
         "Use start_line and end_line (1-based, inclusive) to read part of a "
-        "large file; output over the size cap is truncated with a note saying "
-        "how to read the rest."
+        f"large file. At most {MAX_READ_LINES} lines or {MAX_READ_BYTES // 1024} KiB are returned "
+        f"at once and lines longer than {MAX_LINE_CHARS} characters are cut; a note at the end "
+        "says when output was truncated and which start_line reads the rest. Binary files are refused."
     )
     parameters = {
         "type": "object",
@@ -37,50 +52,72 @@ class ReadFileTool(Tool):
         "required": ["file_path"],
     }
 
+    def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
+        lines = ""
+        if args.get("start_line") or args.get("end_line"):
+            lines = f" lines {args.get('start_line', 1)}-{args.get('end_line', 'end')}"
+        return f"Read {args['file_path']}{lines}"
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
-        path = ctx.workspace.resolve(args["file_path"], must_exist=True)
-        if path.is_dir():
-            raise ToolFailed("is_a_directory", f"'{args['file_path']}' is a directory", "use list_directory to see its entries")
+        shown = args["file_path"]
+        path = ctx.workspace.resolve(shown, must_exist=True)
         start = int(args.get("start_line") or 1)
         end = args.get("end_line")
         end = int(end) if end is not None else None
         if end is not None and end < start:
             raise ToolFailed("invalid_arguments", f"end_line {end} is before start_line {start}")
-        return await trio.to_thread.run_sync(_read_lines, path, start, end, args["file_path"])
+        return await trio.to_thread.run_sync(_read_lines, ctx.workspace, path, start, end, shown)
 
 
-def _read_lines(path: os.PathLike[str], start: int, end: int | None, shown: str) -> str:
-    try:
-        with open(path, "rb") as f:
+def _read_lines(workspace: Workspace, path: Path, start: int, end: int | None, shown: str) -> str:
+    with workspace.open_regular(path, shown) as f:
+        try:
             head = f.read(8192)
-            if b"\x00" in head:
-                raise ToolFailed("binary_file", f"'{shown}' is a binary file and cannot be read as text")
-            f.seek(0)
-            out: list[str] = []
-            size = 0
-            line_no = 0
-            for raw in f:
-                line_no += 1
-                if line_no < start:
-                    continue
-                if end is not None and line_no > end:
-                    break
-                line = raw.decode("utf-8", errors="replace")
-                if size + len(line) > MAX_READ_BYTES:
-                    out.append(
-                        f"\n[truncated: output reached {MAX_READ_BYTES} bytes at line {line_no}. "
-                        f"Read the rest with start_line={line_no}.]\n"
-                    )
-                    break
-                out.append(line)
-                size += len(line)
-    except PermissionError:
-        raise ToolFailed("permission_denied", f"'{shown}' cannot be read: permission denied") from None
-    except IsADirectoryError:
-        raise ToolFailed("is_a_directory", f"'{shown}' is a directory") from None
+        except OSError as exc:
+            raise ToolFailed("read_failed", f"'{shown}' could not be read: {exc.strerror}") from None
+        if looks_binary(head):
+            raise ToolFailed("binary_file", f"'{shown}' is a binary file and cannot be read as text")
+        size = os.fstat(f.fileno()).st_size
+        f.seek(0)
+        out: list[str] = []
+        used = 0
+        line_no = 0
+        note = ""
+        max_lines = MAX_READ_LINES if end is None else None
+        for raw in f:
+            line_no += 1
+            if line_no < start:
+                continue
+            if end is not None and line_no > end:
+                line_no -= 1
+                break
+            line = raw.decode("utf-8", errors="replace")
+            if len(line) > MAX_LINE_CHARS:
+                line = line[:MAX_LINE_CHARS] + f"… [line {line_no} cut at {MAX_LINE_CHARS} characters]\n"
+            if used + len(line) > MAX_READ_BYTES or (max_lines is not None and line_no - start >= max_lines):
+                note = _truncation_note(f, start, line_no, size)
+                break
+            out.append(line)
+            used += len(line)
     if start > 1 and line_no < start:
-        raise ToolFailed("invalid_arguments", f"'{shown}' has only {line_no} lines; start_line {start} is past the end")
-    return "".join(out)
+        raise ToolFailed(
+            "invalid_arguments",
+            f"'{shown}' has only {line_no} lines; start_line {start} is past the end",
+            f"read from a start_line between 1 and {max(line_no, 1)}",
+        )
+    return "".join(out) + note
+
+
+def _truncation_note(f: Any, start: int, stopped_at: int, size: int) -> str:
+    """``stopped_at`` is the first line not shown."""
+    total = ""
+    if size <= _COUNT_LINES_UP_TO:
+        remaining = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        total = f" of {stopped_at + remaining} total lines"
+    return (
+        f"\n[truncated: showing lines {start}-{stopped_at - 1}{total}. "
+        f"Read the rest with start_line={stopped_at} (and end_line to read a range).]\n"
+    )
 
 
 class ListDirectoryTool(Tool):
@@ -88,8 +125,9 @@ class ListDirectoryTool(Tool):
     kind = ToolKind.READ
     description = (
         "Lists the entries of a directory in the workspace: subdirectories "
-        "first, marked [DIR], then files. Optional glob patterns in ignore "
-        "leave matching names out."
+        "first, marked [DIR], then files. Entries ignored by .gitignore are "
+        "left out (a note says how many). Optional glob patterns in ignore "
+        "leave matching names out too."
     )
     parameters = {
         "type": "object",
@@ -100,25 +138,221 @@ class ListDirectoryTool(Tool):
         "required": ["dir_path"],
     }
 
+    def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
+        return f"List {args['dir_path']}"
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         shown = args["dir_path"]
         path = ctx.workspace.resolve(shown, must_exist=True)
         if not path.is_dir():
             raise ToolFailed("not_a_directory", f"'{shown}' is not a directory", "use read_file to read a file")
         ignore = args.get("ignore") or []
-        return await trio.to_thread.run_sync(_list, path, ignore, ctx.workspace.relative(path))
+        return await trio.to_thread.run_sync(_list, ctx.workspace, path, ignore)
 
 
-def _list(path: os.PathLike[str], ignore: list[str], shown: str) -> str:
+def _list(workspace: Workspace, path: Path, ignore: list[str]) -> str:
+    shown = workspace.relative(path)
     try:
-        entries = list(os.scandir(path))
+        with os.scandir(path) as it:
+            entries = list(it)
     except PermissionError:
         raise ToolFailed("permission_denied", f"'{shown}' cannot be listed: permission denied") from None
-    entries = [e for e in entries if not any(fnmatch.fnmatch(e.name, p) for p in ignore)]
-    entries.sort(key=lambda e: (not e.is_dir(follow_symlinks=False), e.name.lower()))
-    lines = [f"[DIR] {e.name}" if e.is_dir(follow_symlinks=False) else e.name for e in entries[:MAX_LIST_ENTRIES]]
-    if len(entries) > MAX_LIST_ENTRIES:
-        lines.append(f"[{len(entries) - MAX_LIST_ENTRIES} more entries not shown]")
+    except OSError as exc:
+        raise ToolFailed("list_failed", f"'{shown}' cannot be listed: {exc.strerror}") from None
+    rules = load_ignore_rules(workspace, path)
+    base = "" if shown == "." else shown.replace(os.sep, "/") + "/"
+    kept = []
+    git_ignored = 0
+    for e in entries:
+        if any(fnmatch.fnmatch(e.name, p) for p in ignore):
+            continue
+        if rules.is_ignored(base + e.name, _is_dir(e)):
+            git_ignored += 1
+            continue
+        kept.append(e)
+    kept.sort(key=lambda e: (not _is_dir(e), e.name.lower()))
+    lines = [f"[DIR] {e.name}" if _is_dir(e) else e.name for e in kept[:MAX_LIST_ENTRIES]]
+    if len(kept) > MAX_LIST_ENTRIES:
+        lines.append(f"[{len(kept) - MAX_LIST_ENTRIES} more entries not shown]")
+    note = f"\n({git_ignored} entr{'y' if git_ignored == 1 else 'ies'} ignored by .gitignore not shown)" if git_ignored else ""
     if not lines:
-        return f"Directory {shown} is empty."
-    return f"Directory listing for {shown}:\n" + "\n".join(lines)
+        return f"Directory {shown} is empty." + note
+    return f"Directory listing for {shown}:\n" + "\n".join(lines) + note
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+# --- edits ------------------------------------------------------------------
+
+
+def unified_diff(old: str | None, new: str, shown: str) -> str:
+    """A unified diff of a file's text, as ``git diff`` shows it."""
+    old_lines = (old or "").splitlines(keepends=True)
+    new_lines = new.splitlines(keepends=True)
+    diff = difflib.unified_diff(
+        old_lines, new_lines,
+        fromfile="/dev/null" if old is None else f"a/{shown}",
+        tofile=f"b/{shown}", lineterm="",
+    )
+    out = []
+    for line in diff:
+        if line.endswith("\n"):
+            out.append(line[:-1])
+        else:
+            out.append(line)
+            if not line.startswith(("---", "+++", "@@")):
+                out.append("\\ No newline at end of file")
+    return "\n".join(out)
+
+
+def _diff_stat(old: str | None, new: str) -> str:
+    added = removed = 0
+    for line in difflib.ndiff((old or "").splitlines(), new.splitlines()):
+        if line.startswith("+ "):
+            added += 1
+        elif line.startswith("- "):
+            removed += 1
+    return f"+{added} -{removed} lines"
+
+
+class WriteFileTool(Tool):
+    name = "write_file"
+    kind = ToolKind.EDIT
+    description = (
+        "Writes content to a file in the workspace, replacing the file if it "
+        "exists and creating it (and missing parent directories) if not. The "
+        "write is atomic: the file is either fully replaced or unchanged. "
+        "Write the complete file content; for a small change to an existing "
+        "file prefer replace."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "file_path": {"type": "string", "description": "Path of the file, relative to the workspace root (or absolute inside it)."},
+            "content": {"type": "string", "description": "The complete content to write."},
+        },
+        "required": ["file_path", "content"],
+    }
+
+    def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
+        shown = args["file_path"]
+        real = workspace.resolve(shown)
+        rel = workspace.relative(real)
+        old = read_text_for_edit(workspace, real, shown)
+        if old == args["content"]:
+            return f"Write {rel} (no change: the content is identical)"
+        head = f"Create {rel}" if old is None else f"Overwrite {rel}"
+        return f"{head}\n{unified_diff(old, args['content'], rel)}"
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        return await trio.to_thread.run_sync(self._write, ctx.workspace, args["file_path"], args["content"])
+
+    @staticmethod
+    def _write(workspace: Workspace, shown: str, content: str) -> str:
+        real = workspace.resolve(shown)
+        rel = workspace.relative(real)
+        try:
+            old = read_text_for_edit(workspace, real, shown)
+        except ToolFailed as failed:
+            if failed.code != "binary_file":
+                raise
+            old = ""  # overwriting a binary file with text is allowed
+        workspace.write_atomic(real, encode_text(content), shown)
+        if old is None:
+            n = len(content.splitlines())
+            return f"Created {rel} ({n} line{'s' if n != 1 else ''})."
+        if old == content:
+            return f"Wrote {rel}: the content was already identical."
+        return f"Overwrote {rel} ({_diff_stat(old, content)})."
+
+
+class ReplaceTool(Tool):
+    name = "replace"
+    kind = ToolKind.EDIT
+    description = (
+        "Replaces text in a file. old_string must match the file's text "
+        "exactly, including whitespace and indentation, and must occur exactly "
+        "once unless allow_multiple is true (then every occurrence is "
+        "replaced). Include enough surrounding lines in old_string to make it "
+        "unique. An empty old_string creates a new file containing new_string. "
+        "Read the file first so old_string is current."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "file_path": {"type": "string", "description": "Path of the file, relative to the workspace root (or absolute inside it)."},
+            "old_string": {"type": "string", "description": "The exact text to replace (empty to create a new file)."},
+            "new_string": {"type": "string", "description": "The text to put in its place."},
+            "allow_multiple": {"type": "boolean", "description": "Replace every occurrence instead of requiring exactly one. Default false."},
+            "instruction": {"type": "string", "description": "Optional: what this change does and why, in a sentence."},
+        },
+        "required": ["file_path", "old_string", "new_string"],
+    }
+
+    def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
+        real, rel, old, new, count = self._plan(workspace, args)
+        head = f"Create {rel}" if old is None else f"Edit {rel}"
+        if count > 1:
+            head += f" ({count} replacements)"
+        if args.get("instruction"):
+            head += f": {args['instruction']}"
+        return f"{head}\n{unified_diff(old, new, rel)}"
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        return await trio.to_thread.run_sync(self._replace, ctx.workspace, args)
+
+    def _replace(self, workspace: Workspace, args: dict[str, Any]) -> str:
+        real, rel, old, new, count = self._plan(workspace, args)
+        workspace.write_atomic(real, encode_text(new), args["file_path"])
+        if old is None:
+            return f"Created {rel}."
+        return f"Edited {rel}: {count} replacement{'s' if count != 1 else ''} ({_diff_stat(old, new)})."
+
+    @staticmethod
+    def _plan(workspace: Workspace, args: dict[str, Any]) -> tuple[Path, str, str | None, str, int]:
+        """``(real path, shown path, old text or None, new text, count)``,
+        or :class:`ToolFailed` saying why the edit cannot be made."""
+        shown = args["file_path"]
+        old_string: str = args["old_string"]
+        new_string: str = args["new_string"]
+        real = workspace.resolve(shown)
+        rel = workspace.relative(real)
+        text = read_text_for_edit(workspace, real, shown)
+        if text is None:
+            if old_string == "":
+                return real, rel, None, new_string, 1
+            raise ToolFailed(
+                "not_found", f"'{shown}' does not exist",
+                "check the path with glob or list_directory; to create a file, use write_file "
+                "or replace with an empty old_string",
+            )
+        if old_string == "":
+            raise ToolFailed(
+                "file_exists", f"old_string is empty but '{shown}' already exists",
+                "give the exact text to replace, or use write_file to overwrite the whole file",
+            )
+        if old_string == new_string:
+            raise ToolFailed("no_change", "old_string and new_string are identical: nothing would change")
+        # A file with Windows line endings, edited by a model that writes '\n'.
+        if "\r\n" in text and "\r" not in old_string and text.count("\r\n") == text.count("\n"):
+            old_string = old_string.replace("\n", "\r\n")
+            new_string = new_string.replace("\n", "\r\n")
+        count = text.count(old_string)
+        if count == 0:
+            raise ToolFailed(
+                "no_match", f"old_string was not found in '{shown}'",
+                "read the file again and copy the exact text, including whitespace, "
+                "indentation and line breaks",
+            )
+        if count > 1 and not args.get("allow_multiple"):
+            raise ToolFailed(
+                "multiple_matches", f"old_string occurs {count} times in '{shown}'",
+                "include more surrounding lines in old_string so it matches exactly once, "
+                f"or set allow_multiple to true to replace all {count}",
+            )
+        return real, rel, text, text.replace(old_string, new_string), count

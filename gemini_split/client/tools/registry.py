@@ -39,7 +39,17 @@ class ToolRegistry:
 
 
 def default_tools() -> ToolRegistry:
-    """Every built-in local tool."""
-    from .filesystem import ListDirectoryTool, ReadFileTool
+    """Every built-in local tool, with default limits. To change a limit,
+    build the registry with the tool constructed differently, e.g.
+    ``RunShellCommandTool(timeout=600)``."""
+    from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
+    from .search import GlobTool, GrepSearchTool
 
-    return ToolRegistry([ReadFileTool(), ListDirectoryTool()])
+    return ToolRegistry([
+        ReadFileTool(),
+        ListDirectoryTool(),
+        GlobTool(),
+        GrepSearchTool(),
+        WriteFileTool(),
+        ReplaceTool(),
+    ])

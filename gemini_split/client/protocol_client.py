@@ -140,6 +140,7 @@ class ProtocolClient:
             preview = text[:200].replace("\n", "\\n")
             raise HandshakeFailed(
                 f"the server did not speak the gemini-split protocol ({exc}); it sent: {preview!r}"
+                + _stderr_tail(self.stream)
             ) from None
         if isinstance(message, Error):
             raise HandshakeFailed(f"the server refused the connection: {message.message}", code=message.code)
@@ -308,3 +309,11 @@ class ProtocolClient:
 
 async def _ignore(event: ServerEvent) -> None:
     return None
+
+
+def _stderr_tail(stream: MessageStream) -> str:
+    """The end of a spawned server's stderr, where the transport keeps one
+    (stdio does): usually the real reason a handshake went wrong."""
+    tail_of = getattr(stream, "stderr_tail", None)
+    tail = tail_of().strip() if callable(tail_of) else ""
+    return f"\nThe end of its stderr:\n  " + tail.replace("\n", "\n  ") if tail else ""

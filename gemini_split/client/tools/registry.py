@@ -44,6 +44,7 @@ def default_tools() -> ToolRegistry:
     ``RunShellCommandTool(timeout=600)``."""
     from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
     from .search import GlobTool, GrepSearchTool
+    from .web import WebFetchTool
 
     return ToolRegistry([
         ReadFileTool(),
@@ -52,4 +53,5 @@ def default_tools() -> ToolRegistry:
         GrepSearchTool(),
         WriteFileTool(),
         ReplaceTool(),
+        WebFetchTool(),
     ])

@@ -44,6 +44,7 @@ def default_tools() -> ToolRegistry:
     ``RunShellCommandTool(timeout=600)``."""
     from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
     from .search import GlobTool, GrepSearchTool
+    from .shell import RunShellCommandTool
     from .web import WebFetchTool
 
     return ToolRegistry([
@@ -53,5 +54,6 @@ def default_tools() -> ToolRegistry:
         GrepSearchTool(),
         WriteFileTool(),
         ReplaceTool(),
+        RunShellCommandTool(),
         WebFetchTool(),
     ])

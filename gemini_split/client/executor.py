@@ -68,20 +68,29 @@ class ToolExecutor:
         except ToolFailed as failed:
             failure = failed.to_failure()
         except trio.Cancelled:
-            with trio.CancelScope(shield=True):
-                await emit(ToolError(
-                    request_id=request_id, call_id=call_id, tool=tool_name,
-                    error=ToolFailure(code="cancelled", message="cancelled by the user"),
-                ))
+            await self._report_cancelled(emit, call_id, tool_name, request_id)
             raise
         except Exception as exc:  # a tool bug must not kill the session
             log.exception("tool %s failed unexpectedly", tool_name)
             failure = ToolFailure(code="internal_error", message=f"{tool_name} failed: {type(exc).__name__}: {exc}")
+        except BaseExceptionGroup as group:
+            # A tool's nursery may deliver the cancellation as a group of Cancelled.
+            if group.split(trio.Cancelled)[1] is None:
+                await self._report_cancelled(emit, call_id, tool_name, request_id)
+            raise
         else:
             await emit(ToolCompleted(request_id=request_id, call_id=call_id, tool=tool_name, result=result))
             return result, None
         await emit(ToolError(request_id=request_id, call_id=call_id, tool=tool_name, error=failure))
         return None, failure
+
+    @staticmethod
+    async def _report_cancelled(emit: EventSink, call_id: str, tool_name: str, request_id: str | None) -> None:
+        with trio.CancelScope(shield=True):
+            await emit(ToolError(
+                request_id=request_id, call_id=call_id, tool=tool_name,
+                error=ToolFailure(code="cancelled", message="cancelled by the user"),
+            ))
 
     async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None) -> Any:
         tool = self.registry.get(tool_name)
@@ -92,20 +101,29 @@ class ToolExecutor:
                 "available tools: " + ", ".join(self.registry.names()),
             )
         args = validate_arguments(tool, args)
-        decision = self.policy.decide(tool, args)
-        if decision is Decision.DENY:
-            raise ToolFailed("refused", f"{tool_name} is not allowed by the approval policy", "do not retry; ask the user")
-        if decision is Decision.ASK:
-            description = tool.describe(args, self.workspace)
+        verdict = self.policy.check(tool, args)
+        if verdict.decision is Decision.DENY:
+            raise ToolFailed(
+                "refused",
+                f"{tool_name} is not allowed by the approval policy" + (f": {verdict.reason}" if verdict.reason else ""),
+                "do not retry; ask the user",
+            )
+        if verdict.decision is Decision.ASK:
             if self.asker is None:
                 raise ToolFailed(
                     "refused",
                     f"{tool_name} needs the user's approval and there is no one to ask "
-                    "(non-interactive mode)",
+                    "(non-interactive mode)" + (f"; {verdict.reason}" if verdict.reason else ""),
                     "do not retry; tell the user which action you need so they can run it "
                     "with --approval-mode or --allowed-tools",
                 )
-            answer = await self.asker.ask(ApprovalRequest(call_id, tool, args, description))
+            # describe() may itself fail (a replace that matches nothing):
+            # then there is nothing to ask about and the model is told why.
+            description = await trio.to_thread.run_sync(tool.describe, args, self.workspace)
+            answer = await self.asker.ask(ApprovalRequest(
+                call_id, tool, args, description,
+                reason=verdict.reason, always_scope=self.policy.always_scope(tool, args),
+            ))
             if answer is Answer.NO:
                 raise ToolFailed("refused", f"the user declined to run {tool_name}", "ask the user how to proceed")
             if answer is Answer.ALWAYS:

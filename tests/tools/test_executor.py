@@ -1,0 +1,74 @@
+"""The executor's own guarantees: failures are structured, cancellation is
+reported, whatever shape it arrives in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from gemini_split.client.approval import ApprovalMode
+from gemini_split.client.tools import Tool, ToolContext, ToolKind, ToolRegistry, default_tools
+from gemini_split.protocol import ToolError
+
+from .conftest import Env
+
+
+class Buggy(Tool):
+    name = "buggy"
+    description = "raises a plain Python error"
+    parameters = {"type": "object", "properties": {}}
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        raise KeyError("oops")
+
+
+class Nursery(Tool):
+    name = "nursery"
+    description = "waits in a nursery of two tasks"
+    kind = ToolKind.READ
+    parameters = {"type": "object", "properties": {}}
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        async with trio.open_nursery() as n:
+            n.start_soon(trio.sleep_forever)
+            await trio.sleep_forever()
+
+
+async def test_unknown_tool_and_bugs_are_structured(env: Env):
+    out = await env.run("no_such_tool", {})
+    assert out.failure.code == "unknown_tool" and "read_file" in out.failure.hint
+    ex = env.executor(registry=ToolRegistry([Buggy()]))
+    out = await env.run("buggy", {}, executor=ex)
+    assert out.failure.code == "internal_error" and "KeyError" in out.failure.message
+    out = await env.run("read_file", ["not", "an", "object"])
+    assert out.failure.code == "invalid_arguments"
+
+
+async def test_cancellation_inside_a_tool_nursery_is_reported(env: Env):
+    events: list[Any] = []
+
+    async def emit(event):
+        events.append(event)
+
+    ex = env.executor(registry=ToolRegistry([Nursery()]))
+    with trio.move_on_after(0.1):
+        await ex.execute("c", "nursery", {}, emit)
+    assert isinstance(events[-1], ToolError) and events[-1].error.code == "cancelled"
+
+
+def test_default_tools_are_complete():
+    names = default_tools().names()
+    assert names == ["read_file", "list_directory", "glob", "grep_search", "write_file", "replace",
+                     "run_shell_command", "web_fetch"]
+    kinds = {t.name: t.kind for t in default_tools()}
+    assert kinds["write_file"] is ToolKind.EDIT and kinds["run_shell_command"] is ToolKind.EXECUTE
+    assert kinds["web_fetch"] is ToolKind.NETWORK and kinds["grep_search"] is ToolKind.READ
+
+
+async def test_read_only_tools_run_in_default_mode_without_asker(env: Env):
+    (env.root / "a.txt").write_text("hello\n")
+    for tool, args in [("read_file", {"file_path": "a.txt"}), ("list_directory", {"dir_path": "."}),
+                       ("glob", {"pattern": "*.txt"}), ("grep_search", {"pattern": "hello"})]:
+        out = await env.run(tool, args, mode=ApprovalMode.DEFAULT)
+        assert out.failure is None, (tool, out.failure)

@@ -83,7 +83,7 @@ class Redirect:
         if not self.target.literal:
             return False
         if op in (">&", "<&"):
-            return self.target.text == "-" or self.target.text.isdigit()
+            return self.target.text == "-" or _is_fd(self.target.text)
         return self.target.text == "/dev/null"
 
 
@@ -108,6 +108,11 @@ class SimpleCommand:
         for r in self.redirects:
             text += f" {r.op}{_show(r.target)}"
         return text.strip()
+
+
+def _is_fd(text: str) -> bool:
+    # ASCII only: str.isdigit() also accepts digits bash reads as a file name.
+    return text.isascii() and text.isdigit()
 
 
 def _show(word: Word) -> str:
@@ -279,7 +284,7 @@ class _Parser:
             return
         start = self.i
         word, plain = self._read_word()
-        if self.peek() in ("<", ">") and plain and word.text.isdigit():
+        if self.peek() in ("<", ">") and plain and _is_fd(word.text):
             self._read_redirect(cmd, word.text)  # '2>file': a descriptor number
             return
         if cmd.group:

@@ -154,7 +154,7 @@ def test_allowed_with_echo(command):
         "echo ok 2>FLAG", "echo >&FLAG", "echo hi < /etc/passwd", "bash -c 'touch FLAG'", "eval touch FLAG",
         "./echo hi", "/bin/echo hi", "echoo hi", "PATH=. echo hi", "\\touch FLAG", "{echo,hi}", "ech? hi",
         "$x hi", "`echo echo` hi", "echo hi\ntouch FLAG", "(touch FLAG)", "(echo hi) > FLAG", "> FLAG",
-        "X=1", "bash -c \"$x\"", "echo $[1]", "eval 'echo $(touch FLAG)'", "",
+        "X=1", "bash -c \"$x\"", "echo $[1]", "eval 'echo $(touch FLAG)'", "", "echo hi >&\u0662",
     ],
 )
 def test_not_allowed_with_echo(command):

@@ -164,3 +164,15 @@ async def test_utf8_split_across_reads(env: Env):
     out = await env.run("run_shell_command", {"command": "printf '\\xc3'; sleep 0.05; printf '\\xa9\\n'"})
     assert out.result["stdout"] == "é\n"
     assert os.path.exists(env.root)
+
+
+async def test_relative_path_entries_are_dropped(env: Env, monkeypatch):
+    """With '.' or an empty entry in PATH, a script the model wrote could
+    stand in for an allowed command; the shell never sees such entries."""
+    script = env.root / "mycmd"
+    script.write_text("#!/bin/sh\necho hijacked\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", ".::" + os.environ["PATH"] + ":bin")
+    out = await env.run("run_shell_command", {"command": "mycmd; echo $PATH"})
+    assert out.result["exit_code"] == 0 and "hijacked" not in out.result["stdout"]
+    assert out.result["stdout"].strip() == os.environ["PATH"].removeprefix(".::").removesuffix(":bin")

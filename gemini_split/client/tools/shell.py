@@ -109,6 +109,7 @@ class RunShellCommandTool(Tool):
             raise ToolFailed("invalid_arguments", "the command contains a NUL byte")
         cwd = self._directory(args, ctx.workspace)
         env = dict(os.environ, GEMINI_CLI="1")
+        env["PATH"] = _absolute_path_entries(env.get("PATH", os.defpath))
         try:
             process = await trio.lowlevel.open_process(
                 [self.shell, "-c", command],
@@ -282,6 +283,13 @@ class _Run:
         for stream in (self.process.stdout, self.process.stderr):
             if stream is not None:
                 await stream.aclose()
+
+
+def _absolute_path_entries(path: str) -> str:
+    """PATH without relative or empty entries (which mean the current
+    directory): a file the model wrote in the workspace must not stand in
+    for an allowed command such as ``git``."""
+    return os.pathsep.join(p for p in path.split(os.pathsep) if os.path.isabs(p))
 
 
 def _first_leaf(group: BaseExceptionGroup) -> BaseException:

@@ -208,3 +208,45 @@ async def test_a_cancelled_send_never_corrupts_the_stream():
             assert received[-1] == "last"
             assert all(message == big for message in received[:-1])
             nursery.cancel_scope.cancel()
+
+
+async def test_a_failing_handler_leaves_the_server_and_other_clients_alone(caplog):
+    async def fragile(stream: MessageStream) -> None:
+        while True:
+            message = await stream.receive()
+            if message == "boom":
+                raise RuntimeError("handler bug")
+            await stream.send(message)
+
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            address = await start(nursery, fragile)
+            bystander = await _connect(address)
+            victim = await _connect(address)
+            await victim.send("boom")
+            with pytest.raises(ConnectionClosed):
+                await victim.receive()
+            await _echo(bystander, "unaffected")
+            fresh = await _connect(address)
+            await _echo(fresh, "new connections too")
+            assert "handler bug" in caplog.text
+            for stream in (bystander, victim, fresh):
+                await stream.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def test_many_concurrent_clients():
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            address = await start(nursery)
+
+            async def client(number: int) -> None:
+                stream = await _connect(address)
+                for round_ in range(5):
+                    await _echo(stream, f"client {number} round {round_}")
+                await stream.aclose()
+
+            async with trio.open_nursery() as clients:
+                for number in range(100):
+                    clients.start_soon(client, number)
+            nursery.cancel_scope.cancel()

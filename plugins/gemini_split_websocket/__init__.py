@@ -41,7 +41,16 @@ Limits
     raises ConnectionClosed and its tasks end. Sends are never queued: a send
     waits for the socket (back-pressure), and one the peer accepts no bytes of
     for ``keepalive_timeout`` drops the connection. A frame once begun is
-    always written whole, even if the sending task is cancelled.
+    always written whole, even if the sending task is cancelled. Pongs are
+    read by the connection's reader, which stops once
+    ``message_queue_size`` messages wait unreceived: a handler keeps a
+    receive loop running, as a protocol session does.
+
+Closing
+    ``aclose(reason)`` sends a close frame whose reason (cut to 123 bytes)
+    the client's ConnectionClosed carries. A handler cancelled because the
+    server stops has its stream closed with "server shutting down", and the
+    server waits at most 0.5 s for each client's answer.
 
 ``ServeOptions.extra`` may set ``handshake_timeout`` (10 s: time to send the
 request), ``close_timeout`` (2 s: wait for the peer's close answer, also the

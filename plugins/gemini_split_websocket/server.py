@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 
 #: Seconds a stopping server waits for each client's answering close frame.
 SHUTDOWN_CLOSE_WAIT = 0.5
+#: The close reason a client sees when the server stops under it.
+SHUTDOWN_REASON = "server shutting down"
 
 
 class _Refused:
@@ -342,18 +344,21 @@ class ServerStream(MessageStream):
                 raise ConnectionClosed("the client sent a binary frame that is not UTF-8", 1007) from None
         return message
 
-    async def aclose(self, reason: str = "closed") -> None:
+    async def aclose(self, reason: str | None = None) -> None:
         """Send a close frame carrying ``reason`` and wait for the client's
         answer: at most ``close_timeout``, or SHUTDOWN_CLOSE_WAIT when we are
-        being cancelled (the server is stopping). The frame is sent even then."""
+        being cancelled (the server is stopping). The frame is sent even then.
+        Without a reason it says "closed", or "server shutting down" when
+        cancelled (run_handler closes the stream of a cancelled handler)."""
         if self._closed:
             return
         self._closed = True
+        cancelled = trio.current_effective_deadline() == -math.inf
+        if reason is None:
+            reason = SHUTDOWN_REASON if cancelled else "closed"
         if self._local_reason is None and self._connection.closed is None:
             self._local_reason = reason
-        wait = self._close_timeout
-        if trio.current_effective_deadline() == -math.inf:
-            wait = min(wait, SHUTDOWN_CLOSE_WAIT)
+        wait = min(self._close_timeout, SHUTDOWN_CLOSE_WAIT) if cancelled else self._close_timeout
         with trio.CancelScope(shield=True, deadline=trio.current_time() + wait):
             await self._connection.aclose(1000, truncate_close_reason(reason))
 

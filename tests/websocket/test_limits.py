@@ -179,6 +179,7 @@ async def test_stopping_the_server_sends_each_client_a_close_frame():
             with pytest.raises(ConnectionClosed) as info:
                 await stream.receive()
             assert info.value.code == 1000  # a close frame, not a broken socket
+            assert info.value.reason == "server shutting down"
             outer.cancel_scope.cancel()
 
 

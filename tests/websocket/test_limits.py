@@ -18,14 +18,25 @@ from gemini_split.transport import (
     get_transport,
 )
 
-from .helpers import DEADLINE, Recorder, authenticate, start
+from .helpers import DEADLINE, Recorder, authenticate, start, tls_files
 
 # Short keepalive so a dead peer is found in well under a second.
 KEEPALIVE = {"keepalive_interval": 0.1, "keepalive_timeout": 0.3}
 
 
 async def _connect(address: str, token: str | None = None, **options) -> MessageStream:
+    if address.startswith("wss://"):
+        options.setdefault("ca_file", tls_files()["ca"])
     return await get_transport(address).open_connection(address, ConnectOptions(token=token, **options))
+
+
+@pytest.fixture(params=["ws", "wss"])
+def over(request) -> dict:
+    """Server options for plain WebSocket, or for TLS."""
+    if request.param == "ws":
+        return {}
+    files = tls_files()
+    return {"address": "wss://127.0.0.1:0", "tls_cert": files["cert"], "tls_key": files["key"]}
 
 
 async def _echo(stream: MessageStream, text: str) -> None:
@@ -57,11 +68,11 @@ async def test_a_message_over_the_limit_closes_that_connection_with_1009(caplog)
             nursery.cancel_scope.cancel()
 
 
-async def test_a_client_that_answers_no_pings_is_dropped():
+async def test_a_client_that_answers_no_pings_is_dropped(over):
     recorder = Recorder()
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
-            address = await start(nursery, recorder, **KEEPALIVE)
+            address = await start(nursery, recorder, **KEEPALIVE, **over)
             lively = await _connect(address)
             echoing = trio.CancelScope()
             nursery.start_soon(_keep_echoing, lively, echoing)
@@ -88,7 +99,7 @@ async def _keep_echoing(stream: MessageStream, scope: trio.CancelScope) -> None:
             await trio.sleep(0.05)
 
 
-async def test_a_client_that_stops_reading_is_dropped_and_sends_do_not_pile_up():
+async def test_a_client_that_stops_reading_is_dropped_and_sends_do_not_pile_up(over):
     progress = {"sent": 0}
     ended = trio.Event()
     outcome: list[BaseException] = []
@@ -105,7 +116,7 @@ async def test_a_client_that_stops_reading_is_dropped_and_sends_do_not_pile_up()
 
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
-            address = await start(nursery, firehose, **KEEPALIVE)
+            address = await start(nursery, firehose, **KEEPALIVE, **over)
             stalled = await _connect(address)  # and never reads
             started = time.monotonic()
             await ended.wait()
@@ -167,11 +178,11 @@ async def test_the_client_sees_the_servers_close_reason(reason):
             nursery.cancel_scope.cancel()
 
 
-async def test_stopping_the_server_sends_each_client_a_close_frame():
+async def test_stopping_the_server_sends_each_client_a_close_frame(over):
     with trio.fail_after(2):
         async with trio.open_nursery() as outer:
             async with trio.open_nursery() as server:
-                address = await start(server)
+                address = await start(server, **over)
                 stream = await _connect(address)
                 await _echo(stream, "hi")
                 server.cancel_scope.cancel()
@@ -183,7 +194,7 @@ async def test_stopping_the_server_sends_each_client_a_close_frame():
             outer.cancel_scope.cancel()
 
 
-async def test_a_cancelled_send_never_corrupts_the_stream():
+async def test_a_cancelled_send_never_corrupts_the_stream(over):
     received: list[str] = []
     done = trio.Event()
 
@@ -197,7 +208,7 @@ async def test_a_cancelled_send_never_corrupts_the_stream():
 
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
-            address = await start(nursery, collector)
+            address = await start(nursery, collector, **over)
             stream = await _connect(address)
             big = "y" * (1024 * 1024)
             for _ in range(8):

@@ -35,9 +35,8 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment) -> Clien
     if not workspace.is_dir():
         raise BadInput(f"workspace {workspace} is not a directory")
     server = resolve_server_address(args.server, env)
-    token = args.token or env.environ.get("GEMINI_SERVER_TOKEN") or None
-    connect = ConnectOptions(token=token, ca_file=args.ca, insecure=args.insecure)
-    if args.insecure:
+    connect = _connect_options(args, env)
+    if connect.insecure:
         env.warn("WARNING: --insecure: the server's TLS certificate is NOT verified; "
                  "anyone on the network path can read and change this session.")
     settings = ClientSettings(
@@ -111,9 +110,35 @@ def resolve_server_address(value: str | None, env: Environment) -> str | None:
 
 
 def _profile_address(name: str, env: Environment) -> str:
-    raise ConfigurationError(
-        f"--server {name!r} is not an address (expected ws://HOST:PORT, wss://… or 'stdio:COMMAND')"
-    )
+    """The address of the profile called ``name`` in ``servers.json``."""
+    return _find_profile(name, env).address
+
+
+def _find_profile(name: str, env: Environment):
+    from gemini_split.client.profiles import profile_store
+
+    store = profile_store(env.config_dir)
+    profile = store.get(name)
+    if profile is None:
+        known = ", ".join(store.names()) or "none yet; add one with: gemini-split server add NAME URL"
+        raise ConfigurationError(
+            f"--server {name!r} is neither an address (ws://HOST:PORT, wss://…, 'stdio:COMMAND') "
+            f"nor a profile in {store.path} (profiles: {known})"
+        )
+    return profile
+
+
+def _connect_options(args: argparse.Namespace, env: Environment) -> ConnectOptions:
+    """Token, CA and TLS checking: a flag beats the profile named by
+    ``--server``, which beats ``$GEMINI_SERVER_TOKEN``."""
+    token, ca, insecure = args.token, args.ca, args.insecure
+    if args.server and ":" not in args.server:
+        profile = _find_profile(args.server, env)
+        token = token or profile.resolve_token(env.environ)
+        ca = ca or profile.ca
+        insecure = insecure or not profile.reject_unauthorized
+    token = token or env.environ.get("GEMINI_SERVER_TOKEN") or None
+    return ConnectOptions(token=token, ca_file=ca, insecure=insecure)
 
 
 def _truthy(value: str | None) -> bool:

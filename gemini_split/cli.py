@@ -86,6 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     from gemini_split.commands.serve import add_serve_parser
 
     add_serve_parser(commands)
+    from gemini_split.commands.completions import add_completions_parser
+    from gemini_split.commands.server_profiles import add_server_parser
+
+    add_server_parser(commands)
+    add_completions_parser(commands)
     return parser
 
 
@@ -126,6 +131,14 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             from gemini_split.commands.serve import run_serve
 
             return run_serve(args, env)
+        if args.command == "server":
+            from gemini_split.commands.server_profiles import run_server_command
+
+            return run_server_command(args, env)
+        if args.command == "completions":
+            from gemini_split.commands.completions import run_completions
+
+            return run_completions(args, env)
         return _run_client(args, env)
     except ConfigurationError as exc:
         env.warn(f"gemini-split: {exc}")
@@ -140,11 +153,9 @@ def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     prompt = read_prompt(args, env)
     if prompt is None:
-        env.warn(
-            "gemini-split: the interactive REPL is not available in this build; "
-            "use -p PROMPT or pipe a prompt on stdin"
-        )
-        return ExitStatus.USAGE
+        from gemini_split.commands.repl import run_repl
+
+        return run_repl(args, env)
     return run_oneshot(args, env, prompt)
 
 

@@ -1,0 +1,280 @@
+"""Reading the user's input with prompt-toolkit, off the Trio loop.
+
+prompt-toolkit runs on asyncio, gemini-split on Trio. Each prompt (the
+line editor, an approval key) is a prompt-toolkit ``Application`` run with
+``app.run()`` in a Trio worker thread (``trio.to_thread.run_sync``): the
+application gets its own asyncio loop in that thread for as long as it runs,
+and the Trio loop in the main thread is never blocked. Nothing else writes to
+the terminal while a prompt runs: the REPL waits for the answer.
+
+While a prompt runs the terminal is in raw mode, so Ctrl-C arrives as a key
+(clear the line; at an approval question: refuse and cancel the turn). Between
+prompts it is in cooked mode and Ctrl-C is a SIGINT, which the REPL's Trio
+signal receiver turns into a cancel of the running turn.
+
+When the output is not a terminal, :class:`PlainLineReader` reads plain
+lines instead (no escape codes in a pipe or a log).
+"""
+
+from __future__ import annotations
+
+import os
+import termios
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import trio
+from prompt_toolkit import PromptSession
+from prompt_toolkit.application import Application
+from prompt_toolkit.completion import Completer
+from prompt_toolkit.filters import Condition
+from prompt_toolkit.formatted_text import AnyFormattedText
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.key_binding.key_processor import KeyPressEvent
+from prompt_toolkit.layout import Layout, Window
+from prompt_toolkit.layout.controls import FormattedTextControl
+from prompt_toolkit.output import ColorDepth, Output
+from prompt_toolkit.styles import Style
+
+#: Shown by /help and the banner.
+NEWLINE_KEYS = "Alt+Enter (or Esc then Enter, or Ctrl-J, or a trailing \\)"
+
+_STYLE = Style.from_dict({
+    "prompt": "bold ansicyan",
+    "bottom-toolbar": "noreverse bg:ansibrightblack fg:ansiwhite",
+    "bottom-toolbar.key": "bold",
+    "bottom-toolbar.hint": "fg:ansiyellow",
+})
+
+
+async def run_in_worker(app: Application[Any], call: Callable[[], Any]) -> Any:
+    """Run ``call`` (which runs ``app``) in a worker thread.
+
+    Cancellation: the application is asked to exit (as if with Ctrl-D) and
+    the thread is given a moment to restore the terminal before
+    ``trio.Cancelled`` propagates."""
+    finished = threading.Event()
+
+    def target() -> Any:
+        try:
+            return call()
+        finally:
+            finished.set()
+
+    try:
+        return await trio.to_thread.run_sync(target, abandon_on_cancel=True)
+    except trio.Cancelled:
+        _ask_to_exit(app, finished)
+        with trio.CancelScope(shield=True), trio.move_on_after(2):
+            while not finished.is_set():
+                _ask_to_exit(app, finished)
+                await trio.sleep(0.02)
+        raise
+
+
+def _ask_to_exit(app: Application[Any], finished: threading.Event) -> None:
+    loop = app.loop
+    if finished.is_set() or loop is None or loop.is_closed():
+        return
+
+    def exit_now() -> None:
+        if app.is_running and not app.future.done():  # type: ignore[union-attr]
+            app.exit(exception=EOFError())
+
+    try:
+        loop.call_soon_threadsafe(exit_now)
+    except RuntimeError:  # the loop closed in between
+        pass
+
+
+@contextmanager
+def no_echo(stream: IO[str]) -> Iterator[None]:
+    """While a turn runs: keys typed are not echoed (a ``^C`` or a typed-ahead
+    word would shift the live display and leave stale lines behind). They
+    stay queued and show up in the next prompt. Ctrl-C still signals."""
+    try:
+        fd = stream.fileno()
+        saved = termios.tcgetattr(fd) if os.isatty(fd) else None
+    except (AttributeError, OSError, ValueError, termios.error):
+        saved = None
+    if saved is None:
+        yield
+        return
+    quiet = list(saved)
+    quiet[3] &= ~(termios.ECHO | getattr(termios, "ECHOCTL", 0))
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    except termios.error:
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+        except termios.error:
+            pass
+
+
+def open_history(path: Path) -> History:
+    """Persistent history at ``path``, or in memory if it cannot be written."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.touch(mode=0o600, exist_ok=True)
+        return FileHistory(str(path))
+    except OSError:
+        return InMemoryHistory()
+
+
+class LineReader:
+    """The REPL's line editor.
+
+    Enter sends; Alt+Enter, Esc Enter, Ctrl-J or a trailing backslash insert a
+    newline; Ctrl-C clears the line; Ctrl-D on an empty line ends input;
+    Tab completes slash commands and profile names."""
+
+    def __init__(
+        self,
+        *,
+        history: History,
+        completer: Completer | None,
+        toolbar: Callable[[], AnyFormattedText],
+        no_color: bool = False,
+        input: Input | None = None,
+        output: Output | None = None,
+    ):
+        self.hint = ""
+        self._session: PromptSession[str] = PromptSession(
+            history=history,
+            completer=completer,
+            complete_while_typing=Condition(self._typing_a_command),
+            multiline=True,
+            prompt_continuation=lambda width, line_number, wrap_count: "… ".rjust(width),
+            bottom_toolbar=self._toolbar(toolbar),
+            key_bindings=self._key_bindings(),
+            style=_STYLE,
+            color_depth=ColorDepth.MONOCHROME if no_color else None,
+            enable_history_search=False,
+            input=input,
+            output=output,
+            erase_when_done=False,
+        )
+        self._session.default_buffer.on_text_changed += self._clear_hint
+
+    def _clear_hint(self, _buffer: object) -> None:
+        self.hint = ""
+
+    async def read(self) -> str | None:
+        """The next input, or None when the user ends input (Ctrl-D)."""
+        session = self._session
+        try:
+            return await run_in_worker(session.app, lambda: session.prompt([("class:prompt", "› ")]))
+        except EOFError:
+            return None
+        finally:
+            self.hint = ""
+
+    def _typing_a_command(self) -> bool:
+        text = self._session.default_buffer.text
+        return text.startswith("/") and "\n" not in text
+
+    def _toolbar(self, toolbar: Callable[[], AnyFormattedText]) -> Callable[[], AnyFormattedText]:
+        def render() -> AnyFormattedText:
+            if self.hint:
+                return [("class:bottom-toolbar.hint", f" {self.hint} ")]
+            return toolbar()
+
+        return render
+
+    def _key_bindings(self) -> KeyBindings:
+        kb = KeyBindings()
+
+        @kb.add("enter")
+        def _submit(event: KeyPressEvent) -> None:
+            buffer = event.current_buffer
+            # A completion chosen with Tab is already in the text: Enter sends.
+            if buffer.document.text_before_cursor.endswith("\\") and buffer.document.is_cursor_at_the_end:
+                buffer.delete_before_cursor()
+                buffer.newline(copy_margin=False)
+                return
+            buffer.validate_and_handle()
+
+        @kb.add("escape", "enter")
+        @kb.add("c-j")
+        def _newline(event: KeyPressEvent) -> None:
+            event.current_buffer.newline(copy_margin=False)
+
+        @kb.add("c-c")
+        def _clear(event: KeyPressEvent) -> None:
+            buffer = event.current_buffer
+            if buffer.text:
+                buffer.reset()
+                self.hint = ""
+            else:
+                self.hint = "Ctrl-D or /quit leaves; Ctrl-C while a turn runs cancels it"
+
+        return kb
+
+
+async def read_key(question: AnyFormattedText, keys: dict[str, str], *, no_color: bool = False,
+                   input: Input | None = None, output: Output | None = None) -> str:
+    """Show ``question`` on one line and return ``keys[key]`` for the first
+    of ``keys`` pressed (other keys are ignored). Ctrl-C returns
+    ``"interrupt"``, Ctrl-D and Escape ``"escape"``."""
+    kb = KeyBindings()
+
+    def answer(value: str) -> Callable[[KeyPressEvent], None]:
+        def handler(event: KeyPressEvent) -> None:
+            event.app.exit(result=value)
+
+        return handler
+
+    for key, value in keys.items():
+        kb.add(key)(answer(value))
+    kb.add("c-c")(answer("interrupt"))
+    kb.add("c-d")(answer("escape"))
+    kb.add("escape", eager=True)(answer("escape"))
+    kb.add("<any>")(lambda event: None)
+    app: Application[str] = Application(
+        layout=Layout(Window(FormattedTextControl(question, show_cursor=True), height=1, dont_extend_height=True)),
+        key_bindings=kb,
+        full_screen=False,
+        erase_when_done=True,
+        color_depth=ColorDepth.MONOCHROME if no_color else None,
+        style=_STYLE,
+        input=input,
+        output=output,
+    )
+    try:
+        return await run_in_worker(app, app.run)
+    except EOFError:
+        return "escape"
+
+
+class PlainLineReader:
+    """Input without prompt-toolkit, for when the output is not a terminal:
+    a prompt on stderr, a line from stdin."""
+
+    def __init__(self, stdin: IO[str], stderr: IO[str]):
+        self.stdin = stdin
+        self.stderr = stderr
+        self.hint = ""
+
+    async def read(self) -> str | None:
+        self.stderr.write("> ")
+        self.stderr.flush()
+        line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
+        return line.rstrip("\n") if line else None
+
+    async def read_answer(self, question: str, keys: dict[str, str]) -> str:
+        self.stderr.write(f"{question} ")
+        self.stderr.flush()
+        line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
+        if not line:
+            return "escape"
+        return keys.get(line.strip()[:1].lower(), "escape")

@@ -1,0 +1,381 @@
+"""Rich rendering of a session for the REPL.
+
+:class:`TurnView` turns the protocol events of one turn into terminal
+output: a spinner until the first token, the answer as markdown while it
+streams, thinking dimmed and summarised, each tool call with its arguments,
+status and streamed output, the token usage at the end, and errors in a
+panel that says what to do.
+
+On a terminal the moving parts live in a ``rich.live.Live`` region at the
+bottom; text that is unlikely to change any more (all but the last few lines
+of the markdown) is printed above it for good, so long answers scroll like
+any other output and the live region stays small. When the output is not a
+terminal nothing moves: text is written as it arrives, tool calls as lines.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.spinner import Spinner
+from rich.text import Text
+
+from gemini_split.protocol import (
+    Error,
+    ErrorCode,
+    Retrying,
+    ServerEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCompleted,
+    ToolDelta,
+    ToolError,
+    ToolStarted,
+    Usage,
+)
+
+#: Lines of the streaming answer kept in the live region (they may still change).
+LIVE_WINDOW = 6
+#: Lines of a tool's output shown while it runs, and kept after it ends.
+TOOL_TAIL = 8
+#: Seconds between two markdown re-renders while text streams.
+RENDER_INTERVAL = 0.08
+
+
+def make_console(stdout: IO[str], environ: Mapping[str, str]) -> Console:
+    """The REPL's console: colour unless ``NO_COLOR`` is set (no-color.org),
+    live updates only when ``stdout`` is a terminal."""
+    no_color = bool(environ.get("NO_COLOR"))
+    return Console(
+        file=stdout,
+        no_color=no_color,
+        color_system=None if no_color else "auto",
+        highlight=False,
+        emoji=False,
+    )
+
+
+# --- small renderables --------------------------------------------------------
+
+
+def short_args(params: Mapping[str, Any], limit: int = 120) -> str:
+    text = ", ".join(f"{k}={_short_value(v)}" for k, v in params.items())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _short_value(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def usage_line(usage: Usage, seconds: float) -> Text:
+    parts = [f"{usage.prompt_tokens:,} in", f"{usage.output_tokens:,} out"]
+    if usage.thinking_tokens:
+        parts.append(f"{usage.thinking_tokens:,} thinking")
+    if usage.cached_tokens:
+        parts.append(f"{usage.cached_tokens:,} cached")
+    return Text(f"tokens: {' · '.join(parts)} · {usage.total_tokens:,} total · {seconds:.1f} s", style="dim")
+
+
+_ERROR_HINTS = {
+    ErrorCode.MODEL_AUTH: "The server's Gemini API key was refused: check GEMINI_API_KEY where the agent loop runs.",
+    ErrorCode.UNAUTHORIZED: "The server refused the token: check --token, the profile (/server list) or GEMINI_SERVER_TOKEN.",
+    ErrorCode.RATE_LIMITED: "The model is rate limited: wait a minute and ask again, or switch model with /model.",
+    ErrorCode.MODEL_UNAVAILABLE: "The model is unavailable right now: ask again later or switch with /model.",
+    ErrorCode.MODEL_ERROR: "The model call failed: ask again; if it keeps failing, try /model or /clear.",
+    ErrorCode.TURN_LIMIT: "The agent hit its model-call limit for one prompt: ask it to continue, or split the task.",
+    ErrorCode.CONNECTION_LOST: "The connection is gone: /clear reconnects, /server connect NAME picks another server.",
+    ErrorCode.SHUTTING_DOWN: "The server is shutting down: /server connect to another, or /clear to retry later.",
+    ErrorCode.BUSY: "The session is still busy with an earlier request: wait a moment, or /clear for a new one.",
+    ErrorCode.TOOL_TIMEOUT: "A local tool took too long: ask for a smaller step.",
+    ErrorCode.MESSAGE_TOO_LARGE: "The message is too large for the server: send less at once.",
+}
+
+
+def error_panel(message: str, *, code: str | None = None, hint: str | None = None, title: str = "Error") -> Panel:
+    """A red panel: what happened, and on the next line what to do."""
+    body = Text(message)
+    hint = hint or (_ERROR_HINTS.get(ErrorCode(code)) if code in ErrorCode._value2member_map_ else None)
+    if hint:
+        body.append("\n")
+        body.append(hint, style="bold")
+    subtitle = code if code else None
+    return Panel(body, title=title, title_align="left", subtitle=subtitle, subtitle_align="right",
+                 border_style="red", expand=False)
+
+
+# --- one turn -------------------------------------------------------------------
+
+
+@dataclass
+class _ToolCall:
+    call_id: str
+    name: str
+    params: dict[str, Any]
+    output: list[str] = field(default_factory=list)  # complete lines
+    partial: str = ""
+    streamed: bool = False  # output came as tool_delta events
+
+    def add_output(self, text: str) -> None:
+        pieces = (self.partial + text).split("\n")
+        self.partial = pieces.pop()
+        self.output.extend(pieces)
+
+    def all_lines(self) -> list[str]:
+        return self.output + ([self.partial] if self.partial else [])
+
+    def header(self, status: str, style: str, detail: str = "") -> Text:
+        text = Text()
+        mark = {"running": "⏺", "done": "✓", "failed": "✗", "refused": "⊘", "cancelled": "✗"}.get(status, "•")
+        text.append(f"{mark} ", style=style)
+        text.append(self.name, style="bold")
+        text.append(f"({short_args(self.params)})", style="cyan")
+        text.append(f"  {status}", style=style)
+        if detail:
+            text.append(f": {detail}", style=style)
+        return text
+
+    def tail(self, limit: int) -> Text:
+        lines = self.all_lines()
+        text = Text(style="dim")
+        if len(lines) > limit:
+            text.append(f"  │ … {len(lines) - limit} earlier lines\n")
+            lines = lines[-limit:]
+        text.append("\n".join(f"  │ {line}" for line in lines))
+        return text
+
+
+class TurnView:
+    """Renders one turn. Feed :meth:`on_event`; call :meth:`close` at the end
+    (and :meth:`pause` / :meth:`resume` around anything else that writes to
+    the terminal, such as an approval question).
+
+    Not thread-safe: call it from the Trio thread only (rich's own refresh
+    thread only redraws what :meth:`_refresh` handed it)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.live_enabled = console.is_terminal and not console.is_dumb_terminal
+        self._live: Live | None = None
+        self._started = time.monotonic()
+        self._got_output = False
+        self._text = ""  # current markdown segment
+        self._printed_lines = 0  # of its rendering, already printed above the live region
+        self._plain_written = 0  # of _text, written without live (non-terminal)
+        self._thinking = ""
+        self._thinking_shown = False
+        self._tools: dict[str, _ToolCall] = {}
+        self._last_render = 0.0
+        self._status = "Waiting for the model…"
+        self._show_status = False
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.live_enabled:
+            # Transient: whatever is meant to stay is printed above it for good.
+            self._live = Live(console=self.console, refresh_per_second=10, transient=True,
+                              redirect_stdout=False, redirect_stderr=False, vertical_overflow="visible")
+            self._live.start()
+            self._refresh(force=True)
+
+    def pause(self) -> None:
+        """Stop the live region (its last frame stays) so something else may
+        write to the terminal."""
+        self._flush_text(final=True)
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def resume(self) -> None:
+        if self.live_enabled and self._live is None:
+            self.start()
+
+    def close(self) -> None:
+        """End of the turn: print whatever is still moving, for good."""
+        self._flush_text(final=True)
+        self._flush_thinking()
+        for call in list(self._tools.values()):
+            self._end_tool(call, "cancelled", "yellow")
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        elif self._text and not self._text.endswith("\n"):
+            self.console.file.write("\n")
+            self.console.file.flush()
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def set_status(self, text: str) -> None:
+        """The spinner's words (e.g. "Cancelling…")."""
+        self._status = text
+        self._show_status = True
+        if self._live is None:
+            self.console.print(Text(text, style="yellow"))
+        self._refresh(force=True)
+
+    # --- events ------------------------------------------------------------------
+
+    def on_event(self, event: ServerEvent) -> None:
+        if isinstance(event, TextDelta):
+            self._got_output = True
+            self._flush_thinking()
+            self._text += event.content
+            if self._live is None:
+                self._write_plain_text()
+            else:
+                self._refresh()
+        elif isinstance(event, ThinkingDelta):
+            self._got_output = True
+            self._thinking += event.content
+            self._refresh()
+        elif isinstance(event, ToolStarted):
+            self._got_output = True
+            self._flush_thinking()
+            self._flush_text(final=True)
+            self._text, self._printed_lines, self._plain_written = "", 0, 0
+            call = _ToolCall(event.call_id, event.tool, dict(event.parameters))
+            self._tools[event.call_id] = call
+            if self._live is None:
+                self.console.print(call.header("running", "yellow"))
+            self._refresh(force=True)
+        elif isinstance(event, ToolDelta):
+            call = self._tools.get(event.call_id)
+            if call is not None:
+                if self._live is None:
+                    self.console.file.write(event.content)
+                    self.console.file.flush()
+                call.streamed = True
+                call.add_output(event.content)
+                self._refresh()
+        elif isinstance(event, ToolCompleted):
+            call = self._tools.get(event.call_id)
+            if call is not None:
+                if not call.all_lines():
+                    call.add_output(_result_summary(event.result))
+                self._end_tool(call, "done", "green")
+        elif isinstance(event, ToolError):
+            call = self._tools.get(event.call_id)
+            if call is not None:
+                code = event.error.code
+                status = code if code in ("refused", "cancelled") else "failed"
+                style = {"refused": "yellow", "cancelled": "yellow"}.get(status, "red")
+                self._end_tool(call, status, style, detail=event.error.message)
+        elif isinstance(event, Retrying):
+            self._print(Text(
+                f"↻ model call failed ({event.error}); retry {event.attempt}/{event.max_attempts} "
+                f"in {event.delay:.1f} s", style="yellow"))
+        elif isinstance(event, Error) and not event.request_id and not event.fatal:
+            self._print(Text(f"warning from the server: {event.message}", style="yellow"))
+
+    # --- internals -------------------------------------------------------------------
+
+    def _print(self, renderable: RenderableType) -> None:
+        if self._live is not None:
+            self._live.console.print(renderable)
+        else:
+            self.console.print(renderable)
+
+    def _end_tool(self, call: _ToolCall, status: str, style: str, detail: str = "") -> None:
+        self._tools.pop(call.call_id, None)
+        parts: list[RenderableType] = [call.header(status, style, detail)]
+        if self._live is None:
+            if call.partial:
+                self.console.file.write("\n")  # the streamed output's last line
+            if not call.streamed and call.all_lines():
+                parts.append(call.tail(TOOL_TAIL))
+        elif call.all_lines():
+            parts.append(call.tail(TOOL_TAIL))
+        self._print(Group(*parts))
+        self._refresh(force=True)
+
+    def _flush_thinking(self) -> None:
+        if self._thinking and not self._thinking_shown:
+            self._thinking_shown = True
+            words = len(self._thinking.split())
+            first = " ".join(self._thinking.split())
+            first = first if len(first) <= 100 else first[:99] + "…"
+            self._print(Text(f"✻ Thought ({words} words): {first}", style="dim italic"))
+        self._thinking = ""
+        self._thinking_shown = False
+
+    def _write_plain_text(self) -> None:
+        new = self._text[self._plain_written:]
+        self._plain_written = len(self._text)
+        self.console.file.write(new)
+        self.console.file.flush()
+
+    def _markdown_lines(self) -> list[str]:
+        """The current segment rendered as markdown, as lines with ANSI codes."""
+        buffer = io.StringIO()
+        console = Console(
+            file=buffer, width=self.console.width, force_terminal=True,
+            color_system=self.console.color_system, no_color=self.console.no_color,
+            highlight=False, emoji=False,
+        )
+        console.print(Markdown(self._text))
+        lines = buffer.getvalue().splitlines()
+        while lines and not Text.from_ansi(lines[-1]).plain.strip():
+            lines.pop()
+        return lines
+
+    def _flush_text(self, *, final: bool) -> None:
+        """Print the stable part of the markdown above the live region (all
+        of it when ``final``)."""
+        if self._live is None:
+            return
+        if not self._text.strip():
+            return
+        lines = self._markdown_lines()
+        stable = len(lines) if final else max(0, len(lines) - LIVE_WINDOW)
+        if stable > self._printed_lines:
+            chunk = "\n".join(lines[self._printed_lines:stable])
+            self._live.console.print(Text.from_ansi(chunk))
+            self._printed_lines = stable
+        if final:
+            self._text, self._printed_lines = "", 0
+
+    def _refresh(self, *, force: bool = False) -> None:
+        if self._live is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last_render < RENDER_INTERVAL:
+            return
+        self._last_render = now
+        self._flush_text(final=False)
+        self._live.update(self._live_renderable(), refresh=True)
+
+    def _live_renderable(self) -> RenderableType:
+        parts: list[RenderableType] = []
+        if self._text.strip():
+            lines = self._markdown_lines()[self._printed_lines:]
+            parts.append(Text.from_ansi("\n".join(lines)))
+        if self._thinking:
+            last = " ".join(self._thinking.split())[-max(20, self.console.width - 16):]
+            parts.append(Text(f"✻ Thinking… {last}", style="dim italic", no_wrap=True, overflow="ellipsis"))
+        for call in self._tools.values():
+            parts.append(Spinner("dots", call.header("running", "yellow"), style="yellow"))
+            if call.all_lines():
+                parts.append(call.tail(TOOL_TAIL))
+        if not self._got_output or self._show_status:
+            parts.append(Spinner("dots", Text(self._status, style="dim"), style="cyan"))
+        return Group(*parts)
+
+
+def _result_summary(result: Any) -> str:
+    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+    lines = text.splitlines() or [""]
+    first = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
+    more = f"  (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    return f"{first}{more}"

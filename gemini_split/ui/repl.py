@@ -1,0 +1,356 @@
+"""The interactive REPL: read a prompt, stream the answer, repeat.
+
+:class:`Repl` owns one connection at a time (embedded or remote), swapped by
+``/clear`` and ``/server connect``: the new one is opened first, so a failed
+connect leaves the old one working. Each connection lives in a task of the
+REPL's nursery (:meth:`Repl._hold`), because ``open_client`` is a context
+manager with its own nursery.
+
+Input is read by prompt-toolkit in a worker thread (see
+:mod:`gemini_split.ui.prompt_input`); output is rendered with rich from the
+Trio thread (:mod:`gemini_split.ui.render`). The two never overlap: while a
+prompt is up the REPL waits for it, and an approval question pauses the
+turn's live display before asking.
+
+Ctrl-C: at the prompt it clears the line (a key press, handled by
+prompt-toolkit). During a turn it is a SIGINT, which the REPL's signal
+receiver turns into a ``cancel``; a second Ctrl-C stops waiting for the
+server to confirm and starts a fresh session. During a slash command that
+waits on the network it abandons the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import signal
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import trio
+from prompt_toolkit.formatted_text import AnyFormattedText
+from prompt_toolkit.input import Input
+from prompt_toolkit.output import Output
+from rich.console import Console
+from rich.text import Text
+
+from gemini_split import __version__
+from gemini_split._trio_util import single_exceptions
+from gemini_split.client.approval import ApprovalMode
+from gemini_split.client.profiles import ProfileStore, profile_store
+from gemini_split.client.protocol_client import ProtocolClient
+from gemini_split.client.session import ClientSettings, open_client
+from gemini_split.environment import Environment
+from gemini_split.errors import ConfigurationError, ProfileError
+from gemini_split.exit_status import ExitStatus
+from gemini_split.protocol import ErrorCode, ServerEvent
+from gemini_split.transport import ConnectOptions, TransportError
+
+from .approval_prompt import InlineAsker
+from .prompt_input import NEWLINE_KEYS, LineReader, PlainLineReader, no_echo, open_history, read_key
+from .render import TurnView, error_panel, make_console, usage_line
+from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, run_command
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Seconds to wait for the server to confirm a cancel before starting afresh.
+CANCEL_GRACE = 3.0
+HISTORY_FILE = "repl_history"
+
+
+class Repl:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        env: Environment,
+        settings: ClientSettings,
+        *,
+        console: Console | None = None,
+        input: Input | None = None,
+        output: Output | None = None,
+    ):
+        self.args = args
+        self.env = env
+        self.settings = settings
+        self.server_label = args.server or ("embedded" if settings.server is None else settings.server)
+        self.console = console or make_console(env.stdout, env.environ)
+        self.store: ProfileStore = profile_store(env.config_dir)
+        #: Sent with every prompt when set (``/model``, or ``-m`` with a server).
+        self.model_override: str | None = args.model if settings.server else None
+        self.client: ProtocolClient | None = None
+        self.view: TurnView | None = None
+        self._nursery: trio.Nursery | None = None
+        self._connection_scope: trio.CancelScope | None = None
+        self._turn_scope: trio.CancelScope | None = None
+        self._cancel_requested = False
+        self._busy_scope: trio.CancelScope | None = None
+        no_color = bool(env.environ.get("NO_COLOR"))
+        if self.console.is_terminal or input is not None:
+            self.reader: LineReader | PlainLineReader = LineReader(
+                history=open_history(env.config_dir / HISTORY_FILE),
+                completer=SlashCompleter(self),
+                toolbar=self._toolbar,
+                no_color=no_color,
+                input=input,
+                output=output,
+            )
+
+            async def read_answer(question: str, keys: dict[str, str]) -> str:
+                return await read_key(question, keys, no_color=no_color, input=input, output=output)
+        else:
+            plain = PlainLineReader(env.stdin, env.stderr)
+            self.reader = plain
+            read_answer = plain.read_answer
+        self.asker = InlineAsker(self.console, read_answer, lambda: self.view, self._start_interrupt)
+
+    # --- state the commands and the toolbar read -----------------------------------------
+
+    @property
+    def model(self) -> str:
+        if self.model_override:
+            return self.model_override
+        connected = self.client.connected if self.client else None
+        return connected.model if connected else ""
+
+    @property
+    def approval_mode(self) -> ApprovalMode:
+        return self.settings.approval_mode
+
+    def set_approval_mode(self, mode: ApprovalMode) -> None:
+        self.settings.approval_mode = mode
+        if self.client is not None:
+            self.client.executor.policy.mode = mode
+
+    def profile_names(self) -> list[str]:
+        try:
+            return self.store.names()
+        except ProfileError:
+            return []
+
+    def require_client(self) -> ProtocolClient:
+        if self.client is None:
+            raise CommandUsage("not connected: /clear reconnects, /server connect NAME picks a server")
+        return self.client
+
+    def print_usage(self, text: str) -> None:
+        self.console.print(Text(text, style="yellow"))
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    async def run(self) -> ExitStatus:
+        """Connect, then read and answer until /quit or Ctrl-D."""
+        with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    await self._open(self.settings, self.server_label)
+                except (TransportError, ConfigurationError) as exc:
+                    from gemini_split.commands.server_profiles import describe_connect_error
+
+                    message, code, status = describe_connect_error(exc)
+                    self.console.print(error_panel(f"{self.settings.server}: {message}", code=code,
+                                                   title="Cannot connect"))
+                    return status
+                nursery.start_soon(self._watch_interrupts, interrupts)
+                self._banner()
+                await self._loop()
+                nursery.cancel_scope.cancel()
+        return ExitStatus.SUCCESS
+
+    async def _loop(self) -> None:
+        while True:
+            text = await self.reader.read()
+            if text is None:
+                return
+            if not text.strip():
+                continue
+            try:
+                if text.startswith("//"):
+                    await self.run_turn(text[1:])
+                elif text.startswith("/"):
+                    await run_command(self, text.strip())
+                else:
+                    await self.run_turn(text)
+            except QuitRepl:
+                return
+            except Exception as exc:  # a bug must not end the user's session
+                log.exception("REPL command failed")
+                self.console.print(error_panel(f"{type(exc).__name__}: {exc}", title="Internal error",
+                                               hint="This is a bug in gemini-split; the REPL goes on. "
+                                                    "--debug logs the details."))
+
+    def _banner(self) -> None:
+        connected = self.client.connected if self.client else None
+        where = "embedded (in this process)" if self.settings.server is None else self.settings.server
+        if self.server_label not in ("embedded", self.settings.server):
+            where = f"{self.server_label} ({where})"
+        self.console.print(Text.assemble(
+            (f"gemini-split {__version__}", "bold"), f" · {where} · model {self.model or '?'}",
+            f" · session {connected.session_id[:8] if connected else '?'}",
+        ))
+        self.console.print(Text(f"/help for commands · {NEWLINE_KEYS.split(' (')[0]} for a newline · "
+                                "Ctrl-C cancels · Ctrl-D quits", style="dim"))
+
+    def _toolbar(self) -> AnyFormattedText:
+        connected = self.client.connected if self.client else None
+        session = connected.session_id[:8] if connected else "not connected"
+        return [
+            ("class:bottom-toolbar", " server "), ("class:bottom-toolbar.key", self.server_label),
+            ("class:bottom-toolbar", " · session "), ("class:bottom-toolbar.key", session),
+            ("class:bottom-toolbar", " · model "), ("class:bottom-toolbar.key", self.model or "?"),
+            ("class:bottom-toolbar", " · approval "), ("class:bottom-toolbar.key", self.approval_mode.value),
+            ("class:bottom-toolbar", "  │ Alt+Enter newline · /help "),
+        ]
+
+    # --- turns -----------------------------------------------------------------------------
+
+    async def run_turn(self, prompt: str) -> None:
+        client = self.require_client()
+        view = TurnView(self.console)
+        self.view = view
+        self._cancel_requested = False
+        outcome = None
+        view.start()
+        try:
+            with no_echo(self.env.stdin), trio.CancelScope() as scope:
+                self._turn_scope = scope
+                outcome = await client.run_turn(prompt, model=self.model_override)
+        finally:
+            self._turn_scope = None
+            self.view = None
+            view.close()
+        if outcome is None:
+            self.print_usage("The server did not confirm the cancel; starting a new session.")
+            await self.reconnect(None, "new session")
+            return
+        if outcome.error is not None:
+            error = outcome.error
+            if error.code == ErrorCode.CANCELLED:
+                self.console.print(Text("Cancelled.", style="yellow"))
+            else:
+                self.console.print(error_panel(error.message, code=error.code))
+                if error.code == ErrorCode.CONNECTION_LOST or error.fatal:
+                    self.client = None
+        elif outcome.cancelled:
+            self.console.print(Text("Cancelled.", style="yellow"))
+        elif outcome.finished is not None:
+            self.console.print(usage_line(outcome.finished.usage, view.elapsed))
+
+    async def _on_event(self, event: ServerEvent) -> None:
+        view = self.view
+        if view is not None:
+            view.on_event(event)
+
+    def _start_interrupt(self) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(self.interrupt_turn)
+
+    async def interrupt_turn(self) -> None:
+        """Ctrl-C during a turn: ask the server to cancel; the second time,
+        stop waiting for it."""
+        scope = self._turn_scope
+        if scope is None:
+            return
+        if self._cancel_requested:
+            scope.cancel()
+            return
+        self._cancel_requested = True
+        if self.view is not None:
+            self.view.set_status("Cancelling… (Ctrl-C again to stop waiting)")
+        scope.deadline = trio.current_time() + CANCEL_GRACE
+        if self.client is not None:
+            await self.client.cancel()
+
+    async def _watch_interrupts(self, interrupts: Any) -> None:
+        async for _ in interrupts:
+            if self._turn_scope is not None:
+                await self.interrupt_turn()
+            elif self._busy_scope is not None:
+                self._busy_scope.cancel()
+
+    async def interruptible(self, awaitable: Awaitable[T], status: str | None = None) -> T | None:
+        """Await a network step that Ctrl-C may abandon. Connection errors
+        are shown in a panel; None then (and when interrupted)."""
+        from gemini_split.commands.server_profiles import describe_connect_error
+
+        if status:
+            self.console.print(Text(status, style="dim"))
+        with trio.CancelScope() as scope:
+            self._busy_scope = scope
+            try:
+                return await awaitable
+            except (TransportError, ConfigurationError) as exc:
+                message, code, _status = describe_connect_error(exc)
+                self.console.print(error_panel(message, code=code))
+                return None
+            finally:
+                self._busy_scope = None
+        self.print_usage("Interrupted.")
+        return None
+
+    # --- connections ---------------------------------------------------------------------------
+
+    async def reconnect(self, target: str | None, why: str) -> bool:
+        """Open a new session: on the same server when ``target`` is None,
+        else on the profile or address ``target`` (or ``embedded``)."""
+        if target is None:
+            settings, label = self._fresh(self.settings), self.server_label
+        elif target == "embedded":
+            from gemini_split.commands.client_settings import build_embedded_service
+
+            embedded = build_embedded_service(self.args, self.env)
+            settings = dataclasses.replace(self.settings, server=None, connect=ConnectOptions(), embedded=embedded)
+            label = "embedded"
+        else:
+            from gemini_split.commands.server_profiles import settings_for
+
+            settings, label = settings_for(target, self.env, self.settings), target
+        address = settings.server or "embedded"
+        opened = await self.interruptible(self._open(settings, label), f"Connecting to {address}…")
+        if opened:
+            connected = self.client.connected if self.client else None
+            session = connected.session_id[:8] if connected else "?"
+            self.console.print(Text(f"{why.capitalize()}: {label} · session {session} · model {self.model or '?'}",
+                                    style="green"))
+        return bool(opened)
+
+    async def connect_to(self, target: str) -> None:
+        await self.reconnect(target, "connected")
+
+    def _fresh(self, settings: ClientSettings) -> ClientSettings:
+        if settings.server is not None:
+            return dataclasses.replace(settings)
+        # The embedded server's model is closed with its connection.
+        from gemini_split.commands.client_settings import build_embedded_service
+
+        return dataclasses.replace(settings, embedded=build_embedded_service(self.args, self.env))
+
+    async def _open(self, settings: ClientSettings, label: str) -> bool:
+        """Connect to ``settings``; on success close the old connection and
+        make the new one current."""
+        assert self._nursery is not None
+        with single_exceptions():
+            client, scope = await self._nursery.start(self._hold, settings)
+        old = self._connection_scope
+        self.client, self._connection_scope = client, scope
+        self.settings, self.server_label = settings, label
+        if old is not None:
+            old.cancel()
+        return True
+
+    async def _hold(self, settings: ClientSettings, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Keep one connection open until its scope is cancelled."""
+        started = False
+        try:
+            with trio.CancelScope() as scope:
+                async with open_client(settings, on_event=self._on_event, asker=self.asker) as client:
+                    task_status.started((client, scope))
+                    started = True
+                    await trio.sleep_forever()
+        except Exception:
+            if not started:
+                raise
+            log.debug("a connection ended with an error", exc_info=True)

@@ -1,0 +1,320 @@
+"""The REPL's slash commands and their Tab completion.
+
+Every command is a coroutine ``handler(repl, args)`` in :data:`COMMANDS`.
+Bad arguments raise :class:`CommandUsage` whose text is the usage line the
+REPL prints; nothing a user types ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from rich.table import Table
+from rich.text import Text
+
+from gemini_split.client.approval import ApprovalMode, Decision
+from gemini_split.errors import ConfigurationError
+
+from .prompt_input import NEWLINE_KEYS
+
+if TYPE_CHECKING:
+    from .repl import Repl
+
+#: Offered by Tab after ``/model``; any name the server accepts works.
+KNOWN_MODELS = ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite")
+
+SERVER_ADD_USAGE = "/server add NAME URL [--token T | --token-env VAR] [--ca FILE] [--insecure]"
+
+
+class CommandUsage(Exception):
+    """The arguments were wrong; the message is what to type instead."""
+
+
+class QuitRepl(Exception):
+    """/quit."""
+
+
+Handler = Callable[["Repl", list[str]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    usage: str
+    summary: str
+    handler: Handler
+    #: Words Tab offers for the first argument.
+    arguments: Callable[[Repl], Iterable[str]] | None = None
+
+
+# --- handlers --------------------------------------------------------------------
+
+
+async def _help(repl: Repl, args: list[str]) -> None:
+    table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+    for command in COMMANDS.values():
+        table.add_row(Text(command.usage, style="bold"), command.summary)
+    repl.console.print(table)
+    repl.console.print(Text(
+        f"\nKeys: Enter sends · {NEWLINE_KEYS} inserts a newline · Tab completes · "
+        "Ctrl-C cancels a running turn (clears the line at the prompt) · Ctrl-D quits.\n"
+        "Start a message with // to send a line that begins with /.", style="dim"))
+
+
+async def _quit(repl: Repl, args: list[str]) -> None:
+    raise QuitRepl()
+
+
+async def _clear(repl: Repl, args: list[str]) -> None:
+    _no_args(args, "/clear")
+    await repl.reconnect(None, "new conversation")
+
+
+async def _tools(repl: Repl, args: list[str]) -> None:
+    _no_args(args, "/tools")
+    client = repl.require_client()
+    policy = client.executor.policy
+    table = Table(box=None, padding=(0, 2, 0, 0))
+    table.add_column("tool", style="bold")
+    table.add_column("kind")
+    table.add_column("approval")
+    table.add_column("what it does", no_wrap=True, overflow="ellipsis")
+    for tool in client.executor.registry:
+        decision = policy.decide(tool, {})
+        asks = "asks first" if decision is Decision.ASK else ("runs" if decision is Decision.ALLOW else "refused")
+        summary = tool.description.strip().split("\n")[0]
+        table.add_row(tool.name, tool.kind.value, asks, summary)
+    repl.console.print(table)
+    repl.console.print(Text(f"workspace: {client.executor.workspace.root}", style="dim"))
+
+
+def _approval_modes(repl: Repl) -> Iterable[str]:
+    return [m.value for m in ApprovalMode]
+
+
+async def _approval_mode(repl: Repl, args: list[str]) -> None:
+    modes = " | ".join(m.value for m in ApprovalMode)
+    if len(args) > 1:
+        raise CommandUsage(f"/approval-mode [{modes}]")
+    if not args:
+        repl.console.print(f"approval mode: [bold]{repl.approval_mode.value}[/bold]  (one of: {modes})")
+        return
+    try:
+        mode = ApprovalMode(args[0].lower().replace("-", "_"))
+    except ValueError:
+        raise CommandUsage(f"/approval-mode [{modes}]") from None
+    repl.set_approval_mode(mode)
+    repl.console.print(f"approval mode: [bold]{mode.value}[/bold]")
+
+
+def _models(repl: Repl) -> Iterable[str]:
+    return dict.fromkeys([repl.model, *KNOWN_MODELS]) if repl.model else KNOWN_MODELS
+
+
+async def _model(repl: Repl, args: list[str]) -> None:
+    if len(args) > 1:
+        raise CommandUsage("/model [NAME]")
+    if not args:
+        repl.console.print(f"model: [bold]{repl.model or 'the server default'}[/bold]")
+        return
+    repl.model_override = args[0]
+    repl.console.print(f"model: [bold]{args[0]}[/bold] (from the next prompt on)")
+
+
+SERVER_ACTIONS = ("list", "add", "remove", "connect", "status", "test")
+_SERVER_USAGE = "/server list | add NAME URL … | remove NAME | connect NAME|URL | status | test NAME|URL"
+
+
+def _server_actions(repl: Repl) -> Iterable[str]:
+    return SERVER_ACTIONS
+
+
+async def _server(repl: Repl, args: list[str]) -> None:
+    if not args or args[0] not in SERVER_ACTIONS:
+        raise CommandUsage(_SERVER_USAGE)
+    action, rest = args[0], args[1:]
+    await _SERVER_HANDLERS[action](repl, rest)
+
+
+async def _server_list(repl: Repl, args: list[str]) -> None:
+    _no_args(args, "/server list")
+    from gemini_split.commands.server_profiles import profile_table
+
+    profiles = repl.store.load()
+    if not profiles:
+        repl.console.print(f"No profiles yet (they go in {repl.store.path}). Add one: {SERVER_ADD_USAGE}")
+        return
+    repl.console.print(Text("\n".join(profile_table(profiles, current=repl.server_label))))
+
+
+async def _server_add(repl: Repl, args: list[str]) -> None:
+    from gemini_split.commands.server_profiles import make_profile
+
+    positional: list[str] = []
+    options: dict[str, Any] = {"token": None, "token_env": None, "ca": None, "insecure": False}
+    it = iter(args)
+    for word in it:
+        name, eq, value = word.partition("=")
+        key = {"--token": "token", "--token-env": "token_env", "--ca": "ca"}.get(name)
+        if key is not None:
+            if not eq:
+                value = next(it, None)
+                if value is None:
+                    raise CommandUsage(SERVER_ADD_USAGE)
+            options[key] = value
+        elif word == "--insecure":
+            options["insecure"] = True
+        elif word.startswith("--"):
+            raise CommandUsage(SERVER_ADD_USAGE)
+        else:
+            positional.append(word)
+    if len(positional) != 2:
+        raise CommandUsage(SERVER_ADD_USAGE)
+    profile = make_profile(positional[0], positional[1], cwd=repl.env.cwd, **options)
+    replaced = repl.store.add(profile)
+    repl.console.print(f"{'Replaced' if replaced else 'Added'} profile [bold]{profile.name}[/bold]: "
+                       f"{profile.address}  (/server connect {profile.name} to use it)")
+
+
+async def _server_remove(repl: Repl, args: list[str]) -> None:
+    if len(args) != 1:
+        raise CommandUsage("/server remove NAME")
+    if repl.store.remove(args[0]):
+        repl.console.print(f"Removed profile {args[0]}.")
+    else:
+        raise CommandUsage(f"no profile named {args[0]!r}; /server list shows them")
+
+
+async def _server_connect(repl: Repl, args: list[str]) -> None:
+    if len(args) != 1:
+        raise CommandUsage("/server connect NAME|URL|embedded")
+    await repl.connect_to(args[0])
+
+
+async def _server_status(repl: Repl, args: list[str]) -> None:
+    _no_args(args, "/server status")
+    from gemini_split.commands.server_profiles import measure_latency
+
+    client = repl.require_client()
+    connected = client.connected
+    assert connected is not None
+    latency = await measure_latency(client)
+    address = repl.settings.server or "embedded (the agent loop runs in this process)"
+    label = repl.server_label if repl.server_label not in ("embedded", repl.settings.server) else None
+    token = bool(repl.settings.connect.token)
+    rows = [
+        ("server", f"{label}: {address}" if label else address),
+        ("version", f"{connected.server or 'unknown'} · protocol {connected.protocol_version}"),
+        ("session", f"{connected.session_id} · model {repl.model or 'unknown'}"),
+        ("latency", f"{latency:.1f} ms (get_state round trip)"),
+        ("auth", "ok: the token was accepted" if token else "ok: no token needed"),
+    ]
+    _print_rows(repl, rows)
+
+
+async def _server_test(repl: Repl, args: list[str]) -> None:
+    if len(args) != 1:
+        raise CommandUsage("/server test NAME|URL")
+    from gemini_split.commands.server_profiles import probe, settings_for
+
+    settings = settings_for(args[0], repl.env, repl.settings)
+    result = await repl.interruptible(probe(settings), f"Connecting to {settings.server}…")
+    if result is not None:
+        _print_rows(repl, result.lines())
+
+
+_SERVER_HANDLERS: dict[str, Handler] = {
+    "list": _server_list,
+    "add": _server_add,
+    "remove": _server_remove,
+    "connect": _server_connect,
+    "status": _server_status,
+    "test": _server_test,
+}
+
+
+def _print_rows(repl: Repl, rows: list[tuple[str, str]]) -> None:
+    table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
+    for key, value in rows:
+        table.add_row(Text(key, style="bold"), value)
+    repl.console.print(table)
+
+
+def _no_args(args: list[str], usage: str) -> None:
+    if args:
+        raise CommandUsage(usage)
+
+
+COMMANDS: dict[str, Command] = {c.name: c for c in [
+    Command("/help", "/help", "this list", _help),
+    Command("/quit", "/quit", "leave (also Ctrl-D)", _quit),
+    Command("/clear", "/clear", "start a new conversation (a fresh session)", _clear),
+    Command("/tools", "/tools", "the local tools this client offers, and which ask first", _tools),
+    Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
+            _approval_mode, _approval_modes),
+    Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),
+    Command("/server", "/server ACTION",
+            "list | add NAME URL [--token T|--token-env VAR] [--ca FILE] | remove NAME | "
+            "connect NAME|URL | status | test NAME|URL", _server, _server_actions),
+]}
+ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear"}
+
+
+async def run_command(repl: Repl, line: str) -> None:
+    """Run one slash command line. Raises :class:`QuitRepl` for /quit;
+    prints a usage line (never a traceback) for anything wrong."""
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        repl.print_usage(f"cannot parse that line ({exc}); quote arguments with ' or \"")
+        return
+    name = ALIASES.get(words[0], words[0])
+    command = COMMANDS.get(name)
+    if command is None:
+        repl.print_usage(f"unknown command {words[0]}; /help lists the commands")
+        return
+    try:
+        await command.handler(repl, words[1:])
+    except CommandUsage as exc:
+        repl.print_usage(f"usage: {exc}" if str(exc).startswith("/") else str(exc))
+    except ConfigurationError as exc:
+        repl.print_usage(str(exc))
+
+
+class SlashCompleter(Completer):
+    """Tab completion: command names, /server actions, profile names after
+    ``/server connect|remove|test``, approval modes, model names."""
+
+    def __init__(self, repl: Repl):
+        self.repl = repl
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        words = text.split(" ")
+        current = words[-1]
+        if len(words) == 1:
+            for name, command in COMMANDS.items():
+                if name.startswith(current):
+                    yield Completion(name, -len(current), display_meta=command.summary)
+            return
+        command = COMMANDS.get(ALIASES.get(words[0], words[0]))
+        if command is None:
+            return
+        if len(words) == 2 and command.arguments is not None:
+            candidates: Iterable[str] = command.arguments(self.repl)
+        elif command.name == "/server" and len(words) == 3 and words[1] in ("connect", "remove", "test"):
+            candidates = self.repl.profile_names()
+            if words[1] == "connect":
+                candidates = [*candidates, "embedded"]
+        else:
+            return
+        for candidate in candidates:
+            if candidate.startswith(current):
+                yield Completion(candidate, -len(current))

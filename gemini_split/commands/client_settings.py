@@ -11,7 +11,7 @@ import argparse
 import os
 from pathlib import Path
 
-from gemini_split.client.approval import ApprovalMode
+from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.session import ClientSettings
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
@@ -44,7 +44,7 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment) -> Clien
         server=server,
         connect=connect,
         approval_mode=resolve_approval_mode(args, env),
-        allowed_tools=tuple(split_allowed_tools(args.allowed_tools)),
+        allowed_tools=resolve_allowed_tools(args.allowed_tools),
     )
     if server is None:
         settings.embedded = build_embedded_service(args, env)
@@ -56,28 +56,21 @@ def resolve_approval_mode(args: argparse.Namespace, env: Environment) -> Approva
         return ApprovalMode.YOLO
     text = args.approval_mode or env.environ.get("GEMINI_APPROVAL_MODE") or "default"
     try:
-        return ApprovalMode(text.strip().lower())
-    except ValueError:
-        valid = ", ".join(m.value for m in ApprovalMode)
-        raise ConfigurationError(f"unknown approval mode {text!r} (GEMINI_APPROVAL_MODE?); use one of: {valid}") from None
+        return parse_approval_mode(text)
+    except ValueError as exc:
+        source = "--approval-mode" if args.approval_mode else "GEMINI_APPROVAL_MODE"
+        raise ConfigurationError(f"{source}: {exc}") from None
 
 
-def split_allowed_tools(values: list[str]) -> list[str]:
-    """``--allowed-tools`` values split on commas outside parentheses, so
-    ``read_file,run_shell_command(git log, -1)`` is two entries."""
-    out: list[str] = []
-    for value in values:
-        depth, start = 0, 0
-        for i, ch in enumerate(value):
-            if ch == "(":
-                depth += 1
-            elif ch == ")":
-                depth = max(0, depth - 1)
-            elif ch == "," and depth == 0:
-                out.append(value[start:i])
-                start = i + 1
-        out.append(value[start:])
-    return [v.strip() for v in out if v.strip()]
+def resolve_allowed_tools(values: list[str]) -> tuple[str, ...]:
+    """``--allowed-tools`` entries (repeated and/or comma-separated), checked
+    now so a typo is a usage error, not a surprise mid-turn."""
+    entries = tuple(entry for value in values for entry in parse_allowed_tools(value))
+    try:
+        ApprovalPolicy(ApprovalMode.DEFAULT, entries)
+    except ValueError as exc:
+        raise ConfigurationError(f"--allowed-tools: {exc}") from None
+    return entries
 
 
 def resolve_server_address(value: str | None, env: Environment) -> str | None:

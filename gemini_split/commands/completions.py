@@ -147,7 +147,7 @@ def _expand_help(action: argparse.Action) -> str:
 
 def _clean_help(text: str) -> str:
     text = " ".join(text.split())
-    text = re.split(r"(?<=[a-z)])[.;] ", text, maxsplit=1)[0]
+    text = re.split(r"(?<=[a-z)])\. (?=[A-Z])", text, maxsplit=1)[0]
     return text if len(text) <= 80 else text[:79] + "…"
 
 
@@ -399,7 +399,7 @@ def _fish(root: _Command) -> str:
         f"complete -c {PROG} -f",
     ]
     for cmd in commands:
-        condition = f"-n '__gemini_split_at {_fq(cmd.context)}'"
+        condition = f"-n '__gemini_split_at \"{cmd.context}\"'"
         for name, help_text, _ in cmd.subcommands:
             lines.append(f"complete -c {PROG} {condition} -a {_fq(name)} -d {_fq(help_text)}")
         for option in cmd.options:

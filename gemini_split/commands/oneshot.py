@@ -97,6 +97,9 @@ async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: 
     if interrupted:
         return renderer.finish(error_code=ErrorCode.CANCELLED.value, error_message="cancelled by the user",
                                status=ExitStatus.INTERRUPTED)
+    if outcome.cancelled:  # not by us: the server stopped the request
+        return renderer.finish(error_code=ErrorCode.CANCELLED.value,
+                               error_message="the server cancelled the request", status=ExitStatus.ERROR)
     if outcome.error is not None:
         return renderer.finish(error_code=outcome.error.code, error_message=outcome.error.message,
                                status=exit_status_for(outcome.error.code))

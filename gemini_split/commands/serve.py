@@ -67,13 +67,16 @@ def add_serve_parser(commands: Any) -> None:
                    help="default model for sessions (default: $GEMINI_MODEL or gemini-2.5-flash)")
     p.add_argument("--max-turns", dest="serve_max_turns", type=int, metavar="N",
                    help="model calls allowed per prompt (default 100)")
+    # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="log details to stderr")
 
 
 def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     """Check everything that can be checked, then serve until told to stop."""
     from gemini_split.server.auth import load_auth_config
     from gemini_split.server.config import DEFAULT_MODEL, ServerConfig
-    from gemini_split.transport import ServeOptions
+    from gemini_split._trio_util import single_exceptions
+    from gemini_split.transport import ServeOptions, TransportError
 
     e = env.environ
     model_name = args.serve_model or e.get("GEMINI_MODEL") or DEFAULT_MODEL
@@ -119,7 +122,12 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     model = create_model(model_name, api_key=api_key, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None)
     service = AgentService(model, config, authenticate=authenticate)
     options.health = service.health
-    trio.run(_serve, service, address, options, env)
+    try:
+        with single_exceptions():
+            trio.run(_serve, service, address, options, env)
+    except TransportError as exc:
+        env.warn(f"gemini-split serve: cannot serve {address}: {exc}")
+        return ExitStatus.ERROR
     return ExitStatus.SUCCESS
 
 
@@ -140,7 +148,6 @@ async def _serve(service: Any, address: str, options: Any, env: Environment) -> 
                 if not address.startswith("stdio:"):
                     log.info("gemini-split serving on %s (model %s, auth %s)", bound, service.config.model,
                              "on" if options.authenticate else "off")
-                    env.warn(f"gemini-split serving on {bound}")
 
                 async def stop_on_signal() -> None:
                     async for signum in signals:

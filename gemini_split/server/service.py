@@ -73,7 +73,7 @@ class AgentService:
         the cancellations to be sent)."""
         self.shutting_down = True
         for session in list(self.sessions.values()):
-            session.cancel_active()
+            session.cancel_active(because=(ErrorCode.SHUTTING_DOWN, "the server is shutting down; the request was stopped"))
         with trio.move_on_after(grace):
             while any(s.busy for s in self.sessions.values()):
                 await trio.sleep(0.05)

@@ -57,6 +57,9 @@ class _PendingCall:
 class _ActiveRequest:
     request_id: str
     scope: trio.CancelScope
+    #: Set when the server (not the user) stopped the request: it then ends
+    #: with this error instead of ``finished`` / ``cancelled``.
+    stopped_because: tuple[ErrorCode, str] | None = None
 
 
 class Session:
@@ -91,10 +94,15 @@ class Session:
     def busy(self) -> bool:
         return self._active is not None
 
-    def cancel_active(self) -> bool:
-        """Cancel the running request, if any. Returns whether one ran."""
+    def cancel_active(self, because: tuple[ErrorCode, str] | None = None) -> bool:
+        """Cancel the running request, if any. Returns whether one ran.
+
+        ``because`` is for the server's own reasons (shutting down): the
+        request then ends with that error, so the client knows it was not
+        the user who stopped it."""
         if self._active is None:
             return False
+        self._active.stopped_because = because
         self._active.scope.cancel()
         return True
 
@@ -193,6 +201,8 @@ class Session:
                     error = (ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         finally:
             self._active = None
+        if active.scope.cancelled_caught and active.stopped_because is not None:
+            error = active.stopped_because
         if error is not None:
             self.emit_nowait(Error(request_id=request.id, in_reply_to=request.id, code=error[0].value, message=error[1]))
         else:

@@ -69,7 +69,7 @@ _gemini_split() {
     if [[ "$cur" == -* ]]; then
         case "$ctx" in
             "") words="-h --help --version -p --prompt -m --model -o --output-format --workspace --server --token --ca --insecure --approval-mode -y --yolo --allowed-tools --max-turns --debug" ;;
-            "serve") words="-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --max-turns" ;;
+            "serve") words="-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --max-turns --debug" ;;
             "server") words="-h --help" ;;
             "server list") words="-h --help --names" ;;
             "server add") words="-h --help --token --token-env --ca --insecure" ;;

@@ -81,6 +81,7 @@ complete -c gemini-split -n '__gemini_split_at "serve"' -l max-message-size -x -
 complete -c gemini-split -n '__gemini_split_at "serve"' -l tool-timeout -x -d 'how long a client has to answer a tool request (default 900)'
 complete -c gemini-split -n '__gemini_split_at "serve"' -s m -l model -x -d 'default model for sessions (default: $GEMINI_MODEL or gemini-2.5-flash)'
 complete -c gemini-split -n '__gemini_split_at "serve"' -l max-turns -x -d 'model calls allowed per prompt (default 100)'
+complete -c gemini-split -n '__gemini_split_at "serve"' -l debug -d 'log details to stderr'
 complete -c gemini-split -n '__gemini_split_at "server"' -a 'list' -d 'show the profiles'
 complete -c gemini-split -n '__gemini_split_at "server"' -a 'add' -d 'add a profile (or replace the one of that name)'
 complete -c gemini-split -n '__gemini_split_at "server"' -a 'remove' -d 'delete a profile'

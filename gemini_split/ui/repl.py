@@ -200,7 +200,7 @@ class Repl:
         return [
             ("class:bottom-toolbar", " server "), ("class:bottom-toolbar.key", self.server_label),
             ("class:bottom-toolbar", " · session "), ("class:bottom-toolbar.key", session),
-            ("class:bottom-toolbar", " · model "), ("class:bottom-toolbar.key", self.model or "?"),
+            ("class:bottom-toolbar", " · model "), ("class:bottom-toolbar.key", _short_model(self.model)),
             ("class:bottom-toolbar", " · approval "), ("class:bottom-toolbar.key", self.approval_mode.value),
             ("class:bottom-toolbar", "  │ Alt+Enter newline · /help "),
         ]
@@ -354,3 +354,10 @@ class Repl:
             if not started:
                 raise
             log.debug("a connection ended with an error", exc_info=True)
+
+
+def _short_model(name: str, limit: int = 32) -> str:
+    """The model name for the toolbar: ``scripted:`` scripts by file name."""
+    if name.startswith("scripted:"):
+        name = "scripted:" + name.rsplit("/", 1)[-1]
+    return name if len(name) <= limit else "…" + name[-(limit - 1):]

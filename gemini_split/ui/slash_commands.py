@@ -83,12 +83,13 @@ async def _tools(repl: Repl, args: list[str]) -> None:
     table.add_column("tool", style="bold")
     table.add_column("kind")
     table.add_column("approval")
-    table.add_column("what it does", no_wrap=True, overflow="ellipsis")
+    table.add_column("what it does")
+    room = max(20, repl.console.width - 45)
     for tool in client.executor.registry:
         decision = policy.decide(tool, {})
         asks = "asks first" if decision is Decision.ASK else ("runs" if decision is Decision.ALLOW else "refused")
         summary = tool.description.strip().split("\n")[0]
-        table.add_row(tool.name, tool.kind.value, asks, summary)
+        table.add_row(tool.name, tool.kind.value, asks, summary if len(summary) <= room else summary[:room - 1] + "…")
     repl.console.print(table)
     repl.console.print(Text(f"workspace: {client.executor.workspace.root}", style="dim"))
 

@@ -1,0 +1,301 @@
+"""The real REPL, driven through a pseudo-terminal as a person would drive it.
+
+Each test starts ``python -m gemini_split -m scripted:SCRIPT`` under a pty
+(prompt-toolkit sees a terminal, Ctrl-C is a real SIGINT), types, and reads
+what appears. The scripted model makes the answers predictable; when its
+script runs out it answers ``Echo: <prompt>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .pty_driver import ALT_ENTER, CTRL_C, CTRL_D, ENTER, TAB, PtyProcess, plain
+
+PROMPT = "› "
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("the notes\n")
+    return work
+
+
+def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GEMINI", "GOOGLE")) and k not in ("NO_COLOR", "COLUMNS", "LINES")}
+    env.update(HOME=str(tmp_path), GEMINI_SPLIT_HOME=str(tmp_path / "home"), TERM="xterm-256color")
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def start_repl(tmp_path: Path, workdir: Path):
+    """``start_repl(script, *args, **environ)``: a REPL under a pty, killed at
+    the end of the test if still running."""
+    started: list[PtyProcess] = []
+
+    def start(script: list[dict], *args: str, **environ: str) -> PtyProcess:
+        path = tmp_path / f"script{len(started)}.json"
+        path.write_text(json.dumps(script))
+        argv = [sys.executable, "-m", "gemini_split", "-m", f"scripted:{path}", *args]
+        proc = PtyProcess(argv, env=_environ(tmp_path, **{"NO_COLOR": "1", **environ}), cwd=str(workdir))
+        started.append(proc)
+        proc.expect(r"/help for commands", timeout=15)
+        proc.expect(PROMPT)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.close()
+
+
+def ask(repl: PtyProcess, text: str) -> None:
+    repl.type(text)
+    repl.send(ENTER)
+
+
+def test_a_prompt_streams_markdown_thinking_and_usage_then_ctrl_d_exits(start_repl, tmp_path):
+    repl = start_repl([
+        {"thought": "Consider the greeting.", "text": "# Greeting\n\nHello **there**, friend.\n\n- one\n- two\n",
+         "chunks": 12, "chunk_delay": 0.03},
+    ])
+    ask(repl, "say hello")
+    repl.expect(r"Thought \(3 words\): Consider the greeting\.")
+    repl.expect(r"Greeting")
+    repl.expect(r"Hello there, friend\.")  # rendered markdown: no ** left
+    repl.expect(r"• two")
+    repl.expect(r"tokens: 10 in · \d+ out · \d+ total · [\d.]+ s")
+    repl.expect(PROMPT)
+    # Multi-line input: Alt+Enter inserts a newline, Enter sends both lines.
+    repl.type("line one")
+    repl.send(ALT_ENTER)
+    repl.type("line two")
+    repl.send(ENTER)
+    repl.expect(r"Echo: line one\s+line two")
+    repl.expect(PROMPT)
+    repl.send(CTRL_D)
+    assert repl.wait() == 0
+    history = (tmp_path / "home" / "repl_history").read_text()
+    assert "+say hello" in history and "+line one\n+line two" in history
+
+
+def test_the_toolbar_shows_server_session_model_and_approval_mode(start_repl):
+    repl = start_repl([], "--approval-mode", "auto_edit")
+    match = repl.expect(r"server embedded · session (\S+) · model scripted:\S+ · approval auto_edit")
+    assert match.group(1).startswith("s-")
+
+
+def test_ctrl_c_clears_the_line_and_cancels_a_running_turn(start_repl):
+    repl = start_repl([{"text": "word " * 200, "chunks": 200, "chunk_delay": 0.05}])
+    repl.type("garbage")
+    repl.send(CTRL_C)
+    ask(repl, "tell a long story")
+    repl.expect(r"word word word")
+    repl.send(CTRL_C)
+    repl.expect(r"Cancelled\.", timeout=5)
+    repl.expect(PROMPT)
+    ask(repl, "still there?")
+    repl.expect(r"Echo: still there\?")  # not "garbagestill there?"
+    assert "Echo: garbage" not in repl.text
+    repl.expect(PROMPT)
+    ask(repl, "/quit")
+    assert repl.wait() == 0
+
+
+def test_approvals_are_asked_inline_and_answered_with_a_key(start_repl, workdir):
+    def write(name: str) -> dict:
+        return {"function_calls": [{"name": "write_file", "args": {"file_path": name, "content": f"{name}\n"}}]}
+
+    repl = start_repl([write("no.txt"), {"text": "ok"}, write("yes.txt"), {"text": "ok"},
+                       write("always1.txt"), {"text": "ok"}, write("always2.txt"), {"text": "ok"}])
+    ask(repl, "write no.txt")
+    repl.expect(r"write_file wants to run \(edit\)")
+    repl.expect(r"Create no\.txt")
+    repl.expect(r"Allow\? \[y\]es / \[n\]o / \[a\]lways for this session")
+    repl.send("n")
+    repl.expect(r"✗ refused")
+    repl.expect(r"write_file\(file_path='no\.txt'.*refused: the user declined")
+    repl.expect(PROMPT)
+    assert not (workdir / "no.txt").exists()
+
+    ask(repl, "write yes.txt")
+    repl.expect(r"Allow\?")
+    repl.send("y")
+    repl.expect(r"✓ write_file\(file_path='yes\.txt'.*done")
+    repl.expect(PROMPT)
+    assert (workdir / "yes.txt").read_text() == "yes.txt\n"
+
+    ask(repl, "write always1.txt")
+    repl.expect(r"Allow\?")
+    repl.send("a")
+    repl.expect(r"write_file will not ask again this session")
+    repl.expect(PROMPT)
+    ask(repl, "write always2.txt")
+    repl.expect(r"✓ write_file\(file_path='always2\.txt'.*done")
+    repl.expect(PROMPT)
+    assert repl.text.count("Allow?") == 3
+    assert (workdir / "always2.txt").exists()
+
+
+def test_ctrl_c_at_an_approval_question_refuses_and_cancels(start_repl, workdir):
+    repl = start_repl([{"function_calls": [{"name": "write_file", "args": {"file_path": "x.txt", "content": "x"}}]},
+                       {"text": "should not be reached " * 50, "chunks": 50, "chunk_delay": 0.1}])
+    ask(repl, "write x")
+    repl.expect(r"Allow\?")
+    repl.send(CTRL_C)
+    repl.expect(r"refused; cancelling the turn")
+    repl.expect(r"Cancelled\.", timeout=5)
+    repl.expect(PROMPT)
+    assert not (workdir / "x.txt").exists()
+
+
+def test_shell_output_streams_under_the_tool_call(start_repl):
+    command = "echo first-line; sleep 0.3; echo second-line"
+    repl = start_repl([{"function_calls": [{"name": "run_shell_command", "args": {"command": command}}]},
+                       {"text": "ran it"}], "--yolo")
+    ask(repl, "run it")
+    repl.expect(r"run_shell_command\(command=.*")
+    repl.expect(r"│ first-line")
+    repl.expect(r"│ second-line")
+    repl.expect(r"ran it")
+    assert re.search(r"✓ run_shell_command\(.*\)\s+done", repl.text)
+
+
+def test_slash_commands(start_repl, tmp_path):
+    repl = start_repl([])
+    session = re.search(r"session (s-\w+)", repl.text).group(1)
+    steps = [
+        ("/help", r"/server ACTION.*\n(.*\n)*.*Alt\+Enter"),
+        ("/tools", r"write_file\s+edit\s+asks first"),
+        ("/approval-mode", r"approval mode: default"),
+        ("/approval-mode yolo", r"approval mode: yolo"),
+        ("/approval-mode sometimes", r"usage: /approval-mode \[default \| auto_edit \| yolo\]"),
+        ("/model", r"model: scripted:"),
+        ("/model gemini-2.5-pro", r"model: gemini-2.5-pro"),
+        ("/model a b", r"usage: /model \[NAME\]"),
+        ("/frobnicate", r"unknown command /frobnicate; /help lists the commands"),
+        ("/server", r"usage: /server list \| add NAME URL"),
+        ("/server add", r"usage: /server add NAME URL \[--token T \| --token-env VAR\]"),
+        ("/server add bad http://x", r"is not a server address"),
+        ("/server add dev ws://127.0.0.1:9 --token-env DEV_TOKEN", r"Added profile dev: ws://127\.0\.0\.1:9"),
+        ("/server list", r"dev\s+ws://127\.0\.0\.1:9\s+auth: token from \$DEV_TOKEN"),
+        ("/server status", r"latency\s+[\d.]+ ms \(get_state round trip\)"),
+        ("/server remove dev", r"Removed profile dev"),
+        ("/server remove dev", r"no profile named 'dev'"),
+        ("/server connect nowhere", r"no profile named 'nowhere'"),
+        ("/clear", r"New conversation: embedded · session (s-\w+)"),
+    ]
+    for command, pattern in steps:
+        ask(repl, command)
+        repl.expect(pattern)
+        repl.expect(PROMPT)
+    assert session not in re.findall(r"New conversation: embedded · session (s-\w+)", repl.text)[-1]
+    assert "Traceback" not in repl.text
+    # The model set with /model goes with the next prompt; the toolbar shows it.
+    ask(repl, "which model?")
+    repl.expect(r"Echo: which model\?")
+    repl.expect(r"model gemini-2\.5-pro · approval yolo")
+    # Tab completes commands.
+    repl.type("/too")
+    time.sleep(0.3)
+    repl.send(TAB)
+    time.sleep(0.3)
+    repl.send(ENTER)
+    repl.expect(r"write_file\s+edit\s+runs")  # yolo: nothing asks
+    repl.expect(PROMPT)
+    ask(repl, "/quit")
+    assert repl.wait() == 0
+
+
+def test_server_add_connect_list_against_a_stdio_daemon(start_repl, tmp_path):
+    daemon_script = tmp_path / "daemon.json"
+    daemon_script.write_text(json.dumps([{"text": "answer from the daemon"}]))
+    command = shlex.join([sys.executable, "-m", "gemini_split", "serve", "--stdio", "-m", f"scripted:{daemon_script}"])
+    repl = start_repl([])
+    ask(repl, f"/server add box 'stdio:{command}'")
+    repl.expect(r"Added profile box: stdio:")
+    repl.expect(PROMPT)
+    repl.type("/server connect b")
+    time.sleep(0.3)
+    repl.send(TAB)
+    time.sleep(0.3)
+    repl.send(ENTER)
+    repl.expect(r"Connected: box · session (s-\w+)", timeout=20)
+    repl.expect(PROMPT)
+    ask(repl, "hello daemon")
+    repl.expect(r"answer from the daemon")
+    repl.expect(PROMPT)
+    ask(repl, "/server status")
+    repl.expect(r"server\s+box: stdio:")
+    repl.expect(r"version\s+gemini-split/\S+ · protocol 1\.\d")
+    repl.expect(r"auth\s+ok")
+    ask(repl, "/server list")
+    repl.expect(r"\* box\s+stdio:")
+    repl.expect(r"server box · session")  # the toolbar
+    ask(repl, "/server connect embedded")
+    repl.expect(r"Connected: embedded")
+    repl.expect(PROMPT)
+    ask(repl, "/quit")
+    assert repl.wait() == 0
+    data = json.loads((tmp_path / "home" / "servers.json").read_text())
+    assert data == {"profiles": [{"name": "box", "transport": "stdio", "command": command,
+                                  "authentication": {"method": "none"}}]}
+
+
+def test_no_color_means_no_colours_and_colours_otherwise(start_repl):
+    color = re.compile(r"\x1b\[[0-9;]*(3[0-7]|38;[25];[0-9;]+|9[0-7])m")
+    repl = start_repl([{"text": "**bold** and `code`"}])
+    ask(repl, "hi")
+    repl.expect("tokens:")
+    assert not color.search(repl.raw)
+    colored = start_repl([{"text": "**bold** and `code`"}], NO_COLOR="")
+    ask(colored, "hi")
+    colored.expect("tokens:")
+    assert color.search(colored.raw)
+
+
+def test_output_that_is_not_a_terminal_gets_plain_text(tmp_path, workdir):
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([{"text": "**plain** answer", "chunks": 3}]))
+    master, slave = os.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "gemini_split", "-m", f"scripted:{script}"],
+                            stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_environ(tmp_path), cwd=workdir)
+    os.close(slave)
+    try:
+        os.write(master, b"hi\n/tools\n")
+        time.sleep(1.5)
+        os.write(master, b"\x04")
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+        os.close(master)
+    text = out.decode()
+    assert "**plain** answer" in text  # written as it came, not re-rendered
+    assert "write_file" in text
+    assert "\x1b" not in text
+    assert proc.returncode == 0, err.decode()
+
+
+def test_a_server_that_cannot_be_reached_is_reported_and_exits(tmp_path, workdir):
+    proc = PtyProcess([sys.executable, "-m", "gemini_split", "--server", "ws://127.0.0.1:9"],
+                      env=_environ(tmp_path, NO_COLOR="1"), cwd=str(workdir))
+    try:
+        proc.expect(r"Cannot connect", timeout=15)
+        proc.expect(r"ws://127\.0\.0\.1:9: cannot connect")
+        assert proc.wait() == 1
+        assert "Traceback" not in plain(proc.raw)
+    finally:
+        proc.close()

@@ -179,6 +179,16 @@ class LineReader:
         finally:
             self.hint = ""
 
+    def on_resize(self) -> None:
+        """The terminal changed size (SIGWINCH, seen by the main thread:
+        prompt-toolkit cannot install signal handlers in a worker thread)."""
+        app = self._session.app
+        loop = app.loop
+        if app.is_running and loop is not None and not loop.is_closed():
+            # _on_resize erases and redraws at the new size; invalidate is
+            # the public fallback should it ever go away.
+            loop.call_soon_threadsafe(getattr(app, "_on_resize", app.invalidate))
+
     def _typing_a_command(self) -> bool:
         text = self._session.default_buffer.text
         return text.startswith("/") and "\n" not in text
@@ -264,6 +274,9 @@ class PlainLineReader:
         self.stdin = stdin
         self.stderr = stderr
         self.hint = ""
+
+    def on_resize(self) -> None:
+        pass
 
     async def read(self) -> str | None:
         self.stderr.write("> ")

@@ -142,23 +142,36 @@ class Repl:
 
     async def run(self) -> ExitStatus:
         """Connect, then read and answer until /quit or Ctrl-D."""
-        with trio.open_signal_receiver(signal.SIGINT) as interrupts:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGWINCH) as signals:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                try:
-                    await self._open(self.settings, self.server_label)
-                except (TransportError, ConfigurationError) as exc:
-                    from gemini_split.commands.server_profiles import describe_connect_error
-
-                    message, code, status = describe_connect_error(exc)
-                    self.console.print(error_panel(f"{self.settings.server}: {message}", code=code,
-                                                   title="Cannot connect"))
-                    return status
-                nursery.start_soon(self._watch_interrupts, interrupts)
-                self._banner()
-                await self._loop()
+                nursery.start_soon(self._watch_signals, signals)
+                status = await self._first_connection()
+                if status is None:
+                    self._banner()
+                    await self._loop()
+                    status = ExitStatus.SUCCESS
                 nursery.cancel_scope.cancel()
-        return ExitStatus.SUCCESS
+        return status
+
+    async def _first_connection(self) -> ExitStatus | None:
+        """Connect before the first prompt; on failure, the exit status."""
+        with trio.CancelScope() as scope:
+            self._busy_scope = scope
+            try:
+                await self._open(self.settings, self.server_label)
+                return None
+            except (TransportError, ConfigurationError) as exc:
+                from gemini_split.commands.server_profiles import describe_connect_error
+
+                message, code, status = describe_connect_error(exc)
+                self.console.print(error_panel(f"{self.settings.server}: {message}", code=code,
+                                               title="Cannot connect"))
+                return status
+            finally:
+                self._busy_scope = None
+        self.print_usage("Interrupted.")
+        return ExitStatus.INTERRUPTED
 
     async def _loop(self) -> None:
         while True:
@@ -176,6 +189,8 @@ class Repl:
                     await self.run_turn(text)
             except QuitRepl:
                 return
+            except CommandUsage as exc:
+                self.print_usage(str(exc))
             except Exception as exc:  # a bug must not end the user's session
                 log.exception("REPL command failed")
                 self.console.print(error_panel(f"{type(exc).__name__}: {exc}", title="Internal error",
@@ -264,9 +279,11 @@ class Repl:
         if self.client is not None:
             await self.client.cancel()
 
-    async def _watch_interrupts(self, interrupts: Any) -> None:
-        async for _ in interrupts:
-            if self._turn_scope is not None:
+    async def _watch_signals(self, signals: Any) -> None:
+        async for signum in signals:
+            if signum == signal.SIGWINCH:
+                self.reader.on_resize()
+            elif self._turn_scope is not None:
                 await self.interrupt_turn()
             elif self._busy_scope is not None:
                 self._busy_scope.cancel()

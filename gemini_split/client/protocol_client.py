@@ -105,11 +105,16 @@ class ProtocolClient:
         *,
         on_event: EventCallback | None = None,
         handshake_timeout: float = 15.0,
+        probe_after: float = 30.0,
+        probe_timeout: float = 15.0,
     ):
         self.stream = stream
         self.executor = executor
         self.on_event: EventCallback = on_event or _ignore
         self.handshake_timeout = handshake_timeout
+        self.probe_after = probe_after
+        self.probe_timeout = probe_timeout
+        self._last_heard = 0.0
         self.connected: Connected | None = None
         self._state = ConnectionState("client")
         self._turn: _Turn | None = None
@@ -153,6 +158,8 @@ class ProtocolClient:
         """Read the server's messages until the connection ends. Tool calls
         run in this task's nursery."""
         async with trio.open_nursery() as nursery:
+            self._last_heard = trio.current_time()
+            nursery.start_soon(self._watch_for_silence)
             task_status.started()
             try:
                 await self._read_loop(nursery)
@@ -228,10 +235,36 @@ class ProtocolClient:
             raise HandshakeFailed(reply.message, code=reply.code)
         return reply
 
+    async def _watch_for_silence(self) -> None:
+        """Notice a server that vanished without closing (a network
+        partition, a frozen host): while a turn runs and nothing has arrived
+        for ``probe_after`` seconds, ask for the state; no answer within
+        ``probe_timeout`` ends the connection. A live server answers at once,
+        even while the model or a tool takes its time."""
+        while True:
+            await trio.sleep_until(self._last_heard + self.probe_after)
+            silent_for = trio.current_time() - self._last_heard
+            if self._turn is None or silent_for < self.probe_after:
+                if silent_for >= self.probe_after:
+                    self._last_heard = trio.current_time()  # idle: nothing to wait for
+                continue
+            try:
+                await self._request(GetState(), self.probe_timeout)
+            except trio.TooSlowError:
+                self._closed_reason = (
+                    f"the server stopped answering (nothing for {silent_for:.0f} s, "
+                    f"and no reply to a probe within {self.probe_timeout:g} s)"
+                )
+                await self.stream.aclose(self._closed_reason)
+                return
+            except (ConnectionClosed, HandshakeFailed):
+                return
+
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         while True:
             try:
                 text = await self.stream.receive()
+                self._last_heard = trio.current_time()
             except MessageTooLarge as exc:
                 log.warning("dropped a message from the server: %s", exc)
                 continue

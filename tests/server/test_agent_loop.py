@@ -296,3 +296,42 @@ async def test_cancel_for_another_request_id_is_ignored():
         await raw.send(Cancel(request_id="not-this-one"))
         seen = await raw.receive_until(lambda m: isinstance(m, Finished))
     assert seen[-1].reason == "stop"
+
+
+async def test_a_server_that_goes_silent_mid_turn_is_detected_by_a_probe(tmp_path, autojump_clock):
+    """A vanished server (no close, no answers) ends the turn with a clear
+    error instead of a hang."""
+    from gemini_split.client.approval import ApprovalPolicy
+    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.client.protocol_client import ProtocolClient
+    from gemini_split.client.workspace import Workspace
+    from gemini_split.protocol import Connected, decode, encode
+    from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
+
+    async def frozen_server(stream):
+        decode(await stream.receive())  # hello
+        await stream.send(encode(Connected(session_id="s-frozen")))
+        await trio.sleep_forever()  # reads nothing, answers nothing
+
+    transport = get_transport("loopback:")
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(transport.serve, "loopback:", frozen_server, ServeOptions())
+        stream = await transport.open_connection(address, ConnectOptions())
+        client = ProtocolClient(stream, ToolExecutor(default_tools(), Workspace(tmp_path), ApprovalPolicy()),
+                                probe_after=30, probe_timeout=10)
+        await client.handshake()
+        await nursery.start(client.run)
+        start = trio.current_time()
+        outcome = await client.run_turn("anyone there?")
+        elapsed = trio.current_time() - start
+        nursery.cancel_scope.cancel()
+    assert outcome.error is not None and outcome.error.code == "connection_lost"
+    assert "stopped answering" in outcome.error.message
+    assert 30 <= elapsed <= 45
+
+
+async def test_a_slow_but_live_server_is_not_mistaken_for_a_dead_one(tmp_path, autojump_clock):
+    model = ScriptedModel([{"text": "after a long think", "delay": 200}])
+    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+        outcome = await client.run_turn("think hard")
+    assert outcome.finished is not None

@@ -212,7 +212,10 @@ def describe_connect_error(exc: BaseException) -> tuple[str, str | None, ExitSta
     if isinstance(exc, HandshakeFailed):
         code = exc.code
         return str(exc), code, exit_status_for(code) if code else ExitStatus.ERROR
-    return f"cannot connect: {exc}", "connect_failed", ExitStatus.ERROR
+    message = str(exc)
+    if not message.lower().startswith("cannot connect"):
+        message = f"cannot connect: {message}"
+    return message, "connect_failed", ExitStatus.ERROR
 
 
 def _test(target: str, env: Environment) -> ExitStatus:

@@ -28,7 +28,6 @@ class ErrorCode(StrEnum):
     REPLAY_UNAVAILABLE = "replay_unavailable"
     TURN_LIMIT = "turn_limit"
     CANCELLED = "cancelled"
-    TOOL_TIMEOUT = "tool_timeout"
     # The model side.
     MODEL_AUTH = "model_auth"
     MODEL_UNAVAILABLE = "model_unavailable"

@@ -96,7 +96,6 @@ _ERROR_HINTS = {
     ErrorCode.CONNECTION_LOST: "The connection is gone: /clear reconnects, /server connect NAME picks another server.",
     ErrorCode.SHUTTING_DOWN: "The server is shutting down: /server connect to another, or /clear to retry later.",
     ErrorCode.BUSY: "The session is still busy with an earlier request: wait a moment, or /clear for a new one.",
-    ErrorCode.TOOL_TIMEOUT: "A local tool took too long: ask for a smaller step.",
     ErrorCode.MESSAGE_TOO_LARGE: "The message is too large for the server: send less at once.",
 }
 

@@ -1,0 +1,853 @@
+"""Benchmark: the ``gemini-split serve`` daemon, against a fast local model.
+
+Three processes: a fake Gemini REST server (``gemini_split.testing.fake_gemini``,
+real wire format, stdlib threads), the daemon (``python -m gemini_split serve
+--listen 127.0.0.1:PORT``, no auth, on loopback) and this process, which runs
+the clients: the real :class:`ProtocolClient` opened with ``open_client``, in
+one Trio run.
+
+  (a) time to first delta (TTFD) over WebSocket minus the same in embedded
+      mode (``ClientSettings(server=None, embedded=AgentService(...))``),
+      median over many turns; the two modes alternate, a connection at a time;
+  (b) deltas per second delivered to one client: one long answer of many
+      small model chunks; protocol messages/s and model chunks/s (the server
+      merges adjacent deltas while the client lags, so messages <= chunks);
+  (c) N concurrent clients (``--clients``, default 100 then 1,000), each
+      connected first, then all running one streamed turn at once:
+      completions, p50/p99 TTFD, the daemon's peak RSS (VmHWM), the CPU each
+      process used (to see which one is the bottleneck);
+  (d) a one-shot thin client process ``python -m gemini_split --server ws://…
+      -p …``: median wall time and peak RSS (wait4 rusage), and whether it
+      imported google.genai (one extra run with ``-X importtime``).
+
+Every figure names its model backend:
+
+  fake-gemini  the daemon's real GeminiModel (google-genai over httpx) talking
+               to the fake Gemini process; turns have no delay;
+  scripted     ``serve -m scripted:FILE.json`` (no HTTP, no google-genai):
+               isolates the daemon + WebSocket + client from the model side.
+
+    python bench/serve.py [--quick] [--clients 100,1000] [--backends fake-gemini,scripted]
+                          [--only a,b,c,d] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import trio  # noqa: E402
+
+from gemini_split.client.session import ClientSettings, open_client  # noqa: E402
+from gemini_split.protocol import TextDelta  # noqa: E402
+
+PY = sys.executable
+API_KEY = "bench-key"
+MODEL = "gemini-2.5-flash"
+FAKE = "fake-gemini"
+SCRIPTED = "scripted"
+BACKEND_LABEL = {
+    FAKE: "fake-gemini (HTTP, google-genai)",
+    SCRIPTED: "scripted (no HTTP)",
+    "raw": "fake-gemini, raw HTTP read",
+}
+TARGETS = {
+    "a": "WS TTFD - embedded TTFD <= 2 ms",
+    "b": ">= 20k deltas/s to one client",
+    "c": "1,000 clients all complete, p99 TTFD <= 1 s, daemon RSS <= 600 MB",
+    "d": "one-shot thin client <= 0.25 s and <= 45 MB, no google.genai",
+}
+#: The answer each turn of (a) streams: short, three chunks.
+TTFD_TURN = {"text": "The answer is forty-two.", "chunks": 3}
+#: The answer each client of (c) streams: ~200 characters in 10 chunks.
+CONCURRENT_TEXT = "".join(f"word{i:03d} " for i in range(25))
+CONCURRENT_TURN = {"text": CONCURRENT_TEXT, "chunks": 10}
+ONESHOT_TURN = {"text": "Hello from the fake model.", "chunks": 2}
+
+
+# --- small utilities -----------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100), nearest-rank: p99 of 1,000 values is the
+    990th smallest."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), -(-len(ordered) * q // 100)))
+    return ordered[int(rank) - 1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_status_kb(pid: int, field_name: str) -> int | None:
+    """A ``kB`` field of /proc/PID/status (VmHWM, VmRSS)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field_name + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def self_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def die_with_parent() -> None:
+    """preexec_fn: SIGTERM this child if the benchmark dies (no stray daemons)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+    env.update(extra)
+    return env
+
+
+def http_json(method: str, url: str, payload: Any = None, timeout: float = 30.0) -> Any:
+    data = json.dumps(payload).encode() if payload is not None else None
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read() or b"null")
+
+
+def raise_fd_limit(wanted: int) -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# --- the processes -------------------------------------------------------------
+
+
+class FakeGeminiProcess:
+    """``python -m gemini_split.testing.fake_gemini`` in its own process (so
+    its threads do not share a GIL with the clients)."""
+
+    def __init__(self, workdir: Path):
+        self.log_path = workdir / "fake-gemini.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [PY, "-m", "gemini_split.testing.fake_gemini", "--api-key", API_KEY],
+            stdout=subprocess.PIPE, stderr=self._log, stdin=subprocess.DEVNULL,
+            text=True, cwd=ROOT, env=clean_env(), preexec_fn=die_with_parent,
+        )
+        line = self.proc.stdout.readline().strip()
+        if not line.startswith("http://"):
+            self.close()
+            raise SystemExit(f"the fake Gemini server did not start: {line!r}\n{self.log_path.read_text()}")
+        self.url = line
+        self.pid = self.proc.pid
+
+    def add_turns(self, turns: list[dict]) -> None:
+        # Big scripts go in slices: each POST is validated and deep-copied.
+        for start in range(0, len(turns), 500):
+            http_json("POST", f"{self.url}/_script", turns[start:start + 500])
+
+    def remaining(self) -> int:
+        return len(http_json("GET", f"{self.url}/_script"))
+
+    def forget_requests(self) -> None:
+        # It records every request (bodies included); keep its memory flat.
+        http_json("DELETE", f"{self.url}/_requests")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+class Daemon:
+    """``python -m gemini_split serve --listen 127.0.0.1:PORT`` (no auth)."""
+
+    def __init__(self, workdir: Path, fake_url: str, backend: str, script: list[dict] | None = None,
+                 name: str = "daemon"):
+        self.backend = backend
+        port = free_port()
+        self.url = f"ws://127.0.0.1:{port}"
+        cmd = [PY, "-m", "gemini_split", "serve", "--listen", f"127.0.0.1:{port}"]
+        if backend == SCRIPTED:
+            script_path = workdir / f"{name}-script.json"
+            script_path.write_text(json.dumps(script or []))
+            cmd += ["-m", f"scripted:{script_path}"]
+        self.log_path = workdir / f"{name}.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir,
+            env=clean_env(GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=fake_url), preexec_fn=die_with_parent,
+        )
+        self.pid = self.proc.pid
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"the daemon exited ({self.proc.returncode}):\n{self.log_tail()}")
+            try:
+                health = http_json("GET", f"http://127.0.0.1:{port}/health", timeout=2)
+                if health.get("status") == "ok":
+                    break
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                self.close()
+                raise SystemExit(f"the daemon did not answer /health within 30 s:\n{self.log_tail()}")
+            time.sleep(0.05)
+        self.start_rss_mb = (proc_status_kb(self.pid, "VmRSS") or 0) / 1024
+
+    def hwm_mb(self) -> float:
+        return (proc_status_kb(self.pid, "VmHWM") or 0) / 1024
+
+    def rss_mb(self) -> float:
+        return (proc_status_kb(self.pid, "VmRSS") or 0) / 1024
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def problems(self) -> list[str]:
+        """Warnings and tracebacks the daemon logged."""
+        text = self.log_path.read_text(errors="replace")
+        return [line for line in text.splitlines()
+                if " WARNING " in line or " ERROR " in line or line.startswith("Traceback")]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+# --- the clients -----------------------------------------------------------------
+
+
+@dataclass
+class Recorder:
+    """Collects a client's text deltas for the turn in progress."""
+
+    first: float | None = None
+    last: float | None = None
+    messages: int = 0
+    chars: int = 0
+    parts: list[str] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.first = self.last = None
+        self.messages = self.chars = 0
+        self.parts = []
+
+    async def on_event(self, event: Any) -> None:
+        if isinstance(event, TextDelta):
+            now = time.perf_counter()
+            if self.first is None:
+                self.first = now
+            self.last = now
+            self.messages += 1
+            self.chars += len(event.content)
+            self.parts.append(event.content)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def embedded_settings(workspace: Path, backend: str, fake_url: str, script: list[dict] | None = None) -> ClientSettings:
+    """What ``build_embedded_service`` builds, for a fake-gemini or scripted
+    model. A fresh service per connection: open_client closes its model."""
+    from gemini_split.server.config import ServerConfig
+    from gemini_split.server.scripted import ScriptedModel
+    from gemini_split.server.service import AgentService, create_model
+
+    if backend == SCRIPTED:
+        model = ScriptedModel(list(script or []))
+        config = ServerConfig(model=MODEL)
+    else:
+        model = create_model(MODEL, api_key=API_KEY, base_url=fake_url)
+        config = ServerConfig(model=MODEL)
+    return ClientSettings(workspace=workspace, server=None, embedded=AgentService(model, config))
+
+
+async def timed_turn(client: Any, rec: Recorder, prompt: str) -> tuple[float, float, Any]:
+    """(send time, finish time, outcome) of one turn."""
+    rec.reset()
+    t0 = time.perf_counter()
+    outcome = await client.run_turn(prompt)
+    return t0, time.perf_counter(), outcome
+
+
+def check_outcome(outcome: Any, what: str) -> None:
+    if outcome.finished is None or outcome.finished.reason != "stop":
+        error = outcome.error
+        raise SystemExit(f"{what}: the turn failed: {error.code if error else '?'}: "
+                         f"{error.message if error else outcome}")
+
+
+# (a) ----------------------------------------------------------------------------
+
+#: Measured turns per connection in (a). Kept small on purpose: every turn
+#: lengthens the history the next model request carries, and google-genai's
+#: conversion cost per request grows with it (~0.1 ms per history part).
+TTFD_PER_CONNECTION = 5
+
+
+def ttfd_rounds(turns: int, per_connection: int = TTFD_PER_CONNECTION) -> int:
+    return max(1, -(-turns // per_connection))
+
+
+def ttfd_model_turns(turns: int, per_connection: int = TTFD_PER_CONNECTION) -> int:
+    """Model requests one mode of (a) makes (a warm-up turn per connection)."""
+    return ttfd_rounds(turns, per_connection) * (per_connection + 1)
+
+
+async def measure_ttfd(workspace: Path, daemon_url: str, backend: str, fake_url: str,
+                       turns: int, per_connection: int) -> dict:
+    """TTFD samples per mode; modes alternate a connection at a time, the
+    first turn of each connection (cold HTTP pool, first request) not counted."""
+    samples: dict[str, list[float]] = {"embedded": [], "ws": []}
+    for _ in range(ttfd_rounds(turns, per_connection)):
+        for mode in ("embedded", "ws"):
+            settings = (embedded_settings(workspace, backend, fake_url, [TTFD_TURN] * (per_connection + 1))
+                        if mode == "embedded"
+                        else ClientSettings(workspace=workspace, server=daemon_url))
+            rec = Recorder()
+            async with open_client(settings, on_event=rec.on_event) as client:
+                for i in range(per_connection + 1):
+                    t0, _, outcome = await timed_turn(client, rec, f"ping {i:04d}")
+                    check_outcome(outcome, f"(a) {mode}")
+                    if rec.first is None:
+                        raise SystemExit(f"(a) {mode}: no text delta in the turn")
+                    if i:
+                        samples[mode].append(rec.first - t0)
+    emb, ws = statistics.median(samples["embedded"]), statistics.median(samples["ws"])
+    return {
+        "test": "a", "backend": backend, "turns_per_mode": len(samples["ws"]),
+        "embedded_ttfd_ms": emb * 1e3, "ws_ttfd_ms": ws * 1e3, "diff_ms": (ws - emb) * 1e3,
+        "embedded_p90_ms": pct(samples["embedded"], 90) * 1e3, "ws_p90_ms": pct(samples["ws"], 90) * 1e3,
+    }
+
+
+# (b) ----------------------------------------------------------------------------
+
+
+async def measure_stream(workspace: Path, settings: ClientSettings, chunks: int, expected: str,
+                         backend: str, mode: str) -> dict:
+    rec = Recorder()
+    async with open_client(settings, on_event=rec.on_event) as client:
+        t0, t_end, outcome = await timed_turn(client, rec, "warm up")  # first request: cold pool
+        check_outcome(outcome, f"(b) {mode} warm-up")
+        t0, t_end, outcome = await timed_turn(client, rec, "stream a long answer")
+        check_outcome(outcome, f"(b) {mode}")
+        if rec.text != expected:
+            raise SystemExit(f"(b) {mode}: the streamed text differs from the model's "
+                             f"({len(rec.text)} vs {len(expected)} characters)")
+        first, last, messages, chars = rec.first, rec.last, rec.messages, rec.chars
+        # One short turn more: its request carries the long answer in the history.
+        t_next, _, outcome = await timed_turn(client, rec, "and a short one")
+        check_outcome(outcome, f"(b) {mode}, next turn")
+        next_ttfd = rec.first - t_next
+    window = max(last - first, 1e-9)
+    return {
+        "test": "b", "backend": backend, "mode": mode, "model_chunks": chunks,
+        "messages": messages, "chars": chars,
+        "ttfd_ms": (first - t0) * 1e3, "stream_s": window, "turn_s": t_end - t0,
+        "chunks_per_s": chunks / window, "messages_per_s": messages / window,
+        "chunks_per_s_turn": chunks / (t_end - t0), "mb_per_s": chars / window / 1e6,
+        "next_turn_ttfd_ms": next_ttfd * 1e3,
+    }
+
+
+def raw_fake_stream(fake: FakeGeminiProcess, chunks: int) -> dict:
+    """The fake's own ceiling: read a ``chunks``-chunk SSE stream with no
+    client library at all (http.client, count ``data:`` lines)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    text = "tok " * chunks
+    fake.add_turns([{"text": text, "chunks": chunks}])
+    where = urlsplit(fake.url)
+    conn = http.client.HTTPConnection(where.hostname, where.port, timeout=60)
+    body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "go"}]}]})
+    t0 = time.perf_counter()
+    conn.request("POST", f"/v1beta/models/{MODEL}:streamGenerateContent?alt=sse", body=body,
+                 headers={"x-goog-api-key": API_KEY, "Content-Type": "application/json"})
+    response = conn.getresponse()
+    seen = 0
+    while True:
+        line = response.readline()
+        if not line:
+            break
+        if line.startswith(b"data: "):
+            seen += 1
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    if seen != chunks:
+        raise SystemExit(f"(b) raw read: {seen} chunks, expected {chunks}")
+    return {"test": "b", "backend": "raw", "mode": "raw HTTP", "model_chunks": chunks, "messages": seen,
+            "chars": len(text), "ttfd_ms": float("nan"), "stream_s": elapsed, "turn_s": elapsed,
+            "chunks_per_s": chunks / elapsed, "messages_per_s": seen / elapsed,
+            "chunks_per_s_turn": chunks / elapsed, "mb_per_s": len(text) / elapsed / 1e6,
+            "next_turn_ttfd_ms": float("nan")}
+
+
+# (c) ----------------------------------------------------------------------------
+
+
+async def run_concurrent(workspace: Path, url: str, n: int, expected: str, *, connect_parallel: int,
+                         timeout: float, at_peak: Any, hold: bool = True) -> dict:
+    """N clients connect (at most ``connect_parallel`` handshakes at a time),
+    then all send one prompt at once; every connection stays open until all
+    turns are over (so the daemon holds N live sessions at its peak)."""
+    connect_s: list[float] = []
+    ttfd: list[float] = []
+    turn_s: list[float] = []
+    failures: dict[str, int] = {}
+    complete = 0
+    arrived = 0
+    all_arrived = trio.Event()
+    go = trio.Event()
+    release = trio.Event()
+    finished_count = 0
+    all_finished = trio.Event()
+    limiter = trio.CapacityLimiter(connect_parallel)
+
+    def fail(kind: str) -> None:
+        failures[kind] = failures.get(kind, 0) + 1
+
+    def mark_arrived() -> None:
+        nonlocal arrived
+        arrived += 1
+        if arrived == n:
+            all_arrived.set()
+
+    def mark_finished() -> None:
+        nonlocal finished_count
+        finished_count += 1
+        if finished_count == n:
+            all_finished.set()
+
+    async def one(i: int) -> None:
+        nonlocal complete
+        rec = Recorder()
+        settings = ClientSettings(workspace=workspace, server=url)
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                async with limiter:
+                    t = time.perf_counter()
+                    client = await stack.enter_async_context(open_client(settings, on_event=rec.on_event))
+                    connect_s.append(time.perf_counter() - t)
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                fail(f"connect: {type(exc).__name__}: {str(exc)[:80]}")
+                mark_arrived()
+                mark_finished()
+                return
+            mark_arrived()
+            await go.wait()
+            try:
+                t0, t_end, outcome = await timed_turn(client, rec, f"client {i} asks")
+            except Exception as exc:  # noqa: BLE001
+                fail(f"turn: {type(exc).__name__}: {str(exc)[:80]}")
+                mark_finished()
+                return
+            if outcome.finished is not None and outcome.finished.reason == "stop" and rec.text == expected:
+                complete += 1
+                ttfd.append(rec.first - t0)
+                turn_s.append(t_end - t0)
+            elif outcome.error is not None:
+                fail(f"turn error: {outcome.error.code}: {outcome.error.message[:80]}")
+            else:
+                fail("turn: wrong or missing text")
+            mark_finished()
+            if hold:
+                await release.wait()
+
+    phases = {"connect_all_s": float("nan"), "turns_all_s": float("nan")}
+    t_start = time.perf_counter()
+    with trio.move_on_after(timeout) as scope:
+        async with trio.open_nursery() as nursery:
+            for i in range(n):
+                nursery.start_soon(one, i)
+            await all_arrived.wait()
+            phases["connect_all_s"] = time.perf_counter() - t_start
+            go_time = time.perf_counter()
+            go.set()
+            await all_finished.wait()
+            phases["turns_all_s"] = time.perf_counter() - go_time
+            at_peak()  # every session is still open: read the daemon's memory now
+            release.set()
+    if scope.cancelled_caught:
+        at_peak()
+        fail(f"timeout after {timeout:g}s ({n - complete} not complete)")
+    return {
+        "clients": n, "complete": complete, "failures": failures,
+        "connect_p50_ms": pct(connect_s, 50) * 1e3, "connect_p99_ms": pct(connect_s, 99) * 1e3,
+        "ttfd_p50_ms": pct(ttfd, 50) * 1e3, "ttfd_p99_ms": pct(ttfd, 99) * 1e3,
+        "ttfd_max_ms": (max(ttfd) if ttfd else float("nan")) * 1e3,
+        "turn_p50_ms": pct(turn_s, 50) * 1e3, "turn_p99_ms": pct(turn_s, 99) * 1e3,
+        **phases,
+    }
+
+
+def measure_concurrency(workdir: Path, workspace: Path, fake: FakeGeminiProcess, backend: str, n: int,
+                        *, connect_parallel: int, timeout: float) -> dict:
+    if backend == FAKE:
+        left = fake.remaining()
+        if left:
+            print(f"  note: {left} turns were left in the fake's script", file=sys.stderr)
+        fake.forget_requests()
+        fake.add_turns([CONCURRENT_TURN] * n)
+        daemon = Daemon(workdir, fake.url, FAKE, name=f"daemon-c{n}-fake")
+    else:
+        daemon = Daemon(workdir, fake.url, SCRIPTED, [CONCURRENT_TURN] * n, name=f"daemon-c{n}-scripted")
+    try:
+        idle_mb = daemon.rss_mb()
+        cpu = {"daemon": cpu_seconds(daemon.pid), "fake": cpu_seconds(fake.pid), "bench": self_cpu_seconds()}
+        at_peak: dict[str, float] = {}
+
+        def take() -> None:
+            at_peak["rss_mb"] = daemon.rss_mb()
+            at_peak["hwm_mb"] = daemon.hwm_mb()
+
+        t0 = time.perf_counter()
+        result = trio.run(lambda: run_concurrent(workspace, daemon.url, n, CONCURRENT_TEXT,
+                                                 connect_parallel=connect_parallel, timeout=timeout, at_peak=take))
+        wall = time.perf_counter() - t0
+        used = {"daemon": cpu_seconds(daemon.pid) - cpu["daemon"], "fake": cpu_seconds(fake.pid) - cpu["fake"],
+                "bench": self_cpu_seconds() - cpu["bench"]}
+        hwm = daemon.hwm_mb()
+        result.update(
+            test="c", backend=backend, idle_rss_mb=idle_mb, rss_all_open_mb=at_peak.get("rss_mb", float("nan")),
+            hwm_mb=hwm, wall_s=wall, cpu_s=used,
+            cpu_pct={k: 100 * v / wall for k, v in used.items()},
+            daemon_cpu_ms_per_client=1e3 * used["daemon"] / n,
+            daemon_problems=daemon.problems()[:5],
+        )
+        return result
+    finally:
+        daemon.close()
+
+
+# (d) ----------------------------------------------------------------------------
+
+
+#: Runs one command and prints its wall time and peak RSS. Peak RSS has to be
+#: taken this way: Linux carries the RSS high-water mark of the memory image a
+#: process had before exec() into ru_maxrss, so a child forked straight from
+#: this (large) process would report at least this process's size. Forked
+#: from this small launcher instead, it reports its own.
+LAUNCHER = """
+import os, sys, time
+t = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    try:
+        os.execv(sys.argv[1], sys.argv[1:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+print(time.perf_counter() - t, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+"""
+
+
+def run_process(cmd: list[str], env: dict[str, str], cwd: Path, *,
+                stderr_to: Any = subprocess.DEVNULL) -> tuple[float, float, int]:
+    """Wall seconds (fork to exit), peak RSS (MB) and exit status of one run."""
+    out = subprocess.run([PY, "-S", "-c", LAUNCHER, *cmd], env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=stderr_to, text=True, check=True).stdout.split()
+    return float(out[0]), int(out[1]) / 1024, int(out[2])
+
+
+def measure_oneshot(workspace: Path, workdir: Path, fake: FakeGeminiProcess, daemon: Daemon, runs: int) -> list[dict]:
+    # The thin client gets no API key: it must not need one.
+    env = clean_env()
+    cmd = [PY, "-m", "gemini_split", "--server", daemon.url, "-p", "Say hello"]
+    rows = []
+
+    def series(name: str, command: list[str], model_turns: bool) -> dict:
+        walls, rss = [], []
+        for i in range(runs + 1):  # the first run warms the OS caches; not counted
+            if model_turns:
+                fake.add_turns([ONESHOT_TURN])
+            wall, mb, code = run_process(command, env, workspace)
+            if code != 0:
+                raise SystemExit(f"(d) {' '.join(command)} exited {code}")
+            if i:
+                walls.append(wall)
+                rss.append(mb)
+        return {"test": "d", "case": name, "runs": runs, "wall_s": statistics.median(walls),
+                "wall_min_s": min(walls), "wall_max_s": max(walls), "rss_mb": statistics.median(rss)}
+
+    rows.append(series("gemini-split --server ws://… -p", cmd, True))
+    # Floors, for scale: the interpreter alone, and the interpreter + trio.
+    rows.append(series("floor: python -c pass", [PY, "-c", "pass"], False))
+    rows.append(series("floor: python -c 'import trio'", [PY, "-c", "import trio"], False))
+
+    # One more run with -X importtime: what did the thin client import?
+    fake.add_turns([ONESHOT_TURN])
+    log_path = workdir / "oneshot-importtime.txt"
+    with open(log_path, "w") as log:
+        _, _, code = run_process([PY, "-X", "importtime", *cmd[1:]], env, workspace, stderr_to=log)
+    imports = []
+    for line in log_path.read_text().splitlines():
+        if line.startswith("import time:") and "|" in line:
+            parts = [p.strip() for p in line[len("import time:"):].split("|")]
+            if parts[0].isdigit():
+                imports.append((parts[2], int(parts[1])))
+    names = [name.strip() for name, _ in imports]
+    top = sorted(((name.strip(), us) for name, us in imports if not name.startswith(" ")),
+                 key=lambda x: -x[1])[:8]
+    rows[0].update(
+        imported_google_genai=any(n == "google.genai" or n.startswith("google.genai.") for n in names),
+        imported={pkg: any(n == pkg or n.startswith(pkg + ".") for n in names)
+                  for pkg in ("httpx", "pydantic", "trio_websocket", "wsproto", "rich", "prompt_toolkit")},
+        modules_imported=len(names), top_imports_ms=[(n, us / 1000) for n, us in top],
+    )
+    return rows
+
+
+# --- orchestration and report -----------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer turns, chunks and runs; --clients defaults to 100")
+    parser.add_argument("--clients", help="comma-separated client counts for (c) (default 100,1000)")
+    parser.add_argument("--backends", default=f"{FAKE},{SCRIPTED}",
+                        help=f"model backends for (a)-(c): {FAKE}, {SCRIPTED} (default both)")
+    parser.add_argument("--only", default="a,b,c,d", help="which tests to run (default a,b,c,d)")
+    parser.add_argument("--turns", type=int, help="(a) measured turns per mode (default 300, quick 60)")
+    parser.add_argument("--chunks", type=int, help="(b) model chunks in the long answer (default 20000, quick 5000)")
+    parser.add_argument("--runs", type=int, help="(d) runs per command (default 7, quick 5)")
+    parser.add_argument("--connect-parallel", type=int, default=100,
+                        help="(c) handshakes in flight at once (default 100)")
+    parser.add_argument("--timeout", type=float, default=90.0, help="(c) seconds allowed per run (default 90)")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs) and print its path")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    backends = [b for b in args.backends.split(",") if b]
+    for b in backends:
+        if b not in (FAKE, SCRIPTED):
+            parser.error(f"--backends: unknown backend {b!r}")
+    clients = [int(c) for c in (args.clients or ("100" if args.quick else "100,1000")).split(",")]
+    turns = args.turns or (60 if args.quick else 300)
+    chunks = args.chunks or (5000 if args.quick else 20000)
+    runs = args.runs or (5 if args.quick else 7)
+    raise_fd_limit(max(clients) * 2 + 256)
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    workspace = workdir / "workspace"
+    workspace.mkdir()
+    results: dict[str, Any] = {"a": [], "b": [], "c": [], "d": [], "config": {
+        "python": sys.version.split()[0], "cpus": os.cpu_count(), "clients": clients, "turns": turns,
+        "chunks": chunks, "runs": runs, "backends": backends}}
+    started = time.perf_counter()
+    fake = FakeGeminiProcess(workdir)
+
+    def progress(text: str) -> None:
+        print(f"[{time.perf_counter() - started:6.1f}s] {text}", file=sys.stderr, flush=True)
+
+    try:
+        long_text = "tok " * chunks
+        long_turn = {"text": long_text, "chunks": chunks}
+        for backend in backends:
+            if not only & {"a", "b", "d"}:
+                break
+            if backend == FAKE:
+                daemon = Daemon(workdir, fake.url, FAKE, name="daemon-fake")
+            else:
+                # (b) needs the long answer with a pause point per chunk (a
+                # model that never awaits would hand the writer one merged
+                # delta); the warm-up turn before it and all of (a) echo.
+                script = [TTFD_TURN] * ttfd_model_turns(turns) if "a" in only else []
+                if "b" in only:
+                    script += [{"text": "warm", "chunks": 1}, {**long_turn, "chunk_delay": 1e-9}, TTFD_TURN]
+                daemon = Daemon(workdir, fake.url, SCRIPTED, script, name="daemon-scripted")
+            try:
+                if "a" in only:
+                    progress(f"(a) TTFD, {turns} turns per mode, {BACKEND_LABEL[backend]}")
+                    if backend == FAKE:
+                        fake.add_turns([TTFD_TURN] * 2 * ttfd_model_turns(turns))
+                    results["a"].append(trio.run(measure_ttfd, workspace, daemon.url, backend, fake.url, turns,
+                                                 TTFD_PER_CONNECTION))
+                    if backend == FAKE:
+                        fake.forget_requests()
+                if "b" in only:
+                    progress(f"(b) one client, {chunks}-chunk answer, {BACKEND_LABEL[backend]}")
+                    if backend == FAKE:
+                        fake.add_turns([{"text": "warm", "chunks": 1}, long_turn, TTFD_TURN])
+                        results["b"].append(trio.run(
+                            measure_stream, workspace, ClientSettings(workspace=workspace, server=daemon.url),
+                            chunks, long_text, backend, "ws"))
+                        fake.add_turns([{"text": "warm", "chunks": 1}, long_turn, TTFD_TURN])
+                        results["b"].append(trio.run(
+                            measure_stream, workspace, embedded_settings(workspace, FAKE, fake.url),
+                            chunks, long_text, backend, "embedded"))
+                        results["b"].append(raw_fake_stream(fake, chunks))
+                    else:
+                        results["b"].append(trio.run(
+                            measure_stream, workspace, ClientSettings(workspace=workspace, server=daemon.url),
+                            chunks, long_text, backend, "ws"))
+                    fake.forget_requests()
+                if "d" in only and backend == FAKE:
+                    progress(f"(d) one-shot thin client, {runs} runs")
+                    results["d"] = measure_oneshot(workspace, workdir, fake, daemon, runs)
+                results.setdefault("daemon_problems", {})[backend] = daemon.problems()[:5]
+            finally:
+                daemon.close()
+        if "c" in only:
+            for n in clients:
+                for backend in backends:
+                    progress(f"(c) {n} concurrent clients, {BACKEND_LABEL[backend]}")
+                    results["c"].append(measure_concurrency(
+                        workdir, workspace, fake, backend, n,
+                        connect_parallel=args.connect_parallel, timeout=args.timeout))
+    finally:
+        fake.close()
+        results["total_s"] = time.perf_counter() - started
+        if args.keep:
+            print(f"logs kept in {workdir}", file=sys.stderr)
+        else:
+            import shutil
+
+            shutil.rmtree(workdir, ignore_errors=True)
+    report(results, args.json)
+
+
+def verdicts(r: dict) -> dict[str, str]:
+    """MET / MISSED per target and backend. (b) is judged on model chunks/s
+    delivered: merging deltas for a lagging client is by design, so fewer,
+    larger messages carrying every chunk still count."""
+    out = {}
+    for row in r["a"]:
+        out[f"a, {row['backend']}"] = "MET" if row["diff_ms"] <= 2.0 else "MISSED"
+    for row in r["b"]:
+        if row["mode"] == "ws":
+            out[f"b, {row['backend']}"] = "MET" if row["chunks_per_s"] >= 20_000 else "MISSED"
+    for row in r["c"]:
+        if row["clients"] == 1000:
+            ok = row["complete"] == 1000 and row["ttfd_p99_ms"] <= 1000 and row["hwm_mb"] <= 600
+            out[f"c, {row['backend']}"] = "MET" if ok else "MISSED"
+    for row in r["d"]:
+        if row["case"].startswith("gemini-split"):
+            ok = row["wall_s"] <= 0.25 and row["rss_mb"] <= 45 and not row["imported_google_genai"]
+            out["d"] = "MET" if ok else "MISSED"
+    return out
+
+
+def report(r: dict, as_json: bool) -> None:
+    r["verdicts"] = verdicts(r)
+    if as_json:
+        print(json.dumps(r, indent=2, default=str))
+        return
+    cfg = r["config"]
+    print(f"bench/serve.py — Python {cfg['python']}, {cfg['cpus']} CPUs, total {r['total_s']:.0f} s")
+    if r["a"]:
+        print("\n(a) time to first delta: WebSocket daemon vs embedded (median; p90 in brackets)")
+        print(f"  {'backend':34} {'turns':>6} {'embedded':>16} {'ws://':>16} {'ws - embedded':>14}")
+        for row in r["a"]:
+            print(f"  {BACKEND_LABEL[row['backend']]:34} {row['turns_per_mode']:>6} "
+                  f"{row['embedded_ttfd_ms']:>7.2f} ms ({row['embedded_p90_ms']:.2f}) "
+                  f"{row['ws_ttfd_ms']:>7.2f} ms ({row['ws_p90_ms']:.2f}) {row['diff_ms']:>+10.2f} ms")
+    if r["b"]:
+        print("\n(b) one client, one long answer of small model chunks (rates over first→last delta)")
+        print(f"  {'backend':34} {'mode':9} {'chunks':>7} {'messages':>8} {'chunks/s':>10} {'msgs/s':>10} "
+              f"{'MB/s':>6} {'TTFD':>9} {'turn':>8} {'chunks/s, whole turn':>21} {'next turn TTFD':>15}")
+        for row in r["b"]:
+            ttfd = "" if row["ttfd_ms"] != row["ttfd_ms"] else f"{row['ttfd_ms']:.1f} ms"
+            nxt = "" if row["next_turn_ttfd_ms"] != row["next_turn_ttfd_ms"] else f"{row['next_turn_ttfd_ms']:.1f} ms"
+            print(f"  {BACKEND_LABEL[row['backend']]:34} {row['mode']:9} {row['model_chunks']:>7} "
+                  f"{row['messages']:>8} {row['chunks_per_s']:>10,.0f} {row['messages_per_s']:>10,.0f} "
+                  f"{row['mb_per_s']:>6.2f} {ttfd:>9} {row['turn_s']:>6.2f} s "
+                  f"{row['chunks_per_s_turn']:>21,.0f} {nxt:>15}")
+    if r["c"]:
+        print("\n(c) N clients connected, then one streamed turn each, all at once (10 chunks, 250 chars)")
+        print(f"  {'backend':34} {'N':>5} {'done':>5} {'TTFD p50':>9} {'p99':>9} {'max':>9} "
+              f"{'turn p99':>9} {'all turns':>9} {'connect all':>11} {'RSS idle':>9} {'peak':>8}  "
+              f"CPU% daemon/fake/bench  daemon CPU/client")
+        for row in r["c"]:
+            cpu = row["cpu_pct"]
+            print(f"  {BACKEND_LABEL[row['backend']]:34} {row['clients']:>5} {row['complete']:>5} "
+                  f"{row['ttfd_p50_ms']:>6.0f} ms {row['ttfd_p99_ms']:>6.0f} ms {row['ttfd_max_ms']:>6.0f} ms "
+                  f"{row['turn_p99_ms']:>6.0f} ms {row['turns_all_s']:>7.2f} s {row['connect_all_s']:>9.2f} s "
+                  f"{row['idle_rss_mb']:>6.0f} MB {row['hwm_mb']:>5.0f} MB  "
+                  f"{cpu['daemon']:>3.0f}/{cpu['fake']:.0f}/{cpu['bench']:.0f}{'':14}"
+                  f"{row['daemon_cpu_ms_per_client']:.1f} ms")
+            if row["failures"]:
+                print(f"      failures: {row['failures']}")
+            if row["daemon_problems"]:
+                print(f"      daemon log: {row['daemon_problems']}")
+    if r["d"]:
+        print("\n(d) one-shot thin client process against the running daemon (backend fake-gemini)")
+        print(f"  {'command':36} {'median wall':>12} {'(min–max)':>15} {'peak RSS':>9}")
+        for row in r["d"]:
+            print(f"  {row['case']:36} {row['wall_s']:>10.3f} s ({row['wall_min_s']:.3f}–{row['wall_max_s']:.3f}) "
+                  f"{row['rss_mb']:>6.1f} MB")
+        first = r["d"][0]
+        print(f"  imported google.genai: {'YES' if first['imported_google_genai'] else 'no'}; "
+              + ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in first["imported"].items())
+              + f"; {first['modules_imported']} modules")
+        print("  slowest top-level imports (cumulative): "
+              + ", ".join(f"{n} {ms:.0f} ms" for n, ms in first["top_imports_ms"]))
+    problems = {k: v for k, v in r.get("daemon_problems", {}).items() if v}
+    if problems:
+        print(f"\ndaemon warnings: {problems}")
+    print("\ntargets:")
+    for key, verdict in r["verdicts"].items():
+        print(f"  ({key:16}) {TARGETS[key[0]]:66} {verdict}")
+
+
+if __name__ == "__main__":
+    main()

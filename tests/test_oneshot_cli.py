@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 from gemini_split.testing.fake_gemini import FakeGemini
 

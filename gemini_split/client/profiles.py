@@ -31,9 +31,7 @@ changed then.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gemini_split.errors import ProfileError
+from gemini_split.files import replace_atomically
 
 FILE_NAME = "servers.json"
 
@@ -319,24 +318,9 @@ class ProfileStore:
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+            replace_atomically(self.path, text.encode("utf-8"), mode=0o600)
         except OSError as exc:
             raise ProfileError(f"cannot write {self.path}: {exc}") from None
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                os.fchmod(f.fileno(), 0o600)
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            if isinstance(exc, OSError):
-                raise ProfileError(f"cannot write {self.path}: {exc}") from None
-            raise
 
 
 def profile_store(config_dir: Path) -> ProfileStore:

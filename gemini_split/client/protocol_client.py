@@ -349,4 +349,4 @@ def _stderr_tail(stream: MessageStream) -> str:
     (stdio does): usually the real reason a handshake went wrong."""
     tail_of = getattr(stream, "stderr_tail", None)
     tail = tail_of().strip() if callable(tail_of) else ""
-    return f"\nThe end of its stderr:\n  " + tail.replace("\n", "\n  ") if tail else ""
+    return "\nThe end of its stderr:\n  " + tail.replace("\n", "\n  ") if tail else ""

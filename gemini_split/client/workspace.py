@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import BinaryIO
+
+from gemini_split.files import replace_atomically
 
 from .tools.base import ToolFailed
 
@@ -183,42 +184,10 @@ class Workspace:
         # makedirs followed whatever it found; make sure it stayed inside.
         if not self.contains(Path(os.path.realpath(parent))):
             raise ToolFailed("outside_workspace", f"'{shown}' is outside the workspace {self.root}")
-        tmp = parent / f".{real_path.name}.{secrets.token_hex(6)}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+        mode = stat.S_IMODE(st.st_mode) if st is not None else None
         try:
-            fd = os.open(tmp, flags, 0o666)  # the umask applies, as for any new file
+            replace_atomically(real_path, data, mode=mode)
         except PermissionError:
             raise ToolFailed("permission_denied", f"'{shown}' cannot be written: permission denied") from None
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            if st is not None:
-                os.chmod(tmp, stat.S_IMODE(st.st_mode))
-            os.replace(tmp, real_path)
-        except BaseException as exc:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            if isinstance(exc, PermissionError):
-                raise ToolFailed("permission_denied", f"'{shown}' cannot be written: permission denied") from None
-            if isinstance(exc, OSError):
-                raise ToolFailed("write_failed", f"'{shown}' could not be written: {exc.strerror}") from None
-            raise
-        _fsync_directory(parent)
-
-
-def _fsync_directory(path: Path) -> None:
-    """Make the rename durable; best effort (not every platform allows it)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        except OSError as exc:
+            raise ToolFailed("write_failed", f"'{shown}' could not be written: {exc.strerror}") from None

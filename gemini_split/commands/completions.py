@@ -267,7 +267,7 @@ def _zsh(root: _Command) -> str:
         body = []
         if cmd.subcommands:
             entries = " ".join(f"'{_zq(n, desc=True)}:{_zq(h)}'" for n, h, _ in cmd.subcommands)
-            specs.append(f"'1: :->command'")
+            specs.append("'1: :->command'")
             specs.append("'*:: :->args'")
             cases = "\n".join(f"        {n}) {_zsh_function(sub)} && ret=0 ;;" for n, _, sub in cmd.subcommands)
             body = [

@@ -1,0 +1,54 @@
+"""Replacing a file so that a crash never leaves half of it."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+
+def replace_atomically(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Make ``path`` hold exactly ``data``, all or nothing.
+
+    The data goes to a new temporary file beside ``path`` (created with
+    ``O_EXCL | O_NOFOLLOW``, so nothing planted there is followed), is
+    flushed to disk, gets ``mode`` (default: a new file's mode under the
+    umask), and is renamed over ``path``; then the directory is synced so the
+    rename survives a crash. On any failure the temporary file is removed,
+    ``path`` is untouched, and the ``OSError`` propagates.
+
+    A ``mode`` is applied before any data is written, so a secret never sits
+    in a file more readable than asked."""
+    parent = path.parent
+    tmp = parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o600 if mode is not None else 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_directory(parent)
+
+
+def _fsync_directory(path: Path) -> None:
+    """Make a rename durable; best effort (not every platform allows it)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

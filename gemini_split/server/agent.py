@@ -142,7 +142,7 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
             _keep_partial(run, parts)
             raise
         if parts:
-            run.history.append({"role": "model", "parts": parts})
+            run.history.append({"role": "model", "parts": merge_text_parts(parts)})
         return calls
 
 
@@ -151,7 +151,29 @@ def _keep_partial(run: AgentRun, parts: list[dict[str, Any]]) -> None:
     which will never get responses."""
     kept = [p for p in parts if "function_call" not in p]
     if kept:
-        run.history.append({"role": "model", "parts": kept})
+        run.history.append({"role": "model", "parts": merge_text_parts(kept)})
+
+
+def merge_text_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Join adjacent plain text parts (same ``thought`` flag, nothing else on
+    them) into one.
+
+    A streamed answer arrives as one part per chunk; kept as is, a long
+    answer becomes thousands of parts that every later request re-sends and
+    re-validates. Parts carrying anything else (a thought signature, a
+    function call) are kept exactly as the model sent them."""
+    merged: list[dict[str, Any]] = []
+    for part in parts:
+        prev = merged[-1] if merged else None
+        if prev is not None and _plain_text(prev) and _plain_text(part) and prev.get("thought") == part.get("thought"):
+            merged[-1] = {**prev, "text": prev["text"] + part["text"]}
+        else:
+            merged.append(part)
+    return merged
+
+
+def _plain_text(part: dict[str, Any]) -> bool:
+    return isinstance(part.get("text"), str) and set(part) <= {"text", "thought"}
 
 
 def _backoff(attempt: int, config: ServerConfig, retry_after: float | None) -> float:

@@ -335,3 +335,29 @@ async def test_a_slow_but_live_server_is_not_mistaken_for_a_dead_one(tmp_path, a
     async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
         outcome = await client.run_turn("think hard")
     assert outcome.finished is not None
+
+
+async def test_a_streamed_answer_is_kept_as_one_text_part_not_one_per_chunk(tmp_path):
+    model = ScriptedModel([{"text": "a" * 500, "chunks": 500, "thought": "hmm"}, {"text": "next"}])
+    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+        await client.run_turn("first")
+        await client.run_turn("second")
+    answer = model.requests[1].contents[1]
+    assert answer == {"role": "model", "parts": [{"text": "hmm", "thought": True}, {"text": "a" * 500}]}
+
+
+def test_parts_with_more_than_text_are_never_merged():
+    from gemini_split.server.agent import merge_text_parts
+
+    parts = [
+        {"text": "a"}, {"text": "b"},
+        {"text": "c", "thought_signature": "c2ln"},
+        {"text": "d"}, {"function_call": {"name": "f", "args": {}}}, {"text": "e"}, {"text": "f"},
+        {"text": "t1", "thought": True}, {"text": "t2", "thought": True}, {"text": "g"},
+    ]
+    assert merge_text_parts(parts) == [
+        {"text": "ab"},
+        {"text": "c", "thought_signature": "c2ln"},
+        {"text": "d"}, {"function_call": {"name": "f", "args": {}}}, {"text": "ef"},
+        {"text": "t1t2", "thought": True}, {"text": "g"},
+    ]

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from .shell_split import ShellParseError, command_allowed, parse_prefix, split_command, wrapped_command
 from .tools.base import Tool, ToolKind
 
 SHELL_TOOL = "run_shell_command"
@@ -160,6 +159,8 @@ class ApprovalPolicy:
         if not inner:
             self.always.add(SHELL_TOOL)
             return
+        from .shell_split import ShellParseError, parse_prefix  # only with shell entries
+
         try:
             self.shell_prefixes.append(parse_prefix(inner))
         except ShellParseError as exc:
@@ -179,6 +180,8 @@ class ApprovalPolicy:
                 return Verdict(Decision.ASK, "no command given")
             if not self.shell_prefixes:
                 return Verdict(Decision.ASK, f"{self.mode.value} approval mode asks before running shell commands")
+            from .shell_split import command_allowed
+
             ok, reasons = command_allowed(command, self.shell_prefixes)
             if ok:
                 return Verdict(Decision.ALLOW)
@@ -217,6 +220,8 @@ def _root_commands(command: Any) -> list[str]:
     too), if every part has a literal one; else []."""
     if not isinstance(command, str):
         return []
+    from .shell_split import ShellParseError, split_command, wrapped_command
+
     roots: list[str] = []
     pending = [command]
     depth = 0

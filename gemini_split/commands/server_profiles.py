@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gemini_split.client.profiles import ServerProfile, profile_store
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
 
 if TYPE_CHECKING:
+    from gemini_split.client.profiles import ServerProfile
     from gemini_split.client.session import ClientSettings
 
 ADDRESS_HELP = "ws://HOST:PORT, wss://HOST:PORT or 'stdio:COMMAND …'"
@@ -63,6 +63,8 @@ def add_server_parser(commands: Any) -> None:
 
 
 def run_server_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    from gemini_split.client.profiles import profile_store
+
     store = profile_store(env.config_dir)
     try:
         if args.server_command == "list":
@@ -99,6 +101,8 @@ def make_profile(name: str, address: str, *, token: str | None = None, token_env
         if not path.is_file():
             raise ProfileError(f"--ca {ca}: no such file")
         ca = str(path)
+    from gemini_split.client.profiles import ServerProfile
+
     return ServerProfile.from_address(name, address, token=token, token_env=token_env, ca=ca, insecure=insecure)
 
 
@@ -190,6 +194,8 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
         address = target
         connect = ConnectOptions(token=env.environ.get("GEMINI_SERVER_TOKEN") or None)
     else:
+        from gemini_split.client.profiles import profile_store
+
         profile = profile_store(env.config_dir).get(target)
         if profile is None:
             raise ProfileError(f"no profile named {target!r} (see: gemini-split server list)")

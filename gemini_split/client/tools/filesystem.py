@@ -8,7 +8,6 @@ path as a regular file only; writes are atomic (:meth:`Workspace.write_atomic`).
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import os
 from pathlib import Path
@@ -194,6 +193,8 @@ def unified_diff(old: str | None, new: str, shown: str) -> str:
     """A unified diff of a file's text, as ``git diff`` shows it."""
     old_lines = (old or "").splitlines(keepends=True)
     new_lines = new.splitlines(keepends=True)
+    import difflib  # only for approval questions
+
     diff = difflib.unified_diff(
         old_lines, new_lines,
         fromfile="/dev/null" if old is None else f"a/{shown}",
@@ -212,6 +213,8 @@ def unified_diff(old: str | None, new: str, shown: str) -> str:
 
 def _diff_stat(old: str | None, new: str) -> str:
     added = removed = 0
+    import difflib
+
     for line in difflib.ndiff((old or "").splitlines(), new.splitlines()):
         if line.startswith("+ "):
             added += 1

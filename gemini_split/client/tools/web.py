@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 import trio
 
-from ..htmltext import html_to_text
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 
 if TYPE_CHECKING:
@@ -119,6 +118,8 @@ class WebFetchTool(Tool):
             raise ToolFailed("unsupported_content", f"{final_url} returned binary content")
         text = body.decode(_charset(content_type, body if is_html else b""), errors="replace")
         if is_html:
+            from ..htmltext import html_to_text  # html.parser: only when a page is fetched
+
             text = html_to_text(text, final_url)
         if status >= 400:
             raise ToolFailed(

@@ -3,6 +3,8 @@ this process's own stdin/stdout (server)."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import errno
 import logging
 import os
@@ -192,14 +194,14 @@ class _LineStream(MessageStream):
 
     # -- what each end does differently
 
-    async def _input_ended(self, unterminated: bytes) -> ConnectionClosed:
-        raise NotImplementedError
+    @abstractmethod
+    async def _input_ended(self, unterminated: bytes) -> ConnectionClosed: ...
 
-    async def _output_broken(self) -> ConnectionClosed:
-        raise NotImplementedError
+    @abstractmethod
+    async def _output_broken(self) -> ConnectionClosed: ...
 
-    async def _shutdown(self) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    async def _shutdown(self) -> None: ...
 
 
 def _preview(data: bytes, limit: int = 200) -> str:

@@ -21,10 +21,6 @@ from gemini_split.transport import ConnectOptions
 DEFAULT_SERVER_PORT = 8080
 
 
-class MissingApiKey(ConfigurationError):
-    exit_status = ExitStatus.AUTH
-
-
 class BadInput(ConfigurationError):
     exit_status = ExitStatus.BAD_INPUT
 
@@ -139,27 +135,16 @@ def _truthy(value: str | None) -> bool:
 
 
 def build_embedded_service(args: argparse.Namespace, env: Environment):
-    """The server side for embedded mode. Checks the API key first, before
-    anything else happens (and before google-genai is imported)."""
-    from gemini_split.server.config import DEFAULT_MODEL, ServerConfig
+    """The server side for embedded mode (the key is checked first)."""
+    from gemini_split.server.config import ServerConfig
+    from gemini_split.server.service import AgentService
 
-    model_name = args.model or env.environ.get("GEMINI_MODEL") or DEFAULT_MODEL
-    api_key = None
-    if not model_name.startswith("scripted:"):
-        api_key = env.environ.get("GEMINI_API_KEY") or env.environ.get("GOOGLE_API_KEY")
-        if not api_key:
-            raise MissingApiKey(
-                "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY). "
-                "Get one at https://aistudio.google.com/apikey, or use --server to reach a "
-                "server that has one."
-            )
-    from gemini_split.server.service import AgentService, create_model
+    from .model_setup import open_model
 
+    model_name, model = open_model(
+        args.model, env, missing_key_hint=", or use --server to reach a server that has one."
+    )
     config = ServerConfig(model=model_name)
     if args.max_turns:
         config.max_turns = args.max_turns
-    try:
-        model = create_model(model_name, api_key=api_key, base_url=env.environ.get("GOOGLE_GEMINI_BASE_URL") or None)
-    except (OSError, ValueError) as exc:
-        raise ConfigurationError(f"cannot set up model {model_name!r}: {exc}") from None
     return AgentService(model, config)

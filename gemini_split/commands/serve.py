@@ -74,17 +74,15 @@ def add_serve_parser(commands: Any) -> None:
 def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     """Check everything that can be checked, then serve until told to stop."""
     from gemini_split.server.auth import load_auth_config
-    from gemini_split.server.config import DEFAULT_MODEL, ServerConfig
+    from gemini_split.commands.model_setup import open_model
+    from gemini_split.server.config import ServerConfig
     from gemini_split._trio_util import single_exceptions
     from gemini_split.transport import ServeOptions, TransportError
 
     e = env.environ
-    model_name = args.serve_model or e.get("GEMINI_MODEL") or DEFAULT_MODEL
-    api_key = e.get("GEMINI_API_KEY") or e.get("GOOGLE_API_KEY")
-    if not api_key and not model_name.startswith("scripted:"):
-        from gemini_split.commands.client_settings import MissingApiKey
-
-        raise MissingApiKey("no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY) for the server")
+    # The key first, before anything else (this also builds the model, which
+    # imports google-genai).
+    model_name, model = open_model(args.serve_model, env, missing_key_hint="; the server needs it to talk to Gemini.")
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ConfigurationError("--tls-cert and --tls-key go together")
 
@@ -117,9 +115,8 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if not args.debug:
         # A daemon's operator wants sessions opening and closing in the log.
         logging.getLogger("gemini_split").setLevel(logging.INFO)
-    from gemini_split.server.service import AgentService, create_model
+    from gemini_split.server.service import AgentService
 
-    model = create_model(model_name, api_key=api_key, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None)
     service = AgentService(model, config, authenticate=authenticate)
     options.health = service.health
     try:

@@ -15,9 +15,8 @@ from gemini_split import __version__
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus
+from gemini_split.ui.oneshot import OUTPUT_FORMATS
 
-OUTPUT_FORMATS = ("text", "json", "stream-json")
-APPROVAL_MODES = ("default", "auto_edit", "yolo")
 
 DESCRIPTION = """\
 A Gemini coding agent whose terminal UI and local tools run where your files
@@ -71,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", metavar="DIR",
                         help="directory the local tools may use (default: the current directory)")
     _add_client_connection_args(parser)
-    parser.add_argument("--approval-mode", choices=APPROVAL_MODES,
+    from gemini_split.client.approval import ApprovalMode
+
+    parser.add_argument("--approval-mode", choices=[m.value for m in ApprovalMode],
                         help="default: ask before edits, shell and network; auto_edit: edits run; "
                              "yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)")
     parser.add_argument("-y", "--yolo", action="store_true", help="shortcut for --approval-mode yolo")

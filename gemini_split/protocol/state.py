@@ -30,7 +30,6 @@ class Phase(Enum):
     AWAITING_HELLO = "awaiting_hello"  # server: nothing but hello yet
     AWAITING_CONNECTED = "awaiting_connected"  # client: hello sent
     OPEN = "open"
-    CLOSED = "closed"
 
 
 # The one table of what each role may receive in each phase. ``None`` means
@@ -77,9 +76,6 @@ class ConnectionState:
         if isinstance(message, Hello | Connected):
             check_version(message.protocol_version)
             self.phase = Phase.OPEN
-
-    def close(self) -> None:
-        self.phase = Phase.CLOSED
 
 
 def _peer(role: str) -> str:

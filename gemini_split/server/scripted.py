@@ -10,6 +10,11 @@ next turn:
 * ``{"error": {"status": 503, "message": "..."}}``;
 * any turn may add ``"delay"`` and ``"chunk_delay"`` (seconds).
 
+Scripts are loaded and validated by the fake server's own ``load_script``,
+so a typo in a key is an error, not a silently different script; the keys
+that only make sense over HTTP (``raw``, ``abort_after``, ``usage``,
+``finish_reason``) are accepted and ignored here.
+
 When the script runs out the model echoes: ``Tool results: …`` after tool
 results, else ``Echo: <last user text>``.
 
@@ -47,13 +52,11 @@ class ScriptedModel(Model):
 
     @classmethod
     def from_file(cls, path: str) -> ScriptedModel:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        if isinstance(data, dict):
-            data = data.get("turns", [])
-        if not isinstance(data, list):
-            raise ValueError(f"{path}: a script is a JSON list of turns")
-        return cls(data)
+        """Raises ``OSError`` or ``ValueError`` (with the turn and key at
+        fault) for a file that is not a valid script."""
+        from gemini_split.testing.fake_gemini import load_script
+
+        return cls(load_script(path))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         self.requests.append(request)

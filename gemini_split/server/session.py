@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _PendingCall:
-    tool: str
     done: trio.Event = field(default_factory=trio.Event)
     response: ToolExecutionResponse | None = None
 
@@ -212,7 +211,7 @@ class Session:
     async def _call_tool(self, request_id: str, name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         """Ask the client to run a tool; wait for its answer or the timeout."""
         event = ToolExecutionRequest(request_id=request_id, tool=name, parameters=args, timeout=self.config.tool_timeout)
-        pending = _PendingCall(tool=name)
+        pending = _PendingCall()
         self._pending[event.id] = pending
         try:
             await self.emit(event)

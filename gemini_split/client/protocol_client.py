@@ -42,7 +42,7 @@ from gemini_split.protocol import (
     decode,
     encode,
 )
-from gemini_split.transport import ConnectFailed, ConnectionClosed, MessageStream, MessageTooLarge
+from gemini_split.transport import ConnectFailed, ConnectionClosed, MessageStream, MessageTooLarge, TransportError
 
 from .executor import ToolExecutor
 
@@ -58,6 +58,16 @@ class HandshakeFailed(ConnectFailed):
     ``code`` is the server's error code when it sent one."""
 
     def __init__(self, message: str, code: str | None = None):
+        super().__init__(message)
+        self.code = code
+
+
+class RequestFailed(TransportError):
+    """A request (``get_state``, ``get_history``) got no answer: the server
+    replied with an error, the connection ended, or ``timeout`` passed.
+    ``code`` is the server's error code, ``connection_lost`` or ``timeout``."""
+
+    def __init__(self, message: str, code: str):
         super().__init__(message)
         self.code = code
 
@@ -204,11 +214,13 @@ class ProtocolClient:
             self._connection_lost("the connection to the server was lost")
 
     async def get_history(self, timeout: float = 10.0) -> History:
+        """The conversation so far. Raises :class:`RequestFailed`."""
         reply = await self._request(GetHistory(), timeout)
         assert isinstance(reply, History)
         return reply
 
     async def get_state(self, timeout: float = 10.0) -> State:
+        """Where the session stands. Raises :class:`RequestFailed`."""
         reply = await self._request(GetState(), timeout)
         assert isinstance(reply, State)
         return reply
@@ -226,13 +238,18 @@ class ProtocolClient:
         self._replies[message.id] = (done, box)
         try:
             await self._send(message)
-            with trio.fail_after(timeout):
+            with trio.move_on_after(timeout):
                 await done.wait()
+        except ConnectionClosed as exc:
+            raise RequestFailed(f"the connection to the server was lost: {exc.reason}",
+                                ErrorCode.CONNECTION_LOST.value) from None
         finally:
             self._replies.pop(message.id, None)
+        if not box:
+            raise RequestFailed(f"the server did not answer {message.TYPE} within {timeout:g} s", "timeout")
         reply = box[0]
         if isinstance(reply, Error):
-            raise HandshakeFailed(reply.message, code=reply.code)
+            raise RequestFailed(reply.message, reply.code)
         return reply
 
     async def _watch_for_silence(self) -> None:
@@ -250,14 +267,14 @@ class ProtocolClient:
                 continue
             try:
                 await self._request(GetState(), self.probe_timeout)
-            except trio.TooSlowError:
+            except RequestFailed as exc:
+                if exc.code != "timeout":
+                    return  # closed already, or a server without get_state: stop probing
                 self._closed_reason = (
                     f"the server stopped answering (nothing for {silent_for:.0f} s, "
                     f"and no reply to a probe within {self.probe_timeout:g} s)"
                 )
                 await self.stream.aclose(self._closed_reason)
-                return
-            except (ConnectionClosed, HandshakeFailed):
                 return
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:

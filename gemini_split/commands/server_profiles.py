@@ -209,13 +209,13 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
 
 def describe_connect_error(exc: BaseException) -> tuple[str, str | None, ExitStatus]:
     """(message, error code, exit status) for a failure to reach a server."""
-    from gemini_split.client.protocol_client import HandshakeFailed
+    from gemini_split.client.protocol_client import HandshakeFailed, RequestFailed
     from gemini_split.exit_status import exit_status_for
     from gemini_split.transport import AuthenticationFailed
 
     if isinstance(exc, AuthenticationFailed):
         return f"authentication failed: {exc}", "unauthorized", ExitStatus.AUTH
-    if isinstance(exc, HandshakeFailed):
+    if isinstance(exc, HandshakeFailed | RequestFailed):
         code = exc.code
         return str(exc), code, exit_status_for(code) if code else ExitStatus.ERROR
     message = str(exc)

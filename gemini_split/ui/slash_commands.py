@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gemini_split.client.approval import ApprovalMode, Decision
+from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.errors import ConfigurationError
 
 from .prompt_input import NEWLINE_KEYS
@@ -285,6 +286,8 @@ async def run_command(repl: Repl, line: str) -> None:
         repl.print_usage(f"usage: {exc}" if str(exc).startswith("/") else str(exc))
     except ConfigurationError as exc:
         repl.print_usage(str(exc))
+    except RequestFailed as exc:
+        repl.print_usage(f"the server did not answer: {exc}; /clear reconnects")
 
 
 class SlashCompleter(Completer):

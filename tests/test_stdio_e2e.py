@@ -83,10 +83,8 @@ def test_ctrl_c_cancels_the_remote_turn_and_the_server_process_is_gone(tmp_path)
         finally:
             proc.kill()
         # The fake saw the model stream abandoned: the server really stopped it.
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not all(r.get("completed") is False for r in fake.requests):
-            time.sleep(0.05)
-        assert fake.requests and fake.requests[0].get("completed") is False
+        requests = fake.wait_for_requests(lambda rs: bool(rs) and rs[0].get("completed") is False, timeout=5)
+        assert requests[0].get("completed") is False
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     leftover = subprocess.run(["pgrep", "-f", f"env -C {tmp_path}"], capture_output=True, text=True)

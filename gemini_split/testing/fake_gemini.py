@@ -166,7 +166,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs, urlsplit
 
 __all__ = ["FakeGemini", "STATUS_NAMES", "load_script", "validate_turn", "main"]
@@ -796,6 +796,8 @@ class FakeGemini:
         self.verbose = verbose
         self._requested_port = port
         self._lock = threading.Lock()
+        #: Notified whenever a request is recorded or updated.
+        self._changed = threading.Condition(self._lock)
         self._turns: collections.deque[dict] = collections.deque(
             load_script(script) if script is not None else []
         )
@@ -885,17 +887,31 @@ class FakeGemini:
         with self._lock:
             self._requests.clear()
 
+    def wait_for_requests(self, predicate: Callable[[list[dict]], bool], timeout: float = 10.0) -> list[dict]:
+        """Block until ``predicate(requests)`` holds, then return that
+        snapshot; raise :class:`TimeoutError` after ``timeout`` seconds.
+
+        Woken by every recorded request and every update to one (such as
+        ``completed``), so a test waits for an event, never polls."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: predicate(self._requests), timeout):
+                raise TimeoutError(f"the fake Gemini server's requests never matched within {timeout} s: "
+                                   f"{_compact(self._requests)[:500]}")
+            return copy.deepcopy(self._requests)
+
     # -- used by the handler -----------------------------------------------
 
     def _record(self, entry: dict) -> dict:
         with self._lock:
             entry["index"] = len(self._requests)
             self._requests.append(entry)
+            self._changed.notify_all()
         return entry
 
     def _update(self, record: dict, **fields: Any) -> None:
         with self._lock:
             record.update(fields)
+            self._changed.notify_all()
 
     def _next_turn(self) -> dict | None:
         with self._lock:

@@ -161,7 +161,6 @@ async def test_connecting_to_nothing_fails_clearly(transport_case):
         async with trio.open_nursery() as nursery:
             address = await transport_case.start(nursery, ServeOptions())
             nursery.cancel_scope.cancel()
-        await trio.sleep(0.05)
         dead = transport_case.dead_address or address
         transport = get_transport(dead)
         with pytest.raises(ConnectFailed) as info:

@@ -1,0 +1,65 @@
+"""Suite-wide rules: no test can hang.
+
+Two guards, one inside the other:
+
+* Every Trio test (one not given a ``MockClock``) runs under
+  ``trio.fail_after(TRIO_DEADLINE)``: a test that waits forever fails with
+  ``TooSlowError`` and a traceback through the task that was stuck, and
+  every nursery is cancelled and cleaned up on the way out.
+* pytest-timeout (``timeout`` in pyproject.toml) stops *any* test, including
+  a synchronous one blocked in a subprocess or a socket, a few seconds after
+  that. A ``@pytest.mark.timeout(N)`` on a test raises both limits: the Trio
+  deadline is then ``N - TRIO_MARGIN``.
+
+Tests with a ``MockClock`` (``autojump_clock``) are left to pytest-timeout:
+their clock jumps ahead of any Trio deadline on purpose.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import trio
+
+#: Seconds a Trio test may run (on the Trio clock) before it fails.
+TRIO_DEADLINE = 20.0
+#: The Trio deadline fires this long before pytest-timeout's, so a hung Trio
+#: test is cancelled cleanly instead of being interrupted by a signal.
+TRIO_MARGIN = 5.0
+
+
+def _deadline_for(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return max(float(marker.args[0]) - TRIO_MARGIN, 1.0)
+    return TRIO_DEADLINE
+
+
+async def _under_deadline(seconds: float, fn, *args):
+    try:
+        with trio.fail_after(seconds):
+            return await fn(*args)
+    except trio.TooSlowError:
+        # The traceback above this (the Cancelled it caught) shows where it hung.
+        pytest.fail(f"still running after {seconds:g} s on the Trio clock: a hang (see the traceback above)")
+
+
+def _run_with_deadline(seconds: float):
+    def run(fn, *args, clock=None, instruments=()):
+        if clock is not None:  # virtual time: pytest-timeout guards it
+            return trio.run(fn, *args, clock=clock, instruments=instruments)
+        return trio.run(partial(_under_deadline, seconds, fn), *args, instruments=instruments)
+
+    return run
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every Trio test (marked by pytest-trio's trio_mode) a runner that
+    puts it under a Trio-clock deadline."""
+    for item in items:
+        marker = item.get_closest_marker("trio")
+        if marker is None:
+            continue
+        item.add_marker(pytest.mark.trio(run=_run_with_deadline(_deadline_for(item))), append=False)

@@ -24,7 +24,7 @@ _gemini_split() {
         [[ "$w" == "=" ]] && { skip=1; continue; }
         case "$ctx|$w" in
             "|-p" | "|--prompt" | "|-m" | "|--model" | "|-o" | "|--output-format" | "|--workspace" | "|--server" | "|--token" | "|--ca" | "|--approval-mode" | "|--allowed-tools" | "|--max-turns") skip=1; continue ;;
-            "serve|--listen" | "serve|--auth-config" | "serve|--tls-cert" | "serve|--tls-key" | "serve|--allow-origin" | "serve|--max-connections-per-user" | "serve|--max-message-size" | "serve|--tool-timeout" | "serve|-m" | "serve|--model" | "serve|--max-turns") skip=1; continue ;;
+            "serve|--listen" | "serve|--auth-config" | "serve|--tls-cert" | "serve|--tls-key" | "serve|--allow-origin" | "serve|--max-connections-per-user" | "serve|--max-message-size" | "serve|--tool-timeout" | "serve|-m" | "serve|--model" | "serve|--allowed-models" | "serve|--max-turns") skip=1; continue ;;
             "server add|--token" | "server add|--token-env" | "server add|--ca") skip=1; continue ;;
             "|serve") ctx="serve"; npos=0; continue ;;
             "|server") ctx="server"; npos=0; continue ;;
@@ -60,6 +60,7 @@ _gemini_split() {
             "serve|--max-message-size") :; return ;;
             "serve|--tool-timeout") :; return ;;
             "serve|-m" | "serve|--model") :; return ;;
+            "serve|--allowed-models") :; return ;;
             "serve|--max-turns") :; return ;;
             "server add|--token") :; return ;;
             "server add|--token-env") :; return ;;
@@ -69,7 +70,7 @@ _gemini_split() {
     if [[ "$cur" == -* ]]; then
         case "$ctx" in
             "") words="-h --help --version -p --prompt -m --model -o --output-format --workspace --server --token --ca --insecure --approval-mode -y --yolo --allowed-tools --max-turns --debug" ;;
-            "serve") words="-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --max-turns --debug" ;;
+            "serve") words="-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --allowed-models --max-turns --debug" ;;
             "server") words="-h --help" ;;
             "server list") words="-h --help --names" ;;
             "server add") words="-h --help --token --token-env --ca --insecure" ;;

@@ -27,7 +27,7 @@ function __gemini_split_context
                 set ctx 'server'
             case '|completions'
                 set ctx 'completions'
-            case 'serve|--listen' 'serve|--auth-config' 'serve|--tls-cert' 'serve|--tls-key' 'serve|--allow-origin' 'serve|--max-connections-per-user' 'serve|--max-message-size' 'serve|--tool-timeout' 'serve|-m' 'serve|--model' 'serve|--max-turns'
+            case 'serve|--listen' 'serve|--auth-config' 'serve|--tls-cert' 'serve|--tls-key' 'serve|--allow-origin' 'serve|--max-connections-per-user' 'serve|--max-message-size' 'serve|--tool-timeout' 'serve|-m' 'serve|--model' 'serve|--allowed-models' 'serve|--max-turns'
                 set skip 1
             case 'server|list'
                 set ctx 'server list'
@@ -80,6 +80,7 @@ complete -c gemini-split -n '__gemini_split_at "serve"' -l max-connections-per-u
 complete -c gemini-split -n '__gemini_split_at "serve"' -l max-message-size -x -d 'largest message accepted (default 16 MiB)'
 complete -c gemini-split -n '__gemini_split_at "serve"' -l tool-timeout -x -d 'how long a client has to answer a tool request (default 900)'
 complete -c gemini-split -n '__gemini_split_at "serve"' -s m -l model -x -d 'default model for sessions (default: $GEMINI_MODEL or gemini-2.5-flash)'
+complete -c gemini-split -n '__gemini_split_at "serve"' -l allowed-models -x -d 'comma-separated models (or patterns such as gemini-2.5-*) clients may ask for (…'
 complete -c gemini-split -n '__gemini_split_at "serve"' -l max-turns -x -d 'model calls allowed per prompt (default 100)'
 complete -c gemini-split -n '__gemini_split_at "serve"' -l debug -d 'log details to stderr'
 complete -c gemini-split -n '__gemini_split_at "server"' -a 'list' -d 'show the profiles'

@@ -22,6 +22,7 @@ _BY_CODE = {
     ErrorCode.UNAUTHORIZED.value: ExitStatus.AUTH,
     ErrorCode.INVALID_REQUEST.value: ExitStatus.BAD_INPUT,
     ErrorCode.MESSAGE_TOO_LARGE.value: ExitStatus.BAD_INPUT,
+    ErrorCode.MODEL_NOT_ALLOWED.value: ExitStatus.BAD_INPUT,
     ErrorCode.TURN_LIMIT.value: ExitStatus.TURN_LIMIT,
     ErrorCode.CANCELLED.value: ExitStatus.INTERRUPTED,
 }

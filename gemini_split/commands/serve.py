@@ -65,6 +65,9 @@ def add_serve_parser(commands: Any) -> None:
                    help="how long a client has to answer a tool request (default 900)")
     p.add_argument("-m", "--model", dest="serve_model", metavar="MODEL",
                    help="default model for sessions (default: $GEMINI_MODEL or gemini-2.5-flash)")
+    p.add_argument("--allowed-models", metavar="NAMES",
+                   help="comma-separated models (or patterns such as gemini-2.5-*) clients may ask "
+                        "for (default: any valid model name; the default model always)")
     p.add_argument("--max-turns", dest="serve_max_turns", type=int, metavar="N",
                    help="model calls allowed per prompt (default 100)")
     # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.
@@ -76,6 +79,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     from gemini_split.server.auth import load_auth_config
     from gemini_split.commands.model_setup import open_model
     from gemini_split.server.config import ServerConfig
+    from gemini_split.server.model_names import parse_allowed_models
     from gemini_split._trio_util import single_exceptions
     from gemini_split.transport import ServeOptions, TransportError
 
@@ -104,6 +108,11 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     config = ServerConfig(model=model_name, tool_timeout=args.tool_timeout, max_message_size=args.max_message_size)
     if args.serve_max_turns:
         config.max_turns = args.serve_max_turns
+    if args.allowed_models:
+        try:
+            config.allowed_models = parse_allowed_models(args.allowed_models)
+        except ValueError as exc:
+            raise ConfigurationError(f"--allowed-models: {exc}") from None
     options = ServeOptions(
         authenticate=authenticate,
         tls_cert=args.tls_cert,

@@ -33,6 +33,7 @@ class ErrorCode(StrEnum):
     MODEL_UNAVAILABLE = "model_unavailable"
     MODEL_ERROR = "model_error"
     RATE_LIMITED = "rate_limited"
+    MODEL_NOT_ALLOWED = "model_not_allowed"
     # Everything else: a bug or an environment failure on the sender's side.
     INTERNAL = "internal_error"
     CONNECTION_LOST = "connection_lost"

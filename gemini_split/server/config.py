@@ -21,6 +21,9 @@ class ServerConfig:
     """Limits and defaults for every session a server runs."""
 
     model: str = DEFAULT_MODEL
+    #: Model names or patterns a client may ask for (empty: any valid name;
+    #: ``model`` itself always). See :mod:`gemini_split.server.model_names`.
+    allowed_models: tuple[str, ...] = ()
     #: Model calls allowed for one request before it ends with turn_limit.
     max_turns: int = 100
     #: Seconds the client has to answer a tool_execution_request (approval

@@ -36,6 +36,7 @@ from .model import (
     ThoughtChunk,
     UsageChunk,
 )
+from .model_names import is_valid_model_name
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +77,11 @@ class GeminiModel(Model):
         self._client = genai.Client(api_key=api_key, http_options=options)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        # The name becomes part of the request's URL path: never let one
+        # through that is not a model name (sessions check first; this is
+        # the last line before google-genai, which only refuses a literal "..").
+        if not is_valid_model_name(request.model):
+            raise ModelError(f"{request.model[:60]!r} is not a Gemini model name", retryable=False)
         config = types.GenerateContentConfig(
             system_instruction=request.system_instruction,
             tools=_tools(request),

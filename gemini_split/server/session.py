@@ -41,6 +41,7 @@ from gemini_split.transport import Principal
 from .agent import AgentRun, TurnLimitExceeded, run_agent
 from .config import ServerConfig
 from .model import Model, ModelAuthError, ModelError
+from .model_names import ModelNameRefused, check_model_name
 from .outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,14 @@ class Session:
             ))
             return
         if request.model:
-            self.model_name = request.model
+            try:
+                self.model_name = check_model_name(
+                    request.model, self.config.allowed_models, default=self.config.model)
+            except ModelNameRefused as exc:
+                self.emit_nowait(Error(
+                    request_id=request.id, in_reply_to=request.id, code=exc.code.value, message=str(exc),
+                ))
+                return
         self._active = _ActiveRequest(request.id, trio.CancelScope())
         self._nursery.start_soon(self._run_request, request, self._active)
 

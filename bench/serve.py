@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 
-from gemini_split.client.session import ClientSettings, open_client  # noqa: E402
+from gemini_split.client.connect import ClientSettings, open_client  # noqa: E402
 from gemini_split.protocol import TextDelta  # noqa: E402
 
 PY = sys.executable

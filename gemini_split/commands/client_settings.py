@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
-from gemini_split.client.session import ClientSettings
+from gemini_split.client.connect import ClientSettings
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus

@@ -14,7 +14,7 @@ import signal
 import trio
 
 from gemini_split.client.protocol_client import HandshakeFailed
-from gemini_split.client.session import ClientSettings, open_client
+from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.protocol import ErrorCode

@@ -22,7 +22,7 @@ from gemini_split.exit_status import ExitStatus
 
 if TYPE_CHECKING:
     from gemini_split.client.profiles import ServerProfile
-    from gemini_split.client.session import ClientSettings
+    from gemini_split.client.connect import ClientSettings
 
 ADDRESS_HELP = "ws://HOST:PORT, wss://HOST:PORT or 'stdio:COMMAND …'"
 
@@ -168,8 +168,8 @@ async def measure_latency(client: Any) -> float:
 
 async def probe(settings: ClientSettings) -> ProbeResult:
     """Connect, handshake, time a ``get_state``, disconnect. Raises what
-    :func:`~gemini_split.client.session.open_client` raises."""
-    from gemini_split.client.session import open_client
+    :func:`~gemini_split.client.connect.open_client` raises."""
+    from gemini_split.client.connect import open_client
 
     async with open_client(settings) as client:
         connected = client.connected
@@ -187,7 +187,7 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
     (whose token comes from ``$GEMINI_SERVER_TOKEN``)."""
     import dataclasses
 
-    from gemini_split.client.session import ClientSettings
+    from gemini_split.client.connect import ClientSettings
     from gemini_split.transport import ConnectOptions
 
     if ":" in target:

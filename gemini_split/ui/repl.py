@@ -40,7 +40,7 @@ from gemini_split._trio_util import single_exceptions
 from gemini_split.client.approval import ApprovalMode
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient
-from gemini_split.client.session import ClientSettings, open_client
+from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus

@@ -1,4 +1,4 @@
-"""Opening a client session: embedded (loopback, in this process) or remote.
+"""Opening a client connection: embedded (loopback, in this process) or remote.
 
 :func:`open_client` is the one place a front end (one-shot, REPL) gets a
 connected :class:`ProtocolClient`: it starts the embedded server when no

@@ -52,13 +52,31 @@ class AuthenticationFailed(ConnectFailed):
 
 
 class ConnectionClosed(TransportError):
-    """The peer closed the connection, or the network broke it.
+    """This end closed the connection (``aclose`` was called) and then used it.
 
-    ``reason`` says why when the peer said; ``code`` is a transport-specific
-    close code (WebSocket: 1000 normal, 1009 too big…) or ``None``.
+    As trio's ``ClosedResourceError``: it follows from our own action, so it
+    is never the peer's fault; the peer ending the connection is
+    :class:`ConnectionBroken`. ``reason`` is the reason this end gave to
+    ``aclose`` when it is known.
     """
 
     def __init__(self, reason: str = "connection closed", code: int | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.code = code
+
+
+class ConnectionBroken(TransportError):
+    """The peer closed the connection, or the network (or the process on the
+    other end) broke it.
+
+    As trio's ``BrokenResourceError``: the cause, when there is one, is in
+    ``__cause__``. ``reason`` says why (the peer's close reason when it gave
+    one); ``code`` is a transport-specific close code (WebSocket: 1000
+    normal, 1006 no close frame, 1009 too big…) or ``None``.
+    """
+
+    def __init__(self, reason: str = "connection closed by the peer", code: int | None = None):
         super().__init__(reason)
         self.reason = reason
         self.code = code
@@ -83,13 +101,14 @@ class MessageStream(ABC):
     * ``send`` delivers whole messages in order. It may wait for the peer
       (back-pressure); it never splits or merges messages.
     * ``receive`` returns the next whole message. It raises
-      :class:`ConnectionClosed` once the peer has closed or the link broke,
+      :class:`ConnectionBroken` once the peer has closed or the link broke,
       and :class:`MessageTooLarge` for a message over ``max_message_size``
       (the message is dropped unread; message-framed transports such as
       WebSocket then close the connection, line-framed ones such as stdio go
       on, so the receiver can answer with a protocol error).
+    * ``send`` raises :class:`ConnectionBroken` once the peer has gone.
     * ``aclose`` is idempotent; after it, ``send`` and ``receive`` raise
-      :class:`ConnectionClosed`.
+      :class:`ConnectionClosed` (this end closed it).
     * Calls of ``send`` may overlap ``receive`` from another task; two
       concurrent ``send`` calls are serialised by the transport.
     """
@@ -303,7 +322,7 @@ async def run_handler(handler: ConnectionHandler, stream: MessageStream) -> None
     failure so one bad connection cannot take the listener down."""
     try:
         await handler(stream)
-    except ConnectionClosed as exc:
+    except (ConnectionClosed, ConnectionBroken) as exc:
         log.info("connection from %s closed: %s", stream.peer, exc.reason)
     except Exception:
         log.exception("connection handler for %s failed", stream.peer)

@@ -42,7 +42,14 @@ from gemini_split.protocol import (
     decode,
     encode,
 )
-from gemini_split.transport import ConnectFailed, ConnectionClosed, MessageStream, MessageTooLarge, TransportError
+from gemini_split.transport import (
+    ConnectFailed,
+    ConnectionBroken,
+    ConnectionClosed,
+    MessageStream,
+    MessageTooLarge,
+    TransportError,
+)
 
 from .executor import ToolExecutor
 
@@ -144,7 +151,7 @@ class ProtocolClient:
         with trio.move_on_after(self.handshake_timeout) as scope:
             try:
                 text = await self.stream.receive()
-            except ConnectionClosed as exc:
+            except (ConnectionClosed, ConnectionBroken) as exc:
                 raise ConnectFailed(f"the server closed the connection during the handshake: {exc.reason}") from None
         if scope.cancelled_caught:
             raise ConnectFailed(f"the server did not answer the handshake within {self.handshake_timeout:g} s")
@@ -194,7 +201,7 @@ class ProtocolClient:
             else:
                 try:
                     await self._send(request)
-                except ConnectionClosed as exc:
+                except (ConnectionClosed, ConnectionBroken) as exc:
                     self._connection_lost(f"the connection to the server was lost: {exc.reason}")
             await turn.done.wait()
         finally:
@@ -210,7 +217,7 @@ class ProtocolClient:
         turn.cancel_tools()
         try:
             await self._send(Cancel(request_id=turn.request_id))
-        except ConnectionClosed:
+        except (ConnectionClosed, ConnectionBroken):
             self._connection_lost("the connection to the server was lost")
 
     async def get_history(self, timeout: float = 10.0) -> History:
@@ -240,7 +247,7 @@ class ProtocolClient:
             await self._send(message)
             with trio.move_on_after(timeout):
                 await done.wait()
-        except ConnectionClosed as exc:
+        except (ConnectionClosed, ConnectionBroken) as exc:
             raise RequestFailed(f"the connection to the server was lost: {exc.reason}",
                                 ErrorCode.CONNECTION_LOST.value) from None
         finally:
@@ -285,7 +292,7 @@ class ProtocolClient:
             except MessageTooLarge as exc:
                 log.warning("dropped a message from the server: %s", exc)
                 continue
-            except ConnectionClosed as exc:
+            except (ConnectionClosed, ConnectionBroken) as exc:
                 self._closed_reason = f"the connection to the server was lost: {exc.reason}"
                 return
             try:
@@ -297,7 +304,7 @@ class ProtocolClient:
                 log.warning("ignored a message from the server: %s", exc)
                 try:
                     await self._send(Error(code=exc.code.value, message=str(exc)))
-                except ConnectionClosed:
+                except (ConnectionClosed, ConnectionBroken):
                     pass
                 continue
             await self._dispatch(message, nursery)
@@ -340,7 +347,7 @@ class ProtocolClient:
             return  # the server cancelled the request too; nothing to answer
         try:
             await self._send(ToolExecutionResponse(request_id=request.id, result=result, error=failure))
-        except ConnectionClosed:
+        except (ConnectionClosed, ConnectionBroken):
             log.info("could not answer %s: connection closed", request.id)
 
     def _connection_lost(self, reason: str) -> None:

@@ -29,6 +29,7 @@ from gemini_split.protocol import (
 )
 from gemini_split.transport import (
     Authenticator,
+    ConnectionBroken,
     ConnectionClosed,
     MessageStream,
     MessageTooLarge,
@@ -111,7 +112,7 @@ class AgentService:
                 nursery.start_soon(_write_events, stream, session, nursery.cancel_scope)
                 await self._read_messages(stream, state, session)
                 nursery.cancel_scope.cancel()
-        except ConnectionClosed:
+        except (ConnectionClosed, ConnectionBroken):
             pass
         finally:
             del self.sessions[session.id]
@@ -144,7 +145,7 @@ class AgentService:
             except MessageTooLarge as exc:
                 session.reply_error(None, ErrorCode.MESSAGE_TOO_LARGE, str(exc))
                 continue
-            except ConnectionClosed:
+            except (ConnectionClosed, ConnectionBroken):
                 return
             try:
                 message = decode(text, max_size=self.config.max_message_size)
@@ -165,14 +166,14 @@ async def _write_events(stream: MessageStream, session: Session, scope: trio.Can
         while True:
             for event in await session.outbox.take():
                 await stream.send(encode(event))
-    except ConnectionClosed:
+    except (ConnectionClosed, ConnectionBroken):
         scope.cancel()
 
 
 async def _send_fatal(stream: MessageStream, code: ErrorCode, text: str) -> None:
     try:
         await stream.send(encode(Error(code=code.value, message=text, fatal=True)))
-    except ConnectionClosed:
+    except (ConnectionClosed, ConnectionBroken):
         pass
     await stream.aclose(text)
 

@@ -20,6 +20,7 @@ import trio
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,
+    ConnectionBroken,
     ConnectionClosed,
     ConnectionHandler,
     ConnectOptions,
@@ -67,16 +68,20 @@ class LoopbackStream(MessageStream):
             raise ConnectionClosed(self._link.close_reason or "connection closed")
         try:
             await self._send.send(message)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise ConnectionClosed(self._link.close_reason or "peer closed") from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            if self._closed:  # closed by another task of ours meanwhile
+                raise ConnectionClosed(self._link.close_reason or "connection closed") from None
+            raise ConnectionBroken(self._link.close_reason or "peer closed") from exc
 
     async def receive(self) -> str:
         if self._closed:
             raise ConnectionClosed(self._link.close_reason or "connection closed")
         try:
             message = await self._receive.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError):
-            raise ConnectionClosed(self._link.close_reason or "peer closed") from None
+        except (trio.EndOfChannel, trio.ClosedResourceError) as exc:
+            if self._closed:  # closed by another task of ours meanwhile
+                raise ConnectionClosed(self._link.close_reason or "connection closed") from None
+            raise ConnectionBroken(self._link.close_reason or "peer closed") from exc
         if len(message) > self._max:
             await self.aclose("message too large")
             raise MessageTooLarge(

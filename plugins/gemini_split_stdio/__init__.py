@@ -64,8 +64,8 @@ Errors
 A command that cannot start raises :class:`ConnectFailed` from
 ``open_connection``. A command that exits is found out on first use:
 :class:`CommandFailed` (a :class:`ConnectFailed` *and* a
-:class:`ConnectionClosed`) if it had not sent a line yet, else
-:class:`CommandExited` (a :class:`ConnectionClosed`); both messages give the
+:class:`ConnectionBroken`) if it had not sent a line yet, else
+:class:`CommandExited` (a :class:`ConnectionBroken`); both messages give the
 exit status and the tail of its stderr.
 
 POSIX only. The transport authenticates nobody (``principal`` is None): ssh

@@ -15,6 +15,7 @@ import trio
 
 from gemini_split.transport import (
     ConnectFailed,
+    ConnectionBroken,
     ConnectionClosed,
     MessageStream,
     MessageTooLarge,
@@ -38,7 +39,7 @@ _STDERR_GRACE = 0.2
 # --- errors ---------------------------------------------------------------------
 
 
-class CommandExited(ConnectionClosed):
+class CommandExited(ConnectionBroken):
     """The spawned command ended the connection: it exited, or closed its
     end of a pipe. The message says how and ends with the tail of its stderr.
 
@@ -59,7 +60,7 @@ class CommandFailed(ConnectFailed, CommandExited):
     refused login).
 
     It is a :class:`ConnectFailed`, what a caller opening a connection
-    expects, and a :class:`ConnectionClosed`, what a caller reading expects,
+    expects, and a :class:`ConnectionBroken`, what a caller reading expects,
     since a spawned command can only be found dead on first use.
     """
 
@@ -92,8 +93,8 @@ class _LineStream(MessageStream):
         self._unsent: memoryview | None = None
         self._line_started = False
         self._closed = False
-        self._input_error: ConnectionClosed | None = None
-        self._output_error: ConnectionClosed | None = None
+        self._input_error: ConnectionBroken | None = None
+        self._output_error: ConnectionBroken | None = None
         self._lines_received = 0
 
     # -- receiving
@@ -103,7 +104,8 @@ class _LineStream(MessageStream):
 
         Raises :class:`MessageTooLarge` for a line over the limit, which is
         discarded; unlike on WebSocket the stream goes on working after it.
-        Raises :class:`ConnectionClosed` once the input has ended.
+        Raises :class:`ConnectionBroken` once the input has ended, and
+        :class:`ConnectionClosed` after :meth:`aclose`.
         """
         await trio.lowlevel.checkpoint()
         while True:
@@ -148,9 +150,9 @@ class _LineStream(MessageStream):
                 await self._write_line(line)
             except trio.ClosedResourceError:
                 raise ConnectionClosed("connection closed") from None
-            except trio.BrokenResourceError:
+            except trio.BrokenResourceError as exc:
                 self._output_error = await self._output_broken()
-                raise self._output_error from None
+                raise self._output_error from exc
 
     async def _write_line(self, line: bytes) -> None:
         if self._unsent is not None:
@@ -195,10 +197,10 @@ class _LineStream(MessageStream):
     # -- what each end does differently
 
     @abstractmethod
-    async def _input_ended(self, unterminated: bytes) -> ConnectionClosed: ...
+    async def _input_ended(self, unterminated: bytes) -> ConnectionBroken: ...
 
     @abstractmethod
-    async def _output_broken(self) -> ConnectionClosed: ...
+    async def _output_broken(self) -> ConnectionBroken: ...
 
     @abstractmethod
     async def _shutdown(self) -> None: ...
@@ -216,15 +218,15 @@ class StdioServerStream(_LineStream):
     """The connection a ``serve("stdio:-")`` handler gets: lines in on
     stdin, lines out on stdout. It ends when stdin does."""
 
-    async def _input_ended(self, unterminated: bytes) -> ConnectionClosed:
+    async def _input_ended(self, unterminated: bytes) -> ConnectionBroken:
         if unterminated:
-            return ConnectionClosed(
+            return ConnectionBroken(
                 f"stdin closed after an unfinished line {_preview(unterminated)}"
             )
-        return ConnectionClosed("stdin closed")
+        return ConnectionBroken("stdin closed")
 
-    async def _output_broken(self) -> ConnectionClosed:
-        return ConnectionClosed("stdout closed: the client stopped reading")
+    async def _output_broken(self) -> ConnectionBroken:
+        return ConnectionBroken("stdout closed: the client stopped reading")
 
     async def _shutdown(self) -> None:
         # Closing our copy of fd 1 is what gives the client end-of-file.
@@ -254,7 +256,7 @@ class CommandStream(_LineStream):
 
     Error handling: when the command's stdout ends or its stdin breaks,
     ``receive``/``send`` raise :class:`CommandExited` (a
-    :class:`ConnectionClosed`) whose message gives the exit status and the
+    :class:`ConnectionBroken`) whose message gives the exit status and the
     tail of stderr; :class:`CommandFailed` (also a :class:`ConnectFailed`) if
     it had not sent a line yet.
     """
@@ -300,10 +302,10 @@ class CommandStream(_LineStream):
         decoded (undecodable bytes replaced)."""
         return self._stderr.text()
 
-    async def _input_ended(self, unterminated: bytes) -> ConnectionClosed:
+    async def _input_ended(self, unterminated: bytes) -> ConnectionBroken:
         return await self._exited_error(unterminated)
 
-    async def _output_broken(self) -> ConnectionClosed:
+    async def _output_broken(self) -> ConnectionBroken:
         return await self._exited_error(b"")
 
     async def _exited_error(self, unterminated: bytes) -> CommandExited:

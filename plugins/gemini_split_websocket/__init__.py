@@ -35,10 +35,10 @@ Per-user cap (429)
 Limits
     A message over ``max_message_size`` closes that connection with 1009 and
     a logged reason; the handler's ``receive`` raises MessageTooLarge (the
-    client's raises ConnectionClosed with code 1009). Every
+    client's raises ConnectionBroken with code 1009). Every
     ``keepalive_interval`` seconds the server pings; no pong within
     ``keepalive_timeout`` drops the connection, so the handler's next call
-    raises ConnectionClosed and its tasks end. Sends are never queued: a send
+    raises ConnectionBroken and its tasks end. Sends are never queued: a send
     waits for the socket (back-pressure), and one the peer accepts no bytes of
     for ``keepalive_timeout`` drops the connection. A frame once begun is
     always written whole, even if the sending task is cancelled. Pongs are
@@ -48,7 +48,7 @@ Limits
 
 Closing
     ``aclose(reason)`` sends a close frame whose reason (cut to 123 bytes)
-    the client's ConnectionClosed carries. A handler cancelled because the
+    the client's ConnectionBroken carries. A handler cancelled because the
     server stops has its stream closed with "server shutting down", and the
     server waits at most 0.5 s for each client's answer.
 

@@ -38,6 +38,7 @@ from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,
+    ConnectionBroken,
     ConnectionClosed,
     ConnectOptions,
     MessageStream,
@@ -216,8 +217,10 @@ class ClientStream(MessageStream):
         self._parts: list[str | bytes] = []
         self._size = 0
         self._closing = False
-        #: Raised by every call once the connection is over.
-        self._ended: ConnectionClosed | None = None
+        #: Raised (a fresh copy) by every call once the connection is over:
+        #: ConnectionClosed if we closed it, ConnectionBroken if the server
+        #: or the network ended it.
+        self._ended: ConnectionClosed | ConnectionBroken | None = None
 
     # --- MessageStream ---------------------------------------------------
 
@@ -245,25 +248,26 @@ class ClientStream(MessageStream):
             if self._ended is None and self._ws.state is ConnectionState.OPEN:
                 try:
                     await self._write(CloseConnection(code=1000, reason=truncate_close_reason(reason)))
-                except ConnectionClosed:
+                except (ConnectionClosed, ConnectionBroken):
                     pass
                 else:
                     if not self._receive_lock.locked():
                         await self._await_server_close()
-        self._end(f"connection closed: {reason}", 1000)
+        self._end(f"connection closed: {reason}", 1000, by_us=True)
         await trio.aclose_forcefully(self._wire)
 
     # --- internals -------------------------------------------------------
 
-    def _end(self, reason: str, code: int | None) -> ConnectionClosed:
-        """Record why the connection is over (the first reason wins)."""
+    def _end(self, reason: str, code: int | None, *, by_us: bool = False) -> ConnectionClosed | ConnectionBroken:
+        """Record why the connection is over (the first reason wins) and
+        return the error to raise for it."""
         if self._ended is None:
-            self._ended = ConnectionClosed(reason, code)
-        return ConnectionClosed(self._ended.reason, self._ended.code)
+            self._ended = (ConnectionClosed if by_us else ConnectionBroken)(reason, code)
+        return type(self._ended)(self._ended.reason, self._ended.code)
 
     def _raise_if_ended(self) -> None:
         if self._ended is not None:
-            raise ConnectionClosed(self._ended.reason, self._ended.code)
+            raise type(self._ended)(self._ended.reason, self._ended.code)
 
     async def _write(self, event: Event) -> None:
         async with self._send_lock:
@@ -276,14 +280,14 @@ class ClientStream(MessageStream):
                 raise self._end("connection closed by the server", None) from None
             try:
                 await self._wire.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                raise self._broken() from None
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise self._broken() from exc
 
     async def _read_more(self) -> None:
         try:
             data = await self._wire.receive_some(RECEIVE_SIZE)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            raise self._broken() from None
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise self._broken() from exc
         if not data:
             await trio.aclose_forcefully(self._wire)
             raise self._end(
@@ -291,7 +295,7 @@ class ClientStream(MessageStream):
             )
         self._ws.receive_data(data)
 
-    def _broken(self) -> ConnectionClosed:
+    def _broken(self) -> ConnectionClosed | ConnectionBroken:
         if self._wire.stall_reason:
             return self._end(f"dropped the connection: {self._wire.stall_reason}", 1006)
         return self._end(f"the connection to {self.peer} broke", 1006)
@@ -320,7 +324,7 @@ class ClientStream(MessageStream):
             if self._ws.state is ConnectionState.REMOTE_CLOSING:
                 try:
                     await self._write(event.response())
-                except ConnectionClosed:
+                except (ConnectionClosed, ConnectionBroken):
                     pass
             await trio.aclose_forcefully(self._wire)
             reason = event.reason or f"the server closed the connection (code {event.code})"
@@ -331,7 +335,7 @@ class ClientStream(MessageStream):
         message = f"a message from {self.peer} was over the limit of {self._max} bytes"
         try:
             await self._write(CloseConnection(code=1009, reason="message too big"))
-        except ConnectionClosed:
+        except (ConnectionClosed, ConnectionBroken):
             pass
         self._end(f"connection closed: {message}", 1009)
         await trio.aclose_forcefully(self._wire)

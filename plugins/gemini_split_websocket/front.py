@@ -90,7 +90,7 @@ async def read_request_head(stream: trio.abc.Stream) -> RequestHead | None:
                 ),
                 received=bytes(received),
             )
-        return None  # ConnectionClosed before a request
+        return None  # the connection ended before a request
 
 
 def websocket_handshake_problem(head: RequestHead) -> tuple[int, str, list[tuple[str, str]]] | None:

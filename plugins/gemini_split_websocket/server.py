@@ -30,6 +30,7 @@ import trio_websocket
 
 from gemini_split.errors import ConfigurationError
 from gemini_split.transport import (
+    ConnectionBroken,
     ConnectionClosed,
     ConnectionHandler,
     MessageStream,
@@ -317,7 +318,7 @@ class ServerStream(MessageStream):
         try:
             await self._connection.send_message(message)
         except trio_websocket.ConnectionClosed as exc:
-            raise self._closed_error(exc.reason) from None
+            raise self._closed_error(exc.reason) from exc
 
     async def receive(self) -> str:
         if self._closed:
@@ -335,13 +336,13 @@ class ServerStream(MessageStream):
                     f"a message from {self.peer} was over the limit of {self._max} "
                     "bytes; the connection is closed (1009)"
                 ) from None
-            raise self._closed_error(exc.reason) from None
+            raise self._closed_error(exc.reason) from exc
         if isinstance(message, bytes):
             try:
                 return message.decode("utf-8")
             except UnicodeDecodeError:
                 await self.aclose("binary frames must hold UTF-8 text")
-                raise ConnectionClosed("the client sent a binary frame that is not UTF-8", 1007) from None
+                raise ConnectionBroken("the client sent a binary frame that is not UTF-8", 1007) from None
         return message
 
     async def aclose(self, reason: str | None = None) -> None:
@@ -384,17 +385,21 @@ class ServerStream(MessageStream):
         said = f": {closed.reason}" if closed.reason else ""
         return f"closed by the client ({closed.code}{said})"
 
-    def _closed_error(self, reason: trio_websocket.CloseReason | None) -> ConnectionClosed:
+    def _closed_error(self, reason: trio_websocket.CloseReason | None) -> ConnectionClosed | ConnectionBroken:
+        """ConnectionClosed once our aclose() ran; otherwise the client, the
+        network, or a dead or stalled peer ended it: ConnectionBroken."""
+        if self._closed:
+            return ConnectionClosed(self._local_reason or "connection closed", 1000)
         if self._wire.stall_reason:
-            return ConnectionClosed(f"dropped the connection: {self._wire.stall_reason}", 1006)
+            return ConnectionBroken(f"dropped the connection: {self._wire.stall_reason}", 1006)
         if self._local_reason is not None:
-            return ConnectionClosed(self._local_reason, 1000 if self._closed else 1006)
+            return ConnectionBroken(self._local_reason, 1006)
         reason = reason or self._connection.closed
         if reason is None:
-            return ConnectionClosed("connection closed")
+            return ConnectionBroken("connection closed")
         if reason.code == 1006:
-            return ConnectionClosed("the connection broke (closed without a close frame)", 1006)
-        return ConnectionClosed(
+            return ConnectionBroken("the connection broke (closed without a close frame)", 1006)
+        return ConnectionBroken(
             reason.reason or f"the client closed the connection (code {reason.code})", reason.code
         )
 

@@ -17,7 +17,7 @@ connection survives it.
 
 from __future__ import annotations
 
-from gemini_split.transport import ConnectionClosed, MessageStream, MessageTooLarge
+from gemini_split.transport import ConnectionBroken, MessageStream, MessageTooLarge
 
 
 async def echo_handler(stream: MessageStream) -> None:
@@ -27,10 +27,10 @@ async def echo_handler(stream: MessageStream) -> None:
         except MessageTooLarge:
             try:
                 await stream.send("error:too_large")
-            except ConnectionClosed:
+            except ConnectionBroken:
                 return
             continue
-        except ConnectionClosed:
+        except ConnectionBroken:
             return
         if message == "close":
             await stream.aclose("asked to close")

@@ -12,6 +12,7 @@ import pytest
 
 from gemini_split.transport import (
     ConnectFailed,
+    ConnectionBroken,
     ConnectionClosed,
     MessageTooLarge,
     ServeOptions,
@@ -92,7 +93,7 @@ async def test_message_over_the_limit_is_refused_and_never_delivered(transport_c
             try:
                 await stream.send("z" * 5000)
                 answer = await stream.receive()
-            except ConnectionClosed:
+            except ConnectionBroken:
                 answer = None  # closing the connection is a valid refusal
             assert answer in (None, "error:too_large")
             if answer is not None:
@@ -111,7 +112,7 @@ async def test_client_over_its_own_limit_raises_message_too_large(transport_case
             options.max_message_size = 1000
             stream = await get_transport(address).open_connection(address, options)
             await stream.send("big:5000")
-            with pytest.raises((MessageTooLarge, ConnectionClosed)):
+            with pytest.raises((MessageTooLarge, ConnectionBroken)):
                 await stream.receive()
             await stream.aclose()
             nursery.cancel_scope.cancel()
@@ -122,7 +123,10 @@ async def test_server_closing_ends_client_receive(transport_case):
         async with trio.open_nursery() as nursery:
             stream = await _connect(nursery, transport_case)
             await stream.send("close")
-            with pytest.raises(ConnectionClosed):
+            # The peer closed it: broken, not closed (closed means we did).
+            with pytest.raises(ConnectionBroken):
+                await stream.receive()
+            with pytest.raises(ConnectionBroken):
                 await stream.receive()
             nursery.cancel_scope.cancel()
 
@@ -148,7 +152,7 @@ async def test_other_connections_survive_one_closing(transport_case):
             first = await transport.open_connection(address, transport_case.connect_options())
             second = await transport.open_connection(address, transport_case.connect_options())
             await first.send("close")
-            with pytest.raises(ConnectionClosed):
+            with pytest.raises(ConnectionBroken):
                 await first.receive()
             await second.send("still here")
             assert await second.receive() == "still here"

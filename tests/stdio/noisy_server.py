@@ -16,7 +16,7 @@ import sys
 
 import trio
 
-from gemini_split.transport import ConnectionClosed, MessageStream, ServeOptions, get_transport
+from gemini_split.transport import ConnectionBroken, MessageStream, ServeOptions, get_transport
 
 log = logging.getLogger("noisy")
 
@@ -25,7 +25,7 @@ async def noisy_echo(stream: MessageStream) -> None:
     while True:
         try:
             message = await stream.receive()
-        except ConnectionClosed:
+        except ConnectionBroken:
             return
         print(f"stray print {message}", flush=True)
         log.warning("stray log %s", message)

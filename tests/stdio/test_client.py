@@ -13,6 +13,7 @@ import trio
 
 from gemini_split.transport import (
     ConnectFailed,
+    ConnectionBroken,
     ConnectionClosed,
     ConnectOptions,
     MessageTooLarge,
@@ -68,7 +69,7 @@ async def test_a_command_that_exits_at_once_fails_to_connect_with_its_status():
         stream = await connect("false")
         with pytest.raises(CommandFailed) as info:
             await stream.receive()
-        assert isinstance(info.value, ConnectFailed) and isinstance(info.value, ConnectionClosed)
+        assert isinstance(info.value, ConnectFailed) and isinstance(info.value, ConnectionBroken)
         assert info.value.returncode == 1
         assert "'false' exited with status 1 before saying anything" in str(info.value)
         with pytest.raises(CommandFailed):  # and keeps saying so

@@ -12,6 +12,7 @@ from pathlib import Path
 import trio
 
 from gemini_split.transport import (
+    ConnectionBroken,
     ConnectionClosed,
     MessageStream,
     MessageTooLarge,
@@ -64,7 +65,7 @@ class Recorder:
                     await stream.send(stream.principal.user_id if stream.principal else "-")
                 else:
                     await stream.send(message)
-        except ConnectionClosed as exc:
+        except (ConnectionClosed, ConnectionBroken) as exc:
             self.endings.append(exc)
         finally:
             self.ended.set()

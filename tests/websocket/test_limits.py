@@ -11,7 +11,7 @@ import trio
 
 from gemini_split.transport import (
     ConnectFailed,
-    ConnectionClosed,
+    ConnectionBroken,
     ConnectOptions,
     MessageStream,
     MessageTooLarge,
@@ -54,10 +54,10 @@ async def test_a_message_over_the_limit_closes_that_connection_with_1009(caplog)
             await _echo(bystander, "before")
             offender = await _connect(address)
             await offender.send("z" * 5000)
-            with pytest.raises(ConnectionClosed) as info:
+            with pytest.raises(ConnectionBroken) as info:
                 await offender.receive()
             assert info.value.code == 1009
-            with pytest.raises(ConnectionClosed):
+            with pytest.raises(ConnectionBroken):
                 await offender.send("again")
             await recorder.ended.wait()
             assert any(isinstance(e, MessageTooLarge) for e in recorder.endings)
@@ -85,7 +85,7 @@ async def test_a_client_that_answers_no_pings_is_dropped(over):
             assert "no answer to a ping within 0.3s" in str(ending)
             await trio.sleep(0.5)  # several keepalive rounds
             assert recorder.started == 2 and len(recorder.endings) == 1  # lively survives
-            with pytest.raises(ConnectionClosed):
+            with pytest.raises(ConnectionBroken):
                 await dead.receive()
             echoing.cancel()
             await lively.aclose()
@@ -109,7 +109,7 @@ async def test_a_client_that_stops_reading_is_dropped_and_sends_do_not_pile_up(o
             while True:
                 await stream.send("x" * 65536)  # blocks once the socket is full
                 progress["sent"] += 1
-        except ConnectionClosed as exc:
+        except ConnectionBroken as exc:
             outcome.append(exc)
         finally:
             ended.set()
@@ -123,7 +123,7 @@ async def test_a_client_that_stops_reading_is_dropped_and_sends_do_not_pile_up(o
             assert time.monotonic() - started < 2
             # Back-pressure: what was sent fits in socket buffers, not a queue.
             assert progress["sent"] * 65536 < 64 * 1024 * 1024
-            assert isinstance(outcome[0], ConnectionClosed)
+            assert isinstance(outcome[0], ConnectionBroken)
             await stalled.aclose()
             nursery.cancel_scope.cancel()
 
@@ -169,7 +169,7 @@ async def test_the_client_sees_the_servers_close_reason(reason):
             address = await start(nursery, closer)
             stream = await _connect(address)
             await stream.send("go")
-            with pytest.raises(ConnectionClosed) as info:
+            with pytest.raises(ConnectionBroken) as info:
                 await stream.receive()
             assert info.value.code == 1000
             assert reason.startswith(info.value.reason)
@@ -187,7 +187,7 @@ async def test_stopping_the_server_sends_each_client_a_close_frame(over):
                 await _echo(stream, "hi")
                 server.cancel_scope.cancel()
             # This client was not even reading: the server still stopped promptly.
-            with pytest.raises(ConnectionClosed) as info:
+            with pytest.raises(ConnectionBroken) as info:
                 await stream.receive()
             assert info.value.code == 1000  # a close frame, not a broken socket
             assert info.value.reason == "server shutting down"
@@ -203,7 +203,7 @@ async def test_a_cancelled_send_never_corrupts_the_stream(over):
         try:
             while True:
                 received.append(await stream.receive())
-        except ConnectionClosed:
+        except ConnectionBroken:
             done.set()
 
     with trio.fail_after(DEADLINE):
@@ -236,7 +236,7 @@ async def test_a_failing_handler_leaves_the_server_and_other_clients_alone(caplo
             bystander = await _connect(address)
             victim = await _connect(address)
             await victim.send("boom")
-            with pytest.raises(ConnectionClosed):
+            with pytest.raises(ConnectionBroken):
                 await victim.receive()
             await _echo(bystander, "unaffected")
             fresh = await _connect(address)

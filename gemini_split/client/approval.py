@@ -23,6 +23,13 @@ allows a command only if *every* part of it (see
 by word. A command the splitter cannot parse is never allowed by a prefix:
 it is asked about.
 
+Files that run code later — anything under ``.git/`` (hooks, config),
+``.envrc``, ``.vscode/`` tasks and settings, shell rc files and the like
+(:func:`executes_later`) — are asked about before every edit in every mode
+but ``yolo``, even when the tool is allowed (by ``auto_edit``,
+``--allowed-tools`` or an earlier ALWAYS), and the question says why
+(:attr:`ApprovalRequest.executes_later`).
+
 Prefix matching trusts the allowed command itself: allowing ``git`` allows
 ``git -c core.pager=… log``, allowing ``find`` allows ``find -exec``. Allow
 the narrowest prefix that does the job.
@@ -63,6 +70,10 @@ class ApprovalRequest:
     reason: str | None = None
     #: What answering ALWAYS would allow from now on, for the question's wording.
     always_scope: str | None = None
+    #: Set when the call edits a file that runs code later (a git hook,
+    #: ``.envrc``…): what runs and when, e.g. "a git hook: it runs at your
+    #: next git command". The UI should show it prominently.
+    executes_later: str | None = None
 
 
 class Asker(Protocol):
@@ -166,8 +177,15 @@ class ApprovalPolicy:
         except ShellParseError as exc:
             raise ValueError(f"--allowed-tools entry {entry!r}: {exc}") from None
 
-    def check(self, tool: Tool, args: dict[str, Any]) -> Verdict:
-        """The decision for one call, with a reason when it is not ALLOW."""
+    def check(self, tool: Tool, args: dict[str, Any], *, executes_later: str | None = None) -> Verdict:
+        """The decision for one call, with a reason when it is not ALLOW.
+
+        ``executes_later``: the call edits a file that runs code later (see
+        :func:`executes_later`); then it is asked about in every mode but
+        yolo, whatever is allowed."""
+        if executes_later and tool.kind is not ToolKind.READ and self.mode is not ApprovalMode.YOLO:
+            return Verdict(Decision.ASK, f"this edits {executes_later}; such files are asked about in every "
+                                         "approval mode but yolo")
         if tool.kind is ToolKind.READ or tool.name in self.always:
             return Verdict(Decision.ALLOW)
         if self.mode is ApprovalMode.YOLO:
@@ -213,6 +231,65 @@ class ApprovalPolicy:
         for root in _root_commands(args.get("command")):
             if (root,) not in self.shell_prefixes:
                 self.shell_prefixes.append((root,))
+
+
+_EXECUTES_LATER_DIRS = {
+    ".git": "a file inside .git (hooks and config run code at your next git command)",
+    ".husky": "a git hook managed by husky (it runs at your next git command)",
+    ".githooks": "a git hooks directory (its hooks run at your next git command once configured)",
+    ".vscode": "editor configuration (.vscode tasks and settings can run commands when you open the folder)",
+    ".idea": "IDE configuration (.idea run configurations and settings can run commands)",
+    ".devcontainer": "a dev container definition (it runs commands when the container is built)",
+    ".direnv": "direnv state (it runs code when you enter the directory)",
+    ".ssh": "SSH configuration (keys and config used at your next ssh)",
+}
+_EXECUTES_LATER_FILES = {
+    ".envrc": "direnv's .envrc (it runs when you enter the directory)",
+    ".pre-commit-config.yaml": "the pre-commit configuration (its hooks run at your next commit)",
+    ".gitconfig": "a git configuration file (it can define commands git runs)",
+    ".bashrc": "a shell startup file (it runs when a shell starts)",
+    ".bash_profile": "a shell startup file (it runs when a shell starts)",
+    ".bash_login": "a shell startup file (it runs when a shell starts)",
+    ".bash_logout": "a shell startup file (it runs when a shell exits)",
+    ".profile": "a shell startup file (it runs when a shell starts)",
+    ".zshrc": "a shell startup file (it runs when a shell starts)",
+    ".zshenv": "a shell startup file (it runs when a shell starts)",
+    ".zprofile": "a shell startup file (it runs when a shell starts)",
+    ".zlogin": "a shell startup file (it runs when a shell starts)",
+    ".zlogout": "a shell startup file (it runs when a shell exits)",
+    ".cshrc": "a shell startup file (it runs when a shell starts)",
+    ".tcshrc": "a shell startup file (it runs when a shell starts)",
+    ".kshrc": "a shell startup file (it runs when a shell starts)",
+    ".inputrc": "a readline startup file (read when a shell starts)",
+    "config.fish": "a shell startup file (it runs when a shell starts)",
+    ".npmrc": "an npm configuration file (it can change what npm runs)",
+    ".pythonrc": "a Python startup file (it runs when Python starts)",
+    "sitecustomize.py": "a Python startup hook (it runs when Python starts)",
+    "usercustomize.py": "a Python startup hook (it runs when Python starts)",
+}
+
+
+def executes_later(rel_path: str) -> str | None:
+    """If the workspace-relative ``rel_path`` (resolved: no symlinks, ``/``
+    or ``os.sep`` separated) is a file that runs code when the user next
+    acts — a git hook, ``.envrc``, editor tasks, a shell rc file… — a short
+    description of what it is and when it runs; else None.
+
+    Compared case-insensitively (``.GIT/hooks`` is ``.git/hooks`` on a
+    case-insensitive file system)."""
+    parts = [p for p in rel_path.replace("\\", "/").split("/") if p and p != "."]
+    if not parts:
+        return None
+    lowered = [p.lower() for p in parts]
+    for part in lowered[:-1]:
+        if part in _EXECUTES_LATER_DIRS:
+            return _EXECUTES_LATER_DIRS[part]
+    name = lowered[-1]
+    if name == ".git":
+        return _EXECUTES_LATER_DIRS[".git"]
+    if name.endswith(".pth"):
+        return "a Python path file (import lines in it run when Python starts)"
+    return _EXECUTES_LATER_FILES.get(name)
 
 
 def _root_commands(command: Any) -> list[str]:

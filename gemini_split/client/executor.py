@@ -25,8 +25,8 @@ from gemini_split.protocol import (
     ToolStarted,
 )
 
-from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision
-from .tools.base import ToolContext, ToolFailed, validate_arguments
+from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later
+from .tools.base import Tool, ToolContext, ToolFailed, ToolKind, validate_arguments
 from .tools.registry import ToolRegistry
 from .workspace import Workspace
 
@@ -84,6 +84,20 @@ class ToolExecutor:
         await emit(ToolError(request_id=request_id, call_id=call_id, tool=tool_name, error=failure))
         return None, failure
 
+    def _executes_later(self, tool: Tool, args: dict[str, Any]) -> str | None:
+        """What the file an edit targets runs later, if anything (see
+        :func:`executes_later`), judged on the path as resolved now — so a
+        symlink ``hooks -> .git/hooks`` does not hide it. A path that does
+        not resolve is left to the tool, which refuses it."""
+        if tool.kind is ToolKind.READ or not isinstance(args.get("file_path"), str):
+            return None
+        shown = args["file_path"]
+        try:
+            real = self.workspace.resolve(shown)
+        except ToolFailed:
+            return executes_later(shown)
+        return executes_later(self.workspace.relative(real)) or executes_later(shown)
+
     @staticmethod
     async def _report_cancelled(emit: EventSink, call_id: str, tool_name: str, request_id: str | None) -> None:
         with trio.CancelScope(shield=True):
@@ -101,7 +115,8 @@ class ToolExecutor:
                 "available tools: " + ", ".join(self.registry.names()),
             )
         args = validate_arguments(tool, args)
-        verdict = self.policy.check(tool, args)
+        later = self._executes_later(tool, args)
+        verdict = self.policy.check(tool, args, executes_later=later)
         if verdict.decision is Decision.DENY:
             raise ToolFailed(
                 "refused",
@@ -123,6 +138,7 @@ class ToolExecutor:
             answer = await self.asker.ask(ApprovalRequest(
                 call_id, tool, args, description,
                 reason=verdict.reason, always_scope=self.policy.always_scope(tool, args),
+                executes_later=later,
             ))
             if answer is Answer.NO:
                 raise ToolFailed("refused", f"the user declined to run {tool_name}", "ask the user how to proceed")

@@ -63,6 +63,26 @@ class Workspace:
             )
         if must_exist and not os.path.lexists(real):
             raise ToolFailed("not_found", f"'{path}' does not exist", "list the directory to see what is there")
+        # 'notes.txt/' names a directory, as it does for the kernel: a file
+        # there is an error (pathlib would silently drop the slash).
+        if path.endswith(("/", "/.", os.sep)) and os.path.lexists(real) and not os.path.isdir(real):
+            raise ToolFailed(
+                "not_a_directory", f"'{path}' ends with '/' but {self.relative(real)} is not a directory",
+                "drop the trailing '/' to name the file",
+            )
+        return real
+
+    def resolve_file(self, path: str, *, must_exist: bool = False) -> Path:
+        """:meth:`resolve` for a path that must name a file: a trailing
+        ``/`` (a directory name) is refused even when nothing is there yet
+        (``invalid_path``), and an existing directory is refused
+        (``is_a_directory``)."""
+        real = self.resolve(path, must_exist=must_exist)
+        if path.endswith(("/", "/.", os.sep)):
+            raise ToolFailed("invalid_path", f"'{path}' ends with '/', which names a directory, not a file",
+                             "drop the trailing '/' to name a file")
+        if os.path.isdir(real):
+            raise ToolFailed("is_a_directory", f"'{path}' is a directory", "use list_directory to see its entries")
         return real
 
     def _realpath(self, candidate: Path, shown: str) -> Path:

@@ -190,3 +190,30 @@ def test_workspace_root_behind_a_symlink(tmp_path: Path):
     assert ws.resolve(str(tmp_path / "alias" / "f.txt")) == real / "f.txt"
     with pytest.raises(ToolFailed):
         ws.resolve(str(tmp_path / "alias" / ".." / "x"))
+
+
+# --- a trailing slash names a directory (issue 13 §12) ------------------------
+
+
+async def test_trailing_slash_on_a_file_is_an_error(hostile: Env):
+    executor = hostile.executor()
+    for path in ["notes.txt/", "notes.txt/.", "./notes.txt/", f"{hostile.root}/notes.txt/", "sub/../notes.txt/"]:
+        for tool, args in [("read_file", {"file_path": path}),
+                           ("write_file", {"file_path": path, "content": "PWNED"}),
+                           ("replace", {"file_path": path, "old_string": "inside", "new_string": "PWNED"}),
+                           ("list_directory", {"dir_path": path}),
+                           ("grep_search", {"pattern": "inside", "dir_path": path})]:
+            out = await hostile.run(tool, args, executor=executor)
+            assert out.failure is not None, (tool, path, out.result)
+            assert out.failure.code in {"not_a_directory", "invalid_path"}, (tool, path, out.failure)
+    assert (hostile.root / "notes.txt").read_text() == "inside\n"
+
+
+async def test_trailing_slash_on_a_missing_name_does_not_create_a_file(hostile: Env):
+    for tool, args in [("write_file", {"file_path": "newdir/", "content": "x"}),
+                       ("replace", {"file_path": "newdir/", "old_string": "", "new_string": "x"})]:
+        out = await hostile.run(tool, args)
+        assert out.failure is not None and out.failure.code == "invalid_path", (tool, out.result)
+        assert not (hostile.root / "newdir").exists()
+    out = await hostile.run("list_directory", {"dir_path": "sub/"})
+    assert out.failure is None  # a directory with a slash is fine

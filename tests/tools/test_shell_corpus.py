@@ -113,3 +113,59 @@ async def test_auto_edit_still_refuses_shell(trapped: Env):
     out = await trapped.run("run_shell_command", {"command": "touch FLAG"}, mode=ApprovalMode.AUTO_EDIT)
     assert out.failure is not None and out.failure.code == "refused"
     assert not os.path.exists(trapped.root / "FLAG")
+
+
+# --- secrets in the environment (issue 13 §8) ---------------------------------
+
+SECRETS = {
+    "GEMINI_API_KEY": "sk-gemini-4f1a", "GOOGLE_API_KEY": "sk-google-77c0", "GEMINI_SERVER_TOKEN": "tok-serve-19e2",
+    "AWS_SECRET_ACCESS_KEY": "aws-secret-3b8d", "GITHUB_TOKEN": "ghp-5d2e", "DB_PASSWORD": "pw-hunter2",
+    "STRIPE_SECRET": "stripe-0a9c", "my_api_key": "lower-case-6e6e",
+}
+LEAK_COMMANDS = [
+    "echo $GEMINI_API_KEY $GOOGLE_API_KEY $GEMINI_SERVER_TOKEN $AWS_SECRET_ACCESS_KEY",
+    "echo $GITHUB_TOKEN $DB_PASSWORD $STRIPE_SECRET $my_api_key",
+    "env", "printenv", "export -p", "set", "cat /proc/self/environ | tr '\\0' '\\n'",
+    "bash -c 'echo $GEMINI_API_KEY'", "echo ${!GEMINI*} ${!AWS*}",
+]
+
+
+@pytest.fixture
+def secrets_env(env: Env, monkeypatch) -> Env:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("HARMLESS_SETTING", "visible-1234")
+    return env
+
+
+async def test_no_secret_reaches_a_shell_command(secrets_env: Env):
+    executor = secrets_env.executor(ApprovalMode.YOLO)
+    for command in LEAK_COMMANDS:
+        out = await secrets_env.run("run_shell_command", {"command": command}, executor=executor)
+        assert out.failure is None, (command, out.failure)
+        for value in SECRETS.values():
+            assert value not in out.text(), (command, value)
+    out = await secrets_env.run("run_shell_command", {"command": "echo $HARMLESS_SETTING $HOME"}, executor=executor)
+    assert out.result["stdout"].split()[0] == "visible-1234"  # the rest of the environment is kept
+
+
+async def test_allowed_secret_patterns_pass_but_never_the_programs_own(secrets_env: Env):
+    from gemini_split.client.tools import default_tools
+
+    registry = default_tools(shell_env_allow=("GITHUB_TOKEN", "GEMINI_*"))
+    executor = secrets_env.executor(ApprovalMode.YOLO, registry=registry)
+    out = await secrets_env.run("run_shell_command", {"command": "echo $GITHUB_TOKEN; echo x$GEMINI_API_KEY$GEMINI_SERVER_TOKEN; echo y$DB_PASSWORD"},
+                                executor=executor)
+    assert out.result["stdout"] == f"{SECRETS['GITHUB_TOKEN']}\nx\ny\n"
+
+
+def test_secret_name_patterns():
+    from gemini_split.client.tools.environment import is_secret_name
+
+    for name in ["GEMINI_API_KEY", "OPENAI_API_KEY", "aws_secret_access_key", "NPM_TOKEN", "PGPASSWORD_X_PASSWORD",
+                 "CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "API_KEY", "TOKEN", "SLACK_TOKEN_2"]:
+        assert is_secret_name(name), name
+    for name in ["PATH", "HOME", "KEYBOARD", "TOKENIZERS_PARALLELISM", "LANG", "TERM", "SSH_AUTH_SOCK", "EDITOR"]:
+        assert not is_secret_name(name), name
+    assert not is_secret_name("GITHUB_TOKEN", allow=("github_*",))
+    assert is_secret_name("GEMINI_API_KEY", allow=("*",))

@@ -59,7 +59,7 @@ class ReadFileTool(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         shown = args["file_path"]
-        path = ctx.workspace.resolve(shown, must_exist=True)
+        path = ctx.workspace.resolve_file(shown, must_exist=True)
         start = int(args.get("start_line") or 1)
         end = args.get("end_line")
         end = int(end) if end is not None else None
@@ -244,7 +244,7 @@ class WriteFileTool(Tool):
 
     def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
         shown = args["file_path"]
-        real = workspace.resolve(shown)
+        real = workspace.resolve_file(shown)
         rel = workspace.relative(real)
         old = read_text_for_edit(workspace, real, shown)
         if old == args["content"]:
@@ -257,7 +257,7 @@ class WriteFileTool(Tool):
 
     @staticmethod
     def _write(workspace: Workspace, shown: str, content: str) -> str:
-        real = workspace.resolve(shown)
+        real = workspace.resolve_file(shown)
         rel = workspace.relative(real)
         try:
             old = read_text_for_edit(workspace, real, shown)
@@ -323,7 +323,7 @@ class ReplaceTool(Tool):
         shown = args["file_path"]
         old_string: str = args["old_string"]
         new_string: str = args["new_string"]
-        real = workspace.resolve(shown)
+        real = workspace.resolve_file(shown)
         rel = workspace.relative(real)
         text = read_text_for_edit(workspace, real, shown)
         if text is None:

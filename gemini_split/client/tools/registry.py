@@ -38,10 +38,14 @@ class ToolRegistry:
         return len(self._tools)
 
 
-def default_tools() -> ToolRegistry:
+def default_tools(*, shell_env_allow: tuple[str, ...] = ()) -> ToolRegistry:
     """Every built-in local tool, with default limits. To change a limit,
     build the registry with the tool constructed differently, e.g.
-    ``RunShellCommandTool(timeout=600)``."""
+    ``RunShellCommandTool(timeout=600)``.
+
+    ``shell_env_allow``: secret-looking environment variables shell commands
+    may still see (glob patterns, e.g. ``("GITHUB_TOKEN",)``; see
+    :mod:`gemini_split.client.tools.environment`)."""
     from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
     from .search import GlobTool, GrepSearchTool
     from .shell import RunShellCommandTool
@@ -54,6 +58,6 @@ def default_tools() -> ToolRegistry:
         GrepSearchTool(),
         WriteFileTool(),
         ReplaceTool(),
-        RunShellCommandTool(),
+        RunShellCommandTool(env_allow=shell_env_allow),
         WebFetchTool(),
     ])

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .base import Tool, ToolContext, ToolFailed, ToolKind
+from .environment import tool_environment
 
 if TYPE_CHECKING:
     from ..workspace import Workspace
@@ -46,7 +47,9 @@ class RunShellCommandTool(Tool):
 
     ``timeout`` (seconds), ``max_output`` (characters per stream kept for
     the result) and ``kill_grace`` (seconds between SIGTERM and SIGKILL) are
-    the client's settings, not the model's."""
+    the client's settings, not the model's. ``env_allow``: glob patterns of
+    secret-looking environment variables the command may still see (see
+    :mod:`.environment`; the program's own keys are never passed)."""
 
     name = "run_shell_command"
     kind = ToolKind.EXECUTE
@@ -76,8 +79,10 @@ class RunShellCommandTool(Tool):
         max_output: int = DEFAULT_MAX_OUTPUT,
         kill_grace: float = 2.0,
         shell: str | None = None,
+        env_allow: tuple[str, ...] = (),
     ):
         self.timeout = timeout
+        self.env_allow = tuple(env_allow)
         self.max_output = max_output
         self.kill_grace = kill_grace
         self.shell = shell or shutil.which("bash") or "/bin/sh"
@@ -108,7 +113,7 @@ class RunShellCommandTool(Tool):
         if "\x00" in command:
             raise ToolFailed("invalid_arguments", "the command contains a NUL byte")
         cwd = self._directory(args, ctx.workspace)
-        env = dict(os.environ, GEMINI_CLI="1")
+        env = tool_environment(allow=self.env_allow, GEMINI_CLI="1")
         env["PATH"] = _absolute_path_entries(env.get("PATH", os.defpath))
         try:
             process = await trio.lowlevel.open_process(

@@ -3,10 +3,13 @@ and every message type must have an example."""
 
 from __future__ import annotations
 
+import json
 import re
+
+import msgspec
 from pathlib import Path
 
-from gemini_split.protocol import MESSAGE_TYPES, ErrorCode, decode
+from gemini_split.protocol import MESSAGE_TYPES, ErrorCode, decode, encode
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "protocol.md"
 
@@ -31,3 +34,21 @@ def test_every_error_code_is_documented():
     doc = DOC.read_text()
     missing = [code.value for code in ErrorCode if f"`{code.value}`" not in doc]
     assert missing == []
+
+
+def test_every_example_is_the_wire_form_this_implementation_sends():
+    """Same fields in the same order, and no field shown at its default
+    (a sender leaves those out): the examples are what goes over the wire,
+    not just something a lenient decoder accepts."""
+    for text in _examples():
+        shown = json.loads(text)
+        message = decode(text)
+        defaults = {
+            f.name: msgspec.to_builtins(f.default if f.default is not msgspec.NODEFAULT else f.default_factory())
+            for f in msgspec.structs.fields(type(message))
+            if f.required is False and f.default is not msgspec.UNSET and f.name != "protocol_version"
+        }
+        at_default = [k for k, v in shown.items() if k in defaults and v == defaults[k]]
+        assert at_default == [], f"{text}: shows defaults {at_default}"
+        sent = json.loads(encode(message))
+        assert list(sent.items()) == list(shown.items()), text

@@ -17,6 +17,7 @@ import httpx
 import pytest
 import trustme
 
+from gemini_split.protocol import PROTOCOL_VERSION
 from gemini_split.testing.fake_gemini import FakeGemini
 
 API_KEY = "daemon-key"
@@ -116,7 +117,7 @@ def test_health_answers_without_auth_and_reveals_nothing_else(tmp_path, auth_con
         response = httpx.get(address.replace("ws://", "http://") + "/health", timeout=10)
     assert response.status_code == 200
     body = response.json()
-    assert body == {"status": "ok", "version": body["version"], "protocol_version": "1.0", "sessions": 0}
+    assert body == {"status": "ok", "version": body["version"], "protocol_version": PROTOCOL_VERSION, "sessions": 0}
 
 
 def test_wss_works_with_the_ca_and_fails_without_it(tmp_path, client_dir):

@@ -122,7 +122,7 @@ def test_serve_stdio_writes_only_protocol_to_stdout_and_exits_when_stdin_closes(
     assert proc.returncode == 0, proc.stderr
     lines = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [m["type"] for m in lines] == ["connected", "error"]
-    assert lines[1]["code"] == "invalid_json" and lines[1]["fatal"] is False
+    assert lines[1]["code"] == "invalid_json" and lines[1].get("fatal", False) is False  # false is the default, left out
 
 
 def test_serve_stdio_exits_cleanly_on_sigterm(tmp_path):

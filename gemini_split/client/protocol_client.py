@@ -42,6 +42,7 @@ from gemini_split.protocol import (
     decode,
     encode,
 )
+from gemini_split.stamping import stamp
 from gemini_split.transport import (
     ConnectFailed,
     ConnectionBroken,
@@ -192,7 +193,7 @@ class ProtocolClient:
     async def run_turn(self, prompt: str, *, model: str | None = None) -> TurnOutcome:
         """Send a prompt and wait until the server finishes it (or fails).
         Events reach ``on_event`` meanwhile."""
-        request = GenerateContentRequest(prompt=prompt, model=model)
+        request = stamp(GenerateContentRequest(prompt=prompt, model=model))
         turn = _Turn(request.id)
         self._turn = turn
         try:
@@ -235,11 +236,12 @@ class ProtocolClient:
     # --- internals -----------------------------------------------------------
 
     async def _send(self, message: ClientMessage | Error) -> None:
-        text = encode(message)
+        text = encode(stamp(message))
         async with self._send_lock:
             await self.stream.send(text)
 
     async def _request(self, message: ClientMessage, timeout: float) -> ServerEvent:
+        message = stamp(message)
         done = trio.Event()
         box: list[ServerEvent] = []
         self._replies[message.id] = (done, box)

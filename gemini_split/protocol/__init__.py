@@ -1,19 +1,22 @@
 """The gemini-split protocol, sans-IO.
 
-Message types, the JSON codec, validation, the per-role connection state and
-the session event log. Nothing here performs I/O or imports trio or
-google-genai: both sides import this package and nothing else is shared.
+Message types (msgspec Structs), the JSON codec, validation, the per-role
+connection state and the session event log. Nothing here performs I/O, reads
+a clock or draws random numbers, or imports trio or google-genai: both sides
+import this package and nothing else is shared. Senders stamp ids and
+timestamps (``gemini_split.stamping``).
 """
 
 from .codec import (
     DEFAULT_MAX_MESSAGE_SIZE,
+    AnyMessage,
     check_version,
     decode,
     encode,
     from_json_object,
     to_json_object,
 )
-from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
+from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
 from .messages import (
     CLIENT_MESSAGES,
     MESSAGE_TYPES,
@@ -48,7 +51,7 @@ from .messages import (
     ToolSpec,
     ToolStarted,
     Usage,
-    new_id,
+    is_stamped,
 )
 from .state import ConnectionState, EventLog, Phase, ReplayUnavailable, coalesce
 

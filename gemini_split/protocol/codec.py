@@ -1,58 +1,69 @@
-"""Messages to JSON text and back, with validation.
+"""Messages to JSON text and back, with validation, on msgspec.
 
 ``decode`` is the only way text from a peer becomes a message: it checks the
-size, the JSON, the ``type`` and every field's type, and raises
-:class:`RemoteProtocolError` naming what is wrong. Unknown *fields* are
-ignored (a newer minor version may add them); unknown *types* are an error the
-receiver answers with an ``error`` message, then carries on.
+size, the JSON, the ``type`` and every field's type in one pass (msgspec), and
+raises :class:`RemoteProtocolError` naming what is wrong with a stable code
+and the field's path. Unknown *fields* are ignored (a newer minor version may
+add them); unknown *types* are an error the receiver answers with an
+``error`` message, then carries on. ``encode`` refuses a message its sender
+did not stamp (no ``id`` or ``timestamp``).
+
+Error messages never quote more than a short prefix of what the peer sent.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import types
-import typing
-from functools import cache
-from typing import Any
+import re
+from typing import Any, Union
 
-from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError
-from .messages import MESSAGE_TYPES, PROTOCOL_VERSION, Message
+import msgspec
+
+from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError, quote
+from .messages import MESSAGE_TYPES, PROTOCOL_VERSION, Message, is_stamped
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024
 """Bytes of JSON text in one message. Tool results are capped well below."""
 
-_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+AnyMessage = Union[tuple(MESSAGE_TYPES.values())]  # type: ignore[valid-type]  # noqa: UP007
+"""The tagged union of every message type (derived from the classes)."""
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder(AnyMessage)
+
+
+class _Envelope(msgspec.Struct):
+    """Only the ``type``: read again on the error path to name the message."""
+
+    type: Any = None
+
+
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
 
 
 def encode(message: Message) -> str:
-    """One message as compact JSON text (no newline)."""
-    obj = to_json_object(message)
+    """One message as compact JSON text (no newline).
+
+    Raises :class:`LocalProtocolError` for an unstamped message
+    (``missing_field``) or a value JSON cannot carry (``invalid_field``)."""
+    if not is_stamped(message):
+        missing = "id" if message.id is msgspec.UNSET else "timestamp"
+        raise LocalProtocolError(
+            ErrorCode.MISSING_FIELD,
+            f"{message.TYPE or type(message).__name__} has no {missing}: "
+            "stamp it (gemini_split.stamping) before sending",
+            field=missing,
+        )
     try:
-        return _encoder.encode(obj)
-    except (TypeError, ValueError) as exc:
+        return _encoder.encode(message).decode("utf-8")
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         raise LocalProtocolError(
             ErrorCode.INVALID_FIELD, f"cannot encode {message.TYPE}: {exc}"
         ) from None
 
 
 def to_json_object(message: Message) -> dict[str, Any]:
-    """The JSON object of a message, ``type`` first, ``None`` fields left out."""
-    obj: dict[str, Any] = {"type": message.TYPE}
-    obj.update(_dump(message))
-    return obj
-
-
-def _dump(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            f.name: _dump(getattr(value, f.name))
-            for f in dataclasses.fields(value)
-            if getattr(value, f.name) is not None
-        }
-    if isinstance(value, list | tuple):
-        return [_dump(v) for v in value]
-    return value
+    """The JSON object of a message, ``type`` first, defaults left out."""
+    return msgspec.to_builtins(message)  # type: ignore[no-any-return]
 
 
 def decode(
@@ -62,7 +73,7 @@ def decode(
 
     Raises :class:`RemoteProtocolError` with code ``message_too_large``,
     ``invalid_json``, ``invalid_message``, ``unknown_type``,
-    ``missing_field`` or ``invalid_field``.
+    ``missing_field`` or ``invalid_field``; ``field`` names the field.
     """
     if len(data) > max_size:
         raise RemoteProtocolError(
@@ -70,46 +81,32 @@ def decode(
             f"message of {len(data)} bytes is over the limit of {max_size} bytes",
         )
     try:
-        obj = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+        message = _decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise _invalid(str(exc), lambda: _kind_of_text(data)) from None
+    except msgspec.DecodeError as exc:
+        raise RemoteProtocolError(ErrorCode.INVALID_JSON, _not_json(str(exc), data)) from None
+    except RecursionError:
         raise RemoteProtocolError(
-            ErrorCode.INVALID_JSON, f"message is not valid JSON: {exc}"
+            ErrorCode.INVALID_JSON, "message is not valid JSON here: it is nested too deeply"
         ) from None
-    return from_json_object(obj)
+    except UnicodeError:
+        raise RemoteProtocolError(
+            ErrorCode.INVALID_JSON, "message is not valid JSON: it is not valid UTF-8 text"
+        ) from None
+    return _check_envelope(message)
 
 
 def from_json_object(obj: Any) -> Message:
     """Validate a parsed JSON value as a message (see :func:`decode`)."""
-    if not isinstance(obj, dict):
-        raise RemoteProtocolError(
-            ErrorCode.INVALID_MESSAGE,
-            f"message must be a JSON object, not {_json_kind(obj)}",
-        )
-    kind = obj.get("type")
-    if not isinstance(kind, str):
-        raise RemoteProtocolError(
-            ErrorCode.INVALID_MESSAGE,
-            "message has no 'type' string",
-            field="type",
-        )
-    cls = MESSAGE_TYPES.get(kind)
-    if cls is None:
-        raise RemoteProtocolError(
-            ErrorCode.UNKNOWN_TYPE, f"unknown message type {kind!r}", field="type"
-        )
-    for name in _ENVELOPE:
-        if obj.get(name) is None:
-            raise RemoteProtocolError(
-                ErrorCode.MISSING_FIELD,
-                f"{kind} is missing required field '{name}'",
-                field=name,
-            )
-    return _load_dataclass(cls, obj, kind)
-
-
-# Every message must carry these on the wire, though Python code constructing
-# a message gets them filled in by default.
-_ENVELOPE = ("id", "timestamp")
+    try:
+        message = msgspec.convert(obj, AnyMessage)
+    except msgspec.ValidationError as exc:
+        kind = obj.get("type") if isinstance(obj, dict) else None
+        raise _invalid(str(exc), lambda: kind) from None
+    except RecursionError:
+        raise RemoteProtocolError(ErrorCode.INVALID_MESSAGE, "message is nested too deeply") from None
+    return _check_envelope(message)
 
 
 def check_version(version: str) -> None:
@@ -119,107 +116,108 @@ def check_version(version: str) -> None:
     if theirs != ours:
         raise RemoteProtocolError(
             ErrorCode.UNSUPPORTED_VERSION,
-            f"protocol version {version!r} is not supported; "
+            f"protocol version {quote(version)} is not supported; "
             f"this peer speaks {PROTOCOL_VERSION} (major {ours})",
             field="protocol_version",
         )
 
 
-# --- validation -------------------------------------------------------------
+# --- errors ------------------------------------------------------------------
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _check_envelope(message: Message) -> Message:
+    # On the wire every message carries these; Python code builds messages
+    # without them and stamps them when sending.
+    if message.id is msgspec.UNSET or message.timestamp is msgspec.UNSET:
+        name = "id" if message.id is msgspec.UNSET else "timestamp"
+        raise RemoteProtocolError(
+            ErrorCode.MISSING_FIELD,
+            f"{message.TYPE} is missing required field '{name}'",
+            field=name,
+        )
+    return message
 
 
-@cache
-def _fields(cls: type) -> tuple[dataclasses.Field, ...]:
-    return tuple(f for f in dataclasses.fields(cls) if f.init)
+_AT = " - at `"
+_MISSING = re.compile(r"Object missing required field `(?P<name>[^`]*)`")
+_EXPECTED = re.compile(r"Expected `(?P<expected>[^`]*)`(?:, got `(?P<got>[^`]*)`)?")
+_WORDS = {
+    "str": "a string", "int": "an integer", "float": "a number", "bool": "true or false",
+    "array": "an array", "object": "an object", "null": "null",
+}
+_GOT_WORDS = {**_WORDS, "int": "a number", "float": "a number", "bool": "a boolean"}
 
 
-def _load_dataclass(cls: type, obj: dict, path: str) -> Any:
-    hints = _hints(cls)
-    kwargs = {}
-    for f in _fields(cls):
-        where = f"{path}.{f.name}"
-        if f.name not in obj or obj[f.name] is None:
-            required = (
-                f.default is dataclasses.MISSING
-                and f.default_factory is dataclasses.MISSING
+def _invalid(text: str, kind_of: Any) -> RemoteProtocolError:
+    """Map a msgspec validation error onto our codes, paths and words.
+
+    msgspec says e.g. ``Expected `str`, got `int` - at `$.tools[0].name```;
+    ``kind_of()`` reads the message's ``type`` (only called when needed)."""
+    what, sep, path = text.rpartition(_AT)
+    if not sep:
+        what, path = text, "$"
+    path = path.rstrip("`")
+    where = path.removeprefix("$").removeprefix(".")  # "tools[0].name", "" at the top
+    name = where.rsplit(".", 1)[-1].split("[")[0] if where else None
+
+    missing = _MISSING.fullmatch(what)
+    if where == "" and (what.startswith("Expected `object`") or missing and missing["name"] == "type"):
+        if missing:
+            return RemoteProtocolError(ErrorCode.INVALID_MESSAGE, "message has no 'type' string", field="type")
+        return RemoteProtocolError(
+            ErrorCode.INVALID_MESSAGE,
+            f"message must be a JSON object, not {_GOT_WORDS.get(_got(what), 'that')}",
+        )
+    if where == "type":
+        if what.startswith("Invalid value "):
+            return RemoteProtocolError(
+                ErrorCode.UNKNOWN_TYPE,
+                f"unknown message type {_cut(what.removeprefix('Invalid value '))}",
+                field="type",
             )
-            if required:
-                raise RemoteProtocolError(
-                    ErrorCode.MISSING_FIELD,
-                    f"{path} is missing required field '{f.name}'",
-                    field=f.name,
-                )
-            continue
-        kwargs[f.name] = _load_value(hints[f.name], obj[f.name], where)
-    return cls(**kwargs)
+        return RemoteProtocolError(ErrorCode.INVALID_MESSAGE, "message has no 'type' string", field="type")
 
-
-def _load_value(hint: Any, value: Any, where: str) -> Any:
-    if hint is Any:
-        return value
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(hint) if a is not type(None)]
-        if value is None:
-            return None
-        return _load_value(options[0], value, where)
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            raise _mistyped(where, "an object", value)
-        return _load_dataclass(hint, value, where)
-    if origin is list:
-        if not isinstance(value, list):
-            raise _mistyped(where, "an array", value)
-        (item,) = typing.get_args(hint) or (Any,)
-        return [_load_value(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    if hint is dict or origin is dict:
-        if not isinstance(value, dict):
-            raise _mistyped(where, "an object", value)
-        return value
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise _mistyped(where, "true or false", value)
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _mistyped(where, "an integer", value)
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise _mistyped(where, "a number", value)
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise _mistyped(where, "a string", value)
-        return value
-    raise TypeError(f"codec cannot load type {hint!r} at {where}")  # a bug here
-
-
-def _mistyped(where: str, expected: str, value: Any) -> RemoteProtocolError:
-    name = where.rsplit(".", 1)[-1]
-    return RemoteProtocolError(
-        ErrorCode.INVALID_FIELD,
-        f"{where} must be {expected}, not {_json_kind(value)}",
-        field=name.split("[")[0],
+    kind = kind_of()
+    subject = (kind if isinstance(kind, str) and kind in MESSAGE_TYPES else "message") + (
+        "." + where if where else ""
     )
+    if missing:
+        return RemoteProtocolError(
+            ErrorCode.MISSING_FIELD,
+            f"{subject} is missing required field '{missing['name']}'",
+            field=missing["name"],
+        )
+    expected = _EXPECTED.match(what)
+    if expected:
+        wanted = " or ".join(_WORDS.get(t.strip(), t.strip()) for t in expected["expected"].split("|"))
+        got = expected["got"]
+        tail = f", not {_GOT_WORDS.get(got, got)}" if got else ""
+        return RemoteProtocolError(ErrorCode.INVALID_FIELD, f"{subject} must be {wanted}{tail}", field=name)
+    # Anything else msgspec reports (a number out of range…), in its words.
+    return RemoteProtocolError(ErrorCode.INVALID_FIELD, f"{subject}: {_cut(what)}", field=name)
 
 
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+def _got(what: str) -> str:
+    match = _EXPECTED.match(what)
+    return (match["got"] or "") if match else ""
+
+
+def _cut(text: str, limit: int = 64) -> str:
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
+
+
+def _kind_of_text(data: str | bytes) -> Any:
+    try:
+        return _envelope_decoder.decode(data).type
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeError):
+        return None
+
+
+_LONE_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])")
+
+
+def _not_json(reason: str, data: str | bytes) -> str:
+    if reason == "Input data was truncated" and isinstance(data, str) and _LONE_SURROGATE_ESCAPE.search(data):
+        # msgspec reports a lone high surrogate escape as truncated input.
+        reason = "a \\uD800-\\uDBFF escape without the low surrogate that must follow it"
+    return f"message is not valid JSON: {reason}"

@@ -40,15 +40,41 @@ class ErrorCode(StrEnum):
     SHUTTING_DOWN = "shutting_down"
 
 
+MAX_ERROR_MESSAGE = 1000
+"""Characters of an error message at most: an error reply never grows with
+what the peer sent (a 15 MB unknown ``type`` must not come back 15 MB long)."""
+
+QUOTE_LIMIT = 64
+"""Characters of a peer's value that an error message quotes at most."""
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, marked when cut.
+
+    Use it for anything the peer chose that an error message names (a type,
+    an id): the message stays short whatever the peer sent."""
+    if isinstance(value, str) and len(value) > limit:
+        return repr(value[:limit]) + f"… ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_ERROR_MESSAGE:
+        return message
+    return message[: MAX_ERROR_MESSAGE - 1] + "…"
+
+
 class ProtocolError(GeminiSplitError):
     """A message broke the protocol.
 
     ``code`` is an :class:`ErrorCode`; ``field`` names the offending field when
-    there is one. ``str(err)`` is a sentence fit for the peer and for a log.
+    there is one. ``str(err)`` is a sentence fit for the peer and for a log,
+    never longer than :data:`MAX_ERROR_MESSAGE` characters.
     """
 
     def __init__(self, code: ErrorCode, message: str, *, field: str | None = None):
-        super().__init__(message)
+        super().__init__(_bounded(message))
         self.code = code
         self.field = field
 

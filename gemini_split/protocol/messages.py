@@ -1,64 +1,75 @@
-"""Every message of the gemini-split protocol, as frozen dataclasses.
+"""Every message of the gemini-split protocol, as frozen msgspec Structs.
 
-Each message class has a ``TYPE`` (its ``type`` on the wire) and a ``SENDER``
-(``"client"`` or ``"server"``). Every message carries ``id`` and
-``timestamp`` (milliseconds since the epoch). Events a server sends within a
-session (:class:`ServerEvent`) also carry ``seq``: assigned when the event is
-sent, strictly increasing per session, so a client that reconnects can ask for
-everything after the last ``seq`` it saw.
+A message class is a Struct tagged with its wire ``type`` (``tag="hello"``);
+``TYPE`` reads that tag back and ``SENDER`` says who sends it (``"client"``,
+``"server"`` or ``"either"``). The client and server unions
+(:data:`CLIENT_MESSAGES`, :data:`SERVER_MESSAGES`, :data:`MESSAGE_TYPES`) are
+derived from the class tree at the bottom of this module, so **adding a
+message is writing one class** above that line::
 
-Field names are snake_case on the wire exactly as here. ``docs/protocol.md``
-shows a JSON example of each message; ``tests/protocol`` checks that it does.
+    class ListSessions(ClientMessage, tag="list_sessions", kw_only=True):
+        limit: int = 50
+
+Every message carries ``id`` and ``timestamp`` (milliseconds since the epoch)
+on the wire, but this package has neither a clock nor randomness: a message
+is built *unstamped* (both :data:`msgspec.UNSET`) and the sender stamps it
+(``gemini_split.stamping``) before encoding; :func:`is_stamped` tells the two
+apart and the codec refuses to send an unstamped message. Events a server
+sends within a session (:class:`ServerEvent`) also carry ``seq``: assigned
+when the event is sent, strictly increasing per session, so a client that
+reconnects can ask for everything after the last ``seq`` it saw.
+
+Field names are snake_case on the wire exactly as here; a field equal to its
+default is left out of the wire form (``omit_defaults``) and a receiver fills
+the default back in. Sequences are tuples. ``docs/protocol.md`` shows a JSON
+example of each message; ``tests/test_docs.py`` checks that it does.
 """
 
 from __future__ import annotations
 
-import itertools
-import os
-import time
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-PROTOCOL_VERSION = "1.0"
+from msgspec import UNSET, Struct, UnsetType, field
+
+PROTOCOL_VERSION = "1.1"
 """``MAJOR.MINOR``. Peers with another major version cannot talk; a higher
-minor version only adds optional fields and message types."""
-
-_ids = itertools.count(1)
-_id_prefix = os.urandom(4).hex()
+minor version only adds optional fields and message types (1.1: fields equal
+to their default are left out of the wire form)."""
 
 
-def new_id() -> str:
-    """A message id unique within this process and very likely beyond it."""
-    return f"{_id_prefix}-{next(_ids)}"
+def _protocol_version() -> str:
+    # A factory rather than a plain default so that omit_defaults never drops
+    # the version from hello/connected: a peer must always see ours.
+    return PROTOCOL_VERSION
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+class _WireType:
+    """``cls.TYPE`` / ``message.TYPE``: the class's msgspec tag ("" if none)."""
+
+    def __get__(self, obj: object, cls: type) -> str:
+        return cls.__struct_config__.tag or ""  # type: ignore[attr-defined]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Message:
-    """Fields every message has."""
+class Message(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Fields every message has. ``id``/``timestamp`` stay ``UNSET`` until
+    the sender stamps the message."""
 
-    TYPE: ClassVar[str] = ""
+    TYPE: ClassVar[str] = _WireType()  # type: ignore[assignment]
     SENDER: ClassVar[str] = ""
 
-    id: str = field(default_factory=new_id)
-    timestamp: int = field(default_factory=now_ms)
+    id: str | UnsetType = UNSET
+    timestamp: int | UnsetType = UNSET
 
 
-@dataclass(frozen=True, kw_only=True)
-class ClientMessage(Message):
+class ClientMessage(Message, kw_only=True):
     SENDER: ClassVar[str] = "client"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ServerMessage(Message):
+class ServerMessage(Message, kw_only=True):
     SENDER: ClassVar[str] = "server"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ServerEvent(ServerMessage):
+class ServerEvent(ServerMessage, kw_only=True):
     """An event of a session. ``seq`` is set by the session's event log when
     the event is sent; ``request_id`` names the ``generate_content_request``
     it belongs to, when it belongs to one."""
@@ -67,20 +78,27 @@ class ServerEvent(ServerMessage):
     request_id: str | None = None
 
 
+def is_stamped(message: Message) -> bool:
+    """Whether the sender gave ``message`` its ``id`` and ``timestamp``."""
+    return message.id is not UNSET and message.timestamp is not UNSET
+
+
 # --- shared payload types ---------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolSpec:
+def _empty_object_schema() -> dict[str, Any]:
+    return {"type": "object", "properties": {}}
+
+
+class ToolSpec(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A tool the client offers: ``parameters`` is a JSON schema (object)."""
 
     name: str
     description: str
-    parameters: dict = field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: dict[str, Any] = field(default_factory=_empty_object_schema)
 
 
-@dataclass(frozen=True, kw_only=True)
-class Usage:
+class Usage(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Token counts, summed over every model call of a request."""
 
     prompt_tokens: int = 0
@@ -99,8 +117,7 @@ class Usage:
         )
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolFailure:
+class ToolFailure(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Why a tool call failed, in words a model can act on.
 
     ``code`` is short and stable (``not_found``, ``outside_workspace``,
@@ -116,206 +133,153 @@ class ToolFailure:
 # --- handshake --------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class Hello(ClientMessage):
+class Hello(ClientMessage, tag="hello", kw_only=True):
     """First message of a connection. ``token`` authenticates on transports
     that have no headers of their own. To resume a session, name it with its
     ``session_id`` and ``resume_token`` and say the last ``seq`` seen."""
 
-    TYPE: ClassVar[str] = "hello"
-
-    protocol_version: str = PROTOCOL_VERSION
+    protocol_version: str = field(default_factory=_protocol_version)
     client: str = ""
-    capabilities: list[str] = field(default_factory=list)
+    capabilities: tuple[str, ...] = ()
     token: str | None = None
     session_id: str | None = None
     resume_token: str | None = None
     last_seq: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class Connected(ServerMessage):
+class Connected(ServerMessage, tag="connected", kw_only=True):
     """The server's answer to ``hello``: the session is open."""
 
-    TYPE: ClassVar[str] = "connected"
-
-    protocol_version: str = PROTOCOL_VERSION
+    protocol_version: str = field(default_factory=_protocol_version)
     server: str = ""
     session_id: str
     resume_token: str | None = None
     resumed: bool = False
     model: str = ""
-    capabilities: list[str] = field(default_factory=list)
+    capabilities: tuple[str, ...] = ()
 
 
 # --- client to server -------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolDiscovery(ClientMessage):
+class ToolDiscovery(ClientMessage, tag="tool_discovery", kw_only=True):
     """The tools this client runs. Replaces any earlier announcement."""
 
-    TYPE: ClassVar[str] = "tool_discovery"
-
-    tools: list[ToolSpec] = field(default_factory=list)
+    tools: tuple[ToolSpec, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class GenerateContentRequest(ClientMessage):
+class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_only=True):
     """A user prompt. Its ``id`` is the ``request_id`` of every event it causes.
     ``model`` overrides the session's model for this and later requests."""
-
-    TYPE: ClassVar[str] = "generate_content_request"
 
     prompt: str
     model: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolExecutionResponse(ClientMessage):
+class ToolExecutionResponse(ClientMessage, tag="tool_execution_response", kw_only=True):
     """The outcome of a ``tool_execution_request`` (whose ``id`` is
     ``request_id`` here): exactly one of ``result`` and ``error``."""
-
-    TYPE: ClassVar[str] = "tool_execution_response"
 
     request_id: str
     result: Any = None
     error: ToolFailure | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolDecision(ClientMessage):
+class ToolDecision(ClientMessage, tag="tool_decision", kw_only=True):
     """The user's answer to ``tool_awaiting_approval``. ``always`` approves
     this tool for the rest of the session."""
-
-    TYPE: ClassVar[str] = "tool_decision"
 
     call_id: str
     approved: bool
     always: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
-class Cancel(ClientMessage):
+class Cancel(ClientMessage, tag="cancel", kw_only=True):
     """Stop the running request (or the one named) at once."""
-
-    TYPE: ClassVar[str] = "cancel"
 
     request_id: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class GetHistory(ClientMessage):
-    TYPE: ClassVar[str] = "get_history"
+class GetHistory(ClientMessage, tag="get_history", kw_only=True):
+    pass
 
 
-@dataclass(frozen=True, kw_only=True)
-class GetState(ClientMessage):
-    TYPE: ClassVar[str] = "get_state"
+class GetState(ClientMessage, tag="get_state", kw_only=True):
+    pass
 
 
 # --- server to client: events of a session -----------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class TextDelta(ServerEvent):
-    TYPE: ClassVar[str] = "text_delta"
-
+class TextDelta(ServerEvent, tag="text_delta", kw_only=True):
     content: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class ThinkingDelta(ServerEvent):
-    TYPE: ClassVar[str] = "thinking_delta"
-
+class ThinkingDelta(ServerEvent, tag="thinking_delta", kw_only=True):
     content: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolExecutionRequest(ServerEvent):
+class ToolExecutionRequest(ServerEvent, tag="tool_execution_request", kw_only=True):
     """Run ``tool`` with ``parameters`` on the client and answer with a
     ``tool_execution_response`` whose ``request_id`` is this message's ``id``
     within ``timeout`` seconds."""
 
-    TYPE: ClassVar[str] = "tool_execution_request"
-
     tool: str
-    parameters: dict = field(default_factory=dict)
+    parameters: dict[str, Any] = {}
     timeout: float = 600.0
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolAwaitingApproval(ServerEvent):
+class ToolAwaitingApproval(ServerEvent, tag="tool_awaiting_approval", kw_only=True):
     """A tool needs the user's yes or no (answer with ``tool_decision``).
 
     Sent by a server that runs tools itself; a client that runs tools locally
     asks its user without a round trip."""
 
-    TYPE: ClassVar[str] = "tool_awaiting_approval"
-
     call_id: str
     tool: str
-    parameters: dict = field(default_factory=dict)
+    parameters: dict[str, Any] = {}
     description: str = ""
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolStarted(ServerEvent):
-    TYPE: ClassVar[str] = "tool_started"
-
+class ToolStarted(ServerEvent, tag="tool_started", kw_only=True):
     call_id: str
     tool: str
-    parameters: dict = field(default_factory=dict)
+    parameters: dict[str, Any] = {}
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolDelta(ServerEvent):
+class ToolDelta(ServerEvent, tag="tool_delta", kw_only=True):
     """Output of a running tool as it arrives (``stream``: stdout or stderr)."""
-
-    TYPE: ClassVar[str] = "tool_delta"
 
     call_id: str
     content: str
     stream: str = "stdout"
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolCompleted(ServerEvent):
-    TYPE: ClassVar[str] = "tool_completed"
-
+class ToolCompleted(ServerEvent, tag="tool_completed", kw_only=True):
     call_id: str
     tool: str
     result: Any = None
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolError(ServerEvent):
+class ToolError(ServerEvent, tag="tool_error", kw_only=True):
     """A tool failed, was refused, timed out or was cancelled."""
-
-    TYPE: ClassVar[str] = "tool_error"
 
     call_id: str
     tool: str
     error: ToolFailure
 
 
-@dataclass(frozen=True, kw_only=True)
-class Finished(ServerEvent):
+class Finished(ServerEvent, tag="finished", kw_only=True):
     """The request is over. ``reason``: ``stop`` (the model is done) or
     ``cancelled``. ``turns`` counts model calls made for the request."""
 
-    TYPE: ClassVar[str] = "finished"
-
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = Usage()
     turns: int = 0
     reason: str = "stop"
 
 
-@dataclass(frozen=True, kw_only=True)
-class Retrying(ServerEvent):
+class Retrying(ServerEvent, tag="retrying", kw_only=True):
     """A transient model error; the call is repeated after ``delay`` seconds."""
-
-    TYPE: ClassVar[str] = "retrying"
 
     attempt: int
     max_attempts: int
@@ -323,40 +287,32 @@ class Retrying(ServerEvent):
     error: str
 
 
-@dataclass(frozen=True, kw_only=True)
-class History(ServerEvent):
+class History(ServerEvent, tag="history", kw_only=True):
     """The conversation so far (answer to ``get_history``), as Gemini
     ``Content`` objects: ``{"role": "user"|"model", "parts": [...]}``."""
 
-    TYPE: ClassVar[str] = "history"
-
     in_reply_to: str | None = None
-    messages: list[dict] = field(default_factory=list)
+    messages: tuple[dict[str, Any], ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class State(ServerEvent):
+class State(ServerEvent, tag="state", kw_only=True):
     """Where the session stands (answer to ``get_state``)."""
-
-    TYPE: ClassVar[str] = "state"
 
     in_reply_to: str | None = None
     session_id: str = ""
     model: str = ""
     busy: bool = False
     active_request_id: str | None = None
-    pending_tool_calls: list[str] = field(default_factory=list)
+    pending_tool_calls: tuple[str, ...] = ()
     history_length: int = 0
     last_seq: int = 0
 
 
-@dataclass(frozen=True, kw_only=True)
-class Error(ServerEvent):
+class Error(ServerEvent, tag="error", kw_only=True):
     """Something went wrong. ``code`` is stable (see ``ErrorCode``); if
     ``fatal``, the connection or session is no longer usable.
     ``in_reply_to`` names the message that caused it, when one did."""
 
-    TYPE: ClassVar[str] = "error"
     # Either side answers a message it cannot handle with an error.
     SENDER: ClassVar[str] = "either"
 
@@ -366,32 +322,21 @@ class Error(ServerEvent):
     in_reply_to: str | None = None
 
 
-CLIENT_MESSAGES: tuple[type[ClientMessage], ...] = (
-    Hello,
-    ToolDiscovery,
-    GenerateContentRequest,
-    ToolExecutionResponse,
-    ToolDecision,
-    Cancel,
-    GetHistory,
-    GetState,
-)
-SERVER_MESSAGES: tuple[type[ServerMessage], ...] = (
-    Connected,
-    TextDelta,
-    ThinkingDelta,
-    ToolExecutionRequest,
-    ToolAwaitingApproval,
-    ToolStarted,
-    ToolDelta,
-    ToolCompleted,
-    ToolError,
-    Finished,
-    Retrying,
-    History,
-    State,
-    Error,
-)
-MESSAGE_TYPES: dict[str, type[Message]] = {
-    cls.TYPE: cls for cls in CLIENT_MESSAGES + SERVER_MESSAGES
-}
+# --- the unions, derived from the classes above ------------------------------------
+# Define new message classes above this line: everything below is computed.
+
+
+def _tagged(base: type[Message]) -> tuple[type[Message], ...]:
+    """Every message class of this module under ``base``, in definition order."""
+    return tuple(
+        obj for obj in globals().values()
+        if isinstance(obj, type) and issubclass(obj, base) and obj.TYPE
+    )
+
+
+CLIENT_MESSAGES: tuple[type[ClientMessage], ...] = _tagged(ClientMessage)  # type: ignore[assignment]
+"""What a client sends (it may also send :class:`Error`)."""
+SERVER_MESSAGES: tuple[type[ServerMessage], ...] = _tagged(ServerMessage)  # type: ignore[assignment]
+"""What a server sends, :class:`Error` included."""
+MESSAGE_TYPES: dict[str, type[Message]] = {cls.TYPE: cls for cls in CLIENT_MESSAGES + SERVER_MESSAGES}
+"""Every message class by its wire ``type``."""

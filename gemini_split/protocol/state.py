@@ -7,10 +7,11 @@ act on what comes out.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import deque
 from collections.abc import Iterable
 from enum import Enum
+
+from msgspec.structs import replace
 
 from .codec import check_version
 from .errors import ErrorCode, RemoteProtocolError
@@ -103,7 +104,7 @@ class EventLog:
 
     def append(self, event: ServerEvent) -> ServerEvent:
         self.last_seq += 1
-        event = dataclasses.replace(event, seq=self.last_seq)
+        event = replace(event, seq=self.last_seq)
         self._events.append(event)
         return event
 
@@ -130,7 +131,7 @@ def coalesce(events: Iterable[ServerEvent]) -> list[ServerEvent]:
     for event in events:
         if out and _same_stream(out[-1], event):
             prev = out[-1]
-            out[-1] = dataclasses.replace(prev, content=prev.content + event.content)
+            out[-1] = replace(prev, content=prev.content + event.content)
         else:
             out.append(event)
     return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import trio
 
 from gemini_split.protocol import EventLog, ServerEvent, coalesce
+from gemini_split.stamping import stamp
 
 
 class Outbox:
@@ -48,4 +49,4 @@ class Outbox:
             await self._readable.wait()
         batch, self._pending = self._pending, []
         self._writable.set()
-        return [self.log.append(event) for event in batch]
+        return [self.log.append(stamp(event)) for event in batch]

@@ -27,6 +27,7 @@ from gemini_split.protocol import (
     decode,
     encode,
 )
+from gemini_split.stamping import stamp
 from gemini_split.transport import (
     Authenticator,
     ConnectionBroken,
@@ -104,11 +105,11 @@ class AgentService:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(session.run)
-                await stream.send(encode(Connected(
+                await stream.send(encode(stamp(Connected(
                     server=f"gemini-split/{__version__}", session_id=session.id,
                     resume_token=session.resume_token, model=session.model_name,
                     capabilities=SERVER_CAPABILITIES,
-                )))
+                ))))
                 nursery.start_soon(_write_events, stream, session, nursery.cancel_scope)
                 await self._read_messages(stream, state, session)
                 nursery.cancel_scope.cancel()
@@ -172,7 +173,7 @@ async def _write_events(stream: MessageStream, session: Session, scope: trio.Can
 
 async def _send_fatal(stream: MessageStream, code: ErrorCode, text: str) -> None:
     try:
-        await stream.send(encode(Error(code=code.value, message=text, fatal=True)))
+        await stream.send(encode(stamp(Error(code=code.value, message=text, fatal=True))))
     except (ConnectionClosed, ConnectionBroken):
         pass
     await stream.aclose(text)

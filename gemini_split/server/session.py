@@ -35,7 +35,9 @@ from gemini_split.protocol import (
     ToolExecutionResponse,
     ToolFailure,
     ToolSpec,
+    quote,
 )
+from gemini_split.stamping import stamp
 from gemini_split.transport import Principal
 
 from .agent import AgentRun, TurnLimitExceeded, run_agent
@@ -126,7 +128,7 @@ class Session:
             self.emit_nowait(self.state(in_reply_to=message.id))
         elif isinstance(message, ToolDecision):
             self.reply_error(message, ErrorCode.UNEXPECTED_MESSAGE,
-                             f"no tool call {message.call_id!r} is awaiting approval in this session")
+                             f"no tool call {quote(message.call_id)} is awaiting approval in this session")
         else:
             self.reply_error(message, ErrorCode.UNEXPECTED_MESSAGE, f"{message.TYPE} is not expected now")
 
@@ -218,7 +220,7 @@ class Session:
 
     async def _call_tool(self, request_id: str, name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         """Ask the client to run a tool; wait for its answer or the timeout."""
-        event = ToolExecutionRequest(request_id=request_id, tool=name, parameters=args, timeout=self.config.tool_timeout)
+        event = stamp(ToolExecutionRequest(request_id=request_id, tool=name, parameters=args, timeout=self.config.tool_timeout))
         pending = _PendingCall()
         self._pending[event.id] = pending
         try:
@@ -241,7 +243,7 @@ class Session:
         pending = self._pending.get(response.request_id)
         if pending is None or pending.done.is_set():
             self.reply_error(response, ErrorCode.UNEXPECTED_MESSAGE,
-                             f"no tool call {response.request_id!r} is waiting for an answer")
+                             f"no tool call {quote(response.request_id)} is waiting for an answer")
             return
         pending.response = response
         pending.done.set()

@@ -20,6 +20,7 @@ from gemini_split.client.tools.registry import ToolRegistry, default_tools
 from gemini_split.client.workspace import Workspace
 from gemini_split.protocol import Hello, decode, encode
 from gemini_split.server.config import ServerConfig
+from gemini_split.stamping import stamp
 from gemini_split.server.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
@@ -63,7 +64,7 @@ class RawClient:
         self.stream = stream
 
     async def send(self, message_or_text) -> None:
-        text = message_or_text if isinstance(message_or_text, str) else encode(message_or_text)
+        text = message_or_text if isinstance(message_or_text, str) else encode(stamp(message_or_text))
         await self.stream.send(text)
 
     async def receive(self):

@@ -25,6 +25,7 @@ from gemini_split.protocol import (
     ToolStarted,
 )
 from gemini_split.server.scripted import ScriptedModel
+from gemini_split.stamping import stamp
 
 from .helpers import connected_client, raw_client, serving
 
@@ -218,9 +219,9 @@ async def test_cancel_stops_a_pending_tool_on_the_client_too(tmp_path):
 async def test_a_second_request_while_one_runs_is_refused_as_busy():
     model = ScriptedModel([{"text": "slow", "delay": 0.5}])
     async with serving(model) as (_, address), raw_client(address) as raw:
-        first = GenerateContentRequest(prompt="one")
+        first = stamp(GenerateContentRequest(prompt="one"))
         await raw.send(first)
-        second = GenerateContentRequest(prompt="two")
+        second = stamp(GenerateContentRequest(prompt="two"))
         await raw.send(second)
         seen = await raw.receive_until(lambda m: isinstance(m, Finished))
     busy = [m for m in seen if isinstance(m, Error)]
@@ -310,7 +311,7 @@ async def test_a_server_that_goes_silent_mid_turn_is_detected_by_a_probe(tmp_pat
 
     async def frozen_server(stream):
         decode(await stream.receive())  # hello
-        await stream.send(encode(Connected(session_id="s-frozen")))
+        await stream.send(encode(stamp(Connected(session_id="s-frozen"))))
         await trio.sleep_forever()  # reads nothing, answers nothing
 
     transport = get_transport("loopback:")

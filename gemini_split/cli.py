@@ -173,4 +173,7 @@ def _configure_logging(debug: bool, env: Environment) -> None:
 
 def run() -> None:
     """Console-script entry point."""
+    from gemini_split.client.tools.processes import install_signal_cleanup
+
+    install_signal_cleanup()  # SIGTERM/SIGHUP: no tool process outlives us
     sys.exit(int(main()))

@@ -6,7 +6,8 @@ there is no bash) in a new session, so it and everything it starts share
 one process group. That whole group is stopped — SIGTERM, then SIGKILL after
 a grace period — when the command times out, when the call is cancelled (a
 cancelled turn, a client shutting down), and when the shell itself exits
-while processes it started in the background are still running.
+while processes it started in the background are still running — and when
+the client itself dies, however it dies (see :mod:`.processes`).
 
 Error handling: a command that runs and fails is not an error of the tool —
 its exit code, stdout and stderr are the result. The tool fails
@@ -28,6 +29,7 @@ import trio
 
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 from .environment import tool_environment
+from .processes import open_tool_process, release_tool_process
 
 if TYPE_CHECKING:
     from ..workspace import Workspace
@@ -116,11 +118,10 @@ class RunShellCommandTool(Tool):
         env = tool_environment(allow=self.env_allow, GEMINI_CLI="1")
         env["PATH"] = _absolute_path_entries(env.get("PATH", os.defpath))
         try:
-            process = await trio.lowlevel.open_process(
+            process = await open_tool_process(
                 [self.shell, "-c", command],
                 cwd=str(cwd), env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                start_new_session=True,
             )
         except OSError as exc:
             raise ToolFailed("spawn_failed", f"the shell {self.shell} could not be started: {exc.strerror}") from None
@@ -130,6 +131,7 @@ class RunShellCommandTool(Tool):
         finally:
             with trio.CancelScope(shield=True):
                 await run.cleanup()
+            release_tool_process(process)
         code = process.returncode
         result: dict[str, Any] = {
             "command": command,

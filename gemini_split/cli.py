@@ -14,7 +14,7 @@ import sys
 from gemini_split import __version__
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
-from gemini_split.exit_status import ExitStatus
+from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.ui.oneshot import OUTPUT_FORMATS
 
 
@@ -143,10 +143,10 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         return _run_client(args, env)
     except ConfigurationError as exc:
         env.warn(f"gemini-split: {exc}")
-        return getattr(exc, "exit_status", ExitStatus.USAGE)
-    except KeyboardInterrupt:
+        return exit_status_for(exc)
+    except KeyboardInterrupt as exc:
         env.warn("Interrupted.")
-        return ExitStatus.INTERRUPTED
+        return exit_status_for(exc)
 
 
 def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:

@@ -2,7 +2,15 @@
 
 Each subclass means one thing. Layers translate foreign exceptions into these
 at their boundary (``raise TransportError(...) from exc``), so a caller never
-has to know which library sits underneath.
+has to know which library sits underneath. Which exit status an error ends
+the program with is decided in one place:
+:func:`gemini_split.exit_status.exit_status_for`.
+
+Names: an exception says what failed (``ConnectFailed``, ``ToolFailed``) or
+ends in ``Error``; a protocol message is named after its wire ``type``
+(``ToolError`` is the ``tool_error`` event, never raised); a payload a
+message carries is a noun (``ToolFailure``: the code, message and hint of a
+failed tool call, which ``ToolFailed.to_failure()`` builds).
 """
 
 from __future__ import annotations
@@ -21,3 +29,12 @@ class ConfigurationError(GeminiSplitError):
 
 class ProfileError(ConfigurationError):
     """A server profile file or entry is unusable."""
+
+
+class BadInput(ConfigurationError):
+    """What the user gave us to work on is unusable: an empty prompt,
+    standard input that is not text, a workspace that is not a directory."""
+
+
+class MissingApiKey(ConfigurationError):
+    """A Gemini model was asked for and there is no API key."""

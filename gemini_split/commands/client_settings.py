@@ -14,15 +14,10 @@ from pathlib import Path
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.connect import ClientSettings
 from gemini_split.environment import Environment
-from gemini_split.errors import ConfigurationError
-from gemini_split.exit_status import ExitStatus
+from gemini_split.errors import BadInput, ConfigurationError
 from gemini_split.transport import ConnectOptions
 
 DEFAULT_SERVER_PORT = 8080
-
-
-class BadInput(ConfigurationError):
-    exit_status = ExitStatus.BAD_INPUT
 
 
 def resolve_client_settings(args: argparse.Namespace, env: Environment) -> ClientSettings:

@@ -8,14 +8,9 @@ imported), so a missing key is one clear line and exit status 41.
 from __future__ import annotations
 
 from gemini_split.environment import Environment
-from gemini_split.errors import ConfigurationError
-from gemini_split.exit_status import ExitStatus
+from gemini_split.errors import ConfigurationError, MissingApiKey
 from gemini_split.server.config import DEFAULT_MODEL
 from gemini_split.server.model import Model
-
-
-class MissingApiKey(ConfigurationError):
-    exit_status = ExitStatus.AUTH
 
 
 def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = "") -> tuple[str, Model]:

@@ -16,12 +16,13 @@ import trio
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.environment import Environment
+from gemini_split.errors import BadInput
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.protocol import ErrorCode
 from gemini_split.transport import AuthenticationFailed, ConnectFailed, TransportError
 from gemini_split.ui.oneshot import OneShotRenderer, make_renderer
 
-from .client_settings import BadInput, resolve_client_settings
+from .client_settings import resolve_client_settings
 
 #: Seconds to wait for the server to confirm a cancel before leaving anyway.
 CANCEL_GRACE = 3.0
@@ -93,7 +94,7 @@ async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: 
         code = exc.code or "connect_failed"
         return renderer.finish(error_code=code, error_message=str(exc))
     except (ConnectFailed, TransportError) as exc:
-        return renderer.finish(error_code="connect_failed", error_message=str(exc), status=ExitStatus.ERROR)
+        return renderer.finish(error_code="connect_failed", error_message=str(exc), status=exit_status_for(exc))
     if interrupted:
         return renderer.finish(error_code=ErrorCode.CANCELLED.value, error_message="cancelled by the user",
                                status=ExitStatus.INTERRUPTED)

@@ -213,15 +213,15 @@ def describe_connect_error(exc: BaseException) -> tuple[str, str | None, ExitSta
     from gemini_split.exit_status import exit_status_for
     from gemini_split.transport import AuthenticationFailed
 
+    status = exit_status_for(exc)
     if isinstance(exc, AuthenticationFailed):
-        return f"authentication failed: {exc}", "unauthorized", ExitStatus.AUTH
+        return f"authentication failed: {exc}", "unauthorized", status
     if isinstance(exc, HandshakeFailed | RequestFailed):
-        code = exc.code
-        return str(exc), code, exit_status_for(code) if code else ExitStatus.ERROR
+        return str(exc), exc.code, status
     message = str(exc)
     if not message.lower().startswith("cannot connect"):
         message = f"cannot connect: {message}"
-    return message, "connect_failed", ExitStatus.ERROR
+    return message, "connect_failed", status
 
 
 def _test(target: str, env: Environment) -> ExitStatus:

@@ -1,21 +1,35 @@
 """Command-line entry point: argument parsing and dispatch.
 
 ``main(argv, env) -> ExitStatus`` never calls ``sys.exit``; ``run()`` does,
-for the console script. Every command's module is imported only when that
-command runs, so ``gemini-split -p`` never pays for the REPL or WebSocket.
+for the console script.
+
+The shell is fast: ``--version``, ``--help`` and ``server list --names``
+(which the shell completions run on every Tab) import neither trio nor the
+protocol nor a transport, and a subcommand's arguments are added to the
+parser only when that subcommand is on the command line
+(:class:`_Subcommands`). Each command's module is imported to run it, so
+``gemini-split -p`` never pays for the REPL or WebSocket.
+``bench/cli_start.py`` measures the shell against bare Python;
+``tests/test_cli_start.py`` checks what it imports.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import importlib
 import sys
+
+# Not `from typing import ...`: typing costs more to import than the rest of
+# this module, and annotations here are never evaluated.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from gemini_split import __version__
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
-from gemini_split.ui.oneshot import OUTPUT_FORMATS
+from gemini_split.ui.output_formats import OUTPUT_FORMATS
 
 
 DESCRIPTION = """\
@@ -54,14 +68,72 @@ class UsageError(Exception):
     pass
 
 
+class _Subcommands(argparse._SubParsersAction):
+    """Subcommands whose arguments are added only when they are needed.
+
+    :meth:`add_lazy` declares a subcommand by name and help (all that the
+    top-level ``--help`` shows); its arguments are added by ``add``, a
+    command module's ``add_*_parser(commands)`` named ``"module:function"``
+    and imported only then: when argparse reaches that subcommand on the
+    command line, or when :func:`fill_all` needs the whole command line
+    (shell completions)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unfilled: dict[str, str] = {}
+
+    def add_lazy(self, name: str, help: str, add: str) -> None:
+        self.add_parser(name, help=help)
+        self._unfilled[name] = add
+
+    def fill(self, name: str) -> None:
+        add = self._unfilled.pop(name, None)
+        if add is not None:
+            module, _, function = add.partition(":")
+            getattr(importlib.import_module(module), function)(_FillIn(self.choices[name]))
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        self.fill(values[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _FillIn:
+    """What a command module's ``add_*_parser(commands)`` sees: its
+    ``add_parser`` returns the subcommand's existing parser, given the
+    description, epilog and formatter it asks for."""
+
+    def __init__(self, parser: argparse.ArgumentParser):
+        self._parser = parser
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        for key, value in kwargs.items():
+            setattr(self._parser, key, value)
+        return self._parser
+
+
+def fill_all(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add every lazily declared subcommand's arguments (for tools that read
+    the whole parser, such as the completion generator); returns ``parser``."""
+    for action in parser._actions:
+        if isinstance(action, _Subcommands):
+            for name in list(action.choices):
+                action.fill(name)
+                fill_all(action.choices[name])
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line. Shell completions are generated from this."""
+    """The whole command line. Subcommands' arguments are filled in when
+    they are parsed; :func:`fill_all` fills them all. Shell completions are
+    generated from it."""
     parser = _Parser(
         prog="gemini-split",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.register("action", "parsers", _Subcommands)
     parser.add_argument("--version", action="version", version=f"gemini-split {__version__}")
     parser.add_argument("-p", "--prompt", help="answer this prompt once and exit (piped stdin is appended)")
     parser.add_argument("-m", "--model", help="Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)")
@@ -70,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", metavar="DIR",
                         help="directory the local tools may use (default: the current directory)")
     _add_client_connection_args(parser)
-    from gemini_split.client.approval import ApprovalMode
+    from gemini_split.client.approval_mode import ApprovalMode
 
     parser.add_argument("--approval-mode", choices=[m.value for m in ApprovalMode],
                         help="default: ask before edits, shell and network; auto_edit: edits run; "
@@ -84,14 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="log details to stderr")
 
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from gemini_split.commands.serve import add_serve_parser
-
-    add_serve_parser(commands)
-    from gemini_split.commands.completions import add_completions_parser
-    from gemini_split.commands.server_profiles import add_server_parser
-
-    add_server_parser(commands)
-    add_completions_parser(commands)
+    assert isinstance(commands, _Subcommands)
+    commands.add_lazy("serve", "run the agent loop as a server for remote clients",
+                      "gemini_split.commands.serve:add_serve_parser")
+    commands.add_lazy("server", "manage named servers (profiles for --server)",
+                      "gemini_split.commands.server_profiles:add_server_parser")
+    commands.add_lazy("completions", "print a shell completion script",
+                      "gemini_split.commands.completions:add_completions_parser")
     return parser
 
 
@@ -126,7 +197,8 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         return ExitStatus.USAGE
     except SystemExit as exc:  # --help and --version
         return ExitStatus(exc.code or 0)
-    _configure_logging(args.debug, env)
+    if args.debug or args.command in (None, "serve"):
+        _configure_logging(args.debug, env)
     try:
         if args.command == "serve":
             from gemini_split.commands.serve import run_serve
@@ -161,6 +233,11 @@ def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
 
 def _configure_logging(debug: bool, env: Environment) -> None:
+    """Warnings (or everything, with --debug) to stderr. Only for commands
+    that run a session: ``server list`` and ``completions`` log nothing, and
+    do not pay for importing logging."""
+    import logging
+
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
         stream=env.stderr,

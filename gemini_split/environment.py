@@ -9,18 +9,37 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Mapping
+
+TYPE_CHECKING = False  # typing is not imported on `gemini-split --version`'s path
+if TYPE_CHECKING:
+    from typing import IO
 
 
-@dataclass
 class Environment:
-    stdin: IO[str] = field(default_factory=lambda: sys.stdin)
-    stdout: IO[str] = field(default_factory=lambda: sys.stdout)
-    stderr: IO[str] = field(default_factory=lambda: sys.stderr)
-    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
-    cwd: Path = field(default_factory=Path.cwd)
+    """The std streams, environment variables and working directory; each
+    defaults to this process's own.
+
+    A plain class, not a dataclass: ``cli`` imports it on every run, and
+    ``dataclasses`` would pull ``inspect`` into ``gemini-split --version``."""
+
+    def __init__(
+        self,
+        stdin: IO[str] | None = None,
+        stdout: IO[str] | None = None,
+        stderr: IO[str] | None = None,
+        environ: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+    ):
+        self.stdin: IO[str] = sys.stdin if stdin is None else stdin
+        self.stdout: IO[str] = sys.stdout if stdout is None else stdout
+        self.stderr: IO[str] = sys.stderr if stderr is None else stderr
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
+        self.cwd: Path = Path.cwd() if cwd is None else cwd
+
+    def __repr__(self) -> str:
+        return f"Environment(cwd={str(self.cwd)!r}, stdin={self.stdin!r}, stdout={self.stdout!r})"
 
     @property
     def stdin_isatty(self) -> bool:

@@ -68,7 +68,7 @@ def _bash_complete(words: list[str], env: dict[str, str]) -> list[str]:
     script = (
         f"source {COMPLETIONS / FILE_NAMES['bash']}\n"
         f"COMP_WORDS=({array}); COMP_CWORD={len(words) - 1}\n"
-        "_gemini_split\n"
+        "_shtab_gemini_split\n"
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
     out = subprocess.run(["bash", "--norc", "--noprofile", "-c", script], env=env, capture_output=True,

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from .approval_mode import ApprovalMode, parse_approval_mode
 from .tools.base import Tool, ToolKind
 
 SHELL_TOOL = "run_shell_command"
@@ -78,27 +79,6 @@ class ApprovalRequest:
 
 class Asker(Protocol):
     async def ask(self, request: ApprovalRequest) -> Answer: ...
-
-
-class ApprovalMode(Enum):
-    """``--approval-mode``: how much runs without asking."""
-
-    DEFAULT = "default"  # ask before edits, shell and network
-    AUTO_EDIT = "auto_edit"  # edits run; shell and network still ask
-    YOLO = "yolo"  # nothing asks
-
-
-def parse_approval_mode(text: str) -> ApprovalMode:
-    """The mode named by ``--approval-mode`` or ``GEMINI_APPROVAL_MODE``.
-
-    Case and surrounding blanks do not matter, and ``auto-edit`` is accepted
-    for ``auto_edit``. Raises :class:`ValueError` naming the valid modes."""
-    key = str(text).strip().lower().replace("-", "_")
-    for mode in ApprovalMode:
-        if mode.value == key:
-            return mode
-    valid = ", ".join(m.value for m in ApprovalMode)
-    raise ValueError(f"unknown approval mode {text!r}: valid modes are {valid}")
 
 
 def parse_allowed_tools(text: str) -> list[str]:

@@ -39,7 +39,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gemini_split.errors import ProfileError
-from gemini_split.files import replace_atomically
 
 FILE_NAME = "servers.json"
 
@@ -314,6 +313,9 @@ class ProfileStore:
 
     def save(self, profiles: list[ServerProfile]) -> None:
         """Write the file atomically with mode 0600."""
+        # Imported here: reading (`server list --names`, on every Tab) needs none of it.
+        from gemini_split.files import replace_atomically
+
         data = {"profiles": [p.to_json() for p in profiles]}
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
         try:

@@ -10,12 +10,9 @@ close with a reason, and the process exits 0.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import signal
 from typing import Any
-
-import trio
 
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
@@ -31,7 +28,6 @@ SHUTDOWN_GRACE = 5.0
 def add_serve_parser(commands: Any) -> None:
     p = commands.add_parser(
         "serve",
-        help="run the agent loop as a server for remote clients",
         description="Run the agent loop (the part that talks to Gemini) for clients that "
                     "connect over WebSocket, or for one client over stdin/stdout (--stdio). "
                     "Tools still run on the clients.",
@@ -76,6 +72,10 @@ def add_serve_parser(commands: Any) -> None:
 
 def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     """Check everything that can be checked, then serve until told to stop."""
+    # Imported here, not above: `gemini-split --help` builds this command's
+    # parser and must not pay for trio (bench/cli_start.py measures it).
+    import trio
+
     from gemini_split.server.auth import load_auth_config
     from gemini_split.commands.model_setup import open_model
     from gemini_split.server.config import ServerConfig
@@ -138,6 +138,8 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
 
 async def _serve(service: Any, address: str, options: Any, env: Environment) -> None:
+    import trio
+
     from gemini_split.transport import get_transport
 
     transport = get_transport(address)
@@ -187,6 +189,8 @@ def _parse_listen(listen: str | None, env_port: str | None) -> tuple[str, int]:
 
 
 def _is_loopback(host: str) -> bool:
+    import ipaddress
+
     if host == "localhost":
         return True
     try:

@@ -30,7 +30,6 @@ ADDRESS_HELP = "ws://HOST:PORT, wss://HOST:PORT or 'stdio:COMMAND …'"
 def add_server_parser(commands: Any) -> None:
     p = commands.add_parser(
         "server",
-        help="manage named servers (profiles for --server)",
         description="Manage server profiles, the names --server and the REPL's /server connect "
                     "accept. They live in servers.json in $GEMINI_SPLIT_HOME or ~/.gemini "
                     "(mode 0600: it may hold tokens).",

@@ -31,7 +31,7 @@ from gemini_split.protocol import (
     Usage,
 )
 
-OUTPUT_FORMATS = ("text", "json", "stream-json")
+from .output_formats import OUTPUT_FORMATS  # re-exported: the renderers below are these
 
 
 @dataclass

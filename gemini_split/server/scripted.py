@@ -1,7 +1,7 @@
 """A model that replays a script: tests and demos without a network.
 
-The script is a list of turns, the same format the fake Gemini server in
-:mod:`gemini_split.testing.fake_gemini` takes; each model call consumes the
+The script is a list of turns (:mod:`gemini_split.server.script_format`), the
+format the fake Gemini server takes too; each model call consumes the
 next turn:
 
 * ``{"text": "...", "chunks": N, "thought": "..."}`` – text in N pieces,
@@ -43,6 +43,7 @@ from .model import (
     ThoughtChunk,
     UsageChunk,
 )
+from .script_format import load_script
 
 
 class ScriptedModel(Model):
@@ -54,8 +55,6 @@ class ScriptedModel(Model):
     def from_file(cls, path: str) -> ScriptedModel:
         """Raises ``OSError`` or ``ValueError`` (with the turn and key at
         fault) for a file that is not a valid script."""
-        from gemini_split.testing.fake_gemini import load_script
-
         return cls(load_script(path))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:

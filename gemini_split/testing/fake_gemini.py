@@ -157,7 +157,6 @@ import collections
 import copy
 import itertools
 import json
-import os
 import re
 import signal
 import socket
@@ -169,40 +168,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable
 from urllib.parse import parse_qs, urlsplit
 
+# The script format is the scripted model's too; it lives with the server so
+# runtime code never imports this testing package.
+from gemini_split.server.script_format import (
+    _CONTENT_KEYS,
+    STATUS_NAMES,
+    _error_status,
+    load_script,
+    validate_turn,
+)
+
 __all__ = ["FakeGemini", "STATUS_NAMES", "load_script", "validate_turn", "main"]
 
 #: HTTP status -> google.rpc status name, as the Gemini API spells them.
-STATUS_NAMES: dict[int, str] = {
-    400: "INVALID_ARGUMENT",
-    401: "UNAUTHENTICATED",
-    403: "PERMISSION_DENIED",
-    404: "NOT_FOUND",
-    409: "ABORTED",
-    412: "FAILED_PRECONDITION",
-    429: "RESOURCE_EXHAUSTED",
-    499: "CANCELLED",
-    500: "INTERNAL",
-    501: "NOT_IMPLEMENTED",
-    503: "UNAVAILABLE",
-    504: "DEADLINE_EXCEEDED",
-}
-
-_TURN_KEYS = frozenset(
-    {
-        "text",
-        "chunks",
-        "thought",
-        "function_calls",
-        "error",
-        "raw",
-        "finish_reason",
-        "usage",
-        "delay",
-        "chunk_delay",
-        "abort_after",
-    }
-)
-_CONTENT_KEYS = ("text", "thought", "function_calls", "error", "raw")
 _USAGE_KEYS = {
     "prompt_token_count": "promptTokenCount",
     "candidates_token_count": "candidatesTokenCount",
@@ -223,108 +201,6 @@ _MISSING_KEY_MESSAGE = (
     "call this API."
 )
 _INVALID_KEY_MESSAGE = "API key not valid. Please pass a valid API key."
-
-
-# --------------------------------------------------------------------------
-# Script handling
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def validate_turn(turn: Any, where: str = "turn") -> dict:
-    """Check one script turn; return it (unchanged) or raise ``ValueError``."""
-    if not isinstance(turn, dict):
-        raise ValueError(f"{where}: a turn must be a JSON object, got {turn!r}")
-    unknown = set(turn) - _TURN_KEYS
-    if unknown:
-        raise ValueError(
-            f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_TURN_KEYS)}"
-        )
-    for key in ("text", "thought", "finish_reason"):
-        if key in turn and not isinstance(turn[key], str):
-            raise ValueError(f"{where}: {key!r} must be a string")
-    if "chunks" in turn and (
-        not isinstance(turn["chunks"], int)
-        or isinstance(turn["chunks"], bool)
-        or turn["chunks"] < 1
-    ):
-        raise ValueError(f"{where}: 'chunks' must be an integer >= 1")
-    for key in ("delay", "chunk_delay"):
-        if key in turn and (not _is_number(turn[key]) or turn[key] < 0):
-            raise ValueError(f"{where}: {key!r} must be a number >= 0")
-    if "abort_after" in turn and (
-        not isinstance(turn["abort_after"], int)
-        or isinstance(turn["abort_after"], bool)
-        or turn["abort_after"] < 0
-    ):
-        raise ValueError(f"{where}: 'abort_after' must be an integer >= 0")
-    if "usage" in turn:
-        usage = turn["usage"]
-        if not isinstance(usage, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in usage.values()
-        ):
-            raise ValueError(f"{where}: 'usage' must map names to integers")
-    if "function_calls" in turn:
-        calls = turn["function_calls"]
-        if not isinstance(calls, list) or not calls:
-            raise ValueError(f"{where}: 'function_calls' must be a non-empty list")
-        for i, call in enumerate(calls):
-            if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-                raise ValueError(f"{where}: function_calls[{i}] needs a string 'name'")
-            extra = set(call) - {"name", "args", "id"}
-            if extra:
-                raise ValueError(f"{where}: function_calls[{i}] unknown key(s) {sorted(extra)}")
-            if "args" in call and not isinstance(call["args"], dict):
-                raise ValueError(f"{where}: function_calls[{i}].args must be an object")
-    if "error" in turn:
-        _error_status(turn["error"], where)
-        others = [k for k in _CONTENT_KEYS if k != "error" and k in turn]
-        if others:
-            raise ValueError(f"{where}: 'error' cannot be combined with {others}")
-    if "raw" in turn:
-        raw = turn["raw"]
-        if not isinstance(raw, list) or not raw or not all(isinstance(c, dict) for c in raw):
-            raise ValueError(f"{where}: 'raw' must be a non-empty list of objects")
-        others = [k for k in _CONTENT_KEYS if k != "raw" and k in turn]
-        if others:
-            raise ValueError(f"{where}: 'raw' cannot be combined with {others}")
-    return turn
-
-
-def _error_status(error: Any, where: str = "turn") -> tuple[int, str]:
-    """Return (HTTP code, Google status name) of a scripted error."""
-    if not isinstance(error, dict):
-        raise ValueError(f"{where}: 'error' must be an object")
-    code = error.get("code")
-    status = error.get("status")
-    http = code if isinstance(code, int) and not isinstance(code, bool) else status
-    if not isinstance(http, int) or isinstance(http, bool) or not 400 <= http <= 599:
-        raise ValueError(f"{where}: 'error' needs an HTTP status 400..599 in 'status' (or 'code')")
-    name = status if isinstance(status, str) else STATUS_NAMES.get(http, "UNKNOWN")
-    return http, name
-
-
-def load_script(source: Any) -> list[dict]:
-    """Load and validate a script.
-
-    ``source`` is a list of turns, a dict ``{"turns": [...]}``, or a path
-    (str / os.PathLike; ``"-"`` reads stdin) to a JSON file holding either.
-    """
-    if isinstance(source, (str, os.PathLike)):
-        if os.fspath(source) == "-":
-            data = json.load(sys.stdin)
-        else:
-            with open(source, encoding="utf-8") as f:
-                data = json.load(f)
-    else:
-        data = source
-    if isinstance(data, dict) and "turns" in data:
-        data = data["turns"]
-    if not isinstance(data, (list, tuple)):
-        raise ValueError("a script is a JSON list of turns (or {\"turns\": [...]})")
-    return [copy.deepcopy(validate_turn(t, f"turn {i}")) for i, t in enumerate(data)]
 
 
 # --------------------------------------------------------------------------

@@ -188,6 +188,10 @@ def _positive_int(text: str) -> int:
 
 
 def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitStatus:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``) in ``env``
+    (default: this process's streams, environment and directory, which also
+    makes this run own the process: its signals)."""
+    owns_process = env is None
     env = env or Environment()
     parser = build_parser()
     try:
@@ -212,6 +216,12 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             from gemini_split.commands.completions import run_completions
 
             return run_completions(args, env)
+        if owns_process:
+            # Here, not in run(): the tools package would load the protocol
+            # on --version's path. SIGTERM/SIGHUP: no tool process outlives us.
+            from gemini_split.client.tools.processes import install_signal_cleanup
+
+            install_signal_cleanup()
         return _run_client(args, env)
     except ConfigurationError as exc:
         env.warn(f"gemini-split: {exc}")
@@ -250,7 +260,4 @@ def _configure_logging(debug: bool, env: Environment) -> None:
 
 def run() -> None:
     """Console-script entry point."""
-    from gemini_split.client.tools.processes import install_signal_cleanup
-
-    install_signal_cleanup()  # SIGTERM/SIGHUP: no tool process outlives us
     sys.exit(int(main()))

@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 
+from gemini_split.app import hold_embedded  # noqa: E402
 from gemini_split.client.connect import ClientSettings, open_client  # noqa: E402
 from gemini_split.protocol import TextDelta  # noqa: E402
 
@@ -301,8 +302,8 @@ class Recorder:
 
 
 def embedded_settings(workspace: Path, backend: str, fake_url: str, script: list[dict] | None = None) -> ClientSettings:
-    """What ``build_embedded_service`` builds, for a fake-gemini or scripted
-    model. A fresh service per connection: open_client closes its model."""
+    """What ``gemini_split.app.embedded_service`` builds, for a fake-gemini or
+    scripted model. A fresh service per use; ``hold_embedded`` closes it."""
     from gemini_split.server.config import ServerConfig
     from gemini_split.server.scripted import ScriptedModel
     from gemini_split.server.service import AgentService, create_model
@@ -360,7 +361,7 @@ async def measure_ttfd(workspace: Path, daemon_url: str, backend: str, fake_url:
     for _ in range(ttfd_rounds(turns, per_connection)):
         recs = {"embedded": Recorder(), "ws": Recorder()}
         embedded = embedded_settings(workspace, backend, fake_url, [TTFD_TURN] * (per_connection + 1))
-        async with open_client(embedded, on_event=recs["embedded"].on_event) as emb_client, \
+        async with hold_embedded(embedded), open_client(embedded, on_event=recs["embedded"].on_event) as emb_client, \
                 open_client(ClientSettings(workspace=workspace, server=daemon_url),
                             on_event=recs["ws"].on_event) as ws_client:
             clients = {"embedded": emb_client, "ws": ws_client}
@@ -392,7 +393,7 @@ async def measure_ttfd(workspace: Path, daemon_url: str, backend: str, fake_url:
 async def measure_stream(workspace: Path, settings: ClientSettings, chunks: int, expected: str,
                          backend: str, mode: str) -> dict:
     rec = Recorder()
-    async with open_client(settings, on_event=rec.on_event) as client:
+    async with hold_embedded(settings), open_client(settings, on_event=rec.on_event) as client:
         t0, t_end, outcome = await timed_turn(client, rec, "warm up")  # first request: cold pool
         check_outcome(outcome, f"(b) {mode} warm-up")
         t0, t_end, outcome = await timed_turn(client, rec, "stream a long answer")

@@ -75,7 +75,7 @@ class _Subcommands(argparse._SubParsersAction):
     top-level ``--help`` shows); its arguments are added by ``add``, a
     command module's ``add_*_parser(commands)`` named ``"module:function"``
     and imported only then: when argparse reaches that subcommand on the
-    command line, or when :func:`fill_all` needs the whole command line
+    command line, or when the completion generator needs the whole command line
     (shell completions)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -112,21 +112,10 @@ class _FillIn:
         return self._parser
 
 
-def fill_all(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add every lazily declared subcommand's arguments (for tools that read
-    the whole parser, such as the completion generator); returns ``parser``."""
-    for action in parser._actions:
-        if isinstance(action, _Subcommands):
-            for name in list(action.choices):
-                action.fill(name)
-                fill_all(action.choices[name])
-    return parser
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """The whole command line. Subcommands' arguments are filled in when
-    they are parsed; :func:`fill_all` fills them all. Shell completions are
-    generated from it."""
+    """The whole command line. A subcommand's arguments are added when it is
+    parsed (or by ``_Subcommands.fill``). Shell completions are generated
+    from it."""
     parser = _Parser(
         prog="gemini-split",
         description=DESCRIPTION,
@@ -215,7 +204,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         if args.command == "completions":
             from gemini_split.commands.completions import run_completions
 
-            return run_completions(args, env)
+            return run_completions(args, env, parser)
         if owns_process:
             # Here, not in run(): the tools package would load the protocol
             # on --version's path. SIGTERM/SIGHUP: no tool process outlives us.

@@ -13,7 +13,7 @@ import pytest
 
 from gemini_split.cli import build_parser, main
 from gemini_split.client.profiles import ProfileStore, ServerProfile, profile_store
-from gemini_split.commands.client_settings import resolve_client_settings
+from gemini_split.app import resolve_client_settings
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
-from .approval_mode import ApprovalMode, parse_approval_mode
+from .approval_mode import ApprovalMode, parse_approval_mode  # noqa: F401  (re-exported)
 from .tools.base import Tool, ToolKind
 
 SHELL_TOOL = "run_shell_command"

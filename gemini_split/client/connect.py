@@ -18,11 +18,12 @@ from typing import Any
 import trio
 
 from gemini_split._trio_util import single_exceptions
-from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
+from gemini_split.exit_status import ExitStatus, exit_status_for
+from gemini_split.transport import AuthenticationFailed, ConnectOptions, ServeOptions, get_transport
 
 from .approval import ApprovalMode, ApprovalPolicy, Asker
 from .executor import ToolExecutor
-from .protocol_client import EventCallback, ProtocolClient
+from .protocol_client import EventCallback, HandshakeFailed, ProtocolClient, RequestFailed
 from .tools.registry import default_tools
 from .workspace import Workspace
 
@@ -38,8 +39,10 @@ class ClientSettings:
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     approval_mode: ApprovalMode = ApprovalMode.DEFAULT
     allowed_tools: tuple[str, ...] = ()
-    #: Embedded mode only: the server side to run in this process (an
-    #: ``AgentService``; typed loosely so the client never imports the server).
+    #: Embedded mode only: the server side in this process (an
+    #: ``AgentService``; typed loosely so the client never imports the
+    #: server). Each ``open_client`` is a new connection to it; it is not
+    #: closed here (see :func:`gemini_split.app.embedded_service`).
     embedded: Any = None
 
 
@@ -79,14 +82,25 @@ async def open_client(
 
 
 async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Run the server side in this process on a private loopback name."""
+    """Serve this connection on a private loopback name, from the service in
+    this process. The service (and its model) outlives the connection: its
+    owner closes it."""
     transport = get_transport("loopback:")
-    try:
-        await transport.serve(
-            "loopback:", service.handle_connection,
-            ServeOptions(max_message_size=service.config.max_message_size),
-            task_status=task_status,
-        )
-    finally:
-        with trio.CancelScope(shield=True):
-            await service.model.aclose()
+    await transport.serve(
+        "loopback:", service.handle_connection,
+        ServeOptions(max_message_size=service.config.max_message_size),
+        task_status=task_status,
+    )
+
+
+def describe_connect_error(exc: BaseException) -> tuple[str, str | None, ExitStatus]:
+    """(message, error code, exit status) for a failure to reach a server."""
+    status = exit_status_for(exc)
+    if isinstance(exc, AuthenticationFailed):
+        return f"authentication failed: {exc}", "unauthorized", status
+    if isinstance(exc, HandshakeFailed | RequestFailed):
+        return str(exc), exc.code, status
+    message = str(exc)
+    if not message.lower().startswith("cannot connect"):
+        message = f"cannot connect: {message}"
+    return message, "connect_failed", status

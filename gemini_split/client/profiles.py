@@ -328,3 +328,32 @@ class ProfileStore:
 def profile_store(config_dir: Path) -> ProfileStore:
     """The store in ``config_dir`` (``Environment.config_dir``)."""
     return ProfileStore(Path(config_dir) / FILE_NAME)
+
+
+def make_profile(name: str, address: str, *, token: str | None = None, token_env: str | None = None,
+                 ca: str | None = None, insecure: bool = False, cwd: Path) -> ServerProfile:
+    """A profile from what the user typed; a relative CA path is made
+    absolute (the file is read later, from anywhere)."""
+    if ca:
+        path = Path(ca).expanduser()
+        path = path if path.is_absolute() else cwd / path
+        if not path.is_file():
+            raise ProfileError(f"--ca {ca}: no such file")
+        ca = str(path)
+    return ServerProfile.from_address(name, address, token=token, token_env=token_env, ca=ca, insecure=insecure)
+
+
+def profile_table(profiles: list[ServerProfile], current: str | None = None) -> list[str]:
+    """One aligned line per profile (tokens never shown); ``current`` gets a ``*``."""
+    width = max(len(p.name) for p in profiles)
+    addr_width = max(len(p.address) for p in profiles)
+    lines = []
+    for p in profiles:
+        mark = "*" if p.name == current else " "
+        extras = [f"auth: {p.describe_auth()}"]
+        if p.ca:
+            extras.append(f"ca: {p.ca}")
+        if not p.reject_unauthorized:
+            extras.append("TLS NOT verified")
+        lines.append(f"{mark} {p.name:<{width}}  {p.address:<{addr_width}}  {'  '.join(extras)}")
+    return lines

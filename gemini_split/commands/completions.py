@@ -73,21 +73,22 @@ def add_completions_parser(commands: Any) -> None:
     p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
 
 
-def run_completions(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    from gemini_split.cli import build_parser
-
-    env.stdout.write(generate(args.shell, build_parser()))
+def run_completions(args: argparse.Namespace, env: Environment, parser: argparse.ArgumentParser) -> ExitStatus:
+    """Print the script for ``args.shell``, generated from ``parser`` (the
+    command line this run was parsed with)."""
+    env.stdout.write(generate(args.shell, parser))
     env.stdout.flush()
     return ExitStatus.SUCCESS
 
 
 def generate(shell: str, parser: argparse.ArgumentParser) -> str:
-    """The completion script for ``shell`` (``bash``, ``zsh`` or ``fish``)."""
+    """The completion script for ``shell`` (``bash``, ``zsh`` or ``fish``).
+
+    Subcommands the parser declared lazily (``gemini_split.cli``) are filled
+    in first: a script must know every argument."""
     import shtab
 
-    from gemini_split.cli import fill_all
-
-    fill_all(parser)
+    _fill_all(parser)
     _mark_value_completions(parser, shtab)
     header = (
         f"# {shell} completion for {PROG}\n"
@@ -130,6 +131,16 @@ def _fix_bash(script: str) -> str:
             raise RuntimeError(f"this shtab version's bash script changed: review the fixes in {__name__}")
         script = script.replace(old, new)
     return script
+
+
+def _fill_all(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                fill = getattr(action, "fill", None)
+                if fill is not None:
+                    fill(name)
+                _fill_all(sub)
 
 
 def _mark_value_completions(parser: argparse.ArgumentParser, shtab: Any) -> None:

@@ -13,6 +13,7 @@ import signal
 
 import trio
 
+from gemini_split.app import hold_embedded, resolve_client_settings
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.environment import Environment
@@ -22,7 +23,6 @@ from gemini_split.protocol import ErrorCode
 from gemini_split.transport import AuthenticationFailed, ConnectFailed, TransportError
 from gemini_split.ui.oneshot import OneShotRenderer, make_renderer
 
-from .client_settings import resolve_client_settings
 
 #: Seconds to wait for the server to confirm a cancel before leaving anyway.
 CANCEL_GRACE = 3.0
@@ -67,7 +67,7 @@ def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> Exit
 async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: str, model: str | None) -> ExitStatus:
     interrupted = False
     try:
-        async with open_client(settings, on_event=renderer.on_event) as client:
+        async with hold_embedded(settings), open_client(settings, on_event=renderer.on_event) as client:
             connected = client.connected
             assert connected is not None
             renderer.start(session_id=connected.session_id, model=model or connected.model, prompt=prompt)

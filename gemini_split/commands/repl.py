@@ -11,10 +11,10 @@ import argparse
 
 import trio
 
+from gemini_split.app import resolve_client_settings
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 
-from .client_settings import resolve_client_settings
 
 
 def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:

@@ -77,7 +77,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     import trio
 
     from gemini_split.server.auth import load_auth_config
-    from gemini_split.commands.model_setup import open_model
+    from gemini_split.app import open_model
     from gemini_split.server.config import ServerConfig
     from gemini_split.server.model_names import parse_allowed_models
     from gemini_split._trio_util import single_exceptions
@@ -167,7 +167,7 @@ async def _serve(service: Any, address: str, options: Any, env: Environment) -> 
                 nursery.start_soon(stop_on_signal)
     finally:
         with trio.CancelScope(shield=True):
-            await service.model.aclose()
+            await service.aclose()
 
 
 def _parse_listen(listen: str | None, env_port: str | None) -> tuple[str, int]:

@@ -60,6 +60,19 @@ class AgentService:
         self._streams: dict[str, MessageStream] = {}
         self.shutting_down = False
 
+    async def aclose(self) -> None:
+        """Close the model this service owns (its HTTP client and TLS
+        context). Idempotent; the owner calls it once, after the last
+        connection."""
+        await self.model.aclose()
+
+    async def __aenter__(self) -> AgentService:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        with trio.CancelScope(shield=True):
+            await self.aclose()
+
     def health(self) -> dict[str, Any]:
         """What ``GET /health`` shows: nothing that identifies anyone."""
         return {

@@ -36,11 +36,12 @@ from rich.console import Console
 from rich.text import Text
 
 from gemini_split import __version__
+from gemini_split.app import embedded_service, settings_for
 from gemini_split._trio_util import single_exceptions
 from gemini_split.client.approval import ApprovalMode
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient
-from gemini_split.client.connect import ClientSettings, open_client
+from gemini_split.client.connect import ClientSettings, describe_connect_error, open_client
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
@@ -75,6 +76,8 @@ class Repl:
         self.args = args
         self.env = env
         self.settings = settings
+        #: The embedded service, once there is one: opened once per process.
+        self._embedded: Any = settings.embedded
         self.server_label = args.server or ("embedded" if settings.server is None else settings.server)
         self.console = console or make_console(env.stdout, env.environ)
         self.store: ProfileStore = profile_store(env.config_dir)
@@ -142,16 +145,21 @@ class Repl:
 
     async def run(self) -> ExitStatus:
         """Connect, then read and answer until /quit or Ctrl-D."""
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGWINCH) as signals:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                nursery.start_soon(self._watch_signals, signals)
-                status = await self._first_connection()
-                if status is None:
-                    self._banner()
-                    await self._loop()
-                    status = ExitStatus.SUCCESS
-                nursery.cancel_scope.cancel()
+        try:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGWINCH) as signals:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    nursery.start_soon(self._watch_signals, signals)
+                    status = await self._first_connection()
+                    if status is None:
+                        self._banner()
+                        await self._loop()
+                        status = ExitStatus.SUCCESS
+                    nursery.cancel_scope.cancel()
+        finally:
+            if self._embedded is not None:
+                with trio.CancelScope(shield=True):
+                    await self._embedded.aclose()
         return status
 
     async def _first_connection(self) -> ExitStatus | None:
@@ -162,8 +170,6 @@ class Repl:
                 await self._open(self.settings, self.server_label)
                 return None
             except (TransportError, ConfigurationError) as exc:
-                from gemini_split.commands.server_profiles import describe_connect_error
-
                 message, code, status = describe_connect_error(exc)
                 self.console.print(error_panel(f"{self.settings.server}: {message}", code=code,
                                                title="Cannot connect"))
@@ -291,8 +297,6 @@ class Repl:
     async def interruptible(self, awaitable: Awaitable[T], status: str | None = None) -> T | None:
         """Await a network step that Ctrl-C may abandon. Connection errors
         are shown in a panel; None then (and when interrupted)."""
-        from gemini_split.commands.server_profiles import describe_connect_error
-
         if status:
             self.console.print(Text(status, style="dim"))
         with trio.CancelScope() as scope:
@@ -316,14 +320,10 @@ class Repl:
         if target is None:
             settings, label = self._fresh(self.settings), self.server_label
         elif target == "embedded":
-            from gemini_split.commands.client_settings import build_embedded_service
-
-            embedded = build_embedded_service(self.args, self.env)
-            settings = dataclasses.replace(self.settings, server=None, connect=ConnectOptions(), embedded=embedded)
+            settings = dataclasses.replace(self.settings, server=None, connect=ConnectOptions(),
+                                           embedded=self._embedded_service())
             label = "embedded"
         else:
-            from gemini_split.commands.server_profiles import settings_for
-
             settings, label = settings_for(target, self.env, self.settings), target
         address = settings.server or "embedded"
         opened = await self.interruptible(self._open(settings, label), f"Connecting to {address}…")
@@ -338,12 +338,16 @@ class Repl:
         await self.reconnect(target, "connected")
 
     def _fresh(self, settings: ClientSettings) -> ClientSettings:
-        if settings.server is not None:
-            return dataclasses.replace(settings)
-        # The embedded server's model is closed with its connection.
-        from gemini_split.commands.client_settings import build_embedded_service
+        # Embedded or not, a new connection to the same server: the embedded
+        # service (and its model) is this process's one.
+        return dataclasses.replace(settings)
 
-        return dataclasses.replace(settings, embedded=build_embedded_service(self.args, self.env))
+    def _embedded_service(self) -> Any:
+        """This process's embedded service, built on first use (the key is
+        checked then) and closed when the REPL ends."""
+        if self._embedded is None:
+            self._embedded = embedded_service(self.args, self.env)
+        return self._embedded
 
     async def _open(self, settings: ClientSettings, label: str) -> bool:
         """Connect to ``settings``; on success close the old connection and

@@ -145,7 +145,7 @@ async def _server(repl: Repl, args: list[str]) -> None:
 
 async def _server_list(repl: Repl, args: list[str]) -> None:
     _no_args(args, "/server list")
-    from gemini_split.commands.server_profiles import profile_table
+    from gemini_split.client.profiles import profile_table
 
     profiles = repl.store.load()
     if not profiles:
@@ -155,7 +155,7 @@ async def _server_list(repl: Repl, args: list[str]) -> None:
 
 
 async def _server_add(repl: Repl, args: list[str]) -> None:
-    from gemini_split.commands.server_profiles import make_profile
+    from gemini_split.client.profiles import make_profile
 
     positional: list[str] = []
     options: dict[str, Any] = {"token": None, "token_env": None, "ca": None, "insecure": False}
@@ -200,7 +200,7 @@ async def _server_connect(repl: Repl, args: list[str]) -> None:
 
 async def _server_status(repl: Repl, args: list[str]) -> None:
     _no_args(args, "/server status")
-    from gemini_split.commands.server_profiles import measure_latency
+    from gemini_split.client.probe import measure_latency
 
     client = repl.require_client()
     connected = client.connected
@@ -222,7 +222,8 @@ async def _server_status(repl: Repl, args: list[str]) -> None:
 async def _server_test(repl: Repl, args: list[str]) -> None:
     if len(args) != 1:
         raise CommandUsage("/server test NAME|URL")
-    from gemini_split.commands.server_profiles import probe, settings_for
+    from gemini_split.app import settings_for
+    from gemini_split.client.probe import probe
 
     settings = settings_for(args[0], repl.env, repl.settings)
     result = await repl.interruptible(probe(settings), f"Connecting to {settings.server}…")

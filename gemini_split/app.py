@@ -1,21 +1,40 @@
-"""Flags + environment → :class:`ClientSettings` for the client commands.
+"""The composition root: flags, environment and profiles in, the program's
+parts out.
 
-All the precedence rules live here: a flag beats an environment variable,
-which beats the default. Errors are :class:`ConfigurationError` whose text
-says what to change.
+Everything that decides *which* parts a run uses lives here, so the front
+ends (:mod:`gemini_split.ui`) and the commands never reach up for it: the
+client settings (precedence: a flag beats an environment variable, which
+beats a profile's value, which beats the default), the model (and its key),
+and the embedded server side. The arrows only run downward::
+
+    cli -> commands -> ui -> app -> {client, server} -> transport -> protocol
+
+Errors are :class:`~gemini_split.errors.ConfigurationError` (or a subclass)
+whose text says what to change.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
 
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.connect import ClientSettings
+from gemini_split.client.profiles import ServerProfile, profile_store
 from gemini_split.environment import Environment
-from gemini_split.errors import BadInput, ConfigurationError
+from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, ProfileError
 from gemini_split.transport import ConnectOptions
+
+if TYPE_CHECKING:
+    from gemini_split.server.model import Model
+    from gemini_split.server.service import AgentService
 
 DEFAULT_SERVER_PORT = 8080
 
@@ -38,7 +57,7 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment) -> Clien
         allowed_tools=resolve_allowed_tools(args.allowed_tools),
     )
     if server is None:
-        settings.embedded = build_embedded_service(args, env)
+        settings.embedded = embedded_service(args, env)
     return settings
 
 
@@ -98,9 +117,7 @@ def _profile_address(name: str, env: Environment) -> str:
     return _find_profile(name, env).address
 
 
-def _find_profile(name: str, env: Environment):
-    from gemini_split.client.profiles import profile_store
-
+def _find_profile(name: str, env: Environment) -> ServerProfile:
     store = profile_store(env.config_dir)
     profile = store.get(name)
     if profile is None:
@@ -129,12 +146,69 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def build_embedded_service(args: argparse.Namespace, env: Environment):
-    """The server side for embedded mode (the key is checked first)."""
+def settings_for(target: str, env: Environment, base: ClientSettings | None = None) -> ClientSettings:
+    """Client settings that reach ``target``: a profile name or an address
+    (whose token comes from ``$GEMINI_SERVER_TOKEN``)."""
+    if ":" in target:
+        address = target
+        connect = ConnectOptions(token=env.environ.get("GEMINI_SERVER_TOKEN") or None)
+    else:
+        profile = profile_store(env.config_dir).get(target)
+        if profile is None:
+            raise ProfileError(f"no profile named {target!r} (see: gemini-split server list)")
+        address = profile.address
+        connect = ConnectOptions(token=profile.resolve_token(env.environ), ca_file=profile.ca,
+                                 insecure=not profile.reject_unauthorized)
+    if base is None:
+        return ClientSettings(workspace=env.cwd, server=address, connect=connect)
+    return dataclasses.replace(base, server=address, connect=connect, embedded=None)
+
+
+
+# --- the server side: model and embedded service ----------------------------------
+#
+# The server package is imported inside these functions, not above: a thin
+# remote client (--server ws://…) loads no server code (bench/oneshot.py).
+
+
+def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = "") -> tuple[str, Model]:
+    """The model name (``--model``, else ``$GEMINI_MODEL``, else the default)
+    and the model behind it; one place for both embedded mode and ``serve``.
+
+    The key is checked before anything else happens (and before google-genai
+    is imported), so a missing key is one clear line and exit status 41.
+    Raises :class:`MissingApiKey` when a Gemini model has no key, and
+    :class:`ConfigurationError` when the model cannot be set up (e.g. a
+    ``scripted:`` file that is missing or malformed)."""
+    from gemini_split.server.config import DEFAULT_MODEL
+    from gemini_split.server.service import create_model
+
+    e = env.environ
+    name = flag or e.get("GEMINI_MODEL") or DEFAULT_MODEL
+    api_key = None
+    if not name.startswith("scripted:"):
+        api_key = e.get("GEMINI_API_KEY") or e.get("GOOGLE_API_KEY")
+        if not api_key:
+            raise MissingApiKey(
+                "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY). "
+                "Get one at https://aistudio.google.com/apikey" + missing_key_hint
+            )
+    try:
+        return name, create_model(name, api_key=api_key, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None)
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot set up model {name!r}: {exc}") from None
+
+
+def embedded_service(args: argparse.Namespace, env: Environment) -> AgentService:
+    """The server side for embedded mode (the key is checked first).
+
+    Resource handling: the service owns its model (one Gemini client, one
+    TLS context); close it with ``await service.aclose()`` or ``async with
+    service``. Build it once per process: every connection of the process
+    (the first, ``/clear``'s, ``/server connect embedded``'s) is a new
+    connection to the same service."""
     from gemini_split.server.config import ServerConfig
     from gemini_split.server.service import AgentService
-
-    from .model_setup import open_model
 
     model_name, model = open_model(
         args.model, env, missing_key_hint=", or use --server to reach a server that has one."
@@ -143,3 +217,17 @@ def build_embedded_service(args: argparse.Namespace, env: Environment):
     if args.max_turns:
         config.max_turns = args.max_turns
     return AgentService(model, config)
+
+
+@asynccontextmanager
+async def hold_embedded(settings: ClientSettings) -> AsyncIterator[ClientSettings]:
+    """Keep the embedded service of ``settings`` (if any) for the block and
+    close it at the end, even when cancelled: the one-shot command's whole
+    life. (The REPL holds its own: it may open one later, on ``/server
+    connect embedded``.)"""
+    try:
+        yield settings
+    finally:
+        if settings.embedded is not None:
+            with trio.CancelScope(shield=True):
+                await settings.embedded.aclose()

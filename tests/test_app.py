@@ -1,0 +1,127 @@
+"""The composition root: arrows only run downward, and the embedded service
+is opened once per process."""
+
+from __future__ import annotations
+
+import ast
+import json
+from io import StringIO
+from pathlib import Path
+
+from gemini_split.app import resolve_client_settings
+from gemini_split.cli import build_parser
+from gemini_split.environment import Environment
+from gemini_split.ui.repl import Repl
+
+PACKAGE = Path(__file__).resolve().parent.parent / "gemini_split"
+PLUGINS = PACKAGE.parent / "plugins"
+
+#: cli -> commands -> ui -> app -> {client, server} -> transport -> protocol.
+#: A module may import its own layer and any layer below; client and server
+#: never import each other. The shared leaves (errors, environment,
+#: exit_status, files…) may be used by anyone and themselves use only
+#: transport and protocol.
+LAYERS = {
+    "gemini_split.cli": 0,
+    "gemini_split.__main__": 0,
+    "gemini_split.commands": 1,
+    "gemini_split.ui": 2,
+    "gemini_split.app": 3,
+    "gemini_split.client": 4,
+    "gemini_split.server": 4,
+    "shared": 5,
+    "gemini_split.transport": 6,
+    "gemini_split_loopback": 6,
+    "gemini_split_websocket": 6,
+    "gemini_split_stdio": 6,
+    "gemini_split.protocol": 7,
+}
+
+
+def _layer(module: str) -> tuple[str, int]:
+    for prefix, level in LAYERS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix, level
+    return "shared", LAYERS["shared"]
+
+
+def _module_name(path: Path) -> str:
+    root = PACKAGE.parent if path.is_relative_to(PACKAGE) else PLUGINS
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, at module level or inside a function."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                name = ".".join([*base, node.module] if node.module else base)
+            else:
+                name = node.module or ""
+            found.append((node.lineno, name))
+    return [(line, name) for line, name in found if name.split(".")[0] in ("gemini_split", *LAYERS)]
+
+
+def _runtime_modules() -> list[Path]:
+    paths = [p for p in PACKAGE.rglob("*.py") if "testing" not in p.relative_to(PACKAGE).parts]
+    return paths + list(PLUGINS.rglob("*.py"))
+
+
+def test_imports_only_run_downward():
+    wrong = []
+    for path in _runtime_modules():
+        module = _module_name(path)
+        layer, level = _layer(module)
+        for line, imported in _imports(path, module):
+            if imported == "gemini_split":  # the package itself: __version__
+                continue
+            target, target_level = _layer(imported)
+            sideways = {layer, target} == {"gemini_split.client", "gemini_split.server"}
+            if target == "shared" and layer != "shared":
+                continue
+            if target_level < level or sideways:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({layer}) imports {imported} ({target})")
+    assert wrong == []
+
+
+def test_runtime_code_never_imports_the_testing_package():
+    wrong = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name}"
+             for path in _runtime_modules()
+             for line, name in _imports(path, _module_name(path))
+             if name.startswith("gemini_split.testing")]
+    assert wrong == []
+
+
+def test_clear_and_connect_embedded_are_new_connections_to_the_one_embedded_service(tmp_path):
+    # A scripted model answers each model call with the script's next turn:
+    # if /clear or /server connect embedded built a new model (a new Gemini
+    # client), the script would start over and "first" would come back.
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"text": "first"}, {"text": "second"}, {"text": "third"}]))
+    stdin = StringIO("hello\n/clear\nhello again\n/server connect embedded\nand again\n")
+    stdout, stderr = StringIO(), StringIO()
+    env = Environment(stdin=stdin, stdout=stdout, stderr=stderr, cwd=tmp_path,
+                      environ={"GEMINI_SPLIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"})
+    args = build_parser().parse_args(["--model", f"scripted:{script}"])
+    settings = resolve_client_settings(args, env)
+    service = settings.embedded
+
+    import trio
+
+    status = trio.run(Repl(args, env, settings).run)
+
+    out = stdout.getvalue()
+    assert status == 0, out + stderr.getvalue()
+    assert [word for word in ("first", "second", "third") if word in out] == ["first", "second", "third"]
+    assert out.count("New conversation") == 1 and out.count("Connected: embedded") == 1
+    assert len(service.model.requests) == 3  # all three turns reached the one model

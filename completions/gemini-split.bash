@@ -9,7 +9,8 @@
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
 _shtab_gemini_split_server_subparsers=(list add remove test)
-_shtab_gemini_split_subparsers=(serve server completions)
+_shtab_gemini_split_protocol_subparsers=(schema)
+_shtab_gemini_split_subparsers=(serve server completions protocol)
 
 _shtab_gemini_split_serve_option_strings=(-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --allowed-models --max-turns --debug)
 _shtab_gemini_split_server_list_option_strings=(-h --help --names)
@@ -18,6 +19,8 @@ _shtab_gemini_split_server_remove_option_strings=(-h --help)
 _shtab_gemini_split_server_test_option_strings=(-h --help)
 _shtab_gemini_split_server_option_strings=(-h --help)
 _shtab_gemini_split_completions_option_strings=(-h --help)
+_shtab_gemini_split_protocol_schema_option_strings=(-h --help)
+_shtab_gemini_split_protocol_option_strings=(-h --help)
 _shtab_gemini_split_option_strings=(-h --help --version -p --prompt -m --model -o --output-format --workspace --server --token --ca --insecure --approval-mode -y --yolo --allowed-tools --max-turns --debug)
 
 _shtab_gemini_split_serve___auth_config_COMPGEN=_shtab_compgen_files
@@ -32,7 +35,8 @@ _shtab_gemini_split___ca_COMPGEN=_shtab_compgen_files
 
 _shtab_gemini_split_server_pos_0_choices=(list add remove test)
 _shtab_gemini_split_completions_pos_0_choices=(bash zsh fish)
-_shtab_gemini_split_pos_0_choices=(serve server completions)
+_shtab_gemini_split_protocol_pos_0_choices=(schema)
+_shtab_gemini_split_pos_0_choices=(serve server completions protocol)
 _shtab_gemini_split__o_choices=(text json stream-json)
 _shtab_gemini_split___output_format_choices=(text json stream-json)
 _shtab_gemini_split___approval_mode_choices=(default auto_edit yolo)
@@ -57,6 +61,11 @@ _shtab_gemini_split_server__h_nargs=0
 _shtab_gemini_split_server___help_nargs=0
 _shtab_gemini_split_completions__h_nargs=0
 _shtab_gemini_split_completions___help_nargs=0
+_shtab_gemini_split_protocol_schema__h_nargs=0
+_shtab_gemini_split_protocol_schema___help_nargs=0
+_shtab_gemini_split_protocol_pos_0_nargs=A...
+_shtab_gemini_split_protocol__h_nargs=0
+_shtab_gemini_split_protocol___help_nargs=0
 _shtab_gemini_split_pos_0_nargs=A...
 _shtab_gemini_split__h_nargs=0
 _shtab_gemini_split___help_nargs=0

@@ -60,7 +60,7 @@ function _shtab_gemini_split_using
   test "$_shtab_gemini_split_cmdpath" = "$argv"
 end
 
-set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server test' completions
+set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server test' completions protocol 'protocol schema'
 set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-models --allowed-tools --approval-mode --auth-config --ca --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --server --tls-cert --tls-key --token --token-env --tool-timeout --workspace -m -o -p
 
 complete -c gemini-split -e
@@ -117,3 +117,7 @@ complete -c gemini-split -n '_shtab_gemini_split_using server test; and test $_s
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a completions -d 'Print the completion script for a shell. Profile names complete after --server.'
 complete -c gemini-split -n '_shtab_gemini_split_using completions' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using completions; and test $_shtab_gemini_split_npos -eq 0' -ka "bash zsh fish" -d 'the shell to complete in'
+complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a protocol -d 'Facts about the gemini-split wire protocol, for people writing a client or a server.'
+complete -c gemini-split -n '_shtab_gemini_split_using protocol' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using protocol; and test $_shtab_gemini_split_npos -eq 0' -a schema -d 'Print the JSON Schema (draft 2020-12) of every message a client or a server sends, generated from the message classes. $defs/ClientToServer and $defs/ServerToClient are the two directions.'
+complete -c gemini-split -n '_shtab_gemini_split_using protocol schema' -s h -l help -d 'show this help message and exit'

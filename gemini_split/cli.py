@@ -152,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "gemini_split.commands.server_profiles:add_server_parser")
     commands.add_lazy("completions", "print a shell completion script",
                       "gemini_split.commands.completions:add_completions_parser")
+    commands.add_lazy("protocol", "facts about the wire protocol (its JSON Schema)",
+                      "gemini_split.commands.protocol:add_protocol_parser")
     return parser
 
 
@@ -201,6 +203,10 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             from gemini_split.commands.server_profiles import run_server_command
 
             return run_server_command(args, env)
+        if args.command == "protocol":
+            from gemini_split.commands.protocol import run_protocol
+
+            return run_protocol(args, env)
         if args.command == "completions":
             from gemini_split.commands.completions import run_completions
 

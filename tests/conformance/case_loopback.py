@@ -1,9 +1,7 @@
 from __future__ import annotations
 
+from gemini_split.testing.conformance import TransportCase, echo_handler
 from gemini_split.transport import ServeOptions, default_registry
-
-from .conftest import TransportCase
-from .echo import echo_handler
 
 
 async def _start(nursery, options: ServeOptions) -> str:

@@ -1,4 +1,4 @@
-"""The stdio case: each connection spawns ``python -m tests.conformance.echo``
+"""The stdio case: each connection spawns ``python -m gemini_split.testing.conformance``
 and talks to it over its stdin/stdout. The server options travel as the echo
 server's command-line arguments."""
 
@@ -8,9 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from gemini_split.testing.conformance import TransportCase
 from gemini_split.transport import ConnectOptions, ServeOptions
-
-from .conftest import TransportCase
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +17,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 async def _start(nursery, options: ServeOptions) -> str:
     # Nothing to start here: every open_connection spawns its own server.
     argv = [
-        sys.executable, "-m", "tests.conformance.echo",
+        sys.executable, "-m", "gemini_split.testing.conformance",
         "--max-message-size", str(options.max_message_size),
     ]
     return "stdio:" + shlex.join(argv)

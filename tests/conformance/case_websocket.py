@@ -8,10 +8,8 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from gemini_split.testing.conformance import TransportCase, echo_handler
 from gemini_split.transport import ConnectOptions, ServeOptions, default_registry
-
-from .conftest import TransportCase
-from .echo import echo_handler
 
 
 @cache

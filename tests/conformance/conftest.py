@@ -1,4 +1,5 @@
-"""Transport cases for the conformance suite.
+"""Transport cases for the conformance suite (shipped in
+:mod:`gemini_split.testing.conformance`).
 
 Each ``case_*.py`` module beside this file defines ``CASES``: a list of
 :class:`TransportCase`. The suite runs every test against every case, so a new
@@ -9,28 +10,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
 
 import pytest
 
-from gemini_split.transport import ConnectOptions, ServeOptions
-
-
-@dataclass
-class TransportCase:
-    """How to run the echo server over one transport.
-
-    ``start`` starts the server (in ``nursery``, with ``serve_options``) and
-    returns the address a client connects to; cancelling ``nursery`` stops it. ``connect_options`` returns the
-    options a client needs (a CA file, a token…).
-    """
-
-    name: str
-    start: Callable[[Any, ServeOptions], Awaitable[str]]
-    connect_options: Callable[[], ConnectOptions] = field(default=ConnectOptions)
-    #: An address where nothing listens (default: the case's own, once stopped).
-    dead_address: str | None = None
+from gemini_split.testing.conformance import TransportCase
 
 
 def _all_cases() -> list[TransportCase]:

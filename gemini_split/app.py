@@ -139,7 +139,14 @@ def _connect_options(args: argparse.Namespace, env: Environment) -> ConnectOptio
         ca = ca or profile.ca
         insecure = insecure or not profile.reject_unauthorized
     token = token or env.environ.get("GEMINI_SERVER_TOKEN") or None
-    return ConnectOptions(token=token, ca_file=ca, insecure=insecure)
+    return ConnectOptions(token=token, ca_file=ca, insecure=insecure, extra=_spawn_extra(env))
+
+
+def _spawn_extra(env: Environment) -> dict[str, object]:
+    """A command a transport spawns (``stdio:COMMAND``) runs in the program's
+    environment and directory, which are ``env``'s, not necessarily this
+    process's (an embedding program or a test passes its own)."""
+    return {"env": dict(env.environ), "cwd": str(env.cwd)}
 
 
 def _truthy(value: str | None) -> bool:
@@ -151,14 +158,14 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
     (whose token comes from ``$GEMINI_SERVER_TOKEN``)."""
     if ":" in target:
         address = target
-        connect = ConnectOptions(token=env.environ.get("GEMINI_SERVER_TOKEN") or None)
+        connect = ConnectOptions(token=env.environ.get("GEMINI_SERVER_TOKEN") or None, extra=_spawn_extra(env))
     else:
         profile = profile_store(env.config_dir).get(target)
         if profile is None:
             raise ProfileError(f"no profile named {target!r} (see: gemini-split server list)")
         address = profile.address
         connect = ConnectOptions(token=profile.resolve_token(env.environ), ca_file=profile.ca,
-                                 insecure=not profile.reject_unauthorized)
+                                 insecure=not profile.reject_unauthorized, extra=_spawn_extra(env))
     if base is None:
         return ClientSettings(workspace=env.cwd, server=address, connect=connect)
     return dataclasses.replace(base, server=address, connect=connect, embedded=None)

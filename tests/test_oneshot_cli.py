@@ -1,6 +1,7 @@
-"""One-shot mode end to end: the real CLI in a subprocess, the real
-google-genai client, a local fake Gemini server speaking the REST wire
-format. What a script piping prompts through gemini-split would see."""
+"""One-shot mode end to end: the real CLI (in this process, and a few times
+as a real subprocess), the real google-genai client, a local fake Gemini
+server speaking the REST wire format. What a script piping prompts through
+gemini-split would see."""
 
 from __future__ import annotations
 
@@ -15,10 +16,14 @@ import time
 
 from gemini_split.testing.fake_gemini import FakeGemini
 
+from .inprocess import cli
+
 API_KEY = "test-key-123"
 
 
-def run_cli(args, *, cwd, fake=None, stdin="", env_extra=None, timeout=60, drop=()):
+def run_cli(args, *, cwd, fake=None, stdin="", env_extra=None, timeout=60, drop=(), in_process=True):
+    """The CLI in this process (tests/inprocess.py), or with
+    ``in_process=False`` as a real subprocess: a few tests keep doing that."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
     env["GEMINI_API_KEY"] = API_KEY
     if fake is not None:
@@ -26,6 +31,8 @@ def run_cli(args, *, cwd, fake=None, stdin="", env_extra=None, timeout=60, drop=
     env.update(env_extra or {})
     for name in drop:
         env.pop(name, None)
+    if in_process:
+        return cli(args, environ=env, cwd=cwd, stdin=stdin)
     return subprocess.run(
         [sys.executable, "-m", "gemini_split", *args],
         cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=timeout,
@@ -45,7 +52,7 @@ def _function_responses(fake) -> list[dict]:
 def test_streamed_text_arrives_whole_and_in_order(tmp_path):
     text = "".join(f"chunk{i:02d} " for i in range(50))
     with FakeGemini(script=[{"text": text, "chunks": 50}], api_key=API_KEY) as fake:
-        result = run_cli(["-p", "count"], cwd=tmp_path, fake=fake)
+        result = run_cli(["-p", "count"], cwd=tmp_path, fake=fake, in_process=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout == text + "\n"
     assert fake.requests[0]["model"] == "gemini-2.5-flash"
@@ -109,7 +116,7 @@ def test_stream_json_is_one_event_per_line_with_gemini_cli_names(tmp_path):
 
 def test_a_missing_key_is_a_clear_message_and_exit_41_before_anything_happens(tmp_path):
     with FakeGemini(script=[{"text": "never"}]) as fake:
-        result = run_cli(["-p", "hi"], cwd=tmp_path, fake=fake, drop=("GEMINI_API_KEY",))
+        result = run_cli(["-p", "hi"], cwd=tmp_path, fake=fake, drop=("GEMINI_API_KEY",), in_process=False)
     assert result.returncode == 41
     assert "GEMINI_API_KEY" in result.stderr
     assert result.stdout == ""
@@ -163,7 +170,7 @@ def test_empty_input_is_bad_input(tmp_path):
 
 
 def test_usage_errors_exit_2_with_the_usage_line(tmp_path):
-    result = run_cli(["-p", "x", "--output-format", "yaml"], cwd=tmp_path)
+    result = run_cli(["-p", "x", "--output-format", "yaml"], cwd=tmp_path, in_process=False)
     assert result.returncode == 2
     assert "invalid choice: 'yaml'" in result.stderr and "usage:" in result.stderr
 

@@ -20,6 +20,8 @@ import trustme
 from gemini_split.protocol import PROTOCOL_VERSION
 from gemini_split.testing.fake_gemini import FakeGemini
 
+from .inprocess import cli
+
 API_KEY = "daemon-key"
 TOKEN = "alice-token-0123456789"
 
@@ -62,8 +64,12 @@ def daemon(tmp_path, fake, *args, env_extra=None):
                 proc.kill()
 
 
-def client(args, *, cwd, env_extra=None, timeout=60):
-    # The client has no API key at all: the server holds it.
+def client(args, *, cwd, env_extra=None, timeout=60, in_process=True):
+    """A client run against the daemon: in this process (tests/inprocess.py),
+    or with ``in_process=False`` as a real subprocess. The client has no API
+    key at all: the server holds it."""
+    if in_process:
+        return cli(args, environ=_env(**(env_extra or {})), cwd=cwd)
     return subprocess.run(
         [sys.executable, "-m", "gemini_split", *args], cwd=cwd, env=_env(**(env_extra or {})),
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
@@ -89,7 +95,8 @@ def test_read_file_is_answered_from_the_clients_directory(tmp_path, client_dir):
     script = [{"function_calls": [{"name": "read_file", "args": {"file_path": "notes.txt"}}]}]
     with FakeGemini(script=script, api_key=API_KEY) as fake, daemon(tmp_path, fake) as (_, address):
         assert not (tmp_path / "server" / "notes.txt").exists()
-        result = client(["--server", address, "-p", "read notes.txt", "-o", "json"], cwd=client_dir)
+        result = client(["--server", address, "-p", "read notes.txt", "-o", "json"], cwd=client_dir,
+                        in_process=False)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert "only the client has this file" in out["response"]

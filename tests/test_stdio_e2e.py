@@ -15,6 +15,8 @@ import time
 
 from gemini_split.testing.fake_gemini import FakeGemini
 
+from .inprocess import cli
+
 API_KEY = "stdio-key"
 SERVER = f"{shlex.quote(sys.executable)} -m gemini_split serve --stdio"
 
@@ -32,7 +34,12 @@ def _server_in(directory) -> str:
     return f"stdio:env -C {shlex.quote(str(directory))} {SERVER}"
 
 
-def run_client(args, *, cwd, fake=None, timeout=60):
+def run_client(args, *, cwd, fake=None, timeout=60, in_process=True):
+    """The client in this process (tests/inprocess.py; the stdio server is
+    still the spawned command), or with ``in_process=False`` as a real
+    subprocess."""
+    if in_process:
+        return cli(args, environ=_env(fake), cwd=cwd)
     return subprocess.run(
         [sys.executable, "-m", "gemini_split", *args], cwd=cwd, env=_env(fake),
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
@@ -50,7 +57,7 @@ def test_text_streams_and_read_file_is_answered_by_the_client(tmp_path):
     ]
     with FakeGemini(script=script, api_key=API_KEY) as fake:
         result = run_client(["--server", _server_in(server_dir), "-p", "read notes.txt", "-o", "json"],
-                            cwd=client_dir, fake=fake)
+                            cwd=client_dir, fake=fake, in_process=False)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["response"] == "Reading. The notes are client-side."

@@ -58,7 +58,12 @@ exit status: 0 ok, 1 error, 2 usage, 41 auth, 42 bad input, 53 turn limit,
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors exit with status 2 through ``main``, not ``sys.exit``."""
+    """Usage errors exit with status 2 through ``main``, not ``sys.exit``;
+    subcommands (at any depth) are :class:`_Subcommands`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Subcommands)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{self.prog}: {message}\n{self.format_usage().strip()}")
@@ -122,7 +127,6 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.register("action", "parsers", _Subcommands)
     parser.add_argument("--version", action="version", version=f"gemini-split {__version__}")
     parser.add_argument("-p", "--prompt", help="answer this prompt once and exit (piped stdin is appended)")
     parser.add_argument("-m", "--model", help="Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)")

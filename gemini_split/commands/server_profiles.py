@@ -36,10 +36,22 @@ def add_server_parser(commands: Any) -> None:
                "  gemini-split server test prod\n"
                "  gemini-split --server prod\n",
     )
+    # Each action's arguments are added only when it is parsed (see
+    # gemini_split.cli._Subcommands): `server list --names` runs on every Tab.
     actions = p.add_subparsers(dest="server_command", metavar="ACTION", required=True)
-    ls = actions.add_parser("list", help="show the profiles")
+    actions.add_lazy("list", "show the profiles", f"{__name__}:_add_list")
+    actions.add_lazy("add", "add a profile (or replace the one of that name)", f"{__name__}:_add_add")
+    actions.add_lazy("remove", "delete a profile", f"{__name__}:_add_remove")
+    actions.add_lazy("test", "connect, and report version, latency and whether auth works", f"{__name__}:_add_test")
+
+
+def _add_list(commands: Any) -> None:
+    ls = commands.add_parser("list")
     ls.add_argument("--names", action="store_true", help="only the names, one a line (for scripts and completion)")
-    add = actions.add_parser("add", help="add a profile (or replace the one of that name)")
+
+
+def _add_add(commands: Any) -> None:
+    add = commands.add_parser("add")
     add.add_argument("profile_name", metavar="NAME", help="letters, digits, '.', '_', '-'")
     add.add_argument("address", metavar="URL", help=ADDRESS_HELP)
     auth = add.add_mutually_exclusive_group()
@@ -50,9 +62,15 @@ def add_server_parser(commands: Any) -> None:
     add.add_argument("--ca", dest="profile_ca", metavar="FILE", help="CA certificate to trust for wss://")
     add.add_argument("--insecure", dest="profile_insecure", action="store_true",
                      help="do not verify the server's TLS certificate (testing only)")
-    rm = actions.add_parser("remove", help="delete a profile")
+
+
+def _add_remove(commands: Any) -> None:
+    rm = commands.add_parser("remove")
     rm.add_argument("profile_name", metavar="NAME").completer = "profile"  # type: ignore[attr-defined]
-    test = actions.add_parser("test", help="connect, and report version, latency and whether auth works")
+
+
+def _add_test(commands: Any) -> None:
+    test = commands.add_parser("test")
     test.add_argument("target", metavar="NAME|URL", help="a profile name or an address").completer = "profile"  # type: ignore[attr-defined]
 
 

@@ -33,12 +33,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 from gemini_split.errors import ProfileError
+
+# `gemini-split server list --names` reads this module on every Tab, so it
+# imports neither typing nor dataclasses (with inspect, a third of that
+# command's start-up: bench/cli_start.py).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE_NAME = "servers.json"
 
@@ -61,27 +66,52 @@ def check_profile_name(name: str) -> str:
     return name
 
 
-@dataclass
 class ServerProfile:
     """One named server. Either ``host``/``port`` (WebSocket) or ``command``
-    (stdio) is set."""
+    (stdio) is set.
 
-    name: str
-    host: str = ""
-    port: int = 0
-    secure: bool = False
-    path: str = ""
-    #: stdio servers: the command to spawn (an ``stdio:`` address without the prefix).
-    command: str | None = None
-    token: str | None = None
-    #: Name of the environment variable that holds the token.
-    token_env: str | None = None
-    reject_unauthorized: bool = True
-    ca: str | None = None
-    #: Keys of the file this program does not use, kept on rewrite.
-    extra: dict[str, Any] = field(default_factory=dict, repr=False)
-    extra_auth: dict[str, Any] = field(default_factory=dict, repr=False)
-    extra_tls: dict[str, Any] = field(default_factory=dict, repr=False)
+    ``command``: stdio servers: the command to spawn (an ``stdio:`` address
+    without the prefix). ``token_env``: the name of the environment variable
+    that holds the token. ``extra``, ``extra_auth``, ``extra_tls``: keys of
+    the file this program does not use, kept on rewrite. Compared by value;
+    the repr leaves out the extras."""
+
+    def __init__(
+        self,
+        name: str,
+        host: str = "",
+        port: int = 0,
+        secure: bool = False,
+        path: str = "",
+        command: str | None = None,
+        token: str | None = None,
+        token_env: str | None = None,
+        reject_unauthorized: bool = True,
+        ca: str | None = None,
+        extra: dict[str, Any] | None = None,
+        extra_auth: dict[str, Any] | None = None,
+        extra_tls: dict[str, Any] | None = None,
+    ):
+        self.name = name
+        self.host = host
+        self.port = port
+        self.secure = secure
+        self.path = path
+        self.command = command
+        self.token = token
+        self.token_env = token_env
+        self.reject_unauthorized = reject_unauthorized
+        self.ca = ca
+        self.extra: dict[str, Any] = {} if extra is None else extra
+        self.extra_auth: dict[str, Any] = {} if extra_auth is None else extra_auth
+        self.extra_tls: dict[str, Any] = {} if extra_tls is None else extra_tls
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is ServerProfile and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("extra"))
+        return f"ServerProfile({shown})"
 
     # --- addresses -------------------------------------------------------------
 

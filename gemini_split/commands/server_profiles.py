@@ -12,12 +12,15 @@ so trio, the client and the composition root are imported only by ``test``.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from gemini_split.client.profiles import ProfileStore, make_profile, profile_store, profile_table
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
+
+TYPE_CHECKING = False  # typing is not imported on the Tab path
+if TYPE_CHECKING:
+    from typing import Any
 
 ADDRESS_HELP = "ws://HOST:PORT, wss://HOST:PORT or 'stdio:COMMAND …'"
 

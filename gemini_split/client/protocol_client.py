@@ -5,7 +5,9 @@ A :class:`ProtocolClient` wraps one :class:`MessageStream`. After
 ``nursery.start``) that hands every server event to the UI's ``on_event``
 callback, runs each ``tool_execution_request`` locally through the
 :class:`ToolExecutor` and answers it. :meth:`ProtocolClient.run_turn` sends a
-prompt and waits for its ``finished`` or ``error``.
+prompt and waits for its ``finished`` or ``error``. Every message in and out
+passes a sans-IO :class:`~gemini_split.protocol.Connection`, which holds the
+protocol's rules; this module only moves text, runs tasks and waits.
 
 The client never imports google-genai: a thin remote client starts fast.
 """
@@ -24,7 +26,7 @@ from gemini_split.protocol import (
     Cancel,
     ClientMessage,
     Connected,
-    ConnectionState,
+    Connection,
     Error,
     ErrorCode,
     Finished,
@@ -33,14 +35,14 @@ from gemini_split.protocol import (
     GetState,
     Hello,
     History,
+    LocalProtocolError,
+    Phase,
     RemoteProtocolError,
     ServerEvent,
     State,
     ToolDiscovery,
     ToolExecutionRequest,
     ToolExecutionResponse,
-    decode,
-    encode,
 )
 from gemini_split.stamping import stamp
 from gemini_split.transport import (
@@ -134,7 +136,7 @@ class ProtocolClient:
         self.probe_timeout = probe_timeout
         self._last_heard = 0.0
         self.connected: Connected | None = None
-        self._state = ConnectionState("client")
+        self._conn = Connection("client")
         self._turn: _Turn | None = None
         self._replies: dict[str, tuple[trio.Event, list[ServerEvent]]] = {}
         self._closed_reason: str | None = None
@@ -157,8 +159,7 @@ class ProtocolClient:
         if scope.cancelled_caught:
             raise ConnectFailed(f"the server did not answer the handshake within {self.handshake_timeout:g} s")
         try:
-            message = decode(text)
-            self._state.receive(message)
+            message = self._conn.receive(text)
         except RemoteProtocolError as exc:
             preview = text[:200].replace("\n", "\\n")
             raise HandshakeFailed(
@@ -204,6 +205,10 @@ class ProtocolClient:
                     await self._send(request)
                 except (ConnectionClosed, ConnectionBroken) as exc:
                     self._connection_lost(f"the connection to the server was lost: {exc.reason}")
+                except LocalProtocolError:
+                    if self._conn.phase is not Phase.CLOSED:
+                        raise  # a turn is running already: the caller's bug
+                    self._connection_lost(self._closed_reason or "the server closed the session")
             await turn.done.wait()
         finally:
             self._turn = None
@@ -236,9 +241,11 @@ class ProtocolClient:
     # --- internals -----------------------------------------------------------
 
     async def _send(self, message: ClientMessage | Error) -> None:
-        text = encode(stamp(message))
+        """Check, stamp, encode and write one message. Raises
+        :class:`LocalProtocolError` when the protocol does not allow it now
+        (nothing is sent), :class:`ConnectionClosed`."""
         async with self._send_lock:
-            await self.stream.send(text)
+            await self.stream.send(self._conn.send(stamp(message)))
 
     async def _request(self, message: ClientMessage, timeout: float) -> ServerEvent:
         message = stamp(message)
@@ -252,6 +259,8 @@ class ProtocolClient:
         except (ConnectionClosed, ConnectionBroken) as exc:
             raise RequestFailed(f"the connection to the server was lost: {exc.reason}",
                                 ErrorCode.CONNECTION_LOST.value) from None
+        except LocalProtocolError as exc:  # after a fatal error: closed
+            raise RequestFailed(str(exc), ErrorCode.CONNECTION_LOST.value) from None
         finally:
             self._replies.pop(message.id, None)
         if not box:
@@ -298,15 +307,14 @@ class ProtocolClient:
                 self._closed_reason = f"the connection to the server was lost: {exc.reason}"
                 return
             try:
-                message = decode(text)
-                self._state.receive(message)
+                message = self._conn.receive(text)
             except RemoteProtocolError as exc:
                 # Tell the server, keep going: a newer server may send types
                 # this client does not know.
                 log.warning("ignored a message from the server: %s", exc)
                 try:
-                    await self._send(Error(code=exc.code.value, message=str(exc)))
-                except (ConnectionClosed, ConnectionBroken):
+                    await self._send(Error(code=exc.code.value, message=str(exc), in_reply_to=exc.in_reply_to))
+                except (ConnectionClosed, ConnectionBroken, LocalProtocolError):
                     pass
                 continue
             await self._dispatch(message, nursery)
@@ -351,6 +359,8 @@ class ProtocolClient:
             await self._send(ToolExecutionResponse(request_id=request.id, result=result, error=failure))
         except (ConnectionClosed, ConnectionBroken):
             log.info("could not answer %s: connection closed", request.id)
+        except LocalProtocolError as exc:  # the request ended meanwhile
+            log.info("not answering %s: %s", request.id, exc)
 
     def _connection_lost(self, reason: str) -> None:
         turn = self._turn

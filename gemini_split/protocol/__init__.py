@@ -1,10 +1,10 @@
 """The gemini-split protocol, sans-IO.
 
 Message types (msgspec Structs), the JSON codec, validation, the per-role
-connection state and the session event log. Nothing here performs I/O, reads
-a clock or draws random numbers, or imports trio or google-genai: both sides
-import this package and nothing else is shared. Senders stamp ids and
-timestamps (``gemini_split.stamping``).
+state machine (:class:`Connection`) and the session event log. Nothing here
+performs I/O, reads a clock or draws random numbers, or imports trio or
+google-genai: both sides import this package and nothing else is shared.
+Senders stamp ids and timestamps (``gemini_split.stamping``).
 """
 
 from .codec import (
@@ -53,6 +53,7 @@ from .messages import (
     Usage,
     is_stamped,
 )
-from .state import ConnectionState, EventLog, Phase, ReplayUnavailable, coalesce
+from .connection import Connection, Phase, RequestState
+from .state import EventLog, ReplayUnavailable, coalesce
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -84,7 +84,16 @@ class ProtocolError(GeminiSplitError):
 
 
 class RemoteProtocolError(ProtocolError):
-    """The peer sent something invalid. Answer it with an ``error`` message."""
+    """The peer sent something invalid. Answer it with an ``error`` message.
+
+    A :class:`~gemini_split.protocol.Connection` fills in the rest of that
+    reply: ``in_reply_to`` (the offending message's id, when it could be
+    read), ``request_id`` (a refused request's id) and ``fatal`` (the
+    handshake failed: close after replying)."""
+
+    fatal: bool = False
+    in_reply_to: str | None = None
+    request_id: str | None = None
 
 
 class LocalProtocolError(ProtocolError):

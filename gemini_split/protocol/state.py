@@ -1,86 +1,24 @@
-"""Per-role connection state, the session event log, and delta coalescing.
+"""The session event log and delta coalescing.
 
-All of it is plain synchronous code: no I/O, no clock, no event loop. The I/O
-layers (``gemini_split.server``, ``gemini_split.client``) feed messages in and
-act on what comes out.
+Plain synchronous code: no I/O, no clock, no event loop. (The connection's
+state machine is in :mod:`.connection`.)
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from enum import Enum
 
 from msgspec.structs import replace
 
-from .codec import check_version
+from .codec import DEFAULT_MAX_MESSAGE_SIZE, encode
 from .errors import ErrorCode, RemoteProtocolError
 from .messages import (
-    Connected,
-    Error,
-    Hello,
-    Message,
     ServerEvent,
     TextDelta,
     ThinkingDelta,
     ToolDelta,
 )
-
-
-class Phase(Enum):
-    AWAITING_HELLO = "awaiting_hello"  # server: nothing but hello yet
-    AWAITING_CONNECTED = "awaiting_connected"  # client: hello sent
-    OPEN = "open"
-
-
-# The one table of what each role may receive in each phase. ``None`` means
-# "any message the other role sends".
-_RECEIVABLE: dict[tuple[str, Phase], frozenset[str] | None] = {
-    ("server", Phase.AWAITING_HELLO): frozenset({Hello.TYPE}),
-    ("server", Phase.OPEN): None,
-    ("client", Phase.AWAITING_CONNECTED): frozenset({Connected.TYPE, Error.TYPE}),
-    ("client", Phase.OPEN): None,
-}
-
-
-class ConnectionState:
-    """What one side of a connection may receive next.
-
-    ``role`` is ``"server"`` or ``"client"``. Call :meth:`receive` with each
-    decoded message before acting on it: it raises
-    :class:`RemoteProtocolError` (``unexpected_message`` or
-    ``unsupported_version``) for a message the peer should not have sent now,
-    and moves the phase on when the handshake completes.
-    """
-
-    def __init__(self, role: str):
-        if role not in ("server", "client"):
-            raise ValueError(f"role must be 'server' or 'client', not {role!r}")
-        self.role = role
-        self.phase = Phase.AWAITING_HELLO if role == "server" else Phase.AWAITING_CONNECTED
-
-    def receive(self, message: Message) -> None:
-        allowed = _RECEIVABLE.get((self.role, self.phase), frozenset())
-        if allowed is not None and message.TYPE not in allowed:
-            expected = " or ".join(sorted(allowed)) or "nothing"
-            raise RemoteProtocolError(
-                ErrorCode.UNEXPECTED_MESSAGE,
-                f"expected {expected} in phase {self.phase.value}, got {message.TYPE}",
-                field="type",
-            )
-        if message.SENDER not in (_peer(self.role), "either"):
-            raise RemoteProtocolError(
-                ErrorCode.UNEXPECTED_MESSAGE,
-                f"{message.TYPE} is sent by a {message.SENDER}, not by a {_peer(self.role)}",
-                field="type",
-            )
-        if isinstance(message, Hello | Connected):
-            check_version(message.protocol_version)
-            self.phase = Phase.OPEN
-
-
-def _peer(role: str) -> str:
-    return "client" if role == "server" else "server"
 
 
 class ReplayUnavailable(RemoteProtocolError):
@@ -91,53 +29,86 @@ class ReplayUnavailable(RemoteProtocolError):
 class EventLog:
     """Numbers a session's events and remembers the latest for replay.
 
-    ``append`` gives each event the next ``seq`` (from 1). ``since(n)``
-    returns every kept event with ``seq > n`` in order, or raises
-    :class:`ReplayUnavailable` when some of them were already dropped (the
-    log keeps the most recent ``capacity`` events).
+    ``append`` gives each event the next ``seq`` (from 1) and encodes it once
+    (the sender writes that text). ``since(n)`` returns every kept event with
+    ``seq > n`` in order, or raises :class:`ReplayUnavailable` when some of
+    them were already dropped. The log keeps the most recent events within
+    two bounds: at most ``capacity`` events and at most ``max_bytes`` bytes
+    of their encoded text (an event larger than that alone is not kept).
     """
 
-    def __init__(self, capacity: int = 10_000):
+    def __init__(self, capacity: int = 10_000, max_bytes: int = DEFAULT_MAX_MESSAGE_SIZE):
         self.capacity = capacity
-        self._events: deque[ServerEvent] = deque(maxlen=capacity)
+        self.max_bytes = max_bytes
+        self._events: deque[tuple[ServerEvent, int]] = deque()
+        self.bytes = 0
         self.last_seq = 0
 
-    def append(self, event: ServerEvent) -> ServerEvent:
+    def append(self, event: ServerEvent) -> tuple[ServerEvent, str]:
+        """The event numbered, and its JSON text."""
         self.last_seq += 1
         event = replace(event, seq=self.last_seq)
-        self._events.append(event)
-        return event
+        text = encode(event)
+        size = len(text)
+        self._events.append((event, size))
+        self.bytes += size
+        while self._events and (len(self._events) > self.capacity or self.bytes > self.max_bytes):
+            self.bytes -= self._events.popleft()[1]
+        return event, text
+
+    def __len__(self) -> int:
+        return len(self._events)
 
     def since(self, last_seq: int) -> list[ServerEvent]:
         if last_seq >= self.last_seq:
             return []
-        oldest = self._events[0].seq if self._events else self.last_seq + 1
+        oldest = self._events[0][0].seq if self._events else self.last_seq + 1
         if last_seq + 1 < oldest:
             raise ReplayUnavailable(
                 f"events {last_seq + 1}..{oldest - 1} are no longer kept; "
                 "start a new session"
             )
-        return [e for e in self._events if e.seq > last_seq]
+        return [e for e, _ in self._events if e.seq > last_seq]
 
 
-def coalesce(events: Iterable[ServerEvent]) -> list[ServerEvent]:
+#: Characters one merged delta may hold: a lagging peer gets large frames,
+#: never one over its message size limit, and merging stays linear.
+MERGE_LIMIT = 256 * 1024
+
+
+def coalesce(events: Iterable[ServerEvent], *, limit: int = MERGE_LIMIT) -> list[ServerEvent]:
     """Merge runs of adjacent deltas of the same stream into one event.
 
     Used by a sender that fell behind: the peer sees the same text in fewer,
-    larger pieces, and nothing else changes order. Text and thinking deltas
-    merge per request; tool output per call and stream.
+    larger pieces (each at most ``limit`` characters, unless one delta alone
+    is larger), and nothing else changes order. Text and thinking deltas
+    merge per request; tool output per call and stream. Linear in the total
+    size: the pieces of a run are joined once.
     """
     out: list[ServerEvent] = []
+    run: list[str] = []  # contents of the run that ends out[-1]
+    size = 0
+
+    def close_run() -> None:
+        if len(run) > 1:
+            out[-1] = replace(out[-1], content="".join(run))
+
     for event in events:
-        if out and _same_stream(out[-1], event):
-            prev = out[-1]
-            out[-1] = replace(prev, content=prev.content + event.content)
-        else:
-            out.append(event)
+        if out and run and same_stream(out[-1], event) and size + len(event.content) <= limit:
+            run.append(event.content)
+            size += len(event.content)
+            continue
+        close_run()
+        out.append(event)
+        run = [event.content] if isinstance(event, TextDelta | ThinkingDelta | ToolDelta) else []
+        size = len(event.content) if run else 0
+    if out:
+        close_run()
     return out
 
 
-def _same_stream(a: ServerEvent, b: ServerEvent) -> bool:
+def same_stream(a: ServerEvent, b: ServerEvent) -> bool:
+    """Whether ``b`` continues the delta stream ``a`` belongs to."""
     if type(a) is not type(b) or a.request_id != b.request_id:
         return False
     if isinstance(a, TextDelta | ThinkingDelta):

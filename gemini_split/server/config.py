@@ -40,5 +40,10 @@ class ServerConfig:
     #: Unsent events a session holds before its model stream waits (deltas
     #: merge, so this counts distinct events).
     outbox_limit: int = 1000
-    #: Events kept per session for replay to a reconnecting client.
+    #: Events kept per session for replay to a reconnecting client, and the
+    #: bytes of JSON they may take together.
     replay_capacity: int = 10_000
+    replay_bytes: int = DEFAULT_MAX_MESSAGE_SIZE
+    #: Characters of delta text a session holds unsent before its model
+    #: stream waits for a slow client.
+    outbox_bytes: int = 4 * 1024 * 1024

@@ -3,8 +3,11 @@
 :class:`AgentService` is what every transport's listener calls for each new
 connection (:meth:`AgentService.handle_connection`). It runs the handshake,
 creates a :class:`Session`, then pumps messages both ways until either side
-goes away. A malformed or unknown message gets an ``error`` event and the
-connection goes on; only a broken handshake is fatal.
+goes away. Every message in and out passes the connection's sans-IO
+:class:`~gemini_split.protocol.Connection`, which holds the protocol's rules;
+this module only moves text and runs tasks. A malformed, unknown or
+out-of-turn message gets an ``error`` event and the connection goes on; only
+a broken handshake is fatal.
 """
 
 from __future__ import annotations
@@ -19,13 +22,12 @@ from gemini_split.protocol import (
     PROTOCOL_VERSION,
     ClientMessage,
     Connected,
-    ConnectionState,
+    Connection,
     Error,
     ErrorCode,
     Hello,
+    LocalProtocolError,
     RemoteProtocolError,
-    decode,
-    encode,
 )
 from gemini_split.stamping import stamp
 from gemini_split.transport import (
@@ -93,7 +95,7 @@ class AgentService:
             while any(s.busy for s in self.sessions.values()):
                 await trio.sleep(0.05)
             for session in list(self.sessions.values()):
-                session.reply_error(None, ErrorCode.SHUTTING_DOWN, "the server is shutting down", fatal=True)
+                session.reply_error(ErrorCode.SHUTTING_DOWN, "the server is shutting down", fatal=True)
             await trio.sleep(0.1)  # let writers flush the last events
         for stream in list(self._streams.values()):
             await stream.aclose("server shutting down")
@@ -101,15 +103,15 @@ class AgentService:
     async def handle_connection(self, stream: MessageStream) -> None:
         """Serve one connection until it closes. Never raises for the peer's
         mistakes."""
-        state = ConnectionState("server")
-        hello = await self._handshake(stream, state)
+        conn = Connection("server", max_message_size=self.config.max_message_size)
+        hello = await self._handshake(stream, conn)
         if hello is None:
             return
         principal = stream.principal
         if self.authenticate is not None and principal is None:
             principal = self.authenticate(hello.token)
             if principal is None:
-                await _send_fatal(stream, ErrorCode.UNAUTHORIZED, "missing or invalid token")
+                await _send_fatal(stream, conn, ErrorCode.UNAUTHORIZED, "missing or invalid token")
                 return
         session = Session(model=self.model, config=self.config, principal=principal)
         self.sessions[session.id] = session
@@ -118,13 +120,13 @@ class AgentService:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(session.run)
-                await stream.send(encode(stamp(Connected(
+                await stream.send(conn.send(stamp(Connected(
                     server=f"gemini-split/{__version__}", session_id=session.id,
                     resume_token=session.resume_token, model=session.model_name,
                     capabilities=SERVER_CAPABILITIES,
                 ))))
-                nursery.start_soon(_write_events, stream, session, nursery.cancel_scope)
-                await self._read_messages(stream, state, session)
+                nursery.start_soon(_write_events, stream, conn, session, nursery.cancel_scope)
+                await self._read_messages(stream, conn, session)
                 nursery.cancel_scope.cancel()
         except (ConnectionClosed, ConnectionBroken):
             pass
@@ -133,40 +135,38 @@ class AgentService:
             del self._streams[session.id]
             log.info("session %s closed", session.id)
 
-    async def _handshake(self, stream: MessageStream, state: ConnectionState) -> Hello | None:
+    async def _handshake(self, stream: MessageStream, conn: Connection) -> Hello | None:
         with trio.move_on_after(self.config.hello_timeout) as scope:
             text = await stream.receive()
         if scope.cancelled_caught:
-            await _send_fatal(stream, ErrorCode.UNEXPECTED_MESSAGE,
+            await _send_fatal(stream, conn, ErrorCode.UNEXPECTED_MESSAGE,
                               f"no hello within {self.config.hello_timeout:g} seconds")
             return None
         try:
-            message = decode(text, max_size=self.config.max_message_size)
-            state.receive(message)
+            message = conn.receive(text)
         except RemoteProtocolError as exc:
-            await _send_fatal(stream, exc.code, f"handshake failed: {exc}")
+            await _send_fatal(stream, conn, exc.code, f"handshake failed: {exc}", in_reply_to=exc.in_reply_to)
             return None
         if self.shutting_down:
-            await _send_fatal(stream, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
+            await _send_fatal(stream, conn, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
             return None
         assert isinstance(message, Hello)
         return message
 
-    async def _read_messages(self, stream: MessageStream, state: ConnectionState, session: Session) -> None:
+    async def _read_messages(self, stream: MessageStream, conn: Connection, session: Session) -> None:
         while True:
             try:
                 text = await stream.receive()
             except MessageTooLarge as exc:
-                session.reply_error(None, ErrorCode.MESSAGE_TOO_LARGE, str(exc))
+                session.reply_error(ErrorCode.MESSAGE_TOO_LARGE, str(exc))
                 continue
             except (ConnectionClosed, ConnectionBroken):
                 return
             try:
-                message = decode(text, max_size=self.config.max_message_size)
-                state.receive(message)
+                message = conn.receive(text)
             except RemoteProtocolError as exc:
                 log.info("session %s: bad message: %s", session.id, exc)
-                session.reply_error(None, exc.code, str(exc))
+                session.reply_error(exc.code, str(exc), in_reply_to=exc.in_reply_to, request_id=exc.request_id)
                 continue
             assert isinstance(message, ClientMessage) or isinstance(message, Error)
             if isinstance(message, Error):
@@ -175,18 +175,28 @@ class AgentService:
             await session.handle(message)
 
 
-async def _write_events(stream: MessageStream, session: Session, scope: trio.CancelScope) -> None:
+async def _write_events(stream: MessageStream, conn: Connection, session: Session, scope: trio.CancelScope) -> None:
+    """Send the session's events as they gather: each numbered and encoded
+    once by the event log, checked by the connection, then written."""
     try:
         while True:
             for event in await session.outbox.take():
-                await stream.send(encode(event))
+                event, text = session.log.append(stamp(event))
+                try:
+                    conn.send(event, text=text)
+                except LocalProtocolError:
+                    # A bug on our side: never put it on the wire.
+                    log.exception("session %s: not sending %s", session.id, type(event).__name__)
+                    continue
+                await stream.send(text)
     except (ConnectionClosed, ConnectionBroken):
         scope.cancel()
 
 
-async def _send_fatal(stream: MessageStream, code: ErrorCode, text: str) -> None:
+async def _send_fatal(stream: MessageStream, conn: Connection, code: ErrorCode, text: str,
+                      *, in_reply_to: str | None = None) -> None:
     try:
-        await stream.send(encode(stamp(Error(code=code.value, message=text, fatal=True))))
+        await stream.send(conn.send(stamp(Error(code=code.value, message=text, fatal=True, in_reply_to=in_reply_to))))
     except (ConnectionClosed, ConnectionBroken):
         pass
     await stream.aclose(text)

@@ -1,8 +1,10 @@
 """A session: one conversation, its tools, its running request, its events.
 
 The connection handler feeds a session the client's messages
-(:meth:`Session.handle`); the session answers through its :class:`Outbox`.
-At most one request runs at a time; ``cancel`` stops it at once and the
+(:meth:`Session.handle`), already checked by the connection's
+:class:`~gemini_split.protocol.Connection` (one request at a time, tool
+responses only for pending calls…); the session answers through its
+:class:`Outbox`. ``cancel`` stops the running request at once and the
 session stays usable. Each request ends with exactly one ``finished`` or one
 ``error`` carrying its ``request_id``.
 """
@@ -29,7 +31,6 @@ from gemini_split.protocol import (
     History,
     ServerEvent,
     State,
-    ToolDecision,
     ToolDiscovery,
     ToolExecutionRequest,
     ToolExecutionResponse,
@@ -77,8 +78,8 @@ class Session:
         self.model_name = config.model
         self.history: list[dict[str, Any]] = []
         self.tools: list[ToolSpec] = []
-        self.log = EventLog(config.replay_capacity)
-        self.outbox = Outbox(self.log, config.outbox_limit)
+        self.log = EventLog(config.replay_capacity, config.replay_bytes)
+        self.outbox = Outbox(config.outbox_limit, max_bytes=config.outbox_bytes)
         self._pending: dict[str, _PendingCall] = {}
         self._active: _ActiveRequest | None = None
         self._nursery: trio.Nursery | None = None
@@ -111,8 +112,9 @@ class Session:
     # --- incoming messages -------------------------------------------------------
 
     async def handle(self, message: ClientMessage) -> None:
-        """Act on one message from the client. Never raises for the client's
-        mistakes: those are answered with ``error`` events."""
+        """Act on one message from the client, which the connection's
+        :class:`~gemini_split.protocol.Connection` has accepted. Never raises
+        for the client's mistakes: those are answered with ``error`` events."""
         if isinstance(message, GenerateContentRequest):
             self._start_request(message)
         elif isinstance(message, ToolExecutionResponse):
@@ -126,11 +128,6 @@ class Session:
             self.emit_nowait(History(in_reply_to=message.id, messages=list(self.history)))
         elif isinstance(message, GetState):
             self.emit_nowait(self.state(in_reply_to=message.id))
-        elif isinstance(message, ToolDecision):
-            self.reply_error(message, ErrorCode.UNEXPECTED_MESSAGE,
-                             f"no tool call {quote(message.call_id)} is awaiting approval in this session")
-        else:
-            self.reply_error(message, ErrorCode.UNEXPECTED_MESSAGE, f"{message.TYPE} is not expected now")
 
     def state(self, *, in_reply_to: str | None = None) -> State:
         return State(
@@ -152,10 +149,10 @@ class Session:
     def emit_nowait(self, event: ServerEvent) -> None:
         self.outbox.put_nowait(event)
 
-    def reply_error(self, message: ClientMessage | None, code: ErrorCode, text: str, *, fatal: bool = False) -> None:
+    def reply_error(self, code: ErrorCode, text: str, *, in_reply_to: str | None = None,
+                    request_id: str | None = None, fatal: bool = False) -> None:
         self.emit_nowait(Error(
-            code=code.value, message=text, fatal=fatal,
-            in_reply_to=message.id if message is not None else None,
+            code=code.value, message=text, fatal=fatal, in_reply_to=in_reply_to, request_id=request_id,
         ))
 
     # --- requests ----------------------------------------------------------------
@@ -163,12 +160,8 @@ class Session:
     def _start_request(self, request: GenerateContentRequest) -> None:
         if self._nursery is None:
             raise RuntimeError("Session.run must be started before requests are handled")
-        if self._active is not None:
-            self.emit_nowait(Error(
-                request_id=request.id, in_reply_to=request.id, code=ErrorCode.BUSY.value,
-                message=f"request {self._active.request_id} is still running; cancel it or wait",
-            ))
-            return
+        if self._active is not None:  # the Connection refuses a second request
+            raise RuntimeError(f"request {self._active.request_id} is still running")
         if not request.prompt.strip():
             self.emit_nowait(Error(
                 request_id=request.id, in_reply_to=request.id, code=ErrorCode.INVALID_REQUEST.value,
@@ -241,9 +234,10 @@ class Session:
 
     def _resolve_call(self, response: ToolExecutionResponse) -> None:
         pending = self._pending.get(response.request_id)
-        if pending is None or pending.done.is_set():
-            self.reply_error(response, ErrorCode.UNEXPECTED_MESSAGE,
-                             f"no tool call {quote(response.request_id)} is waiting for an answer")
+        if pending is None or pending.done.is_set():  # it timed out here meanwhile
+            self.reply_error(ErrorCode.UNEXPECTED_MESSAGE,
+                             f"tool call {quote(response.request_id)} is no longer waiting for an answer",
+                             in_reply_to=response.id)
             return
         pending.response = response
         pending.done.set()

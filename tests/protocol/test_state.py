@@ -1,75 +1,26 @@
-"""Connection state, event log and coalescing: sans-IO, no event loop."""
+"""Event log and coalescing: sans-IO, no event loop. (The connection's
+state machine is tested in test_connection.py.)"""
 
 from __future__ import annotations
 
 import pytest
 
 from gemini_split.protocol import (
-    Cancel,
-    Connected,
-    ConnectionState,
-    Error,
-    ErrorCode,
     EventLog,
-    GenerateContentRequest,
-    Hello,
-    Phase,
-    RemoteProtocolError,
     ReplayUnavailable,
     TextDelta,
     ThinkingDelta,
     ToolDelta,
     ToolStarted,
     coalesce,
+    decode,
 )
-
-
-def test_server_accepts_nothing_but_hello_first():
-    state = ConnectionState("server")
-    with pytest.raises(RemoteProtocolError) as info:
-        state.receive(GenerateContentRequest(prompt="hi"))
-    assert info.value.code is ErrorCode.UNEXPECTED_MESSAGE
-    state.receive(Hello())
-    assert state.phase is Phase.OPEN
-    state.receive(GenerateContentRequest(prompt="hi"))
-
-
-def test_server_refuses_messages_only_a_server_sends():
-    state = ConnectionState("server")
-    state.receive(Hello())
-    with pytest.raises(RemoteProtocolError) as info:
-        state.receive(TextDelta(content="spoofed"))
-    assert "sent by a server" in str(info.value)
-
-
-def test_hello_with_another_major_version_is_refused():
-    state = ConnectionState("server")
-    with pytest.raises(RemoteProtocolError) as info:
-        state.receive(Hello(protocol_version="2.0"))
-    assert info.value.code is ErrorCode.UNSUPPORTED_VERSION
-    assert state.phase is Phase.AWAITING_HELLO
-
-
-def test_client_expects_connected_or_error():
-    state = ConnectionState("client")
-    state.receive(Error(code="unauthorized", message="no", fatal=True))  # allowed: the refusal
-    with pytest.raises(RemoteProtocolError):
-        state.receive(TextDelta(content="early"))
-    state.receive(Connected(session_id="s"))
-    state.receive(TextDelta(content="now fine"))
-    with pytest.raises(RemoteProtocolError):
-        state.receive(Cancel())  # a client message, sent to a client
-
-
-def test_either_side_may_send_error():
-    state = ConnectionState("server")
-    state.receive(Hello())
-    state.receive(Error(code="unknown_type", message="what is that"))
+from gemini_split.stamping import stamp
 
 
 def test_event_log_numbers_from_one_and_replays_after_a_seq():
     log = EventLog(capacity=100)
-    events = [log.append(TextDelta(content=str(i))) for i in range(5)]
+    events = [log.append(stamp(TextDelta(content=str(i))))[0] for i in range(5)]
     assert [e.seq for e in events] == [1, 2, 3, 4, 5]
     assert [e.content for e in log.since(3)] == ["3", "4"]
     assert log.since(5) == []
@@ -79,11 +30,36 @@ def test_event_log_numbers_from_one_and_replays_after_a_seq():
 def test_event_log_says_when_a_replay_is_no_longer_possible():
     log = EventLog(capacity=3)
     for i in range(10):
-        log.append(TextDelta(content=str(i)))
+        log.append(stamp(TextDelta(content=str(i))))
     assert [e.seq for e in log.since(7)] == [8, 9, 10]
     with pytest.raises(ReplayUnavailable) as info:
         log.since(2)
     assert "3..7 are no longer kept" in str(info.value)
+
+
+def test_event_log_gives_the_text_it_encoded_once():
+    log = EventLog()
+    event, text = log.append(stamp(TextDelta(request_id="r", content="hé")))
+    assert decode(text) == event and event.seq == 1
+    assert log.bytes == len(text)
+
+
+def test_event_log_is_bounded_in_bytes_as_well_as_in_count():
+    # Regression (issue 13 §4): 10,000 events of 15 MB each were all kept.
+    log = EventLog(capacity=10_000, max_bytes=1_000_000)
+    big = "x" * 300_000
+    for _ in range(50):
+        log.append(stamp(TextDelta(request_id="r", content=big)))
+    assert log.bytes <= 1_000_000
+    assert len(log) == 3
+    assert [e.seq for e in log.since(47)] == [48, 49, 50]
+    with pytest.raises(ReplayUnavailable):
+        log.since(46)
+    # One event larger than the whole budget is numbered but not kept.
+    event, _ = log.append(stamp(TextDelta(request_id="r", content="y" * 2_000_000)))
+    assert event.seq == 51 and len(log) == 0 and log.bytes == 0
+    with pytest.raises(ReplayUnavailable):
+        log.since(50)
 
 
 def test_coalesce_merges_adjacent_deltas_of_one_stream_only():
@@ -115,6 +91,25 @@ def test_coalesce_merges_adjacent_deltas_of_one_stream_only():
     ]
     # Nothing is lost: all the text is still there, in order.
     assert "".join(e.content for e in out if isinstance(e, TextDelta)) == "abcd"
+
+
+def test_coalesce_stops_a_merged_delta_at_the_limit():
+    events = [TextDelta(request_id="r", content="x" * 40) for _ in range(10)]
+    out = coalesce(events, limit=100)
+    assert [len(e.content) for e in out] == [80, 80, 80, 80, 80]
+    assert coalesce([TextDelta(request_id="r", content="y" * 500)], limit=100)[0].content == "y" * 500
+
+
+def test_coalescing_many_large_deltas_is_linear():
+    # Regression (issue 13 §6): merging by repeated concatenation copied the
+    # whole merged text for every delta: 10,000 deltas of 5 KB took minutes.
+    import time
+
+    events = [TextDelta(request_id="r", content="z" * 5_000) for _ in range(10_000)]
+    started = time.process_time()
+    out = coalesce(events, limit=10**9)
+    assert time.process_time() - started < 2.0
+    assert len(out) == 1 and len(out[0].content) == 50_000_000
 
 
 def test_protocol_package_imports_neither_trio_nor_genai():

@@ -1,0 +1,453 @@
+"""The protocol's state machine: one sans-IO :class:`Connection` per end.
+
+Every rule of a conversation lives in :data:`_RULES`, one table keyed by who
+sends what. Both ends run the same table over the same stream of messages:
+an end checks what it *receives* (a breach is the peer's:
+:class:`RemoteProtocolError`) and what it *sends* (a breach is ours:
+:class:`LocalProtocolError`). So a client and a server that both use a
+:class:`Connection` agree on the state at every message, as h11's
+``ConnectionState`` makes a client and a server agree.
+
+The states:
+
+* the **phase** of the connection (:class:`Phase`): ``awaiting_hello`` →
+  (client sends ``hello``, version checked) ``awaiting_connected`` →
+  (server sends ``connected``, version checked) ``open`` → ``closed`` (a
+  fatal ``error``, or any ``error`` before ``open``);
+* once open, the **request**: idle, or running one request
+  (:class:`RequestState`: its ``request_id``, the tool calls the server
+  asked the client to run and that are not answered yet, the server-side
+  tool calls awaiting the user's decision). A ``generate_content_request``
+  while idle starts one; exactly one ``finished`` or ``error`` with its
+  ``request_id`` ends it; every event about it carries its ``request_id``;
+* the **owed replies**: each ``get_state`` / ``get_history`` is answered by
+  exactly one ``state`` / ``history`` (or ``error``) whose ``in_reply_to``
+  is its id; a request the server refused (``busy``) is owed one ``error``;
+* ``seq``: the session events an end sees carry strictly increasing
+  ``seq`` numbers; :attr:`Connection.last_seq` is the last one (what a
+  resuming client says in ``hello``).
+
+What is *not* here: ids, timestamps and ``seq`` numbers are stamped by the
+caller (no clock, no randomness in this package); whether a prompt is
+acceptable, which model may be used, what a tool does — the session decides,
+and ends a request it refuses with an ``error``.
+
+Growing it: resume restores the request state of a session on a fresh
+connection (:meth:`Connection.restore`); attach, observers and server-side
+approvals add rows to :data:`_RULES` and fields to :class:`RequestState`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from .codec import DEFAULT_MAX_MESSAGE_SIZE, check_version, decode, encode
+from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
+from .messages import (
+    Cancel,
+    Connected,
+    Error,
+    Finished,
+    GenerateContentRequest,
+    GetHistory,
+    GetState,
+    Hello,
+    History,
+    Message,
+    Retrying,
+    State,
+    TextDelta,
+    ThinkingDelta,
+    ToolAwaitingApproval,
+    ToolCompleted,
+    ToolDecision,
+    ToolDelta,
+    ToolDiscovery,
+    ToolError,
+    ToolExecutionRequest,
+    ToolExecutionResponse,
+    ToolStarted,
+    is_stamped,
+)
+
+CLIENT = "client"
+SERVER = "server"
+
+
+class Phase(Enum):
+    AWAITING_HELLO = "awaiting_hello"
+    AWAITING_CONNECTED = "awaiting_connected"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+@dataclass
+class RequestState:
+    """The request a session is running, as both ends see it."""
+
+    request_id: str
+    #: ``tool_execution_request`` ids the client has not answered yet.
+    pending_calls: set[str] = field(default_factory=set)
+    #: ``tool_awaiting_approval`` call ids the client has not decided yet.
+    awaiting_decision: set[str] = field(default_factory=set)
+
+
+class _Breach(Exception):
+    """A rule was broken; the :class:`Connection` says by whom."""
+
+    def __init__(self, code: ErrorCode, text: str, *, field: str | None = "type"):
+        super().__init__(text)
+        self.code = code
+        self.field = field
+
+
+@dataclass
+class _Conversation:
+    """The state both ends agree on; what the rules read and change."""
+
+    phase: Phase = Phase.AWAITING_HELLO
+    request: RequestState | None = None
+    #: ids of get_state/get_history, and of refused requests, owed a reply.
+    owed_replies: set[str] = field(default_factory=set)
+    last_seq: int = 0
+
+
+# --- the rules ---------------------------------------------------------------
+#
+# Each rule checks one message against the conversation and raises _Breach
+# when it may not be sent now; only when every check passed does it change
+# the state. The phase (first column of the table) is checked before it.
+
+
+def _hello(c: _Conversation, m: Hello) -> None:
+    _check_version(m.protocol_version)
+    c.phase = Phase.AWAITING_CONNECTED
+
+
+def _connected(c: _Conversation, m: Connected) -> None:
+    _check_version(m.protocol_version)
+    c.phase = Phase.OPEN
+
+
+def _check_version(version: Any) -> None:
+    try:
+        check_version(version)
+    except RemoteProtocolError as exc:
+        raise _Breach(exc.code, str(exc), field="protocol_version") from None
+
+
+def _nothing(c: _Conversation, m: Message) -> None:
+    pass
+
+
+def _start_request(c: _Conversation, m: GenerateContentRequest) -> None:
+    if c.request is not None:
+        raise _Breach(
+            ErrorCode.BUSY,
+            f"request {c.request.request_id} is still running; cancel it or wait",
+            field=None,
+        )
+    c.request = RequestState(m.id)
+
+
+def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
+    if c.request is None or m.request_id not in c.request.pending_calls:
+        raise _Breach(
+            ErrorCode.UNEXPECTED_MESSAGE,
+            f"no tool call {m.request_id!r} is waiting for an answer",
+            field="request_id",
+        )
+    c.request.pending_calls.discard(m.request_id)
+
+
+def _decide(c: _Conversation, m: ToolDecision) -> None:
+    if c.request is None or m.call_id not in c.request.awaiting_decision:
+        raise _Breach(
+            ErrorCode.UNEXPECTED_MESSAGE,
+            f"no tool call {m.call_id!r} is awaiting approval in this session",
+            field="call_id",
+        )
+    c.request.awaiting_decision.discard(m.call_id)
+
+
+def _expect_reply(c: _Conversation, m: GetState | GetHistory) -> None:
+    if m.id in c.owed_replies:
+        raise _Breach(ErrorCode.INVALID_FIELD, f"message id {m.id!r} is already awaiting a reply", field="id")
+    c.owed_replies.add(m.id)
+
+
+def _reply(c: _Conversation, m: State | History) -> None:
+    if m.in_reply_to not in c.owed_replies:
+        raise _Breach(
+            ErrorCode.UNEXPECTED_MESSAGE,
+            f"{_kind(m)} answers {m.in_reply_to!r}, which asked nothing or was answered already",
+            field="in_reply_to",
+        )
+    _event(c, m)
+    c.owed_replies.discard(m.in_reply_to)
+
+
+def _running(c: _Conversation, m: Any) -> RequestState:
+    request = c.request
+    if request is None or m.request_id != request.request_id:
+        now = f"request {request.request_id} is running" if request else "no request is running"
+        raise _Breach(
+            ErrorCode.UNEXPECTED_MESSAGE,
+            f"{_kind(m)} for request {m.request_id!r}, but {now}",
+            field="request_id",
+        )
+    return request
+
+
+def _event(c: _Conversation, m: Any) -> None:
+    """Every session event: ``seq``, when stamped, strictly increases."""
+    seq = m.seq
+    if seq is not None:
+        if seq <= c.last_seq:
+            raise _Breach(
+                ErrorCode.INVALID_FIELD,
+                f"{_kind(m)} has seq {seq}, not after the last seq {c.last_seq}",
+                field="seq",
+            )
+        c.last_seq = seq
+
+
+def _in_request(c: _Conversation, m: Any) -> None:
+    _running(c, m)
+    _event(c, m)
+
+
+def _request_call(c: _Conversation, m: ToolExecutionRequest) -> None:
+    request = _running(c, m)
+    if m.id in request.pending_calls:
+        raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {m.id!r} was already requested", field="id")
+    _event(c, m)
+    request.pending_calls.add(m.id)
+
+
+def _await_decision(c: _Conversation, m: ToolAwaitingApproval) -> None:
+    request = _running(c, m)
+    if m.call_id in request.awaiting_decision:
+        raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {m.call_id!r} already awaits a decision", field="call_id")
+    _event(c, m)
+    request.awaiting_decision.add(m.call_id)
+
+
+def _end_request(c: _Conversation, m: Finished) -> None:
+    _running(c, m)
+    _event(c, m)
+    c.request = None
+
+
+def _server_error(c: _Conversation, m: Error) -> None:
+    """An error may end the running request (its ``request_id``), answer a
+    refused request or an owed reply, or stand alone (``request_id`` unset);
+    a fatal one, or any before the connection is open, ends the connection."""
+    rid = m.request_id
+    if rid is not None and rid not in c.owed_replies and (c.request is None or c.request.request_id != rid):
+        _running(c, m)  # raises: names what is running
+    _event(c, m)
+    if rid is not None:
+        if c.request is not None and c.request.request_id == rid:
+            c.request = None
+        c.owed_replies.discard(rid)
+    if m.in_reply_to is not None:
+        c.owed_replies.discard(m.in_reply_to)
+    if m.fatal or c.phase is not Phase.OPEN:
+        c.phase = Phase.CLOSED
+
+
+def _client_error(c: _Conversation, m: Error) -> None:
+    if m.fatal:
+        c.phase = Phase.CLOSED
+
+
+_Rule = Callable[[_Conversation, Any], None]
+_ANY_BUT_CLOSED = frozenset({Phase.AWAITING_HELLO, Phase.AWAITING_CONNECTED, Phase.OPEN})
+_OPEN = frozenset({Phase.OPEN})
+
+#: (sender, message class) -> (phases it may be sent in, rule).
+#: A message not in this table may never be sent by that role.
+_RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
+    # handshake
+    (CLIENT, Hello): (frozenset({Phase.AWAITING_HELLO}), _hello),
+    (SERVER, Connected): (frozenset({Phase.AWAITING_CONNECTED}), _connected),
+    (SERVER, Error): (_ANY_BUT_CLOSED, _server_error),
+    (CLIENT, Error): (_OPEN, _client_error),
+    # client -> server
+    (CLIENT, ToolDiscovery): (_OPEN, _nothing),
+    (CLIENT, GenerateContentRequest): (_OPEN, _start_request),
+    (CLIENT, ToolExecutionResponse): (_OPEN, _answer_call),
+    (CLIENT, ToolDecision): (_OPEN, _decide),
+    (CLIENT, Cancel): (_OPEN, _nothing),  # of nothing running, or of another request: ignored
+    (CLIENT, GetState): (_OPEN, _expect_reply),
+    (CLIENT, GetHistory): (_OPEN, _expect_reply),
+    # server -> client: events of the running request
+    (SERVER, TextDelta): (_OPEN, _in_request),
+    (SERVER, ThinkingDelta): (_OPEN, _in_request),
+    (SERVER, Retrying): (_OPEN, _in_request),
+    (SERVER, ToolExecutionRequest): (_OPEN, _request_call),
+    (SERVER, ToolAwaitingApproval): (_OPEN, _await_decision),
+    (SERVER, ToolStarted): (_OPEN, _in_request),
+    (SERVER, ToolDelta): (_OPEN, _in_request),
+    (SERVER, ToolCompleted): (_OPEN, _in_request),
+    (SERVER, ToolError): (_OPEN, _in_request),
+    (SERVER, Finished): (_OPEN, _end_request),
+    # server -> client: replies
+    (SERVER, State): (_OPEN, _reply),
+    (SERVER, History): (_OPEN, _reply),
+}
+
+
+# --- the connection ------------------------------------------------------------
+
+
+class Connection:
+    """One end of a gemini-split connection, without I/O.
+
+    ``role`` is ``"client"`` or ``"server"``. Feed it every message that
+    crosses the connection, in order: text from the peer through
+    :meth:`receive`, messages of ours through :meth:`send` before writing the
+    text it returns. It is not thread-safe and holds no lock: the caller
+    serialises sends (one writer) and receives (one reader).
+
+    Error handling: :meth:`receive` raises :class:`RemoteProtocolError` for
+    text that is not a message the peer may send now; the error carries the
+    reply the peer should get (``code``, ``str()``, ``in_reply_to``,
+    ``request_id``, ``fatal``) and the state is unchanged (except that a
+    refused ``generate_content_request`` is owed its ``error``).
+    :meth:`send` raises :class:`LocalProtocolError` for a message we may not
+    send now (a bug on our side: a second ``finished``, an answer to a call
+    nobody made, an unstamped message); nothing is sent and the state is
+    unchanged.
+    """
+
+    def __init__(self, role: str, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE):
+        if role not in (CLIENT, SERVER):
+            raise ValueError(f"role must be 'client' or 'server', not {role!r}")
+        self.role = role
+        self.peer = SERVER if role == CLIENT else CLIENT
+        self.max_message_size = max_message_size
+        self._c = _Conversation()
+        #: The ``hello`` of this connection, once sent or received.
+        self.hello: Hello | None = None
+        #: The server's ``connected``, once sent or received.
+        self.connected: Connected | None = None
+
+    # --- what the state is ---------------------------------------------------
+
+    @property
+    def phase(self) -> Phase:
+        return self._c.phase
+
+    @property
+    def request(self) -> RequestState | None:
+        """The running request, or None when idle. Do not change it."""
+        return self._c.request
+
+    @property
+    def last_seq(self) -> int:
+        """The highest ``seq`` of a session event that crossed (0: none)."""
+        return self._c.last_seq
+
+    @property
+    def owed_replies(self) -> frozenset[str]:
+        """Ids of messages still owed their reply."""
+        return frozenset(self._c.owed_replies)
+
+    def restore(self, request: RequestState | None, *, last_seq: int = 0) -> None:
+        """Continue a session on this connection: its running request (a
+        copy is kept) and the last ``seq`` already delivered. For a resumed
+        session, right after the handshake and before any other message."""
+        self._c.request = (
+            None if request is None
+            else RequestState(request.request_id, set(request.pending_calls), set(request.awaiting_decision))
+        )
+        self._c.last_seq = last_seq
+
+    # --- the two directions ----------------------------------------------------
+
+    def receive(self, text: str | bytes) -> Message:
+        """Decode one message from the peer and check it against the state.
+
+        Raises :class:`RemoteProtocolError` (see the class docstring)."""
+        try:
+            message = decode(text, max_size=self.max_message_size)
+        except RemoteProtocolError as exc:
+            _hint(exc, fatal=self._c.phase is not Phase.OPEN)
+            raise
+        try:
+            self._apply(self.peer, message)
+        except _Breach as breach:
+            exc = RemoteProtocolError(breach.code, str(breach), field=breach.field)
+            request_id = message.id if isinstance(message, GenerateContentRequest) else None
+            if request_id is not None and self._c.phase is Phase.OPEN:
+                self._c.owed_replies.add(request_id)  # the refusal we owe
+            _hint(exc, fatal=self._c.phase is not Phase.OPEN, in_reply_to=message.id, request_id=request_id)
+            raise exc from None
+        return message
+
+    def send(self, message: Message, *, text: str | None = None) -> str:
+        """Check one message of ours against the state and encode it.
+
+        Returns the text to write. ``text`` is the message's encoding when
+        the caller has it already (the event log encodes each event once):
+        it is checked for size, not encoded again. Raises
+        :class:`LocalProtocolError`."""
+        if not is_stamped(message) or not message.id:
+            raise LocalProtocolError(
+                ErrorCode.MISSING_FIELD, f"{_kind(message)} is not stamped with an id and a timestamp", field="id"
+            )
+        if text is None:
+            try:
+                text = encode(message)
+            except ProtocolError as exc:
+                raise LocalProtocolError(exc.code, str(exc), field=exc.field) from None
+        if len(text) > self.max_message_size:
+            raise LocalProtocolError(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"{_kind(message)} of {len(text)} characters is over the limit of {self.max_message_size}",
+            )
+        try:
+            self._apply(self.role, message)
+        except _Breach as breach:
+            raise LocalProtocolError(breach.code, f"we may not send this: {breach}", field=breach.field) from None
+        return text
+
+    def _apply(self, sender: str, message: Message) -> None:
+        entry = _RULES.get((sender, type(message)))
+        if entry is None:
+            raise _Breach(ErrorCode.UNEXPECTED_MESSAGE, f"{_kind(message)} is never sent by a {sender}")
+        phases, rule = entry
+        if self._c.phase not in phases:
+            expected = sorted(_kind_of(cls) for (who, cls), (ph, _) in _RULES.items()
+                              if who == sender and self._c.phase in ph)
+            raise _Breach(
+                ErrorCode.UNEXPECTED_MESSAGE,
+                f"expected {' or '.join(expected) or 'nothing'} from the {sender} "
+                f"in phase {self._c.phase.value}, got {_kind(message)}",
+            )
+        rule(self._c, message)
+        if isinstance(message, Hello):
+            self.hello = message
+        elif isinstance(message, Connected):
+            self.connected = message
+
+
+def _hint(exc: RemoteProtocolError, *, fatal: bool, in_reply_to: str | None = None,
+          request_id: str | None = None) -> None:
+    """Attach to ``exc`` what the ``error`` reply should carry."""
+    exc.fatal = fatal
+    exc.in_reply_to = in_reply_to
+    exc.request_id = request_id
+
+
+def _kind_of(cls: type) -> str:
+    return getattr(cls, "TYPE", None) or cls.__name__
+
+
+def _kind(message: Any) -> str:
+    return _kind_of(type(message))

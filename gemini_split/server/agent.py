@@ -161,14 +161,24 @@ def merge_text_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     A streamed answer arrives as one part per chunk; kept as is, a long
     answer becomes thousands of parts that every later request re-sends and
     re-validates. Parts carrying anything else (a thought signature, a
-    function call) are kept exactly as the model sent them."""
+    function call) are kept exactly as the model sent them. Linear: each
+    run of texts is joined once (a 50 MB answer must not block the server)."""
     merged: list[dict[str, Any]] = []
+    run: list[str] = []  # texts of the plain run that ends merged[-1]
+
+    def close_run() -> None:
+        if len(run) > 1:
+            merged[-1] = {**merged[-1], "text": "".join(run)}
+
     for part in parts:
         prev = merged[-1] if merged else None
-        if prev is not None and _plain_text(prev) and _plain_text(part) and prev.get("thought") == part.get("thought"):
-            merged[-1] = {**prev, "text": prev["text"] + part["text"]}
-        else:
-            merged.append(part)
+        if run and _plain_text(part) and prev.get("thought") == part.get("thought"):
+            run.append(part["text"])
+            continue
+        close_run()
+        merged.append(part)
+        run = [part["text"]] if _plain_text(part) else []
+    close_run()
     return merged
 
 

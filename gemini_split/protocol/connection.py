@@ -45,7 +45,7 @@ from enum import Enum
 from typing import Any
 
 from .codec import DEFAULT_MAX_MESSAGE_SIZE, check_version, decode, encode
-from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError
+from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
 from .messages import (
     Cancel,
     Connected,
@@ -147,7 +147,7 @@ def _start_request(c: _Conversation, m: GenerateContentRequest) -> None:
     if c.request is not None:
         raise _Breach(
             ErrorCode.BUSY,
-            f"request {c.request.request_id} is still running; cancel it or wait",
+            f"request {quote(c.request.request_id)} is still running; cancel it or wait",
             field=None,
         )
     c.request = RequestState(m.id)
@@ -157,7 +157,7 @@ def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
     if c.request is None or m.request_id not in c.request.pending_calls:
         raise _Breach(
             ErrorCode.UNEXPECTED_MESSAGE,
-            f"no tool call {m.request_id!r} is waiting for an answer",
+            f"no tool call {quote(m.request_id)} is waiting for an answer",
             field="request_id",
         )
     c.request.pending_calls.discard(m.request_id)
@@ -167,7 +167,7 @@ def _decide(c: _Conversation, m: ToolDecision) -> None:
     if c.request is None or m.call_id not in c.request.awaiting_decision:
         raise _Breach(
             ErrorCode.UNEXPECTED_MESSAGE,
-            f"no tool call {m.call_id!r} is awaiting approval in this session",
+            f"no tool call {quote(m.call_id)} is awaiting approval in this session",
             field="call_id",
         )
     c.request.awaiting_decision.discard(m.call_id)
@@ -175,7 +175,7 @@ def _decide(c: _Conversation, m: ToolDecision) -> None:
 
 def _expect_reply(c: _Conversation, m: GetState | GetHistory) -> None:
     if m.id in c.owed_replies:
-        raise _Breach(ErrorCode.INVALID_FIELD, f"message id {m.id!r} is already awaiting a reply", field="id")
+        raise _Breach(ErrorCode.INVALID_FIELD, f"message id {quote(m.id)} is already awaiting a reply", field="id")
     c.owed_replies.add(m.id)
 
 
@@ -183,7 +183,7 @@ def _reply(c: _Conversation, m: State | History) -> None:
     if m.in_reply_to not in c.owed_replies:
         raise _Breach(
             ErrorCode.UNEXPECTED_MESSAGE,
-            f"{_kind(m)} answers {m.in_reply_to!r}, which asked nothing or was answered already",
+            f"{_kind(m)} answers {quote(m.in_reply_to)}, which asked nothing or was answered already",
             field="in_reply_to",
         )
     _event(c, m)
@@ -193,10 +193,10 @@ def _reply(c: _Conversation, m: State | History) -> None:
 def _running(c: _Conversation, m: Any) -> RequestState:
     request = c.request
     if request is None or m.request_id != request.request_id:
-        now = f"request {request.request_id} is running" if request else "no request is running"
+        now = f"request {quote(request.request_id)} is running" if request else "no request is running"
         raise _Breach(
             ErrorCode.UNEXPECTED_MESSAGE,
-            f"{_kind(m)} for request {m.request_id!r}, but {now}",
+            f"{_kind(m)} for request {quote(m.request_id)}, but {now}",
             field="request_id",
         )
     return request
@@ -223,7 +223,7 @@ def _in_request(c: _Conversation, m: Any) -> None:
 def _request_call(c: _Conversation, m: ToolExecutionRequest) -> None:
     request = _running(c, m)
     if m.id in request.pending_calls:
-        raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {m.id!r} was already requested", field="id")
+        raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {quote(m.id)} was already requested", field="id")
     _event(c, m)
     request.pending_calls.add(m.id)
 
@@ -231,7 +231,7 @@ def _request_call(c: _Conversation, m: ToolExecutionRequest) -> None:
 def _await_decision(c: _Conversation, m: ToolAwaitingApproval) -> None:
     request = _running(c, m)
     if m.call_id in request.awaiting_decision:
-        raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {m.call_id!r} already awaits a decision", field="call_id")
+        raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {quote(m.call_id)} already awaits a decision", field="call_id")
     _event(c, m)
     request.awaiting_decision.add(m.call_id)
 

@@ -271,7 +271,7 @@ def test_events_belong_to_the_running_request():
     ]
     for cls, fields in kinds:
         error = refused_on_send(pair.server, pair.event(cls, request_id="other", **fields))
-        assert f"request {rid} is running" in str(error)
+        assert f"request {rid!r} is running" in str(error)
         refused_on_receive(pair.client, pair.event(cls, request_id=None, **fields))
         pair.server_sends(pair.event(cls, request_id=rid, **fields))
 

@@ -15,13 +15,14 @@ from gemini_split.protocol import (
     ToolExecutionResponse,
 )
 from gemini_split.server.scripted import ScriptedModel
+from gemini_split.stamping import stamp
 
 from .helpers import raw_client, serving
 
 
 async def test_an_answer_to_a_tool_call_nobody_made_is_refused_and_the_session_goes_on():
     async with serving(ScriptedModel([])) as (_, address), raw_client(address) as raw:
-        stray = ToolExecutionResponse(request_id="call-that-never-was", result="hi")
+        stray = stamp(ToolExecutionResponse(request_id="call-that-never-was", result="hi"))
         await raw.send(stray)
         error = await raw.receive()
         assert isinstance(error, Error) and error.code == "unexpected_message" and not error.fatal
@@ -33,7 +34,7 @@ async def test_an_answer_to_a_tool_call_nobody_made_is_refused_and_the_session_g
 
 async def test_a_decision_for_no_pending_approval_is_refused():
     async with serving(ScriptedModel([])) as (_, address), raw_client(address) as raw:
-        decision = ToolDecision(call_id="c-9", approved=True)
+        decision = stamp(ToolDecision(call_id="c-9", approved=True))
         await raw.send(decision)
         error = await raw.receive()
     assert error.code == "unexpected_message" and error.in_reply_to == decision.id
@@ -43,10 +44,10 @@ async def test_a_decision_for_no_pending_approval_is_refused():
 async def test_a_busy_refusal_names_the_refused_request_and_the_running_one_ends_once():
     model = ScriptedModel([{"text": "slow", "delay": 0.3}])
     async with serving(model) as (_, address), raw_client(address) as raw:
-        first, second = GenerateContentRequest(prompt="one"), GenerateContentRequest(prompt="two")
+        first, second = stamp(GenerateContentRequest(prompt="one")), stamp(GenerateContentRequest(prompt="two"))
         await raw.send(first)
         await raw.send(second)
-        ask = GetState()
+        ask = stamp(GetState())
         await raw.send(ask)
         seen = await raw.receive_until(lambda m: isinstance(m, Finished))
     (busy,) = [m for m in seen if isinstance(m, Error)]

@@ -70,7 +70,7 @@ complete -c gemini-split -n _shtab_gemini_split_using -s h -l help -d 'show this
 complete -c gemini-split -n _shtab_gemini_split_using -l version -d 'show program'"'"'s version number and exit'
 complete -c gemini-split -n _shtab_gemini_split_using -s p -l prompt -x -d 'answer this prompt once and exit (piped stdin is appended)'
 complete -c gemini-split -n _shtab_gemini_split_using -s m -l model -x -d 'Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)'
-complete -c gemini-split -n _shtab_gemini_split_using -s o -l output-format -xka "text json stream-json" -d 'one-shot output: text (default), json, or stream-json'
+complete -c gemini-split -n _shtab_gemini_split_using -s o -l output-format -xka "text json stream-json" -d 'one-shot output: text (default), json, or stream-json (default: output.format in settings.json, else text)'
 complete -c gemini-split -n _shtab_gemini_split_using -l workspace -xka "(__fish_complete_directories)" -d 'directory the local tools may use (default: the current directory)'
 complete -c gemini-split -n _shtab_gemini_split_using -l server -xka "(__gemini_split_profiles)" -d 'ws://host:port, wss://…, '"'"'stdio:COMMAND …'"'"', or a profile name (default: embedded, in this process)'
 complete -c gemini-split -n _shtab_gemini_split_using -l token -x -d 'server token (default: $GEMINI_SERVER_TOKEN)'

@@ -4,7 +4,8 @@ parts out.
 Everything that decides *which* parts a run uses lives here, so the front
 ends (:mod:`gemini_split.ui`) and the commands never reach up for it: the
 client settings (precedence: a flag beats an environment variable, which
-beats a profile's value, which beats the default), the model (and its key),
+beats a profile's value, which beats ``settings.json``
+(:mod:`gemini_split.settings`), which beats the default), the model (and its key),
 and the embedded server side. The arrows only run downward::
 
     cli -> commands -> ui -> app -> {client, server} -> transport -> protocol
@@ -29,7 +30,8 @@ from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_all
 from gemini_split.client.connect import ClientSettings
 from gemini_split.client.profiles import ServerProfile, profile_store
 from gemini_split.environment import Environment
-from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, ProfileError
+from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, ProfileError, SettingsError
+from gemini_split.settings import LoadedSettings, Settings, load_settings
 from gemini_split.transport import ConnectOptions
 
 if TYPE_CHECKING:
@@ -39,13 +41,25 @@ if TYPE_CHECKING:
 DEFAULT_SERVER_PORT = 8080
 
 
-def resolve_client_settings(args: argparse.Namespace, env: Environment) -> ClientSettings:
+def resolve_client_settings(args: argparse.Namespace, env: Environment,
+                            loaded: LoadedSettings | None = None) -> ClientSettings:
+    """Flags, environment, settings files and profiles → :class:`ClientSettings`.
+
+    ``loaded`` is the already-read settings, if the caller has them."""
+    if loaded is None:
+        loaded = load_settings(env)
+        for line in loaded.warnings:
+            env.warn(line)
+    s = loaded.merged
     workspace = Path(args.workspace).expanduser() if args.workspace else env.cwd
     workspace = workspace if workspace.is_absolute() else env.cwd / workspace
     if not workspace.is_dir():
         raise BadInput(f"workspace {workspace} is not a directory")
-    server = resolve_server_address(args.server, env)
-    connect = _connect_options(args, env)
+    server_arg = args.server
+    if not server_arg and not env.environ.get("GEMINI_SERVER_MODE"):
+        server_arg = s.gemini_split.server
+    server = resolve_server_address(server_arg, env)
+    connect = _connect_options(args, server_arg, env)
     if connect.insecure:
         env.warn("WARNING: --insecure: the server's TLS certificate is NOT verified; "
                  "anyone on the network path can read and change this session.")
@@ -53,23 +67,66 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment) -> Clien
         workspace=Path(os.path.realpath(workspace)),
         server=server,
         connect=connect,
-        approval_mode=resolve_approval_mode(args, env),
-        allowed_tools=resolve_allowed_tools(args.allowed_tools),
+        approval_mode=resolve_approval_mode(args, env, s),
+        allowed_tools=_allowed_tools(args, s),
+        core_tools=_tool_names("tools.core", s.tools.core),
+        exclude_tools=_tool_names("tools.exclude", s.tools.exclude) or (),
+        model=resolve_model(args, env, s),
+        loaded_settings=loaded,
     )
     if server is None:
-        settings.embedded = embedded_service(args, env)
+        settings.embedded = embedded_service(args, env, loaded)
     return settings
 
 
-def resolve_approval_mode(args: argparse.Namespace, env: Environment) -> ApprovalMode:
+def resolve_model(args: argparse.Namespace, env: Environment, s: Settings) -> str | None:
+    """``--model``, ``$GEMINI_MODEL``, ``model.name``; None: the server's default."""
+    return args.model or env.environ.get("GEMINI_MODEL") or s.model.name or None
+
+
+def resolve_approval_mode(args: argparse.Namespace, env: Environment, s: Settings | None = None) -> ApprovalMode:
+    """``--approval-mode``, ``--yolo``, ``$GEMINI_APPROVAL_MODE``, then
+    ``general.defaultApprovalMode`` — where, as in gemini-cli, ``yolo`` is
+    ignored: yolo is only ever asked for on the command line."""
     if getattr(args, "yolo", False):
         return ApprovalMode.YOLO
-    text = args.approval_mode or env.environ.get("GEMINI_APPROVAL_MODE") or "default"
+    source, text = "--approval-mode", args.approval_mode
+    if not text and env.environ.get("GEMINI_APPROVAL_MODE"):
+        source, text = "GEMINI_APPROVAL_MODE", env.environ["GEMINI_APPROVAL_MODE"]
+    if not text and s is not None and s.general.default_approval_mode not in (None, "yolo"):
+        source, text = "settings general.defaultApprovalMode", s.general.default_approval_mode
     try:
-        return parse_approval_mode(text)
+        return parse_approval_mode(text or "default")
     except ValueError as exc:
-        source = "--approval-mode" if args.approval_mode else "GEMINI_APPROVAL_MODE"
-        raise ConfigurationError(f"{source}: {exc}") from None
+        error = SettingsError if source.startswith("settings") else ConfigurationError
+        raise error(f"{source}: {exc}") from None
+
+
+def _allowed_tools(args: argparse.Namespace, s: Settings) -> tuple[str, ...]:
+    """``--allowed-tools`` replaces ``tools.allowed`` (it does not add to it),
+    as in gemini-cli."""
+    if args.allowed_tools or not s.tools.allowed:
+        return resolve_allowed_tools(args.allowed_tools)
+    try:
+        return resolve_allowed_tools(s.tools.allowed)
+    except ConfigurationError as exc:
+        raise SettingsError(str(exc).replace("--allowed-tools", "settings tools.allowed", 1)) from None
+
+
+def _tool_names(key: str, entries: list[str] | None) -> tuple[str, ...] | None:
+    """Tool names from ``tools.core`` / ``tools.exclude``. gemini-cli also
+    takes ``run_shell_command(git)`` there to narrow one command; that is
+    refused with a clear error rather than silently widened to the whole
+    tool."""
+    if entries is None:
+        return None
+    for entry in entries:
+        if "(" in entry:
+            raise SettingsError(
+                f"settings {key}: {entry!r}: per-command entries are not supported here; "
+                "name the whole tool, and use tools.allowed or --allowed-tools for commands"
+            )
+    return tuple(entry.strip() for entry in entries if entry.strip())
 
 
 def resolve_allowed_tools(values: list[str]) -> tuple[str, ...]:
@@ -129,12 +186,12 @@ def _find_profile(name: str, env: Environment) -> ServerProfile:
     return profile
 
 
-def _connect_options(args: argparse.Namespace, env: Environment) -> ConnectOptions:
+def _connect_options(args: argparse.Namespace, server_arg: str | None, env: Environment) -> ConnectOptions:
     """Token, CA and TLS checking: a flag beats the profile named by
-    ``--server``, which beats ``$GEMINI_SERVER_TOKEN``."""
+    ``--server`` (or ``geminiSplit.server``), which beats ``$GEMINI_SERVER_TOKEN``."""
     token, ca, insecure = args.token, args.ca, args.insecure
-    if args.server and ":" not in args.server:
-        profile = _find_profile(args.server, env)
+    if server_arg and ":" not in server_arg:
+        profile = _find_profile(server_arg, env)
         token = token or profile.resolve_token(env.environ)
         ca = ca or profile.ca
         insecure = insecure or not profile.reject_unauthorized
@@ -206,23 +263,29 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
         raise ConfigurationError(f"cannot set up model {name!r}: {exc}") from None
 
 
-def embedded_service(args: argparse.Namespace, env: Environment) -> AgentService:
+def embedded_service(args: argparse.Namespace, env: Environment, loaded: LoadedSettings | None = None) -> AgentService:
     """The server side for embedded mode (the key is checked first).
 
     Resource handling: the service owns its model (one Gemini client, one
     TLS context); close it with ``await service.aclose()`` or ``async with
     service``. Build it once per process: every connection of the process
     (the first, ``/clear``'s, ``/server connect embedded``'s) is a new
-    connection to the same service."""
+    connection to the same service.
+
+    The model comes from :func:`resolve_model`, the turn limit from
+    ``--max-turns`` or ``model.maxSessionTurns``; ``loaded`` is the settings
+    already read, if the caller has them."""
+    s = (loaded or load_settings(env)).merged
+    max_turns = args.max_turns or (s.model.max_session_turns if s.model.max_session_turns > 0 else None)
     from gemini_split.server.config import ServerConfig
     from gemini_split.server.service import AgentService
 
     model_name, model = open_model(
-        args.model, env, missing_key_hint=", or use --server to reach a server that has one."
+        resolve_model(args, env, s), env, missing_key_hint=", or use --server to reach a server that has one."
     )
     config = ServerConfig(model=model_name)
-    if args.max_turns:
-        config.max_turns = args.max_turns
+    if max_turns:
+        config.max_turns = max_turns
     return AgentService(model, config)
 
 

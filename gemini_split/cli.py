@@ -53,8 +53,8 @@ environment:
   GEMINI_SERVER_MODE, GEMINI_SERVER_HOST, GEMINI_SERVER_PORT,
   GEMINI_SERVER_TOKEN, GEMINI_SERVER_SECURE   where --server is not given
 
-exit status: 0 ok, 1 error, 2 usage, 41 auth, 42 bad input, 53 turn limit,
-130 interrupted."""
+exit status: 0 ok, 1 error, 2 usage, 41 auth, 42 bad input, 52 bad settings.json,
+53 turn limit, 130 interrupted."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -130,8 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gemini-split {__version__}")
     parser.add_argument("-p", "--prompt", help="answer this prompt once and exit (piped stdin is appended)")
     parser.add_argument("-m", "--model", help="Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)")
-    parser.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS, default="text",
-                        help="one-shot output: text (default), json, or stream-json")
+    parser.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS,
+                        help="one-shot output: text (default), json, or stream-json "
+                             "(default: output.format in settings.json, else text)")
     parser.add_argument("--workspace", metavar="DIR",
                         help="directory the local tools may use (default: the current directory)")
     _add_client_connection_args(parser)

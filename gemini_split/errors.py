@@ -31,6 +31,11 @@ class ProfileError(ConfigurationError):
     """A server profile file or entry is unusable."""
 
 
+class SettingsError(ConfigurationError):
+    """A settings.json file is unusable (not JSON, not an object, or a known
+    key of the wrong type); the message names the file and the key."""
+
+
 class BadInput(ConfigurationError):
     """What the user gave us to work on is unusable: an empty prompt,
     standard input that is not text, a workspace that is not a directory."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey
+from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, SettingsError
 
 
 class ExitStatus(IntEnum):
@@ -18,6 +18,7 @@ class ExitStatus(IntEnum):
     USAGE = 2
     AUTH = 41
     BAD_INPUT = 42
+    CONFIG = 52  # a settings file gemini-split cannot use (gemini-cli's FatalConfigError)
     TURN_LIMIT = 53
     INTERRUPTED = 130
 
@@ -42,7 +43,8 @@ def exit_status_for(error: BaseException | str) -> ExitStatus:
     An exception that carries a protocol error code (``HandshakeFailed``,
     ``RequestFailed``…, as ``.code``) gets that code's status; a refused
     token or a missing API key is :attr:`~ExitStatus.AUTH`; unusable input
-    :attr:`~ExitStatus.BAD_INPUT`; any other configuration problem
+    :attr:`~ExitStatus.BAD_INPUT`; an unusable settings.json
+    :attr:`~ExitStatus.CONFIG`; any other configuration problem
     :attr:`~ExitStatus.USAGE`; Ctrl-C :attr:`~ExitStatus.INTERRUPTED`;
     everything else (an unreachable server, a broken connection)
     :attr:`~ExitStatus.ERROR`.
@@ -55,6 +57,8 @@ def exit_status_for(error: BaseException | str) -> ExitStatus:
         return ExitStatus.AUTH
     if isinstance(error, BadInput):
         return ExitStatus.BAD_INPUT
+    if isinstance(error, SettingsError):
+        return ExitStatus.CONFIG
     if isinstance(error, ConfigurationError):
         return ExitStatus.USAGE
     from gemini_split.transport import AuthenticationFailed

@@ -24,7 +24,7 @@ from gemini_split.transport import AuthenticationFailed, ConnectOptions, ServeOp
 from .approval import ApprovalMode, ApprovalPolicy, Asker
 from .executor import ToolExecutor
 from .protocol_client import EventCallback, HandshakeFailed, ProtocolClient, RequestFailed
-from .tools.registry import default_tools
+from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
 
 
@@ -39,6 +39,16 @@ class ClientSettings:
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     approval_mode: ApprovalMode = ApprovalMode.DEFAULT
     allowed_tools: tuple[str, ...] = ()
+    #: Only these built-in tools exist (``tools.core``); None: all of them.
+    core_tools: tuple[str, ...] | None = None
+    #: Tools never offered to the model (``tools.exclude``).
+    exclude_tools: tuple[str, ...] = ()
+    #: The model asked for (flag, environment or settings), None: the
+    #: server's default. A remote server is sent it with each request.
+    model: str | None = None
+    #: The settings files this was resolved from (``gemini_split.settings``'s
+    #: ``LoadedSettings``), for the front ends' own keys; None when built by hand.
+    loaded_settings: Any = None
     #: Embedded mode only: the server side in this process (an
     #: ``AgentService``; typed loosely so the client never imports the
     #: server). Each ``open_client`` is a new connection to it; it is not
@@ -58,7 +68,7 @@ async def open_client(
     Raises :class:`~gemini_split.transport.ConnectFailed` (or its
     subclasses) when the server cannot be reached or refuses us."""
     executor = ToolExecutor(
-        default_tools(),
+        _offered_tools(settings),
         Workspace(settings.workspace),
         ApprovalPolicy(settings.approval_mode, settings.allowed_tools),
         asker,
@@ -79,6 +89,19 @@ async def open_client(
                 with trio.CancelScope(shield=True):
                     await client.aclose()
                 nursery.cancel_scope.cancel()
+
+
+def _offered_tools(settings: ClientSettings) -> ToolRegistry:
+    """The built-in tools minus what ``tools.core`` leaves out and
+    ``tools.exclude`` removes."""
+    tools = default_tools()
+    if settings.core_tools is None and not settings.exclude_tools:
+        return tools
+    core = set(settings.core_tools) if settings.core_tools is not None else None
+    return ToolRegistry(
+        tool for tool in tools
+        if (core is None or tool.name in core) and tool.name not in settings.exclude_tools
+    )
 
 
 async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

@@ -56,9 +56,10 @@ def read_prompt(args: argparse.Namespace, env: Environment) -> str | None:
 
 def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> ExitStatus:
     settings = resolve_client_settings(args, env)
-    renderer = make_renderer(args.output_format, env.stdout, env.stderr)
+    output_format = args.output_format or settings.loaded_settings.merged.output.format or "text"
+    renderer = make_renderer(output_format, env.stdout, env.stderr)
     try:
-        return trio.run(_oneshot, settings, renderer, prompt, args.model)
+        return trio.run(_oneshot, settings, renderer, prompt, settings.model)
     except BrokenPipeError:
         # The reader of our output went away (`| head`): not our failure.
         return ExitStatus.SUCCESS

@@ -82,7 +82,7 @@ class Repl:
         self.console = console or make_console(env.stdout, env.environ)
         self.store: ProfileStore = profile_store(env.config_dir)
         #: Sent with every prompt when set (``/model``, or ``-m`` with a server).
-        self.model_override: str | None = args.model if settings.server else None
+        self.model_override: str | None = settings.model if settings.server else None
         self.client: ProtocolClient | None = None
         self.view: TurnView | None = None
         self._nursery: trio.Nursery | None = None

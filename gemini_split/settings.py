@@ -1,0 +1,430 @@
+"""gemini-cli's ``settings.json`` files, read the way gemini-cli reads them.
+
+Four files, merged in gemini-cli's order (later wins for single values):
+
+1. system defaults ``/etc/gemini-cli/system-defaults.json``
+   (``$GEMINI_CLI_SYSTEM_DEFAULTS_PATH``),
+2. user ``~/.gemini/settings.json`` — gemini-split's config directory, so
+   ``$GEMINI_SPLIT_HOME/settings.json`` when that is set (the directory that
+   also holds ``servers.json``; gemini-cli's ``$GEMINI_CLI_HOME`` is not read),
+3. project ``.gemini/settings.json`` in the current directory — only when
+   the folder is trusted (see :func:`is_folder_trusted`), and never when the
+   current directory is the home directory,
+4. system ``/etc/gemini-cli/settings.json`` (``$GEMINI_CLI_SYSTEM_SETTINGS_PATH``),
+   which overrides everything.
+
+Files may hold ``//`` and ``/* */`` comments. ``$VAR``, ``${VAR}`` and
+``${VAR:-default}`` in any string value are replaced from the environment
+(an unset variable without a default is left as written), before the file is
+checked. Objects merge key by key; lists replace, except ``tools.exclude``
+(union), ``context.includeDirectories`` (concatenated) and ``mcpServers``
+(merged server by server), as in gemini-cli.
+
+Unknown keys are ignored. A file that is not JSON, not an object, or has a
+known key with a wrong type raises :class:`SettingsError` naming the file and
+the key (exit status 52, gemini-cli's for a configuration error).
+
+The schema is a tree of msgspec Structs whose field names are gemini-cli's
+camelCase keys; gemini-split's own keys live under ``"geminiSplit"``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import msgspec
+
+from gemini_split.environment import Environment
+from gemini_split.errors import SettingsError
+
+SETTINGS_FILE_NAME = "settings.json"
+PROJECT_DIR_NAME = ".gemini"
+TRUSTED_FOLDERS_FILE_NAME = "trustedFolders.json"
+DEFAULT_SYSTEM_SETTINGS_PATH = Path("/etc/gemini-cli/settings.json")
+#: A settings file larger than this is refused rather than read whole.
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024
+
+
+# --------------------------------------------------------------------------
+# The schema: gemini-cli's keys that mean the same here.
+
+
+class _Section(msgspec.Struct, rename="camel", omit_defaults=True):
+    pass
+
+
+class ModelSettings(_Section):
+    #: ``model.name``: the Gemini model (after ``--model`` and ``$GEMINI_MODEL``).
+    name: str | None = None
+    #: ``model.maxSessionTurns``: model turns allowed per prompt; -1 = no limit
+    #: beyond gemini-split's own (100).
+    max_session_turns: int = -1
+
+
+class PlanSettings(_Section):
+    enabled: bool = True
+
+
+class GeneralSettings(_Section):
+    #: ``general.defaultApprovalMode``; gemini-cli ignores ``yolo`` here
+    #: (yolo only from the command line), and so do we.
+    default_approval_mode: Literal["default", "auto_edit", "plan", "yolo"] | None = None
+    plan: PlanSettings = msgspec.field(default_factory=PlanSettings)
+
+
+class OutputSettings(_Section):
+    #: ``output.format``: one-shot output when ``-o`` is not given.
+    format: Literal["text", "json", "stream-json"] | None = None
+
+
+class AccessibilitySettings(_Section):
+    screen_reader: bool = False
+
+
+class UISettings(_Section):
+    theme: str | None = None
+    hide_banner: bool = False
+    hide_tips: bool = False
+    show_line_numbers: bool = True
+    accessibility: AccessibilitySettings = msgspec.field(default_factory=AccessibilitySettings)
+
+
+class FileFilteringSettings(_Section):
+    respect_git_ignore: bool = True
+    respect_gemini_ignore: bool = True
+    custom_ignore_file_paths: list[str] = msgspec.field(default_factory=list)
+
+
+class ContextSettings(_Section):
+    #: ``context.fileName``: the context file name(s); default ``GEMINI.md``.
+    file_name: str | list[str] | None = None
+    include_directories: list[str] = msgspec.field(default_factory=list)
+    load_memory_from_include_directories: bool = False
+    discovery_max_dirs: int = 200
+    memory_boundary_markers: list[str] = msgspec.field(default_factory=lambda: [".git"])
+    include_directory_tree: bool = True
+    file_filtering: FileFilteringSettings = msgspec.field(default_factory=FileFilteringSettings)
+
+
+class ToolsSettings(_Section):
+    #: ``tools.core``: only these built-in tools exist (None: all of them).
+    core: list[str] | None = None
+    #: ``tools.allowed``: run without asking (as ``--allowed-tools``).
+    allowed: list[str] | None = None
+    #: ``tools.exclude``: tools removed from what the model is offered.
+    exclude: list[str] | None = None
+
+
+class FolderTrustSettings(_Section):
+    enabled: bool = True
+
+
+class SecuritySettings(_Section):
+    folder_trust: FolderTrustSettings = msgspec.field(default_factory=FolderTrustSettings)
+    disable_yolo_mode: bool = False
+
+
+class MCPServerSettings(_Section):
+    """One ``mcpServers`` entry, as gemini-cli's ``MCPServerConfig``."""
+
+    command: str | None = None
+    args: list[str] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    http_url: str | None = None
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    tcp: str | None = None
+    type: Literal["sse", "http"] | None = None
+    timeout: float | None = None
+    trust: bool = False
+    description: str | None = None
+    include_tools: list[str] | None = None
+    exclude_tools: list[str] | None = None
+
+
+class GeminiSplitSettings(_Section):
+    """gemini-split's own keys, under ``"geminiSplit"``."""
+
+    #: Default for ``--server``: an address or a profile name.
+    server: str | None = None
+
+
+class Settings(_Section):
+    model: ModelSettings = msgspec.field(default_factory=ModelSettings)
+    general: GeneralSettings = msgspec.field(default_factory=GeneralSettings)
+    output: OutputSettings = msgspec.field(default_factory=OutputSettings)
+    ui: UISettings = msgspec.field(default_factory=UISettings)
+    context: ContextSettings = msgspec.field(default_factory=ContextSettings)
+    tools: ToolsSettings = msgspec.field(default_factory=ToolsSettings)
+    security: SecuritySettings = msgspec.field(default_factory=SecuritySettings)
+    mcp_servers: dict[str, MCPServerSettings] = msgspec.field(default_factory=dict)
+    gemini_split: GeminiSplitSettings = msgspec.field(default_factory=GeminiSplitSettings)
+
+    def context_file_names(self) -> list[str]:
+        """``context.fileName`` as a list (default ``["GEMINI.md"]``)."""
+        names = self.context.file_name
+        if names is None:
+            return ["GEMINI.md"]
+        names = [names] if isinstance(names, str) else [n for n in names if n.strip()]
+        return names or ["GEMINI.md"]
+
+
+# --------------------------------------------------------------------------
+# Loading.
+
+
+@dataclass(frozen=True)
+class SettingsFile:
+    scope: Literal["system-defaults", "user", "project", "system"]
+    path: Path
+    #: The file's object after ``$VAR`` expansion (empty when absent).
+    raw: dict[str, Any]
+    exists: bool
+
+
+@dataclass
+class LoadedSettings:
+    """The merged settings and where they came from."""
+
+    merged: Settings
+    files: list[SettingsFile]
+    #: Whether the project's ``.gemini/settings.json`` was allowed to apply.
+    trusted: bool
+    #: Lines for the user (e.g. a project file ignored in an untrusted folder).
+    warnings: list[str] = field(default_factory=list)
+
+
+def load_settings(env: Environment, cwd: Path | None = None) -> LoadedSettings:
+    """Read and merge every settings file for a run in ``cwd`` (default
+    ``env.cwd``).
+
+    Raises :class:`SettingsError` (file and key in its text) for a file that
+    is unreadable, not JSON, not an object, or has a known key of the wrong
+    type."""
+    cwd = cwd or env.cwd
+    e = env.environ
+    system_path = Path(e.get("GEMINI_CLI_SYSTEM_SETTINGS_PATH") or DEFAULT_SYSTEM_SETTINGS_PATH)
+    defaults_path = Path(e.get("GEMINI_CLI_SYSTEM_DEFAULTS_PATH") or system_path.parent / "system-defaults.json")
+    user_path = env.config_dir / SETTINGS_FILE_NAME
+    project_path = cwd / PROJECT_DIR_NAME / SETTINGS_FILE_NAME
+
+    system = _read("system", system_path, e)
+    defaults = _read("system-defaults", defaults_path, e)
+    user = _read("user", user_path, e)
+    project = SettingsFile("project", project_path, {}, False)
+    if not _same_path(cwd, _home(e)) and not _same_path(project_path, user_path):
+        project = _read("project", project_path, e)
+
+    warnings: list[str] = []
+    outer = _convert(_merge(defaults.raw, user.raw, system.raw), "the merged system and user settings")
+    trusted = is_folder_trusted(cwd, env, enabled=outer.security.folder_trust.enabled)
+    layers = [defaults, user, project, system] if trusted else [defaults, user, system]
+    if project.exists and not trusted:
+        warnings.append(
+            f"gemini-split: ignoring {project_path}: this folder is not trusted. Trust it with "
+            f"GEMINI_CLI_TRUST_WORKSPACE=true or in {env.config_dir / TRUSTED_FOLDERS_FILE_NAME}."
+        )
+    merged = _convert(_merge(*(layer.raw for layer in layers)), "the merged settings")
+    return LoadedSettings(merged, [defaults, user, project, system], trusted, warnings)
+
+
+def is_folder_trusted(folder: Path, env: Environment, *, enabled: bool = True) -> bool:
+    """gemini-cli's folder trust: ``$GEMINI_CLI_TRUST_WORKSPACE`` (true/false)
+    decides first; with ``security.folderTrust.enabled`` false every folder
+    is trusted; otherwise the longest matching rule of ``trustedFolders.json``
+    (``TRUST_FOLDER``, ``TRUST_PARENT``, ``DO_NOT_TRUST``) in the config
+    directory decides, and a folder no rule covers is not trusted."""
+    flag = env.environ.get("GEMINI_CLI_TRUST_WORKSPACE")
+    if flag in ("true", "false"):
+        return flag == "true"
+    if not enabled:
+        return True
+    path = Path(env.environ.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or env.config_dir / TRUSTED_FOLDERS_FILE_NAME)
+    rules = _read_json_object(path)
+    if rules is None:
+        return False
+    location = Path(os.path.realpath(folder))
+    best_len, best = -1, None
+    for rule_path, level in rules.items():
+        if level not in ("TRUST_FOLDER", "TRUST_PARENT", "DO_NOT_TRUST"):
+            raise SettingsError(f"{path}: key {rule_path!r}: expected TRUST_FOLDER, TRUST_PARENT "
+                                f"or DO_NOT_TRUST, got {level!r}")
+        effective = Path(rule_path).parent if level == "TRUST_PARENT" else Path(rule_path)
+        effective = Path(os.path.realpath(effective.expanduser()))
+        if location == effective or effective in location.parents:
+            if len(rule_path) > best_len:
+                best_len, best = len(rule_path), level
+    return best in ("TRUST_FOLDER", "TRUST_PARENT")
+
+
+def _read(scope: Any, path: Path, environ: Mapping[str, str]) -> SettingsFile:
+    raw = _read_json_object(path)
+    if raw is None:
+        return SettingsFile(scope, path, {}, False)
+    raw = expand_env_vars(raw, environ)
+    _convert(raw, str(path))  # check this file alone, so its errors name it
+    return SettingsFile(scope, path, raw, True)
+
+
+def _read_json_object(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path`` (comments allowed), or None if there is no
+    file."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_SETTINGS_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise SettingsError(f"{path}: larger than {MAX_SETTINGS_BYTES // (1024 * 1024)} MiB; not read")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SettingsError(f"{path}: not UTF-8 text") from None
+    try:
+        value = json.loads(strip_json_comments(text))
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise SettingsError(f"{path}: nested too deeply") from None
+    if not isinstance(value, dict):
+        raise SettingsError(f"{path}: the settings file must hold a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _convert(raw: dict[str, Any], where: str) -> Settings:
+    try:
+        return msgspec.convert(raw, Settings)
+    except msgspec.ValidationError as exc:
+        message, _, at = str(exc).partition(" - at `$")
+        key = at.rstrip("`").lstrip(".") if at else ""
+        if key.startswith("mcpServers[...]") and isinstance(raw.get("mcpServers"), dict):
+            key = key.replace("[...]", "." + _bad_server(raw["mcpServers"]), 1)
+        key_text = f" key {key}:" if key else ""
+        raise SettingsError(f"{where}:{key_text} {message[:1].lower()}{message[1:]}") from None
+
+
+def _bad_server(servers: dict[str, Any]) -> str:
+    """The name of the first ``mcpServers`` entry that does not fit the
+    schema (msgspec's error path says ``[...]`` for a mapping key)."""
+    for name, value in servers.items():
+        try:
+            msgspec.convert(value, MCPServerSettings)
+        except msgspec.ValidationError:
+            return name
+    return "[...]"
+
+
+# --------------------------------------------------------------------------
+# Pieces gemini-cli defines: comment stripping, $VAR expansion, merging.
+
+_ENV_VAR = re.compile(r"\$(?:(\w+)|\{([^}]+?)(?::-([^}]*))?\})")
+
+
+def expand_env_vars(value: Any, environ: Mapping[str, str]) -> Any:
+    """``$VAR``, ``${VAR}`` and ``${VAR:-default}`` replaced in every string
+    of ``value`` (keys are left alone); an unset variable without a default
+    stays as written."""
+    if isinstance(value, str):
+        def replace(match: re.Match[str]) -> str:
+            name = match.group(1) or match.group(2)
+            if name in environ:
+                return environ[name]
+            if match.group(3) is not None:
+                return match.group(3)
+            return match.group(0)
+
+        return _ENV_VAR.sub(replace, value)
+    if isinstance(value, list):
+        return [expand_env_vars(item, environ) for item in value]
+    if isinstance(value, dict):
+        return {key: expand_env_vars(item, environ) for key, item in value.items()}
+    return value
+
+
+def strip_json_comments(text: str) -> str:
+    """``text`` with ``//`` and ``/* */`` comments outside strings replaced
+    by spaces (newlines kept), so JSON error positions still point at the
+    file's own lines and columns."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    in_string = False
+    while i < n:
+        ch = text[i]
+        if in_string:
+            out.append(ch)
+            if ch == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            if ch == '"':
+                in_string = False
+            i += 1
+        elif ch == '"':
+            in_string = True
+            out.append(ch)
+            i += 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out.append(" " * (end - i))
+            i = end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out.append("".join(c if c in "\r\n" else " " for c in text[i:end]))
+            i = end
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+#: Paths whose lists or objects merge rather than replace (gemini-cli's
+#: mergeStrategy in its settings schema).
+_UNION = {("tools", "exclude"), ("context", "fileFiltering", "customIgnoreFilePaths")}
+_CONCAT = {("context", "includeDirectories")}
+_SHALLOW = {("mcpServers",)}
+
+
+def _merge(*layers: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for layer in layers:
+        _merge_into(result, layer, ())
+    return result
+
+
+def _merge_into(target: dict[str, Any], source: dict[str, Any], path: tuple[str, ...]) -> None:
+    for key, value in source.items():
+        here = (*path, key)
+        old = target.get(key)
+        if here in _SHALLOW and isinstance(old, dict) and isinstance(value, dict):
+            target[key] = {**old, **value}
+        elif here in _UNION and isinstance(old, list):
+            new = value if isinstance(value, list) else [value]
+            target[key] = list(dict.fromkeys([*old, *new]))
+        elif here in _CONCAT and isinstance(old, list):
+            target[key] = [*old, *(value if isinstance(value, list) else [value])]
+        elif isinstance(value, dict):
+            merged: dict[str, Any] = dict(old) if isinstance(old, dict) else {}
+            _merge_into(merged, value, here)
+            target[key] = merged
+        else:
+            target[key] = value
+
+
+def _home(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("HOME") or Path.home())
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)

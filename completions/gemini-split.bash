@@ -21,7 +21,7 @@ _shtab_gemini_split_server_option_strings=(-h --help)
 _shtab_gemini_split_completions_option_strings=(-h --help)
 _shtab_gemini_split_protocol_schema_option_strings=(-h --help)
 _shtab_gemini_split_protocol_option_strings=(-h --help)
-_shtab_gemini_split_option_strings=(-h --help --version -p --prompt -m --model -o --output-format --workspace --server --token --ca --insecure --approval-mode -y --yolo --allowed-tools --max-turns --debug)
+_shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --approval-mode -y --yolo --allowed-tools --max-turns -d --debug --include-directories --skip-trust)
 
 _shtab_gemini_split_serve___auth_config_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_serve___tls_cert_COMPGEN=_shtab_compgen_files
@@ -39,7 +39,7 @@ _shtab_gemini_split_protocol_pos_0_choices=(schema)
 _shtab_gemini_split_pos_0_choices=(serve server completions protocol)
 _shtab_gemini_split__o_choices=(text json stream-json)
 _shtab_gemini_split___output_format_choices=(text json stream-json)
-_shtab_gemini_split___approval_mode_choices=(default auto_edit yolo)
+_shtab_gemini_split___approval_mode_choices=(default auto_edit yolo plan)
 
 _shtab_gemini_split_serve__h_nargs=0
 _shtab_gemini_split_serve___help_nargs=0
@@ -69,11 +69,14 @@ _shtab_gemini_split_protocol___help_nargs=0
 _shtab_gemini_split_pos_0_nargs=A...
 _shtab_gemini_split__h_nargs=0
 _shtab_gemini_split___help_nargs=0
+_shtab_gemini_split__v_nargs=0
 _shtab_gemini_split___version_nargs=0
 _shtab_gemini_split___insecure_nargs=0
 _shtab_gemini_split__y_nargs=0
 _shtab_gemini_split___yolo_nargs=0
+_shtab_gemini_split__d_nargs=0
 _shtab_gemini_split___debug_nargs=0
+_shtab_gemini_split___skip_trust_nargs=0
 
 
 # Custom Preamble

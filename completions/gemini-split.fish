@@ -61,14 +61,15 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server test' completions protocol 'protocol schema'
-set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-models --allowed-tools --approval-mode --auth-config --ca --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --server --tls-cert --tls-key --token --token-env --tool-timeout --workspace -m -o -p
+set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-models --allowed-tools --approval-mode --auth-config --ca --include-directories --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --server --tls-cert --tls-key --token --token-env --tool-timeout --workspace -i -m -o -p
 
 complete -c gemini-split -e
 complete -c gemini-split -f
 
 complete -c gemini-split -n _shtab_gemini_split_using -s h -l help -d 'show this help message and exit'
-complete -c gemini-split -n _shtab_gemini_split_using -l version -d 'show program'"'"'s version number and exit'
-complete -c gemini-split -n _shtab_gemini_split_using -s p -l prompt -x -d 'answer this prompt once and exit (piped stdin is appended)'
+complete -c gemini-split -n _shtab_gemini_split_using -s v -l version -d 'show program'"'"'s version number and exit'
+complete -c gemini-split -n _shtab_gemini_split_using -s p -l prompt -x -d 'answer this prompt once and exit; piped stdin comes before it, and a pipe that has sent nothing within 500 ms is ignored'
+complete -c gemini-split -n _shtab_gemini_split_using -s i -l prompt-interactive -x -d 'open the REPL and start with this prompt'
 complete -c gemini-split -n _shtab_gemini_split_using -s m -l model -x -d 'Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)'
 complete -c gemini-split -n _shtab_gemini_split_using -s o -l output-format -xka "text json stream-json" -d 'one-shot output: text (default), json, or stream-json (default: output.format in settings.json, else text)'
 complete -c gemini-split -n _shtab_gemini_split_using -l workspace -xka "(__fish_complete_directories)" -d 'directory the local tools may use (default: the current directory)'
@@ -76,11 +77,13 @@ complete -c gemini-split -n _shtab_gemini_split_using -l server -xka "(__gemini_
 complete -c gemini-split -n _shtab_gemini_split_using -l token -x -d 'server token (default: $GEMINI_SERVER_TOKEN)'
 complete -c gemini-split -n _shtab_gemini_split_using -l ca -xka "(__fish_complete_path (commandline -ct))" -d 'CA certificate to trust for wss://'
 complete -c gemini-split -n _shtab_gemini_split_using -l insecure -d 'do not verify the server'"'"'s TLS certificate (testing only)'
-complete -c gemini-split -n _shtab_gemini_split_using -l approval-mode -xka "default auto_edit yolo" -d 'default: ask before edits, shell and network; auto_edit: edits run; yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)'
+complete -c gemini-split -n _shtab_gemini_split_using -l approval-mode -xka "default auto_edit yolo plan" -d 'default: ask before edits, shell and network; auto_edit: edits run; yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)'
 complete -c gemini-split -n _shtab_gemini_split_using -s y -l yolo -d 'shortcut for --approval-mode yolo'
 complete -c gemini-split -n _shtab_gemini_split_using -l allowed-tools -x -d 'run these without asking, e.g. '"'"'run_shell_command(git status)'"'"'; repeat or separate with commas'
 complete -c gemini-split -n _shtab_gemini_split_using -l max-turns -x -d 'embedded mode: model calls allowed per prompt (default 100)'
-complete -c gemini-split -n _shtab_gemini_split_using -l debug -d 'log details to stderr'
+complete -c gemini-split -n _shtab_gemini_split_using -s d -l debug -d 'log details to stderr, with the context files and system instruction sent'
+complete -c gemini-split -n _shtab_gemini_split_using -l include-directories -x -d 'more directories the tools may use besides the workspace (repeat or separate with commas)'
+complete -c gemini-split -n _shtab_gemini_split_using -l skip-trust -d 'trust the current folder for this run (its .gemini/settings.json and GEMINI.md files apply)'
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a serve -d 'Run the agent loop (the part that talks to Gemini) for clients that connect over WebSocket, or for one client over stdin/stdout (--stdio). Tools still run on the clients.'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l listen -x -d 'address to listen on (default 127.0.0.1:$GEMINI_SERVER_PORT or 8080)'

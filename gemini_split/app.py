@@ -47,7 +47,7 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
 
     ``loaded`` is the already-read settings, if the caller has them."""
     if loaded is None:
-        loaded = load_settings(env)
+        loaded = load_settings(env, trust=True if getattr(args, "skip_trust", False) else None)
         for line in loaded.warnings:
             env.warn(line)
     s = loaded.merged
@@ -69,6 +69,7 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         connect=connect,
         approval_mode=resolve_approval_mode(args, env, s),
         allowed_tools=_allowed_tools(args, s),
+        include_dirs=resolve_include_dirs(args, env, s),
         core_tools=_tool_names("tools.core", s.tools.core),
         exclude_tools=_tool_names("tools.exclude", s.tools.exclude) or (),
         model=resolve_model(args, env, s),
@@ -77,6 +78,31 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
     if server is None:
         settings.embedded = embedded_service(args, env, loaded)
     return settings
+
+
+def resolve_include_dirs(args: argparse.Namespace, env: Environment, s: Settings) -> tuple[Path, ...]:
+    """``context.includeDirectories`` then ``--include-directories`` (comma
+    separated or repeated), as in gemini-cli: relative to the current
+    directory, ``~`` expanded. A missing directory from the command line is
+    an error; one from settings is skipped with a warning, as gemini-cli does."""
+    found: list[Path] = []
+    flagged = [d.strip() for value in getattr(args, "include_directories", None) or [] for d in value.split(",")]
+    for source, entries in (("settings context.includeDirectories", s.context.include_directories),
+                            ("--include-directories", flagged)):
+        for entry in entries:
+            if not entry:
+                continue
+            path = Path(entry).expanduser()
+            path = path if path.is_absolute() else env.cwd / path
+            if not path.is_dir():
+                if source.startswith("settings"):
+                    env.warn(f"gemini-split: {source}: {entry} is not a directory; skipped")
+                    continue
+                raise BadInput(f"{source}: {entry} is not a directory")
+            real = Path(os.path.realpath(path))
+            if real not in found:
+                found.append(real)
+    return tuple(found)
 
 
 def resolve_model(args: argparse.Namespace, env: Environment, s: Settings) -> str | None:
@@ -96,10 +122,15 @@ def resolve_approval_mode(args: argparse.Namespace, env: Environment, s: Setting
     if not text and s is not None and s.general.default_approval_mode not in (None, "yolo"):
         source, text = "settings general.defaultApprovalMode", s.general.default_approval_mode
     try:
-        return parse_approval_mode(text or "default")
+        mode = parse_approval_mode(text or "default")
     except ValueError as exc:
         error = SettingsError if source.startswith("settings") else ConfigurationError
         raise error(f"{source}: {exc}") from None
+    if mode is ApprovalMode.PLAN and s is not None and not s.general.plan.enabled:
+        env.warn('gemini-split: approval mode "plan" is disabled in settings (general.plan.enabled); '
+                 'using "default"')
+        mode = ApprovalMode.DEFAULT
+    return mode
 
 
 def _allowed_tools(args: argparse.Namespace, s: Settings) -> tuple[str, ...]:
@@ -275,7 +306,7 @@ def embedded_service(args: argparse.Namespace, env: Environment, loaded: LoadedS
     The model comes from :func:`resolve_model`, the turn limit from
     ``--max-turns`` or ``model.maxSessionTurns``; ``loaded`` is the settings
     already read, if the caller has them."""
-    s = (loaded or load_settings(env)).merged
+    s = (loaded or load_settings(env, trust=True if getattr(args, "skip_trust", False) else None)).merged
     max_turns = args.max_turns or (s.model.max_session_turns if s.model.max_session_turns > 0 else None)
     from gemini_split.server.config import ServerConfig
     from gemini_split.server.service import AgentService

@@ -40,6 +40,8 @@ EPILOG = """\
 examples:
   gemini-split                                   open the interactive REPL
   gemini-split -p "Summarise notes.txt"          answer once and exit
+  gemini-split "what does this repo do?"         at a terminal: the REPL's first prompt;
+                                                 in a script: answer once, like -p
   git diff | gemini-split -p "review" -o json    piped input joins the prompt
   gemini-split serve --listen 127.0.0.1:8080     run the agent loop as a daemon
   gemini-split --server ws://host:8080 -p "…"    use a running daemon
@@ -127,8 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"gemini-split {__version__}")
-    parser.add_argument("-p", "--prompt", help="answer this prompt once and exit (piped stdin is appended)")
+    parser.add_argument("-v", "--version", action="version", version=f"gemini-split {__version__}")
+    parser.add_argument("-p", "--prompt",
+                        help="answer this prompt once and exit; piped stdin comes before it, and a pipe "
+                             "that has sent nothing within 500 ms is ignored")
+    parser.add_argument("-i", "--prompt-interactive", metavar="PROMPT",
+                        help="open the REPL and start with this prompt")
     parser.add_argument("-m", "--model", help="Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)")
     parser.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS,
                         help="one-shot output: text (default), json, or stream-json "
@@ -147,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "repeat or separate with commas")
     parser.add_argument("--max-turns", type=_positive_int, metavar="N",
                         help="embedded mode: model calls allowed per prompt (default 100)")
-    parser.add_argument("--debug", action="store_true", help="log details to stderr")
+    parser.add_argument("-d", "--debug", action="store_true",
+                        help="log details to stderr, with the context files and system instruction sent")
+    _add_gemini_cli_args(parser)
 
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     assert isinstance(commands, _Subcommands)
@@ -160,6 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_lazy("protocol", "facts about the wire protocol (its JSON Schema)",
                       "gemini_split.commands.protocol:add_protocol_parser")
     return parser
+
+
+def _add_gemini_cli_args(parser: argparse.ArgumentParser) -> None:
+    """The rest of gemini-cli's flags, with its meanings."""
+    parser.add_argument("--include-directories", action="append", default=[], metavar="DIR[,DIR…]",
+                        help="more directories the tools may use besides the workspace (repeat or "
+                             "separate with commas)")
+    parser.add_argument("--skip-trust", action="store_true",
+                        help="trust the current folder for this run (its .gemini/settings.json and "
+                             "GEMINI.md files apply)")
 
 
 def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -191,7 +209,9 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     env = env or Environment()
     parser = build_parser()
     try:
+        argv, words = split_prompt_words(parser, sys.argv[1:] if argv is None else list(argv))
         args = parser.parse_args(argv)
+        args.query = words
     except UsageError as exc:
         env.warn(str(exc))
         return ExitStatus.USAGE
@@ -229,6 +249,40 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     except KeyboardInterrupt as exc:
         env.warn("Interrupted.")
         return exit_status_for(exc)
+
+
+def split_prompt_words(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], list[str]]:
+    """gemini-cli's positional prompt (``gemini-split "explain this"``):
+    the words that are neither options, option values nor a subcommand.
+    Returns the rest of the command line and the words. When the first such
+    word names a subcommand, everything is left to the subcommand."""
+    commands: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            commands.update(action.choices)
+    rest: list[str] = []
+    words: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            words.extend(argv[i + 1:])
+            break
+        if token.startswith("-") and token != "-":
+            rest.append(token)
+            action = parser._option_string_actions.get(token.split("=", 1)[0])
+            takes_value = action is not None and action.nargs != 0 and "=" not in token
+            if takes_value and action.nargs == "?" and (i + 1 >= len(argv) or argv[i + 1].startswith("-")):
+                takes_value = False
+            if takes_value and i + 1 < len(argv):
+                rest.append(argv[i + 1])
+                i += 1
+        elif not words and token in commands:
+            return argv, []
+        else:
+            words.append(token)
+        i += 1
+    return rest, words
 
 
 def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:

@@ -200,9 +200,10 @@ class LoadedSettings:
     warnings: list[str] = field(default_factory=list)
 
 
-def load_settings(env: Environment, cwd: Path | None = None) -> LoadedSettings:
+def load_settings(env: Environment, cwd: Path | None = None, *, trust: bool | None = None) -> LoadedSettings:
     """Read and merge every settings file for a run in ``cwd`` (default
-    ``env.cwd``).
+    ``env.cwd``). ``trust=True`` trusts the folder for this run
+    (``--skip-trust``); None decides by :func:`is_folder_trusted`.
 
     Raises :class:`SettingsError` (file and key in its text) for a file that
     is unreadable, not JSON, not an object, or has a known key of the wrong
@@ -223,7 +224,7 @@ def load_settings(env: Environment, cwd: Path | None = None) -> LoadedSettings:
 
     warnings: list[str] = []
     outer = _convert(_merge(defaults.raw, user.raw, system.raw), "the merged system and user settings")
-    trusted = is_folder_trusted(cwd, env, enabled=outer.security.folder_trust.enabled)
+    trusted = trust if trust is not None else is_folder_trusted(cwd, env, enabled=outer.security.folder_trust.enabled)
     layers = [defaults, user, project, system] if trusted else [defaults, user, system]
     if project.exists and not trusted:
         warnings.append(

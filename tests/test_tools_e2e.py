@@ -75,7 +75,7 @@ def test_reading_outside_the_workspace_or_through_a_symlink_out_never_returns_co
 def test_write_file_and_replace_change_exactly_what_they_say(tmp_path):
     (tmp_path / "app.py").write_text("def main():\n    return 1\n\nprint(main())\n")
     script = _ask("write_file", file_path="new/hello.txt", content="hello\nworld\n") + _ask(
-        "replace", file_path="app.py", old_string="    return 1\n", new_string="    return 2\n")
+        "replace", file_path="app.py", instruction="return 2", old_string="    return 1\n", new_string="    return 2\n")
     with FakeGemini(script=script, api_key=API_KEY) as fake:
         refused = run_cli(["-p", "edit"], cwd=tmp_path, fake=fake)
     assert refused.returncode == 0 and not (tmp_path / "new").exists()

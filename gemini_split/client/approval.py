@@ -166,7 +166,12 @@ class ApprovalPolicy:
         if executes_later and tool.kind is not ToolKind.READ and self.mode is not ApprovalMode.YOLO:
             return Verdict(Decision.ASK, f"this edits {executes_later}; such files are asked about in every "
                                          "approval mode but yolo")
-        if tool.kind is ToolKind.READ or tool.name in self.always:
+        if tool.kind is ToolKind.READ:
+            return Verdict(Decision.ALLOW)
+        if self.mode is ApprovalMode.PLAN:
+            return Verdict(Decision.DENY, "plan approval mode allows read-only tools only; "
+                                          "describe the change in the plan instead")
+        if tool.name in self.always:
             return Verdict(Decision.ALLOW)
         if self.mode is ApprovalMode.YOLO:
             return Verdict(Decision.ALLOW)

@@ -16,6 +16,7 @@ class ApprovalMode(Enum):
     DEFAULT = "default"  # ask before edits, shell and network
     AUTO_EDIT = "auto_edit"  # edits run; shell and network still ask
     YOLO = "yolo"  # nothing asks
+    PLAN = "plan"  # read-only tools only; the model is asked for a plan
 
 
 def parse_approval_mode(text: str) -> ApprovalMode:

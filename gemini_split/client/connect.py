@@ -24,6 +24,7 @@ from gemini_split.transport import AuthenticationFailed, ConnectOptions, ServeOp
 from .approval import ApprovalMode, ApprovalPolicy, Asker
 from .executor import ToolExecutor
 from .protocol_client import EventCallback, HandshakeFailed, ProtocolClient, RequestFailed
+from .tools.base import ToolKind
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
 
@@ -39,6 +40,8 @@ class ClientSettings:
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     approval_mode: ApprovalMode = ApprovalMode.DEFAULT
     allowed_tools: tuple[str, ...] = ()
+    #: More directories the tools may use (``--include-directories``).
+    include_dirs: tuple[Path, ...] = ()
     #: Only these built-in tools exist (``tools.core``); None: all of them.
     core_tools: tuple[str, ...] | None = None
     #: Tools never offered to the model (``tools.exclude``).
@@ -69,7 +72,7 @@ async def open_client(
     subclasses) when the server cannot be reached or refuses us."""
     executor = ToolExecutor(
         _offered_tools(settings),
-        Workspace(settings.workspace),
+        Workspace(settings.workspace, settings.include_dirs),
         ApprovalPolicy(settings.approval_mode, settings.allowed_tools),
         asker,
     )
@@ -93,14 +96,16 @@ async def open_client(
 
 def _offered_tools(settings: ClientSettings) -> ToolRegistry:
     """The built-in tools minus what ``tools.core`` leaves out and
-    ``tools.exclude`` removes."""
+    ``tools.exclude`` removes; in plan mode, the read-only ones only."""
     tools = default_tools()
-    if settings.core_tools is None and not settings.exclude_tools:
+    plan = settings.approval_mode is ApprovalMode.PLAN
+    if settings.core_tools is None and not settings.exclude_tools and not plan:
         return tools
     core = set(settings.core_tools) if settings.core_tools is not None else None
     return ToolRegistry(
         tool for tool in tools
         if (core is None or tool.name in core) and tool.name not in settings.exclude_tools
+        and (not plan or tool.kind is ToolKind.READ)
     )
 
 

@@ -25,12 +25,23 @@ from .tools.base import ToolFailed
 
 
 class Workspace:
-    """A confinement root. ``root`` is resolved once, at construction."""
+    """A confinement root, plus any ``include`` directories
+    (``--include-directories``) the tools may also use. Each is resolved
+    once, at construction. Relative paths are relative to ``root``; a path
+    in an included directory is shown relative to ``root`` too
+    (``../lib/x.py``), which resolves back to it."""
 
-    def __init__(self, root: str | os.PathLike[str]):
+    def __init__(self, root: str | os.PathLike[str], include: tuple[str | os.PathLike[str], ...] = ()):
         self.root = Path(os.path.realpath(root))
         if not self.root.is_dir():
             raise NotADirectoryError(f"workspace {root} is not a directory")
+        self.roots: tuple[Path, ...] = (self.root,)
+        for extra in include:
+            real = Path(os.path.realpath(extra))
+            if not real.is_dir():
+                raise NotADirectoryError(f"included directory {extra} is not a directory")
+            if real not in self.roots:
+                self.roots += (real,)
 
     def resolve(self, path: str, *, must_exist: bool = False) -> Path:
         """``path`` (relative to the root, or absolute) as a real path inside
@@ -121,11 +132,16 @@ class Workspace:
         return ToolFailed("invalid_path", f"'{shown}' cannot be resolved: {exc.strerror if isinstance(exc, OSError) else exc}")
 
     def contains(self, real_path: Path) -> bool:
-        """Whether an already-resolved path is the root or inside it.
+        """Whether an already-resolved path is a root or inside one.
 
         Compares whole path components, so ``/work/ws-other`` is not inside
         ``/work/ws``."""
-        return real_path == self.root or self.root in real_path.parents
+        return self.root_of(real_path) is not None
+
+    def root_of(self, real_path: Path) -> Path | None:
+        """The (deepest) root holding an already-resolved path, or None."""
+        holders = [r for r in self.roots if real_path == r or r in real_path.parents]
+        return max(holders, key=lambda r: len(r.parts)) if holders else None
 
     def contains_link_target(self, path: Path) -> bool:
         """Whether ``path`` (inside the workspace, maybe a symlink) really

@@ -9,7 +9,9 @@ exits at once.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+from typing import Any
 
 import trio
 
@@ -17,7 +19,7 @@ from gemini_split.app import hold_embedded, resolve_client_settings
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.environment import Environment
-from gemini_split.errors import BadInput
+from gemini_split.errors import BadInput, ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.protocol import ErrorCode
 from gemini_split.transport import AuthenticationFailed, ConnectFailed, TransportError
@@ -28,19 +30,42 @@ from gemini_split.ui.oneshot import OneShotRenderer, make_renderer
 CANCEL_GRACE = 3.0
 
 
+#: Seconds ``-p`` waits for piped stdin to start (gemini-cli's 500 ms).
+STDIN_WAIT = 0.5
+#: Piped input beyond this is cut off with a warning (gemini-cli's 8 MiB).
+MAX_STDIN_BYTES = 8 * 1024 * 1024
+
+
 def read_prompt(args: argparse.Namespace, env: Environment) -> str | None:
     """The one-shot prompt, or None to open the REPL.
 
+    The prompt words (``gemini-split "question"``) are gemini-cli's positional
+    prompt: one-shot when stdin or stdout is not a terminal (or ``$CI`` is
+    set), else the REPL's first prompt, like ``-i``.
+
     Piped stdin is read whole: with ``-p`` it comes first and the prompt
-    after it (as gemini-cli does); without ``-p`` it is the prompt."""
+    after it (as gemini-cli does), and a pipe that has produced nothing
+    within :data:`STDIN_WAIT` is ignored; without ``-p`` it is the prompt."""
+    query = " ".join(getattr(args, "query", None) or []).strip() or None
+    interactive = getattr(args, "prompt_interactive", None)
+    if query and args.prompt is not None:
+        raise ConfigurationError("cannot use both a positional prompt and -p/--prompt; use one of them")
+    if args.prompt is not None and interactive is not None:
+        raise ConfigurationError("cannot use both -p/--prompt and -i/--prompt-interactive")
+    if query and interactive is not None:
+        raise ConfigurationError("cannot use both a positional prompt and -i/--prompt-interactive")
+    if query:
+        if not is_headless(env):
+            args.prompt_interactive = query
+            return None
+        args.prompt = query
+    if interactive is not None:
+        if not interactive.strip():
+            raise BadInput("the prompt given to -i/--prompt-interactive is empty")
+        return None
     piped = ""
     if not env.stdin_isatty and env.stdin is not None:
-        try:
-            piped = env.stdin.read()
-        except (OSError, ValueError):
-            piped = ""
-        except UnicodeDecodeError:
-            raise BadInput("standard input is not UTF-8 text") from None
+        piped = _read_stdin(env, wait=STDIN_WAIT if args.prompt is not None else None)
     if args.prompt is not None:
         prompt = f"{piped.rstrip()}\n\n{args.prompt}" if piped.strip() else args.prompt
     elif piped.strip():
@@ -52,6 +77,55 @@ def read_prompt(args: argparse.Namespace, env: Environment) -> str | None:
     if not prompt.strip():
         raise BadInput("the prompt is empty")
     return prompt
+
+
+def is_headless(env: Environment) -> bool:
+    """gemini-cli's test for a non-interactive run: ``$CI`` or
+    ``$GITHUB_ACTIONS`` is ``true``, or stdin or stdout is not a terminal."""
+    e = env.environ
+    if e.get("CI") == "true" or e.get("GITHUB_ACTIONS") == "true":
+        return True
+    return not (env.stdin_isatty and env.stdout_isatty)
+
+
+def _read_stdin(env: Environment, *, wait: float | None) -> str:
+    """Piped stdin, read to its end (at most :data:`MAX_STDIN_BYTES`). With
+    ``wait``, a pipe that has produced nothing within ``wait`` seconds (held
+    open by a parent that never writes) is not read at all."""
+    stream = env.stdin
+    if wait is not None and not _ready_within(stream, wait):
+        env.warn(f"gemini-split: standard input produced nothing within {wait * 1000:.0f} ms; "
+                 "answering the -p prompt without it")
+        return ""
+    try:
+        data = stream.read(MAX_STDIN_BYTES + 1)
+    except (OSError, ValueError):
+        return ""
+    except UnicodeDecodeError:
+        raise BadInput("standard input is not UTF-8 text") from None
+    if len(data) > MAX_STDIN_BYTES:
+        env.warn(f"gemini-split: standard input truncated to {MAX_STDIN_BYTES // (1024 * 1024)} MiB")
+        data = data[:MAX_STDIN_BYTES]
+    return data
+
+
+def _ready_within(stream: Any, seconds: float) -> bool:
+    """Whether ``stream`` has data (or EOF) within ``seconds``. Streams
+    without a file descriptor (tests' StringIO) and platforms where pipes
+    cannot be polled count as ready."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return True
+    if os.name == "nt":
+        return True
+    import select
+
+    try:
+        ready, _, _ = select.select([fd], [], [], seconds)
+    except (OSError, ValueError):
+        return True
+    return bool(ready)
 
 
 def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> ExitStatus:

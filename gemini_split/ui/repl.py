@@ -180,8 +180,10 @@ class Repl:
         return ExitStatus.INTERRUPTED
 
     async def _loop(self) -> None:
+        # -i/--prompt-interactive (or a prompt given at a terminal): the first turn.
+        first = getattr(self.args, "prompt_interactive", None)
         while True:
-            text = await self.reader.read()
+            text, first = (first, None) if first else (await self.reader.read(), None)
             if text is None:
                 return
             if not text.strip():

@@ -181,7 +181,7 @@ def test_slash_commands(start_repl, tmp_path):
         ("/tools", r"write_file\s+edit\s+asks first"),
         ("/approval-mode", r"approval mode: default"),
         ("/approval-mode yolo", r"approval mode: yolo"),
-        ("/approval-mode sometimes", r"usage: /approval-mode \[default \| auto_edit \| yolo\]"),
+        ("/approval-mode sometimes", r"usage: /approval-mode \[default \| auto_edit \| yolo \| plan\]"),
         ("/model", r"model: scripted:"),
         ("/model gemini-2.5-pro", r"model: gemini-2.5-pro"),
         ("/model a b", r"usage: /model \[NAME\]"),

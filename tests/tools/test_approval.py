@@ -22,7 +22,7 @@ READ_ONLY = ["read_file", "list_directory", "glob", "grep_search"]
 ARGS = {
     "read_file": {"file_path": "a"}, "list_directory": {"dir_path": "."}, "glob": {"pattern": "*"},
     "grep_search": {"pattern": "x"}, "write_file": {"file_path": "a", "content": ""},
-    "replace": {"file_path": "a", "old_string": "x", "new_string": "y"},
+    "replace": {"instruction": "edit", "file_path": "a", "old_string": "x", "new_string": "y"},
     "run_shell_command": {"command": "ls"}, "web_fetch": {"url": "http://example.com"},
 }
 
@@ -30,6 +30,7 @@ EXPECTED = {
     ApprovalMode.DEFAULT: {"write_file": Decision.ASK, "replace": Decision.ASK, "run_shell_command": Decision.ASK, "web_fetch": Decision.ASK},
     ApprovalMode.AUTO_EDIT: {"write_file": Decision.ALLOW, "replace": Decision.ALLOW, "run_shell_command": Decision.ASK, "web_fetch": Decision.ASK},
     ApprovalMode.YOLO: {"write_file": Decision.ALLOW, "replace": Decision.ALLOW, "run_shell_command": Decision.ALLOW, "web_fetch": Decision.ALLOW},
+    ApprovalMode.PLAN: {"write_file": Decision.DENY, "replace": Decision.DENY, "run_shell_command": Decision.DENY, "web_fetch": Decision.DENY},
 }
 
 
@@ -135,7 +136,7 @@ async def test_asker_sees_exactly_what_will_happen(env: Env):
     (env.root / "f.txt").write_text("one\ntwo\n")
     asker = ScriptedAsker(Answer.YES, Answer.YES, Answer.YES)
     executor = env.executor(ApprovalMode.DEFAULT, asker=asker)
-    out = await env.run("replace", {"file_path": "f.txt", "old_string": "two", "new_string": "deux"}, executor=executor)
+    out = await env.run("replace", {"instruction": "edit", "file_path": "f.txt", "old_string": "two", "new_string": "deux"}, executor=executor)
     assert out.failure is None
     desc = asker.requests[0].description
     assert "--- a/f.txt" in desc and "-two" in desc and "+deux" in desc
@@ -165,7 +166,7 @@ async def test_failing_edit_is_not_asked_about(env: Env):
     (env.root / "f.txt").write_text("abc\n")
     asker = ScriptedAsker()
     executor = env.executor(ApprovalMode.DEFAULT, asker=asker)
-    out = await env.run("replace", {"file_path": "f.txt", "old_string": "zzz", "new_string": "y"}, executor=executor)
+    out = await env.run("replace", {"instruction": "edit", "file_path": "f.txt", "old_string": "zzz", "new_string": "y"}, executor=executor)
     assert out.failure.code == "no_match" and not asker.requests
 
 

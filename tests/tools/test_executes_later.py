@@ -42,7 +42,7 @@ class Recorder:
 
 def _edits(path: str) -> list[tuple[str, dict]]:
     return [("write_file", {"file_path": path, "content": "#!/bin/sh\ntouch FLAG\n"}),
-            ("replace", {"file_path": path, "old_string": "", "new_string": "touch FLAG\n"})]
+            ("replace", {"instruction": "edit", "file_path": path, "old_string": "", "new_string": "touch FLAG\n"})]
 
 
 @pytest.mark.parametrize("mode", [ApprovalMode.DEFAULT, ApprovalMode.AUTO_EDIT])

@@ -117,7 +117,7 @@ async def test_write_is_atomic_when_the_write_fails(env: Env, monkeypatch):
 async def test_replace_changes_exactly_one_occurrence(env: Env):
     f = env.root / "code.py"
     f.write_text("def a():\n    return 1\n\ndef b():\n    return 2\n")
-    out = await env.run("replace", {"file_path": "code.py", "old_string": "    return 2\n", "new_string": "    return 20\n",
+    out = await env.run("replace", {"instruction": "edit", "file_path": "code.py", "old_string": "    return 2\n", "new_string": "    return 20\n",
                                     "instruction": "make b return 20"})
     assert out.failure is None and "1 replacement" in out.result
     assert f.read_text() == "def a():\n    return 1\n\ndef b():\n    return 20\n"
@@ -126,7 +126,7 @@ async def test_replace_changes_exactly_one_occurrence(env: Env):
 async def test_replace_zero_matches_fails_clearly(env: Env):
     f = env.root / "code.py"
     f.write_text("alpha\n")
-    out = await env.run("replace", {"file_path": "code.py", "old_string": "beta", "new_string": "gamma"})
+    out = await env.run("replace", {"instruction": "edit", "file_path": "code.py", "old_string": "beta", "new_string": "gamma"})
     assert out.failure.code == "no_match" and "not found" in out.failure.message and out.failure.hint
     assert f.read_text() == "alpha\n"
 
@@ -134,33 +134,33 @@ async def test_replace_zero_matches_fails_clearly(env: Env):
 async def test_replace_multiple_matches_needs_allow_multiple(env: Env):
     f = env.root / "code.py"
     f.write_text("x = 1\nx = 1\nx = 1\n")
-    out = await env.run("replace", {"file_path": "code.py", "old_string": "x = 1", "new_string": "x = 2"})
+    out = await env.run("replace", {"instruction": "edit", "file_path": "code.py", "old_string": "x = 1", "new_string": "x = 2"})
     assert out.failure.code == "multiple_matches" and "3 times" in out.failure.message
     assert "allow_multiple" in out.failure.hint
     assert f.read_text() == "x = 1\nx = 1\nx = 1\n"
-    out = await env.run("replace", {"file_path": "code.py", "old_string": "x = 1", "new_string": "x = 2", "allow_multiple": True})
+    out = await env.run("replace", {"instruction": "edit", "file_path": "code.py", "old_string": "x = 1", "new_string": "x = 2", "allow_multiple": True})
     assert out.failure is None and "3 replacements" in out.result
     assert f.read_text() == "x = 2\nx = 2\nx = 2\n"
 
 
 async def test_replace_other_cases(env: Env):
-    out = await env.run("replace", {"file_path": "fresh.txt", "old_string": "", "new_string": "born\n"})
+    out = await env.run("replace", {"instruction": "edit", "file_path": "fresh.txt", "old_string": "", "new_string": "born\n"})
     assert out.failure is None and (env.root / "fresh.txt").read_text() == "born\n"
-    out = await env.run("replace", {"file_path": "fresh.txt", "old_string": "", "new_string": "again"})
+    out = await env.run("replace", {"instruction": "edit", "file_path": "fresh.txt", "old_string": "", "new_string": "again"})
     assert out.failure.code == "file_exists"
-    out = await env.run("replace", {"file_path": "fresh.txt", "old_string": "born", "new_string": "born"})
+    out = await env.run("replace", {"instruction": "edit", "file_path": "fresh.txt", "old_string": "born", "new_string": "born"})
     assert out.failure.code == "no_change"
-    out = await env.run("replace", {"file_path": "nope.txt", "old_string": "a", "new_string": "b"})
+    out = await env.run("replace", {"instruction": "edit", "file_path": "nope.txt", "old_string": "a", "new_string": "b"})
     assert out.failure.code == "not_found"
     (env.root / "blob").write_bytes(b"a\x00b")
-    out = await env.run("replace", {"file_path": "blob", "old_string": "a", "new_string": "b"})
+    out = await env.run("replace", {"instruction": "edit", "file_path": "blob", "old_string": "a", "new_string": "b"})
     assert out.failure.code == "binary_file"
 
 
 async def test_replace_keeps_crlf_and_foreign_bytes(env: Env):
     f = env.root / "win.txt"
     f.write_bytes(b"one\r\ntwo\r\nlatin1:\xe9\r\n")
-    out = await env.run("replace", {"file_path": "win.txt", "old_string": "one\ntwo", "new_string": "1\n2"})
+    out = await env.run("replace", {"instruction": "edit", "file_path": "win.txt", "old_string": "one\ntwo", "new_string": "1\n2"})
     assert out.failure is None, out.failure
     assert f.read_bytes() == b"1\r\n2\r\nlatin1:\xe9\r\n"
 

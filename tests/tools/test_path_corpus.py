@@ -106,8 +106,8 @@ def _calls(path: str) -> list[tuple[str, dict]]:
     return [
         ("read_file", {"file_path": path}),
         ("write_file", {"file_path": path, "content": "PWNED"}),
-        ("replace", {"file_path": path, "old_string": "SECRET", "new_string": "PWNED"}),
-        ("replace", {"file_path": path, "old_string": "", "new_string": "PWNED"}),
+        ("replace", {"instruction": "edit", "file_path": path, "old_string": "SECRET", "new_string": "PWNED"}),
+        ("replace", {"instruction": "edit", "file_path": path, "old_string": "", "new_string": "PWNED"}),
         ("list_directory", {"dir_path": path}),
         ("glob", {"pattern": "*", "dir_path": path}),
         ("grep_search", {"pattern": "CANARY", "dir_path": path}),
@@ -200,7 +200,7 @@ async def test_trailing_slash_on_a_file_is_an_error(hostile: Env):
     for path in ["notes.txt/", "notes.txt/.", "./notes.txt/", f"{hostile.root}/notes.txt/", "sub/../notes.txt/"]:
         for tool, args in [("read_file", {"file_path": path}),
                            ("write_file", {"file_path": path, "content": "PWNED"}),
-                           ("replace", {"file_path": path, "old_string": "inside", "new_string": "PWNED"}),
+                           ("replace", {"instruction": "edit", "file_path": path, "old_string": "inside", "new_string": "PWNED"}),
                            ("list_directory", {"dir_path": path}),
                            ("grep_search", {"pattern": "inside", "dir_path": path})]:
             out = await hostile.run(tool, args, executor=executor)
@@ -211,7 +211,7 @@ async def test_trailing_slash_on_a_file_is_an_error(hostile: Env):
 
 async def test_trailing_slash_on_a_missing_name_does_not_create_a_file(hostile: Env):
     for tool, args in [("write_file", {"file_path": "newdir/", "content": "x"}),
-                       ("replace", {"file_path": "newdir/", "old_string": "", "new_string": "x"})]:
+                       ("replace", {"instruction": "edit", "file_path": "newdir/", "old_string": "", "new_string": "x"})]:
         out = await hostile.run(tool, args)
         assert out.failure is not None and out.failure.code == "invalid_path", (tool, out.result)
         assert not (hostile.root / "newdir").exists()

@@ -58,29 +58,39 @@ def encode_text(text: str) -> bytes:
 ALWAYS_SKIPPED_DIRS = frozenset({".git"})
 
 
-def load_ignore_rules(workspace: Workspace, directory: Path) -> IgnoreRules:
-    """The ignore rules in force in ``directory``: ``.git/info/exclude`` and
-    every ``.gitignore`` from the workspace root down to ``directory``
-    (inclusive). Patterns are relative to the workspace root."""
+#: gemini-cli's project ignore file: read at the root of the workspace (or
+#: of an included directory) only, on top of the .gitignore rules.
+GEMINI_IGNORE_FILE = ".geminiignore"
+
+
+def load_ignore_rules(workspace: Workspace, directory: Path, *, git: bool = True, gemini: bool = True) -> IgnoreRules:
+    """The ignore rules in force in ``directory``: with ``git``,
+    ``.git/info/exclude`` and every ``.gitignore`` from the workspace root
+    (or the included directory holding ``directory``) down to ``directory``
+    (inclusive); with ``gemini``, that root's ``.geminiignore``. Patterns are
+    relative to that root."""
     rules = IgnoreRules()
-    root = workspace.root
-    rules.add_file(root / ".git" / "info" / "exclude")
-    rel = os.path.relpath(directory, root)
-    parts = [] if rel == "." else rel.split(os.sep)
-    current = root
-    for i in range(len(parts) + 1):
-        if i:
-            current = current / parts[i - 1]
-        _add_gitignore(rules, workspace, current)
+    root = workspace.root_of(directory) or workspace.root
+    if git:
+        rules.add_file(root / ".git" / "info" / "exclude")
+        rel = os.path.relpath(directory, root)
+        parts = [] if rel == "." else rel.split(os.sep)
+        current = root
+        for i in range(len(parts) + 1):
+            if i:
+                current = current / parts[i - 1]
+            _add_gitignore(rules, workspace, current)
+    if gemini:
+        _add_gitignore(rules, workspace, root, GEMINI_IGNORE_FILE)
     return rules
 
 
-def _add_gitignore(rules: IgnoreRules, workspace: Workspace, directory: Path) -> None:
-    path = directory / ".gitignore"
-    # A .gitignore that is a symlink out of the workspace is not read.
+def _add_gitignore(rules: IgnoreRules, workspace: Workspace, directory: Path, name: str = ".gitignore") -> None:
+    path = directory / name
+    # An ignore file that is a symlink out of the workspace is not read.
     if os.path.islink(path) and not workspace.contains_link_target(path):
         return
-    base = os.path.relpath(directory, workspace.root)
+    base = os.path.relpath(directory, workspace.root_of(directory) or workspace.root)
     rules.add_file(path, "" if base == "." else base.replace(os.sep, "/"))
 
 
@@ -106,6 +116,7 @@ def walk_files(
     start: Path,
     *,
     respect_git_ignore: bool = True,
+    respect_gemini_ignore: bool = True,
     max_files: int = 100_000,
     time_budget: float = 30.0,
     stats: WalkStats | None = None,
@@ -116,12 +127,16 @@ def walk_files(
     Confinement: symlinked directories are not entered; a symlinked file is
     yielded only if its target is inside the workspace (as that target).
     ``.git`` is always skipped; with ``respect_git_ignore``, so is whatever
-    ``.gitignore`` files and ``.git/info/exclude`` ignore. Stops after
+    ``.gitignore`` files and ``.git/info/exclude`` ignore, and with
+    ``respect_gemini_ignore`` what the root's ``.geminiignore`` ignores. Stops after
     ``max_files`` files or ``time_budget`` seconds, noting it in ``stats``.
     """
     stats = stats if stats is not None else WalkStats()
     deadline = time.monotonic() + time_budget
-    root_rules = load_ignore_rules(workspace, start) if respect_git_ignore else IgnoreRules()
+    filtering = respect_git_ignore or respect_gemini_ignore
+    root_rules = (load_ignore_rules(workspace, start, git=respect_git_ignore, gemini=respect_gemini_ignore)
+                  if filtering else IgnoreRules())
+    rules_root = workspace.root_of(start) or workspace.root
     stack: list[tuple[Path, IgnoreRules]] = [(start, root_rules)]
     count = 0
     first = True
@@ -144,6 +159,8 @@ def walk_files(
                 return
             path = Path(entry.path)
             rel = os.path.relpath(path, workspace.root).replace(os.sep, "/")
+            # Ignore rules are relative to the root (or included directory) walked.
+            match = rel if rules_root == workspace.root else os.path.relpath(path, rules_root).replace(os.sep, "/")
             try:
                 is_link = entry.is_symlink()
                 is_dir = entry.is_dir(follow_symlinks=False)
@@ -152,7 +169,7 @@ def walk_files(
             if is_dir:
                 if entry.name in ALWAYS_SKIPPED_DIRS:
                     continue
-                if respect_git_ignore and rules.is_ignored(rel, True):
+                if filtering and rules.is_ignored(match, True):
                     stats.ignored += 1
                     continue
                 subdirs.append((path, rules))
@@ -167,7 +184,7 @@ def walk_files(
                     continue  # a link to a directory is not entered; to a device, skipped
             elif not entry.is_file(follow_symlinks=False):
                 continue  # FIFOs, sockets, devices
-            if respect_git_ignore and rules.is_ignored(rel, False):
+            if filtering and rules.is_ignored(match, False):
                 stats.ignored += 1
                 continue
             count += 1

@@ -133,6 +133,14 @@ class ListDirectoryTool(Tool):
         "properties": {
             "dir_path": {"type": "string", "description": "Directory to list, relative to the workspace root ('.' for the root)."},
             "ignore": {"type": "array", "items": {"type": "string"}, "description": "Glob patterns of names to leave out, e.g. ['*.pyc']."},
+            "file_filtering_options": {
+                "type": "object",
+                "description": "Which ignore files to honour.",
+                "properties": {
+                    "respect_git_ignore": {"type": "boolean", "description": "Leave out entries ignored by .gitignore. Default true."},
+                    "respect_gemini_ignore": {"type": "boolean", "description": "Leave out entries ignored by .geminiignore. Default true."},
+                },
+            },
         },
         "required": ["dir_path"],
     }
@@ -146,10 +154,16 @@ class ListDirectoryTool(Tool):
         if not path.is_dir():
             raise ToolFailed("not_a_directory", f"'{shown}' is not a directory", "use read_file to read a file")
         ignore = args.get("ignore") or []
-        return await trio.to_thread.run_sync(_list, ctx.workspace, path, ignore)
+        filtering = args.get("file_filtering_options") or {}
+        if not isinstance(filtering, dict):
+            raise ToolFailed("invalid_arguments", "file_filtering_options must be an object",
+                             'e.g. {"respect_git_ignore": false}')
+        git = filtering.get("respect_git_ignore", True) is not False
+        gemini = filtering.get("respect_gemini_ignore", True) is not False
+        return await trio.to_thread.run_sync(_list, ctx.workspace, path, ignore, git, gemini)
 
 
-def _list(workspace: Workspace, path: Path, ignore: list[str]) -> str:
+def _list(workspace: Workspace, path: Path, ignore: list[str], git: bool = True, gemini: bool = True) -> str:
     shown = workspace.relative(path)
     try:
         with os.scandir(path) as it:
@@ -158,8 +172,10 @@ def _list(workspace: Workspace, path: Path, ignore: list[str]) -> str:
         raise ToolFailed("permission_denied", f"'{shown}' cannot be listed: permission denied") from None
     except OSError as exc:
         raise ToolFailed("list_failed", f"'{shown}' cannot be listed: {exc.strerror}") from None
-    rules = load_ignore_rules(workspace, path)
-    base = "" if shown == "." else shown.replace(os.sep, "/") + "/"
+    rules = load_ignore_rules(workspace, path, git=git, gemini=gemini)
+    # Rules are relative to the root (or included directory) holding path.
+    rel = os.path.relpath(path, workspace.root_of(path) or workspace.root)
+    base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
     kept = []
     git_ignored = 0
     for e in entries:
@@ -173,7 +189,8 @@ def _list(workspace: Workspace, path: Path, ignore: list[str]) -> str:
     lines = [f"[DIR] {e.name}" if _is_dir(e) else e.name for e in kept[:MAX_LIST_ENTRIES]]
     if len(kept) > MAX_LIST_ENTRIES:
         lines.append(f"[{len(kept) - MAX_LIST_ENTRIES} more entries not shown]")
-    note = f"\n({git_ignored} entr{'y' if git_ignored == 1 else 'ies'} ignored by .gitignore not shown)" if git_ignored else ""
+    note = (f"\n({git_ignored} entr{'y' if git_ignored == 1 else 'ies'} ignored by .gitignore or .geminiignore "
+            "not shown)") if git_ignored else ""
     if not lines:
         return f"Directory {shown} is empty." + note
     return f"Directory listing for {shown}:\n" + "\n".join(lines) + note
@@ -292,9 +309,9 @@ class ReplaceTool(Tool):
             "old_string": {"type": "string", "description": "The exact text to replace (empty to create a new file)."},
             "new_string": {"type": "string", "description": "The text to put in its place."},
             "allow_multiple": {"type": "boolean", "description": "Replace every occurrence instead of requiring exactly one. Default false."},
-            "instruction": {"type": "string", "description": "Optional: what this change does and why, in a sentence."},
+            "instruction": {"type": "string", "description": "What this change does and why, in a sentence (shown to the user with the approval)."},
         },
-        "required": ["file_path", "old_string", "new_string"],
+        "required": ["file_path", "instruction", "old_string", "new_string"],
     }
 
     def describe(self, args: dict[str, Any], workspace: Workspace) -> str:

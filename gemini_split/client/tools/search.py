@@ -69,6 +69,7 @@ class GlobTool(Tool):
             "dir_path": {"type": "string", "description": "Directory to search in, relative to the workspace root. Default: the root."},
             "case_sensitive": {"type": "boolean", "description": "Match case exactly. Default false."},
             "respect_git_ignore": {"type": "boolean", "description": "Leave out files ignored by .gitignore. Default true."},
+            "respect_gemini_ignore": {"type": "boolean", "description": "Leave out files ignored by .geminiignore. Default true."},
         },
         "required": ["pattern"],
     }
@@ -84,7 +85,7 @@ class GlobTool(Tool):
             regex = re.compile(f"(?s:{glob_to_regex(pattern, braces=True)})\\Z", flags)
         except re.error as exc:
             raise ToolFailed("invalid_pattern", f"the glob pattern {args['pattern']!r} is invalid: {exc}") from None
-        respect = args.get("respect_git_ignore", True)
+        respect = (args.get("respect_git_ignore", True), args.get("respect_gemini_ignore", True))
         return await trio.to_thread.run_sync(
             _glob, ctx.workspace, start, regex, args["pattern"], respect, abandon_on_cancel=True
         )
@@ -113,12 +114,13 @@ def _relative_pattern(workspace: Workspace, start: Path, pattern: str) -> str:
     return pattern
 
 
-def _glob(workspace: Workspace, start: Path, regex: re.Pattern[str], shown: str, respect: bool) -> str:
+def _glob(workspace: Workspace, start: Path, regex: re.Pattern[str], shown: str, respect: tuple[bool, bool]) -> str:
     stats = WalkStats()
     base = os.path.relpath(start, workspace.root).replace(os.sep, "/")
     prefix = "" if base == "." else base + "/"
     found: list[tuple[str, float]] = []
-    for f in walk_files(workspace, start, respect_git_ignore=respect, stats=stats):
+    for f in walk_files(workspace, start, respect_git_ignore=respect[0], respect_gemini_ignore=respect[1],
+                        stats=stats):
         sub = f.rel[len(prefix):]
         if regex.match(sub):
             try:
@@ -128,7 +130,7 @@ def _glob(workspace: Workspace, start: Path, regex: re.Pattern[str], shown: str,
             found.append((f.rel, mtime))
     where = "." if base == "." else base
     if not found:
-        ignored = f" ({stats.ignored} ignored by .gitignore)" if stats.ignored and respect else ""
+        ignored = f" ({stats.ignored} ignored by .gitignore or .geminiignore)" if stats.ignored and any(respect) else ""
         return f'No files found matching pattern "{shown}" within {where}{ignored}.' + _walk_notes(stats)
     now = time.time()
     recent = sorted((p for p in found if now - p[1] < RECENT_SECONDS), key=lambda p: -p[1])

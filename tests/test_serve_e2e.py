@@ -148,10 +148,8 @@ def test_wss_works_with_the_ca_and_fails_without_it(tmp_path, client_dir):
 
 
 def test_listening_on_all_interfaces_without_auth_is_refused(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "gemini_split", "serve", "--listen", "0.0.0.0:0"],
-        env=_env(GEMINI_API_KEY=API_KEY), capture_output=True, text=True, timeout=30, cwd=tmp_path,
-    )
+    # In this process: it must refuse before it serves anything.
+    result = cli(["serve", "--listen", "0.0.0.0:0"], environ=_env(GEMINI_API_KEY=API_KEY), cwd=tmp_path)
     assert result.returncode == 2
     assert "refusing to listen on 0.0.0.0 without authentication" in result.stderr
 
@@ -215,12 +213,15 @@ def test_a_server_that_is_down_is_a_clear_error_not_a_hang(tmp_path, client_dir)
 
 def test_many_clients_share_one_daemon_and_each_gets_its_own_session(tmp_path, client_dir):
     with FakeGemini(api_key=API_KEY) as fake, daemon(tmp_path, fake) as (_, address):
+        # Two real client processes at once, and four more in this process.
         procs = [
             subprocess.Popen([sys.executable, "-m", "gemini_split", "--server", address, "-p", f"client {i}", "-o", "json"],
                              cwd=client_dir, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-            for i in range(6)
+            for i in range(2)
         ]
-        outs = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+        outs = [json.loads(client(["--server", address, "-p", f"client {i}", "-o", "json"], cwd=client_dir).stdout)
+                for i in range(2, 6)]
+        outs += [json.loads(p.communicate(timeout=60)[0]) for p in procs]
     assert sorted(o["response"] for o in outs) == sorted(f"Echo: client {i}" for i in range(6))
     assert len({o["session_id"] for o in outs}) == 6

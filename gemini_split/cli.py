@@ -23,6 +23,7 @@ import sys
 # this module, and annotations here are never evaluated.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 from gemini_split import __version__
@@ -217,8 +218,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         return ExitStatus.USAGE
     except SystemExit as exc:  # --help and --version
         return ExitStatus(exc.code or 0)
-    if args.debug or args.command in (None, "serve"):
-        _configure_logging(args.debug, env)
+    stop_logging = _log_to(env, args.debug) if args.debug or args.command in (None, "serve") else None
     try:
         if args.command == "serve":
             from gemini_split.commands.serve import run_serve
@@ -249,6 +249,9 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     except KeyboardInterrupt as exc:
         env.warn("Interrupted.")
         return exit_status_for(exc)
+    finally:
+        if stop_logging is not None:
+            stop_logging()
 
 
 def split_prompt_words(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], list[str]]:
@@ -296,20 +299,32 @@ def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
     return run_oneshot(args, env, prompt)
 
 
-def _configure_logging(debug: bool, env: Environment) -> None:
-    """Warnings (or everything, with --debug) to stderr. Only for commands
-    that run a session: ``server list`` and ``completions`` log nothing, and
-    do not pay for importing logging."""
+def _log_to(env: Environment, debug: bool) -> Callable[[], None]:
+    """Send warnings (or everything, with --debug) to ``env.stderr`` for this
+    run; returns the function that stops it. Only for commands that run a
+    session: ``server list`` and ``completions`` log nothing, and do not pay
+    for importing logging. Per run, not per process (``logging.basicConfig``
+    would keep the first run's stream): ``main`` may run many times in one
+    process, each with its own streams."""
     import logging
 
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.WARNING,
-        stream=env.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler(env.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    httpx = logging.getLogger("httpx")
+    saved = root.level, httpx.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG if debug else logging.WARNING)
     if not debug:
         # httpx logs every request at INFO; keep the user's terminal quiet.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
+        httpx.setLevel(logging.WARNING)
+
+    def stop() -> None:
+        root.removeHandler(handler)
+        root.setLevel(saved[0])
+        httpx.setLevel(saved[1])
+
+    return stop
 
 
 def run() -> None:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from gemini_split import __version__
+from gemini_split.client.approval_mode import ApprovalMode
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
@@ -143,8 +144,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", metavar="DIR",
                         help="directory the local tools may use (default: the current directory)")
     _add_client_connection_args(parser)
-    from gemini_split.client.approval_mode import ApprovalMode
-
     parser.add_argument("--approval-mode", choices=[m.value for m in ApprovalMode],
                         help="default: ask before edits, shell and network; auto_edit: edits run; "
                              "yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)")

@@ -17,7 +17,10 @@ from prompt_toolkit.document import Document
 from rich.table import Table
 from rich.text import Text
 
+from gemini_split.app import settings_for
 from gemini_split.client.approval import ApprovalMode, Decision
+from gemini_split.client.probe import measure_latency, probe
+from gemini_split.client.profiles import make_profile, profile_table
 from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.errors import ConfigurationError
 
@@ -145,8 +148,6 @@ async def _server(repl: Repl, args: list[str]) -> None:
 
 async def _server_list(repl: Repl, args: list[str]) -> None:
     _no_args(args, "/server list")
-    from gemini_split.client.profiles import profile_table
-
     profiles = repl.store.load()
     if not profiles:
         repl.console.print(f"No profiles yet (they go in {repl.store.path}). Add one: {SERVER_ADD_USAGE}")
@@ -155,8 +156,6 @@ async def _server_list(repl: Repl, args: list[str]) -> None:
 
 
 async def _server_add(repl: Repl, args: list[str]) -> None:
-    from gemini_split.client.profiles import make_profile
-
     positional: list[str] = []
     options: dict[str, Any] = {"token": None, "token_env": None, "ca": None, "insecure": False}
     it = iter(args)
@@ -200,8 +199,6 @@ async def _server_connect(repl: Repl, args: list[str]) -> None:
 
 async def _server_status(repl: Repl, args: list[str]) -> None:
     _no_args(args, "/server status")
-    from gemini_split.client.probe import measure_latency
-
     client = repl.require_client()
     connected = client.connected
     assert connected is not None
@@ -222,9 +219,6 @@ async def _server_status(repl: Repl, args: list[str]) -> None:
 async def _server_test(repl: Repl, args: list[str]) -> None:
     if len(args) != 1:
         raise CommandUsage("/server test NAME|URL")
-    from gemini_split.app import settings_for
-    from gemini_split.client.probe import probe
-
     settings = settings_for(args[0], repl.env, repl.settings)
     result = await repl.interruptible(probe(settings), f"Connecting to {settings.server}…")
     if result is not None:

@@ -15,14 +15,18 @@ third-party transport runs it the same way, with pytest and pytest-trio
     import pytest
     from gemini_split.testing.conformance import TransportCase, TransportConformance, echo_handler
 
+    MY = MyTransport()
+
     async def start(nursery, options):
-        transport = MyTransport()
-        return await nursery.start(transport.serve, "my://127.0.0.1:0", echo_handler, options)
+        return await nursery.start(MY.serve, "my://127.0.0.1:0", echo_handler, options)
 
     class TestMyTransport(TransportConformance):
         @pytest.fixture
         def transport_case(self):
-            return TransportCase("my", start)
+            return TransportCase("my", start, transport=MY)
+
+(``transport=`` may be left out once the transport is registered under the
+``gemini_split.transports`` entry-point group.)
 
 The server side is :func:`echo_handler` (run it in a separate process with
 ``python -m gemini_split.testing.conformance``, as the stdio case does).
@@ -45,6 +49,7 @@ from gemini_split.transport import (
     MessageStream,
     MessageTooLarge,
     ServeOptions,
+    Transport,
     get_transport,
 )
 
@@ -69,6 +74,12 @@ class TransportCase:
     connect_options: Callable[[], ConnectOptions] = field(default=ConnectOptions)
     #: An address where nothing listens (default: the case's own, once stopped).
     dead_address: str | None = None
+    #: The transport clients connect with; None: the one registered (entry
+    #: point ``gemini_split.transports``) for the address's scheme.
+    transport: Transport | None = None
+
+    def transport_for(self, address: str) -> Transport:
+        return self.transport if self.transport is not None else get_transport(address)
 
 
 # --- the server side ------------------------------------------------------------
@@ -113,7 +124,7 @@ async def echo_handler(stream: MessageStream) -> None:
 
 async def _connect(nursery: trio.Nursery, case: TransportCase, serve_options: ServeOptions | None = None) -> MessageStream:
     address = await case.start(nursery, serve_options or ServeOptions())
-    transport = get_transport(address)
+    transport = case.transport_for(address)
     return await transport.open_connection(address, case.connect_options())
 
 
@@ -201,7 +212,7 @@ class TransportConformance:
                 address = await transport_case.start(nursery, ServeOptions())
                 options = transport_case.connect_options()
                 options.max_message_size = 1000
-                stream = await get_transport(address).open_connection(address, options)
+                stream = await transport_case.transport_for(address).open_connection(address, options)
                 await stream.send("big:5000")
                 with pytest.raises((MessageTooLarge, ConnectionBroken)):
                     await stream.receive()
@@ -239,7 +250,7 @@ class TransportConformance:
         with trio.fail_after(DEADLINE):
             async with trio.open_nursery() as nursery:
                 address = await transport_case.start(nursery, ServeOptions())
-                transport = get_transport(address)
+                transport = transport_case.transport_for(address)
                 first = await transport.open_connection(address, transport_case.connect_options())
                 second = await transport.open_connection(address, transport_case.connect_options())
                 await first.send("close")
@@ -257,7 +268,7 @@ class TransportConformance:
                 address = await transport_case.start(nursery, ServeOptions())
                 nursery.cancel_scope.cancel()
             dead = transport_case.dead_address or address
-            transport = get_transport(dead)
+            transport = transport_case.transport_for(dead)
             with pytest.raises(ConnectFailed) as info:
                 stream = await transport.open_connection(dead, transport_case.connect_options())
                 # Some transports (a spawned command) only notice on first use.

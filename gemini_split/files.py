@@ -7,7 +7,7 @@ import secrets
 from pathlib import Path
 
 
-def replace_atomically(path: Path, data: bytes, *, mode: int | None = None) -> None:
+def replace_atomically(path: Path, data: bytes, *, mode: int | None = None, dir_fd: int | None = None) -> None:
     """Make ``path`` hold exactly ``data``, all or nothing.
 
     The data goes to a new temporary file beside ``path`` (created with
@@ -18,11 +18,17 @@ def replace_atomically(path: Path, data: bytes, *, mode: int | None = None) -> N
     ``path`` is untouched, and the ``OSError`` propagates.
 
     A ``mode`` is applied before any data is written, so a secret never sits
-    in a file more readable than asked."""
+    in a file more readable than asked.
+
+    With ``dir_fd``, ``path`` is a plain name in that open directory, and the
+    temporary file, the rename and the sync all happen relative to it: no
+    path is looked up again by name."""
+    if dir_fd is not None and (path.parent != Path(".") or path.name in ("", ".", "..")):
+        raise ValueError("with dir_fd, path must be a plain name")
     parent = path.parent
     tmp = parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o600 if mode is not None else 0o666)
+    fd = os.open(tmp, flags, 0o600 if mode is not None else 0o666, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as f:
             if mode is not None:
@@ -30,14 +36,20 @@ def replace_atomically(path: Path, data: bytes, *, mode: int | None = None) -> N
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
         raise
-    _fsync_directory(parent)
+    if dir_fd is not None:
+        try:
+            os.fsync(dir_fd)
+        except OSError:
+            pass
+    else:
+        _fsync_directory(parent)
 
 
 def _fsync_directory(path: Path) -> None:

@@ -21,12 +21,18 @@ Git's rules (gitignore(5)), as far as a file walker needs them:
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
+from typing import Any
+
+from .regex import compile_linear, escape_char
+
+MAX_IGNORE_FILE_CHARS = 1024 * 1024
+"""A longer ``.gitignore`` is read only this far."""
 
 
 def glob_to_regex(pattern: str, *, braces: bool = False) -> str:
-    """A regular expression (without anchors) for a slash-separated glob.
+    """A regular expression (RE2 syntax, without anchors) for a
+    slash-separated glob.
 
     ``*`` and ``?`` stay within one path component, ``**`` spans any number
     of components (``**/`` also matches none), ``[...]`` is a class (``[!...]``
@@ -66,18 +72,18 @@ def glob_to_regex(pattern: str, *, braces: bool = False) -> str:
             while j < n and pattern[j] != "]":
                 j += 1
             if j >= n:
-                out.append(re.escape(c))  # no closing bracket: literal '['
+                out.append(escape_char(c))  # no closing bracket: literal '['
             else:
                 body = pattern[i + 1 : j]
                 negate = body[:1] in ("!", "^")
                 if negate:
                     body = body[1:]
-                body = "".join(ch if ch == "-" else re.escape(ch) for ch in body)
+                body = "".join(ch if ch == "-" else escape_char(ch) for ch in body)
                 out.append(f"[^/{body}]" if negate else f"[{body}]")
                 i = j
         elif c == "\\" and i + 1 < n:
             i += 1
-            out.append(re.escape(pattern[i]))
+            out.append(escape_char(pattern[i]))
         elif braces and c == "{":
             depth += 1
             out.append("(?:")
@@ -87,16 +93,23 @@ def glob_to_regex(pattern: str, *, braces: bool = False) -> str:
         elif braces and c == "," and depth:
             out.append("|")
         else:
-            out.append(re.escape(c))
+            out.append(escape_char(c))
         i += 1
     out.extend(")" * depth)
     return "".join(out)
 
 
+def compile_glob(pattern: str, *, braces: bool = False, case_sensitive: bool = True) -> Any:
+    """A linear-time matcher (RE2) for the whole of a slash-separated glob:
+    ``compile_glob("*.py").match(path)``. Raises :class:`ValueError` for a
+    glob RE2 cannot compile (an inverted range such as ``[z-a]``)."""
+    return compile_linear(f"(?s:{glob_to_regex(pattern, braces=braces)})\\z", case_sensitive=case_sensitive)
+
+
 @dataclass(frozen=True)
 class _Rule:
     base: str  # directory of the .gitignore, relative to the walk root ('' = root)
-    regex: re.Pattern[str]
+    regex: Any  # an RE2 pattern: a .gitignore is file content a model may have written
     negated: bool
     dir_only: bool
 
@@ -145,7 +158,11 @@ class IgnoreRules:
             pattern, negated, dir_only, anchored = parsed
             body = glob_to_regex(pattern)
             regex = f"{body}" if anchored else f"(?:.*/)?{body}"
-            self._rules.append(_Rule(base, re.compile(f"(?s:{regex})\\Z"), negated, dir_only))
+            try:
+                compiled = compile_linear(f"(?s:{regex})\\z")
+            except ValueError:
+                continue  # git skips a pattern it cannot use; so do we
+            self._rules.append(_Rule(base, compiled, negated, dir_only))
 
     def add_file(self, path: str | os.PathLike[str], base: str = "") -> None:
         """Read a ``.gitignore`` (or ``.git/info/exclude``) if it is there.
@@ -154,7 +171,7 @@ class IgnoreRules:
         not a safety boundary."""
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
-                self.add_lines(f.read().splitlines(), base)
+                self.add_lines(f.read(MAX_IGNORE_FILE_CHARS).splitlines(), base)
         except OSError:
             return
 

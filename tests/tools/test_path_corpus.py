@@ -217,3 +217,71 @@ async def test_trailing_slash_on_a_missing_name_does_not_create_a_file(hostile: 
         assert not (hostile.root / "newdir").exists()
     out = await hostile.run("list_directory", {"dir_path": "sub/"})
     assert out.failure is None  # a directory with a slash is fine
+
+
+# --- a directory swapped for a symlink mid-operation (issue 13 §2) ------------
+
+
+async def test_symlink_swap_race_never_reaches_outside(env: Env):
+    """A thread swaps ``sub`` for a symlink to the outside directory in a
+    tight loop while the tools read, write, list and search through it.
+    Resolve-then-open would follow the link now and then; opening component
+    by component with O_NOFOLLOW never does."""
+    import shutil
+    import threading
+    import time
+
+    import trio
+
+    r = env.root
+    (r / "sub").mkdir()
+    (r / "sub" / "canary.txt").write_text("harmless inside\n")
+    (r / "sub" / "notes.txt").write_text("inside\n")
+    stop = threading.Event()
+    swaps = 0
+
+    def swap() -> None:
+        nonlocal swaps
+        while not stop.is_set():
+            try:
+                os.rename(r / "sub", r / "sub.real")
+                os.symlink(env.outside, r / "sub")
+                time.sleep(0)
+                os.unlink(r / "sub")
+                os.rename(r / "sub.real", r / "sub")
+                swaps += 1
+            except OSError:
+                # A write may have created a new 'sub' meanwhile: put things back.
+                if os.path.islink(r / "sub"):
+                    os.unlink(r / "sub")
+                elif os.path.isdir(r / "sub") and os.path.isdir(r / "sub.real"):
+                    shutil.rmtree(r / "sub", ignore_errors=True)
+                if os.path.isdir(r / "sub.real") and not os.path.lexists(r / "sub"):
+                    os.rename(r / "sub.real", r / "sub")
+
+    calls = [
+        ("read_file", {"file_path": "sub/canary.txt"}),
+        ("write_file", {"file_path": "sub/new.txt", "content": "PWNED\n"}),
+        ("replace", {"file_path": "sub/notes.txt", "old_string": "inside", "new_string": "inside"}),
+        ("list_directory", {"dir_path": "sub"}),
+        ("grep_search", {"pattern": "CANARY"}),
+        ("glob", {"pattern": "**/canary.txt"}),
+    ]
+    executor = env.executor()
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    ran = 0
+    try:
+        with trio.fail_after(20):
+            deadline = trio.current_time() + 3.0
+            while trio.current_time() < deadline:
+                for tool, args in calls:
+                    out = await env.run(tool, args, executor=executor)
+                    ran += 1
+                    assert CANARY_MARK not in out.text(), (tool, out.text()[:500])
+                    assert sorted(p.name for p in env.outside.iterdir()) == ["canary.txt"], tool
+    finally:
+        stop.set()
+        thread.join(5)
+    assert swaps > 10 and ran > 10, (swaps, ran)  # the race really ran
+    assert env.canaries_intact()

@@ -8,13 +8,13 @@ path as a regular file only; writes are atomic (:meth:`Workspace.write_atomic`).
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ..gitignore import compile_glob
 from ._files import encode_text, load_ignore_rules, looks_binary, read_text_for_edit
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 
@@ -68,22 +68,70 @@ class ReadFileTool(Tool):
         return await trio.to_thread.run_sync(_read_lines, ctx.workspace, path, start, end, shown)
 
 
+_CHUNK = 64 * 1024
+
+
 def _read_lines(workspace: Workspace, path: Path, start: int, end: int | None, shown: str) -> str:
+    """The lines ``start..end`` of a text file, bounded in memory whatever
+    the file holds: it is read in chunks of 64 KiB, and of a line longer
+    than :data:`MAX_LINE_CHARS` only the start is kept (the rest is skipped
+    chunk by chunk), so a 1 GiB file without a newline costs one chunk plus
+    the cap."""
     with workspace.open_regular(path, shown) as f:
+        return _LineReader(f, shown).read(start, end)
+
+
+class _LineReader:
+    def __init__(self, f: Any, shown: str):
+        self.f = f
+        self.shown = shown
+
+    def _chunk(self) -> bytes:
         try:
-            head = f.read(8192)
+            return self.f.read(_CHUNK)
         except OSError as exc:
-            raise ToolFailed("read_failed", f"'{shown}' could not be read: {exc.strerror}") from None
+            raise ToolFailed("read_failed", f"'{self.shown}' could not be read: {exc.strerror}") from None
+
+    def lines(self):
+        """``(raw bytes of the line kept, whole line's length in bytes)``
+        per line; ``kept`` is at most ``MAX_LINE_CHARS * 4`` bytes (enough for
+        MAX_LINE_CHARS characters of UTF-8) and keeps its newline if short."""
+        keep = MAX_LINE_CHARS * 4 + 1
+        pending = bytearray()
+        length = 0
+        while True:
+            chunk = self._chunk()
+            if not chunk:
+                if length:
+                    yield bytes(pending), length
+                return
+            pos = 0
+            while pos < len(chunk):
+                nl = chunk.find(b"\n", pos)
+                stop = len(chunk) if nl < 0 else nl + 1
+                room = keep - len(pending)
+                if room > 0:
+                    pending += chunk[pos:min(stop, pos + room)]
+                length += stop - pos
+                pos = stop
+                if nl >= 0:
+                    yield bytes(pending), length
+                    pending.clear()
+                    length = 0
+
+    def read(self, start: int, end: int | None) -> str:
+        head = self.f.read(8192)
         if looks_binary(head):
-            raise ToolFailed("binary_file", f"'{shown}' is a binary file and cannot be read as text")
-        size = os.fstat(f.fileno()).st_size
-        f.seek(0)
+            raise ToolFailed("binary_file", f"'{self.shown}' is a binary file and cannot be read as text")
+        size = os.fstat(self.f.fileno()).st_size
+        self.f.seek(0)
         out: list[str] = []
         used = 0
         line_no = 0
         note = ""
         max_lines = MAX_READ_LINES if end is None else None
-        for raw in f:
+        lines = self.lines()
+        for raw, _length in lines:
             line_no += 1
             if line_no < start:
                 continue
@@ -91,30 +139,29 @@ def _read_lines(workspace: Workspace, path: Path, start: int, end: int | None, s
                 line_no -= 1
                 break
             line = raw.decode("utf-8", errors="replace")
-            if len(line) > MAX_LINE_CHARS:
+            if len(line.rstrip("\n")) > MAX_LINE_CHARS or not raw.endswith(b"\n") and _length > len(raw):
                 line = line[:MAX_LINE_CHARS] + f"… [line {line_no} cut at {MAX_LINE_CHARS} characters]\n"
             if used + len(line) > MAX_READ_BYTES or (max_lines is not None and line_no - start >= max_lines):
-                note = _truncation_note(f, start, line_no, size)
+                # Lines after this one, counted (in chunks) for a small enough file.
+                total = line_no + sum(1 for _ in lines) if size <= _COUNT_LINES_UP_TO else None
+                note = _truncation_note(start, line_no, total)
                 break
             out.append(line)
             used += len(line)
-    if start > 1 and line_no < start:
-        raise ToolFailed(
-            "invalid_arguments",
-            f"'{shown}' has only {line_no} lines; start_line {start} is past the end",
-            f"read from a start_line between 1 and {max(line_no, 1)}",
-        )
-    return "".join(out) + note
+        if start > 1 and line_no < start:
+            raise ToolFailed(
+                "invalid_arguments",
+                f"'{self.shown}' has only {line_no} lines; start_line {start} is past the end",
+                f"read from a start_line between 1 and {max(line_no, 1)}",
+            )
+        return "".join(out) + note
 
 
-def _truncation_note(f: Any, start: int, stopped_at: int, size: int) -> str:
+def _truncation_note(start: int, stopped_at: int, total: int | None) -> str:
     """``stopped_at`` is the first line not shown."""
-    total = ""
-    if size <= _COUNT_LINES_UP_TO:
-        remaining = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-        total = f" of {stopped_at + remaining} total lines"
+    of = f" of {total} total lines" if total is not None else ""
     return (
-        f"\n[truncated: showing lines {start}-{stopped_at - 1}{total}. "
+        f"\n[truncated: showing lines {start}-{stopped_at - 1}{of}. "
         f"Read the rest with start_line={stopped_at} (and end_line to read a range).]\n"
     )
 
@@ -165,28 +212,37 @@ class ListDirectoryTool(Tool):
 
 def _list(workspace: Workspace, path: Path, ignore: list[str], git: bool = True, gemini: bool = True) -> str:
     shown = workspace.relative(path)
+    patterns = []
+    for p in ignore:
+        try:
+            patterns.append(compile_glob(p))
+        except ValueError as exc:
+            raise ToolFailed("invalid_pattern", f"the ignore pattern {p!r} is invalid: {exc}") from None
+    fd = workspace.open_directory(path, shown)
     try:
-        with os.scandir(path) as it:
-            entries = list(it)
+        with os.scandir(fd) as it:
+            entries = [(e.name, _is_dir(e)) for e in it]
     except PermissionError:
         raise ToolFailed("permission_denied", f"'{shown}' cannot be listed: permission denied") from None
     except OSError as exc:
         raise ToolFailed("list_failed", f"'{shown}' cannot be listed: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     rules = load_ignore_rules(workspace, path, git=git, gemini=gemini)
     # Rules are relative to the root (or included directory) holding path.
     rel = os.path.relpath(path, workspace.root_of(path) or workspace.root)
     base = "" if rel == "." else rel.replace(os.sep, "/") + "/"
     kept = []
     git_ignored = 0
-    for e in entries:
-        if any(fnmatch.fnmatch(e.name, p) for p in ignore):
+    for name, is_dir in entries:
+        if any(p.match(name) for p in patterns):
             continue
-        if rules.is_ignored(base + e.name, _is_dir(e)):
+        if rules.is_ignored(base + name, is_dir):
             git_ignored += 1
             continue
-        kept.append(e)
-    kept.sort(key=lambda e: (not _is_dir(e), e.name.lower()))
-    lines = [f"[DIR] {e.name}" if _is_dir(e) else e.name for e in kept[:MAX_LIST_ENTRIES]]
+        kept.append((name, is_dir))
+    kept.sort(key=lambda e: (not e[1], e[0].lower()))
+    lines = [f"[DIR] {name}" if is_dir else name for name, is_dir in kept[:MAX_LIST_ENTRIES]]
     if len(kept) > MAX_LIST_ENTRIES:
         lines.append(f"[{len(kept) - MAX_LIST_ENTRIES} more entries not shown]")
     note = (f"\n({git_ignored} entr{'y' if git_ignored == 1 else 'ies'} ignored by .gitignore or .geminiignore "

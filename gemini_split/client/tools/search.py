@@ -2,24 +2,35 @@
 text in files), with gemini-cli's names and parameters.
 
 Both walk the workspace with :func:`walk_files`: confined (symlinks out are
-skipped, symlinked directories not entered), ``.git`` skipped, ``.gitignore``
-respected, binary files skipped by ``grep_search``. The walk runs in a worker
-thread and stops at a file count or time budget, saying so in the result.
+skipped, symlinked directories not entered, nothing opened by name),
+``.git`` skipped, ``.gitignore`` respected, binary files skipped by
+``grep_search``. The walk runs in a worker thread and stops at a file count
+or time budget, saying so in the result.
+
+Nothing the model chooses is matched by a backtracking engine: globs compile
+to RE2 (:func:`compile_glob`), and ``grep_search`` runs ripgrep (the engine
+gemini-cli uses; linear time) as a cancellable subprocess on the files the
+walk opened.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import os
-import re
+import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..gitignore import glob_to_regex
-from ._files import WalkStats, looks_binary, walk_files
+from ..gitignore import compile_glob
+from ..regex import compile_linear
+from ._files import BINARY_SNIFF_BYTES, WalkedFile, WalkStats, looks_binary, walk_files
 from .base import Tool, ToolContext, ToolFailed, ToolKind
+from .environment import tool_environment
+from .processes import open_tool_process, release_tool_process
 
 if TYPE_CHECKING:
     from ..workspace import Workspace
@@ -29,6 +40,10 @@ RECENT_SECONDS = 24 * 3600
 MAX_GREP_FILE_BYTES = 4 * 1024 * 1024
 MAX_GREP_LINE_CHARS = 500
 DEFAULT_TOTAL_MAX_MATCHES = 100
+GREP_TIME_BUDGET = 30.0
+"""Seconds a grep_search may take; then it stops and says its results are incomplete."""
+GREP_BATCH_FILES = 128
+"""Files handed to one ripgrep process (as open file descriptors)."""
 
 
 def _search_root(workspace: Workspace, dir_path: str | None) -> Path:
@@ -80,10 +95,9 @@ class GlobTool(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         start = _search_root(ctx.workspace, args.get("dir_path"))
         pattern = _relative_pattern(ctx.workspace, start, args["pattern"])
-        flags = 0 if args.get("case_sensitive") else re.IGNORECASE
         try:
-            regex = re.compile(f"(?s:{glob_to_regex(pattern, braces=True)})\\Z", flags)
-        except re.error as exc:
+            regex = compile_glob(pattern, braces=True, case_sensitive=bool(args.get("case_sensitive")))
+        except ValueError as exc:
             raise ToolFailed("invalid_pattern", f"the glob pattern {args['pattern']!r} is invalid: {exc}") from None
         respect = (args.get("respect_git_ignore", True), args.get("respect_gemini_ignore", True))
         return await trio.to_thread.run_sync(
@@ -114,7 +128,7 @@ def _relative_pattern(workspace: Workspace, start: Path, pattern: str) -> str:
     return pattern
 
 
-def _glob(workspace: Workspace, start: Path, regex: re.Pattern[str], shown: str, respect: tuple[bool, bool]) -> str:
+def _glob(workspace: Workspace, start: Path, regex: Any, shown: str, respect: tuple[bool, bool]) -> str:
     stats = WalkStats()
     base = os.path.relpath(start, workspace.root).replace(os.sep, "/")
     prefix = "" if base == "." else base + "/"
@@ -123,11 +137,7 @@ def _glob(workspace: Workspace, start: Path, regex: re.Pattern[str], shown: str,
                         stats=stats):
         sub = f.rel[len(prefix):]
         if regex.match(sub):
-            try:
-                mtime = f.real.stat().st_mtime
-            except OSError:
-                mtime = 0.0
-            found.append((f.rel, mtime))
+            found.append((f.rel, f.mtime()))
     where = "." if base == "." else base
     if not found:
         ignored = f" ({stats.ignored} ignored by .gitignore or .geminiignore)" if stats.ignored and any(respect) else ""
@@ -149,7 +159,8 @@ class GrepSearchTool(Tool):
     name = "grep_search"
     kind = ToolKind.READ
     description = (
-        "Searches file contents for a regular expression (Python syntax, "
+        "Searches file contents for a regular expression (ripgrep's syntax: "
+        "like Python's, without backreferences or lookaround; "
         "case-insensitive unless case_sensitive is true) in the workspace, "
         "skipping binary files and files ignored by .gitignore. Returns "
         "matching lines grouped by file with line numbers, or only file names "
@@ -172,45 +183,88 @@ class GrepSearchTool(Tool):
         "required": ["pattern"],
     }
 
+    def __init__(self, *, time_budget: float = GREP_TIME_BUDGET):
+        self.time_budget = time_budget
+
     def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
         return f"Search for /{args['pattern']}/ in {args.get('dir_path') or '.'}"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         start = _search_root(ctx.workspace, args.get("dir_path"))
-        flags = 0 if args.get("case_sensitive") else re.IGNORECASE
-        regex = _compile(args["pattern"], flags, "pattern")
-        exclude = _compile(args["exclude_pattern"], flags, "exclude_pattern") if args.get("exclude_pattern") else None
+        case_sensitive = bool(args.get("case_sensitive"))
+        if "\x00" in args["pattern"]:
+            raise ToolFailed("invalid_pattern", "the pattern contains a NUL byte")
+        exclude = None
+        if args.get("exclude_pattern"):
+            try:
+                exclude = compile_linear(args["exclude_pattern"], case_sensitive=case_sensitive)
+            except ValueError as exc:
+                raise _invalid_regex("exclude_pattern", args["exclude_pattern"], str(exc)) from None
         include = None
         if args.get("include_pattern"):
             inc = _relative_pattern(ctx.workspace, start, args["include_pattern"])
-            include = (re.compile(f"(?s:{glob_to_regex(inc, braces=True)})\\Z", re.IGNORECASE), "/" in inc)
+            try:
+                include = (compile_glob(inc, braces=True, case_sensitive=False), "/" in inc)
+            except ValueError as exc:
+                raise ToolFailed("invalid_pattern", f"include_pattern {args['include_pattern']!r} is invalid: {exc}") from None
         search = _Search(
-            regex=regex, exclude=exclude, include=include,
-            names_only=bool(args.get("names_only")),
+            workspace=ctx.workspace, start=start, pattern=args["pattern"], case_sensitive=case_sensitive,
+            exclude=exclude, include=include, names_only=bool(args.get("names_only")),
             per_file=args.get("max_matches_per_file"),
             total=int(args.get("total_max_matches") or DEFAULT_TOTAL_MAX_MATCHES),
         )
-        return await trio.to_thread.run_sync(search.run, ctx.workspace, start, args, abandon_on_cancel=True)
+        with trio.move_on_after(self.time_budget) as scope:
+            await search.run()
+        if scope.cancelled_caught:
+            search.stats.timed_out = True
+        return search.format(args)
 
 
-def _compile(pattern: str, flags: int, what: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern, flags)
-    except re.error as exc:
-        raise ToolFailed(
-            "invalid_pattern", f"{what} {pattern!r} is not a valid regular expression: {exc}",
-            "use Python regular expression syntax; escape literal characters such as ( [ { . * with a backslash",
-        ) from None
+def _invalid_regex(what: str, pattern: str, reason: str) -> ToolFailed:
+    reason = " ".join(reason.split())[:300]
+    return ToolFailed(
+        "invalid_pattern", f"{what} {pattern[:200]!r} is not a valid regular expression: {reason}",
+        "use ripgrep/RE2 syntax (no backreferences or lookaround); escape literal characters such as "
+        "( [ { . * with a backslash",
+    )
+
+
+def find_rg() -> str:
+    """The ``rg`` executable: the one the ``ripgrep`` wheel installed beside
+    this Python, else one on PATH. Raises :class:`ToolFailed` if none."""
+    import shutil
+    import sysconfig
+
+    found = shutil.which("rg", path=sysconfig.get_path("scripts")) or shutil.which("rg")
+    if found is None:
+        raise ToolFailed("unavailable", "grep_search needs ripgrep (rg), which is not installed",
+                         "install the 'ripgrep' Python package, or use run_shell_command with grep")
+    return found
 
 
 class _Search:
-    def __init__(self, *, regex, exclude, include, names_only, per_file, total):
-        self.regex: re.Pattern[str] = regex
-        self.exclude: re.Pattern[str] | None = exclude
-        self.include: tuple[re.Pattern[str], bool] | None = include
+    """One grep_search: a confined walk that opens the files itself (no path
+    is opened by name) and hands them to ripgrep in batches as
+    ``/proc/self/fd/N`` — ripgrep reads exactly the files opened, cannot be
+    redirected by a symlink swapped in, matches in linear time, and is a
+    separate process that a cancelled call kills."""
+
+    def __init__(self, *, workspace, start, pattern, case_sensitive, exclude, include, names_only, per_file, total):
+        self.workspace: Workspace = workspace
+        self.start: Path = start
+        self.pattern: str = pattern
+        self.case_sensitive: bool = case_sensitive
+        self.exclude: Any = exclude
+        self.include: tuple[Any, bool] | None = include
         self.names_only: bool = names_only
         self.per_file: int | None = int(per_file) if per_file else None
         self.total: int = total
+        self.stats = WalkStats()
+        self.results: list[tuple[str, list[tuple[int, str]]]] = []
+        self.count = 0
+        self.skipped_large = 0
+        self.capped_files = 0
+        self.hit_total = False
 
     def _included(self, sub: str) -> bool:
         if self.include is None:
@@ -218,67 +272,163 @@ class _Search:
         regex, by_path = self.include
         return bool(regex.match(sub if by_path else sub.rsplit("/", 1)[-1]))
 
-    def run(self, workspace: Workspace, start: Path, args: dict[str, Any]) -> str:
-        stats = WalkStats()
-        base = os.path.relpath(start, workspace.root).replace(os.sep, "/")
-        prefix = "" if base == "." else base + "/"
-        results: list[tuple[str, list[tuple[int, str]]]] = []
-        count = 0
-        skipped_large = 0
-        capped_files = 0
-        hit_total = False
-        for f in walk_files(workspace, start, stats=stats):
-            if not self._included(f.rel[len(prefix):]):
-                continue
-            matches, capped, large = self._search_file(f.real, self.total - count)
-            skipped_large += large
-            if not matches:
-                continue
-            capped_files += capped
-            results.append((f.rel, matches))
-            count += len(matches)
-            if count >= self.total:
-                hit_total = True
-                break
-        return self._format(args, base, results, count, hit_total, capped_files, skipped_large, stats)
-
-    def _search_file(self, path: Path, budget: int) -> tuple[list[tuple[int, str]], bool, int]:
-        """``(matches, capped by max_matches_per_file, 1 if too large)``."""
+    async def run(self) -> None:
+        rg = find_rg()
+        walker = self._batches()
+        searched = False
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        except OSError:
-            return [], False, 0
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if st.st_size > MAX_GREP_FILE_BYTES:
-                return [], False, 1
-            data = fh.read(MAX_GREP_FILE_BYTES + 1)
-        if looks_binary(data):
-            return [], False, 0
-        limit = min(budget, self.per_file) if self.per_file else budget
-        limit = 1 if self.names_only else limit
-        matches: list[tuple[int, str]] = []
-        text = data.decode("utf-8", errors="replace")
-        for number, line in enumerate(text.splitlines(), 1):
-            if self.regex.search(line) and not (self.exclude and self.exclude.search(line)):
-                if len(matches) >= limit:
-                    return matches, not self.names_only and bool(self.per_file), 0
-                if len(line) > MAX_GREP_LINE_CHARS:
-                    line = line[:MAX_GREP_LINE_CHARS] + "…"
-                matches.append((number, line))
-        return matches, False, 0
+            while not self.hit_total:
+                batch = await trio.to_thread.run_sync(next, walker, None)
+                if batch is None:
+                    if not searched:
+                        await self._search_batch(rg, [])  # no files: still tell a bad pattern
+                    return
+                searched = True
+                try:
+                    await self._search_batch(rg, batch)
+                finally:
+                    for fd, _ in batch:
+                        os.close(fd)
+        finally:
+            await trio.to_thread.run_sync(walker.close)
 
-    def _format(self, args, base, results, count, hit_total, capped_files, skipped_large, stats) -> str:
+    def _batches(self):
+        """Lists of ``(open fd, rel)`` of text files to search, in walk order."""
+        base = os.path.relpath(self.start, self.workspace.root).replace(os.sep, "/")
+        prefix = "" if base == "." else base + "/"
+        batch: list[tuple[int, str]] = []
+        try:
+            for f in walk_files(self.workspace, self.start, stats=self.stats):
+                if not self._included(f.rel[len(prefix):]):
+                    continue
+                fd = self._open(f)
+                if fd is None:
+                    continue
+                batch.append((fd, f.rel))
+                if len(batch) >= GREP_BATCH_FILES:
+                    full, batch = batch, []  # the consumer closes what it was given
+                    yield full
+            if batch:
+                full, batch = batch, []
+                yield full
+        finally:
+            for fd, _ in batch:
+                os.close(fd)
+
+    def _open(self, f: WalkedFile) -> int | None:
+        """An fd of a text file small enough to search, or None."""
+        try:
+            fh = f.open(self.workspace)
+        except ToolFailed:
+            return None
+        fd = os.dup(fh.fileno())
+        with fh:
+            try:
+                if os.fstat(fd).st_size > MAX_GREP_FILE_BYTES:
+                    self.skipped_large += 1
+                    os.close(fd)
+                    return None
+                if looks_binary(os.pread(fd, BINARY_SNIFF_BYTES, 0)):
+                    os.close(fd)
+                    return None
+            except OSError:
+                os.close(fd)
+                return None
+        return fd
+
+    async def _search_batch(self, rg: str, batch: list[tuple[int, str]]) -> None:
+        limit = self.total - self.count
+        if self.per_file:
+            limit = min(limit, self.per_file + 1)  # one more tells whether the file had more
+        if self.names_only:
+            limit = 1
+        argv = [rg, "--json", "--no-config", "--no-ignore", "--hidden", "--text", "--threads", "1",
+                "--max-count", str(limit), "--case-sensitive" if self.case_sensitive else "--ignore-case",
+                "--regexp", self.pattern, "--"]
+        argv += [f"/proc/self/fd/{fd}" for fd, _ in batch] if batch else [os.devnull]
+        by_path = {f"/proc/self/fd/{fd}": rel for fd, rel in batch}
+        process = await open_tool_process(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=[fd for fd, _ in batch], env=tool_environment(),
+        )
+        errors = bytearray()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_read_bounded, process.stderr, errors, 4096)
+                await self._read_matches(process, by_path)
+                if self.hit_total:
+                    process.kill()
+                await process.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
+                for stream in (process.stdout, process.stderr):
+                    await stream.aclose()
+                release_tool_process(process)
+        if process.returncode == 2 and not self.hit_total:
+            raise _invalid_regex("pattern", self.pattern, errors.decode("utf-8", "replace").removeprefix("rg: "))
+
+    async def _read_matches(self, process: trio.Process, by_path: dict[str, str]) -> None:
+        current: tuple[str, list[tuple[int, str]]] | None = None
+        buf = bytearray()
+        while True:
+            data = await process.stdout.receive_some(1 << 16)
+            if not data:
+                return
+            buf += data
+            while (nl := buf.find(b"\n")) >= 0:
+                line = bytes(buf[:nl])
+                del buf[: nl + 1]
+                current = self._take(line, by_path, current)
+                if self.hit_total:
+                    return
+
+    def _take(self, raw: bytes, by_path, current):
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            return current
+        if event.get("type") != "match":
+            return current
+        data = event["data"]
+        rel = by_path.get(_json_text(data.get("path")))
+        if rel is None:
+            return current
+        text = _json_text(data.get("lines")).rstrip("\r\n")
+        if self.exclude is not None and self.exclude.search(text):
+            return current
+        if current is None or current[0] != rel:
+            current = (rel, [])
+            self.results.append(current)
+        matches = current[1]
+        if self.per_file and len(matches) >= self.per_file and not self.names_only:
+            self.capped_files += len(matches) == self.per_file
+            return current
+        if self.names_only and matches:
+            return current
+        if len(text) > MAX_GREP_LINE_CHARS:
+            text = text[:MAX_GREP_LINE_CHARS] + "…"
+        matches.append((int(data.get("line_number") or 0), text))
+        self.count += 1
+        if self.count >= self.total:
+            self.hit_total = True
+        return current
+
+    def format(self, args: dict[str, Any]) -> str:
+        results = [(rel, m) for rel, m in self.results if m]
+        count = sum(len(m) for _, m in results)
         where = f'"{args.get("dir_path") or "."}"'
         filt = f' (filter: "{args["include_pattern"]}")' if args.get("include_pattern") else ""
         notes = ""
-        if hit_total:
+        if self.hit_total:
             notes += f"\n(stopped at total_max_matches={self.total}; there may be more matches)"
-        if capped_files:
-            notes += f"\n({capped_files} file(s) had more matches than max_matches_per_file={self.per_file})"
-        if skipped_large:
-            notes += f"\n({skipped_large} file(s) over {MAX_GREP_FILE_BYTES // (1024 * 1024)} MiB not searched)"
-        notes += _walk_notes(stats)
+        if self.capped_files:
+            notes += f"\n({self.capped_files} file(s) had more matches than max_matches_per_file={self.per_file})"
+        if self.skipped_large:
+            notes += f"\n({self.skipped_large} file(s) over {MAX_GREP_FILE_BYTES // (1024 * 1024)} MiB not searched)"
+        notes += _walk_notes(self.stats)
         if not results:
             return f'No matches found for pattern "{args["pattern"]}" in path {where}{filt}.' + notes
         if self.names_only:
@@ -289,3 +439,21 @@ class _Search:
         for rel, matches in results:
             blocks.append(f"File: {rel}\n" + "\n".join(f"L{n}: {line}" for n, line in matches))
         return head + "\n---\n".join(blocks) + "\n---" + notes
+
+
+def _json_text(value: Any) -> str:
+    """ripgrep's ``{"text": …}`` or, for bytes that are not UTF-8, ``{"bytes": base64}``."""
+    if not isinstance(value, dict):
+        return ""
+    if "text" in value:
+        return str(value["text"])
+    try:
+        return base64.b64decode(value.get("bytes", "")).decode("utf-8", errors="replace")
+    except ValueError:
+        return ""
+
+
+async def _read_bounded(stream: Any, into: bytearray, limit: int) -> None:
+    while data := await stream.receive_some(4096):
+        if len(into) < limit:
+            into += data[: limit - len(into)]

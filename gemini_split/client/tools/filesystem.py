@@ -65,7 +65,9 @@ class ReadFileTool(Tool):
         end = int(end) if end is not None else None
         if end is not None and end < start:
             raise ToolFailed("invalid_arguments", f"end_line {end} is before start_line {start}")
-        return await trio.to_thread.run_sync(_read_lines, ctx.workspace, path, start, end, shown)
+        # Reading changes nothing: a cancelled call need not wait for it.
+        return await trio.to_thread.run_sync(_read_lines, ctx.workspace, path, start, end, shown,
+                                             abandon_on_cancel=True)
 
 
 _CHUNK = 64 * 1024
@@ -207,7 +209,7 @@ class ListDirectoryTool(Tool):
                              'e.g. {"respect_git_ignore": false}')
         git = filtering.get("respect_git_ignore", True) is not False
         gemini = filtering.get("respect_gemini_ignore", True) is not False
-        return await trio.to_thread.run_sync(_list, ctx.workspace, path, ignore, git, gemini)
+        return await trio.to_thread.run_sync(_list, ctx.workspace, path, ignore, git, gemini, abandon_on_cancel=True)
 
 
 def _list(workspace: Workspace, path: Path, ignore: list[str], git: bool = True, gemini: bool = True) -> str:

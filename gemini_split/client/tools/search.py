@@ -212,6 +212,7 @@ class GrepSearchTool(Tool):
             exclude=exclude, include=include, names_only=bool(args.get("names_only")),
             per_file=args.get("max_matches_per_file"),
             total=int(args.get("total_max_matches") or DEFAULT_TOTAL_MAX_MATCHES),
+            time_budget=self.time_budget,
         )
         with trio.move_on_after(self.time_budget) as scope:
             await search.run()
@@ -249,7 +250,9 @@ class _Search:
     redirected by a symlink swapped in, matches in linear time, and is a
     separate process that a cancelled call kills."""
 
-    def __init__(self, *, workspace, start, pattern, case_sensitive, exclude, include, names_only, per_file, total):
+    def __init__(self, *, workspace, start, pattern, case_sensitive, exclude, include, names_only, per_file, total,
+                 time_budget):
+        self.time_budget: float = time_budget
         self.workspace: Workspace = workspace
         self.start: Path = start
         self.pattern: str = pattern
@@ -298,7 +301,7 @@ class _Search:
         prefix = "" if base == "." else base + "/"
         batch: list[tuple[int, str]] = []
         try:
-            for f in walk_files(self.workspace, self.start, stats=self.stats):
+            for f in walk_files(self.workspace, self.start, stats=self.stats, time_budget=self.time_budget):
                 if not self._included(f.rel[len(prefix):]):
                     continue
                 fd = self._open(f)

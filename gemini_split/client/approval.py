@@ -163,14 +163,14 @@ class ApprovalPolicy:
         ``executes_later``: the call edits a file that runs code later (see
         :func:`executes_later`); then it is asked about in every mode but
         yolo, whatever is allowed."""
-        if executes_later and tool.kind is not ToolKind.READ and self.mode is not ApprovalMode.YOLO:
-            return Verdict(Decision.ASK, f"this edits {executes_later}; such files are asked about in every "
-                                         "approval mode but yolo")
         if tool.kind is ToolKind.READ:
             return Verdict(Decision.ALLOW)
         if self.mode is ApprovalMode.PLAN:
             return Verdict(Decision.DENY, "plan approval mode allows read-only tools only; "
                                           "describe the change in the plan instead")
+        if executes_later and self.mode is not ApprovalMode.YOLO:
+            return Verdict(Decision.ASK, f"this edits {executes_later}; such files are asked about in every "
+                                         "approval mode but yolo")
         if tool.name in self.always:
             return Verdict(Decision.ALLOW)
         if self.mode is ApprovalMode.YOLO:

@@ -94,3 +94,11 @@ async def test_ordinary_edits_in_auto_edit_do_not_ask(env: Env):
                             executor=env.executor(ApprovalMode.AUTO_EDIT, asker=asker))
         assert out.failure is None, (path, out.failure)
     assert not asker.requests
+
+
+async def test_plan_mode_still_refuses_them_outright(env: Env):
+    asker = Recorder(Answer.YES)
+    out = await env.run("write_file", {"file_path": ".git/hooks/pre-commit", "content": "x"},
+                        executor=env.executor(ApprovalMode.PLAN, asker=asker))
+    assert out.failure.code == "refused" and "plan" in out.failure.message and not asker.requests
+    assert not (env.root / ".git").exists()

@@ -28,6 +28,9 @@ from gemini_split.protocol import (
     Hello,
     LocalProtocolError,
     RemoteProtocolError,
+    TextDelta,
+    ThinkingDelta,
+    ToolDelta,
 )
 from gemini_split.stamping import stamp
 from gemini_split.transport import (
@@ -175,12 +178,31 @@ class AgentService:
             await session.handle(message)
 
 
+#: After a write that took ``d`` seconds, a writer lets events gather for
+#: ``GATHER_FACTOR * d`` seconds, at most ``GATHER_LIMIT``.
+GATHER_FACTOR = 4
+GATHER_LIMIT = 0.01
+_DELTAS = (TextDelta, ThinkingDelta, ToolDelta)
+
+
 async def _write_events(stream: MessageStream, conn: Connection, session: Session, scope: trio.CancelScope) -> None:
     """Send the session's events as they gather: each numbered and encoded
-    once by the event log, checked by the connection, then written."""
+    once by the event log, checked by the connection, then written.
+
+    Back-pressure: a write costs time the session cannot use (a slow peer;
+    on loopback the kernel often runs the reader before our write returns).
+    After a write that took ``d`` seconds the writer lets events gather for
+    a few times as long (see :data:`GATHER_FACTOR`), so a fast stream leaves
+    in fewer, larger frames and the session keeps most of the time to
+    produce. Only while a stream is under way (the last event written was a
+    delta): the first event of a turn, or one after a ``finished``, goes out
+    at once.
+    """
     try:
         while True:
-            for event in await session.outbox.take():
+            batch = await session.outbox.take()
+            started = trio.current_time()
+            for event in batch:
                 event, text = session.log.append(stamp(event))
                 try:
                     conn.send(event, text=text)
@@ -189,6 +211,9 @@ async def _write_events(stream: MessageStream, conn: Connection, session: Sessio
                     log.exception("session %s: not sending %s", session.id, type(event).__name__)
                     continue
                 await stream.send(text)
+            spent = trio.current_time() - started
+            if spent > 0 and isinstance(batch[-1], _DELTAS):  # a stream is under way
+                await trio.sleep(min(GATHER_FACTOR * spent, GATHER_LIMIT))
     except (ConnectionClosed, ConnectionBroken):
         scope.cancel()
 

@@ -13,6 +13,7 @@ Error messages never quote more than a short prefix of what the peer sent.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Union
 
@@ -43,8 +44,11 @@ _envelope_decoder = msgspec.json.Decoder(_Envelope)
 def encode(message: Message) -> str:
     """One message as compact JSON text (no newline).
 
-    Raises :class:`LocalProtocolError` for an unstamped message
-    (``missing_field``) or a value JSON cannot carry (``invalid_field``)."""
+    A lone UTF-16 surrogate in a string (a model's ``"\\ud800"`` escape, a
+    ``surrogateescape``d byte) cannot be UTF-8: it is sent as U+FFFD rather
+    than failing the connection. Raises :class:`LocalProtocolError` for an
+    unstamped message (``missing_field``) or a value JSON cannot carry
+    (``invalid_field``)."""
     if not is_stamped(message):
         missing = "id" if message.id is msgspec.UNSET else "timestamp"
         raise LocalProtocolError(
@@ -55,10 +59,21 @@ def encode(message: Message) -> str:
         )
     try:
         return _encoder.encode(message).decode("utf-8")
-    except (TypeError, ValueError, OverflowError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+    except UnicodeEncodeError:
+        return _with_surrogates_replaced(message)
+    except (TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise LocalProtocolError(
             ErrorCode.INVALID_FIELD, f"cannot encode {message.TYPE}: {exc}"
         ) from None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _with_surrogates_replaced(message: Message) -> str:
+    # The slow path, taken only for a string msgspec cannot make UTF-8.
+    text = json.dumps(msgspec.to_builtins(message), ensure_ascii=False, separators=(",", ":"))
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def to_json_object(message: Message) -> dict[str, Any]:

@@ -282,12 +282,18 @@ def test_bytes_that_are_not_utf8_are_invalid_json():
     assert _refused(b'{"type": "cancel", "id": "\xff", "timestamp": 1}').code is ErrorCode.INVALID_JSON
 
 
-def test_a_message_we_cannot_encode_is_a_local_error_not_a_crash():
+def test_a_lone_surrogate_we_send_goes_out_as_a_replacement_character():
+    # A model's "\ud800" escape in function-call arguments, a surrogateescape'd byte in tool output.
+    text = encode(ToolExecutionResponse(**STAMP, request_id="r\ud800", result={"out": "a\udcffb"}))
+    text.encode("utf-8")  # what every transport does with it
+    message = decode(text)
+    assert (message.request_id, message.result) == ("r\ufffd", {"out": "a\ufffdb"})
+
+
+def test_a_value_json_cannot_carry_is_a_local_error_not_a_crash():
     with pytest.raises(LocalProtocolError) as info:
-        encode(ToolExecutionResponse(**STAMP, request_id="r", result="\udcff"))  # surrogateescape'd byte
-    assert info.value.code is ErrorCode.INVALID_FIELD
-    with pytest.raises(LocalProtocolError):
         encode(ToolExecutionResponse(**STAMP, request_id="r", result=object()))
+    assert info.value.code is ErrorCode.INVALID_FIELD
 
 
 # --- compatibility ----------------------------------------------------------------

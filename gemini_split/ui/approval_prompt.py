@@ -14,14 +14,21 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
 from gemini_split.client.approval import Answer, ApprovalRequest
 
+from .safe_text import clip_lines, collapse_blank_runs, command_warnings, visible
+
 if TYPE_CHECKING:
     from .render import TurnView
+
+#: Lines of a diff shown in an approval question.
+DIFF_LINES = 20
+#: Characters of one line shown before it is cut in the middle.
+LINE_CHARS = 600
 
 KEYS = {"y": "yes", "Y": "yes", "n": "no", "N": "no", "a": "always", "A": "always"}
 QUESTION = "Allow? [y]es / [n]o / [a]lways for this session: "
@@ -63,10 +70,7 @@ class InlineAsker:
                     view.resume()
 
     async def _ask(self, request: ApprovalRequest) -> Answer:
-        kind = request.tool.kind.value
-        body = Text(request.description)
-        self.console.print(Panel(body, title=f"{request.tool.name} wants to run ({kind})",
-                                 title_align="left", border_style="yellow", expand=False))
+        self.console.print(approval_panel(request, height=self.console.height))
         key = await self.read_answer(QUESTION, KEYS)
         if key == "interrupt":
             self.console.print(Text("✗ refused; cancelling the turn", style="yellow"))
@@ -80,3 +84,57 @@ class InlineAsker:
         }[answer]
         self.console.print(Text(said[0], style=said[1]))
         return answer
+
+
+def approval_panel(request: ApprovalRequest, *, height: int = 40) -> RenderableType:
+    """What the user is asked to approve, made safe to show: every control
+    character visible, runs of blank lines collapsed, long texts cut to a
+    head and a tail with a marker saying how much is left out, a diff
+    capped at :data:`DIFF_LINES` and coloured, and a warning line for a
+    command with control characters, many lines or padding. The reason the
+    policy asks (e.g. a write that runs code later) is shown under it."""
+    parts: list[RenderableType] = []
+    command = request.args.get("command") if request.tool.name == "run_shell_command" else None
+    if isinstance(command, str):
+        for warning in command_warnings(command):
+            parts.append(Text(f"⚠ This command {warning}.", style="bold red"))
+    lines = collapse_blank_runs(visible(request.description)).split("\n")
+    lines = [_cut(line) for line in lines]
+    is_diff = any(line.startswith("@@") for line in lines)
+    limit = DIFF_LINES + 1 if is_diff else max(12, height - 16)
+    shown, hidden = clip_lines(lines, limit, what="lines")
+    body = Text()
+    for i, line in enumerate(shown):
+        if i:
+            body.append("\n")
+        body.append(line, style=_diff_style(line) if is_diff else None)
+    parts.append(body)
+    if hidden and not is_diff:
+        parts.append(Text(f"(cut: {hidden} of {len(lines)} lines not shown)", style="bold yellow"))
+    if request.reason:
+        parts.append(Text(f"Asking because: {visible(request.reason)}", style="bold yellow"))
+    return Panel(Group(*parts), title=f"{visible(request.tool.name, newlines=False)} wants to run "
+                 f"({request.tool.kind.value})", title_align="left", border_style="yellow", expand=False)
+
+
+def _cut(line: str) -> str:
+    if len(line) <= LINE_CHARS:
+        return line
+    keep = LINE_CHARS // 2
+    return f"{line[:keep]} … {len(line) - 2 * keep} more characters … {line[-keep:]}"
+
+
+def _diff_style(line: str) -> str | None:
+    """Red and green on a colour terminal; under NO_COLOR the console drops
+    the colour and bold (added) / dim (removed) still tell them apart."""
+    if line.startswith(("+++", "---")):
+        return "bold"
+    if line.startswith("@@"):
+        return "cyan"
+    if line.startswith("+"):
+        return "bold green"
+    if line.startswith("-"):
+        return "dim red"
+    if line.startswith("… "):
+        return "bold yellow"
+    return None

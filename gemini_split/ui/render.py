@@ -43,6 +43,8 @@ from gemini_split.protocol import (
     Usage,
 )
 
+from .safe_text import visible
+
 #: Lines of the streaming answer kept in the live region (they may still change).
 LIVE_WINDOW = 6
 #: Lines of a tool's output shown while it runs, and kept after it ends.
@@ -68,12 +70,14 @@ def make_console(stdout: IO[str], environ: Mapping[str, str]) -> Console:
 
 
 def short_args(params: Mapping[str, Any], limit: int = 120) -> str:
-    text = ", ".join(f"{k}={_short_value(v)}" for k, v in params.items())
+    """A tool call's arguments on one line, control characters visible."""
+    text = ", ".join(f"{visible(str(k), newlines=False)}={_short_value(v)}" for k, v in params.items())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _short_value(value: Any) -> str:
     text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = visible(text, newlines=False)  # repr leaves C1 and bidi controls as they are
     return text if len(text) <= 60 else text[:59] + "…"
 
 
@@ -101,8 +105,10 @@ _ERROR_HINTS = {
 
 
 def error_panel(message: str, *, code: str | None = None, hint: str | None = None, title: str = "Error") -> Panel:
-    """A red panel: what happened, and on the next line what to do."""
-    body = Text(message)
+    """A red panel: what happened, and on the next line what to do. The
+    message may quote a model-chosen path or a server's words: its control
+    characters are shown, not obeyed."""
+    body = Text(visible(message))
     hint = hint or (_ERROR_HINTS.get(ErrorCode(code)) if code in ErrorCode._value2member_map_ else None)
     if hint:
         body.append("\n")
@@ -136,11 +142,11 @@ class _ToolCall:
         text = Text()
         mark = {"running": "⏺", "done": "✓", "failed": "✗", "refused": "⊘", "cancelled": "✗"}.get(status, "•")
         text.append(f"{mark} ", style=style)
-        text.append(self.name, style="bold")
+        text.append(visible(self.name, newlines=False), style="bold")
         text.append(f"({short_args(self.params)})", style="cyan")
         text.append(f"  {status}", style=style)
         if detail:
-            text.append(f": {detail}", style=style)
+            text.append(f": {visible(detail, newlines=False)}", style=style)
         return text
 
     def tail(self, limit: int) -> Text:
@@ -149,7 +155,7 @@ class _ToolCall:
         if len(lines) > limit:
             text.append(f"  │ … {len(lines) - limit} earlier lines\n")
             lines = lines[-limit:]
-        text.append("\n".join(f"  │ {line}" for line in lines))
+        text.append("\n".join(f"  │ {visible(line)}" for line in lines))
         return text
 
 
@@ -253,7 +259,7 @@ class TurnView:
             call = self._tools.get(event.call_id)
             if call is not None:
                 if self._live is None:
-                    self.console.file.write(event.content)
+                    self.console.file.write(visible(event.content))
                     self.console.file.flush()
                 call.streamed = True
                 call.add_output(event.content)
@@ -273,10 +279,10 @@ class TurnView:
                 self._end_tool(call, status, style, detail=event.error.message)
         elif isinstance(event, Retrying):
             self._print(Text(
-                f"↻ model call failed ({event.error}); retry {event.attempt}/{event.max_attempts} "
+                f"↻ model call failed ({visible(event.error, newlines=False)}); retry {event.attempt}/{event.max_attempts} "
                 f"in {event.delay:.1f} s", style="yellow"))
         elif isinstance(event, Error) and not event.request_id and not event.fatal:
-            self._print(Text(f"warning from the server: {event.message}", style="yellow"))
+            self._print(Text(f"warning from the server: {visible(event.message)}", style="yellow"))
 
     # --- internals -------------------------------------------------------------------
 
@@ -303,7 +309,7 @@ class TurnView:
         if self._thinking and not self._thinking_shown:
             self._thinking_shown = True
             words = len(self._thinking.split())
-            first = " ".join(self._thinking.split())
+            first = visible(" ".join(self._thinking.split()))
             first = first if len(first) <= 100 else first[:99] + "…"
             self._print(Text(f"✻ Thought ({words} words): {first}", style="dim italic"))
         self._thinking = ""
@@ -312,7 +318,7 @@ class TurnView:
     def _write_plain_text(self) -> None:
         new = self._text[self._plain_written:]
         self._plain_written = len(self._text)
-        self.console.file.write(new)
+        self.console.file.write(visible(new))
         self.console.file.flush()
 
     def _markdown_lines(self) -> list[str]:
@@ -323,7 +329,7 @@ class TurnView:
             color_system=self.console.color_system, no_color=self.console.no_color,
             highlight=False, emoji=False,
         )
-        console.print(Markdown(self._text))
+        console.print(Markdown(visible(self._text)))
         lines = buffer.getvalue().splitlines()
         while lines and not Text.from_ansi(lines[-1]).plain.strip():
             lines.pop()
@@ -361,7 +367,7 @@ class TurnView:
             lines = self._markdown_lines()[self._printed_lines:]
             parts.append(Text.from_ansi("\n".join(lines)))
         if self._thinking:
-            last = " ".join(self._thinking.split())[-max(20, self.console.width - 16):]
+            last = visible(" ".join(self._thinking.split()))[-max(20, self.console.width - 16):]
             parts.append(Text(f"✻ Thinking… {last}", style="dim italic", no_wrap=True, overflow="ellipsis"))
         for call in self._tools.values():
             parts.append(Spinner("dots", call.header("running", "yellow"), style="yellow"))
@@ -374,7 +380,7 @@ class TurnView:
 
 def _result_summary(result: Any) -> str:
     text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
-    lines = text.splitlines() or [""]
+    lines = visible(text).split("\n") or [""]
     first = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
     more = f"  (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
     return f"{first}{more}"

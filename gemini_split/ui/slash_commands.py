@@ -25,6 +25,7 @@ from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.errors import ConfigurationError
 
 from .prompt_input import NEWLINE_KEYS
+from .safe_text import visible
 
 if TYPE_CHECKING:
     from .repl import Repl
@@ -238,7 +239,7 @@ _SERVER_HANDLERS: dict[str, Handler] = {
 def _print_rows(repl: Repl, rows: list[tuple[str, str]]) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
     for key, value in rows:
-        table.add_row(Text(key, style="bold"), value)
+        table.add_row(Text(key, style="bold"), Text(visible(value)))  # a server's words: no markup, no escapes
     repl.console.print(table)
 
 

@@ -1,46 +1,101 @@
-"""Approval questions asked inline, answered with one key.
+"""Approval questions asked inline, answered by a deliberate choice.
 
 The REPL gives the tool executor an :class:`InlineAsker`. When a tool call
-needs approval, the running turn's live display is paused, the exact action
-is shown, and one key answers: ``y`` yes, ``n`` no, ``a`` always (this tool,
-for the rest of the session). Escape refuses; Ctrl-C refuses and cancels the
-whole turn. Questions are asked one at a time even when the model calls
-several tools at once.
+needs approval, the running turn's live display is paused, keys typed ahead
+are taken out of the terminal (they go back into the next prompt, never to
+the question), the exact action is shown (:func:`approval_panel`), and a
+menu asks::
+
+    Allow run_shell_command: echo hello?
+    ❯ 1. Yes, allow once
+      2. Yes, and allow `echo …` commands for the rest of this session
+      3. No
+      4. No, and tell the model what to do instead
+
+It starts on "No"; the arrow keys and Enter pick, a number key picks at
+once; letters do nothing. Escape refuses; Ctrl-C refuses and cancels the
+whole turn. "Tell the model" reads a line that goes to the model with the
+refusal. Questions are asked one at a time even when the model calls
+several tools at once. Every "always" answer is kept as a :class:`Grant`,
+listed and revoked by ``/permissions``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import trio
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from gemini_split.client.approval import Answer, ApprovalRequest
+from gemini_split.client.approval import Answer, ApprovalPolicy, ApprovalRequest
+from gemini_split.client.tools.base import ToolFailed
 
 from .safe_text import clip_lines, collapse_blank_runs, command_warnings, visible
 
 if TYPE_CHECKING:
     from .render import TurnView
 
-#: Lines of a diff shown in an approval question.
+#: Lines of a diff shown in an approval question (then "Show all").
 DIFF_LINES = 20
 #: Characters of one line shown before it is cut in the middle.
 LINE_CHARS = 600
+#: Characters of the command or path repeated in the question line.
+SUBJECT_CHARS = 60
 
-KEYS = {"y": "yes", "Y": "yes", "n": "no", "N": "no", "a": "always", "A": "always"}
-QUESTION = "Allow? [y]es / [n]o / [a]lways for this session: "
+ChoiceReader = Callable[[Any, list[tuple[str, str]], int], Awaitable[str]]
+TextReader = Callable[[str], Awaitable["str | None"]]
 
-KeyReader = Callable[[str, dict[str, str]], Awaitable[str]]
+SHELL_TOOL = "run_shell_command"
+
+
+@dataclass(frozen=True)
+class Grant:
+    """What one "always" answer allowed for the rest of the session: a
+    tool outright, or shell commands starting with ``roots``."""
+
+    tool: str
+    roots: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.roots:
+            return ", ".join(f"`{visible(r, newlines=False)} …`" for r in self.roots) + " shell commands"
+        return f"every {visible(self.tool, newlines=False)} call"
+
+    def revoke(self, policy: ApprovalPolicy) -> None:
+        """Take it back from ``policy`` (what ``--allowed-tools`` allowed stays)."""
+        if self.roots:
+            for root in self.roots:
+                if (root,) in policy.shell_prefixes and f"{SHELL_TOOL}({root})" not in policy.allowed_tools:
+                    policy.shell_prefixes.remove((root,))
+        elif self.tool not in policy.allowed_tools:
+            policy.always.discard(self.tool)
+
+
+def grant_for(request: ApprovalRequest) -> Grant | None:
+    """The grant an "always" answer to ``request`` would make, or None when
+    "always" cannot be offered (a command the splitter cannot reduce to
+    its root commands)."""
+    scope = request.always_scope
+    if not scope:
+        return None
+    roots = tuple(re.findall(rf"{SHELL_TOOL}\(([^)]*)\)", scope))
+    if request.tool.name == SHELL_TOOL:
+        return Grant(SHELL_TOOL, roots) if roots else None
+    return Grant(request.tool.name)
 
 
 class InlineAsker:
     """An :class:`~gemini_split.client.approval.Asker` for the REPL.
 
-    ``read_answer(question, keys)`` reads one key (prompt-toolkit in a worker
-    thread, or a line when not on a terminal); ``view()`` is the running
+    ``read_choice(header, choices, default)`` shows a menu and returns the
+    chosen value (or ``"interrupt"`` / ``"escape"``); ``read_text(question)``
+    reads a line; ``drain()`` takes keys typed ahead out of the terminal
+    (the REPL keeps them for its next prompt); ``view()`` is the running
     turn's view, paused while asking; ``interrupt()`` starts cancelling the
     turn (without waiting: this call runs inside the turn's tool scope,
     which the cancel cancels)."""
@@ -48,14 +103,20 @@ class InlineAsker:
     def __init__(
         self,
         console: Console,
-        read_answer: KeyReader,
+        read_choice: ChoiceReader,
+        read_text: TextReader,
         view: Callable[[], TurnView | None],
         interrupt: Callable[[], None],
+        drain: Callable[[], None] = lambda: None,
     ):
         self.console = console
-        self.read_answer = read_answer
+        self.read_choice = read_choice
+        self.read_text = read_text
         self.view = view
         self.interrupt = interrupt
+        self.drain = drain
+        #: "Always" answers of this session, oldest first (``/permissions``).
+        self.grants: list[Grant] = []
         self._lock = trio.Lock()
 
     async def ask(self, request: ApprovalRequest) -> Answer:
@@ -70,51 +131,99 @@ class InlineAsker:
                     view.resume()
 
     async def _ask(self, request: ApprovalRequest) -> Answer:
-        self.console.print(approval_panel(request, height=self.console.height))
-        key = await self.read_answer(QUESTION, KEYS)
-        if key == "interrupt":
+        self.drain()
+        grant = grant_for(request)
+        full = False
+        while True:
+            panel, hidden = approval_panel(request, height=self.console.height, full=full)
+            self.console.print(panel)
+            choices = [("yes", "Yes, allow once")]
+            if grant is not None:
+                choices.append(("always", f"Yes, and allow {grant.describe()} for the rest of this session"))
+            choices += [("no", "No"), ("tell", "No, and tell the model what to do instead")]
+            if hidden:
+                choices.append(("show", "Show all of it, then ask again"))
+            default = [value for value, _ in choices].index("no")
+            value = await self.read_choice(question_line(request), choices, default)
+            if value != "show":
+                break
+            full = True
+        if value == "interrupt":
             self.console.print(Text("✗ refused; cancelling the turn", style="yellow"))
             self.interrupt()
             return Answer.NO
-        answer = {"yes": Answer.YES, "always": Answer.ALWAYS}.get(key, Answer.NO)
-        said = {
-            Answer.YES: ("✓ allowed", "green"),
-            Answer.ALWAYS: (f"✓ allowed, and {request.tool.name} will not ask again this session", "green"),
-            Answer.NO: ("✗ refused", "yellow"),
-        }[answer]
-        self.console.print(Text(said[0], style=said[1]))
+        if value == "tell":
+            words = await self.read_text("Tell the model what to do instead: ")
+            if words and words.strip():
+                self.console.print(Text("✗ refused; your words go to the model with the refusal", style="yellow"))
+                raise ToolFailed("refused", f"the user declined to run {request.tool.name} and said: "
+                                 f"{words.strip()}", "do what the user said instead")
+        answer = {"yes": Answer.YES, "always": Answer.ALWAYS}.get(value, Answer.NO)
+        if answer is Answer.ALWAYS and grant is not None:
+            if grant not in self.grants:
+                self.grants.append(grant)
+            said = (f"✓ allowed, and {grant.describe()} will not ask again this session "
+                    "(/permissions lists and revokes)")
+        else:
+            said = "✓ allowed" if answer is Answer.YES else "✗ refused"
+        self.console.print(Text(said, style="green" if answer is not Answer.NO else "yellow"))
         return answer
 
 
-def approval_panel(request: ApprovalRequest, *, height: int = 40) -> RenderableType:
-    """What the user is asked to approve, made safe to show: every control
-    character visible, runs of blank lines collapsed, long texts cut to a
-    head and a tail with a marker saying how much is left out, a diff
-    capped at :data:`DIFF_LINES` and coloured, and a warning line for a
-    command with control characters, many lines or padding. The reason the
-    policy asks (e.g. a write that runs code later) is shown under it."""
+def question_line(request: ApprovalRequest) -> str:
+    """``Allow TOOL: SUBJECT?`` with the command or path (one line, control
+    characters visible, marked when cut)."""
+    subject = request.args.get("command") if request.tool.name == SHELL_TOOL else None
+    if not isinstance(subject, str):
+        for key in ("file_path", "dir_path", "url", "path"):
+            if isinstance(request.args.get(key), str):
+                subject = request.args[key]
+                break
+    name = visible(request.tool.name, newlines=False)
+    if not isinstance(subject, str):
+        return f"Allow {name}?"
+    shown = visible(subject.strip(), newlines=False)
+    if len(shown) > SUBJECT_CHARS:
+        shown = shown[:SUBJECT_CHARS - 1] + "… (cut: see above)"
+    return f"Allow {name}: {shown}?"
+
+
+def approval_panel(request: ApprovalRequest, *, height: int = 40, full: bool = False) -> tuple[RenderableType, int]:
+    """What the user is asked to approve, made safe to show, and how many
+    lines were left out or cut short (0 when ``full`` or all fit).
+
+    Every control character is visible, runs of blank lines are collapsed,
+    long lines and texts are cut to a head and a tail with a marker saying
+    how much is left out, a diff is capped at :data:`DIFF_LINES` and
+    coloured, and a warning line flags a command with control characters,
+    many lines or padding. Why the policy asks (e.g. a write to a file that
+    runs code later) is shown under it."""
     parts: list[RenderableType] = []
-    command = request.args.get("command") if request.tool.name == "run_shell_command" else None
+    command = request.args.get("command") if request.tool.name == SHELL_TOOL else None
     if isinstance(command, str):
         for warning in command_warnings(command):
             parts.append(Text(f"⚠ This command {warning}.", style="bold red"))
+    later = getattr(request, "executes_later", None)
+    if later:
+        parts.append(Text(f"⚠ This edits {visible(later)}.", style="bold red"))
     lines = collapse_blank_runs(visible(request.description)).split("\n")
-    lines = [_cut(line) for line in lines]
+    cut = 0 if full else sum(len(line) > LINE_CHARS for line in lines)
+    if cut:
+        lines = [_cut(line) for line in lines]
     is_diff = any(line.startswith("@@") for line in lines)
     limit = DIFF_LINES + 1 if is_diff else max(12, height - 16)
-    shown, hidden = clip_lines(lines, limit, what="lines")
+    shown, hidden = (lines, 0) if full else clip_lines(lines, limit, tail=1 if is_diff else None)
     body = Text()
     for i, line in enumerate(shown):
         if i:
             body.append("\n")
         body.append(line, style=_diff_style(line) if is_diff else None)
     parts.append(body)
-    if hidden and not is_diff:
-        parts.append(Text(f"(cut: {hidden} of {len(lines)} lines not shown)", style="bold yellow"))
     if request.reason:
-        parts.append(Text(f"Asking because: {visible(request.reason)}", style="bold yellow"))
-    return Panel(Group(*parts), title=f"{visible(request.tool.name, newlines=False)} wants to run "
-                 f"({request.tool.kind.value})", title_align="left", border_style="yellow", expand=False)
+        parts.append(Text(f"Asking because {visible(request.reason)}", style="bold yellow"))
+    title = f"{visible(request.tool.name, newlines=False)} wants to run ({request.tool.kind.value})"
+    panel = Panel(Group(*parts), title=title, title_align="left", border_style="yellow", expand=False)
+    return panel, hidden + cut
 
 
 def _cut(line: str) -> str:

@@ -19,6 +19,8 @@ lines instead (no escape codes in a pipe or a log).
 from __future__ import annotations
 
 import os
+import re
+import select
 import termios
 import threading
 from collections.abc import Callable, Iterator
@@ -49,6 +51,9 @@ _STYLE = Style.from_dict({
     "bottom-toolbar": "noreverse bg:ansibrightblack fg:ansiwhite",
     "bottom-toolbar.key": "bold",
     "bottom-toolbar.hint": "fg:ansiyellow",
+    "choice.selected": "bold",
+    "choice.help": "italic",
+    "question": "bold",
 })
 
 
@@ -147,8 +152,10 @@ class LineReader:
         no_color: bool = False,
         input: Input | None = None,
         output: Output | None = None,
+        on_shift_tab: Callable[[], None] | None = None,
     ):
         self.hint = ""
+        self._on_shift_tab = on_shift_tab
         self._session: PromptSession[str] = PromptSession(
             history=history,
             completer=completer,
@@ -169,11 +176,13 @@ class LineReader:
     def _clear_hint(self, _buffer: object) -> None:
         self.hint = ""
 
-    async def read(self) -> str | None:
-        """The next input, or None when the user ends input (Ctrl-D)."""
+    async def read(self, default: str = "") -> str | None:
+        """The next input, or None when the user ends input (Ctrl-D).
+        ``default`` is put in the line first (text typed ahead)."""
         session = self._session
         try:
-            return await run_in_worker(session.app, lambda: session.prompt([("class:prompt", "› ")]))
+            return await run_in_worker(session.app, lambda: session.prompt([("class:prompt", "› ")],
+                                                                           default=default))
         except EOFError:
             return None
         finally:
@@ -219,6 +228,12 @@ class LineReader:
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.newline(copy_margin=False)
 
+        @kb.add("s-tab")
+        def _cycle(event: KeyPressEvent) -> None:
+            if self._on_shift_tab is not None:
+                self._on_shift_tab()
+                event.app.invalidate()
+
         @kb.add("c-c")
         def _clear(event: KeyPressEvent) -> None:
             buffer = event.current_buffer
@@ -231,27 +246,49 @@ class LineReader:
         return kb
 
 
-async def read_key(question: AnyFormattedText, keys: dict[str, str], *, no_color: bool = False,
-                   input: Input | None = None, output: Output | None = None) -> str:
-    """Show ``question`` on one line and return ``keys[key]`` for the first
-    of ``keys`` pressed (other keys are ignored). Ctrl-C returns
-    ``"interrupt"``, Ctrl-D and Escape ``"escape"``."""
+async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], *, default: int,
+                      no_color: bool = False, input: Input | None = None, output: Output | None = None) -> str:
+    """A menu of ``choices`` (``(value, label)`` pairs) under ``header``:
+    the arrow keys move, Enter picks, a number key picks that line at once.
+    Starts on ``default``. Returns the value; Ctrl-C returns
+    ``"interrupt"``, Escape and Ctrl-D ``"escape"``. Every other key is
+    ignored, so stray letters cannot answer."""
+    state = {"at": default}
     kb = KeyBindings()
 
-    def answer(value: str) -> Callable[[KeyPressEvent], None]:
+    def render() -> AnyFormattedText:
+        lines: list[tuple[str, str]] = [*_as_fragments(header), ("", "\n")]
+        for i, (_value, label) in enumerate(choices):
+            here = i == state["at"]
+            lines.append(("class:choice.selected" if here else "class:choice",
+                          f"{'❯' if here else ' '} {i + 1}. {label}"))
+            lines.append(("", "\n"))
+        lines.append(("class:choice.help", "  ↑/↓ and Enter, or a number · Esc: no · Ctrl-C: no, and stop the turn"))
+        return lines
+
+    def move(step: int) -> Callable[[KeyPressEvent], None]:
         def handler(event: KeyPressEvent) -> None:
-            event.app.exit(result=value)
+            state["at"] = (state["at"] + step) % len(choices)
 
         return handler
 
-    for key, value in keys.items():
-        kb.add(key)(answer(value))
-    kb.add("c-c")(answer("interrupt"))
-    kb.add("c-d")(answer("escape"))
-    kb.add("escape", eager=True)(answer("escape"))
+    def pick(index: int | None, value: str | None = None) -> Callable[[KeyPressEvent], None]:
+        def handler(event: KeyPressEvent) -> None:
+            event.app.exit(result=value if value is not None else choices[state["at"] if index is None else index][0])
+
+        return handler
+
+    kb.add("up")(move(-1))
+    kb.add("down")(move(1))
+    kb.add("enter")(pick(None))
+    for i in range(min(len(choices), 9)):
+        kb.add(str(i + 1))(pick(i))
+    kb.add("c-c")(pick(None, "interrupt"))
+    kb.add("c-d")(pick(None, "escape"))
+    kb.add("escape", eager=True)(pick(None, "escape"))
     kb.add("<any>")(lambda event: None)
     app: Application[str] = Application(
-        layout=Layout(Window(FormattedTextControl(question, show_cursor=True), height=1, dont_extend_height=True)),
+        layout=Layout(Window(FormattedTextControl(render, show_cursor=False), dont_extend_height=True)),
         key_bindings=kb,
         full_screen=False,
         erase_when_done=True,
@@ -266,6 +303,95 @@ async def read_key(question: AnyFormattedText, keys: dict[str, str], *, no_color
         return "escape"
 
 
+def _as_fragments(text: AnyFormattedText) -> list[tuple[str, str]]:
+    from prompt_toolkit.formatted_text import to_formatted_text
+
+    return [(style, chunk) for style, chunk, *_ in to_formatted_text(text)]
+
+
+async def read_text(question: str, *, input: Input | None = None, output: Output | None = None) -> str | None:
+    """One line of free text (Enter sends); None on Ctrl-C, Ctrl-D or Escape."""
+    kb = KeyBindings()
+    kb.add("c-c")(lambda event: event.app.exit(exception=EOFError()))
+    kb.add("escape", eager=True)(lambda event: event.app.exit(exception=EOFError()))
+    session: PromptSession[str] = PromptSession(key_bindings=kb, style=_STYLE, input=input, output=output,
+                                                erase_when_done=False)
+    try:
+        return await run_in_worker(session.app, lambda: session.prompt([("class:prompt", question)]))
+    except EOFError:
+        return None
+
+
+def drain_typed_ahead(stream: IO[str]) -> str:
+    """Read and return what the user typed that no prompt has read yet
+    (keys pressed while an answer streamed), without waiting. Called before
+    an approval question, so that typed-ahead keys can never answer it, and
+    at the end of a turn. The text is cleaned of escape sequences and
+    editing keys (:func:`clean_typed`). Empty when ``stream`` is not a
+    terminal."""
+    try:
+        fd = stream.fileno()
+        if not os.isatty(fd):
+            return ""
+        saved = termios.tcgetattr(fd)
+    except (AttributeError, OSError, ValueError, termios.error):
+        return ""
+    raw = list(saved)
+    raw[3] &= ~termios.ICANON  # what sits in the line buffer becomes readable
+    cc = list(saved[6])
+    cc[termios.VMIN], cc[termios.VTIME] = 0, 0
+    raw[6] = cc
+    data = b""
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, raw)
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+            if len(data) > 1 << 20:
+                break
+    except (OSError, termios.error):
+        pass
+    finally:
+        try:
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
+        except termios.error:
+            pass
+    return clean_typed(data.decode("utf-8", "replace"))
+
+
+_TERMINAL_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1bO.|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b")
+
+
+def clean_typed(text: str) -> str:
+    """Keys as a line editor would have applied them: escape sequences
+    (arrows, Alt+…) dropped, Backspace deletes, Ctrl-U clears the line,
+    Enter (``\r`` or ``\n``) ends a line, other control keys dropped."""
+    out: list[str] = []
+    for c in _TERMINAL_SEQUENCE.sub("", text):
+        if c in "\x7f\x08":
+            if out and out[-1] != "\n":
+                out.pop()
+        elif c == "\x15":
+            while out and out[-1] != "\n":
+                out.pop()
+        elif c in "\r\n":
+            out.append("\n")
+        elif c == "\t" or c >= " ":
+            out.append(c)
+    return "".join(out)
+
+
+def split_queued(typed: str) -> tuple[str, str]:
+    """``(queued, rest)``: the lines ended by Enter (a message to send) and
+    the unfinished last line (to put back in the prompt)."""
+    if "\n" not in typed:
+        return "", typed
+    queued, _, rest = typed.rpartition("\n")
+    return queued.strip("\n"), rest
+
+
 class PlainLineReader:
     """Input without prompt-toolkit, for when the output is not a terminal:
     a prompt on stderr, a line from stdin."""
@@ -278,16 +404,31 @@ class PlainLineReader:
     def on_resize(self) -> None:
         pass
 
-    async def read(self) -> str | None:
+    async def read(self, default: str = "") -> str | None:
         self.stderr.write("> ")
         self.stderr.flush()
         line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
         return line.rstrip("\n") if line else None
 
-    async def read_answer(self, question: str, keys: dict[str, str]) -> str:
-        self.stderr.write(f"{question} ")
+    async def read_choice(self, header: str, choices: list[tuple[str, str]], *, default: int) -> str:
+        """The choices numbered on stderr; a line with a number picks one,
+        an empty line the default; anything else is "escape" (no)."""
+        lines = [header, *(f"  {i + 1}. {label}" for i, (_v, label) in enumerate(choices)),
+                 f"Choose 1-{len(choices)} [{default + 1}]: "]
+        self.stderr.write("\n".join(lines))
         self.stderr.flush()
         line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
         if not line:
             return "escape"
-        return keys.get(line.strip()[:1].lower(), "escape")
+        word = line.strip()
+        if not word:
+            return choices[default][0]
+        if word.isdigit() and 1 <= int(word) <= len(choices):
+            return choices[int(word) - 1][0]
+        return "escape"
+
+    async def read_text(self, question: str) -> str | None:
+        self.stderr.write(question)
+        self.stderr.flush()
+        line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
+        return line.rstrip("\n") or None if line else None

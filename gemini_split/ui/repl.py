@@ -49,8 +49,19 @@ from gemini_split.protocol import ErrorCode, ServerEvent
 from gemini_split.transport import ConnectOptions, TransportError
 
 from .approval_prompt import InlineAsker
-from .prompt_input import NEWLINE_KEYS, LineReader, PlainLineReader, no_echo, open_history, read_key
+from .prompt_input import (
+    NEWLINE_KEYS,
+    LineReader,
+    PlainLineReader,
+    drain_typed_ahead,
+    no_echo,
+    open_history,
+    read_choice,
+    read_text,
+    split_queued,
+)
 from .render import TurnView, error_panel, make_console, usage_line
+from .safe_text import visible
 from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, run_command
 
 log = logging.getLogger(__name__)
@@ -90,6 +101,8 @@ class Repl:
         self._turn_scope: trio.CancelScope | None = None
         self._cancel_requested = False
         self._busy_scope: trio.CancelScope | None = None
+        #: Keys typed while a turn ran, not yet read by a prompt.
+        self.typed_ahead = ""
         no_color = bool(env.environ.get("NO_COLOR"))
         if self.console.is_terminal or input is not None:
             self.reader: LineReader | PlainLineReader = LineReader(
@@ -99,15 +112,26 @@ class Repl:
                 no_color=no_color,
                 input=input,
                 output=output,
+                on_shift_tab=self.cycle_approval_mode,
             )
 
-            async def read_answer(question: str, keys: dict[str, str]) -> str:
-                return await read_key(question, keys, no_color=no_color, input=input, output=output)
+            async def ask_choice(header: Any, choices: list[tuple[str, str]], default: int) -> str:
+                question = [("class:question", header)]
+                return await read_choice(question, choices, default=default, no_color=no_color,
+                                         input=input, output=output)
+
+            async def ask_text(question: str) -> str | None:
+                return await read_text(question, input=input, output=output)
         else:
             plain = PlainLineReader(env.stdin, env.stderr)
             self.reader = plain
-            read_answer = plain.read_answer
-        self.asker = InlineAsker(self.console, read_answer, lambda: self.view, self._start_interrupt)
+
+            async def ask_choice(header: Any, choices: list[tuple[str, str]], default: int) -> str:
+                return await plain.read_choice(header, choices, default=default)
+
+            ask_text = plain.read_text
+        self.asker = InlineAsker(self.console, ask_choice, ask_text, lambda: self.view, self._start_interrupt,
+                                 drain=self._drain_typed_ahead)
 
     # --- state the commands and the toolbar read -----------------------------------------
 
@@ -126,6 +150,19 @@ class Repl:
         self.settings.approval_mode = mode
         if self.client is not None:
             self.client.executor.policy.mode = mode
+
+    def cycle_approval_mode(self) -> None:
+        """Shift+Tab at the prompt: the next approval mode (default →
+        auto_edit → yolo → default), shown in the toolbar."""
+        modes = list(ApprovalMode)
+        self.set_approval_mode(modes[(modes.index(self.approval_mode) + 1) % len(modes)])
+
+    def _drain_typed_ahead(self) -> None:
+        """Keys typed during a turn, kept for the next prompt. Only with the
+        line editor: plain input (output not a terminal) is read line by
+        line, in order."""
+        if isinstance(self.reader, LineReader):
+            self.typed_ahead += drain_typed_ahead(self.env.stdin)
 
     def profile_names(self) -> list[str]:
         try:
@@ -179,11 +216,24 @@ class Repl:
         self.print_usage("Interrupted.")
         return ExitStatus.INTERRUPTED
 
+    async def _next_input(self) -> str | None:
+        """A message typed (and sent with Enter) while the last answer
+        streamed, else the next prompt, with any unfinished typed-ahead
+        line already in it."""
+        queued, rest = split_queued(self.typed_ahead)
+        self.typed_ahead = rest
+        if queued.strip():
+            self.console.print(Text.assemble(("⏎ sending what you typed during the answer: ", "dim"),
+                                             visible(queued)))
+            return queued
+        self.typed_ahead = ""
+        return await self.reader.read(default=rest)
+
     async def _loop(self) -> None:
         # -i/--prompt-interactive (or a prompt given at a terminal): the first turn.
         first = getattr(self.args, "prompt_interactive", None)
         while True:
-            text, first = (first, None) if first else (await self.reader.read(), None)
+            text, first = (first, None) if first else (await self._next_input(), None)
             if text is None:
                 return
             if not text.strip():
@@ -241,6 +291,7 @@ class Repl:
             with no_echo(self.env.stdin), trio.CancelScope() as scope:
                 self._turn_scope = scope
                 outcome = await client.run_turn(prompt, model=self.model_override)
+                self._drain_typed_ahead()
         finally:
             self._turn_scope = None
             self.view = None
@@ -359,6 +410,7 @@ class Repl:
             client, scope = await self._nursery.start(self._hold, settings)
         old = self._connection_scope
         self.client, self._connection_scope = client, scope
+        self.asker.grants.clear()  # they lived in the old connection's policy
         self.settings, self.server_label = settings, label
         if old is not None:
             old.cancel()

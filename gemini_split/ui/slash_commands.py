@@ -67,7 +67,9 @@ async def _help(repl: Repl, args: list[str]) -> None:
     repl.console.print(table)
     repl.console.print(Text(
         f"\nKeys: Enter sends · {NEWLINE_KEYS} inserts a newline · Tab completes · "
-        "Ctrl-C cancels a running turn (clears the line at the prompt) · Ctrl-D quits.\n"
+        "Ctrl-C cancels a running turn (clears the line at the prompt) · Ctrl-D quits · "
+        "Shift+Tab cycles the approval mode.\n"
+        "Text typed while an answer streams waits for the next prompt; with Enter it is sent when the turn ends.\n"
         "Start a message with // to send a line that begins with /.", style="dim"))
 
 
@@ -97,6 +99,46 @@ async def _tools(repl: Repl, args: list[str]) -> None:
         table.add_row(tool.name, tool.kind.value, asks, summary if len(summary) <= room else summary[:room - 1] + "…")
     repl.console.print(table)
     repl.console.print(Text(f"workspace: {client.executor.workspace.root}", style="dim"))
+    if repl.asker.grants:
+        granted = "; ".join(g.describe() for g in repl.asker.grants)
+        repl.console.print(Text(f"granted this session: {granted} (/permissions revokes)", style="dim"))
+
+
+async def _permissions(repl: Repl, args: list[str]) -> None:
+    usage = "/permissions [revoke N|all]"
+    client = repl.require_client()
+    policy = client.executor.policy
+    grants = repl.asker.grants
+    if args:
+        if args[0] != "revoke" or len(args) != 2:
+            raise CommandUsage(usage)
+        if args[1] == "all":
+            chosen = list(grants)
+        elif args[1].isdigit() and 1 <= int(args[1]) <= len(grants):
+            chosen = [grants[int(args[1]) - 1]]
+        else:
+            raise CommandUsage(f"no grant {args[1]!r}: /permissions lists them, numbered" if grants
+                               else "nothing granted this session")
+        for grant in chosen:
+            grant.revoke(policy)
+            grants.remove(grant)
+            repl.console.print(Text(f"Revoked: {grant.describe()} will ask again.", style="green"))
+        return
+    repl.console.print(Text.assemble(("approval mode: ", ""), (repl.approval_mode.value, "bold"),
+                                     ("  (Shift+Tab or /approval-mode changes it)", "dim")))
+    if policy.allowed_tools:
+        repl.console.print("allowed by --allowed-tools: " + ", ".join(policy.allowed_tools), markup=False)
+    if not grants:
+        repl.console.print(Text("Nothing granted this session: every answer so far was once only.", style="dim"))
+        return
+    repl.console.print(Text("Granted this session (answered \"always\"):", style="bold"))
+    for i, grant in enumerate(grants, 1):
+        repl.console.print(Text(f"  {i}. {grant.describe()} run without asking"))
+    repl.console.print(Text("/permissions revoke N (or all) takes one back.", style="dim"))
+
+
+def _permission_actions(repl: Repl) -> Iterable[str]:
+    return ["revoke"]
 
 
 def _approval_modes(repl: Repl) -> Iterable[str]:
@@ -253,6 +295,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/quit", "/quit", "leave (also Ctrl-D)", _quit),
     Command("/clear", "/clear", "start a new conversation (a fresh session)", _clear),
     Command("/tools", "/tools", "the local tools this client offers, and which ask first", _tools),
+    Command("/permissions", "/permissions [revoke N|all]",
+            "what runs without asking: the mode, --allowed-tools, this session's \"always\" answers",
+            _permissions, _permission_actions),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),

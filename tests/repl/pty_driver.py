@@ -25,6 +25,9 @@ CTRL_C = "\x03"
 CTRL_D = "\x04"
 TAB = "\t"
 ALT_ENTER = "\x1b\r"
+ESC = "\x1b"
+UP = "\x1b[A"
+DOWN = "\x1b[B"
 
 
 def plain(text: str) -> str:

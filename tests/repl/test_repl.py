@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .pty_driver import ALT_ENTER, CTRL_C, CTRL_D, ENTER, TAB, PtyProcess, plain
+from .pty_driver import ALT_ENTER, CTRL_C, CTRL_D, ENTER, ESC, TAB, UP, PtyProcess, plain
 
 PROMPT = "› "
 
@@ -114,46 +114,130 @@ def test_ctrl_c_clears_the_line_and_cancels_a_running_turn(start_repl):
     assert repl.wait() == 0
 
 
-def test_approvals_are_asked_inline_and_answered_with_a_key(start_repl, workdir):
+@pytest.mark.timeout(60)
+def test_approvals_are_asked_with_a_menu_that_starts_on_no(start_repl, workdir):
     def write(name: str) -> dict:
         return {"function_calls": [{"name": "write_file", "args": {"file_path": name, "content": f"{name}\n"}}]}
 
     repl = start_repl([write("no.txt"), {"text": "ok"}, write("yes.txt"), {"text": "ok"},
-                       write("always1.txt"), {"text": "ok"}, write("always2.txt"), {"text": "ok"}])
+                       write("always1.txt"), {"text": "ok"}, write("always2.txt"), {"text": "ok"},
+                       write("again.txt"), {"text": "ok"}])
     ask(repl, "write no.txt")
     repl.expect(r"write_file wants to run \(edit\)")
     repl.expect(r"Create no\.txt")
-    repl.expect(r"Allow\? \[y\]es / \[n\]o / \[a\]lways for this session")
-    repl.send("n")
+    repl.expect(r"Allow write_file: no\.txt\?")
+    repl.expect(r"1\. Yes, allow once")
+    repl.expect(r"2\. Yes, and allow every write_file call for the rest of this session")
+    repl.expect(r"❯ 3\. No")
+    repl.type("yyyaaa")  # letters do nothing
+    repl.send(ENTER)  # the default: no
     repl.expect(r"✗ refused")
     repl.expect(r"write_file\(file_path='no\.txt'.*refused: the user declined")
     repl.expect(PROMPT)
     assert not (workdir / "no.txt").exists()
 
     ask(repl, "write yes.txt")
-    repl.expect(r"Allow\?")
-    repl.send("y")
+    repl.expect(r"❯ 3\. No")
+    repl.send(UP + UP)
+    repl.expect(r"❯ 1\. Yes, allow once")
+    repl.send(ENTER)
     repl.expect(r"✓ write_file\(file_path='yes\.txt'.*done")
     repl.expect(PROMPT)
     assert (workdir / "yes.txt").read_text() == "yes.txt\n"
 
     ask(repl, "write always1.txt")
-    repl.expect(r"Allow\?")
-    repl.send("a")
-    repl.expect(r"write_file will not ask again this session")
+    repl.expect(r"❯ 3\. No")
+    repl.send("2")
+    repl.expect(r"every write_file call will not ask again this session")
     repl.expect(PROMPT)
     ask(repl, "write always2.txt")
     repl.expect(r"✓ write_file\(file_path='always2\.txt'.*done")
     repl.expect(PROMPT)
-    assert repl.text.count("Allow?") == 3
+    assert "Allow write_file: always2.txt?" not in repl.text
     assert (workdir / "always2.txt").exists()
+
+    ask(repl, "/permissions")
+    repl.expect(r"1\. every write_file call run without asking")
+    repl.expect(PROMPT)
+    ask(repl, "/permissions revoke 1")
+    repl.expect(r"Revoked: every write_file call will ask again")
+    repl.expect(PROMPT)
+    ask(repl, "write always2.txt again")
+    repl.expect(r"❯ 3\. No")
+    repl.send(ESC)
+    repl.expect(r"✗ refused")
+    repl.expect(PROMPT)
+
+
+@pytest.mark.timeout(60)
+def test_always_for_a_command_names_the_command_and_no_can_say_what_to_do(start_repl, workdir):
+    repl = start_repl([
+        {"function_calls": [{"name": "run_shell_command", "args": {"command": "echo hi && echo there"}}]},
+        {"text": "ok"},
+        {"function_calls": [{"name": "run_shell_command", "args": {"command": "rm -rf build"}}]},
+        {"text": "understood"},
+    ])
+    ask(repl, "greet")
+    repl.expect(r"Allow run_shell_command: echo hi && echo there\?")
+    repl.expect(r"2\. Yes, and allow `echo …` shell commands for the rest of this session")
+    repl.send("2")
+    repl.expect(r"│ there")
+    repl.expect(PROMPT)
+    ask(repl, "clean")
+    repl.expect(r"4\. No, and tell the model what to do instead")
+    repl.send("4")
+    repl.expect(r"Tell the model what to do instead: ")
+    ask(repl, "use make clean")
+    repl.expect(r"refused: the user declined to run run_shell_command and said:\s+use\s+make\s+clean")
+    repl.expect(PROMPT)
+
+
+@pytest.mark.timeout(60)
+def test_keys_typed_ahead_never_answer_an_approval(start_repl, workdir):
+    """Issue 14 §1: "you should…" typed while the model streams, then an
+    approval: nothing is approved, and the text is back in the next prompt."""
+    repl = start_repl([
+        {"text": "thinking about it " * 20, "chunks": 20, "chunk_delay": 0.05,
+         "function_calls": [{"name": "run_shell_command", "args": {"command": "touch APPROVED"}}]},
+        {"text": "ok"},
+    ])
+    ask(repl, "clean up")
+    repl.expect(r"thinking about it")
+    repl.type("1 yes 2 always", delay=0.01)  # number keys too: the menu's shortcuts
+    repl.send(ENTER)
+    repl.type("y")
+    repl.expect(r"Allow run_shell_command: touch APPROVED\?")
+    repl.expect(r"❯ 3\. No")
+    repl.drain(0.5)
+    assert not (workdir / "APPROVED").exists()
+    repl.send(ESC)
+    repl.expect(r"✗ refused")
+    repl.expect(r"ok")
+    # The line ended by Enter is sent when the turn ends; the rest waits in the prompt.
+    repl.expect(r"sending what you typed during the answer: 1 yes 2 always")
+    repl.expect(r"Echo: 1 yes 2 always")
+    repl.expect(PROMPT + "y")
+    assert not (workdir / "APPROVED").exists()
+
+
+@pytest.mark.timeout(60)
+def test_enter_while_an_answer_streams_queues_the_message(start_repl):
+    repl = start_repl([{"text": "word " * 60, "chunks": 30, "chunk_delay": 0.05}])
+    ask(repl, "first")
+    repl.expect(r"word word")
+    repl.type("second question", delay=0.005)
+    repl.send(ENTER)
+    repl.expect(r"tokens: ")
+    repl.expect(r"sending what you typed during the answer: second question")
+    repl.expect(r"Echo: second question")
+    repl.expect(PROMPT)
 
 
 def test_ctrl_c_at_an_approval_question_refuses_and_cancels(start_repl, workdir):
     repl = start_repl([{"function_calls": [{"name": "write_file", "args": {"file_path": "x.txt", "content": "x"}}]},
                        {"text": "should not be reached " * 50, "chunks": 50, "chunk_delay": 0.1}])
     ask(repl, "write x")
-    repl.expect(r"Allow\?")
+    repl.expect(r"Allow (run_shell_command|write_file)")
     repl.send(CTRL_C)
     repl.expect(r"refused; cancelling the turn")
     repl.expect(r"Cancelled\.", timeout=5)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,9 +25,10 @@ from typing import IO, Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
-from rich.markdown import Markdown
+from rich.markdown import CodeBlock, Markdown
 from rich.panel import Panel
 from rich.spinner import Spinner
+from rich.syntax import Syntax
 from rich.text import Text
 
 from gemini_split.protocol import (
@@ -173,8 +175,9 @@ class TurnView:
         self._live: Live | None = None
         self._started = time.monotonic()
         self._got_output = False
-        self._text = ""  # current markdown segment
+        self._text = ""  # the markdown not yet printed for good: the last, unfinished block(s)
         self._printed_lines = 0  # of its rendering, already printed above the live region
+        self._gap = False  # a blank line is owed between the blocks printed and the next
         self._plain_written = 0  # of _text, written without live (non-terminal)
         self._thinking = ""
         self._thinking_shown = False
@@ -188,8 +191,10 @@ class TurnView:
     def start(self) -> None:
         if self.live_enabled:
             # Transient: whatever is meant to stay is printed above it for good.
+            # "ellipsis": a live region taller than the screen cannot be
+            # redrawn in place (the top scrolled away) and would repeat.
             self._live = Live(console=self.console, refresh_per_second=10, transient=True,
-                              redirect_stdout=False, redirect_stderr=False, vertical_overflow="visible")
+                              redirect_stdout=False, redirect_stderr=False, vertical_overflow="ellipsis")
             self._live.start()
             self._refresh(force=True)
 
@@ -321,35 +326,60 @@ class TurnView:
         self.console.file.write(visible(new))
         self.console.file.flush()
 
-    def _markdown_lines(self) -> list[str]:
-        """The current segment rendered as markdown, as lines with ANSI codes."""
+    def _markdown_lines(self, text: str | None = None) -> list[str]:
+        """``text`` (the unprinted markdown by default) rendered, as lines
+        with ANSI codes, without trailing blanks on a line or at the end."""
+        text = self._text if text is None else text
         buffer = io.StringIO()
         console = Console(
             file=buffer, width=self.console.width, force_terminal=True,
             color_system=self.console.color_system, no_color=self.console.no_color,
             highlight=False, emoji=False,
         )
-        console.print(Markdown(visible(self._text)))
-        lines = buffer.getvalue().splitlines()
+        console.print(_Markdown(visible(text)))
+        lines = [_TRAILING_BLANKS.sub(r"\1", line) for line in buffer.getvalue().splitlines()]
         while lines and not Text.from_ansi(lines[-1]).plain.strip():
             lines.pop()
         return lines
 
     def _flush_text(self, *, final: bool) -> None:
-        """Print the stable part of the markdown above the live region (all
-        of it when ``final``)."""
+        """Print for good what will not change any more: every finished
+        markdown block (a blank line or a closing code fence ends one), and
+        the rendered lines of the unfinished block but its last
+        :data:`LIVE_WINDOW` (all of it when ``final``). A line is printed
+        once and never redrawn, and the live region drops it before it is
+        printed, so nothing shows twice, not even for one frame."""
         if self._live is None:
             return
-        if not self._text.strip():
-            return
-        lines = self._markdown_lines()
-        stable = len(lines) if final else max(0, len(lines) - LIVE_WINDOW)
-        if stable > self._printed_lines:
-            chunk = "\n".join(lines[self._printed_lines:stable])
-            self._live.console.print(Text.from_ansi(chunk))
-            self._printed_lines = stable
+        out: list[str] = []
+        cut = len(self._text) if final else block_boundary(self._text)
+        if cut:
+            done, self._text = self._text[:cut], self._text[cut:]
+            lines = self._markdown_lines(done) if done.strip() else []
+            out += self._gapped(lines[self._printed_lines:])
+            self._printed_lines = 0
+            self._gap = bool(lines) and not final
         if final:
-            self._text, self._printed_lines = "", 0
+            self._text, self._printed_lines, self._gap = "", 0, False
+        elif self._text.strip() and not self._text.lstrip().startswith("|"):
+            # (a table re-renders whole as rows arrive: it stays live)
+            lines = self._markdown_lines()
+            stable = max(0, len(lines) - LIVE_WINDOW)
+            if stable > self._printed_lines:
+                out += self._gapped(lines[self._printed_lines:stable])
+                self._printed_lines = stable
+        if out:
+            # The live region first forgets what is printed: printing above
+            # it redraws it, and it must not show those lines again.
+            # (refresh: printing redraws the last *drawn* renderable.)
+            self._live.update(self._live_renderable(), refresh=True)
+            self._live.console.print(Text.from_ansi("\n".join(out)))
+
+    def _gapped(self, lines: list[str]) -> list[str]:
+        if lines and self._gap:
+            self._gap = False
+            return ["", *lines]
+        return lines
 
     def _refresh(self, *, force: bool = False) -> None:
         if self._live is None:
@@ -365,6 +395,8 @@ class TurnView:
         parts: list[RenderableType] = []
         if self._text.strip():
             lines = self._markdown_lines()[self._printed_lines:]
+            if self._gap and not self._printed_lines:
+                lines = ["", *lines]
             parts.append(Text.from_ansi("\n".join(lines)))
         if self._thinking:
             last = visible(" ".join(self._thinking.split()))[-max(20, self.console.width - 16):]
@@ -376,6 +408,54 @@ class TurnView:
         if not self._got_output or self._show_status:
             parts.append(Spinner("dots", Text(self._status, style="dim"), style="cyan"))
         return Group(*parts)
+
+
+_TRAILING_BLANKS = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+class _CodeBlock(CodeBlock):
+    """A fenced code block without rich's padding and background: copying
+    it from the terminal gives the code (no leading space, no trailing
+    blanks)."""
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        yield Syntax(str(self.text).rstrip(), self.lexer_name, theme=self.theme, word_wrap=True, padding=0,
+                     background_color="default")
+
+
+class _Markdown(Markdown):
+    elements = {**Markdown.elements, "fence": _CodeBlock, "code_block": _CodeBlock}
+
+
+def block_boundary(text: str) -> int:
+    """Where the finished markdown blocks of a streaming ``text`` end (0 if
+    none has): after a closing code fence, or at the start of an unindented
+    line that follows a blank line outside a code fence (an indented one
+    may continue a list item)."""
+    best = pos = 0
+    fence: str | None = None
+    blank_end = 0
+    for line in text.splitlines(keepends=True):
+        end = pos + len(line)
+        stripped = line.strip()
+        if fence is not None:
+            match = _FENCE.match(line)
+            if match and line.endswith("\n") and stripped == match.group(1) and match.group(1)[0] == fence[0] \
+                    and len(match.group(1)) >= len(fence):
+                fence, best = None, end
+        elif not stripped:
+            if line.endswith("\n"):
+                blank_end = end
+        else:
+            if blank_end and not line[0].isspace():
+                best = blank_end
+            blank_end = 0
+            match = _FENCE.match(line)
+            if match and line.endswith("\n"):
+                fence = match.group(1)
+        pos = end
+    return best
 
 
 def _result_summary(result: Any) -> str:

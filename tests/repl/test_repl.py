@@ -42,15 +42,16 @@ def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 @pytest.fixture
 def start_repl(tmp_path: Path, workdir: Path):
-    """``start_repl(script, *args, **environ)``: a REPL under a pty, killed at
+    """``start_repl(script, *args, rows=, cols=, **environ)``: a REPL under a pty, killed at
     the end of the test if still running."""
     started: list[PtyProcess] = []
 
-    def start(script: list[dict], *args: str, **environ: str) -> PtyProcess:
+    def start(script: list[dict], *args: str, rows: int = 40, cols: int = 110, **environ: str) -> PtyProcess:
         path = tmp_path / f"script{len(started)}.json"
         path.write_text(json.dumps(script))
         argv = [sys.executable, "-m", "gemini_split", "-m", f"scripted:{path}", *args]
-        proc = PtyProcess(argv, env=_environ(tmp_path, **{"NO_COLOR": "1", **environ}), cwd=str(workdir))
+        proc = PtyProcess(argv, env=_environ(tmp_path, **{"NO_COLOR": "1", **environ}), cwd=str(workdir),
+                          rows=rows, cols=cols)
         started.append(proc)
         proc.expect(r"/help for commands", timeout=15)
         proc.expect(PROMPT)

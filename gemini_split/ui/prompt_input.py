@@ -48,6 +48,7 @@ NEWLINE_KEYS = "Alt+Enter (or Esc then Enter, or Ctrl-J, or a trailing \\)"
 
 _STYLE = Style.from_dict({
     "prompt": "bold ansicyan",
+    "prompt.shell": "bold ansimagenta",
     "bottom-toolbar": "noreverse bg:ansibrightblack fg:ansiwhite",
     "bottom-toolbar.key": "bold",
     "bottom-toolbar.hint": "fg:ansiyellow",
@@ -155,6 +156,7 @@ class LineReader:
         on_shift_tab: Callable[[], None] | None = None,
     ):
         self.hint = ""
+        self.shell_mode = False
         self._on_shift_tab = on_shift_tab
         self._session: PromptSession[str] = PromptSession(
             history=history,
@@ -181,12 +183,20 @@ class LineReader:
         ``default`` is put in the line first (text typed ahead)."""
         session = self._session
         try:
-            return await run_in_worker(session.app, lambda: session.prompt([("class:prompt", "› ")],
-                                                                           default=default))
+            text = await run_in_worker(session.app, lambda: session.prompt(self._prompt, default=default))
+            return "!" + text if self.shell_mode and text.strip() else text
         except EOFError:
             return None
         finally:
             self.hint = ""
+
+    def _prompt(self) -> AnyFormattedText:
+        return [("class:prompt.shell", "! ")] if self.shell_mode else [("class:prompt", "› ")]
+
+    def toggle_shell_mode(self) -> None:
+        """Shell mode: every line is a ``!command`` until ``!`` (or Escape) on
+        an empty line again."""
+        self.shell_mode = not self.shell_mode
 
     def on_resize(self) -> None:
         """The terminal changed size (SIGWINCH, seen by the main thread:
@@ -206,6 +216,10 @@ class LineReader:
         def render() -> AnyFormattedText:
             if self.hint:
                 return [("class:bottom-toolbar.hint", f" {self.hint} ")]
+            if self.shell_mode:
+                return [("class:bottom-toolbar.hint",
+                         " shell mode: each line runs here, its output goes to the model · "
+                         "! or Esc on an empty line leaves ")]
             return toolbar()
 
         return render
@@ -227,6 +241,16 @@ class LineReader:
         @kb.add("c-j")
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.newline(copy_margin=False)
+
+        empty = Condition(lambda: not self._session.default_buffer.text)
+
+        @kb.add("!", filter=empty)
+        def _shell_mode(event: KeyPressEvent) -> None:
+            self.toggle_shell_mode()
+
+        @kb.add("escape", filter=Condition(lambda: self.shell_mode) & empty, eager=True)
+        def _leave_shell_mode(event: KeyPressEvent) -> None:
+            self.shell_mode = False
 
         @kb.add("s-tab")
         def _cycle(event: KeyPressEvent) -> None:
@@ -403,6 +427,9 @@ class PlainLineReader:
 
     def on_resize(self) -> None:
         pass
+
+    def toggle_shell_mode(self) -> None:
+        pass  # plain input: every line says what it is ("!cmd")
 
     async def read(self, default: str = "") -> str | None:
         self.stderr.write("> ")

@@ -103,6 +103,9 @@ class Repl:
         self._busy_scope: trio.CancelScope | None = None
         #: Keys typed while a turn ran, not yet read by a prompt.
         self.typed_ahead = ""
+        #: ``!command`` results, sent ahead of the next prompt (as gemini-cli
+        #: adds them to the conversation).
+        self.pending_context: list[str] = []
         no_color = bool(env.environ.get("NO_COLOR"))
         if self.console.is_terminal or input is not None:
             self.reader: LineReader | PlainLineReader = LineReader(
@@ -239,7 +242,9 @@ class Repl:
             if not text.strip():
                 continue
             try:
-                if text.startswith("//"):
+                if text.startswith("!"):
+                    await self.run_shell(text[1:])
+                elif text.startswith("//"):
                     await self.run_turn(text[1:])
                 elif text.startswith("/"):
                     await run_command(self, text.strip())
@@ -280,8 +285,45 @@ class Repl:
 
     # --- turns -----------------------------------------------------------------------------
 
+    async def run_shell(self, command: str) -> None:
+        """``!command``: run it here, in the workspace, with the user's own
+        shell and environment; show its output; keep command and output
+        for the model, sent with the next prompt. A lone ``!`` toggles
+        shell mode."""
+        from .shell_passthrough import format_for_model, run_passthrough
+
+        if not command.strip():
+            self.reader.toggle_shell_mode()
+            return
+        client = self.require_client()
+        with trio.CancelScope() as scope:
+            self._busy_scope = scope
+            try:
+                output, status = await run_passthrough(command, client.executor.workspace.root, self.console)
+            finally:
+                self._busy_scope = None
+        if scope.cancelled_caught:
+            self.print_usage("Interrupted.")
+            return
+        self.pending_context.append(format_for_model(command, output, status))
+        self.console.print(Text(f"(exit status {status}; the command and its output go to the model with "
+                                "your next message)", style="dim"))
+
+    async def _expand(self, client: ProtocolClient, prompt: str) -> str:
+        """The prompt with ``@path`` content and pending ``!command`` output."""
+        from .references import attach_references
+
+        prompt = await attach_references(
+            prompt, client.executor,
+            lambda line, warning: self.console.print(Text(line, style="yellow" if warning else "dim")))
+        if self.pending_context:
+            prompt = "\n\n".join([*self.pending_context, prompt])
+            self.pending_context.clear()
+        return prompt
+
     async def run_turn(self, prompt: str) -> None:
         client = self.require_client()
+        prompt = await self._expand(client, prompt)
         view = TurnView(self.console)
         self.view = view
         self._cancel_requested = False

@@ -70,7 +70,10 @@ async def _help(repl: Repl, args: list[str]) -> None:
         "Ctrl-C cancels a running turn (clears the line at the prompt) · Ctrl-D quits · "
         "Shift+Tab cycles the approval mode.\n"
         "Text typed while an answer streams waits for the next prompt; with Enter it is sent when the turn ends.\n"
-        "Start a message with // to send a line that begins with /.", style="dim"))
+        "Start a message with // to send a line that begins with /.\n"
+        "@path attaches a file or a directory's files (Tab completes; .gitignore and the workspace apply).\n"
+        "!command runs a command here and gives its output to the model with your next message; "
+        "! on an empty line toggles shell mode.", style="dim"))
 
 
 async def _quit(repl: Repl, args: list[str]) -> None:
@@ -340,6 +343,10 @@ class SlashCompleter(Completer):
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:
         text = document.text_before_cursor
+        word = document.get_word_before_cursor(WORD=True)
+        if word.startswith("@"):
+            yield from self._references(word[1:])
+            return
         if not text.startswith("/") or "\n" in text:
             return
         words = text.split(" ")
@@ -363,3 +370,11 @@ class SlashCompleter(Completer):
         for candidate in candidates:
             if candidate.startswith(current):
                 yield Completion(candidate, -len(current))
+
+    def _references(self, typed: str) -> Iterable[Completion]:
+        from .references import complete_reference
+
+        client = self.repl.client
+        root = client.executor.workspace.root if client is not None else self.repl.env.cwd
+        for candidate in complete_reference(typed, root):
+            yield Completion(candidate, -len(typed))

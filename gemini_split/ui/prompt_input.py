@@ -30,7 +30,7 @@ from typing import IO, Any
 
 import trio
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import Application
+from prompt_toolkit.application import Application, run_in_terminal
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import AnyFormattedText
@@ -154,10 +154,12 @@ class LineReader:
         input: Input | None = None,
         output: Output | None = None,
         on_shift_tab: Callable[[], None] | None = None,
+        on_ctrl_t: Callable[[], None] | None = None,
     ):
         self.hint = ""
         self.shell_mode = False
         self._on_shift_tab = on_shift_tab
+        self._on_ctrl_t = on_ctrl_t
         self._session: PromptSession[str] = PromptSession(
             history=history,
             completer=completer,
@@ -257,6 +259,12 @@ class LineReader:
             if self._on_shift_tab is not None:
                 self._on_shift_tab()
                 event.app.invalidate()
+
+        @kb.add("c-t")
+        def _thought(event: KeyPressEvent) -> None:
+            if self._on_ctrl_t is not None:
+                # Printed above the prompt, which is redrawn below it.
+                run_in_terminal(self._on_ctrl_t)
 
         @kb.add("c-c")
         def _clear(event: KeyPressEvent) -> None:

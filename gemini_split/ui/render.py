@@ -185,6 +185,10 @@ class TurnView:
         self._last_render = 0.0
         self._status = "Waiting for the model…"
         self._show_status = False
+        #: What the turn produced, for /stats, /copy and Ctrl-T.
+        self.answer = ""  # all of the model's text, as it came
+        self.last_thought = ""
+        self.tool_calls = 0
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -242,6 +246,7 @@ class TurnView:
             self._got_output = True
             self._flush_thinking()
             self._text += event.content
+            self.answer += event.content
             if self._live is None:
                 self._write_plain_text()
             else:
@@ -257,6 +262,9 @@ class TurnView:
             self._text, self._printed_lines, self._plain_written = "", 0, 0
             call = _ToolCall(event.call_id, event.tool, dict(event.parameters))
             self._tools[event.call_id] = call
+            self.tool_calls += 1
+            if self.answer and not self.answer.endswith("\n\n"):
+                self.answer = self.answer.rstrip("\n") + "\n\n"
             if self._live is None:
                 self.console.print(call.header("running", "yellow"))
             self._refresh(force=True)
@@ -313,10 +321,12 @@ class TurnView:
     def _flush_thinking(self) -> None:
         if self._thinking and not self._thinking_shown:
             self._thinking_shown = True
+            self.last_thought = self._thinking
             words = len(self._thinking.split())
             first = visible(" ".join(self._thinking.split()))
             first = first if len(first) <= 100 else first[:99] + "…"
-            self._print(Text(f"✻ Thought ({words} words): {first}", style="dim italic"))
+            self._print(Text(f"✻ Thought ({words} words): {first}  (Ctrl-T at the prompt shows it all)",
+                             style="dim italic"))
         self._thinking = ""
         self._thinking_shown = False
 

@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import logging
 import signal
+import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -45,7 +46,7 @@ from gemini_split.client.connect import ClientSettings, describe_connect_error, 
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
-from gemini_split.protocol import ErrorCode, ServerEvent
+from gemini_split.protocol import ErrorCode, ServerEvent, Usage
 from gemini_split.transport import ConnectOptions, TransportError
 
 from .approval_prompt import InlineAsker
@@ -106,6 +107,10 @@ class Repl:
         #: ``!command`` results, sent ahead of the next prompt (as gemini-cli
         #: adds them to the conversation).
         self.pending_context: list[str] = []
+        self.stats = SessionStats()
+        #: The last turn's answer and thought (/copy, Ctrl-T).
+        self.last_answer = ""
+        self.last_thought = ""
         no_color = bool(env.environ.get("NO_COLOR"))
         if self.console.is_terminal or input is not None:
             self.reader: LineReader | PlainLineReader = LineReader(
@@ -116,6 +121,7 @@ class Repl:
                 input=input,
                 output=output,
                 on_shift_tab=self.cycle_approval_mode,
+                on_ctrl_t=self.show_last_thought,
             )
 
             async def ask_choice(header: Any, choices: list[tuple[str, str]], default: int) -> str:
@@ -159,6 +165,15 @@ class Repl:
         auto_edit → yolo → default), shown in the toolbar."""
         modes = list(ApprovalMode)
         self.set_approval_mode(modes[(modes.index(self.approval_mode) + 1) % len(modes)])
+
+    def show_last_thought(self) -> None:
+        """Ctrl-T at the prompt: the last thought in full (it is shown
+        collapsed to one line while the answer streams)."""
+        if not self.last_thought:
+            self.console.print(Text("No thought yet in this session.", style="dim"))
+            return
+        self.console.print(Text("✻ Thought:", style="dim italic bold"))
+        self.console.print(Text(visible(self.last_thought.strip()), style="dim italic"))
 
     def _drain_typed_ahead(self) -> None:
         """Keys typed during a turn, kept for the next prompt. Only with the
@@ -354,6 +369,11 @@ class Repl:
             self.console.print(Text("Cancelled.", style="yellow"))
         elif outcome.finished is not None:
             self.console.print(usage_line(outcome.finished.usage, view.elapsed))
+        self.stats.add_turn(outcome.finished.usage if outcome.finished is not None else None, view)
+        if view.answer.strip():
+            self.last_answer = view.answer
+        if view.last_thought:
+            self.last_thought = view.last_thought
 
     async def _on_event(self, event: ServerEvent) -> None:
         view = self.view
@@ -453,6 +473,7 @@ class Repl:
         old = self._connection_scope
         self.client, self._connection_scope = client, scope
         self.asker.grants.clear()  # they lived in the old connection's policy
+        self.stats = SessionStats()
         self.settings, self.server_label = settings, label
         if old is not None:
             old.cancel()
@@ -471,6 +492,29 @@ class Repl:
             if not started:
                 raise
             log.debug("a connection ended with an error", exc_info=True)
+
+
+@dataclasses.dataclass
+class SessionStats:
+    """What this session did, for /stats."""
+
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    usage: Usage = dataclasses.field(default_factory=Usage)
+    turns: int = 0
+    tool_calls: int = 0
+    model_time: float = 0.0
+    #: Prompt tokens of the last turn, and whether that was one model call.
+    last_prompt_tokens: int = 0
+    last_turn_single_call: bool = True
+
+    def add_turn(self, usage: Usage | None, view: TurnView) -> None:
+        self.turns += 1
+        self.tool_calls += view.tool_calls
+        self.model_time += view.elapsed
+        if usage is not None:
+            self.usage = self.usage + usage
+            self.last_prompt_tokens = usage.prompt_tokens
+            self.last_turn_single_call = view.tool_calls == 0
 
 
 def _short_model(name: str, limit: int = 32) -> str:

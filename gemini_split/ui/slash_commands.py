@@ -68,7 +68,7 @@ async def _help(repl: Repl, args: list[str]) -> None:
     repl.console.print(Text(
         f"\nKeys: Enter sends · {NEWLINE_KEYS} inserts a newline · Tab completes · "
         "Ctrl-C cancels a running turn (clears the line at the prompt) · Ctrl-D quits · "
-        "Shift+Tab cycles the approval mode.\n"
+        "Shift+Tab cycles the approval mode · Ctrl-T shows the last thought in full.\n"
         "Text typed while an answer streams waits for the next prompt; with Enter it is sent when the turn ends.\n"
         "Start a message with // to send a line that begins with /.\n"
         "@path attaches a file or a directory's files (Tab completes; .gitignore and the workspace apply).\n"
@@ -142,6 +142,44 @@ async def _permissions(repl: Repl, args: list[str]) -> None:
 
 def _permission_actions(repl: Repl) -> Iterable[str]:
     return ["revoke"]
+
+
+#: Input tokens a model reads at most; every Gemini 2.x model has 1M.
+CONTEXT_WINDOW = 1_048_576
+
+
+async def _stats(repl: Repl, args: list[str]) -> None:
+    _no_args(args, "/stats")
+    import time
+
+    st = repl.stats
+    u = st.usage
+    minutes, seconds = divmod(int(time.monotonic() - st.started), 60)
+    share = st.last_prompt_tokens / CONTEXT_WINDOW * 100
+    context = (f"{st.last_prompt_tokens:,} tokens, {share:.1f}% of the model's {CONTEXT_WINDOW:,}"
+               if st.last_turn_single_call else
+               f"at most {st.last_prompt_tokens:,} tokens, {share:.1f}% of the model's {CONTEXT_WINDOW:,} "
+               "(the last turn made several model calls; their inputs are summed)")
+    rows = [
+        ("session", f"{minutes} min {seconds} s · {st.turns} turn{'s' * (st.turns != 1)} · "
+                    f"{st.tool_calls} tool call{'s' * (st.tool_calls != 1)} · {st.model_time:.1f} s answering"),
+        ("tokens", f"{u.prompt_tokens:,} in · {u.output_tokens:,} out · {u.thinking_tokens:,} thinking · "
+                   f"{u.cached_tokens:,} cached · {u.total_tokens:,} total"),
+        ("context", context if st.turns else "nothing sent yet"),
+        ("model", repl.model or "the server default"),
+    ]
+    _print_rows(repl, rows)
+
+
+async def _copy(repl: Repl, args: list[str]) -> None:
+    _no_args(args, "/copy")
+    if not repl.last_answer.strip():
+        raise CommandUsage("nothing to copy yet: /copy copies the model's last answer")
+    from .clipboard import copy_text
+
+    how = copy_text(repl.last_answer, repl.env.stdout, repl.env.environ)
+    repl.console.print(Text(f"Copied the last answer ({len(repl.last_answer):,} characters) {how}.",
+                            style="green"))
 
 
 def _approval_modes(repl: Repl) -> Iterable[str]:
@@ -301,6 +339,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/permissions", "/permissions [revoke N|all]",
             "what runs without asking: the mode, --allowed-tools, this session's \"always\" answers",
             _permissions, _permission_actions),
+    Command("/stats", "/stats", "this session: turns, tool calls, tokens, time, context use", _stats),
+    Command("/copy", "/copy", "copy the model's last answer to the clipboard", _copy),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),

@@ -384,3 +384,33 @@ def test_a_server_that_cannot_be_reached_is_reported_and_exits(tmp_path, workdir
         assert "Traceback" not in plain(proc.raw)
     finally:
         proc.close()
+
+
+@pytest.mark.timeout(60)
+def test_stats_copy_and_the_last_thought(start_repl):
+    import base64
+
+    repl = start_repl([
+        {"thought": "A long chain of reasoning about the greeting " * 3, "text": "Hello, **copy** me.",
+         "function_calls": [{"name": "read_file", "args": {"file_path": "notes.txt"}}]},
+        {"text": "Done reading."},
+    ])
+    ask(repl, "/copy")
+    repl.expect(r"nothing to copy yet")
+    ask(repl, "hi")
+    repl.expect(r"Ctrl-T at the prompt shows it all")
+    repl.expect(r"Done reading\.")
+    repl.expect(PROMPT)
+    ask(repl, "/stats")
+    repl.expect(r"session\s+\d+ min \d+ s · 1 turn · 1 tool call")
+    repl.expect(r"tokens\s+20 in · \d+ out")
+    repl.expect(r"context\s+at most 20 tokens, 0\.0% of the model's 1,048,576")
+    repl.expect(PROMPT)
+    ask(repl, "/copy")
+    repl.expect(r"Copied the last answer \(\d+ characters\) through the terminal")
+    payload = base64.b64encode("Hello, **copy** me.\n\nDone reading.".encode()).decode()
+    assert f"\x1b]52;c;{payload}\x07" in repl.raw
+    repl.expect(PROMPT)
+    repl.send("\x14")  # Ctrl-T
+    repl.expect(r"✻ Thought:")
+    repl.expect(r"about the greeting A long chain of reasoning about the greeting A long chain")

@@ -203,7 +203,7 @@ def approval_panel(request: ApprovalRequest, *, height: int = 40, full: bool = F
     if isinstance(command, str):
         for warning in command_warnings(command):
             parts.append(Text(f"⚠ This command {warning}.", style="bold red"))
-    later = getattr(request, "executes_later", None)
+    later = request.executes_later
     if later:
         parts.append(Text(f"⚠ This edits {visible(later)}.", style="bold red"))
     lines = collapse_blank_runs(visible(request.description)).split("\n")

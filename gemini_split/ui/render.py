@@ -155,7 +155,7 @@ class _ToolCall:
         lines = self.all_lines()
         text = Text(style="dim")
         if len(lines) > limit:
-            text.append(f"  │ … {len(lines) - limit} earlier lines\n")
+            text.append(f"  │ … {len(lines) - limit} earlier lines (/output shows all)\n")
             lines = lines[-limit:]
         text.append("\n".join(f"  │ {visible(line)}" for line in lines))
         return text
@@ -189,6 +189,8 @@ class TurnView:
         self.answer = ""  # all of the model's text, as it came
         self.last_thought = ""
         self.tool_calls = 0
+        #: The turn's tool calls that ended, in order (``/output``).
+        self.finished_tools: list[_ToolCall] = []
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -307,6 +309,7 @@ class TurnView:
 
     def _end_tool(self, call: _ToolCall, status: str, style: str, detail: str = "") -> None:
         self._tools.pop(call.call_id, None)
+        self.finished_tools.append(call)
         parts: list[RenderableType] = [call.header(status, style, detail)]
         if self._live is None:
             if call.partial:

@@ -111,6 +111,8 @@ class Repl:
         #: The last turn's answer and thought (/copy, Ctrl-T).
         self.last_answer = ""
         self.last_thought = ""
+        #: The last turn's tool calls, with their whole output (/output).
+        self.last_tools: list[Any] = []
         no_color = bool(env.environ.get("NO_COLOR"))
         if self.console.is_terminal or input is not None:
             self.reader: LineReader | PlainLineReader = LineReader(
@@ -374,6 +376,7 @@ class Repl:
             self.last_answer = view.answer
         if view.last_thought:
             self.last_thought = view.last_thought
+        self.last_tools = view.finished_tools
 
     async def _on_event(self, event: ServerEvent) -> None:
         view = self.view

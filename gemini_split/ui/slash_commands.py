@@ -182,6 +182,27 @@ async def _copy(repl: Repl, args: list[str]) -> None:
                             style="green"))
 
 
+async def _output(repl: Repl, args: list[str]) -> None:
+    tools = repl.last_tools
+    if len(args) > 1 or (args and not args[0].isdigit()):
+        raise CommandUsage("/output [N]")
+    if not tools:
+        raise CommandUsage("the last turn ran no tool: /output shows a tool call's whole output")
+    if not args and len(tools) > 1:
+        for i, call in enumerate(tools, 1):
+            repl.console.print(Text.assemble(f"{i}. ", call.header("", "dim"),
+                                             (f"  {len(call.all_lines())} lines", "dim")))
+        repl.console.print(Text("/output N shows one in full.", style="dim"))
+        return
+    index = int(args[0]) if args else 1
+    if not 1 <= index <= len(tools):
+        raise CommandUsage(f"/output N, with N from 1 to {len(tools)}")
+    call = tools[index - 1]
+    repl.console.print(call.header("output", "bold"))
+    for line in call.all_lines():
+        repl.console.print(Text(visible(line)), soft_wrap=True)
+
+
 def _approval_modes(repl: Repl) -> Iterable[str]:
     return [m.value for m in ApprovalMode]
 
@@ -341,6 +362,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             _permissions, _permission_actions),
     Command("/stats", "/stats", "this session: turns, tool calls, tokens, time, context use", _stats),
     Command("/copy", "/copy", "copy the model's last answer to the clipboard", _copy),
+    Command("/output", "/output [N]", "the whole output of the last turn's tool calls", _output),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),

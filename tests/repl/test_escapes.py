@@ -112,3 +112,19 @@ def test_model_text_thoughts_and_tool_output_cannot_drive_the_terminal(start_rep
     assert "read_file(file_path='evil.txt')" in screen
     # Nothing was wiped: the banner is still on the screen.
     assert "/help for commands" in screen
+
+
+def test_a_write_that_runs_code_later_is_named_in_the_question(start_repl, workdir):  # noqa: F811
+    (workdir / ".git" / "hooks").mkdir(parents=True)
+    repl = start_repl([{"function_calls": [{"name": "write_file", "args": {
+        "file_path": ".git/hooks/pre-commit", "content": "#!/bin/sh\ntouch FLAG\n"}}]}, {"text": "ok"}],
+        "--approval-mode", "auto_edit")
+    ask(repl, "add a hook")
+    repl.expect(r"Allow write_file: \.git/hooks/pre-commit\?")
+    repl.drain(0.3)
+    screen = "\n".join(screen_of(repl))
+    assert "⚠ This edits a file inside .git" in screen, screen
+    assert "+touch FLAG" in screen
+    repl.send(ENTER)
+    repl.expect(r"refused")
+    assert not (workdir / ".git" / "hooks" / "pre-commit").exists()

@@ -414,3 +414,18 @@ def test_stats_copy_and_the_last_thought(start_repl):
     repl.send("\x14")  # Ctrl-T
     repl.expect(r"✻ Thought:")
     repl.expect(r"about the greeting A long chain of reasoning about the greeting A long chain")
+
+
+@pytest.mark.timeout(60)
+def test_long_tool_output_is_capped_and_output_shows_all_of_it(start_repl):
+    repl = start_repl([{"function_calls": [{"name": "run_shell_command", "args": {"command": "seq 1 30 | sed s/^/row-/"}}]},
+                       {"text": "counted"}], "--yolo")
+    ask(repl, "count")
+    repl.expect(r"… 22 earlier lines \(/output shows all\)")
+    repl.expect(r"counted")
+    repl.expect(PROMPT)
+    ask(repl, "/output")
+    repl.expect(r"run_shell_command\(command='seq 1 30.*output")
+    repl.expect(r"row-1\s+row-2\s+row-3\s")
+    repl.expect(r"row-30")
+    repl.expect(PROMPT)

@@ -338,9 +338,12 @@ class Repl:
             self.pending_context.clear()
         return prompt
 
-    async def run_turn(self, prompt: str) -> None:
+    async def run_turn(self, prompt: str, *, carry_context: bool = True) -> None:
+        """One prompt and its answer. ``carry_context=False`` sends the prompt
+        as is (no @path expansion, pending context kept for later)."""
         client = self.require_client()
-        prompt = await self._expand(client, prompt)
+        if carry_context:
+            prompt = await self._expand(client, prompt)
         view = TurnView(self.console)
         self.view = view
         self._cancel_requested = False
@@ -477,6 +480,7 @@ class Repl:
         self.client, self._connection_scope = client, scope
         self.asker.grants.clear()  # they lived in the old connection's policy
         self.stats = SessionStats()
+        self.pending_context.clear()  # it was for the old conversation
         self.settings, self.server_label = settings, label
         if old is not None:
             old.cancel()

@@ -203,6 +203,68 @@ async def _output(repl: Repl, args: list[str]) -> None:
         repl.console.print(Text(visible(line)), soft_wrap=True)
 
 
+async def _compress(repl: Repl, args: list[str]) -> None:
+    _no_args(args, "/compress")
+    from .conversation import KEEP_TURNS, SUMMARY_PROMPT, compressed_context, last_exchanges
+
+    client = repl.require_client()
+    history = (await client.get_history()).messages
+    if not last_exchanges(history):
+        raise CommandUsage("nothing to compress yet")
+    before = repl.stats.last_prompt_tokens
+    repl.console.print(Text("Asking the model for a summary…", style="dim"))
+    previous, repl.last_answer = repl.last_answer, ""
+    await repl.run_turn(SUMMARY_PROMPT, carry_context=False)
+    summary = repl.last_answer
+    if not summary.strip() or repl.client is not client:
+        repl.last_answer = repl.last_answer or previous
+        raise CommandUsage("no summary came back: the conversation is unchanged")
+    context = compressed_context(summary, last_exchanges(history))
+    if await repl.reconnect(None, "compressed: new session"):
+        repl.pending_context.append(context)
+        repl.console.print(Text(
+            f"The summary and the last {KEEP_TURNS} exchanges ({len(context):,} characters) go to the model with "
+            f"your next message; the last prompt before was {before:,} tokens.", style="dim"))
+
+
+_CHAT_USAGE = "/chat save TAG | resume TAG | list | delete TAG"
+
+
+def _chat_actions(repl: Repl) -> Iterable[str]:
+    return ("save", "resume", "list", "delete")
+
+
+async def _chat(repl: Repl, args: list[str]) -> None:
+    from .conversation import ChatStore, resumed_context
+
+    store = ChatStore(repl.env.config_dir / "chats")
+    if args == ["list"]:
+        saved = store.list()
+        if not saved:
+            repl.console.print(Text(f"No saved chats (they go in {store.directory}).", style="dim"))
+        for tag, when, count in saved:
+            repl.console.print(Text.assemble((tag, "bold"), f"  saved {when} · {count} messages"))
+        return
+    if len(args) != 2 or args[0] not in ("save", "resume", "delete"):
+        raise CommandUsage(_CHAT_USAGE)
+    action, tag = args
+    if action == "save":
+        history = (await repl.require_client().get_history()).messages
+        replaced = store.save(tag, history, model=repl.model)
+        repl.console.print(Text(f"{'Replaced' if replaced else 'Saved'} chat {tag} ({len(history)} messages); "
+                                f"/chat resume {tag} continues it.", style="green"))
+    elif action == "delete":
+        if not store.delete(tag):
+            raise CommandUsage(f"no saved chat {tag!r}: /chat list shows them")
+        repl.console.print(Text(f"Deleted chat {tag}.", style="green"))
+    else:
+        messages = store.load(tag)
+        if await repl.reconnect(None, f"resuming {tag}: new session"):
+            repl.pending_context.append(resumed_context(tag, messages))
+            repl.console.print(Text(f"The saved conversation ({len(messages)} messages) goes to the model with "
+                                    "your next message.", style="dim"))
+
+
 def _approval_modes(repl: Repl) -> Iterable[str]:
     return [m.value for m in ApprovalMode]
 
@@ -363,6 +425,10 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/stats", "/stats", "this session: turns, tool calls, tokens, time, context use", _stats),
     Command("/copy", "/copy", "copy the model's last answer to the clipboard", _copy),
     Command("/output", "/output [N]", "the whole output of the last turn's tool calls", _output),
+    Command("/compress", "/compress", "summarise the conversation through the model and go on from the summary "
+            "in a new session (frees context)", _compress),
+    Command("/chat", "/chat ACTION", "save TAG | resume TAG | list | delete TAG: keep conversations to go back to",
+            _chat, _chat_actions),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),

@@ -429,3 +429,51 @@ def test_long_tool_output_is_capped_and_output_shows_all_of_it(start_repl):
     repl.expect(r"row-1\s+row-2\s+row-3\s")
     repl.expect(r"row-30")
     repl.expect(PROMPT)
+
+
+@pytest.mark.timeout(60)
+def test_compress_and_chat_save_resume(start_repl, tmp_path):
+    repl = start_repl([
+        {"text": "The capital is Paris."},
+        {"text": "- user asked about France\n- answer: Paris"},
+    ])
+    ask(repl, "capital of France?")
+    repl.expect(r"Paris")
+    repl.expect(PROMPT)
+    ask(repl, "/chat save geo")
+    repl.expect(r"Saved chat geo \(2 messages\)")
+    repl.expect(PROMPT)
+    ask(repl, "/chat list")
+    repl.expect(r"geo\s+saved \S+ · 2 messages")
+    repl.expect(PROMPT)
+    ask(repl, "/compress")
+    repl.expect(r"user asked about France")
+    repl.expect(r"Compressed: new session")
+    repl.expect(r"The summary and the last 2 exchanges")
+    repl.expect(PROMPT)
+    ask(repl, "and Spain?")  # a new session: the scripted model starts its script again
+    repl.expect(r"The capital is Paris\.")
+    repl.expect(PROMPT)
+    ask(repl, "/chat save after")
+    repl.expect(r"Saved chat after")
+    repl.expect(PROMPT)
+    sent = json.loads((tmp_path / "home" / "chats" / "after.json").read_text())["messages"][0]["parts"][0]["text"]
+    assert sent.startswith("This conversation continues an earlier one, compressed to free context.")
+    assert "- answer: Paris" in sent
+    assert "User: capital of France?\n\nModel: The capital is Paris." in sent
+    assert sent.endswith("and Spain?")
+    ask(repl, "/chat resume geo")
+    repl.expect(r"Resuming geo: new session")
+    repl.expect(PROMPT)
+    ask(repl, "go on")
+    repl.expect(r"The capital is Paris\.")
+    repl.expect(PROMPT)
+    ask(repl, "/chat save resumed")
+    repl.expect(r"Saved chat resumed")
+    repl.expect(PROMPT)
+    sent = json.loads((tmp_path / "home" / "chats" / "resumed.json").read_text())["messages"][0]["parts"][0]["text"]
+    assert sent.startswith("This conversation resumes one saved as 'geo'")
+    assert "User: capital of France?\n\nModel: The capital is Paris." in sent
+    ask(repl, "/chat delete geo")
+    repl.expect(r"Deleted chat geo")
+    assert not (tmp_path / "home" / "chats" / "geo.json").exists()

@@ -1,0 +1,149 @@
+"""``/compress`` and ``/chat``: carrying a conversation into a new session.
+
+The protocol has no message that replaces a session's history, so both work
+from the client, with what it can do anyway — ask the model, read the
+history (``get_history``), open a new session — and say so:
+
+* ``/compress`` asks the model (a normal prompt) to summarise the
+  conversation, then starts a new session whose first message carries the
+  summary and the last :data:`KEEP_TURNS` exchanges verbatim. The old
+  session's context is freed; what the model knows is the summary.
+* ``/chat save TAG`` writes the history as JSON under
+  ``$GEMINI_SPLIT_HOME/chats/``; ``/chat resume TAG`` starts a new session
+  whose first message carries that conversation as a transcript (text as
+  it was, tool calls and results in one line each); ``list`` and
+  ``delete`` do what they say. Tags are names: letters, digits, ``.``,
+  ``_``, ``-``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gemini_split.errors import ConfigurationError
+from gemini_split.files import replace_atomically
+
+#: Exchanges (a user message and the answer) kept verbatim by /compress.
+KEEP_TURNS = 2
+#: Characters of one tool result kept in a transcript.
+RESULT_CHARS = 300
+#: Characters of a whole transcript carried into a new session.
+TRANSCRIPT_CHARS = 200_000
+
+SUMMARY_PROMPT = (
+    "Summarise our conversation so far for a fresh session that will continue it: the goal, what was "
+    "decided, what was done (files read or changed, commands run and their outcome), open questions and "
+    "the next steps. Be complete but brief; use short bullet points. Do not call any tool."
+)
+
+_TAG = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def transcript(messages: list[dict[str, Any]], *, limit: int = TRANSCRIPT_CHARS) -> str:
+    """A conversation (Gemini ``Content`` dicts) as readable text: each
+    message's text, and one line per tool call and result. The most recent
+    part is kept when it is longer than ``limit``."""
+    lines: list[str] = []
+    for message in messages:
+        who = "User" if message.get("role") == "user" else "Model"
+        texts: list[str] = []
+        for part in message.get("parts") or []:
+            if not isinstance(part, dict):
+                continue
+            if isinstance(part.get("text"), str) and not part.get("thought"):
+                texts.append(part["text"])
+            elif isinstance(part.get("functionCall") or part.get("function_call"), dict):
+                call = part.get("functionCall") or part.get("function_call")
+                args = json.dumps(call.get("args") or {}, ensure_ascii=False)
+                texts.append(f"[called {call.get('name')}({args[:RESULT_CHARS]})]")
+            elif isinstance(part.get("functionResponse") or part.get("function_response"), dict):
+                response = part.get("functionResponse") or part.get("function_response")
+                result = json.dumps(response.get("response"), ensure_ascii=False)
+                cut = "…" if len(result) > RESULT_CHARS else ""
+                texts.append(f"[{response.get('name')} returned {result[:RESULT_CHARS]}{cut}]")
+        text = "\n".join(t for t in texts if t.strip())
+        if text:
+            lines.append(f"{who}: {text}")
+    out = "\n\n".join(lines)
+    return out if len(out) <= limit else "…" + out[-limit:]
+
+
+def last_exchanges(messages: list[dict[str, Any]], count: int = KEEP_TURNS) -> list[dict[str, Any]]:
+    """The messages of the last ``count`` exchanges: from the ``count``-th
+    last user message that has text (not a tool result) to the end."""
+    starts = [i for i, m in enumerate(messages)
+              if m.get("role") == "user" and any(isinstance(p, dict) and "text" in p for p in m.get("parts") or [])]
+    if not starts:
+        return []
+    return messages[starts[-count] if len(starts) >= count else starts[0]:]
+
+
+def compressed_context(summary: str, kept: list[dict[str, Any]]) -> str:
+    """The first message of the session that continues a compressed one."""
+    recent = transcript(kept)
+    return ("This conversation continues an earlier one, compressed to free context. Its summary:\n\n"
+            f"{summary.strip()}\n\n"
+            + (f"The last exchanges, as they were:\n\n{recent}\n\n" if recent else "")
+            + "Continue from here.")
+
+
+def resumed_context(tag: str, messages: list[dict[str, Any]]) -> str:
+    return (f"This conversation resumes one saved as '{tag}'. What was said (tool calls and results in "
+            f"one line each):\n\n{transcript(messages)}\n\nContinue from here.")
+
+
+class ChatStore:
+    """Saved conversations, one JSON file per tag in ``directory``."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+
+    def _path(self, tag: str) -> Path:
+        if not _TAG.fullmatch(tag):
+            raise ConfigurationError(f"bad tag {tag!r}: use letters, digits, '.', '_' or '-' (at most 64)")
+        return self.directory / f"{tag}.json"
+
+    def save(self, tag: str, messages: list[dict[str, Any]], *, model: str) -> bool:
+        """Write; True if it replaced an earlier save of that tag."""
+        path = self._path(tag)
+        existed = path.exists()
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        data = {"tag": tag, "saved": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "model": model, "messages": messages}
+        replace_atomically(path, json.dumps(data, ensure_ascii=False, indent=1).encode(), mode=0o600)
+        return existed
+
+    def load(self, tag: str) -> list[dict[str, Any]]:
+        path = self._path(tag)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigurationError(f"no saved chat {tag!r}: /chat list shows them") from None
+        except (OSError, ValueError) as exc:
+            raise ConfigurationError(f"{path}: cannot be read: {exc}") from None
+        messages = data.get("messages") if isinstance(data, dict) else None
+        if not isinstance(messages, list):
+            raise ConfigurationError(f"{path}: not a saved chat (no 'messages' list)")
+        return [m for m in messages if isinstance(m, dict)]
+
+    def list(self) -> list[tuple[str, str, int]]:
+        """``(tag, saved at, messages)``, newest first."""
+        out = []
+        for path in self.directory.glob("*.json") if self.directory.is_dir() else []:
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                out.append((path.stem, str(data.get("saved", "?")), len(data.get("messages") or [])))
+            except (OSError, ValueError, AttributeError):
+                out.append((path.stem, "unreadable", 0))
+        return sorted(out, key=lambda row: row[1], reverse=True)
+
+    def delete(self, tag: str) -> bool:
+        try:
+            self._path(tag).unlink()
+            return True
+        except FileNotFoundError:
+            return False

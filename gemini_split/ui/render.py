@@ -56,13 +56,14 @@ RENDER_INTERVAL = 0.08
 
 
 def make_console(stdout: IO[str], environ: Mapping[str, str]) -> Console:
-    """The REPL's console: colour unless ``NO_COLOR`` is set (no-color.org),
-    live updates only when ``stdout`` is a terminal."""
+    """The REPL's console: colour unless ``NO_COLOR`` is set (no-color.org:
+    it forbids colour, not emphasis, so bold, dim and italic stay), live
+    updates only when ``stdout`` is a terminal."""
     no_color = bool(environ.get("NO_COLOR"))
     return Console(
         file=stdout,
         no_color=no_color,
-        color_system=None if no_color else "auto",
+        color_system="auto",
         highlight=False,
         emoji=False,
     )

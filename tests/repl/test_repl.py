@@ -477,3 +477,28 @@ def test_compress_and_chat_save_resume(start_repl, tmp_path):
     ask(repl, "/chat delete geo")
     repl.expect(r"Deleted chat geo")
     assert not (tmp_path / "home" / "chats" / "geo.json").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_long_diff_is_capped_coloured_without_colour_and_shown_whole_on_request(start_repl, workdir):
+    (workdir / "big.txt").write_text("".join(f"old line {i}\n" for i in range(1, 41)))
+    repl = start_repl([{"function_calls": [{"name": "write_file", "args": {
+        "file_path": "big.txt", "content": "new line\n"}}]}, {"text": "ok"}])
+    ask(repl, "rewrite big.txt")
+    repl.expect(r"Overwrite big\.txt")
+    repl.expect(r"-old line 15")
+    repl.expect(r"… 25 more lines …")
+    repl.expect(r"\+new line")
+    repl.expect(r"5\. Show all of it, then ask again")
+    shown = repl.text
+    assert "old line 16" not in shown and "old line 40" not in shown
+    # NO_COLOR: no colour, but added lines are bold and removed ones dim.
+    assert re.search(r"\x1b\[1m\+new line", repl.raw)
+    assert re.search(r"\x1b\[2m-old line 1\b", repl.raw)
+    assert not re.search(r"\x1b\[(3[1-7]|9[1-7])m", repl.raw)
+    repl.send("5")
+    repl.expect(r"-old line 40")
+    repl.expect(r"❯ 3\. No")
+    repl.send(ENTER)
+    repl.expect(r"✗ refused")
+    assert (workdir / "big.txt").read_text().startswith("old line 1\n")

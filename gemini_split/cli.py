@@ -41,13 +41,15 @@ are, and whose agent loop runs in this process or on a server."""
 EPILOG = """\
 examples:
   gemini-split                                   open the interactive REPL
-  gemini-split -p "Summarise notes.txt"          answer once and exit
+  gemini-split -p "What files are here?"       answer once and exit
   gemini-split "what does this repo do?"         at a terminal: the REPL's first prompt;
                                                  in a script: answer once, like -p
   git diff | gemini-split -p "review" -o json    piped input joins the prompt
   gemini-split serve --listen 127.0.0.1:8080     run the agent loop as a daemon
   gemini-split --server ws://host:8080 -p "…"    use a running daemon
   gemini-split --server 'stdio:ssh box gemini-split serve --stdio'
+  gemini-split server status                     which server this client uses, and is it up
+  gemini-split -m scripted:demo.json -p "hi"     a scripted model: no key, no network (README)
 
 environment:
   GEMINI_API_KEY / GOOGLE_API_KEY   Gemini API key (embedded mode and serve)

@@ -81,7 +81,7 @@ def test_bash_completes_subcommands_options_choices_and_profiles(completion_env,
     env = completion_env
     assert _bash_complete(["gemini-split", ""], env) == ["serve", "server", "completions", "protocol"]
     assert _bash_complete(["gemini-split", "se"], env) == ["serve", "server"]
-    assert _bash_complete(["gemini-split", "server", ""], env) == ["list", "add", "remove", "test"]
+    assert _bash_complete(["gemini-split", "server", ""], env) == ["list", "add", "remove", "status", "connect", "test"]
     assert _bash_complete(["gemini-split", "--server", ""], env) == ["prod", "devbox"]
     assert _bash_complete(["gemini-split", "--server", "p"], env) == ["prod"]
     assert _bash_complete(["gemini-split", "server", "remove", ""], env) == ["prod", "devbox"]
@@ -109,7 +109,7 @@ def test_fish_completes_subcommands_and_profiles(completion_env):
     top, profiles, server = [[line.split("\t")[0] for line in part.strip().splitlines()] for part in out.split("---")]
     assert sorted(top) == ["completions", "protocol", "serve", "server"]
     assert sorted(profiles) == ["devbox", "prod"]
-    assert sorted(server) == ["add", "list", "remove", "test"]
+    assert sorted(server) == ["add", "connect", "list", "remove", "status", "test"]
 
 
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")

@@ -45,6 +45,10 @@ def add_server_parser(commands: Any) -> None:
     actions.add_lazy("list", "show the profiles", f"{__name__}:_add_list")
     actions.add_lazy("add", "add a profile (or replace the one of that name)", f"{__name__}:_add_add")
     actions.add_lazy("remove", "delete a profile", f"{__name__}:_add_remove")
+    actions.add_lazy("status", "the server this client uses (--server, a profile or $GEMINI_SERVER_*): "
+                     "version, session, latency, auth", f"{__name__}:_add_status")
+    actions.add_lazy("connect", "open the REPL on this server (as --server NAME|URL does)",
+                     f"{__name__}:_add_connect")
     actions.add_lazy("test", "connect, and report version, latency and whether auth works", f"{__name__}:_add_test")
 
 
@@ -70,6 +74,19 @@ def _add_add(commands: Any) -> None:
 def _add_remove(commands: Any) -> None:
     rm = commands.add_parser("remove")
     rm.add_argument("profile_name", metavar="NAME").completer = "profile"  # type: ignore[attr-defined]
+
+
+def _add_status(commands: Any) -> None:
+    status = commands.add_parser("status")
+    status.add_argument("target", metavar="NAME|URL", nargs="?",
+                        help="a profile name or an address (default: what --server or the environment "
+                             "selects)").completer = "profile"  # type: ignore[attr-defined]
+
+
+def _add_connect(commands: Any) -> None:
+    connect = commands.add_parser("connect")
+    connect.add_argument("target", metavar="NAME|URL",
+                         help="a profile name or an address").completer = "profile"  # type: ignore[attr-defined]
 
 
 def _add_test(commands: Any) -> None:
@@ -98,6 +115,10 @@ def run_server_command(args: argparse.Namespace, env: Environment) -> ExitStatus
             return ExitStatus.SUCCESS
         if args.server_command == "test":
             return _test(args.target, env)
+        if args.server_command == "status":
+            return _status(args, env)
+        if args.server_command == "connect":
+            return _connect(args, env)
     except ProfileError as exc:
         env.warn(f"gemini-split: {exc}")
         return ExitStatus.ERROR
@@ -136,3 +157,28 @@ def _test(target: str, env: Environment) -> ExitStatus:
     for key, value in result.lines():
         print(f"{key:<8} {value}", file=env.stdout)
     return ExitStatus.SUCCESS
+
+
+def _status(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    """``server status [TARGET]``: like ``test``, for the server this client
+    would use when no target is given (``--server`` or ``$GEMINI_SERVER_*``);
+    says so when that is the embedded agent loop."""
+    from .client_settings import resolve_server_address
+
+    target = args.target or args.server or resolve_server_address(None, env)
+    if target is None:
+        print("server   embedded: the agent loop runs in this process (no --server, GEMINI_SERVER_MODE "
+              "is embedded)", file=env.stdout)
+        print("profiles gemini-split server list shows them; gemini-split server connect NAME opens the "
+              "REPL on one", file=env.stdout)
+        return ExitStatus.SUCCESS
+    return _test(target, env)
+
+
+def _connect(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    """``server connect TARGET``: the REPL, connected to TARGET."""
+    from .repl import run_repl
+
+    settings_for(args.target, env)  # an unknown profile is reported before anything starts
+    args.server = args.target
+    return run_repl(args, env)

@@ -47,3 +47,43 @@ def test_the_fake_server_with_a_dummy_key_answers_in_an_empty_directory(tmp_path
         server.wait(timeout=10)
     assert done.returncode == 0, done.stderr
     assert "Echo: What files are in this directory?" in done.stdout
+
+
+def test_server_status_and_connect_on_the_command_line(tmp_path):
+    import json
+    import shlex
+
+    from .pty_driver import CTRL_D, ENTER, PtyProcess
+
+    script = tmp_path / "daemon.json"
+    script.write_text(json.dumps([{"text": "answer from the daemon"}]))
+    command = shlex.join([sys.executable, "-m", "gemini_split", "serve", "--stdio", "-m", f"scripted:{script}"])
+    env = _env(tmp_path)
+    run = [sys.executable, "-m", "gemini_split"]
+    added = subprocess.run([*run, "server", "add", "box", f"stdio:{command}"], capture_output=True, text=True,
+                           env=env, cwd=tmp_path, timeout=30)
+    assert added.returncode == 0, added.stderr
+    status = subprocess.run([*run, "server", "status", "box"], capture_output=True, text=True, env=env,
+                            cwd=tmp_path, timeout=30)
+    assert status.returncode == 0, status.stderr
+    assert re.search(r"session\s+s-\w+ · model scripted:", status.stdout)
+    assert "latency" in status.stdout
+    embedded = subprocess.run([*run, "server", "status"], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=30)
+    assert embedded.returncode == 0 and "embedded: the agent loop runs in this process" in embedded.stdout
+    missing = subprocess.run([*run, "server", "connect", "nope"], capture_output=True, text=True, env=env,
+                             cwd=tmp_path, timeout=30)
+    assert missing.returncode == 1 and "no profile named 'nope'" in missing.stderr
+    repl = PtyProcess([*run, "server", "connect", "box"], env={**env, "TERM": "xterm-256color", "NO_COLOR": "1"},
+                      cwd=str(tmp_path))
+    try:
+        repl.expect(r"gemini-split \S+ · box \(stdio:", timeout=20)
+        repl.expect(r"› ")
+        repl.type("hello")
+        repl.send(ENTER)
+        repl.expect(r"answer from the daemon", timeout=20)
+        repl.expect(r"› ")
+        repl.send(CTRL_D)
+        assert repl.wait(timeout=15) == 0
+    finally:
+        repl.close()

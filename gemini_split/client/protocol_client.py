@@ -23,6 +23,7 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.protocol import (
+    Attachment,
     Cancel,
     ClientMessage,
     Connected,
@@ -191,10 +192,11 @@ class ProtocolClient:
 
     # --- requests ------------------------------------------------------------
 
-    async def run_turn(self, prompt: str, *, model: str | None = None) -> TurnOutcome:
-        """Send a prompt and wait until the server finishes it (or fails).
-        Events reach ``on_event`` meanwhile."""
-        request = stamp(GenerateContentRequest(prompt=prompt, model=model))
+    async def run_turn(self, prompt: str, *, model: str | None = None,
+                       attachments: tuple[Attachment, ...] = ()) -> TurnOutcome:
+        """Send a prompt (with ``attachments`` as inline data) and wait until
+        the server finishes it (or fails). Events reach ``on_event`` meanwhile."""
+        request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments))
         turn = _Turn(request.id)
         self._turn = turn
         try:

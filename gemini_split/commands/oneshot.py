@@ -18,6 +18,7 @@ import trio
 from gemini_split.app import hold_embedded, resolve_client_settings
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.protocol_client import ProtocolClient  # noqa: I001 (apart: fewer merge conflicts)
+from gemini_split.protocol import Attachment  # noqa: I001
 from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError
@@ -162,8 +163,9 @@ async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: 
                             nursery.cancel_scope.deadline = trio.current_time() + CANCEL_GRACE
 
                     nursery.start_soon(cancel_on_interrupt)
-                    prompt = await _attach_references(prompt, client, renderer)
-                    outcome = await client.run_turn(prompt, model=model if settings.server else None)
+                    prompt, attachments = await _attach_references(prompt, client, renderer)
+                    outcome = await client.run_turn(prompt, model=model if settings.server else None,
+                                                    attachments=attachments)
                     nursery.cancel_scope.cancel()
     except AuthenticationFailed as exc:
         return renderer.finish(error_code=ErrorCode.UNAUTHORIZED.value, error_message=str(exc))
@@ -184,12 +186,13 @@ async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: 
     return renderer.finish()
 
 
-async def _attach_references(prompt: str, client: ProtocolClient, renderer: OneShotRenderer) -> str:
+async def _attach_references(prompt: str, client: ProtocolClient,
+                             renderer: OneShotRenderer) -> tuple[str, tuple[Attachment, ...]]:
     """``@path`` references read locally and attached, as in the REPL
     (gemini-cli does it in headless mode too); what is left out is said on
     stderr."""
     if "@" not in prompt:
-        return prompt
+        return prompt, ()
     from gemini_split.ui.references import attach_references
 
     def report(line: str, warning: bool) -> None:

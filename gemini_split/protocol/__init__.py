@@ -20,6 +20,7 @@ from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocol
 from .messages import (
     CLIENT_MESSAGES,
     MESSAGE_TYPES,
+    Attachment,
     PROTOCOL_VERSION,
     SERVER_MESSAGES,
     Cancel,

@@ -168,12 +168,23 @@ class ToolDiscovery(ClientMessage, tag="tool_discovery", kw_only=True):
     tools: tuple[ToolSpec, ...] = ()
 
 
+class Attachment(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A file sent with a prompt as inline data (an image an ``@path``
+    names): its MIME type and its bytes in base64."""
+
+    mime_type: str
+    data: str
+
+
 class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_only=True):
     """A user prompt. Its ``id`` is the ``request_id`` of every event it causes.
-    ``model`` overrides the session's model for this and later requests."""
+    ``model`` overrides the session's model for this and later requests.
+    ``attachments`` (1.1, optional) go to the model as inline data after the
+    prompt's text."""
 
     prompt: str
     model: str | None = None
+    attachments: tuple[Attachment, ...] = ()
 
 
 class ToolExecutionResponse(ClientMessage, tag="tool_execution_response", kw_only=True):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ import trio
 
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import (
+    Attachment,
     Retrying,
     ServerEvent,
     TextDelta,
@@ -71,12 +72,17 @@ async def run_agent(
     config: ServerConfig,
     emit: Emit,
     call_tool: CallTool,
+    attachments: Sequence[Attachment] = (),
 ) -> None:
     """Run the loop until the model answers without calling a tool.
+    ``attachments`` follow the prompt's text as inline data parts.
 
     Raises :class:`TurnLimitExceeded`, or :class:`ModelError` once retries
     are spent. On any exit the history stays valid for the next request."""
-    run.history.append({"role": "user", "parts": [{"text": prompt}]})
+    run.history.append({"role": "user", "parts": [
+        {"text": prompt},
+        *({"inline_data": {"mime_type": a.mime_type, "data": a.data}} for a in attachments),
+    ]})
     while True:
         if run.turns >= config.max_turns:
             raise TurnLimitExceeded(

@@ -188,6 +188,7 @@ class Session:
                 try:
                     await run_agent(
                         run, request.prompt, model=self.model, config=self.config,
+                        attachments=request.attachments,
                         emit=self.emit, call_tool=lambda name, args: self._call_tool(request.id, name, args),
                     )
                 except TurnLimitExceeded as exc:

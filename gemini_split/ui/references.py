@@ -16,7 +16,9 @@ A reference starts with ``@`` at the start of the prompt or after a blank
 semicolon, bracket or final period; ``\\ `` escapes a space. Files are read
 with the client's own ``read_file`` tool, so the workspace confinement,
 binary detection and size limits are the tools' (a path outside the
-workspace is refused). A directory attaches its text files, walked with
+workspace is refused). An image or a PDF named directly is sent as inline
+data (an :class:`~gemini_split.protocol.Attachment`), as gemini-cli does,
+up to :data:`MAX_INLINE_BYTES` per prompt. A directory attaches its text files, walked with
 .gitignore respected, up to :data:`MAX_FILES`. A git-ignored path, a
 missing one, a binary file and anything refused are left out and reported;
 the prompt still goes.
@@ -24,6 +26,7 @@ the prompt still goes.
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Callable
@@ -35,6 +38,7 @@ import trio
 
 from gemini_split.client.tools.base import Tool, ToolContext, ToolFailed
 from gemini_split.client.workspace import Workspace
+from gemini_split.protocol import Attachment
 
 from .safe_text import visible
 
@@ -49,6 +53,14 @@ CONTENT_END = "--- End of content ---"
 MAX_FILES = 50
 #: Characters of file content one prompt attaches at most.
 MAX_CHARS = 400_000
+#: Bytes of inline data (images, PDFs) one prompt attaches at most: with
+#: base64 and the text, well under the protocol's 16 MiB message limit.
+MAX_INLINE_BYTES = 8 * 1024 * 1024
+#: What is sent as inline data when named directly, by extension.
+INLINE_TYPES = {
+    ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif",
+    ".webp": "image/webp", ".heic": "image/heic", ".heif": "image/heif", ".pdf": "application/pdf",
+}
 
 
 @dataclass
@@ -60,6 +72,8 @@ class Expanded:
     attached: list[str] = field(default_factory=list)
     #: ``(path, why)`` for each reference left out.
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: Images and PDFs, sent as inline data with the prompt.
+    attachments: list[Attachment] = field(default_factory=list)
 
 
 def find_references(text: str) -> list[str]:
@@ -76,6 +90,7 @@ async def expand_references(text: str, workspace: Workspace, read_file: Tool) ->
         return result
     pieces: list[str] = []
     budget = MAX_CHARS
+    inline_budget = MAX_INLINE_BYTES
 
     async def attach(shown: str) -> None:
         nonlocal budget
@@ -102,7 +117,18 @@ async def expand_references(text: str, workspace: Workspace, read_file: Tool) ->
         if _ignored(workspace, real):
             result.skipped.append((shown, "ignored by .gitignore"))
             continue
-        if real.is_dir():
+        mime = INLINE_TYPES.get(real.suffix.lower())
+        if mime and real.is_file():
+            try:
+                data = await trio.to_thread.run_sync(_read_inline, workspace, real, rel, inline_budget)
+            except ToolFailed as failed:
+                result.skipped.append((rel, str(failed)))
+                continue
+            inline_budget -= len(data)
+            result.attachments.append(Attachment(mime_type=mime, data=base64.b64encode(data).decode()))
+            pieces.append(f"\nContent from @{rel}: ({mime}, {len(data):,} bytes, attached as inline data)\n")
+            result.attached.append(rel)
+        elif real.is_dir():
             files = await trio.to_thread.run_sync(_walk, workspace, real)
             if not files:
                 result.skipped.append((shown, "no files in it (or all of them git-ignored)"))
@@ -118,21 +144,35 @@ async def expand_references(text: str, workspace: Workspace, read_file: Tool) ->
     return result
 
 
-async def attach_references(prompt: str, executor: ToolExecutor, report: Callable[[str, bool], None]) -> str:
+async def attach_references(prompt: str, executor: ToolExecutor,
+                            report: Callable[[str, bool], None]) -> tuple[str, tuple[Attachment, ...]]:
     """:func:`expand_references` with the client's workspace and
-    ``read_file`` tool; each path attached or left out is reported as
-    ``report(line, is_warning)`` (control characters made visible)."""
+    ``read_file`` tool: the prompt to send and its inline attachments. Each
+    path attached or left out is reported as ``report(line, is_warning)``
+    (control characters made visible)."""
     if "@" not in prompt:
-        return prompt
+        return prompt, ()
     read_file = executor.registry.get("read_file")
     if read_file is None:
-        return prompt
+        return prompt, ()
     expanded = await expand_references(prompt, executor.workspace, read_file)
     for path in expanded.attached:
         report(f"+ attached @{visible(path, newlines=False)}", False)
     for path, why in expanded.skipped:
         report(f"@{visible(path, newlines=False)} not attached: {visible(why)}", True)
-    return expanded.prompt
+    return expanded.prompt, tuple(expanded.attachments)
+
+
+def _read_inline(workspace: Workspace, real: Path, shown: str, budget: int) -> bytes:
+    size = real.stat().st_size
+    if size > budget:
+        raise ToolFailed("too_large", f"{size:,} bytes is over the {MAX_INLINE_BYTES:,}-byte limit for "
+                                      "inline data in one prompt")
+    with workspace.open_regular(real, shown) as f:
+        data = f.read(budget + 1)
+    if len(data) > budget:
+        raise ToolFailed("too_large", f"over the {MAX_INLINE_BYTES:,}-byte limit for inline data in one prompt")
+    return data
 
 
 def _ignored(workspace: Workspace, real: Path) -> bool:

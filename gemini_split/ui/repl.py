@@ -46,7 +46,7 @@ from gemini_split.client.connect import ClientSettings, describe_connect_error, 
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
-from gemini_split.protocol import ErrorCode, ServerEvent, Usage
+from gemini_split.protocol import Attachment, ErrorCode, ServerEvent, Usage
 from gemini_split.transport import ConnectOptions, TransportError
 
 from .approval_prompt import InlineAsker
@@ -326,24 +326,26 @@ class Repl:
         self.console.print(Text(f"(exit status {status}; the command and its output go to the model with "
                                 "your next message)", style="dim"))
 
-    async def _expand(self, client: ProtocolClient, prompt: str) -> str:
-        """The prompt with ``@path`` content and pending ``!command`` output."""
+    async def _expand(self, client: ProtocolClient, prompt: str) -> tuple[str, tuple[Attachment, ...]]:
+        """The prompt with ``@path`` content and pending ``!command`` output,
+        and the images it attaches."""
         from .references import attach_references
 
-        prompt = await attach_references(
+        prompt, attachments = await attach_references(
             prompt, client.executor,
             lambda line, warning: self.console.print(Text(line, style="yellow" if warning else "dim")))
         if self.pending_context:
             prompt = "\n\n".join([*self.pending_context, prompt])
             self.pending_context.clear()
-        return prompt
+        return prompt, attachments
 
     async def run_turn(self, prompt: str, *, carry_context: bool = True) -> None:
         """One prompt and its answer. ``carry_context=False`` sends the prompt
         as is (no @path expansion, pending context kept for later)."""
         client = self.require_client()
+        attachments: tuple[Attachment, ...] = ()
         if carry_context:
-            prompt = await self._expand(client, prompt)
+            prompt, attachments = await self._expand(client, prompt)
         view = TurnView(self.console)
         self.view = view
         self._cancel_requested = False
@@ -352,7 +354,7 @@ class Repl:
         try:
             with no_echo(self.env.stdin), trio.CancelScope() as scope:
                 self._turn_scope = scope
-                outcome = await client.run_turn(prompt, model=self.model_override)
+                outcome = await client.run_turn(prompt, model=self.model_override, attachments=attachments)
                 self._drain_typed_ahead()
         finally:
             self._turn_scope = None

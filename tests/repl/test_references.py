@@ -97,3 +97,31 @@ def test_one_shot_attaches_at_paths_too(tmp_path, workdir):  # noqa: F811
     assert "Content from @notes.txt:\nthe notes" in done.stdout
     assert "TOP SECRET" not in done.stdout
     assert "@secret.txt not attached: ignored by .gitignore" in done.stderr
+
+
+def test_an_image_is_sent_as_inline_data_to_the_gemini_api(tmp_path, workdir):  # noqa: F811
+    """Through the real google-genai client, against the fake Gemini server:
+    the request body it receives carries the image as inlineData."""
+    import base64
+    import subprocess
+    import sys
+
+    from gemini_split.testing.fake_gemini import FakeGemini
+
+    from .test_repl import _environ
+
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    (workdir / "logo.png").write_bytes(png)
+    with FakeGemini([{"text": "a logo"}], api_key="k") as fake:
+        done = subprocess.run([sys.executable, "-m", "gemini_split", "-p", "what is @logo.png?"],
+                              capture_output=True, text=True, cwd=workdir, timeout=30,
+                              env=_environ(tmp_path, **fake.env))
+        body = fake.requests[-1]["body"]
+    assert done.returncode == 0, done.stderr
+    assert "a logo" in done.stdout
+    parts = body["contents"][-1]["parts"]
+    assert parts[0]["text"].startswith("what is @logo.png?\n--- Content from referenced files ---")
+    assert "Content from @logo.png: (image/png, 264 bytes, attached as inline data)" in parts[0]["text"]
+    inline = parts[1]["inlineData"]  # as google-genai puts it on the wire
+    assert inline.get("mimeType", inline.get("mime_type")) == "image/png"
+    assert base64.urlsafe_b64decode(inline["data"]) == png

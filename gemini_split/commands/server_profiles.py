@@ -163,7 +163,7 @@ def _status(args: argparse.Namespace, env: Environment) -> ExitStatus:
     """``server status [TARGET]``: like ``test``, for the server this client
     would use when no target is given (``--server`` or ``$GEMINI_SERVER_*``);
     says so when that is the embedded agent loop."""
-    from .client_settings import resolve_server_address
+    from gemini_split.app import resolve_server_address
 
     target = args.target or args.server or resolve_server_address(None, env)
     if target is None:
@@ -177,6 +177,8 @@ def _status(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
 def _connect(args: argparse.Namespace, env: Environment) -> ExitStatus:
     """``server connect TARGET``: the REPL, connected to TARGET."""
+    from gemini_split.app import settings_for
+
     from .repl import run_repl
 
     settings_for(args.target, env)  # an unknown profile is reported before anything starts

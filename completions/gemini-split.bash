@@ -8,7 +8,7 @@
 #    source ~/.local/share/bash_completion/gemini-split
 # See also: https://github.com/scop/bash-completion/blob/main/doc/configuration.md
 
-_shtab_gemini_split_server_subparsers=(list add remove test)
+_shtab_gemini_split_server_subparsers=(list add remove status connect test)
 _shtab_gemini_split_protocol_subparsers=(schema)
 _shtab_gemini_split_subparsers=(serve server completions protocol)
 
@@ -16,6 +16,8 @@ _shtab_gemini_split_serve_option_strings=(-h --help --listen --stdio --auth-conf
 _shtab_gemini_split_server_list_option_strings=(-h --help --names)
 _shtab_gemini_split_server_add_option_strings=(-h --help --token --token-env --ca --insecure)
 _shtab_gemini_split_server_remove_option_strings=(-h --help)
+_shtab_gemini_split_server_status_option_strings=(-h --help)
+_shtab_gemini_split_server_connect_option_strings=(-h --help)
 _shtab_gemini_split_server_test_option_strings=(-h --help)
 _shtab_gemini_split_server_option_strings=(-h --help)
 _shtab_gemini_split_completions_option_strings=(-h --help)
@@ -28,12 +30,14 @@ _shtab_gemini_split_serve___tls_cert_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_serve___tls_key_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_server_add___ca_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_server_remove_pos_0_COMPGEN=_gemini_split_profiles
+_shtab_gemini_split_server_status_pos_0_COMPGEN=_gemini_split_profiles
+_shtab_gemini_split_server_connect_pos_0_COMPGEN=_gemini_split_profiles
 _shtab_gemini_split_server_test_pos_0_COMPGEN=_gemini_split_profiles
 _shtab_gemini_split___workspace_COMPGEN=_shtab_compgen_dirs
 _shtab_gemini_split___server_COMPGEN=_gemini_split_profiles
 _shtab_gemini_split___ca_COMPGEN=_shtab_compgen_files
 
-_shtab_gemini_split_server_pos_0_choices=(list add remove test)
+_shtab_gemini_split_server_pos_0_choices=(list add remove status connect test)
 _shtab_gemini_split_completions_pos_0_choices=(bash zsh fish)
 _shtab_gemini_split_protocol_pos_0_choices=(schema)
 _shtab_gemini_split_pos_0_choices=(serve server completions protocol)
@@ -54,6 +58,10 @@ _shtab_gemini_split_server_add___help_nargs=0
 _shtab_gemini_split_server_add___insecure_nargs=0
 _shtab_gemini_split_server_remove__h_nargs=0
 _shtab_gemini_split_server_remove___help_nargs=0
+_shtab_gemini_split_server_status__h_nargs=0
+_shtab_gemini_split_server_status___help_nargs=0
+_shtab_gemini_split_server_connect__h_nargs=0
+_shtab_gemini_split_server_connect___help_nargs=0
 _shtab_gemini_split_server_test__h_nargs=0
 _shtab_gemini_split_server_test___help_nargs=0
 _shtab_gemini_split_server_pos_0_nargs=A...

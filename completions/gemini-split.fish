@@ -60,7 +60,7 @@ function _shtab_gemini_split_using
   test "$_shtab_gemini_split_cmdpath" = "$argv"
 end
 
-set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server test' completions protocol 'protocol schema'
+set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema'
 set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-models --allowed-tools --approval-mode --auth-config --ca --include-directories --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --server --tls-cert --tls-key --token --token-env --tool-timeout --workspace -i -m -o -p
 
 complete -c gemini-split -e
@@ -114,6 +114,12 @@ complete -c gemini-split -n '_shtab_gemini_split_using server add' -l insecure -
 complete -c gemini-split -n '_shtab_gemini_split_using server; and test $_shtab_gemini_split_npos -eq 0' -a remove -d 'delete a profile'
 complete -c gemini-split -n '_shtab_gemini_split_using server remove' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using server remove; and test $_shtab_gemini_split_npos -eq 0' -ka "(__gemini_split_profiles)" -d NAME
+complete -c gemini-split -n '_shtab_gemini_split_using server; and test $_shtab_gemini_split_npos -eq 0' -a status -d 'the server this client uses (--server, a profile or $GEMINI_SERVER_*): version, session, latency, auth'
+complete -c gemini-split -n '_shtab_gemini_split_using server status' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using server status; and test $_shtab_gemini_split_npos -eq 0' -ka "(__gemini_split_profiles)" -d 'a profile name or an address (default: what --server or the environment selects)'
+complete -c gemini-split -n '_shtab_gemini_split_using server; and test $_shtab_gemini_split_npos -eq 0' -a connect -d 'open the REPL on this server (as --server NAME|URL does)'
+complete -c gemini-split -n '_shtab_gemini_split_using server connect' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using server connect; and test $_shtab_gemini_split_npos -eq 0' -ka "(__gemini_split_profiles)" -d 'a profile name or an address'
 complete -c gemini-split -n '_shtab_gemini_split_using server; and test $_shtab_gemini_split_npos -eq 0' -a test -d 'connect, and report version, latency and whether auth works'
 complete -c gemini-split -n '_shtab_gemini_split_using server test' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using server test; and test $_shtab_gemini_split_npos -eq 0' -ka "(__gemini_split_profiles)" -d 'a profile name or an address'

@@ -41,7 +41,7 @@ are, and whose agent loop runs in this process or on a server."""
 EPILOG = """\
 examples:
   gemini-split                                   open the interactive REPL
-  gemini-split -p "What files are here?"       answer once and exit
+  gemini-split -p "What files are here?"         answer once and exit
   gemini-split "what does this repo do?"         at a terminal: the REPL's first prompt;
                                                  in a script: answer once, like -p
   git diff | gemini-split -p "review" -o json    piped input joins the prompt

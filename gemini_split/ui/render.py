@@ -55,6 +55,28 @@ TOOL_TAIL = 8
 RENDER_INTERVAL = 0.08
 
 
+#: gemini-cli's theme names (settings.json "ui.theme") and the code
+#: highlighting style each becomes here; None: no colour at all.
+THEMES: dict[str, str | None] = {
+    "default": "monokai", "default dark": "monokai", "ansi": "native", "atom one": "one-dark",
+    "ayu": "monokai", "dracula": "dracula", "github": "github-dark", "shades of purple": "paraiso-dark",
+    "default light": "default", "ansi light": "default", "ayu light": "friendly", "github light": "friendly",
+    "google code": "default", "xcode": "xcode", "no color": None, "nocolor": None, "no-color": None,
+}
+
+
+def code_theme_for(theme: str | None) -> tuple[str | None, str | None]:
+    """``(code highlighting style, warning)`` for a settings.json theme
+    name; an unknown name keeps the default and says so."""
+    if not theme:
+        return "monokai", None
+    key = theme.strip().lower()
+    if key in THEMES:
+        return THEMES[key], None
+    known = ", ".join(sorted({name.title() for name in THEMES if name not in ("nocolor", "no-color")}))
+    return "monokai", f"settings.json: unknown ui.theme {theme!r}; using the default (known: {known})"
+
+
 def make_console(stdout: IO[str], environ: Mapping[str, str]) -> Console:
     """The REPL's console: colour unless ``NO_COLOR`` is set (no-color.org:
     it forbids colour, not emphasis, so bold, dim and italic stay), live
@@ -170,8 +192,9 @@ class TurnView:
     Not thread-safe: call it from the Trio thread only (rich's own refresh
     thread only redraws what :meth:`_refresh` handed it)."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, *, code_theme: str | None = "monokai"):
         self.console = console
+        self.code_theme = code_theme or "monokai"
         self.live_enabled = console.is_terminal and not console.is_dumb_terminal
         self._live: Live | None = None
         self._started = time.monotonic()
@@ -350,7 +373,7 @@ class TurnView:
             color_system=self.console.color_system, no_color=self.console.no_color,
             highlight=False, emoji=False,
         )
-        console.print(_Markdown(visible(text)))
+        console.print(_Markdown(visible(text), code_theme=self.code_theme))
         lines = [_TRAILING_BLANKS.sub(r"\1", line) for line in buffer.getvalue().splitlines()]
         while lines and not Text.from_ansi(lines[-1]).plain.strip():
             lines.pop()

@@ -61,7 +61,7 @@ from .prompt_input import (
     read_text,
     split_queued,
 )
-from .render import TurnView, error_panel, make_console, usage_line
+from .render import TurnView, code_theme_for, error_panel, make_console, usage_line
 from .safe_text import visible
 from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, run_command
 
@@ -91,7 +91,13 @@ class Repl:
         #: The embedded service, once there is one: opened once per process.
         self._embedded: Any = settings.embedded
         self.server_label = args.server or ("embedded" if settings.server is None else settings.server)
-        self.console = console or make_console(env.stdout, env.environ)
+        #: settings.json's "ui" section (theme, hideBanner, hideTips).
+        self.ui_settings = _ui_settings(settings)
+        self.code_theme, self.theme_warning = code_theme_for(self.ui_settings.theme)
+        environ = env.environ
+        if self.code_theme is None:  # the "NoColor" theme: as NO_COLOR
+            environ = {**environ, "NO_COLOR": "1"}
+        self.console = console or make_console(env.stdout, environ)
         self.store: ProfileStore = profile_store(env.config_dir)
         #: Sent with every prompt when set (``/model``, or ``-m`` with a server).
         self.model_override: str | None = settings.model if settings.server else None
@@ -113,7 +119,7 @@ class Repl:
         self.last_thought = ""
         #: The last turn's tool calls, with their whole output (/output).
         self.last_tools: list[Any] = []
-        no_color = bool(env.environ.get("NO_COLOR"))
+        no_color = bool(environ.get("NO_COLOR"))
         if self.console.is_terminal or input is not None:
             self.reader: LineReader | PlainLineReader = LineReader(
                 history=open_history(env.config_dir / HISTORY_FILE),
@@ -163,10 +169,13 @@ class Repl:
             self.client.executor.policy.mode = mode
 
     def cycle_approval_mode(self) -> None:
-        """Shift+Tab at the prompt: the next approval mode (default →
-        auto_edit → yolo → default), shown in the toolbar."""
-        modes = list(ApprovalMode)
-        self.set_approval_mode(modes[(modes.index(self.approval_mode) + 1) % len(modes)])
+        """Shift+Tab at the prompt: the next approval mode, shown in the
+        toolbar: default → auto_edit → plan → default, as gemini-cli cycles.
+        Never into yolo by a stray key: that takes /approval-mode yolo (from
+        yolo, Shift+Tab goes back to default)."""
+        modes = [m for m in ApprovalMode if m is not ApprovalMode.YOLO]
+        current = self.approval_mode
+        self.set_approval_mode(modes[(modes.index(current) + 1) % len(modes)] if current in modes else modes[0])
 
     def show_last_thought(self) -> None:
         """Ctrl-T at the prompt: the last thought in full (it is shown
@@ -282,12 +291,16 @@ class Repl:
         where = "embedded (in this process)" if self.settings.server is None else self.settings.server
         if self.server_label not in ("embedded", self.settings.server):
             where = f"{self.server_label} ({where})"
-        self.console.print(Text.assemble(
-            (f"gemini-split {__version__}", "bold"), f" · {where} · model {self.model or '?'}",
-            f" · session {connected.session_id[:8] if connected else '?'}",
-        ))
-        self.console.print(Text(f"/help for commands · {NEWLINE_KEYS.split(' (')[0]} for a newline · "
-                                "Ctrl-C cancels · Ctrl-D quits", style="dim"))
+        if not self.ui_settings.hide_banner:
+            self.console.print(Text.assemble(
+                (f"gemini-split {__version__}", "bold"), f" · {where} · model {self.model or '?'}",
+                f" · session {connected.session_id[:8] if connected else '?'}",
+            ))
+        if not self.ui_settings.hide_tips:
+            self.console.print(Text(f"/help for commands · {NEWLINE_KEYS.split(' (')[0]} for a newline · "
+                                    "Ctrl-C cancels · Ctrl-D quits", style="dim"))
+        if self.theme_warning:
+            self.print_usage(self.theme_warning)
 
     def _toolbar(self) -> AnyFormattedText:
         connected = self.client.connected if self.client else None
@@ -346,7 +359,7 @@ class Repl:
         attachments: tuple[Attachment, ...] = ()
         if carry_context:
             prompt, attachments = await self._expand(client, prompt)
-        view = TurnView(self.console)
+        view = TurnView(self.console, code_theme=self.code_theme)
         self.view = view
         self._cancel_requested = False
         outcome = None
@@ -524,6 +537,13 @@ class SessionStats:
             self.usage = self.usage + usage
             self.last_prompt_tokens = usage.prompt_tokens
             self.last_turn_single_call = view.tool_calls == 0
+
+
+def _ui_settings(settings: ClientSettings) -> Any:
+    from gemini_split.settings import UISettings
+
+    loaded = getattr(settings, "loaded_settings", None)
+    return loaded.merged.ui if loaded is not None else UISettings()
 
 
 def _short_model(name: str, limit: int = 32) -> str:

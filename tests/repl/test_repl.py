@@ -502,3 +502,46 @@ def test_a_long_diff_is_capped_coloured_without_colour_and_shown_whole_on_reques
     repl.send(ENTER)
     repl.expect(r"✗ refused")
     assert (workdir / "big.txt").read_text().startswith("old line 1\n")
+
+
+@pytest.mark.timeout(60)
+def test_shift_tab_cycles_approval_modes_but_never_into_yolo(start_repl):
+    import pyte
+
+    def toolbar_shows(text: str) -> bool:
+        """Whether the screen's toolbar line (redrawn in place, cell by
+        cell) comes to show ``text`` within a few seconds."""
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            repl.drain(0.1)
+            screen = pyte.Screen(110, 40)
+            pyte.Stream(screen).feed(repl.raw)
+            if any(" · approval " in row and text in row for row in screen.display):
+                return True
+        return False
+
+    repl = start_repl([])
+    assert toolbar_shows("approval default ")
+    for mode in ("auto_edit", "plan", "default", "auto_edit"):
+        repl.send("\x1b[Z")  # Shift+Tab
+        assert toolbar_shows(f"approval {mode} "), mode
+    ask(repl, "/approval-mode yolo")
+    repl.expect(r"approval mode: yolo")
+    repl.expect(PROMPT)
+    repl.send("\x1b[Z")
+    assert toolbar_shows("approval default ")
+
+
+@pytest.mark.timeout(60)
+def test_settings_ui_section_hides_the_banner_and_names_unknown_themes(start_repl, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "settings.json").write_text(json.dumps({"ui": {"hideBanner": True, "theme": "Solarized Neon"}}))
+    repl = start_repl([])
+    assert "gemini-split 0." not in repl.text
+    assert re.search(r"unknown ui\.theme 'Solarized Neon'; using the default\s+\(known: [^)]*Dracula", repl.text)
+    (home / "settings.json").write_text(json.dumps({"ui": {"theme": "NoColor"}}))
+    colourless = start_repl([{"text": "**bold** and `code`"}], NO_COLOR="")
+    ask(colourless, "hi")
+    colourless.expect("tokens:")
+    assert not re.search(r"\x1b\[[0-9;]*(3[0-7]|38;[25];[0-9;]+|9[0-7])m", colourless.raw)

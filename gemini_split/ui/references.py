@@ -195,10 +195,10 @@ def _walk(workspace: Workspace, directory: Path) -> list[str]:
     names = []
     for walked in walk_files(workspace, directory, max_files=MAX_FILES * 4, time_budget=5.0):
         try:
-            with open(walked.real, "rb") as f:
+            with walked.open(workspace) as f:  # confined: no symlink swapped in is followed
                 if looks_binary(f.read(4096)):
                     continue
-        except OSError:
+        except (OSError, ToolFailed):
             continue
         names.append(walked.rel)
     return names

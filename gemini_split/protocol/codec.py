@@ -187,7 +187,7 @@ def _invalid(text: str, kind_of: Any) -> RemoteProtocolError:
         if what.startswith("Invalid value "):
             return RemoteProtocolError(
                 ErrorCode.UNKNOWN_TYPE,
-                f"unknown message type {_cut(what.removeprefix('Invalid value '))}",
+                f"unknown message type {_quoted_value(what.removeprefix('Invalid value '))}",
                 field="type",
             )
         return RemoteProtocolError(ErrorCode.INVALID_MESSAGE, "message has no 'type' string", field="type")
@@ -210,6 +210,13 @@ def _invalid(text: str, kind_of: Any) -> RemoteProtocolError:
         return RemoteProtocolError(ErrorCode.INVALID_FIELD, f"{subject} must be {wanted}{tail}", field=name)
     # Anything else msgspec reports (a number out of range…), in its words.
     return RemoteProtocolError(ErrorCode.INVALID_FIELD, f"{subject}: {_cut(what)}", field=name)
+
+
+def _quoted_value(shown: str) -> str:
+    # msgspec shows the value in single quotes; quote it our way (a prefix).
+    if len(shown) >= 2 and shown[0] == shown[-1] == "'":
+        return quote(shown[1:-1])
+    return _cut(shown)
 
 
 def _got(what: str) -> str:

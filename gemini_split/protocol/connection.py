@@ -98,10 +98,13 @@ class RequestState:
 class _Breach(Exception):
     """A rule was broken; the :class:`Connection` says by whom."""
 
-    def __init__(self, code: ErrorCode, text: str, *, field: str | None = "type"):
+    def __init__(self, code: ErrorCode, text: str, *, field: str | None = "type", names_message: bool = True):
         super().__init__(text)
         self.code = code
         self.field = field
+        #: False when the message's id cannot name the reply (it names
+        #: another message still owed one).
+        self.names_message = names_message
 
 
 @dataclass
@@ -175,7 +178,8 @@ def _decide(c: _Conversation, m: ToolDecision) -> None:
 
 def _expect_reply(c: _Conversation, m: GetState | GetHistory) -> None:
     if m.id in c.owed_replies:
-        raise _Breach(ErrorCode.INVALID_FIELD, f"message id {quote(m.id)} is already awaiting a reply", field="id")
+        raise _Breach(ErrorCode.INVALID_FIELD, f"message id {quote(m.id)} is already awaiting a reply",
+                      field="id", names_message=False)
     c.owed_replies.add(m.id)
 
 
@@ -386,7 +390,8 @@ class Connection:
             request_id = message.id if isinstance(message, GenerateContentRequest) else None
             if request_id is not None and self._c.phase is Phase.OPEN:
                 self._c.owed_replies.add(request_id)  # the refusal we owe
-            _hint(exc, fatal=self._c.phase is not Phase.OPEN, in_reply_to=message.id, request_id=request_id)
+            _hint(exc, fatal=self._c.phase is not Phase.OPEN, request_id=request_id,
+                  in_reply_to=message.id if breach.names_message else None)
             raise exc from None
         return message
 

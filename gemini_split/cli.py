@@ -169,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "gemini_split.commands.completions:add_completions_parser")
     commands.add_lazy("protocol", "facts about the wire protocol (its JSON Schema)",
                       "gemini_split.commands.protocol:add_protocol_parser")
+    commands.add_lazy("mcp", "manage MCP servers (mcpServers in settings.json); serve our tools over MCP",
+                      "gemini_split.commands.mcp:add_mcp_parser")
     return parser
 
 
@@ -233,6 +235,10 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             from gemini_split.commands.protocol import run_protocol
 
             return run_protocol(args, env)
+        if args.command == "mcp":
+            from gemini_split.commands.mcp import run_mcp_command
+
+            return run_mcp_command(args, env)
         if args.command == "completions":
             from gemini_split.commands.completions import run_completions
 
@@ -313,17 +319,22 @@ def _log_to(env: Environment, debug: bool) -> Callable[[], None]:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     httpx = logging.getLogger("httpx")
-    saved = root.level, httpx.level
+    mcp = logging.getLogger("mcp")
+    saved = root.level, httpx.level, mcp.level
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
     if not debug:
         # httpx logs every request at INFO; keep the user's terminal quiet.
         httpx.setLevel(logging.WARNING)
+        # The MCP SDK logs a server's stray output with tracebacks; gemini-split
+        # reports a failing MCP server itself, in one line (see /mcp).
+        mcp.setLevel(logging.CRITICAL)
 
     def stop() -> None:
         root.removeHandler(handler)
         root.setLevel(saved[0])
         httpx.setLevel(saved[1])
+        mcp.setLevel(saved[2])
 
     return stop
 

@@ -171,7 +171,7 @@ class ApprovalPolicy:
         if executes_later and self.mode is not ApprovalMode.YOLO:
             return Verdict(Decision.ASK, f"this edits {executes_later}; such files are asked about in every "
                                          "approval mode but yolo")
-        if tool.name in self.always:
+        if tool.trusted or tool.name in self.always:
             return Verdict(Decision.ALLOW)
         if self.mode is ApprovalMode.YOLO:
             return Verdict(Decision.ALLOW)

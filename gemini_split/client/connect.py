@@ -9,7 +9,7 @@ of it down on exit.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +57,13 @@ class ClientSettings:
     #: server). Each ``open_client`` is a new connection to it; it is not
     #: closed here (see :func:`gemini_split.app.embedded_service`).
     embedded: Any = None
+    #: gemini-cli's ``mcpServers`` (name → ``MCPServerSettings``): MCP servers
+    #: whose tools join the local ones (see :mod:`gemini_split.client.mcp`).
+    mcp_servers: Mapping[str, Any] = field(default_factory=dict)
+    #: ``--allowed-mcp-server-names`` / ``mcp.allowed``: only these servers (None: all).
+    mcp_allowed: tuple[str, ...] | None = None
+    #: ``mcp.excluded``: never these servers.
+    mcp_excluded: tuple[str, ...] = ()
 
 
 @asynccontextmanager
@@ -70,20 +77,22 @@ async def open_client(
 
     Raises :class:`~gemini_split.transport.ConnectFailed` (or its
     subclasses) when the server cannot be reached or refuses us."""
+    registry = _offered_tools(settings)
     executor = ToolExecutor(
-        _offered_tools(settings),
+        registry,
         Workspace(settings.workspace, settings.include_dirs),
         ApprovalPolicy(settings.approval_mode, settings.allowed_tools),
         asker,
     )
     with single_exceptions():
-        async with trio.open_nursery() as nursery:
+        async with open_mcp_tools(settings, registry) as mcp, trio.open_nursery() as nursery:
             address = settings.server
             if address is None:
                 address = await nursery.start(_serve_embedded, settings.embedded)
             transport = get_transport(address)
             stream = await transport.open_connection(address, settings.connect)
             client = ProtocolClient(stream, executor, on_event=on_event)
+            client.mcp_servers = mcp
             try:
                 await client.handshake(token=settings.connect.token)
                 await nursery.start(client.run)
@@ -107,6 +116,26 @@ def _offered_tools(settings: ClientSettings) -> ToolRegistry:
         if (core is None or tool.name in core) and tool.name not in settings.exclude_tools
         and (not plan or tool.kind is ToolKind.READ)
     )
+
+
+@asynccontextmanager
+async def open_mcp_tools(settings: ClientSettings, registry: ToolRegistry) -> AsyncIterator[Any]:
+    """The configured MCP servers, started in parallel, their tools added to
+    ``registry``; yields the :class:`~gemini_split.client.mcp.sources.McpServers`
+    (or None when none is configured, so the SDK is never imported)."""
+    if not settings.mcp_servers:
+        yield None
+        return
+    from .mcp.sources import open_mcp_servers
+
+    async with open_mcp_servers(
+        settings.mcp_servers, cwd=settings.workspace,
+        allowed=settings.mcp_allowed, excluded=settings.mcp_excluded,
+    ) as servers:
+        for tool in servers.tools():
+            if tool.name not in settings.exclude_tools:
+                registry.register(tool)
+        yield servers
 
 
 async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

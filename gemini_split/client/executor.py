@@ -26,7 +26,7 @@ from gemini_split.protocol import (
 )
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later
-from .tools.base import Tool, ToolContext, ToolFailed, ToolKind, validate_arguments
+from .tools.base import Tool, ToolContext, ToolFailed, ToolKind
 from .tools.registry import ToolRegistry
 from .workspace import Workspace
 
@@ -114,7 +114,7 @@ class ToolExecutor:
                 f"this client has no tool named '{tool_name}'",
                 "available tools: " + ", ".join(self.registry.names()),
             )
-        args = validate_arguments(tool, args)
+        args = tool.validate(args)
         later = self._executes_later(tool, args)
         verdict = self.policy.check(tool, args, executes_later=later)
         if verdict.decision is Decision.DENY:

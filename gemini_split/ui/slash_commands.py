@@ -265,6 +265,38 @@ async def _chat(repl: Repl, args: list[str]) -> None:
                                     "your next message.", style="dim"))
 
 
+async def _mcp(repl: Repl, args: list[str]) -> None:
+    """The MCP servers of this session: status (ready with N tools, or why
+    it failed) and, with ``/mcp tools`` or ``/mcp desc``, their tools."""
+    if args not in ([], ["tools"], ["desc"]):
+        raise CommandUsage("/mcp [tools|desc]")
+    client = repl.require_client()
+    servers = getattr(client, "mcp_servers", None)
+    if servers is None or not servers.statuses():
+        repl.console.print(Text("No MCP servers configured (mcpServers in settings.json; "
+                                "see 'gemini-split mcp add --help').", style="dim"))
+        return
+    for status in servers.statuses():
+        ok = status.state == "ready"
+        line = Text("● " if ok else "✗ ", style="green" if ok else "red")
+        line.append(visible(status.name), style="bold")
+        line.append(f" ({status.transport}) — {visible(status.summary())}")
+        repl.console.print(line)
+        for note in status.skipped:
+            repl.console.print(Text("    skipped " + visible(note), style="dim"))
+        if args:
+            tools = {t.name: t for t in client.executor.registry}
+            for name in status.tools:
+                row = Text("    " + visible(name))
+                if args == ["desc"] and name in tools:
+                    row.append(" — " + visible(tools[name].description.strip().split("\n")[0]), style="dim")
+                repl.console.print(row)
+
+
+def _mcp_actions(repl: Repl) -> Iterable[str]:
+    return ["tools", "desc"]
+
+
 def _approval_modes(repl: Repl) -> Iterable[str]:
     return [m.value for m in ApprovalMode]
 
@@ -429,6 +461,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "in a new session (frees context)", _compress),
     Command("/chat", "/chat ACTION", "save TAG | resume TAG | list | delete TAG: keep conversations to go back to",
             _chat, _chat_actions),
+    Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),

@@ -78,6 +78,9 @@ class Tool(ABC):
     description: ClassVar[str]
     parameters: ClassVar[dict[str, Any]]
     kind: ClassVar[ToolKind] = ToolKind.READ
+    #: Runs without asking whatever the approval mode (an MCP server with
+    #: ``trust: true``); a policy's deny still applies.
+    trusted: bool = False
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
@@ -86,6 +89,11 @@ class Tool(ABC):
         """What this call will do, exactly, for an approval question."""
         shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
         return f"{self.name}({shown})"
+
+    def validate(self, args: Any) -> dict[str, Any]:
+        """The arguments checked against :attr:`parameters` (see
+        :func:`validate_arguments`); raises :class:`ToolFailed`."""
+        return validate_arguments(self, args)
 
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:

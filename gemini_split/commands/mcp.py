@@ -1,0 +1,295 @@
+"""``gemini-split mcp …``: manage MCP servers and serve our tools over MCP.
+
+``list`` / ``add`` / ``remove`` edit the ``mcpServers`` of gemini-cli's
+settings files the way ``gemini mcp …`` does (project scope by default,
+``-s user`` for ``~/.gemini/settings.json``): the file is rewritten
+atomically, every other key kept; ``$VAR`` references stay unexpanded.
+``serve`` exposes gemini-split's own tools as an MCP server (stdio, or
+streamable HTTP with ``--http``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from gemini_split.environment import Environment
+from gemini_split.errors import ConfigurationError
+from gemini_split.exit_status import ExitStatus
+
+_TRANSPORTS = ("stdio", "sse", "http")
+
+
+def add_mcp_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "mcp", help="manage MCP servers (gemini-cli's mcpServers) and serve gemini-split's tools over MCP",
+        description="MCP servers configured in settings.json lend their tools to the model; "
+                    "'mcp serve' lends gemini-split's tools to any MCP host.",
+    )
+    sub = parser.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
+
+    sub.add_parser("list", help="configured servers, whether they start, and their tools")
+
+    add = sub.add_parser("add", help="add (or replace) a server in settings.json",
+                         description="Add or replace an mcpServers entry, as 'gemini mcp add' does.")
+    add.add_argument("-s", "--scope", choices=("project", "user"), default="project",
+                     help="project: ./.gemini/settings.json (default); user: the user settings file")
+    add.add_argument("-t", "--transport", choices=_TRANSPORTS, default="stdio", help="default: stdio")
+    add.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE",
+                     help="environment variable for a stdio server ($VAR references are kept as written)")
+    add.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'",
+                     help="HTTP header for sse/http servers")
+    add.add_argument("--timeout", type=int, metavar="MS", help="request timeout in milliseconds (default 600000)")
+    add.add_argument("--trust", action="store_true", help="run this server's tools without asking")
+    add.add_argument("--description", help="a note for 'mcp list'")
+    add.add_argument("--include-tools", metavar="A,B", help="only these tools of the server")
+    add.add_argument("--exclude-tools", metavar="A,B", help="never these tools of the server")
+    add.add_argument("name", help="the server's name (tools become mcp_NAME_TOOL)")
+    add.add_argument("command_or_url", metavar="COMMAND|URL")
+    add.add_argument("args", nargs=argparse.REMAINDER, help="arguments of a stdio command")
+
+    remove = sub.add_parser("remove", help="remove a server from settings.json")
+    remove.add_argument("-s", "--scope", choices=("project", "user"), default="project")
+    remove.add_argument("name")
+
+    serve = sub.add_parser(
+        "serve", help="serve gemini-split's tools over MCP (stdio, or --http)",
+        description="Serve gemini-split's tools (read_file, write_file, replace, list_directory, glob, "
+                    "grep_search, run_shell_command, web_fetch) to an MCP host, confined to the workspace. "
+                    "Calls that would need approval are refused unless the approval mode or "
+                    "--allowed-tools allows them.",
+    )
+    serve.add_argument("--workspace", metavar="DIR", help="the directory the tools may use (default: here)")
+    serve.add_argument("--approval-mode", default="default", metavar="MODE",
+                       help="default (read-only tools run, others refused), auto_edit (edits run too), yolo")
+    serve.add_argument("--allowed-tools", action="append", default=[], metavar="TOOL",
+                       help="run these without approval, e.g. 'run_shell_command(git status)'")
+    serve.add_argument("--http", metavar="HOST:PORT",
+                       help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    serve.add_argument("--auth-config", metavar="FILE",
+                       help="--http: tokens file (as for 'serve'; default $GEMINI_AUTH_CONFIG); "
+                            "required unless HOST is loopback")
+    serve.add_argument("--insecure-no-auth", action="store_true",
+                       help="--http: allow a non-loopback address without tokens (not recommended)")
+
+
+def run_mcp_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    if args.mcp_command == "serve":
+        return _serve(args, env)
+    if args.mcp_command == "add":
+        return _add(args, env)
+    if args.mcp_command == "remove":
+        return _remove(args, env)
+    return _list(args, env)
+
+
+# --- list ---------------------------------------------------------------------
+
+
+def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    import trio
+
+    from gemini_split.client.mcp.sources import open_mcp_servers
+    from gemini_split.settings import load_settings
+
+    loaded = load_settings(env)
+    for line in loaded.warnings:
+        env.warn(line)
+    configs = loaded.merged.mcp_servers
+    if not configs:
+        print("No MCP servers configured.", file=env.stdout)
+        return ExitStatus.OK
+
+    async def probe() -> list[Any]:
+        async with open_mcp_servers(configs, cwd=env.cwd) as servers:
+            return servers.statuses()
+
+    statuses = trio.run(probe)
+    from gemini_split.ui.safe_text import visible  # model- and server-chosen text reaches a terminal
+
+    print("Configured MCP servers:\n", file=env.stdout)
+    for status in statuses:
+        mark = "✓" if status.state in ("ready", "stopped") else "✗"
+        state = f"Connected ({len(status.tools)} tools)" if status.state in ("ready", "stopped") else \
+            f"Disconnected: {status.error}"
+        print(visible(f"{mark} {status.name}: {status.target} ({status.transport}) - {state}"), file=env.stdout)
+        for tool in status.tools:
+            print(visible(f"    {tool}"), file=env.stdout)
+    return ExitStatus.OK
+
+
+# --- add / remove -----------------------------------------------------------------
+
+
+def _settings_path(scope: str, env: Environment) -> Path:
+    if scope == "user":
+        return env.config_dir / "settings.json"
+    return env.cwd / ".gemini" / "settings.json"
+
+
+def _read_for_edit(path: Path) -> tuple[dict[str, Any], bool]:
+    """The file's object as written (no ``$VAR`` expansion) and whether it
+    held comments (which a rewrite cannot keep)."""
+    from gemini_split.settings import strip_json_comments
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        return {}, False
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    stripped = strip_json_comments(text)
+    try:
+        data = json.loads(stripped) if stripped.strip() else {}
+    except ValueError as exc:
+        raise ConfigurationError(f"{path} is not valid JSON ({exc}); fix it before editing it with 'mcp'") from None
+    if not isinstance(data, dict):
+        raise ConfigurationError(f"{path} must hold a JSON object")
+    servers = data.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise ConfigurationError(f"{path}: key 'mcpServers' must be an object")
+    return data, stripped != text
+
+
+def _write(path: Path, data: dict[str, Any], had_comments: bool, env: Environment) -> None:
+    from gemini_split.files import replace_atomically
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if had_comments:
+        backup = path.with_name(path.name + ".bak")
+        replace_atomically(backup, path.read_bytes())
+        env.warn(f"gemini-split: {path} had comments, which JSON cannot keep; the original is in {backup}")
+    replace_atomically(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+
+
+def _split_list(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _add(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    if args.scope == "project" and _same(env.cwd, Path(env.environ.get("HOME") or Path.home())):
+        env.warn("gemini-split: use --scope user to edit settings in the home directory")
+        return ExitStatus.USAGE
+    entry: dict[str, Any]
+    if args.transport == "stdio":
+        env_vars: dict[str, str] = {}
+        for item in args.env:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                env.warn(f"gemini-split: -e {item!r}: expected KEY=VALUE")
+                return ExitStatus.USAGE
+            env_vars[key] = value
+        cmd_args = list(args.args)
+        if cmd_args[:1] == ["--"]:
+            cmd_args = cmd_args[1:]
+        entry = {"command": args.command_or_url, "args": cmd_args, "env": env_vars}
+    else:
+        headers: dict[str, str] = {}
+        for item in args.header:
+            key, sep, value = item.partition(":")
+            if not sep or not key.strip() or not value.strip():
+                env.warn(f"gemini-split: -H {item!r}: expected 'Name: value'")
+                return ExitStatus.USAGE
+            headers[key.strip()] = value.strip()
+        entry = {"url": args.command_or_url, "type": args.transport, "headers": headers}
+    optional = {"timeout": args.timeout, "trust": args.trust or None, "description": args.description,
+                "includeTools": _split_list(args.include_tools), "excludeTools": _split_list(args.exclude_tools)}
+    entry.update({k: v for k, v in optional.items() if v is not None})
+    entry = {k: v for k, v in entry.items() if v not in ({}, [])}
+
+    path = _settings_path(args.scope, env)
+    data, had_comments = _read_for_edit(path)
+    servers = data.setdefault("mcpServers", {})
+    existed = args.name in servers
+    servers[args.name] = entry
+    _write(path, data, had_comments, env)
+    verb = "updated in" if existed else "added to"
+    print(f'MCP server "{args.name}" {verb} {args.scope} settings ({path}). ({args.transport})', file=env.stdout)
+    return ExitStatus.OK
+
+
+def _remove(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    path = _settings_path(args.scope, env)
+    data, had_comments = _read_for_edit(path)
+    servers = data.get("mcpServers", {})
+    if args.name not in servers:
+        print(f'Server "{args.name}" not found in {args.scope} settings ({path}).', file=env.stdout)
+        return ExitStatus.ERROR
+    del servers[args.name]
+    _write(path, data, had_comments, env)
+    print(f'Server "{args.name}" removed from {args.scope} settings ({path}).', file=env.stdout)
+    return ExitStatus.OK
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+# --- serve ------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    import trio
+
+    from gemini_split.client.approval import ApprovalPolicy, parse_allowed_tools, parse_approval_mode
+    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.client.mcp import serve as mcp_serve
+    from gemini_split.client.tools.registry import default_tools
+    from gemini_split.client.workspace import Workspace
+
+    try:
+        mode = parse_approval_mode(args.approval_mode)
+        allowed = [entry for text in args.allowed_tools for entry in parse_allowed_tools(text)]
+        policy = ApprovalPolicy(mode, allowed)
+    except ValueError as exc:
+        env.warn(f"gemini-split: {exc}")
+        return ExitStatus.USAGE
+    workspace_dir = Path(args.workspace).expanduser() if args.workspace else env.cwd
+    if not workspace_dir.is_dir():
+        env.warn(f"gemini-split: --workspace {workspace_dir}: not a directory")
+        return ExitStatus.USAGE
+    executor = ToolExecutor(default_tools(), Workspace(workspace_dir), policy, asker=None)
+
+    if not args.http:
+        trio.run(mcp_serve.serve_stdio, executor)
+        return ExitStatus.OK
+
+    from gemini_split.commands.serve import _is_loopback  # one definition of 'loopback' for both servers
+    from gemini_split.server.auth import load_auth_config
+
+    host, port = _parse_host_port(args.http)
+    auth_path = args.auth_config or env.environ.get("GEMINI_AUTH_CONFIG")
+    authenticate = load_auth_config(auth_path) if auth_path else None
+    if authenticate is None and not _is_loopback(host) and not args.insecure_no_auth:
+        env.warn(f"gemini-split: refusing to serve MCP on {host} without --auth-config "
+                 "(only loopback addresses may go without tokens; --insecure-no-auth overrides)")
+        return ExitStatus.USAGE
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(lambda task_status: mcp_serve.serve_http(
+                executor, host, port, authenticate=authenticate, task_status=task_status))
+            for bind in binds:
+                env.warn(f"gemini-split: MCP on {bind}/mcp" + (" (bearer tokens required)" if authenticate else ""))
+
+    try:
+        trio.run(main)
+    except KeyboardInterrupt:
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.OK
+
+
+def _parse_host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ConfigurationError(f"--http {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8765")
+    return host, int(port)
+

@@ -117,7 +117,7 @@ async def test_a_stdio_server_gets_no_secrets_and_its_process_is_gone_after_exit
     os.environ["GEMINI_API_KEY_FOR_TEST_ONLY"] = "secret"
     try:
         with trio.fail_after(30):
-            async with open_mcp_servers(configs, cwd=tmp_path, start_timeout=5) as servers:
+            async with open_mcp_servers(configs, cwd=tmp_path, start_timeout=20) as servers:
                 assert servers.statuses()[0].state == "ready"
                 pid = int(pid_file.read_text())
                 os.kill(pid, 0)  # alive while we hold it

@@ -60,8 +60,8 @@ function _shtab_gemini_split_using
   test "$_shtab_gemini_split_cmdpath" = "$argv"
 end
 
-set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema'
-set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-models --allowed-tools --approval-mode --auth-config --ca --include-directories --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --server --tls-cert --tls-key --token --token-env --tool-timeout --workspace -i -m -o -p
+set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
+set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-models --allowed-tools --approval-mode --auth-config --ca --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --scope --server --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -130,3 +130,29 @@ complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_
 complete -c gemini-split -n '_shtab_gemini_split_using protocol' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using protocol; and test $_shtab_gemini_split_npos -eq 0' -a schema -d 'Print the JSON Schema (draft 2020-12) of every message a client or a server sends, generated from the message classes. $defs/ClientToServer and $defs/ServerToClient are the two directions.'
 complete -c gemini-split -n '_shtab_gemini_split_using protocol schema' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a mcp -d 'MCP servers configured in settings.json lend their tools to the model; '"'"'mcp serve'"'"' lends gemini-split'"'"'s tools to any MCP host.'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'configured servers, whether they start, and their tools'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp list' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp; and test $_shtab_gemini_split_npos -eq 0' -a add -d 'Add or replace an mcpServers entry, as '"'"'gemini mcp add'"'"' does.'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -s s -l scope -xka "project user" -d 'project: ./.gemini/settings.json (default); user: the user settings file'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -s t -l transport -xka "stdio sse http" -d 'default: stdio'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -s e -l env -x -d 'environment variable for a stdio server ($VAR references are kept as written)'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -s H -l header -x -d 'HTTP header for sse/http servers'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -l timeout -x -d 'request timeout in milliseconds (default 600000)'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -l trust -d 'run this server'"'"'s tools without asking'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -l description -x -d 'a note for '"'"'mcp list'"'"''
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -l include-tools -x -d 'only these tools of the server'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -l exclude-tools -x -d 'never these tools of the server'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp; and test $_shtab_gemini_split_npos -eq 0' -a remove -d 'remove a server from settings.json'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp remove' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp remove' -s s -l scope -xka "project user" -d scope
+complete -c gemini-split -n '_shtab_gemini_split_using mcp; and test $_shtab_gemini_split_npos -eq 0' -a serve -d 'Serve gemini-split'"'"'s tools (read_file, write_file, replace, list_directory, glob, grep_search, run_shell_command, web_fetch) to an MCP host, confined to the workspace. Calls that would need approval are refused unless the approval mode or --allowed-tools allows them.'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l workspace -xka "(__fish_complete_directories)" -d 'the directory the tools may use (default: here)'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l approval-mode -x -d 'default (read-only tools run, others refused), auto_edit (edits run too), yolo'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l allowed-tools -x -d 'run these without approval, e.g. '"'"'run_shell_command(git status)'"'"''
+complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l http -x -d 'streamable HTTP at http://HOST:PORT/mcp instead of stdio'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l auth-config -xka "(__fish_complete_path (commandline -ct))" -d '--http: tokens file (as for '"'"'serve'"'"'; default $GEMINI_AUTH_CONFIG); required unless HOST is loopback'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l insecure-no-auth -d '--http: allow a non-loopback address without tokens (not recommended)'

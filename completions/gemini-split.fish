@@ -61,7 +61,7 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-models --allowed-tools --approval-mode --auth-config --ca --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --scope --server --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -s -t
+set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --scope --server --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -79,6 +79,7 @@ complete -c gemini-split -n _shtab_gemini_split_using -l ca -xka "(__fish_comple
 complete -c gemini-split -n _shtab_gemini_split_using -l insecure -d 'do not verify the server'"'"'s TLS certificate (testing only)'
 complete -c gemini-split -n _shtab_gemini_split_using -l approval-mode -xka "default auto_edit yolo plan" -d 'default: ask before edits, shell and network; auto_edit: edits run; yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)'
 complete -c gemini-split -n _shtab_gemini_split_using -s y -l yolo -d 'shortcut for --approval-mode yolo'
+complete -c gemini-split -n _shtab_gemini_split_using -l allowed-mcp-server-names -x -d 'start only these MCP servers of settings.json (repeat or separate with commas)'
 complete -c gemini-split -n _shtab_gemini_split_using -l allowed-tools -x -d 'run these without asking, e.g. '"'"'run_shell_command(git status)'"'"'; repeat or separate with commas'
 complete -c gemini-split -n _shtab_gemini_split_using -l max-turns -x -d 'embedded mode: model calls allowed per prompt (default 100)'
 complete -c gemini-split -n _shtab_gemini_split_using -s d -l debug -d 'log details to stderr, with the context files and system instruction sent'

@@ -74,6 +74,9 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         exclude_tools=_tool_names("tools.exclude", s.tools.exclude) or (),
         model=resolve_model(args, env, s),
         loaded_settings=loaded,
+        mcp_servers=s.mcp_servers,
+        mcp_allowed=_mcp_allowed(args, s),
+        mcp_excluded=tuple(s.mcp.excluded),
     )
     if server is None:
         settings.embedded = embedded_service(args, env, loaded)
@@ -103,6 +106,15 @@ def resolve_include_dirs(args: argparse.Namespace, env: Environment, s: Settings
             if real not in found:
                 found.append(real)
     return tuple(found)
+
+
+def _mcp_allowed(args: argparse.Namespace, s: Settings) -> tuple[str, ...] | None:
+    """``--allowed-mcp-server-names`` (repeated or comma-separated), else
+    ``mcp.allowed``; None: every configured server may start."""
+    names = [n.strip() for value in getattr(args, "allowed_mcp_server_names", None) or [] for n in value.split(",")]
+    if any(names):
+        return tuple(n for n in names if n)
+    return tuple(s.mcp.allowed) if s.mcp.allowed is not None else None
 
 
 def resolve_model(args: argparse.Namespace, env: Environment, s: Settings) -> str | None:

@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="default: ask before edits, shell and network; auto_edit: edits run; "
                              "yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)")
     parser.add_argument("-y", "--yolo", action="store_true", help="shortcut for --approval-mode yolo")
+    parser.add_argument("--allowed-mcp-server-names", action="append", metavar="NAME",
+                        help="start only these MCP servers of settings.json (repeat or separate with commas)")
     parser.add_argument("--allowed-tools", action="append", default=[], metavar="TOOL",
                         help="run these without asking, e.g. 'run_shell_command(git status)'; "
                              "repeat or separate with commas")

@@ -148,6 +148,15 @@ class MCPServerSettings(_Section):
     exclude_tools: list[str] | None = None
 
 
+class MCPSettings(_Section):
+    """``mcp``: which configured servers may start."""
+
+    #: ``mcp.allowed``: only these server names (``--allowed-mcp-server-names`` wins).
+    allowed: list[str] | None = None
+    #: ``mcp.excluded``: never these server names.
+    excluded: list[str] = msgspec.field(default_factory=list)
+
+
 class GeminiSplitSettings(_Section):
     """gemini-split's own keys, under ``"geminiSplit"``."""
 
@@ -164,6 +173,7 @@ class Settings(_Section):
     tools: ToolsSettings = msgspec.field(default_factory=ToolsSettings)
     security: SecuritySettings = msgspec.field(default_factory=SecuritySettings)
     mcp_servers: dict[str, MCPServerSettings] = msgspec.field(default_factory=dict)
+    mcp: MCPSettings = msgspec.field(default_factory=MCPSettings)
     gemini_split: GeminiSplitSettings = msgspec.field(default_factory=GeminiSplitSettings)
 
     def context_file_names(self) -> list[str]:

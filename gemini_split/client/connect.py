@@ -138,6 +138,16 @@ async def open_mcp_tools(settings: ClientSettings, registry: ToolRegistry) -> As
         yield servers
 
 
+def mcp_failures(client: ProtocolClient) -> list[str]:
+    """One line per configured MCP server that failed to start, with control
+    characters made visible (a server's stderr is not ours to trust)."""
+    servers = getattr(client, "mcp_servers", None)
+    if servers is None:
+        return []
+    return [line.encode("unicode_escape").decode("ascii") if not line.isprintable() else line
+            for line in servers.failures()]
+
+
 async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """Serve this connection on a private loopback name, from the service in
     this process. The service (and its model) outlives the connection: its

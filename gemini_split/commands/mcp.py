@@ -100,7 +100,7 @@ def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
     configs = loaded.merged.mcp_servers
     if not configs:
         print("No MCP servers configured.", file=env.stdout)
-        return ExitStatus.OK
+        return ExitStatus.SUCCESS
 
     async def probe() -> list[Any]:
         async with open_mcp_servers(configs, cwd=env.cwd) as servers:
@@ -117,7 +117,7 @@ def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
         print(visible(f"{mark} {status.name}: {status.target} ({status.transport}) - {state}"), file=env.stdout)
         for tool in status.tools:
             print(visible(f"    {tool}"), file=env.stdout)
-    return ExitStatus.OK
+    return ExitStatus.SUCCESS
 
 
 # --- add / remove -----------------------------------------------------------------
@@ -209,7 +209,7 @@ def _add(args: argparse.Namespace, env: Environment) -> ExitStatus:
     _write(path, data, had_comments, env)
     verb = "updated in" if existed else "added to"
     print(f'MCP server "{args.name}" {verb} {args.scope} settings ({path}). ({args.transport})', file=env.stdout)
-    return ExitStatus.OK
+    return ExitStatus.SUCCESS
 
 
 def _remove(args: argparse.Namespace, env: Environment) -> ExitStatus:
@@ -222,7 +222,7 @@ def _remove(args: argparse.Namespace, env: Environment) -> ExitStatus:
     del servers[args.name]
     _write(path, data, had_comments, env)
     print(f'Server "{args.name}" removed from {args.scope} settings ({path}).', file=env.stdout)
-    return ExitStatus.OK
+    return ExitStatus.SUCCESS
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -259,7 +259,7 @@ def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     if not args.http:
         trio.run(mcp_serve.serve_stdio, executor)
-        return ExitStatus.OK
+        return ExitStatus.SUCCESS
 
     from gemini_split.commands.serve import _is_loopback  # one definition of 'loopback' for both servers
     from gemini_split.server.auth import load_auth_config
@@ -283,7 +283,7 @@ def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         trio.run(main)
     except KeyboardInterrupt:
         return ExitStatus.INTERRUPTED
-    return ExitStatus.OK
+    return ExitStatus.SUCCESS
 
 
 def _parse_host_port(text: str) -> tuple[str, int]:

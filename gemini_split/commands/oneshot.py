@@ -19,7 +19,7 @@ from gemini_split.app import hold_embedded, resolve_client_settings
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.protocol_client import ProtocolClient  # noqa: I001 (apart: fewer merge conflicts)
 from gemini_split.protocol import Attachment  # noqa: I001
-from gemini_split.client.connect import ClientSettings, open_client
+from gemini_split.client.connect import ClientSettings, mcp_failures, open_client
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
@@ -148,6 +148,8 @@ async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: 
             connected = client.connected
             assert connected is not None
             renderer.start(session_id=connected.session_id, model=model or connected.model, prompt=prompt)
+            for line in mcp_failures(client):
+                renderer.stderr.write(f"gemini-split: {line}\n")
             with trio.open_signal_receiver(signal.SIGINT) as interrupts:
                 async with trio.open_nursery() as nursery:
 

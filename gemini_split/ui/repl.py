@@ -42,7 +42,7 @@ from gemini_split._trio_util import single_exceptions
 from gemini_split.client.approval import ApprovalMode
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient
-from gemini_split.client.connect import ClientSettings, describe_connect_error, open_client
+from gemini_split.client.connect import ClientSettings, describe_connect_error, mcp_failures, open_client
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
@@ -497,6 +497,8 @@ class Repl:
         self.stats = SessionStats()
         self.pending_context.clear()  # it was for the old conversation
         self.settings, self.server_label = settings, label
+        for line in mcp_failures(client):
+            self.console.print(Text(line + " (see /mcp)", style="red"))
         if old is not None:
             old.cancel()
         return True

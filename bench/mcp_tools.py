@@ -19,6 +19,8 @@ Every figure is the median of ``--runs`` (default 5).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import sys
 import tempfile
@@ -60,6 +62,23 @@ async def _start(configs, cwd: Path) -> float:
     return elapsed
 
 
+async def _connected(home: Path, cwd: Path, script: Path) -> float:
+    """Seconds from nothing to a connected client (embedded, scripted model):
+    when the REPL shows its first prompt."""
+    from gemini_split.app import hold_embedded, resolve_client_settings
+    from gemini_split.cli import build_parser
+    from gemini_split.client.connect import open_client
+    from gemini_split.environment import Environment
+
+    env = Environment(environ={"PATH": os.environ["PATH"], "HOME": str(home), "GEMINI_SPLIT_HOME": str(home)}, cwd=cwd)
+    t0 = time.perf_counter()
+    settings = resolve_client_settings(build_parser().parse_args(["-m", f"scripted:{script}"]), env)
+    async with hold_embedded(settings), open_client(settings) as client:
+        elapsed = time.perf_counter() - t0
+        assert client.connected is not None
+    return elapsed
+
+
 async def _tool_round_trips(cwd: Path, runs: int) -> tuple[float, float]:
     (cwd / "small.txt").write_text("hello\n")
     registry = default_tools()
@@ -96,12 +115,24 @@ def main() -> None:
         import subprocess
 
         subprocess.run(["git", "init", "-q", str(cwd)], check=True)
+        script = cwd / "script.json"
+        script.write_text(json.dumps([{"text": "hi"}]))
+        bare, with_mcp = cwd / "bare", cwd / "with-mcp"
+        bare.mkdir()
+        with_mcp.mkdir()
+        (with_mcp / "settings.json").write_text(json.dumps({"mcpServers": {
+            name: {"command": c.command, "args": c.args} for name, c in three_servers(cwd).items()}}))
+        first_bare = statistics.median(trio.run(_connected, bare, cwd, script) for _ in range(args.runs))
+        first_mcp = statistics.median(trio.run(_connected, with_mcp, cwd, script) for _ in range(args.runs))
         one = statistics.median(trio.run(_start, {"time": _time_server("UTC")}, cwd) for _ in range(args.runs))
         three = statistics.median(trio.run(_start, three_servers(cwd), cwd) for _ in range(args.runs))
         builtin, mcp = trio.run(_tool_round_trips, cwd, args.runs)
     rows = [
         ("(a) 3 servers start vs 1 (≤ 1.5×)", f"{three:.2f} s vs {one:.2f} s = {three / one:.2f}×",
          "pass" if three <= 1.5 * one else "FAIL"),
+        ("(b) first prompt: 3 MCP servers vs none (≤ +0.5 s)",
+         f"{first_mcp:.3f} s vs {first_bare:.3f} s = +{first_mcp - first_bare:.3f} s",
+         "pass" if first_mcp - first_bare <= 0.5 else "FAIL"),
         ("(c) tool round trip: MCP vs built-in (report)", f"{mcp * 1000:.2f} ms vs {builtin * 1000:.2f} ms",
          f"+{(mcp - builtin) * 1000:.2f} ms"),
     ]

@@ -9,7 +9,7 @@ of it down on exit.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +72,13 @@ async def open_client(
     *,
     on_event: EventCallback | None = None,
     asker: Asker | None = None,
+    on_notice: Callable[[str], None] | None = None,
 ) -> AsyncIterator[ProtocolClient]:
     """A connected, handshaken client whose reader runs in the background.
+
+    MCP servers of ``settings`` start in the background: the connection
+    does not wait for them; the first prompt does (their tools join the
+    client's then), and ``on_notice`` gets one line per server that failed.
 
     Raises :class:`~gemini_split.transport.ConnectFailed` (or its
     subclasses) when the server cannot be reached or refuses us."""
@@ -85,14 +90,16 @@ async def open_client(
         asker,
     )
     with single_exceptions():
-        async with open_mcp_tools(settings, registry) as mcp, trio.open_nursery() as nursery:
+        async with open_mcp_tools(settings) as mcp, trio.open_nursery() as nursery:
             address = settings.server
             if address is None:
                 address = await nursery.start(_serve_embedded, settings.embedded)
             transport = get_transport(address)
             stream = await transport.open_connection(address, settings.connect)
             client = ProtocolClient(stream, executor, on_event=on_event)
-            client.mcp_servers = mcp
+            if mcp is not None:
+                client.mcp_servers = mcp
+                client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)
             try:
                 await client.handshake(token=settings.connect.token)
                 await nursery.start(client.run)
@@ -119,10 +126,10 @@ def _offered_tools(settings: ClientSettings) -> ToolRegistry:
 
 
 @asynccontextmanager
-async def open_mcp_tools(settings: ClientSettings, registry: ToolRegistry) -> AsyncIterator[Any]:
-    """The configured MCP servers, started in parallel, their tools added to
-    ``registry``; yields the :class:`~gemini_split.client.mcp.sources.McpServers`
-    (or None when none is configured, so the SDK is never imported)."""
+async def open_mcp_tools(settings: ClientSettings) -> AsyncIterator[Any]:
+    """The configured MCP servers, starting in parallel in the background:
+    yields their :class:`~gemini_split.client.mcp.sources.McpServers` at
+    once (None when none is configured, so the SDK is never imported)."""
     if not settings.mcp_servers:
         yield None
         return
@@ -130,22 +137,33 @@ async def open_mcp_tools(settings: ClientSettings, registry: ToolRegistry) -> As
 
     async with open_mcp_servers(
         settings.mcp_servers, cwd=settings.workspace,
-        allowed=settings.mcp_allowed, excluded=settings.mcp_excluded,
+        allowed=settings.mcp_allowed, excluded=settings.mcp_excluded, wait=False,
     ) as servers:
-        for tool in servers.tools():
-            if tool.name not in settings.exclude_tools:
-                registry.register(tool)
         yield servers
 
 
-def mcp_failures(client: ProtocolClient) -> list[str]:
-    """One line per configured MCP server that failed to start, with control
-    characters made visible (a server's stderr is not ours to trust)."""
-    servers = getattr(client, "mcp_servers", None)
-    if servers is None:
-        return []
-    return [line.encode("unicode_escape").decode("ascii") if not line.isprintable() else line
-            for line in servers.failures()]
+def _joining_mcp_tools(
+    client: ProtocolClient, servers: Any, exclude: tuple[str, ...], on_notice: Callable[[str], None] | None,
+) -> Callable[[], Awaitable[None]]:
+    """What ``client`` awaits before its first prompt: the MCP servers
+    started (or failed), their tools in its registry and announced."""
+    joined = False
+
+    async def join() -> None:
+        nonlocal joined
+        if joined:
+            return
+        await servers.wait_started()
+        joined = True
+        for tool in servers.tools():
+            if tool.name not in exclude and client.executor.registry.get(tool.name) is None:
+                client.executor.registry.register(tool)
+        for line in servers.failures():
+            if on_notice is not None:
+                on_notice(line)
+        await client.announce_tools()
+
+    return join
 
 
 async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

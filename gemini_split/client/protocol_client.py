@@ -142,6 +142,12 @@ class ProtocolClient:
         self._replies: dict[str, tuple[trio.Event, list[ServerEvent]]] = {}
         self._closed_reason: str | None = None
         self._send_lock = trio.Lock()
+        #: Awaited before each prompt is sent: tools that join late (MCP
+        #: servers still starting when the connection opened) join here.
+        self.before_turn: Callable[[], Awaitable[None]] | None = None
+        #: The MCP servers lending tools to this client
+        #: (:class:`~gemini_split.client.mcp.sources.McpServers`), if any.
+        self.mcp_servers: Any = None
 
     # --- connection ----------------------------------------------------------
 
@@ -171,8 +177,13 @@ class ProtocolClient:
             raise HandshakeFailed(f"the server refused the connection: {message.message}", code=message.code)
         assert isinstance(message, Connected)
         self.connected = message
-        await self._send(ToolDiscovery(tools=self.executor.registry.specs()))
+        await self.announce_tools()
         return message
+
+    async def announce_tools(self) -> None:
+        """Tell the server which tools this client offers now
+        (``tool_discovery``; a later one replaces the earlier)."""
+        await self._send(ToolDiscovery(tools=self.executor.registry.specs()))
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Read the server's messages until the connection ends. Tool calls
@@ -196,6 +207,8 @@ class ProtocolClient:
                        attachments: tuple[Attachment, ...] = ()) -> TurnOutcome:
         """Send a prompt (with ``attachments`` as inline data) and wait until
         the server finishes it (or fails). Events reach ``on_event`` meanwhile."""
+        if self.before_turn is not None:
+            await self.before_turn()
         request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments))
         turn = _Turn(request.id)
         self._turn = turn

@@ -19,7 +19,8 @@ from gemini_split.app import hold_embedded, resolve_client_settings
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.protocol_client import ProtocolClient  # noqa: I001 (apart: fewer merge conflicts)
 from gemini_split.protocol import Attachment  # noqa: I001
-from gemini_split.client.connect import ClientSettings, mcp_failures, open_client
+from gemini_split.client.connect import ClientSettings, open_client
+from gemini_split.ui.safe_text import visible
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
@@ -144,12 +145,12 @@ def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> Exit
 async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: str, model: str | None) -> ExitStatus:
     interrupted = False
     try:
-        async with hold_embedded(settings), open_client(settings, on_event=renderer.on_event) as client:
+        async with hold_embedded(settings), open_client(
+                settings, on_event=renderer.on_event,
+                on_notice=lambda line: renderer.stderr.write(f"gemini-split: {visible(line)}\n")) as client:
             connected = client.connected
             assert connected is not None
             renderer.start(session_id=connected.session_id, model=model or connected.model, prompt=prompt)
-            for line in mcp_failures(client):
-                renderer.stderr.write(f"gemini-split: {line}\n")
             with trio.open_signal_receiver(signal.SIGINT) as interrupts:
                 async with trio.open_nursery() as nursery:
 

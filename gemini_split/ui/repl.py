@@ -42,7 +42,7 @@ from gemini_split._trio_util import single_exceptions
 from gemini_split.client.approval import ApprovalMode
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient
-from gemini_split.client.connect import ClientSettings, describe_connect_error, mcp_failures, open_client
+from gemini_split.client.connect import ClientSettings, describe_connect_error, open_client
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
@@ -206,6 +206,10 @@ class Repl:
 
     def print_usage(self, text: str) -> None:
         self.console.print(Text(text, style="yellow"))
+
+    def print_notice(self, text: str) -> None:
+        """A line from elsewhere (an MCP server's failure): shown, never obeyed."""
+        self.console.print(Text(visible(text), style="red"))
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -497,8 +501,7 @@ class Repl:
         self.stats = SessionStats()
         self.pending_context.clear()  # it was for the old conversation
         self.settings, self.server_label = settings, label
-        for line in mcp_failures(client):
-            self.console.print(Text(line + " (see /mcp)", style="red"))
+
         if old is not None:
             old.cancel()
         return True
@@ -508,7 +511,8 @@ class Repl:
         started = False
         try:
             with trio.CancelScope() as scope:
-                async with open_client(settings, on_event=self._on_event, asker=self.asker) as client:
+                async with open_client(settings, on_event=self._on_event, asker=self.asker,
+                                       on_notice=self.print_notice) as client:
                     task_status.started((client, scope))
                     started = True
                     await trio.sleep_forever()

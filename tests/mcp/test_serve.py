@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -13,7 +12,8 @@ import pytest
 import trio
 
 pytestmark = pytest.mark.timeout(90)
-EXE = shutil.which("gemini-split") or "gemini-split"
+#: The program as an MCP host would spawn it (this interpreter, so no PATH is needed).
+GS = [sys.executable, "-m", "gemini_split"]
 
 
 def _text(result) -> str:
@@ -50,7 +50,7 @@ async def _exercise(client, workspace) -> None:
 async def test_the_sdk_client_uses_mcp_serve_over_stdio(workspace):
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=EXE, args=["mcp", "serve", "--workspace", str(workspace)],
+    params = StdioServerParameters(command=GS[0], args=[*GS[1:], "mcp", "serve", "--workspace", str(workspace)],
                                    env={"PATH": os.environ["PATH"]})
     with trio.fail_after(60):
         async with Client(params) as client:
@@ -60,8 +60,8 @@ async def test_the_sdk_client_uses_mcp_serve_over_stdio(workspace):
 async def test_shell_chaining_is_refused_exactly_as_for_the_model(workspace):
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=EXE, args=[
-        "mcp", "serve", "--workspace", str(workspace), "--allowed-tools", "run_shell_command(echo)"])
+    params = StdioServerParameters(command=GS[0], args=[
+        *GS[1:], "mcp", "serve", "--workspace", str(workspace), "--allowed-tools", "run_shell_command(echo)"])
     with trio.fail_after(60):
         async with Client(params) as client:
             ok = await client.call_tool("run_shell_command", {"command": "echo fine"})
@@ -74,7 +74,7 @@ async def test_shell_chaining_is_refused_exactly_as_for_the_model(workspace):
 
 
 def _start_http(workspace, *extra: str, env=None):
-    proc = subprocess.Popen([EXE, "mcp", "serve", "--workspace", str(workspace), "--http", "127.0.0.1:0", *extra],
+    proc = subprocess.Popen([*GS, "mcp", "serve", "--workspace", str(workspace), "--http", "127.0.0.1:0", *extra],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     line = proc.stderr.readline()
@@ -110,7 +110,7 @@ async def test_the_sdk_client_uses_mcp_serve_over_http_with_a_bearer_token(works
 
 
 def test_mcp_serve_refuses_a_non_loopback_address_without_tokens(workspace):
-    result = subprocess.run([EXE, "mcp", "serve", "--http", "0.0.0.0:0", "--workspace", str(workspace)],
+    result = subprocess.run([*GS, "mcp", "serve", "--http", "0.0.0.0:0", "--workspace", str(workspace)],
                             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert result.returncode == 2
     assert "without --auth-config" in result.stderr

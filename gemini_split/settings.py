@@ -196,6 +196,9 @@ class SettingsFile:
     #: The file's object after ``$VAR`` expansion (empty when absent).
     raw: dict[str, Any]
     exists: bool
+    #: Lines for the user about parts of this file left out (a malformed
+    #: ``mcpServers`` entry: the rest of the settings still apply).
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass
@@ -232,7 +235,7 @@ def load_settings(env: Environment, cwd: Path | None = None, *, trust: bool | No
     if not _same_path(cwd, _home(e)) and not _same_path(project_path, user_path):
         project = _read("project", project_path, e)
 
-    warnings: list[str] = []
+    warnings: list[str] = [line for f in (defaults, user, system) for line in f.warnings]
     outer = _convert(_merge(defaults.raw, user.raw, system.raw), "the merged system and user settings")
     trusted = trust if trust is not None else is_folder_trusted(cwd, env, enabled=outer.security.folder_trust.enabled)
     layers = [defaults, user, project, system] if trusted else [defaults, user, system]
@@ -241,6 +244,8 @@ def load_settings(env: Environment, cwd: Path | None = None, *, trust: bool | No
             f"gemini-split: ignoring {project_path}: this folder is not trusted. Trust it with "
             f"GEMINI_CLI_TRUST_WORKSPACE=true or in {env.config_dir / TRUSTED_FOLDERS_FILE_NAME}."
         )
+    if trusted:
+        warnings.extend(project.warnings)
     merged = _convert(_merge(*(layer.raw for layer in layers)), "the merged settings")
     return LoadedSettings(merged, [defaults, user, project, system], trusted, warnings)
 
@@ -279,8 +284,32 @@ def _read(scope: Any, path: Path, environ: Mapping[str, str]) -> SettingsFile:
     if raw is None:
         return SettingsFile(scope, path, {}, False)
     raw = expand_env_vars(raw, environ)
+    left_out = _drop_bad_mcp_servers(raw, path)
     _convert(raw, str(path))  # check this file alone, so its errors name it
-    return SettingsFile(scope, path, raw, True)
+    return SettingsFile(scope, path, raw, True, left_out)
+
+
+def _drop_bad_mcp_servers(raw: dict[str, Any], path: Path) -> tuple[str, ...]:
+    """Remove from ``raw`` the ``mcpServers`` entries that do not fit the
+    schema, and say so (file, key, why): one broken server entry must not
+    stop gemini-split, nor the other servers."""
+    servers = raw.get("mcpServers")
+    if servers is None:
+        return ()
+    if not isinstance(servers, dict):
+        del raw["mcpServers"]
+        return (f"gemini-split: {path}: key mcpServers: expected an object of servers; no MCP servers from it",)
+    lines = []
+    for name, value in list(servers.items()):
+        try:
+            msgspec.convert(value, MCPServerSettings)
+        except msgspec.ValidationError as exc:
+            del servers[name]
+            message, _, at = str(exc).partition(" - at `$")
+            key = f"mcpServers.{name}{at.rstrip('`')}"
+            lines.append(f"gemini-split: {path}: key {key}: {message[:1].lower()}{message[1:]}; "
+                         "this MCP server is left out")
+    return tuple(lines)
 
 
 def _read_json_object(path: Path) -> dict[str, Any] | None:

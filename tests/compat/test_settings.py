@@ -82,7 +82,6 @@ def test_comment_stripping_keeps_positions():
     ('{"model": {"maxSessionTurns": "ten"}}', "key model.maxSessionTurns: expected `int`, got `str`"),
     ('{"general": {"defaultApprovalMode": "sometimes"}}', "key general.defaultApprovalMode"),
     ('{"context": {"fileName": 3}}', "key context.fileName"),
-    ('{"mcpServers": {"s": {"args": "not-a-list"}}}', "key mcpServers.s.args"),
     ('{"model": {\n  "name": "x",,\n}}', ":2:15: not valid JSON"),
     ('["a list"]', "must hold a JSON object"),
     ("\xff\xfe", "not UTF-8"),
@@ -97,6 +96,18 @@ def test_a_bad_file_is_reported_with_file_and_key(box, content, expected):
         _load(box)
     assert str(path) in str(info.value)
     assert expected in str(info.value)
+
+
+def test_a_bad_mcp_server_entry_is_left_out_with_a_warning_naming_file_and_key(box):
+    """One broken MCP server must not stop gemini-split (issue 16): its entry
+    is dropped, the file's other keys and servers still apply."""
+    box.user_settings('{"model": {"name": "gemini-2.5-pro"}, '
+                      '"mcpServers": {"s": {"args": "not-a-list"}, "ok": {"command": "x"}}}')
+    loaded = _load(box)
+    assert loaded.merged.model.name == "gemini-2.5-pro"
+    assert list(loaded.merged.mcp_servers) == ["ok"]
+    (warning,) = loaded.warnings
+    assert str(box.config_dir / "settings.json") in warning and "key mcpServers.s.args" in warning
 
 
 def test_an_untrusted_project_is_ignored_with_a_warning(box):

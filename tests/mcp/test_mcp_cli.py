@@ -84,12 +84,18 @@ def test_allowed_mcp_server_names_keeps_only_those_servers(tmp_path):
     assert "other" not in result.stderr
 
 
-def test_a_malformed_settings_file_names_file_and_key(tmp_path):
-    home = _home_with(tmp_path, {"time": {"command": 42}})
+def test_a_malformed_server_entry_is_named_and_left_out_and_the_rest_still_runs(tmp_path):
+    home = _home_with(tmp_path, {
+        "broken": {"command": 42},
+        "time": {"command": sys.executable, "args": ["-m", "mcp_server_time"]},
+    })
     with FakeGemini(script=[{"text": "hi"}], api_key=API_KEY) as fake:
         result = run_cli(["-p", "hi"], cwd=tmp_path, fake=fake, env_extra={"GEMINI_SPLIT_HOME": str(home)})
-    assert "settings.json" in result.stderr and "mcpServers" in result.stderr and "command" in result.stderr
+    assert result.returncode == 0, result.stderr
+    assert str(home / "settings.json") in result.stderr
+    assert "key mcpServers.broken.command: expected `str | null`, got `int`" in result.stderr and "left out" in result.stderr
     assert "Traceback" not in result.stderr
+    assert "mcp_time_get_current_time" in _declared(fake)
 
 
 def test_mcp_add_list_remove_edit_settings_json_like_gemini_cli(tmp_path):

@@ -55,6 +55,11 @@ class PtyProcess:
         self._mark = 0  # expect() searches from here
         self.exit_status: int | None = None
 
+    def resize(self, rows: int, cols: int) -> None:
+        """Change the terminal's size, as a window manager does (the kernel
+        sends the program SIGWINCH)."""
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
     @property
     def text(self) -> str:
         """Everything the program wrote, escape sequences removed."""

@@ -84,3 +84,34 @@ def test_a_fast_stream_shows_each_block_once_and_code_without_padding(start_repl
     raw_lines = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", repl.raw).split("\n")
     code = [line for line in raw_lines if "value_05 = x" in line]
     assert code and all(not line.rstrip("\r").endswith(" ") for line in code), code
+
+
+def test_resizing_during_a_stream_and_at_the_prompt_leaves_no_stray_lines(start_repl):  # noqa: F811
+    text = _answer(12)
+    repl = start_repl([{"text": text, "chunks": 200, "chunk_delay": 0.01}], rows=ROWS, cols=COLS)
+    screen = pyte.HistoryScreen(COLS, ROWS, history=5000)
+    stream = pyte.Stream(screen)
+    stream.feed(repl.raw)
+    fed = len(repl.raw)
+    ask(repl, "report")
+    repl.expect(r"Paragraph 03 says")
+    for cols in (80, 100):  # narrower, then back, while the answer streams
+        repl.drain(0.1)
+        stream.feed(repl.raw[fed:])
+        fed = len(repl.raw)
+        repl.resize(ROWS, cols)
+        screen.resize(ROWS, cols)
+    repl.expect(r"tokens: ")
+    repl.expect(PROMPT)
+    repl.resize(ROWS, 90)  # and at the prompt
+    repl.drain(0.5)
+    stream.feed(repl.raw[fed:])
+    screen.resize(ROWS, 90)
+    stream.feed("")
+    display = [line.rstrip() for line in screen.display]
+    toolbars = [line for line in display if " · approval " in line]
+    assert len(toolbars) == 1, "\n".join(display)
+    assert display[-1] == toolbars[0], "\n".join(display)  # the toolbar is the bottom line
+    transcript = [*("".join(line[x].data for x in sorted(line)) for line in screen.history.top), *display]
+    assert not _repeated(transcript), "\n".join(transcript)
+    assert sum("The end." in line for line in transcript) == 1

@@ -13,7 +13,7 @@ _shtab_gemini_split_protocol_subparsers=(schema)
 _shtab_gemini_split_mcp_subparsers=(list add remove serve)
 _shtab_gemini_split_subparsers=(serve server completions protocol mcp)
 
-_shtab_gemini_split_serve_option_strings=(-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --allowed-models --max-turns --debug)
+_shtab_gemini_split_serve_option_strings=(-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --allowed-models --max-turns --state-dir --replay-capacity --session-ttl --debug)
 _shtab_gemini_split_server_list_option_strings=(-h --help --names)
 _shtab_gemini_split_server_add_option_strings=(-h --help --token --token-env --ca --insecure)
 _shtab_gemini_split_server_remove_option_strings=(-h --help)
@@ -34,6 +34,7 @@ _shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prom
 _shtab_gemini_split_serve___auth_config_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_serve___tls_cert_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_serve___tls_key_COMPGEN=_shtab_compgen_files
+_shtab_gemini_split_serve___state_dir_COMPGEN=_shtab_compgen_dirs
 _shtab_gemini_split_server_add___ca_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_server_remove_pos_0_COMPGEN=_gemini_split_profiles
 _shtab_gemini_split_server_status_pos_0_COMPGEN=_gemini_split_profiles

@@ -61,7 +61,7 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --scope --server --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -s -t
+set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --replay-capacity --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -100,6 +100,9 @@ complete -c gemini-split -n '_shtab_gemini_split_using serve' -l tool-timeout -x
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -s m -l model -x -d 'default model for sessions (default: $GEMINI_MODEL or gemini-2.5-flash)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l allowed-models -x -d 'comma-separated models (or patterns such as gemini-2.5-*) clients may ask for (default: any valid model name; the default model always)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l max-turns -x -d 'model calls allowed per prompt (default 100)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l state-dir -xka "(__fish_complete_directories)" -d 'where sessions are kept, so clients can resume them after a cut or a restart (default: $GEMINI_SPLIT_HOME/sessions, i.e. ~/.gemini/sessions; '"'"':memory:'"'"' keeps them in this process only)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l replay-capacity -x -d 'events kept per session for resuming clients (default 2000)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l session-ttl -x -d 'drop sessions idle for longer than this: 90s, 30m, 12h, 7d (default 7d)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l debug -d 'log details to stderr'
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a server -d 'Manage server profiles, the names --server and the REPL'"'"'s /server connect accept. They live in servers.json in $GEMINI_SPLIT_HOME or ~/.gemini (mode 0600: it may hold tokens).'
 complete -c gemini-split -n '_shtab_gemini_split_using server' -s h -l help -d 'show this help message and exit'

@@ -326,10 +326,15 @@ def embedded_service(args: argparse.Namespace, env: Environment, loaded: LoadedS
     model_name, model = open_model(
         resolve_model(args, env, s), env, missing_key_hint=", or use --server to reach a server that has one."
     )
+    from gemini_split.server.store import open_store
+
     config = ServerConfig(model=model_name)
     if max_turns:
         config.max_turns = max_turns
-    return AgentService(model, config)
+    # The same store and place as `serve`: a REPL conversation outlives the
+    # process too. Not exclusive: several REPLs may run at once.
+    store = open_store(env.config_dir / "sessions", replay_capacity=config.replay_capacity)
+    return AgentService(model, config, store=store)
 
 
 @asynccontextmanager

@@ -63,3 +63,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is None:
             continue
         item.add_marker(pytest.mark.trio(run=_run_with_deadline(_deadline_for(item))), append=False)
+
+
+@pytest.fixture(autouse=True)
+def _private_home(tmp_path_factory, monkeypatch):
+    """Every test gets its own HOME: the session store (``~/.gemini/sessions``),
+    profiles and history of one test never meet another's, nor the user's,
+    nor those of a test run going on beside this one (a ``serve`` locks its
+    state directory)."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GEMINI_SPLIT_HOME", raising=False)

@@ -33,14 +33,16 @@ def _env(**extra):
 
 
 @contextmanager
-def daemon(tmp_path, fake, *args, env_extra=None):
-    """A running ``gemini-split serve``; yields ``(process, address)``."""
+def daemon(tmp_path, fake, *args, env_extra=None, **popen):
+    """A running ``gemini-split serve``; yields ``(process, address)``.
+    ``popen``: more ``subprocess.Popen`` arguments."""
     server_dir = tmp_path / "server"
     server_dir.mkdir(exist_ok=True)
     env = _env(GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=fake.url, **(env_extra or {}))
     proc = subprocess.Popen(
         [sys.executable, "-m", "gemini_split", "serve", "--listen", "127.0.0.1:0", *args],
         cwd=server_dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        **popen,
     )
     try:
         deadline = time.monotonic() + 20

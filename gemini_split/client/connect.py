@@ -18,8 +18,9 @@ from typing import Any
 import trio
 
 from gemini_split._trio_util import single_exceptions
+from gemini_split.errors import GeminiSplitError
 from gemini_split.exit_status import ExitStatus, exit_status_for
-from gemini_split.transport import AuthenticationFailed, ConnectOptions, ServeOptions, get_transport
+from gemini_split.transport import AuthenticationFailed, ConnectFailed, ConnectOptions, ServeOptions, get_transport
 
 from .approval import ApprovalMode, ApprovalPolicy, Asker
 from .executor import ToolExecutor
@@ -171,6 +172,10 @@ async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_I
     this process. The service (and its model) outlives the connection: its
     owner closes it."""
     transport = get_transport("loopback:")
+    try:
+        await service.open_store()
+    except GeminiSplitError as exc:  # the session store: a one-line reason naming the file
+        raise ConnectFailed(f"cannot start the embedded server: {exc}") from None
     await transport.serve(
         "loopback:", service.handle_connection,
         ServeOptions(max_message_size=service.config.max_message_size),

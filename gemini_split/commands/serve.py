@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+from pathlib import Path
 from typing import Any
 
 from gemini_split.environment import Environment
@@ -19,6 +20,12 @@ from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus
 
 log = logging.getLogger("gemini_split.serve")
+
+# Mirrors gemini_split.server.store (not imported here: --help stays fast).
+DEFAULT_REPLAY_CAPACITY = 2000
+DEFAULT_SESSION_TTL = 7 * 24 * 3600.0
+#: Seconds between two sweeps of idle sessions.
+EXPIRY_INTERVAL = 3600.0
 
 DEFAULT_PORT = 8080
 #: Seconds running sessions get to wind down on shutdown.
@@ -66,6 +73,15 @@ def add_serve_parser(commands: Any) -> None:
                         "for (default: any valid model name; the default model always)")
     p.add_argument("--max-turns", dest="serve_max_turns", type=int, metavar="N",
                    help="model calls allowed per prompt (default 100)")
+    sessions = p.add_argument_group("sessions")
+    sessions.add_argument("--state-dir", metavar="DIR",
+                          help="where sessions are kept, so clients can resume them after a cut or a "
+                               "restart (default: $GEMINI_SPLIT_HOME/sessions, i.e. ~/.gemini/sessions; "
+                               "':memory:' keeps them in this process only)")
+    sessions.add_argument("--replay-capacity", type=_positive_int, default=DEFAULT_REPLAY_CAPACITY, metavar="N",
+                          help=f"events kept per session for resuming clients (default {DEFAULT_REPLAY_CAPACITY})")
+    sessions.add_argument("--session-ttl", type=parse_duration, default=DEFAULT_SESSION_TTL, metavar="DURATION",
+                          help="drop sessions idle for longer than this: 90s, 30m, 12h, 7d (default 7d)")
     # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="log details to stderr")
 
@@ -105,7 +121,8 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         scheme = "wss" if args.tls_cert else "ws"
         address = f"{scheme}://{_bracket(host)}:{port}"
 
-    config = ServerConfig(model=model_name, tool_timeout=args.tool_timeout, max_message_size=args.max_message_size)
+    config = ServerConfig(model=model_name, tool_timeout=args.tool_timeout, max_message_size=args.max_message_size,
+                          replay_capacity=args.replay_capacity)
     if args.serve_max_turns:
         config.max_turns = args.serve_max_turns
     if args.allowed_models:
@@ -126,24 +143,77 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         logging.getLogger("gemini_split").setLevel(logging.INFO)
     from gemini_split.server.service import AgentService
 
-    service = AgentService(model, config, authenticate=authenticate)
+    from gemini_split.server.store import StoreError, open_store
+
+    # A stdio server is one process per connection (often spawned over ssh):
+    # several may share the directory, so only a listening server locks it.
+    store = open_store(state_dir(args.state_dir, env), replay_capacity=args.replay_capacity,
+                       exclusive=not args.stdio)
+    service = AgentService(model, config, authenticate=authenticate, store=store)
     options.health = service.health
     try:
         with single_exceptions():
-            trio.run(_serve, service, address, options, env)
+            trio.run(_serve, service, address, options, env, args.session_ttl)
     except TransportError as exc:
         env.warn(f"gemini-split serve: cannot serve {address}: {exc}")
+        return ExitStatus.ERROR
+    except StoreError as exc:
+        env.warn(f"gemini-split serve: {exc}")
         return ExitStatus.ERROR
     return ExitStatus.SUCCESS
 
 
-async def _serve(service: Any, address: str, options: Any, env: Environment) -> None:
+def state_dir(value: str | None, env: Environment) -> str:
+    """``--state-dir``, or ``sessions/`` under ``GEMINI_SPLIT_HOME``."""
+    if value:
+        return value if value == ":memory:" else str(Path(value).expanduser())
+    return str(env.config_dir / "sessions")
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``12h``, ``7d`` → seconds."""
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 90s, 30m, 12h, 7d)") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than zero")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+async def _expire_sessions(store: Any, ttl: float) -> None:
+    import time
+
+    import trio
+
+    while True:
+        gone = await store.expire(time.time() - ttl)
+        if gone:
+            log.info("dropped %d session(s) idle for more than %gs", len(gone), ttl)
+        await trio.sleep(EXPIRY_INTERVAL)
+
+
+async def _serve(service: Any, address: str, options: Any, env: Environment, session_ttl: float) -> None:
     import trio
 
     from gemini_split.transport import get_transport
 
     transport = get_transport(address)
     try:
+        # Before listening: a bad state directory must stop us, not a client.
+        await service.open_store()
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
 
@@ -165,6 +235,7 @@ async def _serve(service: Any, address: str, options: Any, env: Environment) -> 
                         return
 
                 nursery.start_soon(stop_on_signal)
+                nursery.start_soon(_expire_sessions, service.store, session_ttl)
     finally:
         with trio.CancelScope(shield=True):
             await service.aclose()

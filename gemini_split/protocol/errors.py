@@ -26,6 +26,9 @@ class ErrorCode(StrEnum):
     BUSY = "busy"
     INVALID_REQUEST = "invalid_request"
     REPLAY_UNAVAILABLE = "replay_unavailable"
+    UNKNOWN_SESSION = "unknown_session"
+    INTERRUPTED = "interrupted"
+    STORAGE_ERROR = "storage_error"
     TURN_LIMIT = "turn_limit"
     CANCELLED = "cancelled"
     # The model side.

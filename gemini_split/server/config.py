@@ -42,7 +42,7 @@ class ServerConfig:
     outbox_limit: int = 1000
     #: Events kept per session for replay to a reconnecting client, and the
     #: bytes of JSON they may take together.
-    replay_capacity: int = 10_000
+    replay_capacity: int = 2000
     replay_bytes: int = DEFAULT_MAX_MESSAGE_SIZE
     #: Characters of delta text a session holds unsent before its model
     #: stream waits for a slow client.

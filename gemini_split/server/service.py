@@ -45,6 +45,8 @@ from gemini_split.transport import (
 from .config import ServerConfig
 from .model import Model
 from .session import Session
+from .store import SessionStore, StoreError
+from .store.memory import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -57,19 +59,33 @@ class AgentService:
     ``authenticate`` checks the ``hello`` token on transports that did not
     authenticate the connection themselves (None: no auth)."""
 
-    def __init__(self, model: Model, config: ServerConfig, *, authenticate: Authenticator | None = None):
+    def __init__(self, model: Model, config: ServerConfig, *, authenticate: Authenticator | None = None,
+                 store: SessionStore | None = None):
         self.model = model
         self.config = config
         self.authenticate = authenticate
+        #: Where sessions are kept; opened and closed by whoever runs the
+        #: service (``serve``, embedded mode).
+        self.store = store if store is not None else MemoryStore(replay_capacity=config.replay_capacity)
+        self._store_opened = False
         self.sessions: dict[str, Session] = {}
         self._streams: dict[str, MessageStream] = {}
         self.shutting_down = False
 
+    async def open_store(self) -> None:
+        """Open the session store, once (later calls return at once).
+        Raises :class:`~gemini_split.server.store.StoreError` naming the
+        file when it cannot be used."""
+        if not self._store_opened:
+            await self.store.open()
+            self._store_opened = True
+
     async def aclose(self) -> None:
         """Close the model this service owns (its HTTP client and TLS
-        context). Idempotent; the owner calls it once, after the last
-        connection."""
+        context) and the session store (what is queued is written first).
+        Idempotent; the owner calls it once, after the last connection."""
         await self.model.aclose()
+        await self.store.aclose()
 
     async def __aenter__(self) -> AgentService:
         return self
@@ -116,7 +132,13 @@ class AgentService:
             if principal is None:
                 await _send_fatal(stream, conn, ErrorCode.UNAUTHORIZED, "missing or invalid token")
                 return
-        session = Session(model=self.model, config=self.config, principal=principal)
+        session = Session(model=self.model, config=self.config, principal=principal, store=self.store)
+        try:
+            await session.persist_new()
+        except StoreError as exc:
+            log.error("cannot open a session: %s", exc)
+            await _send_fatal(stream, ErrorCode.STORAGE_ERROR, f"the server cannot store a new session: {exc}")
+            return
         self.sessions[session.id] = session
         self._streams[session.id] = stream
         log.info("session %s opened for %s (%s)", session.id, _who(principal), stream.peer)
@@ -200,10 +222,10 @@ async def _write_events(stream: MessageStream, conn: Connection, session: Sessio
     """
     try:
         while True:
-            batch = await session.outbox.take()
+            batch = [session.log.append(stamp(event)) for event in await session.outbox.take()]
+            session.log_sent(batch)
             started = trio.current_time()
-            for event in batch:
-                event, text = session.log.append(stamp(event))
+            for event, text in batch:
                 try:
                     conn.send(event, text=text)
                 except LocalProtocolError:
@@ -212,7 +234,7 @@ async def _write_events(stream: MessageStream, conn: Connection, session: Sessio
                     continue
                 await stream.send(text)
             spent = trio.current_time() - started
-            if spent > 0 and isinstance(batch[-1], _DELTAS):  # a stream is under way
+            if spent > 0 and isinstance(batch[-1][0], _DELTAS):  # a stream is under way
                 await trio.sleep(min(GATHER_FACTOR * spent, GATHER_LIMIT))
     except (ConnectionClosed, ConnectionBroken):
         scope.cancel()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,8 +47,14 @@ from .config import ServerConfig
 from .model import Model, ModelAuthError, ModelError
 from .model_names import ModelNameRefused, check_model_name
 from .outbox import Outbox
+from .store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
+from .store.memory import MemoryStore
 
 log = logging.getLogger(__name__)
+
+#: The owner of sessions opened without authentication (embedded mode, a
+#: loopback server without tokens).
+LOCAL_OWNER = "local"
 
 
 @dataclass
@@ -69,10 +76,15 @@ class Session:
     """Create with the server's model and config; call :meth:`run` in a
     nursery (via ``nursery.start``) before handing it messages."""
 
-    def __init__(self, *, model: Model, config: ServerConfig, principal: Principal | None = None):
+    def __init__(self, *, model: Model, config: ServerConfig, principal: Principal | None = None,
+                 store: SessionStore | None = None):
         self.id = "s-" + secrets.token_hex(8)
         self.resume_token = secrets.token_urlsafe(24)
         self.principal = principal
+        self.owner = principal.user_id if principal is not None else LOCAL_OWNER
+        self.store = store if store is not None else MemoryStore()
+        self.title = ""
+        self.turns = 0
         self.model = model
         self.config = config
         self.model_name = config.model
@@ -85,6 +97,19 @@ class Session:
         self._nursery: trio.Nursery | None = None
 
     # --- lifetime ------------------------------------------------------------
+
+    async def persist_new(self) -> None:
+        """Record this new session in the store (raises StoreError)."""
+        now = time.time()
+        await self.store.create(SessionRecord(
+            id=self.id, owner=self.owner, token_hash=hash_token(self.resume_token),
+            created=now, updated=now, model=self.model_name,
+        ))
+
+    def log_sent(self, events: list[tuple[ServerEvent, str]]) -> None:
+        """Hand numbered events, as encoded for the wire, to the store's
+        event log (batched off the hot path)."""
+        self.store.append_events(self.id, [StoredEvent(e.seq or 0, e.request_id, text) for e, text in events])
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Own the session's request tasks until cancelled."""
@@ -183,6 +208,12 @@ class Session:
     async def _run_request(self, request: GenerateContentRequest, active: _ActiveRequest) -> None:
         run = AgentRun(request_id=request.id, model_name=self.model_name, history=self.history, tools=list(self.tools))
         error: tuple[ErrorCode, str] | None = None
+        if not self.title:
+            self.title = make_title(request.prompt)
+        try:
+            await self.store.set_running(self.id, request.id, updated=time.time())
+        except StoreError as exc:
+            self._storage_failed(request.id, exc)
         try:
             with active.scope:
                 try:
@@ -206,11 +237,29 @@ class Session:
             self._active = None
         if active.scope.cancelled_caught and active.stopped_because is not None:
             error = active.stopped_because
+        self.turns += 1
+        try:
+            # Durable before finished is sent: a client that saw finished
+            # can always resume this history.
+            with trio.CancelScope(shield=True):
+                await self.store.save_turn(self.id, history=self.history, updated=time.time(), turns=self.turns,
+                                           title=self.title, model=self.model_name)
+        except StoreError as exc:
+            self._storage_failed(request.id, exc)
         if error is not None:
             self.emit_nowait(Error(request_id=request.id, in_reply_to=request.id, code=error[0].value, message=error[1]))
         else:
             reason = "cancelled" if active.scope.cancelled_caught else "stop"
             self.emit_nowait(Finished(request_id=request.id, usage=run.usage, turns=run.turns, reason=reason))
+
+    def _storage_failed(self, request_id: str, exc: StoreError) -> None:
+        log.error("session %s: %s", self.id, exc)
+        # No request_id: this does not end the request, which goes on.
+        self.emit_nowait(Error(
+            code=ErrorCode.STORAGE_ERROR.value, fatal=False,
+            message=f"the server could not save this session ({exc}); it goes on in memory, "
+                    "but will not survive a server restart",
+        ))
 
     async def _call_tool(self, request_id: str, name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         """Ask the client to run a tool; wait for its answer or the timeout."""

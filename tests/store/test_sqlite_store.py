@@ -1,0 +1,162 @@
+"""What only the SQLite backend has: a file, a lock, a disk that fills up,
+a process that is killed."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import trio
+
+from gemini_split.server.store import StoreError, StoreLocked, open_store
+from gemini_split.server.store.sqlite import DB_NAME
+
+from .test_store_contract import events, record
+
+
+def _child(code: str, *args: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+WRITER = """
+    import sys, time, trio
+    from gemini_split.server.store import open_store, SessionRecord, StoredEvent, hash_token
+    async def main():
+        store = open_store(sys.argv[1], exclusive=True)
+        await store.open()
+        await store.create(SessionRecord(id="s-k", owner="alice", token_hash=hash_token("t"),
+                                         created=time.time(), updated=time.time()))
+        store.append_events("s-k", [StoredEvent(i, "r-1", '{"type":"text_delta"}') for i in range(1, 101)])
+        await store.save_turn("s-k", history=[{"role": "user", "parts": [{"text": "kept"}]}],
+                              updated=time.time(), turns=1)
+        await store.set_running("s-k", "r-2", updated=time.time())
+        print("saved", flush=True)
+        await trio.sleep_forever()
+    trio.run(main)
+"""
+
+
+async def test_a_saved_turn_survives_sigkill_and_the_running_request_is_remembered(tmp_path):
+    state = tmp_path / "state"
+    child = _child(WRITER, str(state))
+    try:
+        with trio.fail_after(15):
+            line = await trio.to_thread.run_sync(child.stdout.readline)
+        assert line == "saved\n", child.stderr.read()
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    store = open_store(state, exclusive=True)  # the dead process's lock is gone with it
+    with trio.fail_after(10):
+        await store.open()
+        try:
+            got = await store.get("s-k")
+            assert got.history == [{"role": "user", "parts": [{"text": "kept"}]}]
+            assert got.running_request == "r-2"
+            assert [e.seq for e in await store.events_after("s-k", 0)] == list(range(1, 101))
+        finally:
+            await store.aclose()
+
+
+async def test_a_second_server_on_the_same_directory_is_refused(tmp_path):
+    first = open_store(tmp_path, exclusive=True)
+    with trio.fail_after(10):
+        await first.open()
+        try:
+            second = open_store(tmp_path, exclusive=True)
+            with pytest.raises(StoreLocked, match=rf"{tmp_path} is in use by another gemini-split serve \(pid {os.getpid()}\)"):
+                await second.open()
+            # an embedded client (not exclusive) may still read it
+            reader = open_store(tmp_path)
+            await reader.open()
+            await reader.aclose()
+        finally:
+            await first.aclose()
+        again = open_store(tmp_path, exclusive=True)
+        await again.open()
+        await again.aclose()
+
+
+@pytest.mark.parametrize("content", [b"this is not a database at all\n" * 100, b"SQLite format 3\x00" + b"\xff" * 4000])
+async def test_a_corrupt_database_is_a_one_line_error_naming_the_file_and_stays_untouched(tmp_path, content):
+    db = tmp_path / DB_NAME
+    db.write_bytes(content)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    store = open_store(tmp_path, exclusive=True)
+    with trio.fail_after(10), pytest.raises(StoreError) as caught:
+        await store.open()
+    message = str(caught.value)
+    assert str(db) in message and "\n" not in message
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([DB_NAME, "serve.lock"])
+    # and the lock was released: the next attempt fails the same way, not "in use"
+    with trio.fail_after(10), pytest.raises(StoreError, match="database"):
+        await open_store(tmp_path, exclusive=True).open()
+
+
+async def test_another_programs_database_is_refused(tmp_path):
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    conn.execute("CREATE TABLE notes (x)")
+    conn.commit()
+    conn.close()
+    with trio.fail_after(10), pytest.raises(StoreError, match="not a gemini-split session database"):
+        await open_store(tmp_path).open()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+async def test_an_unreadable_database_is_reported(tmp_path):
+    store = open_store(tmp_path)
+    await store.open()
+    await store.aclose()
+    (tmp_path / DB_NAME).chmod(0)
+    with trio.fail_after(10), pytest.raises(StoreError, match=f"{tmp_path / DB_NAME}.*permission denied"):
+        await open_store(tmp_path).open()
+
+
+FILLER = """
+    import resource, sys, time, trio
+    from gemini_split.server.store import open_store, SessionRecord, StoredEvent, StoreError, hash_token
+    async def main():
+        store = open_store(sys.argv[1])
+        await store.open()
+        await store.create(SessionRecord(id="s-f", owner="a", token_hash=hash_token("t"),
+                                         created=time.time(), updated=time.time()))
+        await store.flush()
+        # From now on no file may grow past 256 KiB: the disk is "full".
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, resource.RLIM_INFINITY))
+        big = "x" * 4096
+        seq = 0
+        for _ in range(200):
+            store.append_events("s-f", [StoredEvent(seq + i, None, big) for i in range(1, 11)])
+            seq += 10
+        try:
+            await store.save_turn("s-f", history=[], updated=time.time(), turns=1)
+            print("no error")
+        except StoreError as exc:
+            print("error:", exc)
+        print("write_error:", store.write_error is not None)
+        # The store stays usable for what fits.
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        await store.save_turn("s-f", history=[{"role": "user", "parts": [{"text": "ok"}]}], updated=time.time(), turns=2)
+        print("after:", (await store.get("s-f")).turns, store.write_error is None)
+        await store.aclose()
+    trio.run(main)
+"""
+
+
+def test_a_full_disk_is_a_store_error_and_the_store_recovers(tmp_path):
+    child = _child(FILLER, str(tmp_path))
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"error: {tmp_path / DB_NAME}: cannot write the session database"), out
+    assert lines[1:] == ["write_error: True", "after: 2 True"], out

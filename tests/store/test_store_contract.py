@@ -1,0 +1,187 @@
+"""The contract every session-store backend keeps (see
+``gemini_split/server/store/__init__.py``).
+
+Each test runs once per backend: a new backend (Redis, …) adds one entry to
+``BACKENDS`` and must pass every test here unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from gemini_split.server.store import (
+    SessionRecord,
+    SessionStore,
+    StoredEvent,
+    hash_token,
+    make_title,
+    open_store,
+    token_matches,
+)
+
+CAPACITY = 50
+
+
+def _memory(tmp_path: Path) -> SessionStore:
+    return open_store(":memory:", replay_capacity=CAPACITY)
+
+
+def _sqlite(tmp_path: Path) -> SessionStore:
+    return open_store(tmp_path / "state", replay_capacity=CAPACITY)
+
+
+BACKENDS: dict[str, Callable[[Path], SessionStore]] = {"memory": _memory, "sqlite": _sqlite}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def store(request, tmp_path) -> AsyncIterator[SessionStore]:
+    s = BACKENDS[request.param](tmp_path)
+    with trio.fail_after(10):
+        await s.open()
+    try:
+        yield s
+    finally:
+        with trio.fail_after(10):
+            await s.aclose()
+
+
+def record(sid: str = "s-1", owner: str = "alice", *, updated: float | None = None, token: str = "tok") -> SessionRecord:
+    now = time.time() if updated is None else updated
+    return SessionRecord(id=sid, owner=owner, token_hash=hash_token(token), created=now, updated=now,
+                         model="m", title="t")
+
+
+def events(start: int, stop: int, request_id: str | None = "r-1") -> list[StoredEvent]:
+    return [StoredEvent(seq, request_id, f'{{"type":"text_delta","seq":{seq}}}') for seq in range(start, stop + 1)]
+
+
+async def test_a_created_session_reads_back_as_written(store):
+    with trio.fail_after(5):
+        r = record()
+        r.history = [{"role": "user", "parts": [{"text": "héllo ✓"}]}]
+        r.approval = {"mode": "yolo"}
+        await store.create(r)
+        got = await store.get("s-1")
+    assert got == r
+
+
+async def test_an_unknown_id_is_none(store):
+    with trio.fail_after(5):
+        assert await store.get("s-nope") is None
+        assert await store.events_after("s-nope", 0) is None
+        assert await store.delete("s-nope") is False
+
+
+async def test_sessions_are_listed_per_owner_newest_first(store):
+    with trio.fail_after(5):
+        await store.create(record("s-old", updated=100.0))
+        await store.create(record("s-new", updated=300.0))
+        await store.create(record("s-mid", updated=200.0))
+        await store.create(record("s-bob", owner="bob", updated=400.0))
+        mine = await store.list_sessions("alice")
+        assert [s.id for s in mine] == ["s-new", "s-mid", "s-old"]
+        assert [s.id for s in await store.list_sessions("bob")] == ["s-bob"]
+        assert await store.list_sessions("carol") == []
+
+
+async def test_save_turn_replaces_history_and_moves_the_session_up(store):
+    with trio.fail_after(5):
+        await store.create(record("s-a", updated=100.0))
+        await store.create(record("s-b", updated=200.0))
+        history = [{"role": "user", "parts": [{"text": "hi"}]}, {"role": "model", "parts": [{"text": "yo"}]}]
+        await store.save_turn("s-a", history=history, updated=300.0, turns=1, title="hi", model="gemini-x")
+        got = await store.get("s-a")
+        assert (got.history, got.turns, got.title, got.model, got.updated) == (history, 1, "hi", "gemini-x", 300.0)
+        assert [s.id for s in await store.list_sessions("alice")] == ["s-a", "s-b"]
+        # title and model are kept when not given
+        await store.save_turn("s-a", history=history * 2, updated=301.0, turns=2)
+        got = await store.get("s-a")
+        assert (got.title, got.model, got.turns, len(got.history)) == ("hi", "gemini-x", 2, 4)
+
+
+async def test_a_running_request_is_remembered_until_the_turn_is_saved(store):
+    with trio.fail_after(5):
+        await store.create(record())
+        await store.set_running("s-1", "r-7", updated=time.time())
+        assert (await store.get("s-1")).running_request == "r-7"
+        await store.save_turn("s-1", history=[], updated=time.time(), turns=1)
+        assert (await store.get("s-1")).running_request is None
+
+
+async def test_appended_events_are_read_back_in_order_without_a_flush(store):
+    with trio.fail_after(5):
+        await store.create(record())
+        store.append_events("s-1", events(1, 3))
+        store.append_events("s-1", events(4, 10))
+        got = await store.events_after("s-1", 0)
+        assert [e.seq for e in got] == list(range(1, 11))
+        assert got[0] == events(1, 1)[0]
+        assert [e.seq for e in await store.events_after("s-1", 7)] == [8, 9, 10]
+        assert await store.events_after("s-1", 10) == []
+        assert [e.seq for e in await store.events_after("s-1", 2, limit=3)] == [3, 4, 5]
+        assert (await store.get("s-1")).last_seq == 10
+
+
+async def test_events_beyond_capacity_are_dropped_and_a_gap_is_reported(store):
+    with trio.fail_after(5):
+        await store.create(record())
+        last = 3 * CAPACITY
+        for start in range(1, last, 10):
+            store.append_events("s-1", events(start, start + 9))
+        await store.flush()
+        kept = await store.events_after("s-1", last - CAPACITY)
+        assert [e.seq for e in kept] == list(range(last - CAPACITY + 1, last + 1))
+        assert await store.events_after("s-1", last - CAPACITY - 1) is None
+        assert await store.events_after("s-1", 0) is None
+
+
+async def test_events_are_kept_apart_per_session(store):
+    with trio.fail_after(5):
+        await store.create(record("s-a"))
+        await store.create(record("s-b"))
+        store.append_events("s-a", events(1, 3))
+        store.append_events("s-b", events(1, 2, request_id="r-b"))
+        assert [e.request_id for e in await store.events_after("s-b", 0)] == ["r-b", "r-b"]
+        assert len(await store.events_after("s-a", 0)) == 3
+
+
+async def test_delete_removes_the_session_and_its_events(store):
+    with trio.fail_after(5):
+        await store.create(record())
+        store.append_events("s-1", events(1, 5))
+        assert await store.delete("s-1") is True
+        assert await store.get("s-1") is None
+        assert await store.events_after("s-1", 0) is None
+        assert await store.list_sessions("alice") == []
+
+
+async def test_idle_sessions_expire(store):
+    with trio.fail_after(5):
+        await store.create(record("s-idle", updated=1000.0))
+        await store.create(record("s-busy", updated=5000.0))
+        store.append_events("s-idle", events(1, 3))
+        assert await store.expire(idle_before=2000.0) == ["s-idle"]
+        assert await store.get("s-idle") is None
+        assert await store.get("s-busy") is not None
+
+
+async def test_the_store_keeps_a_hash_of_the_resume_token_never_the_token(store):
+    with trio.fail_after(5):
+        token = "secret-resume-token-123"
+        await store.create(record(token=token))
+        got = await store.get("s-1")
+    assert token not in repr(got)
+    assert token_matches(token, got.token_hash)
+    assert not token_matches("secret-resume-token-124", got.token_hash)
+    assert not token_matches(None, got.token_hash)
+
+
+def test_titles_are_the_first_line_shortened():
+    assert make_title("  fix   the bug\nin foo.py") == "fix the bug"
+    long = make_title("word " * 40)
+    assert len(long) <= 60 and long.endswith("…")

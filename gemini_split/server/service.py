@@ -45,7 +45,7 @@ from gemini_split.transport import (
 from .config import ServerConfig
 from .model import Model
 from .session import Session
-from .store import SessionStore, StoreError
+from .store import SessionStore
 from .store.memory import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -133,12 +133,6 @@ class AgentService:
                 await _send_fatal(stream, conn, ErrorCode.UNAUTHORIZED, "missing or invalid token")
                 return
         session = Session(model=self.model, config=self.config, principal=principal, store=self.store)
-        try:
-            await session.persist_new()
-        except StoreError as exc:
-            log.error("cannot open a session: %s", exc)
-            await _send_fatal(stream, ErrorCode.STORAGE_ERROR, f"the server cannot store a new session: {exc}")
-            return
         self.sessions[session.id] = session
         self._streams[session.id] = stream
         log.info("session %s opened for %s (%s)", session.id, _who(principal), stream.peer)

@@ -85,6 +85,9 @@ class Session:
         self.store = store if store is not None else MemoryStore()
         self.title = ""
         self.turns = 0
+        #: Whether the store has this session yet: it is written at its
+        #: first request (a connection that never prompts leaves nothing).
+        self.persisted = False
         self.model = model
         self.config = config
         self.model_name = config.model
@@ -98,8 +101,8 @@ class Session:
 
     # --- lifetime ------------------------------------------------------------
 
-    async def persist_new(self) -> None:
-        """Record this new session in the store (raises StoreError)."""
+    async def _persist(self) -> None:
+        """Record this session in the store (raises StoreError)."""
         now = time.time()
         await self.store.create(SessionRecord(
             id=self.id, owner=self.owner, token_hash=hash_token(self.resume_token),
@@ -211,6 +214,9 @@ class Session:
         if not self.title:
             self.title = make_title(request.prompt)
         try:
+            if not self.persisted:
+                await self._persist()
+                self.persisted = True
             await self.store.set_running(self.id, request.id, updated=time.time())
         except StoreError as exc:
             self._storage_failed(request.id, exc)

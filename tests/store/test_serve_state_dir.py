@@ -10,6 +10,8 @@ import sqlite3
 import subprocess
 import sys
 
+import pytest
+
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from ..test_serve_e2e import API_KEY, _env, client, daemon
@@ -23,6 +25,7 @@ def _rows(db, query):
         conn.close()
 
 
+@pytest.mark.timeout(90)
 def test_a_turn_through_serve_is_stored_with_its_history_and_events(tmp_path):
     state = tmp_path / "state"
     with FakeGemini(script=[{"text": "Hello from the model.", "chunks": 4}], api_key=API_KEY) as fake, \
@@ -46,6 +49,7 @@ def test_a_turn_through_serve_is_stored_with_its_history_and_events(tmp_path):
     assert texts[-1]["type"] == "finished"
 
 
+@pytest.mark.timeout(90)
 def test_serve_keeps_sessions_under_gemini_split_home_by_default(tmp_path):
     home = tmp_path / "home"
     with FakeGemini(api_key=API_KEY) as fake, \
@@ -62,6 +66,7 @@ def _serve(tmp_path, *args, timeout=30):
     )
 
 
+@pytest.mark.timeout(90)
 def test_a_corrupt_state_database_stops_serve_with_one_line_and_is_left_alone(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
@@ -75,6 +80,7 @@ def test_a_corrupt_state_database_stops_serve_with_one_line_and_is_left_alone(tm
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.timeout(90)
 def test_a_second_serve_on_the_same_state_dir_is_refused(tmp_path):
     state = tmp_path / "state"
     with FakeGemini(api_key=API_KEY) as fake, daemon(tmp_path, fake, "--state-dir", str(state)) as (first, _):
@@ -86,6 +92,7 @@ def test_a_second_serve_on_the_same_state_dir_is_refused(tmp_path):
         )
 
 
+@pytest.mark.timeout(90)
 def test_a_full_disk_is_an_error_to_the_client_and_the_turn_still_completes(tmp_path):
     state = tmp_path / "state"
     text = "".join(f"line {i:05d} of a long answer\n" for i in range(20_000))  # ~600 kB of events

@@ -43,6 +43,7 @@ WRITER = """
 """
 
 
+@pytest.mark.timeout(40)
 async def test_a_saved_turn_survives_sigkill_and_the_running_request_is_remembered(tmp_path):
     state = tmp_path / "state"
     child = _child(WRITER, str(state))
@@ -153,6 +154,7 @@ FILLER = """
 """
 
 
+@pytest.mark.timeout(60)
 def test_a_full_disk_is_a_store_error_and_the_store_recovers(tmp_path):
     child = _child(FILLER, str(tmp_path))
     out, err = child.communicate(timeout=30)

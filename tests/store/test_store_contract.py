@@ -179,6 +179,10 @@ async def test_the_store_keeps_a_hash_of_the_resume_token_never_the_token(store)
     assert token_matches(token, got.token_hash)
     assert not token_matches("secret-resume-token-124", got.token_hash)
     assert not token_matches(None, got.token_hash)
+    with trio.fail_after(5):
+        await store.set_token_hash("s-1", hash_token("a-new-token"))
+        got = await store.get("s-1")
+    assert token_matches("a-new-token", got.token_hash) and not token_matches(token, got.token_hash)
 
 
 def test_titles_are_the_first_line_shortened():

@@ -21,6 +21,7 @@ What every backend must guarantee
    committed.
 2. **Durability of turns.** When :meth:`~SessionStore.create`,
    :meth:`~SessionStore.save_turn`, :meth:`~SessionStore.set_running`,
+   :meth:`~SessionStore.set_token_hash`,
    :meth:`~SessionStore.delete` or :meth:`~SessionStore.flush` return, what
    they wrote survives the process being killed (SIGKILL). The server sends
    ``finished`` only after ``save_turn`` has returned.
@@ -175,6 +176,10 @@ class SessionStore(ABC):
     @abstractmethod
     async def set_running(self, session_id: str, request_id: str | None, *, updated: float) -> None:
         """Record that a request started (or that none runs). Durable."""
+
+    @abstractmethod
+    async def set_token_hash(self, session_id: str, token_hash: str) -> None:
+        """Replace the session's resume token (its hash). Durable."""
 
     @abstractmethod
     def append_events(self, session_id: str, events: Sequence[StoredEvent]) -> None:

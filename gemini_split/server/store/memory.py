@@ -65,6 +65,11 @@ class MemoryStore(SessionStore):
             record.running_request = request_id
             record.updated = updated
 
+    async def set_token_hash(self, session_id: str, token_hash: str) -> None:
+        record = self._sessions.get(session_id)
+        if record is not None:
+            record.token_hash = token_hash
+
     def append_events(self, session_id: str, events: Sequence[StoredEvent]) -> None:
         log = self._events.get(session_id)
         record = self._sessions.get(session_id)

@@ -261,6 +261,12 @@ class SQLiteStore(SessionStore):
 
         await self._call(do)
 
+    async def set_token_hash(self, session_id: str, token_hash: str) -> None:
+        def do(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE sessions SET token_hash = ? WHERE id = ?", (token_hash, session_id))
+
+        await self._call(do)
+
     def append_events(self, session_id: str, events: Sequence[StoredEvent]) -> None:
         if events:
             self._queue.put(("events", session_id, events))

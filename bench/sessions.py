@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 
-from gemini_split.client.session import ClientSettings, open_client  # noqa: E402
+from gemini_split.client.connect import ClientSettings, open_client  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from serve import API_KEY, FakeGeminiProcess, die_with_parent  # noqa: E402  (bench/serve.py)

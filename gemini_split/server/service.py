@@ -69,7 +69,8 @@ class AgentService:
         self.store = store if store is not None else MemoryStore(replay_capacity=config.replay_capacity)
         self._store_opened = False
         self.sessions: dict[str, Session] = {}
-        self._streams: dict[str, MessageStream] = {}
+        #: The connection of each session: its stream and protocol state.
+        self._streams: dict[str, tuple[MessageStream, Connection]] = {}
         self.shutting_down = False
 
     async def open_store(self) -> None:
@@ -113,11 +114,11 @@ class AgentService:
         with trio.move_on_after(grace):
             while any(s.busy for s in self.sessions.values()):
                 await trio.sleep(0.05)
-            for session in list(self.sessions.values()):
-                session.reply_error(ErrorCode.SHUTTING_DOWN, "the server is shutting down", fatal=True)
             await trio.sleep(0.1)  # let writers flush the last events
-        for stream in list(self._streams.values()):
-            await stream.aclose("server shutting down")
+        # Said to each connection, not logged in its session: a client that
+        # resumes on the restarted server must not replay it.
+        for stream, conn in list(self._streams.values()):
+            await _send_fatal(stream, conn, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
 
     async def handle_connection(self, stream: MessageStream) -> None:
         """Serve one connection until it closes. Never raises for the peer's
@@ -134,7 +135,7 @@ class AgentService:
                 return
         session = Session(model=self.model, config=self.config, principal=principal, store=self.store)
         self.sessions[session.id] = session
-        self._streams[session.id] = stream
+        self._streams[session.id] = (stream, conn)
         log.info("session %s opened for %s (%s)", session.id, _who(principal), stream.peer)
         try:
             async with trio.open_nursery() as nursery:
@@ -238,7 +239,7 @@ async def _send_fatal(stream: MessageStream, conn: Connection, code: ErrorCode, 
                       *, in_reply_to: str | None = None) -> None:
     try:
         await stream.send(conn.send(stamp(Error(code=code.value, message=text, fatal=True, in_reply_to=in_reply_to))))
-    except (ConnectionClosed, ConnectionBroken):
+    except (ConnectionClosed, ConnectionBroken, LocalProtocolError):
         pass
     await stream.aclose(text)
 

@@ -1,8 +1,9 @@
 """The WebSocket transport: ``ws://HOST:PORT`` and ``wss://HOST:PORT``.
 
-One protocol message per WebSocket text frame. The server is trio-websocket
-behind a small HTTP front; the client drives wsproto itself (see
-:mod:`.client` for why). Registered through the ``gemini_split.transports``
+One protocol message per WebSocket text frame. Both ends drive wsproto (the
+sans-IO WebSocket engine) from Trio: the server behind a small HTTP front
+(:mod:`.front`) with one reader task per connection (:mod:`.connection`), the
+client from its calling tasks (see :mod:`.client` for why). Registered through the ``gemini_split.transports``
 entry points ``ws`` and ``wss`` like any third-party transport.
 
 Server rules, applied to every connection before any handler runs
@@ -20,6 +21,17 @@ Origin (403)
     ``127.0.0.0/8``, ``[::1]``) passes. So a web page elsewhere cannot drive
     a user's browser into a local daemon.
 
+Malformed requests (400, 414, 431)
+    Garbage, or Content-Length with Transfer-Encoding → 400; a request line
+    over 8 KiB → 414; a request head over 16 KiB → 431 — however the bytes
+    arrive, and before any auth.
+
+Failed tokens (429 + Retry-After)
+    Per client address (IPv6: per /64), 10 wrong tokens may fail at once,
+    then one more every 6 s; meanwhile that address's upgrades are refused
+    with 429 and ``Retry-After`` before any token is checked. Correct tokens
+    spend nothing; other addresses are never slowed.
+
 Token (401)
     When ``options.authenticate`` is set, the token is taken from
     ``Authorization: Bearer TOKEN``, else from an ``?auth=TOKEN`` query
@@ -32,9 +44,16 @@ Per-user cap (429)
     are counted and one over the cap is refused. Without auth nothing is
     counted.
 
+Frames (RFC 6455)
+    A frame that breaks the protocol gets a close frame with its code, then
+    the TCP close: 1002 (unmasked, RSV bits, reserved opcode, stray
+    continuation, fragmented or >125-byte control frame, bad close code),
+    1007 (text that is not UTF-8). One log line says why; never a traceback.
+
 Limits
-    A message over ``max_message_size`` closes that connection with 1009 and
-    a logged reason; the handler's ``receive`` raises MessageTooLarge (the
+    A message over ``max_message_size`` closes that connection with 1009 —
+    decided on the frame header, before its payload is read — and a logged
+    reason; the handler's ``receive`` raises MessageTooLarge (the
     client's raises ConnectionBroken with code 1009). Every
     ``keepalive_interval`` seconds the server pings; no pong within
     ``keepalive_timeout`` drops the connection, so the handler's next call
@@ -54,8 +73,9 @@ Closing
 
 ``ServeOptions.extra`` may set ``handshake_timeout`` (10 s: time to send the
 request), ``close_timeout`` (2 s: wait for the peer's close answer, also the
-grace a cancelled send gets to finish its frame) and ``message_queue_size``
-(8 incoming messages held for a handler not receiving). ``ConnectOptions.extra``
+grace a cancelled send gets to finish its frame), ``message_queue_size``
+(8 incoming messages held for a handler not receiving),
+``auth_failure_burst`` (10) and ``auth_failure_refill_per_second`` (1/6). ``ConnectOptions.extra``
 may set ``headers`` (extra upgrade-request headers), ``stall_timeout`` (60 s)
 and ``close_timeout``.
 """
@@ -91,7 +111,7 @@ class WebSocketTransport(Transport):
         *,
         task_status: Any = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        # Imported here so a client never pays for trio-websocket.
+        # Imported here so a client never pays for the server's modules.
         from .server import serve
 
         await serve(address, handler, options, task_status=task_status)

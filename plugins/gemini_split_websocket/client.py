@@ -2,8 +2,8 @@
 
 :class:`gemini_split.transport.Transport.open_connection` returns a stream, not
 a context manager, so there is no nursery a background reader task could live
-in (trio-websocket's client needs one). Rather than hide an unowned task, the
-client drives wsproto — the protocol engine trio-websocket is built on — from
+in. Rather than hide an unowned task, the client drives wsproto (the sans-IO
+WebSocket engine the server uses too) from
 the calling tasks, as :class:`trio.SSLStream` does TLS: ``receive`` reads the
 socket and answers pings and close frames as it goes; ``send`` writes. The
 consequence to know: **pings are answered while a task is in receive()**. A
@@ -118,6 +118,7 @@ async def _read_handshake_answer(
     wire: FrameSafeStream, ws: WSConnection, where: WebSocketAddress, options: ConnectOptions
 ) -> None:
     status: int | None = None
+    retry_after: str | None = None
     body = bytearray()
     while True:
         try:
@@ -126,13 +127,14 @@ async def _read_handshake_answer(
                     return
                 if isinstance(event, RejectConnection):
                     status = event.status_code
+                    retry_after = _header(event.headers, b"retry-after")
                     if not event.has_body:
-                        raise _refusal(where, status, b"", options)
+                        raise _refusal(where, status, b"", options, retry_after)
                 elif isinstance(event, RejectData):
                     if len(body) < MAX_REFUSAL_BODY:
                         body += event.data
                     if event.body_finished:
-                        raise _refusal(where, status or 0, bytes(body), options)
+                        raise _refusal(where, status or 0, bytes(body), options, retry_after)
         except RemoteProtocolError as exc:
             raise ConnectFailed(
                 f"{where.public} did not answer as a WebSocket server ({exc})"
@@ -140,7 +142,7 @@ async def _read_handshake_answer(
         data = await wire.receive_some(RECEIVE_SIZE)
         if not data:
             if status is not None:
-                raise _refusal(where, status, bytes(body), options)
+                raise _refusal(where, status, bytes(body), options, retry_after)
             raise ConnectFailed(
                 f"{where.public} closed the connection during the WebSocket handshake"
                 f"{_tls_hint(where)}"
@@ -148,8 +150,19 @@ async def _read_handshake_answer(
         ws.receive_data(data)
 
 
+def _header(headers: object, name: bytes) -> str | None:
+    for key, value in headers or ():  # type: ignore[attr-defined]
+        if bytes(key).lower() == name:
+            return bytes(value).decode("latin-1").strip()
+    return None
+
+
 def _refusal(
-    where: WebSocketAddress, status: int, body: bytes, options: ConnectOptions
+    where: WebSocketAddress,
+    status: int,
+    body: bytes,
+    options: ConnectOptions,
+    retry_after: str | None = None,
 ) -> ConnectFailed:
     detail = body.decode("utf-8", "replace").strip()[:300]
     said = f": {detail}" if detail else ""
@@ -166,6 +179,12 @@ def _refusal(
     if status == 403:
         return AuthenticationFailed(
             f"server refused the connection (HTTP 403{said}) at {where.public}"
+        )
+    if status == 429 and retry_after is not None:
+        return AuthenticationFailed(
+            f"server refused the connection (HTTP 429{said}) at {where.public}: too many "
+            f"wrong tokens came from this address; wait {retry_after}s, and check --token / "
+            "GEMINI_SERVER_TOKEN"
         )
     if status == 429:
         return ConnectFailed(
@@ -321,6 +340,15 @@ class ClientStream(MessageStream):
         if isinstance(event, Ping):
             await self._write(event.response())
         elif isinstance(event, CloseConnection):
+            if self._ws.state is ConnectionState.OPEN:
+                # wsproto reports a frame that broke the protocol this way:
+                # fail the connection with its code (RFC 6455 §7.1.7).
+                try:
+                    await self._write(CloseConnection(code=event.code, reason=truncate_close_reason(event.reason or "")))
+                except (ConnectionClosed, ConnectionBroken):
+                    pass
+                await trio.aclose_forcefully(self._wire)
+                raise self._end(f"the server broke the WebSocket protocol: {event.reason}", event.code)
             if self._ws.state is ConnectionState.REMOTE_CLOSING:
                 try:
                     await self._write(event.response())

@@ -2,13 +2,16 @@
 WebSocket upgrade.
 
 Every TCP connection starts here. The request head is parsed with h11 (the
-HTTP/1.1 parser wsproto itself uses) and kept byte for byte, so a WebSocket
-upgrade can be handed on, unread, to trio-websocket. Anything else gets one
-plain HTTP answer and the connection is closed:
+HTTP/1.1 parser wsproto itself uses); bytes a client sends after the head
+(``rest``) go on to the WebSocket engine. Anything that is not a WebSocket
+upgrade gets one plain HTTP answer and the connection is closed:
 
 * ``GET /health`` (or HEAD) → 200 ``application/json``, the server's health
   dict, no auth. Nothing else is revealed (no Server header, no versions of
   libraries, no sessions beyond the count the server puts in the dict).
+* garbage, or a body framed two ways (Content-Length with Transfer-Encoding)
+  → 400; a request line over 8 KiB → 414; a head over 16 KiB → 431 (however
+  the bytes arrive);
 * an upgrade missing a WebSocket header → 400; a wrong WebSocket version → 426
 * any other GET → 426 Upgrade Required; other methods → 405.
 """
@@ -29,8 +32,14 @@ from .wire import RECEIVE_SIZE
 
 log = logging.getLogger(__name__)
 
-#: Largest request head accepted; a browser's is a few KiB.
+#: Largest request head accepted (request line and headers); a browser's is
+#: a few KiB. Over it: 414 when the request line alone is too long, else 431.
 MAX_HEAD_SIZE = 16 * 1024
+#: Largest request line (method, target, version) accepted.
+MAX_REQUEST_LINE = 8 * 1024
+
+#: Bytes that may start a request: a method is an HTTP token (RFC 9110 §5.6.2).
+_TOKEN_BYTES = frozenset(b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
 @dataclass(frozen=True)
@@ -38,7 +47,7 @@ class RequestHead:
     method: str
     target: str  # path and query: may hold ?auth=TOKEN, never log it
     headers: tuple[tuple[str, str], ...]  # names lower-cased
-    received: bytes  # every byte read so far, to replay
+    rest: bytes  # bytes the client sent after the head (early WebSocket frames)
 
     @property
     def path(self) -> str:
@@ -60,27 +69,46 @@ class RequestHead:
 
 
 class BadRequest(Exception):
-    """The peer sent something that is not an HTTP/1.1 request head."""
+    """The peer sent something that is not an acceptable HTTP/1.1 request
+    head. ``status`` is the answer: 400, 414 (request line too long) or 431
+    (head too large). The message never quotes the request (it may hold a
+    token)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
 
 
 async def read_request_head(stream: trio.abc.Stream) -> RequestHead | None:
     """Read one request head; None if the peer closed first. Raises
-    BadRequest for garbage or a head over MAX_HEAD_SIZE."""
+    BadRequest for garbage, a head over MAX_HEAD_SIZE or a request line over
+    MAX_REQUEST_LINE (however the bytes arrive: in one read or many), and a
+    request that frames a body two ways (Content-Length with
+    Transfer-Encoding, RFC 9112 §6.1)."""
     parser = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_SIZE)
     received = bytearray()
     while True:
         try:
             event = parser.next_event()
         except h11.RemoteProtocolError as exc:
+            _check_sizes(bytes(received))
             # h11 quotes the offending line, which may hold ?auth=TOKEN: keep
             # only its description.
-            raise BadRequest(str(exc).partition(":")[0]) from None
+            raise BadRequest(str(exc).partition(":")[0], exc.error_status_hint) from None
         if event is h11.NEED_DATA:
+            _check_sizes(bytes(received))
             data = await stream.receive_some(RECEIVE_SIZE)
             received += data
+            if not _could_be_a_request(received):
+                raise BadRequest("not an HTTP request")
             parser.receive_data(data)  # b"" tells h11 the peer closed
             continue
         if isinstance(event, h11.Request):
+            rest = parser.trailing_data[0]
+            _check_sizes(bytes(received[: len(received) - len(rest)]), complete=True)
+            names = {name.lower() for name, _ in event.headers}
+            if b"content-length" in names and b"transfer-encoding" in names:
+                raise BadRequest("Content-Length and Transfer-Encoding together")
             return RequestHead(
                 method=event.method.decode("ascii", "replace"),
                 target=event.target.decode("ascii", "replace"),
@@ -88,15 +116,34 @@ async def read_request_head(stream: trio.abc.Stream) -> RequestHead | None:
                     (name.decode("ascii", "replace").lower(), value.decode("latin-1"))
                     for name, value in event.headers
                 ),
-                received=bytes(received),
+                rest=bytes(rest),
             )
         return None  # the connection ended before a request
 
 
+def _check_sizes(head: bytes, *, complete: bool = False) -> None:
+    """Raise BadRequest (414 or 431) if ``head`` — the whole head, or what has
+    arrived of it — is over the limits."""
+    line_end = head.find(b"\r\n")
+    line = len(head) if line_end < 0 else line_end
+    if line > MAX_REQUEST_LINE:
+        raise BadRequest(f"request line over {MAX_REQUEST_LINE} bytes", 414)
+    if len(head) > MAX_HEAD_SIZE or (not complete and len(head) >= MAX_HEAD_SIZE):
+        raise BadRequest(f"request head over {MAX_HEAD_SIZE} bytes", 431)
+
+
+def _could_be_a_request(received: bytes | bytearray) -> bool:
+    """False once the first bytes cannot start a request line (binary
+    garbage, a TLS hello on the plain port): answered at once rather than
+    after MAX_HEAD_SIZE bytes or the handshake timeout."""
+    start = bytes(received).lstrip(b"\r\n")[:32]
+    method, space, _ = start.partition(b" ")
+    return all(byte in _TOKEN_BYTES for byte in method) and (bool(space) or len(start) < 32)
+
+
 def websocket_handshake_problem(head: RequestHead) -> tuple[int, str, list[tuple[str, str]]] | None:
     """Why an upgrade request could not be a WebSocket handshake (status, text,
-    headers), or None when it can. wsproto would refuse these too, but only
-    after trio-websocket had started waiting for a request it will never get."""
+    headers), or None when it can."""
     if head.method != "GET":
         return 400, "a WebSocket upgrade must be a GET request", []
     if not head.has_token("connection", "upgrade"):

@@ -13,10 +13,6 @@ because of two facts about ``trio.abc.Stream.send_all``:
   by *progress*: if the peer accepts no bytes for ``stall_timeout`` seconds
   (or for ``grace`` seconds past our caller's deadline or cancellation), the
   stream is closed and the write raises :class:`trio.BrokenResourceError`.
-
-It also replays bytes already read (``prefix``) before reading more, which
-lets the server peek at an HTTP request and still hand the whole stream to a
-WebSocket library.
 """
 
 from __future__ import annotations
@@ -52,12 +48,10 @@ class FrameSafeStream(trio.abc.Stream):
         *,
         stall_timeout: float,
         grace: float,
-        prefix: bytes = b"",
     ):
         self.transport_stream = stream
         self._stall_timeout = stall_timeout
         self._grace = grace
-        self._prefix = prefix
         self.stall_reason: str | None = None
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
@@ -85,11 +79,6 @@ class FrameSafeStream(trio.abc.Stream):
         await self.transport_stream.wait_send_all_might_not_block()
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if self._prefix:
-            size = len(self._prefix) if max_bytes is None else max_bytes
-            data, self._prefix = self._prefix[:size], self._prefix[size:]
-            await trio.lowlevel.checkpoint()
-            return data
         return await self.transport_stream.receive_some(max_bytes)
 
     async def aclose(self) -> None:

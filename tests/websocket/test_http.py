@@ -6,9 +6,10 @@ import logging
 import ssl
 
 import httpx
+import pytest
 import trio
 
-from .helpers import DEADLINE, authenticate, start, tls_files
+from .helpers import DEADLINE, authenticate, port_of, start, tls_files
 
 HEALTH = {"status": "ok", "version": "0.1.0", "protocol_version": "1.0", "sessions": 3}
 EXPECTED_HEADERS = {"content-type", "content-length", "cache-control", "connection"}
@@ -96,4 +97,74 @@ async def test_garbage_and_silence_are_closed(caplog):
             silent = await trio.open_tcp_stream(host, int(port))
             with trio.fail_after(2):
                 assert await silent.receive_some(1024) == b""  # closed after 0.2 s
+            nursery.cancel_scope.cancel()
+
+
+UPGRADE = (
+    b"Host: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+)
+
+
+async def _answer(port: int, request: bytes, *, chunk: int | None = None) -> bytes:
+    """Send ``request`` (in one write, or in ``chunk``-byte writes) and
+    return the status line of the answer."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    try:
+        if chunk is None:
+            await stream.send_all(request)
+        else:
+            for start in range(0, len(request), chunk):
+                try:
+                    await stream.send_all(request[start : start + chunk])
+                except trio.BrokenResourceError:
+                    break  # answered and closed before we finished: fine
+        answer = b""
+        while b"\r\n" not in answer:
+            data = await stream.receive_some(4096)
+            if not data:
+                break
+            answer += data
+        return answer.partition(b"\r\n")[0]
+    finally:
+        await stream.aclose()
+
+
+@pytest.mark.parametrize("chunk", [None, 1000], ids=["one-read", "many-reads"])
+async def test_oversized_request_heads_get_414_or_431_even_with_a_valid_token(chunk):
+    """The documented 16 KiB head limit holds however the bytes arrive, and
+    comes before auth: a 63 KB head once got 101, a 17 KB line 401."""
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            port = port_of(await start(nursery, authenticate=authenticate))
+            long_line = b"GET /?pad=" + b"a" * 17_000 + b" HTTP/1.1\r\n" + UPGRADE + b"\r\n"
+            assert await _answer(port, long_line, chunk=chunk) == b"HTTP/1.1 414 Request-URI Too Long"
+            big_headers = (
+                b"GET / HTTP/1.1\r\n" + UPGRADE + b"Authorization: Bearer alice-token\r\n"
+                + b"".join(b"X-Pad-%d: %s\r\n" % (i, b"b" * 1000) for i in range(60)) + b"\r\n"
+            )
+            assert await _answer(port, big_headers, chunk=chunk) == b"HTTP/1.1 431 Request Header Fields Too Large"
+            # Just under the limit is still a WebSocket.
+            fits = b"GET / HTTP/1.1\r\n" + UPGRADE + b"Authorization: Bearer alice-token\r\nX-Pad: " + b"c" * 15_000 + b"\r\n\r\n"
+            assert await _answer(port, fits, chunk=chunk) == b"HTTP/1.1 101 Switching Protocols"
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET / HTTP/1.1\r\n" + UPGRADE + b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n",
+        b"\x00\xff\xfe binary garbage with no line end",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",  # a TLS ClientHello on the plain port
+        b"G\xc3\xa9T / HTTP/1.1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nbad header line\r\n\r\n",
+    ],
+    ids=["cl-and-te-upgrade", "te-and-cl-health", "binary", "tls-hello", "non-token-method", "bad-header"],
+)
+async def test_malformed_requests_get_400_at_once(request_bytes):
+    with trio.fail_after(2):  # well under the 10 s handshake timeout: no waiting for more
+        async with trio.open_nursery() as nursery:
+            port = port_of(await start(nursery, authenticate=authenticate))
+            assert await _answer(port, request_bytes) == b"HTTP/1.1 400 Bad Request"
             nursery.cancel_scope.cancel()

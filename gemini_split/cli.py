@@ -317,8 +317,12 @@ def _log_to(env: Environment, debug: bool) -> Callable[[], None]:
     process, each with its own streams."""
     import logging
 
+    from gemini_split.log_limits import limit_log_handler
+
     handler = logging.StreamHandler(env.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    # Bounded one-line messages, refusals rate-limited: a peer cannot flood the log.
+    limit_log_handler(handler)
     root = logging.getLogger()
     httpx = logging.getLogger("httpx")
     mcp = logging.getLogger("mcp")

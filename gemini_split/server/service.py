@@ -185,7 +185,7 @@ class AgentService:
             try:
                 message = conn.receive(text)
             except RemoteProtocolError as exc:
-                log.info("session %s: bad message: %s", session.id, exc)
+                log.info("session %s: bad message: %s", session.id, exc, extra={"refusal": "bad message"})
                 session.reply_error(exc.code, str(exc), in_reply_to=exc.in_reply_to, request_id=exc.request_id)
                 continue
             assert isinstance(message, ClientMessage) or isinstance(message, Error)

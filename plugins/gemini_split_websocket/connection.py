@@ -247,7 +247,7 @@ class ServerStream(MessageStream):
             self._too_large_reported = True
             log.warning(
                 "closed the connection from %s with code 1009: a message was over the limit of %d bytes",
-                self.peer, self._max,
+                self.peer, self._max, extra={"refusal": "message too large"},
             )
             raise MessageTooLarge(
                 f"a message from {self.peer} was over the limit of {self._max} bytes; "
@@ -293,6 +293,11 @@ class ServerStream(MessageStream):
         if self._local_reason is None:
             self._local_reason = reason
         await trio.aclose_forcefully(self._wire)
+
+    @property
+    def refused(self) -> bool:
+        """Whether we ended the connection for something the client sent."""
+        return self._refusal is not None
 
     def ending(self) -> str:
         """Why the connection ended, for the log: one line."""

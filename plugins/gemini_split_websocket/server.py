@@ -211,7 +211,8 @@ class _Server:
             nursery.start_soon(self._keep_alive, stream)
             await run_handler(self.handler, stream)
             nursery.cancel_scope.cancel()
-        log.info("connection from %s ended: %s", peer, stream.ending())
+        log.info("connection from %s ended: %s", peer, stream.ending(),
+                 extra={"refusal": "WebSocket protocol"} if stream.refused else None)
 
     def _admit(self, head: RequestHead, host: str) -> Principal | None:
         """The principal to run the connection as (None when auth is off);

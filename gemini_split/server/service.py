@@ -148,7 +148,9 @@ class AgentService:
                 nursery.start_soon(_write_events, stream, conn, session, nursery.cancel_scope)
                 await self._read_messages(stream, conn, session)
                 nursery.cancel_scope.cancel()
-        except (ConnectionClosed, ConnectionBroken):
+        except* (ConnectionClosed, ConnectionBroken):
+            # The connection ended (e.g. while `connected` was being sent):
+            # inside the nursery that arrives as a group, and is no failure.
             pass
         finally:
             del self.sessions[session.id]

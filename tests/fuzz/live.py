@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import trio
 
 from gemini_split.protocol import ErrorCode, Hello, encode
+from gemini_split.stamping import stamp
 from gemini_split.server.config import ServerConfig
 from gemini_split.server.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
@@ -197,7 +198,7 @@ def check_still_serving(port: int) -> None:
     """A new client gets through the handshake and a hello."""
     client = Client(port)
     try:
-        client.send(frame(TEXT, encode(Hello(client="fuzz-check")).encode()))
+        client.send(frame(TEXT, encode(stamp(Hello(client="fuzz-check"))).encode()))
         connected = client.next_frame()
         assert connected is not None and connected.opcode == TEXT, "the server closed on a good client"
         assert json.loads(connected.payload)["type"] == "connected", connected

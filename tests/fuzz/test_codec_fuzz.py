@@ -22,6 +22,7 @@ from gemini_split.protocol import (
     decode,
     encode,
 )
+from gemini_split.stamping import stamp
 
 CODES = {code.value for code in ErrorCode}
 
@@ -34,13 +35,13 @@ json_values = st.recursive(
 )
 
 client_messages = st.one_of(
-    st.builds(Hello, client=text, capabilities=st.lists(text, max_size=3), token=st.none() | text),
+    st.builds(Hello, client=text, capabilities=st.lists(text, max_size=3).map(tuple), token=st.none() | text),
     st.builds(GenerateContentRequest, prompt=text, model=st.none() | text),
     st.builds(Cancel, request_id=st.none() | text),
     st.builds(ToolDecision, call_id=text, approved=st.booleans(), always=st.booleans()),
     st.builds(GetHistory),
     st.builds(GetState),
-)
+).map(stamp)
 
 
 def _decode_or_refuse(data: str | bytes) -> None:
@@ -52,7 +53,7 @@ def _decode_or_refuse(data: str | bytes) -> None:
         return
     # What was accepted is a real message that encodes again.
     assert type(message).TYPE in MESSAGE_TYPES
-    assert decode(encode(message)) == message
+    assert encode(decode(encode(message))) == encode(message)
 
 
 @given(client_messages)

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gemini_split.protocol import Cancel, GenerateContentRequest, GetHistory, GetState, Hello, ToolDecision, encode
+from gemini_split.stamping import stamp
 from tests.websocket.rawframes import BINARY, CLOSE, CONTINUATION, PING, PONG, TEXT, close_payload, frame
 
 from .live import LIMIT, Client, LiveServer, check_answers, check_still_serving
@@ -52,7 +53,7 @@ close_frames = st.builds(
 @given(st.lists(frames | close_frames, max_size=8))
 def test_any_frames_get_answers_or_a_proper_close(server, sequence):
     client = Client(server.port)
-    client.send(frame(TEXT, encode(Hello(client="fuzz")).encode()) + b"".join(sequence) + frame(CLOSE, close_payload(1000)))
+    client.send(frame(TEXT, encode(stamp(Hello(client="fuzz"))).encode()) + b"".join(sequence) + frame(CLOSE, close_payload(1000)))
     _after_each(server, client)
 
 
@@ -64,7 +65,7 @@ valid = st.one_of(
     st.builds(GetHistory),
     st.builds(GetState),
     st.builds(Hello, client=text),
-).map(encode)
+).map(lambda message: encode(stamp(message)))
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
@@ -93,7 +94,7 @@ def mutated(draw) -> str:
 @given(st.booleans(), st.lists(valid | mutated(), max_size=6))
 def test_any_messages_get_answers_with_stable_codes(server, say_hello, messages):
     client = Client(server.port)
-    first = [encode(Hello(client="fuzz"))] if say_hello else []
+    first = [encode(stamp(Hello(client="fuzz")))] if say_hello else []
     client.send(b"".join(frame(TEXT, m.encode()) for m in first + messages) + frame(CLOSE, close_payload(1000)))
     _after_each(server, client)
 
@@ -104,5 +105,5 @@ def test_a_client_that_leaves_right_after_hello_leaves_no_traceback(server):
     wrote a traceback to the daemon's log (issue 13 §12)."""
     for _ in range(20):
         client = Client(server.port)
-        client.send(frame(TEXT, encode(Hello(client="gone")).encode()) + frame(CLOSE, close_payload(1000)))
+        client.send(frame(TEXT, encode(stamp(Hello(client="gone"))).encode()) + frame(CLOSE, close_payload(1000)))
         _after_each(server, client)

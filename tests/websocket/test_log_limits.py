@@ -19,6 +19,7 @@ import time
 import trio
 
 from gemini_split.protocol import Hello, encode
+from gemini_split.stamping import stamp
 from gemini_split.log_limits import MAX_MESSAGE_CHARS, limit_log_handler
 from gemini_split.transport import AuthenticationFailed, ConnectOptions, get_transport
 
@@ -98,7 +99,7 @@ async def test_a_flood_of_bad_messages_and_tokens_leaves_a_small_log(tmp_path):
         with trio.fail_after(20):
             transport = get_transport(address)
             stream = await transport.open_connection(address, ConnectOptions(token=TOKEN))
-            await stream.send(encode(Hello(client="log-test")))
+            await stream.send(encode(stamp(Hello(client="log-test"))))
             assert json.loads(await stream.receive())["type"] == "connected"
             for i in range(20):
                 await stream.send(json.dumps({"type": "x" * 1_000_000, "id": str(i), "timestamp": 1}))

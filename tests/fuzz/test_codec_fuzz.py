@@ -22,10 +22,11 @@ from gemini_split.protocol import (
     decode,
     encode,
 )
-from gemini_split.stamping import stamp
 
 CODES = {code.value for code in ErrorCode}
 
+#: Drawn, not stamped: a stamp's random id would make examples irreproducible.
+ENVELOPE = {"id": st.text(min_size=1, max_size=12), "timestamp": st.integers(0, 2**53)}
 text = st.text(max_size=40)
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text
 json_values = st.recursive(
@@ -35,13 +36,13 @@ json_values = st.recursive(
 )
 
 client_messages = st.one_of(
-    st.builds(Hello, client=text, capabilities=st.lists(text, max_size=3).map(tuple), token=st.none() | text),
-    st.builds(GenerateContentRequest, prompt=text, model=st.none() | text),
-    st.builds(Cancel, request_id=st.none() | text),
-    st.builds(ToolDecision, call_id=text, approved=st.booleans(), always=st.booleans()),
-    st.builds(GetHistory),
-    st.builds(GetState),
-).map(stamp)
+    st.builds(Hello, **ENVELOPE, client=text, capabilities=st.lists(text, max_size=3).map(tuple), token=st.none() | text),
+    st.builds(GenerateContentRequest, **ENVELOPE, prompt=text, model=st.none() | text),
+    st.builds(Cancel, **ENVELOPE, request_id=st.none() | text),
+    st.builds(ToolDecision, **ENVELOPE, call_id=text, approved=st.booleans(), always=st.booleans()),
+    st.builds(GetHistory, **ENVELOPE),
+    st.builds(GetState, **ENVELOPE),
+)
 
 
 def _decode_or_refuse(data: str | bytes) -> None:

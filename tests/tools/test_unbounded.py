@@ -122,3 +122,29 @@ async def test_read_file_of_a_gigabyte_line_stays_within_its_cap(env: Env):
     assert out.failure is None, out.failure
     assert out.result.startswith("x" * 100) and "cut at 2000 characters" in out.result
     assert peak < 8 * 1024 * 1024, peak
+
+
+async def test_diffs_of_large_rewrites_are_bounded(env: Env):
+    """Rewriting every other line of a 20,000-line file: difflib would need
+    minutes (quadratic); the approval diff and the result's line count stay
+    linear, and the diff still says exactly what changes."""
+    from gemini_split.client.approval import Answer, ApprovalMode
+
+    old = "".join(f"line {i}\n" for i in range(20_000))
+    new = "".join(f"changed {i}\n" if i % 2 else f"line {i}\n" for i in range(20_000))
+    (env.root / "big.txt").write_text(old)
+    questions = []
+
+    class Yes:
+        async def ask(self, request):
+            questions.append(request.description)
+            return Answer.YES
+
+    with trio.fail_after(20):
+        out = await env.run("write_file", {"file_path": "big.txt", "content": new},
+                            executor=env.executor(ApprovalMode.DEFAULT, asker=Yes()))
+    assert out.failure is None, out.failure
+    assert out.result == "Overwrote big.txt (+10000 -10000 lines)."
+    diff = questions[0]
+    assert "-line 19999\n" in diff and "+changed 19999" in diff and "+changed 1\n" in diff
+    assert (env.root / "big.txt").read_text() == new

@@ -264,17 +264,36 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
 # --- edits ------------------------------------------------------------------
 
 
+MAX_DIFF_WORK = 1_000_000
+"""difflib is quadratic in the lines that differ: beyond this many (old
+changed lines × new changed lines), the changed block is shown whole as one
+hunk instead of searched for a minimal diff."""
+
+
 def unified_diff(old: str | None, new: str, shown: str) -> str:
-    """A unified diff of a file's text, as ``git diff`` shows it."""
+    """A unified diff of a file's text, as ``git diff`` shows it.
+
+    Bounded work: the common first and last lines are set aside in linear
+    time; if what is left is too large for difflib (:data:`MAX_DIFF_WORK`),
+    it is shown as a single hunk removing all the old changed lines and
+    adding all the new ones — a valid diff, not a minimal one."""
     old_lines = (old or "").splitlines(keepends=True)
     new_lines = new.splitlines(keepends=True)
-    import difflib  # only for approval questions
+    fromfile = "/dev/null" if old is None else f"a/{shown}"
+    head = 0
+    limit = min(len(old_lines), len(new_lines))
+    while head < limit and old_lines[head] == new_lines[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and old_lines[-1 - tail] == new_lines[-1 - tail]:
+        tail += 1
+    changed_old, changed_new = len(old_lines) - head - tail, len(new_lines) - head - tail
+    if changed_old * changed_new > MAX_DIFF_WORK:
+        diff = _one_hunk(old_lines, new_lines, head, tail, fromfile, f"b/{shown}")
+    else:
+        import difflib  # only for approval questions
 
-    diff = difflib.unified_diff(
-        old_lines, new_lines,
-        fromfile="/dev/null" if old is None else f"a/{shown}",
-        tofile=f"b/{shown}", lineterm="",
-    )
+        diff = difflib.unified_diff(old_lines, new_lines, fromfile=fromfile, tofile=f"b/{shown}", lineterm="")
     out = []
     for line in diff:
         if line.endswith("\n"):
@@ -286,15 +305,31 @@ def unified_diff(old: str | None, new: str, shown: str) -> str:
     return "\n".join(out)
 
 
-def _diff_stat(old: str | None, new: str) -> str:
-    added = removed = 0
-    import difflib
+def _one_hunk(old_lines: list[str], new_lines: list[str], head: int, tail: int, fromfile: str, tofile: str):
+    """The changed middle as one hunk with three lines of context."""
+    start = max(head - 3, 0)
+    old_end, new_end = len(old_lines) - max(tail - 3, 0), len(new_lines) - max(tail - 3, 0)
+    yield f"--- {fromfile}"
+    yield f"+++ {tofile}"
+    yield f"@@ -{start + 1},{old_end - start} +{start + 1},{new_end - start} @@"
+    for line in old_lines[start:head]:
+        yield " " + line
+    for line in old_lines[head:len(old_lines) - tail]:
+        yield "-" + line
+    for line in new_lines[head:len(new_lines) - tail]:
+        yield "+" + line
+    for line in old_lines[len(old_lines) - tail:old_end]:
+        yield " " + line
 
-    for line in difflib.ndiff((old or "").splitlines(), new.splitlines()):
-        if line.startswith("+ "):
-            added += 1
-        elif line.startswith("- "):
-            removed += 1
+
+def _diff_stat(old: str | None, new: str) -> str:
+    """``+added -removed lines``, counted as multisets of lines: linear in
+    the size of the texts (a moved line counts as neither)."""
+    from collections import Counter
+
+    before, after = Counter((old or "").splitlines()), Counter(new.splitlines())
+    added = sum((after - before).values())
+    removed = sum((before - after).values())
     return f"+{added} -{removed} lines"
 
 

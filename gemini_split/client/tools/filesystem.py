@@ -71,6 +71,7 @@ class ReadFileTool(Tool):
 
 
 _CHUNK = 64 * 1024
+_SKIP_CHUNK = 1024 * 1024  # read size while skipping the rest of an over-long line
 
 
 def _read_lines(workspace: Workspace, path: Path, start: int, end: int | None, shown: str) -> str:
@@ -78,7 +79,7 @@ def _read_lines(workspace: Workspace, path: Path, start: int, end: int | None, s
     the file holds: it is read in chunks of 64 KiB, and of a line longer
     than :data:`MAX_LINE_CHARS` only the start is kept (the rest is skipped
     chunk by chunk), so a 1 GiB file without a newline costs one chunk plus
-    the cap."""
+    the cap (1 MiB reads while skipping)."""
     with workspace.open_regular(path, shown) as f:
         return _LineReader(f, shown).read(start, end)
 
@@ -88,9 +89,9 @@ class _LineReader:
         self.f = f
         self.shown = shown
 
-    def _chunk(self) -> bytes:
+    def _chunk(self, size: int = _CHUNK) -> bytes:
         try:
-            return self.f.read(_CHUNK)
+            return self.f.read(size)
         except OSError as exc:
             raise ToolFailed("read_failed", f"'{self.shown}' could not be read: {exc.strerror}") from None
 
@@ -102,7 +103,7 @@ class _LineReader:
         pending = bytearray()
         length = 0
         while True:
-            chunk = self._chunk()
+            chunk = self._chunk(_CHUNK if len(pending) < keep else _SKIP_CHUNK)
             if not chunk:
                 if length:
                     yield bytes(pending), length

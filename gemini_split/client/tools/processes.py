@@ -23,6 +23,7 @@ reaches only the direct child, not what a shell starts in the background.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import sys
@@ -75,9 +76,16 @@ _watchdog_fd: int | None = None
 def _tell_watchdog(line: str) -> None:
     """Send one ``+pgid`` / ``-pgid`` line, starting the watchdog first if
     needed. Best effort: without a watchdog the other two guards remain."""
+    if _ensure_watchdog(skip=line) is not None:
+        _write(line + "\n")
+
+
+def _ensure_watchdog(skip: str = "") -> int | None:
+    """The write end of the pipe to a live watchdog (started if needed, and
+    told every registered group but ``skip``), or None. Call with _lock held."""
     global _watchdog, _watchdog_fd
     if sys.platform == "win32":
-        return
+        return None
     import subprocess
     if _watchdog_fd is None or (_watchdog is not None and _watchdog.poll() is not None):
         read_end, write_end = os.pipe()  # both close-on-exec: no tool inherits them
@@ -89,16 +97,16 @@ def _tell_watchdog(line: str) -> None:
             )
         except OSError:
             os.close(write_end)
-            return
+            return None
         finally:
             os.close(read_end)
         if _watchdog_fd is not None:
             os.close(_watchdog_fd)
         _watchdog_fd = write_end
         for pgid in _groups:
-            if f"+{pgid}" != line:
+            if f"+{pgid}" != skip:
                 _write(f"+{pgid}\n")
-    _write(line + "\n")
+    return _watchdog_fd
 
 
 def _write(text: str) -> None:
@@ -145,9 +153,25 @@ async def open_tool_process(argv: Sequence[str], **options: Any) -> trio.Process
     once the group is stopped."""
     import trio
 
+    with _lock:
+        watchdog_fd = _ensure_watchdog()
+    if watchdog_fd is not None and "preexec_fn" not in options:
+        # The child registers itself, between fork and exec: whatever it
+        # starts later is covered even if the client dies before
+        # register_group below runs (the fd is close-on-exec: the command
+        # never holds it).
+        options["preexec_fn"] = functools.partial(_register_from_child, watchdog_fd)
     process = await trio.lowlevel.open_process(list(argv), start_new_session=True, **options)
     register_group(process.pid)
     return process
+
+
+def _register_from_child(fd: int) -> None:
+    """Runs in the forked child before exec (its pid is its group id)."""
+    try:
+        os.write(fd, b"+%d\n" % os.getpid())
+    except OSError:
+        pass
 
 
 def release_tool_process(process: trio.Process) -> None:

@@ -14,12 +14,20 @@
       does) while the writer works; microseconds of producer wall time per
       event (the loop's cost, GIL contention included), and the time until
       everything is durable. (Why the store has a dedicated thread.)
-  (r) resume: a session with 10,000 logged events; time from asking the
-      store for everything after seq 0 to having the first event
-      (``events_after``), and to having all of them.
+  (r) the store alone: a session with 10,000 logged events; time from
+      asking for everything after seq 0 (page by page, as a resume does) to
+      having the first page, and all of them.
+  (R) resume over the wire: a daemon session with 10,000 logged events; a
+      raw client sends a resuming hello (last_seq 0); time to the first
+      replayed event and to the last, while the session is live (events in
+      memory) and after the daemon restarted (events read from SQLite).
       Goal: <= 50 ms to the first replayed event.
+  (c) cut -> resumed: a real client streams through the tests' fault proxy;
+      the proxy resets the connection mid-answer; time until the client has
+      the next delta (reconnect backoff + connect + handshake + replay).
+      Goal: <= 0.5 s on loopback.
 
-    python bench/sessions.py [--quick] [--only a,w,r] [--json]
+    python bench/sessions.py [--quick] [--only a,R,c,w,r] [--json]
 """
 
 from __future__ import annotations
@@ -55,7 +63,9 @@ REPLAY_PAGE = 500
 GOALS = {
     "a": "store / memory deltas/s >= 0.90",
     "w": "(informative: which writer the store uses)",
-    "r": "first replayed event of 10,000 <= 50 ms",
+    "r": "store: first of 10,000 events read <= 50 ms",
+    "R": "resume, 10,000 logged: first replayed <= 50 ms",
+    "c": "cut -> resumed stream <= 0.5 s (loopback)",
 }
 
 
@@ -75,13 +85,13 @@ class Daemon:
     """``gemini-split serve`` in front of the fake Gemini server, with the
     given state dir."""
 
-    def __init__(self, workdir: Path, name: str, fake_url: str, state_dir: str):
+    def __init__(self, workdir: Path, name: str, fake_url: str, state_dir: str, *extra: str):
         port = free_port()
         self.url = f"ws://127.0.0.1:{port}"
         self.log_path = workdir / f"{name}.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [PY, "-m", "gemini_split", "serve", "--listen", f"127.0.0.1:{port}", "--state-dir", state_dir],
+            [PY, "-m", "gemini_split", "serve", "--listen", f"127.0.0.1:{port}", "--state-dir", state_dir, *extra],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir,
             env=clean_env(GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=fake_url, HOME=str(workdir)),
             preexec_fn=die_with_parent,
@@ -286,10 +296,133 @@ def bench_resume(workdir: Path, events: int, runs: int) -> dict:
     return trio.run(run)
 
 
+# --- (R) resume over the wire, (c) cut -> resumed ----------------------------------------
+
+
+async def _raw_hello(url: str, **fields: Any) -> tuple[Any, Any, float]:
+    """(stream, the answer to hello, when hello was sent: after the
+    connection was open)."""
+    from gemini_split.protocol import Hello, decode, encode
+    from gemini_split.stamping import stamp
+    from gemini_split.transport import ConnectOptions, get_transport
+
+    stream = await get_transport(url).open_connection(url, ConnectOptions())
+    sent = time.perf_counter()
+    await stream.send(encode(stamp(Hello(client="bench", **fields))))
+    return stream, decode(await stream.receive()), sent
+
+
+def bench_resume_wire(workdir: Path, events: int, runs: int) -> dict:
+    """A session with ``events`` logged events on a daemon; time from sending
+    a resuming hello (last_seq 0) to the first replayed event, and to the
+    last, live (events in memory) and after a restart (events in the store)."""
+    from gemini_split.protocol import Finished, GenerateContentRequest, decode, encode
+    from gemini_split.stamping import stamp
+
+    fake = FakeGeminiProcess(workdir)
+    state = workdir / "r-wire-state"
+    daemon = Daemon(workdir, "r-wire", fake.url, str(state), "--replay-capacity", str(events + 100))
+    # Small pieces, paced: one protocol event per model chunk.
+    fake.add_turns([{"text": "tok " * events, "chunks": events, "chunk_delay": 0.0002}])
+    out: dict[str, Any] = {"events": events}
+
+    async def make_session() -> tuple[str, str, int]:
+        stream, connected, _ = await _raw_hello(daemon.url)
+        await stream.send(encode(stamp(GenerateContentRequest(prompt="many events"))))
+        last = 0
+        while True:
+            message = decode(await stream.receive())
+            last = message.seq or last
+            if isinstance(message, Finished):
+                break
+        await stream.aclose()
+        return connected.session_id, connected.resume_token, last
+
+    async def time_resume(session_id: str, token: str, logged: int) -> tuple[float, float]:
+        stream, connected, t0 = await _raw_hello(daemon.url, session_id=session_id, resume_token=token, last_seq=0)
+        assert connected.TYPE == "connected" and connected.resumed, connected
+        first = decode(await stream.receive())
+        t1 = time.perf_counter()
+        assert first.seq == 1, first
+        seen = 1
+        while seen < logged:
+            seen = decode(await stream.receive()).seq
+        t2 = time.perf_counter()
+        await stream.aclose()
+        return t1 - t0, t2 - t0
+
+    try:
+        session_id, token, logged = trio.run(make_session)
+        out["logged"] = logged
+        live = [trio.run(time_resume, session_id, token, logged) for _ in range(runs)]
+        daemon.close()
+        daemon = Daemon(workdir, "r-wire2", fake.url, str(state), "--replay-capacity", str(events + 100))
+        stored = [trio.run(time_resume, session_id, token, logged) for _ in range(runs)]
+    finally:
+        daemon.close()
+        fake.close()
+    for name, runs_ in (("live", live), ("restarted", stored)):
+        out[f"{name}_first_ms"] = statistics.median(r[0] for r in runs_) * 1e3
+        out[f"{name}_all_ms"] = statistics.median(r[1] for r in runs_) * 1e3
+    out["pass"] = max(out["live_first_ms"], out["restarted_first_ms"]) <= 50
+    return out
+
+
+def bench_cut(workdir: Path, runs: int) -> dict:
+    """A client streaming through the fault proxy; the proxy resets the
+    connection; time until the client has the next event of the resumed
+    stream (reconnect backoff, TCP+WebSocket setup, handshake, replay)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.faultproxy import FaultProxy  # the proxy the tests use
+
+    fake = FakeGeminiProcess(workdir)
+    daemon = Daemon(workdir, "cut", fake.url, str(workdir / "cut-state"))
+    port = int(daemon.url.rsplit(":", 1)[1])
+    workspace = workdir / "ws-cut"
+    workspace.mkdir(exist_ok=True)
+    text = "".join(f"w{i} " for i in range(2000))
+    fake.add_turns([{"text": text, "chunks": 2000, "chunk_delay": 0.002}] * runs)
+    gaps: list[float] = []
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            proxy = FaultProxy("127.0.0.1", port)
+            proxy_port = await nursery.start(proxy.serve)
+            for _ in range(runs):
+                parts: list[str] = []
+                cut_at: list[float] = []
+                got: list[float] = []
+
+                async def on_event(event: Any) -> None:
+                    if isinstance(event, TextDelta):
+                        parts.append(event.content)
+                        if cut_at and not got:
+                            got.append(time.perf_counter())
+                        if len(parts) == 200 and not cut_at:
+                            cut_at.append(time.perf_counter())
+                            proxy.cut()
+
+                settings = ClientSettings(workspace=workspace, server=f"ws://127.0.0.1:{proxy_port}")
+                async with open_client(settings, on_event=on_event) as client:
+                    outcome = await client.run_turn("stream")
+                if outcome.error is not None or "".join(parts) != text:
+                    raise SystemExit(f"(c) the resumed stream went wrong: {outcome.error or 'text differs'}")
+                gaps.append(got[0] - cut_at[0])
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(run)
+    finally:
+        daemon.close()
+        fake.close()
+    median = statistics.median(gaps)
+    return {"runs": runs, "median_ms": median * 1e3, "max_ms": max(gaps) * 1e3, "pass": median <= 0.5}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", default="a,w,r")
+    parser.add_argument("--only", default="a,R,c,w,r")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     only = set(args.only.split(","))
@@ -300,6 +433,10 @@ def main() -> None:
             results["w"] = bench_writer(workdir, 20_000 if args.quick else 200_000)
         if "r" in only:
             results["r"] = bench_resume(workdir, 10_000, 3 if args.quick else 7)
+        if "R" in only:
+            results["R"] = bench_resume_wire(workdir, 10_000, 3 if args.quick else 5)
+        if "c" in only:
+            results["c"] = bench_cut(workdir, 3 if args.quick else 7)
         if "a" in only:
             results["a"] = bench_throughput(workdir, 3 if args.quick else 7, 5_000 if args.quick else 20_000)
     if args.json:
@@ -310,6 +447,15 @@ def main() -> None:
         a = results["a"]
         figure = f"{a['sqlite_deltas_per_s']:,.0f} vs {a['memory_deltas_per_s']:,.0f}/s = {a['ratio']:.2f}"
         print(f"{'(a)':3} {GOALS['a']:45} {figure:45} {'PASS' if a['pass'] else 'FAIL'}")
+    if "R" in results:
+        r = results["R"]
+        figure = (f"live {r['live_first_ms']:.1f} ms, restarted {r['restarted_first_ms']:.1f} ms "
+                  f"(all: {r['live_all_ms']:.0f}/{r['restarted_all_ms']:.0f} ms)")
+        print(f"{'(R)':3} {GOALS['R']:45} {figure:45} {'PASS' if r['pass'] else 'FAIL'}")
+    if "c" in results:
+        c = results["c"]
+        figure = f"median {c['median_ms']:.0f} ms, max {c['max_ms']:.0f} ms ({c['runs']} cuts)"
+        print(f"{'(c)':3} {GOALS['c']:45} {figure:45} {'PASS' if c['pass'] else 'FAIL'}")
     if "r" in results:
         r = results["r"]
         figure = f"{r['first_event_ms']:.1f} ms (all {r['events']:,}: {r['all_events_ms']:.1f} ms)"

@@ -61,7 +61,7 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --replay-capacity --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -s -t
+set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -77,6 +77,10 @@ complete -c gemini-split -n _shtab_gemini_split_using -l server -xka "(__gemini_
 complete -c gemini-split -n _shtab_gemini_split_using -l token -x -d 'server token (default: $GEMINI_SERVER_TOKEN)'
 complete -c gemini-split -n _shtab_gemini_split_using -l ca -xka "(__fish_complete_path (commandline -ct))" -d 'CA certificate to trust for wss://'
 complete -c gemini-split -n _shtab_gemini_split_using -l insecure -d 'do not verify the server'"'"'s TLS certificate (testing only)'
+complete -c gemini-split -n _shtab_gemini_split_using -l reconnect-timeout -x -d 'keep trying to reconnect and resume this long after the connection to a server drops (default 120; 0: give up at once)'
+complete -c gemini-split -n _shtab_gemini_split_using -s r -l resume -x -d 'continue an earlier conversation: the latest (default) or the one with this id, in the REPL or with -p'
+complete -c gemini-split -n _shtab_gemini_split_using -l list-sessions -d 'list your sessions (id, last update, turns, title), newest first'
+complete -c gemini-split -n _shtab_gemini_split_using -l delete-session -x -d 'delete one of your sessions'
 complete -c gemini-split -n _shtab_gemini_split_using -l approval-mode -xka "default auto_edit yolo plan" -d 'default: ask before edits, shell and network; auto_edit: edits run; yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)'
 complete -c gemini-split -n _shtab_gemini_split_using -s y -l yolo -d 'shortcut for --approval-mode yolo'
 complete -c gemini-split -n _shtab_gemini_split_using -l allowed-mcp-server-names -x -d 'start only these MCP servers of settings.json (repeat or separate with commas)'

@@ -28,6 +28,7 @@ import trio
 
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.connect import ClientSettings
+from gemini_split.client.reconnect import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.client.profiles import ServerProfile, profile_store
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, ProfileError, SettingsError
@@ -77,6 +78,8 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         mcp_servers=s.mcp_servers,
         mcp_allowed=_mcp_allowed(args, s),
         mcp_excluded=tuple(s.mcp.excluded),
+        resume=getattr(args, "resume", None),
+        reconnect_timeout=getattr(args, "reconnect_timeout", DEFAULT_RECONNECT_TIMEOUT),
     )
     if server is None:
         settings.embedded = embedded_service(args, env, loaded)

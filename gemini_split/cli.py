@@ -195,6 +195,26 @@ def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ca", metavar="FILE", help="CA certificate to trust for wss://")
     group.add_argument("--insecure", action="store_true",
                        help="do not verify the server's TLS certificate (testing only)")
+    group.add_argument("--reconnect-timeout", type=_seconds, default=120.0, metavar="SECONDS",
+                       help="keep trying to reconnect and resume this long after the connection "
+                            "to a server drops (default 120; 0: give up at once)")
+    sessions = parser.add_argument_group("sessions (kept by the server, or in $GEMINI_SPLIT_HOME/sessions)")
+    sessions.add_argument("-r", "--resume", nargs="?", const="latest", metavar="latest|ID",
+                          help="continue an earlier conversation: the latest (default) or the one with "
+                               "this id, in the REPL or with -p")
+    sessions.add_argument("--list-sessions", action="store_true",
+                          help="list your sessions (id, last update, turns, title), newest first")
+    sessions.add_argument("--delete-session", metavar="ID", help="delete one of your sessions")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError("must be zero or more")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -298,6 +318,10 @@ def split_prompt_words(parser: argparse.ArgumentParser, argv: list[str]) -> tupl
 
 
 def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    if args.list_sessions or args.delete_session:
+        from gemini_split.commands.sessions import run_delete_session, run_list_sessions
+
+        return run_delete_session(args, env) if args.delete_session else run_list_sessions(args, env)
     from gemini_split.commands.oneshot import read_prompt, run_oneshot
 
     prompt = read_prompt(args, env)

@@ -25,6 +25,7 @@ async def serving_websocket():
     service = AgentService(ScriptedModel([{"text": "still here"}]), ServerConfig(model="scripted"))
     transport = get_transport("ws://127.0.0.1:0")
     async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
         address = await nursery.start(transport.serve, "ws://127.0.0.1:0", service.handle_connection, ServeOptions())
         yield address
         nursery.cancel_scope.cancel()

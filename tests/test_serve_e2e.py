@@ -160,7 +160,8 @@ def test_killing_the_daemon_mid_turn_ends_the_client_with_an_error_within_second
     script = [{"text": "z" * 400, "chunks": 400, "chunk_delay": 0.05}]
     with FakeGemini(script=script, api_key=API_KEY) as fake, daemon(tmp_path, fake) as (proc, address):
         started = subprocess.Popen(
-            [sys.executable, "-m", "gemini_split", "--server", address, "-p", "long"],
+            # It tries to reconnect for 1 s (not the default 120), then says so.
+            [sys.executable, "-m", "gemini_split", "--server", address, "-p", "long", "--reconnect-timeout", "1"],
             cwd=client_dir, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         try:
@@ -173,6 +174,7 @@ def test_killing_the_daemon_mid_turn_ends_the_client_with_an_error_within_second
             started.kill()
     assert started.returncode == 1
     assert "connection" in stderr.lower() and "Traceback" not in stderr
+    assert "reconnecting" in stderr and "could not reconnect within 1 s" in stderr
     assert elapsed < 5
 
 

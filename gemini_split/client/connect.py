@@ -20,11 +20,19 @@ import trio
 from gemini_split._trio_util import single_exceptions
 from gemini_split.errors import GeminiSplitError
 from gemini_split.exit_status import ExitStatus, exit_status_for
-from gemini_split.transport import AuthenticationFailed, ConnectFailed, ConnectOptions, ServeOptions, get_transport
+from gemini_split.transport import (
+    AuthenticationFailed,
+    ConnectFailed,
+    ConnectOptions,
+    MessageStream,
+    ServeOptions,
+    get_transport,
+)
 
 from .approval import ApprovalMode, ApprovalPolicy, Asker
 from .executor import ToolExecutor
-from .protocol_client import EventCallback, HandshakeFailed, ProtocolClient, RequestFailed
+from .protocol_client import ConnectionCallback, EventCallback, HandshakeFailed, ProtocolClient, RequestFailed
+from .reconnect import DEFAULT_RECONNECT_TIMEOUT
 from .tools.base import ToolKind
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
@@ -65,6 +73,12 @@ class ClientSettings:
     mcp_allowed: tuple[str, ...] | None = None
     #: ``mcp.excluded``: never these servers.
     mcp_excluded: tuple[str, ...] = ()
+    #: Continue an earlier session (its id, or ``"latest"``) instead of
+    #: opening a new one.
+    resume: str | None = None
+    #: Seconds to keep trying to reconnect after the connection to a server
+    #: broke (0: do not). Embedded mode has no connection to lose.
+    reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
 
 
 @asynccontextmanager
@@ -74,6 +88,7 @@ async def open_client(
     on_event: EventCallback | None = None,
     asker: Asker | None = None,
     on_notice: Callable[[str], None] | None = None,
+    on_connection: ConnectionCallback | None = None,
 ) -> AsyncIterator[ProtocolClient]:
     """A connected, handshaken client whose reader runs in the background.
 
@@ -82,7 +97,11 @@ async def open_client(
     client's then), and ``on_notice`` gets one line per server that failed.
 
     Raises :class:`~gemini_split.transport.ConnectFailed` (or its
-    subclasses) when the server cannot be reached or refuses us."""
+    subclasses) when the server cannot be reached or refuses us
+    (:class:`HandshakeFailed` with code ``unknown_session`` when there is no
+    session to resume). A connection to a server that breaks is reopened and
+    the session resumed for up to ``settings.reconnect_timeout`` seconds;
+    ``on_connection`` hears about it."""
     registry = _offered_tools(settings)
     executor = ToolExecutor(
         registry,
@@ -97,12 +116,20 @@ async def open_client(
                 address = await nursery.start(_serve_embedded, settings.embedded)
             transport = get_transport(address)
             stream = await transport.open_connection(address, settings.connect)
-            client = ProtocolClient(stream, executor, on_event=on_event)
+
+            async def reopen() -> MessageStream:
+                return await transport.open_connection(address, settings.connect)
+
+            client = ProtocolClient(
+                stream, executor, on_event=on_event, on_connection=on_connection,
+                reconnect=reopen if settings.server is not None else None,
+                reconnect_timeout=settings.reconnect_timeout,
+            )
             if mcp is not None:
                 client.mcp_servers = mcp
                 client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)
             try:
-                await client.handshake(token=settings.connect.token)
+                await client.handshake(token=settings.connect.token, session_id=settings.resume)
                 await nursery.start(client.run)
                 yield client
             finally:
@@ -176,11 +203,15 @@ async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_I
         await service.open_store()
     except GeminiSplitError as exc:  # the session store: a one-line reason naming the file
         raise ConnectFailed(f"cannot start the embedded server: {exc}") from None
-    await transport.serve(
-        "loopback:", service.handle_connection,
-        ServeOptions(max_message_size=service.config.max_message_size),
-        task_status=task_status,
-    )
+    async with trio.open_nursery() as nursery:
+        # The sessions of this process run here while it is connected; a
+        # later connection finds them again in the store.
+        await nursery.start(service.run)
+        await transport.serve(
+            "loopback:", service.handle_connection,
+            ServeOptions(max_message_size=service.config.max_message_size),
+            task_status=task_status,
+        )
 
 
 def describe_connect_error(exc: BaseException) -> tuple[str, str | None, ExitStatus]:

@@ -15,6 +15,7 @@ The client never imports google-genai: a thin remote client starts fast.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,11 @@ from gemini_split.protocol import (
     Attachment,
     Cancel,
     ClientMessage,
+    RequestState,
+    DeleteSession,
+    ListSessions,
+    SessionInfo,
+    Sessions,
     Connected,
     Connection,
     Error,
@@ -56,10 +62,17 @@ from gemini_split.transport import (
 )
 
 from .executor import ToolExecutor
+from .reconnect import DEFAULT_RECONNECT_TIMEOUT, Backoff
 
 log = logging.getLogger(__name__)
 
 EventCallback = Callable[[ServerEvent], Awaitable[None]]
+#: ``on_connection(state, attempt, reason)``: ``"reconnecting"`` before each
+#: attempt (1, 2, …; ``reason`` says what was lost), ``"reconnected"`` once
+#: the session is resumed.
+ConnectionCallback = Callable[[str, int, str], None]
+#: Answers to tool calls kept for a server that asks again after a reconnect.
+_ANSWERS_KEPT = 256
 
 CLIENT_CAPABILITIES = ["client_tools", "tool_deltas"]
 
@@ -97,10 +110,15 @@ class TurnOutcome:
 
 
 class _Turn:
-    def __init__(self, request_id: str):
-        self.request_id = request_id
+    def __init__(self, request: GenerateContentRequest):
+        self.request = request
+        self.request_id = request.id
+        #: Whether any event of this request arrived (the server has it).
+        self.acknowledged = False
+        #: A cancel the user asked for while the connection was down.
+        self.cancel_pending = False
         self.done = trio.Event()
-        self.outcome = TurnOutcome(request_id)
+        self.outcome = TurnOutcome(request.id)
         self.tools_cancelled = False
         self._tool_scopes: set[trio.CancelScope] = set()
 
@@ -128,6 +146,9 @@ class ProtocolClient:
         handshake_timeout: float = 15.0,
         probe_after: float = 30.0,
         probe_timeout: float = 15.0,
+        reconnect: Callable[[], Awaitable[MessageStream]] | None = None,
+        reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT,
+        on_connection: ConnectionCallback | None = None,
     ):
         self.stream = stream
         self.executor = executor
@@ -148,16 +169,50 @@ class ProtocolClient:
         #: The MCP servers lending tools to this client
         #: (:class:`~gemini_split.client.mcp.sources.McpServers`), if any.
         self.mcp_servers: Any = None
+        #: Opens a new stream to the same server (None: never reconnect).
+        self.reconnect = reconnect
+        self.reconnect_timeout = reconnect_timeout
+        self.on_connection: ConnectionCallback = on_connection or _ignore_connection
+        self._token: str | None = None
+        #: Set when the peer or the network ended the connection (not us, not
+        #: a fatal error): worth reconnecting.
+        self._broken = False
+        self._reconnecting = False
+        self._handshaking = False
+        # Tool calls by id: running now, or answered (kept for a server that
+        # asks again after a reconnect: a call runs once).
+        self._running_calls: set[str] = set()
+        self._answers: OrderedDict[str, ToolExecutionResponse] = OrderedDict()
 
     # --- connection ----------------------------------------------------------
 
-    async def handshake(self, *, token: str | None = None) -> Connected:
+    @property
+    def last_seq(self) -> int:
+        """The highest seq received: what a resume asks to continue after."""
+        return self._conn.last_seq
+
+    async def handshake(self, *, token: str | None = None, session_id: str | None = None,
+                        resume_token: str | None = None, last_seq: int | None = None) -> Connected:
         """Send hello and the tool list; return the server's ``connected``.
+        ``session_id`` (an id or ``"latest"``) resumes a session instead of
+        opening a new one; with ``last_seq`` the server replays every event
+        after it.
 
         Raises :class:`HandshakeFailed` (with the server's error code, e.g.
-        ``unauthorized``) or :class:`ConnectFailed` when the peer closes,
-        times out or answers with something that is not the protocol."""
-        await self._send(Hello(client=f"gemini-split/{__version__}", capabilities=CLIENT_CAPABILITIES, token=token))
+        ``unauthorized`` or ``unknown_session``) or :class:`ConnectFailed`
+        when the peer closes, times out or answers with something that is
+        not the protocol."""
+        self._token = token
+        self._handshaking = True
+        try:
+            return await self._handshake(token, session_id, resume_token, last_seq)
+        finally:
+            self._handshaking = False
+
+    async def _handshake(self, token: str | None, session_id: str | None, resume_token: str | None,
+                         last_seq: int | None) -> Connected:
+        await self._send(Hello(client=f"gemini-split/{__version__}", capabilities=CLIENT_CAPABILITIES, token=token,
+                               session_id=session_id, resume_token=resume_token, last_seq=last_seq))
         with trio.move_on_after(self.handshake_timeout) as scope:
             try:
                 text = await self.stream.receive()
@@ -186,14 +241,19 @@ class ProtocolClient:
         await self._send(ToolDiscovery(tools=self.executor.registry.specs()))
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Read the server's messages until the connection ends. Tool calls
-        run in this task's nursery."""
+        """Read the server's messages until the connection ends for good.
+        Tool calls run in this task's nursery. A connection the peer or the
+        network broke is reopened and the session resumed (see
+        :meth:`_reconnect`) when ``reconnect`` was given."""
         async with trio.open_nursery() as nursery:
             self._last_heard = trio.current_time()
             nursery.start_soon(self._watch_for_silence)
             task_status.started()
             try:
-                await self._read_loop(nursery)
+                while True:
+                    await self._read_loop(nursery)
+                    if not await self._reconnect(nursery):
+                        break
             finally:
                 self._connection_lost(self._closed_reason or "the connection to the server was closed")
                 nursery.cancel_scope.cancel()
@@ -210,20 +270,23 @@ class ProtocolClient:
         if self.before_turn is not None:
             await self.before_turn()
         request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments))
-        turn = _Turn(request.id)
+        turn = _Turn(request)
         self._turn = turn
         try:
-            if self._closed_reason is not None:
+            if self._closed_reason is not None and not self._reconnecting:
                 self._connection_lost(self._closed_reason)
             else:
                 try:
                     await self._send(request)
                 except (ConnectionClosed, ConnectionBroken) as exc:
-                    self._connection_lost(f"the connection to the server was lost: {exc.reason}")
+                    if not self._may_reconnect():
+                        self._connection_lost(f"the connection to the server was lost: {exc.reason}")
+                    # else: sent again once reconnected, if the server never got it
                 except LocalProtocolError:
                     if self._conn.phase is not Phase.CLOSED:
                         raise  # a turn is running already: the caller's bug
-                    self._connection_lost(self._closed_reason or "the server closed the session")
+                    if not (self._reconnecting or self._may_reconnect() and self._broken):
+                        self._connection_lost(self._closed_reason or "the server closed the session")
             await turn.done.wait()
         finally:
             self._turn = None
@@ -239,13 +302,31 @@ class ProtocolClient:
         try:
             await self._send(Cancel(request_id=turn.request_id))
         except (ConnectionClosed, ConnectionBroken):
-            self._connection_lost("the connection to the server was lost")
+            if self._may_reconnect():
+                turn.cancel_pending = True  # sent once reconnected
+            else:
+                self._connection_lost("the connection to the server was lost")
 
     async def get_history(self, timeout: float = 10.0) -> History:
         """The conversation so far. Raises :class:`RequestFailed`."""
         reply = await self._request(GetHistory(), timeout)
         assert isinstance(reply, History)
         return reply
+
+    async def list_sessions(self, timeout: float = 10.0) -> tuple[SessionInfo, ...]:
+        """The caller's sessions on this server, newest first. Raises
+        :class:`RequestFailed`."""
+        reply = await self._request(ListSessions(), timeout)
+        assert isinstance(reply, Sessions)
+        return reply.sessions
+
+    async def delete_session(self, session_id: str, timeout: float = 10.0) -> tuple[SessionInfo, ...]:
+        """Delete one of the caller's sessions; the ones left. Raises
+        :class:`RequestFailed` (``unknown_session`` when there is no such
+        session of the caller's)."""
+        reply = await self._request(DeleteSession(session_id=session_id), timeout)
+        assert isinstance(reply, Sessions)
+        return reply.sessions
 
     async def get_state(self, timeout: float = 10.0) -> State:
         """Where the session stands. Raises :class:`RequestFailed`."""
@@ -259,6 +340,9 @@ class ProtocolClient:
         """Check, stamp, encode and write one message. Raises
         :class:`LocalProtocolError` when the protocol does not allow it now
         (nothing is sent), :class:`ConnectionClosed`."""
+        if self._reconnecting and not self._handshaking:
+            # Not on a connection being set up: the caller retries once resumed.
+            raise ConnectionBroken("the connection is being re-established")
         async with self._send_lock:
             await self.stream.send(self._conn.send(stamp(message)))
 
@@ -298,17 +382,22 @@ class ProtocolClient:
                 if silent_for >= self.probe_after:
                     self._last_heard = trio.current_time()  # idle: nothing to wait for
                 continue
+            if self._reconnecting:
+                self._last_heard = trio.current_time()
+                continue
             try:
                 await self._request(GetState(), self.probe_timeout)
             except RequestFailed as exc:
                 if exc.code != "timeout":
-                    return  # closed already, or a server without get_state: stop probing
+                    self._last_heard = trio.current_time()
+                    continue  # the connection is down already: the reader deals with it
                 self._closed_reason = (
                     f"the server stopped answering (nothing for {silent_for:.0f} s, "
                     f"and no reply to a probe within {self.probe_timeout:g} s)"
                 )
+                self._broken = True  # a silent network is worth reconnecting through
                 await self.stream.aclose(self._closed_reason)
-                return
+                self._last_heard = trio.current_time()
 
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         while True:
@@ -318,12 +407,18 @@ class ProtocolClient:
             except MessageTooLarge as exc:
                 log.warning("dropped a message from the server: %s", exc)
                 continue
-            except (ConnectionClosed, ConnectionBroken) as exc:
+            except ConnectionBroken as exc:
                 self._closed_reason = f"the connection to the server was lost: {exc.reason}"
+                self._broken = True
+                return
+            except ConnectionClosed as exc:
+                self._closed_reason = self._closed_reason or f"the connection to the server was closed: {exc.reason}"
                 return
             try:
                 message = self._conn.receive(text)
             except RemoteProtocolError as exc:
+                if exc.field == "seq":
+                    continue  # replayed after a reconnect, and seen already: each event once
                 # Tell the server, keep going: a newer server may send types
                 # this client does not know.
                 log.warning("ignored a message from the server: %s", exc)
@@ -342,11 +437,13 @@ class ProtocolClient:
             done.set()
             if not isinstance(message, Error):
                 return
+        turn = self._turn
+        if turn is not None and getattr(message, "request_id", None) == turn.request_id:
+            turn.acknowledged = True
         if isinstance(message, ToolExecutionRequest):
-            nursery.start_soon(self._run_tool, message)
+            await self._tool_requested(message, nursery)
             return
         await self.on_event(message)
-        turn = self._turn
         if isinstance(message, Finished | Error) and turn is not None:
             belongs = message.request_id == turn.request_id
             if belongs or (isinstance(message, Error) and message.fatal):
@@ -357,7 +454,24 @@ class ProtocolClient:
                 turn.done.set()
         if isinstance(message, Error) and message.fatal:
             self._closed_reason = message.message
+            # A server going down for a restart is worth waiting for.
+            self._broken = message.code == ErrorCode.SHUTTING_DOWN.value
             await self.stream.aclose(message.message)
+
+    async def _tool_requested(self, request: ToolExecutionRequest, nursery: trio.Nursery) -> None:
+        """Run a call once, however often the server asks (it asks again
+        after a reconnect when it has no answer)."""
+        if request.id in self._running_calls:
+            return  # the answer goes out when it is done
+        answer = self._answers.get(request.id)
+        if answer is not None:  # answered, but the answer was lost with the connection
+            try:
+                await self._send(answer)
+            except (ConnectionClosed, ConnectionBroken):
+                pass
+            return
+        self._running_calls.add(request.id)
+        nursery.start_soon(self._run_tool, request)
 
     async def _run_tool(self, request: ToolExecutionRequest) -> None:
         turn = self._turn
@@ -368,14 +482,110 @@ class ProtocolClient:
             result, failure = await self.executor.execute(
                 request.id, request.tool, request.parameters, self.on_event, request_id=request.request_id,
             )
+        self._running_calls.discard(request.id)
         if scope.cancelled_caught:
             return  # the server cancelled the request too; nothing to answer
+        answer = stamp(ToolExecutionResponse(request_id=request.id, result=result, error=failure))
+        self._answers[request.id] = answer
+        while len(self._answers) > _ANSWERS_KEPT:
+            self._answers.popitem(last=False)
         try:
-            await self._send(ToolExecutionResponse(request_id=request.id, result=result, error=failure))
+            await self._send(answer)
         except (ConnectionClosed, ConnectionBroken):
-            log.info("could not answer %s: connection closed", request.id)
-        except LocalProtocolError as exc:  # the request ended meanwhile
-            log.info("not answering %s: %s", request.id, exc)
+            log.info("could not answer %s now: the connection is down (the server asks again)", request.id)
+        except LocalProtocolError as exc:  # the request ended meanwhile, or the call is asked again
+            log.info("not answering %s now: %s", request.id, exc)
+
+    # --- reconnecting ----------------------------------------------------------
+
+    def _may_reconnect(self) -> bool:
+        return self.reconnect is not None and self.reconnect_timeout > 0 and self.connected is not None
+
+    async def _reconnect(self, nursery: trio.Nursery) -> bool:
+        """After the connection broke: open a new one with jittered backoff
+        for up to ``reconnect_timeout`` seconds and resume the session from
+        the last seq seen. Returns False when it is over for good (not
+        broken by the peer, the server no longer has the session, or no
+        server answered in time), with ``_closed_reason`` saying why."""
+        if not (self._broken and self._may_reconnect()):
+            return False
+        assert self.connected is not None and self.reconnect is not None
+        self._broken = False
+        self._reconnecting = True
+        lost_because = self._closed_reason or "the connection to the server was lost"
+        last_failure = lost_because
+        # Where the lost connection stood: every attempt resumes from here
+        # (a failed attempt's fresh state must not replace it).
+        old = self._conn
+        try:
+            for attempt, delay in enumerate(Backoff(timeout=self.reconnect_timeout).delays(), 1):
+                await trio.sleep(delay)
+                self.on_connection("reconnecting", attempt, lost_because)
+                try:
+                    with trio.fail_after(self.handshake_timeout):
+                        stream = await self.reconnect()
+                except (TransportError, trio.TooSlowError) as exc:
+                    last_failure = str(exc) or "no answer"
+                    continue
+                self.stream, self._conn = stream, Connection("client")
+                try:
+                    connected = await self.handshake(
+                        token=self._token, session_id=self.connected.session_id,
+                        resume_token=self.connected.resume_token, last_seq=old.last_seq,
+                    )
+                except HandshakeFailed as exc:
+                    self._conn = old
+                    await stream.aclose()
+                    if exc.code in (ErrorCode.UNKNOWN_SESSION.value, ErrorCode.UNAUTHORIZED.value):
+                        self._closed_reason = (
+                            f"reconnected, but the server no longer has this session ({exc}); start a new one"
+                            if exc.code == ErrorCode.UNKNOWN_SESSION.value else str(exc))
+                        return False
+                    last_failure = str(exc)
+                    continue
+                except (ConnectFailed, TransportError) as exc:
+                    self._conn = old
+                    await stream.aclose()
+                    last_failure = str(exc)
+                    continue
+                # Go on from where the old connection was. Calls it had not
+                # answered are left out: the server asks again for them.
+                request = old.request
+                self._conn.restore(
+                    RequestState(request.request_id, set(), set(request.awaiting_decision)) if request else None,
+                    last_seq=old.last_seq,
+                )
+                self.connected = connected
+                self._closed_reason = None
+                self._last_heard = trio.current_time()
+                self.on_connection("reconnected", attempt, "")
+                nursery.start_soon(self._after_reconnect)
+                return True
+            self._closed_reason = (f"{lost_because}; could not reconnect within "
+                                   f"{self.reconnect_timeout:g} s ({last_failure})")
+            return False
+        finally:
+            self._reconnecting = False
+
+    async def _after_reconnect(self) -> None:
+        """Finish what the cut interrupted: a cancel the user asked for, and
+        a prompt the server never got (resent only when ``state`` says it
+        is not running it; the replay has arrived by then)."""
+        turn = self._turn
+        if turn is None or turn.done.is_set():
+            return
+        try:
+            if turn.cancel_pending:
+                turn.cancel_pending = False
+                await self._send(Cancel(request_id=turn.request_id))
+            if not turn.acknowledged:
+                state = await self.get_state()
+                if not turn.done.is_set() and not turn.acknowledged and state.active_request_id != turn.request_id:
+                    # The server never got it: send it again (our state had it running).
+                    self._conn.restore(None, last_seq=self._conn.last_seq)
+                    await self._send(turn.request)
+        except (RequestFailed, ConnectionClosed, ConnectionBroken):
+            pass  # down again: the next reconnect tries again
 
     def _connection_lost(self, reason: str) -> None:
         turn = self._turn
@@ -392,6 +602,10 @@ class ProtocolClient:
 
 
 async def _ignore(event: ServerEvent) -> None:
+    return None
+
+
+def _ignore_connection(state: str, attempt: int, reason: str) -> None:
     return None
 
 

@@ -147,7 +147,8 @@ async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: 
     try:
         async with hold_embedded(settings), open_client(
                 settings, on_event=renderer.on_event,
-                on_notice=lambda line: renderer.stderr.write(f"gemini-split: {visible(line)}\n")) as client:
+                on_notice=lambda line: renderer.stderr.write(f"gemini-split: {visible(line)}\n"),
+                on_connection=_reconnect_notice(renderer.stderr)) as client:
             connected = client.connected
             assert connected is not None
             renderer.start(session_id=connected.session_id, model=model or connected.model, prompt=prompt)
@@ -203,3 +204,17 @@ async def _attach_references(prompt: str, client: ProtocolClient,
             renderer.stderr.write(f"gemini-split: {line}\n")
 
     return await attach_references(prompt, client.executor, report)
+
+
+def _reconnect_notice(stderr):
+    """One line on stderr when the connection drops, one when it is back
+    (stdout stays exactly the answer)."""
+
+    def notice(state: str, attempt: int, reason: str) -> None:
+        if state == "reconnecting" and attempt == 1:
+            stderr.write(f"gemini-split: {reason}; reconnecting…\n")
+        elif state == "reconnected":
+            stderr.write(f"gemini-split: reconnected (attempt {attempt}); the answer goes on\n")
+        stderr.flush()
+
+    return notice

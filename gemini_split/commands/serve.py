@@ -212,10 +212,10 @@ async def _serve(service: Any, address: str, options: Any, env: Environment, ses
 
     transport = get_transport(address)
     try:
-        # Before listening: a bad state directory must stop us, not a client.
-        await service.open_store()
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
+                # Before listening: a bad state directory must stop us, not a client.
+                await nursery.start(service.run)
 
                 async def serve_then_stop(*, task_status: Any) -> None:
                     await transport.serve(address, service.handle_connection, options, task_status=task_status)

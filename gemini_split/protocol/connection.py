@@ -49,6 +49,9 @@ from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocol
 from .messages import (
     Cancel,
     Connected,
+    DeleteSession,
+    ListSessions,
+    Sessions,
     Error,
     Finished,
     GenerateContentRequest,
@@ -183,7 +186,11 @@ def _expect_reply(c: _Conversation, m: GetState | GetHistory) -> None:
     c.owed_replies.add(m.id)
 
 
-def _reply(c: _Conversation, m: State | History) -> None:
+def _reply(c: _Conversation, m: State | History | Sessions) -> None:
+    if m.in_reply_to is None and not isinstance(m, Sessions):
+        # Unasked: the snapshot a server sends after replay_unavailable.
+        _event(c, m)
+        return
     if m.in_reply_to not in c.owed_replies:
         raise _Breach(
             ErrorCode.UNEXPECTED_MESSAGE,
@@ -289,6 +296,8 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (CLIENT, Cancel): (_OPEN, _nothing),  # of nothing running, or of another request: ignored
     (CLIENT, GetState): (_OPEN, _expect_reply),
     (CLIENT, GetHistory): (_OPEN, _expect_reply),
+    (CLIENT, ListSessions): (_OPEN, _expect_reply),
+    (CLIENT, DeleteSession): (_OPEN, _expect_reply),
     # server -> client: events of the running request
     (SERVER, TextDelta): (_OPEN, _in_request),
     (SERVER, ThinkingDelta): (_OPEN, _in_request),
@@ -303,6 +312,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     # server -> client: replies
     (SERVER, State): (_OPEN, _reply),
     (SERVER, History): (_OPEN, _reply),
+    (SERVER, Sessions): (_OPEN, _reply),
 }
 
 

@@ -130,6 +130,19 @@ class ToolFailure(Struct, frozen=True, kw_only=True, omit_defaults=True):
     hint: str | None = None
 
 
+class SessionInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One of the caller's sessions, as ``sessions`` lists it. ``created``
+    and ``updated`` are milliseconds since the epoch; ``turns`` counts
+    completed requests; ``title`` is the first prompt, shortened."""
+
+    id: str
+    title: str = ""
+    created: int = 0
+    updated: int = 0
+    turns: int = 0
+    model: str = ""
+
+
 # --- handshake --------------------------------------------------------------
 
 
@@ -217,6 +230,17 @@ class GetHistory(ClientMessage, tag="get_history", kw_only=True):
 
 class GetState(ClientMessage, tag="get_state", kw_only=True):
     pass
+
+
+class ListSessions(ClientMessage, tag="list_sessions", kw_only=True):
+    """Ask for the caller's sessions (answered by ``sessions``)."""
+
+
+class DeleteSession(ClientMessage, tag="delete_session", kw_only=True):
+    """Delete one of the caller's sessions (answered by ``sessions``, the
+    list without it, or ``error`` ``unknown_session``)."""
+
+    session_id: str
 
 
 # --- server to client: events of a session -----------------------------------
@@ -317,6 +341,14 @@ class State(ServerEvent, tag="state", kw_only=True):
     pending_tool_calls: tuple[str, ...] = ()
     history_length: int = 0
     last_seq: int = 0
+
+
+class Sessions(ServerEvent, tag="sessions", kw_only=True):
+    """The caller's sessions, most recently updated first (answer to
+    ``list_sessions`` and ``delete_session``). Never anyone else's."""
+
+    in_reply_to: str | None = None
+    sessions: tuple[SessionInfo, ...] = ()
 
 
 class Error(ServerEvent, tag="error", kw_only=True):

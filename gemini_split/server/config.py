@@ -47,3 +47,6 @@ class ServerConfig:
     #: Characters of delta text a session holds unsent before its model
     #: stream waits for a slow client.
     outbox_bytes: int = 4 * 1024 * 1024
+    #: Seconds a session with no connection and no running request stays in
+    #: memory before it is unloaded (the store keeps it; a resume reloads it).
+    detached_grace: float = 300.0

@@ -25,8 +25,15 @@ from gemini_split.protocol import (
     Connection,
     Error,
     ErrorCode,
+    DeleteSession,
     Hello,
     LocalProtocolError,
+    encode,
+    History,
+    ListSessions,
+    SessionInfo,
+    Sessions,
+    ReplayUnavailable,
     RemoteProtocolError,
     TextDelta,
     ThinkingDelta,
@@ -45,7 +52,8 @@ from gemini_split.transport import (
 from .config import ServerConfig
 from .model import Model
 from .session import Session
-from .store import SessionStore
+from .sessions import LATEST, SessionManager, View
+from .store import SessionRecord, SessionStore, StoreError
 from .store.memory import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -68,10 +76,15 @@ class AgentService:
         #: service (``serve``, embedded mode).
         self.store = store if store is not None else MemoryStore(replay_capacity=config.replay_capacity)
         self._store_opened = False
-        self.sessions: dict[str, Session] = {}
-        #: The connection of each session: its stream and protocol state.
+        self.manager = SessionManager(self.store, self._new_session, detached_grace=config.detached_grace)
+        #: The connection attached to each session: its stream and protocol state.
         self._streams: dict[str, tuple[MessageStream, Connection]] = {}
         self.shutting_down = False
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """The sessions live in memory now (attached or not)."""
+        return self.manager.live
 
     async def open_store(self) -> None:
         """Open the session store, once (later calls return at once).
@@ -80,6 +93,18 @@ class AgentService:
         if not self._store_opened:
             await self.store.open()
             self._store_opened = True
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Open the session store and keep sessions running, between and
+        after their connections, until cancelled. Start it (``nursery.start``)
+        before serving connections; raises :class:`StoreError` when the store
+        cannot be opened. (Embedded mode runs it per connection: sessions
+        stopped with it are found again in the store.)"""
+        await self.open_store()
+        await self.manager.run(task_status=task_status)
+
+    def _new_session(self, *, principal: Principal | None, record: SessionRecord | None = None) -> Session:
+        return Session(model=self.model, config=self.config, principal=principal, store=self.store, record=record)
 
     async def aclose(self) -> None:
         """Close the model this service owns (its HTTP client and TLS
@@ -110,7 +135,10 @@ class AgentService:
         the cancellations to be sent)."""
         self.shutting_down = True
         for session in list(self.sessions.values()):
-            session.cancel_active(because=(ErrorCode.SHUTTING_DOWN, "the server is shutting down; the request was stopped"))
+            # interrupted, as after a crash: a client that resumes on the
+            # restarted server sees the same ending (the request is not re-run).
+            session.cancel_active(because=(ErrorCode.INTERRUPTED,
+                                           "the server is shutting down; the request was stopped and will not be re-run"))
         with trio.move_on_after(grace):
             while any(s.busy for s in self.sessions.values()):
                 await trio.sleep(0.05)
@@ -133,19 +161,31 @@ class AgentService:
             if principal is None:
                 await _send_fatal(stream, conn, ErrorCode.UNAUTHORIZED, "missing or invalid token")
                 return
-        session = Session(model=self.model, config=self.config, principal=principal, store=self.store)
-        self.sessions[session.id] = session
+        if hello.session_id is not None:
+            session = await self.manager.find(hello.session_id, hello.resume_token, principal, last_seq=hello.last_seq)
+            if session is None:
+                # The same answer for an id that never existed, another
+                # user's session and a wrong token.
+                await _send_fatal(stream, conn, ErrorCode.UNKNOWN_SESSION, _no_such_session(hello.session_id))
+                return
+        else:
+            session = await self.manager.create(principal)
+        view = View(close=stream.aclose)
+        await self.manager.attach(session, view)
         self._streams[session.id] = (stream, conn)
-        log.info("session %s opened for %s (%s)", session.id, _who(principal), stream.peer)
+        resumed = hello.session_id is not None
+        log.info("session %s %s for %s (%s)", session.id, "resumed" if resumed else "opened", _who(principal), stream.peer)
         try:
             async with trio.open_nursery() as nursery:
-                await nursery.start(session.run)
                 await stream.send(conn.send(stamp(Connected(
                     server=f"gemini-split/{__version__}", session_id=session.id,
                     resume_token=session.resume_token, model=session.model_name,
-                    capabilities=SERVER_CAPABILITIES,
+                    capabilities=SERVER_CAPABILITIES, resumed=resumed,
                 ))))
-                nursery.start_soon(_write_events, stream, conn, session, nursery.cancel_scope)
+                if resumed:
+                    conn.restore(session.request_state(last_seq=hello.last_seq), last_seq=session.log.last_seq)
+                replay_from = hello.last_seq if resumed else None
+                nursery.start_soon(self._write_events, stream, conn, session, replay_from, nursery.cancel_scope)
                 await self._read_messages(stream, conn, session)
                 nursery.cancel_scope.cancel()
         except* (ConnectionClosed, ConnectionBroken):
@@ -153,9 +193,60 @@ class AgentService:
             # inside the nursery that arrives as a group, and is no failure.
             pass
         finally:
-            del self.sessions[session.id]
-            del self._streams[session.id]
-            log.info("session %s closed", session.id)
+            self.manager.detach(session, view)
+            if self._streams.get(session.id, (None,))[0] is stream:
+                del self._streams[session.id]
+            log.info("session %s: connection closed", session.id)
+
+    async def _write_events(self, stream: MessageStream, conn: Connection, session: Session,
+                            replay_from: int | None, scope: trio.CancelScope) -> None:
+        """Replay what a resuming client missed, then send events as they
+        gather, each numbered and encoded once by the event log, checked by
+        the connection, then written. (This task is the session's only
+        taker of events while attached.)"""
+        try:
+            if replay_from is not None:
+                await self._replay(stream, session, replay_from)
+            while True:
+                batch = session.log_events(await session.outbox.take())
+                started = trio.current_time()
+                for event, text in batch:
+                    try:
+                        conn.send(event, text=text)
+                    except LocalProtocolError:
+                        # A bug on our side: never put it on the wire.
+                        log.exception("session %s: not sending %s", session.id, type(event).__name__)
+                        continue
+                    await stream.send(text)
+                # Back-pressure: after a write that took d seconds, let
+                # events gather for a few times as long while a stream is
+                # under way (see GATHER_FACTOR).
+                spent = trio.current_time() - started
+                if spent > 0 and batch and isinstance(batch[-1][0], _DELTAS):
+                    await trio.sleep(min(GATHER_FACTOR * spent, GATHER_LIMIT))
+        except (ConnectionClosed, ConnectionBroken):
+            scope.cancel()
+
+    async def _replay(self, stream: MessageStream, session: Session, last_seq: int) -> None:
+        """Every logged event after ``last_seq``, as first sent (checked by
+        the connection then: the client's restored state continues from
+        them), or say they are gone."""
+        try:
+            for event in session.log.since(last_seq):
+                await stream.send(encode(event))
+            complete = True
+        except ReplayUnavailable:
+            complete = await self.manager.replay(session, last_seq, lambda e: stream.send(e.data))
+        if not complete:
+            # Say so, then what a client needs to redraw: no silent gap.
+            session.emit_nowait(Error(
+                code=ErrorCode.REPLAY_UNAVAILABLE.value,
+                message=f"the events after seq {last_seq} are no longer kept; here is the session's state "
+                        "and history instead",
+            ))
+            session.emit_nowait(session.state())
+            session.emit_nowait(History(messages=list(session.history)))
+        session.resend_pending_calls(last_seq)
 
     async def _handshake(self, stream: MessageStream, conn: Connection) -> Hello | None:
         with trio.move_on_after(self.config.hello_timeout) as scope:
@@ -194,8 +285,35 @@ class AgentService:
             if isinstance(message, Error):
                 log.warning("session %s: client reported %s: %s", session.id, message.code, message.message)
                 continue
+            if isinstance(message, ListSessions | DeleteSession):
+                await self._answer_sessions(session, message)
+                continue
             await session.handle(message)
 
+    async def _answer_sessions(self, session: Session, message: ListSessions | DeleteSession) -> None:
+        """``list_sessions`` / ``delete_session``: only ever the caller's
+        own sessions."""
+        try:
+            if isinstance(message, DeleteSession):
+                if message.session_id == session.id:
+                    session.reply_error(ErrorCode.INVALID_REQUEST,
+                                        "this connection's own session cannot be deleted through it",
+                                        in_reply_to=message.id)
+                    return
+                if not await self.manager.delete(message.session_id, session.principal):
+                    session.reply_error(ErrorCode.UNKNOWN_SESSION, _no_such_session(message.session_id),
+                                        in_reply_to=message.id)
+                    return
+            summaries = await self.manager.list_sessions(session.principal)
+        except StoreError as exc:
+            session.reply_error(ErrorCode.STORAGE_ERROR, f"the server cannot read its sessions: {exc}",
+                                in_reply_to=message.id)
+            return
+        session.emit_nowait(Sessions(in_reply_to=message.id, sessions=tuple(
+            SessionInfo(id=s.id, title=s.title, created=int(s.created * 1000), updated=int(s.updated * 1000),
+                        turns=s.turns, model=s.model)
+            for s in summaries
+        )))
 
 #: After a write that took ``d`` seconds, a writer lets events gather for
 #: ``GATHER_FACTOR * d`` seconds, at most ``GATHER_LIMIT``.
@@ -204,37 +322,12 @@ GATHER_LIMIT = 0.01
 _DELTAS = (TextDelta, ThinkingDelta, ToolDelta)
 
 
-async def _write_events(stream: MessageStream, conn: Connection, session: Session, scope: trio.CancelScope) -> None:
-    """Send the session's events as they gather: each numbered and encoded
-    once by the event log, checked by the connection, then written.
-
-    Back-pressure: a write costs time the session cannot use (a slow peer;
-    on loopback the kernel often runs the reader before our write returns).
-    After a write that took ``d`` seconds the writer lets events gather for
-    a few times as long (see :data:`GATHER_FACTOR`), so a fast stream leaves
-    in fewer, larger frames and the session keeps most of the time to
-    produce. Only while a stream is under way (the last event written was a
-    delta): the first event of a turn, or one after a ``finished``, goes out
-    at once.
-    """
-    try:
-        while True:
-            batch = [session.log.append(stamp(event)) for event in await session.outbox.take()]
-            session.log_sent(batch)
-            started = trio.current_time()
-            for event, text in batch:
-                try:
-                    conn.send(event, text=text)
-                except LocalProtocolError:
-                    # A bug on our side: never put it on the wire.
-                    log.exception("session %s: not sending %s", session.id, type(event).__name__)
-                    continue
-                await stream.send(text)
-            spent = trio.current_time() - started
-            if spent > 0 and isinstance(batch[-1][0], _DELTAS):  # a stream is under way
-                await trio.sleep(min(GATHER_FACTOR * spent, GATHER_LIMIT))
-    except (ConnectionClosed, ConnectionBroken):
-        scope.cancel()
+def _no_such_session(session_id: str) -> str:
+    """The one answer for a session that does not exist, is not the
+    caller's, or was named with a wrong token."""
+    if session_id == LATEST:
+        return "no earlier session to resume"
+    return f"no session {session_id!r} (it may have expired or been deleted)"
 
 
 async def _send_fatal(stream: MessageStream, conn: Connection, code: ErrorCode, text: str,

@@ -22,6 +22,7 @@ import trio
 from gemini_split.protocol import (
     Cancel,
     ClientMessage,
+    RequestState,
     Error,
     ErrorCode,
     EventLog,
@@ -61,6 +62,10 @@ LOCAL_OWNER = "local"
 class _PendingCall:
     done: trio.Event = field(default_factory=trio.Event)
     response: ToolExecutionResponse | None = None
+    #: What was sent, to send again to a client that reattaches, and the
+    #: seq it was logged with (None while it waits in the outbox).
+    request: ToolExecutionRequest | None = None
+    seq: int | None = None
 
 
 @dataclass
@@ -77,9 +82,12 @@ class Session:
     nursery (via ``nursery.start``) before handing it messages."""
 
     def __init__(self, *, model: Model, config: ServerConfig, principal: Principal | None = None,
-                 store: SessionStore | None = None):
+                 store: SessionStore | None = None, record: SessionRecord | None = None):
         self.id = "s-" + secrets.token_hex(8)
-        self.resume_token = secrets.token_urlsafe(24)
+        #: The resume token; None for a session restored from the store
+        #: until a client presents it (the store keeps only its hash).
+        self.resume_token: str | None = secrets.token_urlsafe(24)
+        self.token_hash = hash_token(self.resume_token)
         self.principal = principal
         self.owner = principal.user_id if principal is not None else LOCAL_OWNER
         self.store = store if store is not None else MemoryStore()
@@ -94,6 +102,13 @@ class Session:
         self.history: list[dict[str, Any]] = []
         self.tools: list[ToolSpec] = []
         self.log = EventLog(config.replay_capacity, config.replay_bytes)
+        if record is not None:  # restored from the store
+            self.id, self.owner, self.token_hash = record.id, record.owner, record.token_hash
+            self.resume_token = None
+            self.title, self.turns, self.history = record.title, record.turns, record.history
+            self.model_name = record.model or config.model
+            self.log.last_seq = record.last_seq
+            self.persisted = True
         self.outbox = Outbox(config.outbox_limit, max_bytes=config.outbox_bytes)
         self._pending: dict[str, _PendingCall] = {}
         self._active: _ActiveRequest | None = None
@@ -105,14 +120,67 @@ class Session:
         """Record this session in the store (raises StoreError)."""
         now = time.time()
         await self.store.create(SessionRecord(
-            id=self.id, owner=self.owner, token_hash=hash_token(self.resume_token),
+            id=self.id, owner=self.owner, token_hash=self.token_hash,
             created=now, updated=now, model=self.model_name,
         ))
 
-    def log_sent(self, events: list[tuple[ServerEvent, str]]) -> None:
-        """Hand numbered events, as encoded for the wire, to the store's
-        event log (batched off the hot path)."""
-        self.store.append_events(self.id, [StoredEvent(e.seq or 0, e.request_id, text) for e, text in events])
+    def log_events(self, events: list[ServerEvent]) -> list[tuple[ServerEvent, str]]:
+        """Number events taken from the outbox and encode each once (the
+        in-memory event log), and hand them to the store's event log
+        (batched off the hot path). Returns them with their text, for
+        whoever sends them."""
+        batch = [self.log.append(stamp(event)) for event in events]
+        for event, _ in batch:
+            if isinstance(event, ToolExecutionRequest) and event.id in self._pending:
+                self._pending[event.id].seq = event.seq
+        if self.persisted:
+            self.store.append_events(self.id, [StoredEvent(e.seq or 0, e.request_id, text) for e, text in batch])
+        return batch
+
+    @property
+    def outbox_pending(self) -> bool:
+        return len(self.outbox) > 0
+
+    def request_state(self, *, last_seq: int | None) -> RequestState | None:
+        """The running request as a connection resuming after ``last_seq``
+        must see it once the replay is over: the calls the client will get
+        again (:meth:`resend_pending_calls`) are left out, as the resent
+        requests put them back."""
+        if self._active is None:
+            return None
+        resent = set(self._calls_to_resend(last_seq))
+        waiting = {cid for cid, p in self._pending.items() if not p.done.is_set() and cid not in resent}
+        return RequestState(self._active.request_id, waiting)
+
+    def resend_pending_calls(self, last_seq: int | None) -> None:
+        """Ask again (same ids) for the tool calls still unanswered that a
+        client resuming after ``last_seq`` had been sent already: it may
+        have lost them, or its answer may have been lost. (Later ones are in
+        its replay.) The first answer to each is the one taken."""
+        for call_id in self._calls_to_resend(last_seq):
+            request = self._pending[call_id].request
+            assert request is not None
+            self.emit_nowait(request)
+
+    def _calls_to_resend(self, last_seq: int | None) -> list[str]:
+        return [cid for cid, p in self._pending.items()
+                if not p.done.is_set() and p.request is not None and p.seq is not None
+                and (last_seq is None or p.seq <= last_seq)]
+
+    async def interrupted(self, request_id: str) -> None:
+        """A request was running when the server stopped: end it, for whoever
+        resumes, with ``interrupted`` (it is not run again)."""
+        # Logged at once, not through the outbox: it is part of what the
+        # resuming client replays (its connection state expects it there).
+        self.log_events([Error(
+            request_id=request_id, code=ErrorCode.INTERRUPTED.value,
+            message="interrupted: the server stopped while this request was running; it was not run "
+                    "again (the conversation goes on from the last completed answer)",
+        )])
+        try:
+            await self.store.set_running(self.id, None, updated=time.time())
+        except StoreError as exc:
+            log.error("session %s: %s", self.id, exc)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Own the session's request tasks until cancelled."""
@@ -270,7 +338,7 @@ class Session:
     async def _call_tool(self, request_id: str, name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         """Ask the client to run a tool; wait for its answer or the timeout."""
         event = stamp(ToolExecutionRequest(request_id=request_id, tool=name, parameters=args, timeout=self.config.tool_timeout))
-        pending = _PendingCall()
+        pending = _PendingCall(request=event)
         self._pending[event.id] = pending
         try:
             await self.emit(event)

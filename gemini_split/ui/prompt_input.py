@@ -210,6 +210,14 @@ class LineReader:
             # the public fallback should it ever go away.
             loop.call_soon_threadsafe(getattr(app, "_on_resize", app.invalidate))
 
+    def invalidate(self) -> None:
+        """Redraw the prompt (and its toolbar) if one is showing; safe from
+        the Trio thread."""
+        app = self._session.app
+        loop = app.loop
+        if app.is_running and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(app.invalidate)
+
     def _typing_a_command(self) -> bool:
         text = self._session.default_buffer.text
         return text.startswith("/") and "\n" not in text
@@ -427,6 +435,9 @@ def split_queued(typed: str) -> tuple[str, str]:
 class PlainLineReader:
     """Input without prompt-toolkit, for when the output is not a terminal:
     a prompt on stderr, a line from stdin."""
+
+    def invalidate(self) -> None:
+        """Nothing to redraw without a terminal."""
 
     def __init__(self, stdin: IO[str], stderr: IO[str]):
         self.stdin = stdin

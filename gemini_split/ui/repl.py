@@ -41,7 +41,7 @@ from gemini_split.app import embedded_service, settings_for
 from gemini_split._trio_util import single_exceptions
 from gemini_split.client.approval import ApprovalMode
 from gemini_split.client.profiles import ProfileStore, profile_store
-from gemini_split.client.protocol_client import ProtocolClient
+from gemini_split.client.protocol_client import ProtocolClient, RequestFailed
 from gemini_split.client.connect import ClientSettings, describe_connect_error, open_client
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
@@ -119,6 +119,12 @@ class Repl:
         self.last_thought = ""
         #: The last turn's tool calls, with their whole output (/output).
         self.last_tools: list[Any] = []
+        #: What the toolbar says about the connection while it is being
+        #: re-established ("reconnecting (attempt 3)…", then "reconnected").
+        self.connection_note = ""
+        #: Session ids Tab offers after /resume (filled by /sessions and at
+        #: connect).
+        self.known_sessions: list[str] = []
         no_color = bool(environ.get("NO_COLOR"))
         if self.console.is_terminal or input is not None:
             self.reader: LineReader | PlainLineReader = LineReader(
@@ -223,6 +229,8 @@ class Repl:
                     status = await self._first_connection()
                     if status is None:
                         self._banner()
+                        if self.settings.resume:
+                            await self.show_history()
                         await self._loop()
                         status = ExitStatus.SUCCESS
                     nursery.cancel_scope.cancel()
@@ -315,6 +323,7 @@ class Repl:
             ("class:bottom-toolbar", " · model "), ("class:bottom-toolbar.key", _short_model(self.model)),
             ("class:bottom-toolbar", " · approval "), ("class:bottom-toolbar.key", self.approval_mode.value),
             ("class:bottom-toolbar", "  │ Alt+Enter newline · /help "),
+            *([("class:bottom-toolbar.key", f" {self.connection_note} ")] if self.connection_note else []),
         ]
 
     # --- turns -----------------------------------------------------------------------------
@@ -474,6 +483,40 @@ class Repl:
                                     style="green"))
         return bool(opened)
 
+    async def resume(self, target: str) -> bool:
+        """Continue an earlier session (an id or ``latest``) on the current
+        server, and redraw its conversation."""
+        settings = dataclasses.replace(self._fresh(self.settings), resume=target)
+        try:
+            opened = await self.interruptible(self._open(settings, self.server_label), f"Resuming {target}…")
+        except (TransportError, ConfigurationError) as exc:
+            message, code, _ = describe_connect_error(exc)
+            self.console.print(error_panel(message, code=code, title="Cannot resume"))
+            return False
+        if opened:
+            await self.show_history()
+        return bool(opened)
+
+    async def show_history(self) -> None:
+        """Redraw the conversation of a resumed session from its history."""
+        client = self.require_client()
+        history = await self.interruptible(client.get_history(), "Loading the conversation…")
+        if history is None:
+            return
+        connected = client.connected
+        self.console.print(Text(f"Resumed session {connected.session_id if connected else '?'} "
+                                f"({len(history.messages)} messages):", style="green"))
+        for content in history.messages:
+            for line in _history_lines(content):
+                self.console.print(line)
+
+    def _on_connection(self, state: str, attempt: int, reason: str) -> None:
+        if state == "reconnecting":
+            self.connection_note = f"reconnecting (attempt {attempt})…"
+        elif state == "reconnected":
+            self.connection_note = "reconnected"
+        self.reader.invalidate()
+
     async def connect_to(self, target: str) -> None:
         await self.reconnect(target, "connected")
 
@@ -504,7 +547,15 @@ class Repl:
 
         if old is not None:
             old.cancel()
+        self._nursery.start_soon(self._refresh_known_sessions, client)
         return True
+
+    async def _refresh_known_sessions(self, client: ProtocolClient) -> None:
+        """Session ids for Tab after /resume (best effort, quietly)."""
+        try:
+            self.known_sessions = [s.id for s in await client.list_sessions(timeout=5)]
+        except (TransportError, RequestFailed):
+            pass
 
     async def _hold(self, settings: ClientSettings, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Keep one connection open until its scope is cancelled."""
@@ -512,7 +563,8 @@ class Repl:
         try:
             with trio.CancelScope() as scope:
                 async with open_client(settings, on_event=self._on_event, asker=self.asker,
-                                       on_notice=self.print_notice) as client:
+                                       on_notice=self.print_notice,
+                                       on_connection=self._on_connection) as client:
                     task_status.started((client, scope))
                     started = True
                     await trio.sleep_forever()
@@ -550,6 +602,27 @@ def _ui_settings(settings: ClientSettings) -> Any:
 
     loaded = getattr(settings, "loaded_settings", None)
     return loaded.merged.ui if loaded is not None else UISettings()
+
+
+def _history_lines(content: dict[str, Any]) -> list[Text]:
+    """One history entry (a Gemini ``Content``) as the REPL shows it: the
+    user's prompts after ``›``, the model's text, tool calls in brief.
+    Control characters are shown, never obeyed."""
+    lines: list[Text] = []
+    user = content.get("role") == "user"
+    for part in content.get("parts", []):
+        if not isinstance(part, dict):
+            continue
+        if isinstance(part.get("text"), str) and not part.get("thought"):
+            text = _visible(part["text"])
+            lines.append(Text.assemble(("» ", "bold cyan"), (text, "cyan")) if user else Text(text))
+        elif isinstance(part.get("function_call"), dict):
+            lines.append(Text(f"  ⚙ {_visible(str(part['function_call'].get('name', '?')))}", style="dim"))
+    return lines
+
+
+def _visible(text: str) -> str:
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else "?" for ch in text)
 
 
 def _short_model(name: str, limit: int = 32) -> str:

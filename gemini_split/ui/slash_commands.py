@@ -8,6 +8,7 @@ REPL prints; nothing a user types ends in a traceback.
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -441,6 +442,42 @@ def _print_rows(repl: Repl, rows: list[tuple[str, str]]) -> None:
     repl.console.print(table)
 
 
+async def _sessions(repl: Repl, args: list[str]) -> None:
+    _no_args(args, "/sessions")
+    client = repl.require_client()
+    sessions = await repl.interruptible(client.list_sessions(), "Listing sessions…")
+    if sessions is None:
+        return
+    repl.known_sessions = [s.id for s in sessions]
+    if not sessions:
+        repl.console.print(Text("No earlier sessions: the first prompt of a conversation saves it.", style="dim"))
+        return
+    current = client.connected.session_id if client.connected else None
+    table = Table(box=None, padding=(0, 2, 0, 0))
+    for column in ("id", "updated", "turns", "title"):
+        table.add_column(column, style="bold" if column == "id" else None, justify="right" if column == "turns" else "left")
+    for s in sessions:
+        updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated / 1000))
+        mark = " (this one)" if s.id == current else ""
+        table.add_row(s.id + mark, updated, str(s.turns), Text(_visible(s.title)))
+    repl.console.print(table)
+    repl.console.print(Text("/resume ID continues one (Tab completes the id).", style="dim"))
+
+
+async def _resume(repl: Repl, args: list[str]) -> None:
+    if len(args) != 1:
+        raise CommandUsage("/resume ID|latest")
+    await repl.resume(args[0])
+
+
+def _session_ids(repl: Repl) -> Iterable[str]:
+    return ["latest", *repl.known_sessions]
+
+
+def _visible(text: str) -> str:
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
 def _no_args(args: list[str], usage: str) -> None:
     if args:
         raise CommandUsage(usage)
@@ -465,6 +502,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),
+    Command("/sessions", "/sessions", "your sessions on this server, newest first", _sessions),
+    Command("/resume", "/resume ID|latest", "continue an earlier session and redraw it", _resume, _session_ids),
     Command("/server", "/server ACTION",
             "list | add NAME URL [--token T|--token-env VAR] [--ca FILE] | remove NAME | "
             "connect NAME|URL | status | test NAME|URL", _server, _server_actions),

@@ -33,6 +33,7 @@ async def serving(model: ScriptedModel, **config: Any):
     service = AgentService(model, ServerConfig(model="scripted", **config))
     transport = get_transport("loopback:")
     async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
         address = await nursery.start(transport.serve, "loopback:", service.handle_connection, ServeOptions())
         yield service, address
         nursery.cancel_scope.cancel()

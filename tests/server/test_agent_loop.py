@@ -13,6 +13,7 @@ import trio
 from gemini_split.client.tools.base import Tool, ToolKind
 from gemini_split.client.tools.registry import ToolRegistry, default_tools
 from gemini_split.protocol import (
+    decode,
     Cancel,
     Error,
     Finished,
@@ -278,16 +279,23 @@ async def test_history_and_state_answer_their_requests(tmp_path):
     assert state.busy is False and state.history_length == 2 and state.session_id == client.connected.session_id
 
 
-async def test_closing_the_connection_cancels_the_running_request_and_frees_the_session():
-    model = ScriptedModel([{"text": "x" * 50, "chunks": 50, "chunk_delay": 0.05}])
-    async with serving(model) as (service, address):
+async def test_a_request_goes_on_when_its_connection_closes_and_the_idle_session_is_unloaded_later():
+    # Sessions outlive connections (issue 10): the request runs to its end,
+    # every event is logged for a client that resumes, and once the session
+    # is idle and detached for detached_grace it leaves memory (not the store).
+    model = ScriptedModel([{"text": "x" * 50, "chunks": 50, "chunk_delay": 0.01}])
+    async with serving(model, detached_grace=0.5) as (service, address):
         async with raw_client(address) as raw:
             await raw.send(GenerateContentRequest(prompt="go"))
             await raw.receive()  # the stream has started
-            assert len(service.sessions) == 1
-        with trio.fail_after(2):
+            [session] = service.sessions.values()
+        with trio.fail_after(5):
             while service.sessions:
                 await trio.sleep(0.01)
+        events = [decode(e.data) for e in await service.store.events_after(session.id, 0)]
+    assert "".join(e.content for e in events if isinstance(e, TextDelta)) == "x" * 50
+    assert isinstance(events[-1], Finished) and events[-1].reason == "stop"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
 
 
 async def test_cancel_for_another_request_id_is_ignored():

@@ -53,6 +53,7 @@ async def gemini_server(fake: FakeGemini, **config):
     transport = get_transport("loopback:")
     try:
         async with trio.open_nursery() as nursery:
+            await nursery.start(service.run)
             address = await nursery.start(transport.serve, "loopback:", service.handle_connection, ServeOptions())
             yield address
             nursery.cancel_scope.cancel()

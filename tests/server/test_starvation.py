@@ -37,6 +37,7 @@ async def test_a_huge_turn_to_a_stalled_client_starves_neither_health_nor_other_
     service = AgentService(model, ServerConfig(model="scripted"))
     transport = get_transport("ws:")
     async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
         address = await nursery.start(
             transport.serve, "ws://127.0.0.1:0", service.handle_connection, ServeOptions(health=service.health)
         )

@@ -1,0 +1,218 @@
+"""Resume at the server: the real AgentService on the loopback transport, a
+scripted model, and raw clients that say exactly what they want in hello."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import trio
+
+from gemini_split.protocol import (
+    Connected,
+    DeleteSession,
+    GetHistory,
+    ListSessions,
+    Sessions,
+    Error,
+    Finished,
+    GenerateContentRequest,
+    Hello,
+    History,
+    State,
+    TextDelta,
+    ToolExecutionRequest,
+    ToolExecutionResponse,
+)
+from gemini_split.server.config import ServerConfig
+from gemini_split.stamping import stamp
+from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.service import AgentService
+from gemini_split.server.store import open_store
+from gemini_split.transport import ConnectOptions, Principal, ServeOptions, get_transport
+
+from ..server.helpers import RawClient
+
+
+@asynccontextmanager
+async def serving(model, *, store=None, authenticate=None, **config):
+    service = AgentService(model, ServerConfig(model="scripted", **config), store=store, authenticate=authenticate)
+    transport = get_transport("loopback:")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        address = await nursery.start(transport.serve, "loopback:", service.handle_connection, ServeOptions())
+        yield service, address
+        nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def hello(address, **fields):
+    """A raw connection after ``hello(**fields)``; yields (raw, first reply)."""
+    stream = await get_transport(address).open_connection(address, ConnectOptions())
+    raw = RawClient(stream)
+    try:
+        await raw.send(Hello(client="raw-test", **fields))
+        yield raw, await raw.receive()
+    finally:
+        await stream.aclose()
+
+
+def _text(events) -> str:
+    return "".join(e.content for e in events if isinstance(e, TextDelta))
+
+
+async def test_a_client_resumes_with_every_event_after_its_last_seq_then_live_events():
+    model = ScriptedModel([{"text": "".join(f"w{i} " for i in range(40)), "chunks": 40, "chunk_delay": 0.01}])
+    async with serving(model) as (service, address):
+        async with hello(address) as (raw, connected):
+            await raw.send(GenerateContentRequest(prompt="go"))
+            first = [await raw.receive() for _ in range(3)]
+        # the client is gone; the request goes on
+        async with hello(address, session_id=connected.session_id, resume_token=connected.resume_token,
+                         last_seq=first[-1].seq) as (raw, again):
+            assert isinstance(again, Connected) and again.resumed and again.session_id == connected.session_id
+            rest = await raw.receive_until(lambda m: isinstance(m, Finished))
+    seqs = [e.seq for e in first + rest]
+    assert seqs == list(range(seqs[0], seqs[0] + len(seqs)))
+    assert _text(first + rest) == "".join(f"w{i} " for i in range(40))
+
+
+async def test_a_wrong_token_another_users_session_and_an_unknown_id_get_the_same_answer():
+    tokens = {"alice-token": Principal("alice"), "bob-token": Principal("bob")}
+    model = ScriptedModel([{"text": "alice's answer"}])
+    async with serving(model, authenticate=tokens.get) as (_, address):
+        async with hello(address, token="alice-token") as (raw, alice):
+            await raw.send(GenerateContentRequest(prompt="secret"))
+            await raw.receive_until(lambda m: isinstance(m, Finished))
+        answers = []
+        for fields in (
+            dict(token="alice-token", session_id=alice.session_id, resume_token="not-the-token", last_seq=0),
+            dict(token="bob-token", session_id=alice.session_id, resume_token=alice.resume_token, last_seq=0),
+            dict(token="bob-token", session_id=alice.session_id),
+            dict(token="bob-token", session_id="s-00000000deadbeef", last_seq=0),
+        ):
+            async with hello(address, **fields) as (_, reply):
+                answers.append(reply)
+        async with hello(address, token="alice-token", session_id=alice.session_id,
+                         resume_token=alice.resume_token, last_seq=0) as (raw, ok):
+            replayed = await raw.receive_until(lambda m: isinstance(m, Finished))
+    for reply, fields in zip(answers, ("", "", "", "")):
+        assert isinstance(reply, Error) and reply.fatal and reply.code == "unknown_session"
+    messages = {a.message.replace(alice.session_id, "ID").replace("s-00000000deadbeef", "ID") for a in answers}
+    assert len(messages) == 1
+    assert ok.resumed and _text(replayed) == "alice's answer"
+
+
+async def test_events_no_longer_kept_are_said_with_a_state_and_history_to_redraw():
+    model = ScriptedModel([{"text": "".join(f"w{i} " for i in range(30)), "chunks": 30, "chunk_delay": 0.002}])
+    async with serving(model, replay_capacity=5) as (_, address):
+        async with hello(address) as (raw, connected):
+            await raw.send(GenerateContentRequest(prompt="go"))
+            await raw.receive_until(lambda m: isinstance(m, Finished))
+        async with hello(address, session_id=connected.session_id, resume_token=connected.resume_token,
+                         last_seq=1) as (raw, again):
+            unavailable, state, history = [await raw.receive() for _ in range(3)]
+    assert again.resumed
+    assert isinstance(unavailable, Error) and unavailable.code == "replay_unavailable" and not unavailable.fatal
+    assert isinstance(state, State) and state.session_id == connected.session_id and not state.busy
+    assert isinstance(history, History) and [m["role"] for m in history.messages] == ["user", "model"]
+
+
+async def test_a_tool_call_to_a_client_that_left_is_asked_again_on_reattach_and_answered_once():
+    model = ScriptedModel([
+        {"function_calls": [{"name": "read_file", "args": {"file_path": "a.txt"}}]},
+        {"text": "done"},
+    ])
+    async with serving(model, tool_timeout=30) as (_, address):
+        async with hello(address) as (raw, connected):
+            await raw.send(GenerateContentRequest(prompt="read it"))
+            [call] = [m for m in await raw.receive_until(lambda m: isinstance(m, ToolExecutionRequest))
+                      if isinstance(m, ToolExecutionRequest)]
+        # gone without answering; back with everything already seen
+        async with hello(address, session_id=connected.session_id, resume_token=connected.resume_token,
+                         last_seq=call.seq) as (raw, again):
+            again_call = await raw.receive()
+            assert isinstance(again_call, ToolExecutionRequest) and again_call.id == call.id
+            assert again_call.seq > call.seq
+            await raw.send(ToolExecutionResponse(request_id=call.id, result="contents"))
+            await raw.send(ToolExecutionResponse(request_id=call.id, result="contents again"))
+            seen = await raw.receive_until(lambda m: isinstance(m, Finished))
+    refused = [m for m in seen if isinstance(m, Error)]
+    assert len(refused) == 1 and refused[0].code == "unexpected_message"
+    assert _text(seen) == "done"
+
+
+async def test_a_request_running_when_the_server_died_ends_with_interrupted_on_resume(tmp_path):
+    state_dir = tmp_path / "state"
+    model = ScriptedModel([{"text": "first answer"}, {"text": "y" * 100, "chunks": 100, "chunk_delay": 0.05}])
+    store = open_store(state_dir)
+    async with serving(model, store=store) as (service, address):
+        async with hello(address) as (raw, connected):
+            await raw.send(GenerateContentRequest(prompt="one"))
+            await raw.receive_until(lambda m: isinstance(m, Finished))
+            second = stamp(GenerateContentRequest(prompt="two"))
+            await raw.send(second)
+            seen = await raw.receive_until(lambda m: isinstance(m, TextDelta))
+            await store.flush()
+            # the server "dies": its nursery is cancelled mid-request
+    restarted_store = open_store(state_dir)
+    async with serving(ScriptedModel([]), store=restarted_store) as (service, address):
+        async with hello(address, session_id=connected.session_id, resume_token=connected.resume_token,
+                         last_seq=seen[-1].seq) as (raw, again):
+            ended = await raw.receive_until(lambda m: isinstance(m, Error | Finished))
+            await raw.send(GenerateContentRequest(prompt="three"))
+            third = await raw.receive_until(lambda m: isinstance(m, Finished))
+    assert again.resumed
+    assert isinstance(ended[-1], Error) and ended[-1].code == "interrupted" and ended[-1].request_id == second.id
+    assert _text(third) == "Echo: three"
+
+
+async def test_list_and_delete_show_and_touch_only_the_callers_own_sessions(tmp_path):
+    tokens = {"alice-token": Principal("alice"), "bob-token": Principal("bob")}
+    model = ScriptedModel([{"text": "a1"}, {"text": "a2"}, {"text": "b1"}])
+    async with serving(model, store=open_store(tmp_path / "state"), authenticate=tokens.get) as (_, address):
+        ids = {}
+        for who, prompt in (("alice", "first plan"), ("alice", "second plan"), ("bob", "bob's plan")):
+            async with hello(address, token=f"{who}-token") as (raw, connected):
+                await raw.send(GenerateContentRequest(prompt=prompt))
+                await raw.receive_until(lambda m: isinstance(m, Finished))
+                ids[prompt] = connected.session_id
+        async with hello(address, token="bob-token") as (bob, _):
+            await bob.send(ListSessions())
+            [bob_list] = [m for m in await bob.receive_until(lambda m: isinstance(m, Sessions))]
+            await bob.send(DeleteSession(session_id=ids["first plan"]))
+            refused = await bob.receive()
+            await bob.send(DeleteSession(session_id="s-00000000deadbeef"))
+            unknown = await bob.receive()
+        async with hello(address, token="alice-token") as (alice, mine):
+            await alice.send(ListSessions())
+            listed = await alice.receive()
+            await alice.send(DeleteSession(session_id=ids["first plan"]))
+            after = await alice.receive()
+            await alice.send(DeleteSession(session_id=mine.session_id))
+            own = await alice.receive()
+    assert [s.title for s in bob_list.sessions] == ["bob's plan"]
+    assert [s.title for s in listed.sessions] == ["second plan", "first plan"]
+    assert listed.sessions[0].turns == 1 and listed.sessions[0].updated >= listed.sessions[1].updated
+    assert [s.title for s in after.sessions] == ["second plan"]
+    for error in (refused, unknown):
+        assert isinstance(error, Error) and error.code == "unknown_session" and not error.fatal
+    assert refused.message.replace(ids["first plan"], "ID") == unknown.message.replace("s-00000000deadbeef", "ID")
+    assert isinstance(own, Error) and own.code == "invalid_request"
+
+
+async def test_resume_latest_picks_the_callers_most_recent_session():
+    model = ScriptedModel([{"text": "one"}, {"text": "two"}])
+    async with serving(model) as (_, address):
+        async with hello(address, session_id="latest") as (_, none_yet):
+            pass
+        for prompt in ("older", "newer"):
+            async with hello(address) as (raw, connected):
+                await raw.send(GenerateContentRequest(prompt=prompt))
+                await raw.receive_until(lambda m: isinstance(m, Finished))
+        async with hello(address, session_id="latest") as (raw, latest):
+            await raw.send(GetHistory())
+            history = await raw.receive()
+    assert isinstance(none_yet, Error) and none_yet.code == "unknown_session"
+    assert none_yet.message == "no earlier session to resume"
+    assert latest.resumed and latest.session_id == connected.session_id and latest.resume_token
+    assert history.messages[0]["parts"][0]["text"] == "newer"

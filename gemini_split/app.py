@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -40,13 +41,15 @@ if TYPE_CHECKING:
     from gemini_split.server.service import AgentService
 
 DEFAULT_SERVER_PORT = 8080
+log = logging.getLogger(__name__)
 
 
 def resolve_client_settings(args: argparse.Namespace, env: Environment,
-                            loaded: LoadedSettings | None = None) -> ClientSettings:
+                            loaded: LoadedSettings | None = None, *, interactive: bool = False) -> ClientSettings:
     """Flags, environment, settings files and profiles → :class:`ClientSettings`.
 
-    ``loaded`` is the already-read settings, if the caller has them."""
+    ``loaded`` is the already-read settings, if the caller has them;
+    ``interactive``: the REPL (a person approves and reads along)."""
     if loaded is None:
         loaded = load_settings(env, trust=True if getattr(args, "skip_trust", False) else None)
         for line in loaded.warnings:
@@ -81,9 +84,45 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         resume=getattr(args, "resume", None),
         reconnect_timeout=getattr(args, "reconnect_timeout", DEFAULT_RECONNECT_TIMEOUT),
     )
+    attach_context(settings, env, interactive=interactive)
     if server is None:
         settings.embedded = embedded_service(args, env, loaded)
     return settings
+
+
+def attach_context(settings: ClientSettings, env: Environment, *, interactive: bool) -> None:
+    """Read the context files (``GEMINI.md``… as ``context.fileName`` says)
+    and build what the session is told: :attr:`ClientSettings.context`,
+    ``project_context`` and the subdirectory tracker. Call again to refresh
+    (``/memory refresh``)."""
+    from gemini_split.client.context import (
+        SubdirectoryContext,
+        load_project_context,
+        session_context_message,
+        session_context_text,
+    )
+
+    loaded = settings.loaded_settings
+    s = loaded.merged
+    names = s.context_file_names()
+    dirs = [settings.workspace, *settings.include_dirs]
+    memory_dirs = dirs if s.context.load_memory_from_include_directories else dirs[:1]
+    project = load_project_context(memory_dirs, config_dir=env.config_dir, file_names=names,
+                                   trusted=loaded.trusted, boundary_markers=s.context.memory_boundary_markers)
+    for line in project.warnings:
+        env.warn(line)
+    ignore = (".gitignore",) if s.context.file_filtering.respect_git_ignore else ()
+    if s.context.file_filtering.respect_gemini_ignore:
+        ignore += (".geminiignore",)
+    environment = session_context_text(dirs, include_listing=s.context.include_directory_tree, ignore_files=ignore)
+    settings.project_context = project
+    settings.context = session_context_message(
+        project, workspace_dirs=dirs, file_names=names, approval_mode=settings.approval_mode.value,
+        interactive=interactive, environment=environment,
+    )
+    settings.context_tracker = SubdirectoryContext(dirs, file_names=names, loaded=project.paths(),
+                                                   trusted=loaded.trusted)
+    log.debug("context files: %s", ", ".join(str(p) for p in project.paths()) or "none")
 
 
 def resolve_include_dirs(args: argparse.Namespace, env: Environment, s: Settings) -> tuple[Path, ...]:

@@ -61,6 +61,15 @@ class ClientSettings:
     #: The settings files this was resolved from (``gemini_split.settings``'s
     #: ``LoadedSettings``), for the front ends' own keys; None when built by hand.
     loaded_settings: Any = None
+    #: The ``SessionContext`` sent with each request (context files, approval
+    #: mode, the first turn's environment); None: send none.
+    context: Any = None
+    #: What was read for it (a ``client.context.ProjectContext``), for
+    #: ``/memory`` and ``--debug``.
+    project_context: Any = None
+    #: Subdirectory context files found as tools reach into the tree
+    #: (a ``client.context.SubdirectoryContext``), or None.
+    context_tracker: Any = None
     #: Embedded mode only: the server side in this process (an
     #: ``AgentService``; typed loosely so the client never imports the
     #: server). Each ``open_client`` is a new connection to it; it is not
@@ -108,6 +117,7 @@ async def open_client(
         Workspace(settings.workspace, settings.include_dirs),
         ApprovalPolicy(settings.approval_mode, settings.allowed_tools),
         asker,
+        after_run=settings.context_tracker.after_run if settings.context_tracker is not None else None,
     )
     with single_exceptions():
         async with open_mcp_tools(settings) as mcp, trio.open_nursery() as nursery:

@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 EventSink = Callable[[ServerEvent], Awaitable[None]]
 
 
+AfterRun = Callable[[str, dict[str, Any], Any], Awaitable[Any]]
+
+
 class ToolExecutor:
     def __init__(
         self,
@@ -42,11 +45,15 @@ class ToolExecutor:
         workspace: Workspace,
         policy: ApprovalPolicy | None = None,
         asker: Asker | None = None,
+        after_run: AfterRun | None = None,
     ):
         self.registry = registry
         self.workspace = workspace
         self.policy = policy or ApprovalPolicy()
         self.asker = asker
+        #: ``await after_run(tool_name, args, result)`` → the result the model
+        #: gets (e.g. with newly found subdirectory context appended).
+        self.after_run = after_run
 
     async def execute(
         self,
@@ -149,4 +156,7 @@ class ToolExecutor:
             await emit(ToolDelta(request_id=request_id, call_id=call_id, content=text, stream=stream))
 
         ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id)
-        return await tool.run(args, ctx)
+        result = await tool.run(args, ctx)
+        if self.after_run is not None:
+            result = await self.after_run(tool_name, args, result)
+        return result

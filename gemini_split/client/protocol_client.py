@@ -46,6 +46,7 @@ from gemini_split.protocol import (
     Phase,
     RemoteProtocolError,
     ServerEvent,
+    SessionContext,
     State,
     ToolDiscovery,
     ToolExecutionRequest,
@@ -264,12 +265,16 @@ class ProtocolClient:
     # --- requests ------------------------------------------------------------
 
     async def run_turn(self, prompt: str, *, model: str | None = None,
-                       attachments: tuple[Attachment, ...] = ()) -> TurnOutcome:
+                       attachments: tuple[Attachment, ...] = (),
+                       context: SessionContext | None = None) -> TurnOutcome:
         """Send a prompt (with ``attachments`` as inline data) and wait until
-        the server finishes it (or fails). Events reach ``on_event`` meanwhile."""
+        the server finishes it (or fails). Events reach ``on_event`` meanwhile.
+        ``context`` (context files, approval mode, first-turn environment)
+        replaces the session's."""
         if self.before_turn is not None:
             await self.before_turn()
-        request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments))
+        request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments,
+                                               context=context))
         turn = _Turn(request)
         self._turn = turn
         try:

@@ -169,7 +169,7 @@ async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: 
                     nursery.start_soon(cancel_on_interrupt)
                     prompt, attachments = await _attach_references(prompt, client, renderer)
                     outcome = await client.run_turn(prompt, model=model if settings.server else None,
-                                                    attachments=attachments)
+                                                    attachments=attachments, context=settings.context)
                     nursery.cancel_scope.cancel()
     except AuthenticationFailed as exc:
         return renderer.finish(error_code=ErrorCode.UNAUTHORIZED.value, error_message=str(exc))

@@ -18,7 +18,7 @@ from gemini_split.exit_status import ExitStatus
 
 
 def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    settings = resolve_client_settings(args, env)
+    settings = resolve_client_settings(args, env, interactive=True)
     from gemini_split.ui.repl import Repl
 
     return trio.run(Repl(args, env, settings).run)

@@ -98,6 +98,17 @@ class ToolSpec(Struct, frozen=True, kw_only=True, omit_defaults=True):
     parameters: dict[str, Any] = field(default_factory=_empty_object_schema)
 
 
+class ApiStats(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The model API calls made for one request: every attempt (retries
+    included), the failed ones by error type (the API's status, e.g.
+    ``UNAVAILABLE``), and the time spent in them."""
+
+    requests: int = 0
+    errors: int = 0
+    latency_ms: int = 0
+    errors_by_type: dict[str, int] = field(default_factory=dict)
+
+
 class Usage(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Token counts, summed over every model call of a request."""
 
@@ -106,6 +117,8 @@ class Usage(Struct, frozen=True, kw_only=True, omit_defaults=True):
     thinking_tokens: int = 0
     cached_tokens: int = 0
     total_tokens: int = 0
+    #: Tokens of tool-use prompts (the API's ``toolUsePromptTokenCount``).
+    tool_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -113,6 +126,7 @@ class Usage(Struct, frozen=True, kw_only=True, omit_defaults=True):
             output_tokens=self.output_tokens + other.output_tokens,
             thinking_tokens=self.thinking_tokens + other.thinking_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            tool_tokens=self.tool_tokens + other.tool_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
         )
 
@@ -189,15 +203,43 @@ class Attachment(Struct, frozen=True, kw_only=True, omit_defaults=True):
     data: str
 
 
+class ContextFile(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A project context file (``GEMINI.md``, ``AGENTS.md`` …) as the client
+    read it. ``scope``: ``global`` (the user's), ``project`` (from the
+    project root down to the workspace) or ``subdirectory``."""
+
+    path: str
+    content: str
+    scope: str = "project"
+
+
+class SessionContext(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the client knows about where the session works, for the server's
+    system instruction and the first turn. ``files`` in the order they
+    apply; ``file_names`` the context file names looked for;
+    ``environment`` the text that opens the first user turn (date, OS,
+    workspace listing); ``interactive``: whether a person approves and reads
+    along (None: not said)."""
+
+    files: tuple[ContextFile, ...] = ()
+    file_names: tuple[str, ...] = ()
+    environment: str | None = None
+    approval_mode: str | None = None
+    workspace_dirs: tuple[str, ...] = ()
+    interactive: bool | None = None
+
+
 class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_only=True):
     """A user prompt. Its ``id`` is the ``request_id`` of every event it causes.
     ``model`` overrides the session's model for this and later requests.
     ``attachments`` (1.1, optional) go to the model as inline data after the
-    prompt's text."""
+    prompt's text; ``context`` (optional), when given, replaces the
+    session's :class:`SessionContext` for this and later requests."""
 
     prompt: str
     model: str | None = None
     attachments: tuple[Attachment, ...] = ()
+    context: SessionContext | None = None
 
 
 class ToolExecutionResponse(ClientMessage, tag="tool_execution_response", kw_only=True):
@@ -311,6 +353,8 @@ class Finished(ServerEvent, tag="finished", kw_only=True):
     usage: Usage = Usage()
     turns: int = 0
     reason: str = "stop"
+    #: The model API calls behind ``turns``, retries included.
+    api: ApiStats | None = None
 
 
 class Retrying(ServerEvent, tag="retrying", kw_only=True):
@@ -363,6 +407,9 @@ class Error(ServerEvent, tag="error", kw_only=True):
     message: str
     fatal: bool = False
     in_reply_to: str | None = None
+    #: For a failed request: what it spent before failing.
+    usage: Usage | None = None
+    api: ApiStats | None = None
 
 
 # --- the unions, derived from the classes above ------------------------------------

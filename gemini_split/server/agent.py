@@ -18,6 +18,7 @@ import trio
 
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import (
+    ApiStats,
     Attachment,
     Retrying,
     ServerEvent,
@@ -29,6 +30,7 @@ from gemini_split.protocol import (
 )
 
 from .config import ServerConfig
+from .prompts import ContextBlock, PromptFacts, system_instruction
 from .model import (
     FunctionCallChunk,
     Model,
@@ -52,6 +54,42 @@ Emit = Callable[[ServerEvent], Awaitable[None]]
 CallTool = Callable[[str, dict[str, Any]], Awaitable[tuple[Any, ToolFailure | None]]]
 
 
+#: Google's status names for the HTTP statuses the Gemini API answers with.
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+}
+
+
+def api_error_type(exc: ModelError) -> str:
+    """How a failed model call is counted in ``errorsByType``: the API's
+    status name, or ``NETWORK_ERROR`` when no HTTP answer came."""
+    if exc.status is None:
+        return "NETWORK_ERROR"
+    return _STATUS_NAMES.get(exc.status, f"HTTP_{exc.status}")
+
+
+@dataclass
+class ApiTally:
+    """The model API calls of one request (gemini-cli's ``api`` stats)."""
+
+    requests: int = 0
+    errors: int = 0
+    latency_ms: int = 0
+    errors_by_type: dict[str, int] = field(default_factory=dict)
+
+    def as_message(self) -> ApiStats:
+        return ApiStats(requests=self.requests, errors=self.errors, latency_ms=self.latency_ms,
+                        errors_by_type=dict(self.errors_by_type))
+
+    def record(self, seconds: float, *, error_type: str | None = None) -> None:
+        self.requests += 1
+        self.latency_ms += int(seconds * 1000)
+        if error_type is not None:
+            self.errors += 1
+            self.errors_by_type[error_type] = self.errors_by_type.get(error_type, 0) + 1
+
+
 @dataclass
 class AgentRun:
     """The state of one request while the loop runs it."""
@@ -62,6 +100,10 @@ class AgentRun:
     tools: list[ToolSpec]
     usage: Usage = field(default_factory=Usage)
     turns: int = 0
+    api: ApiTally = field(default_factory=lambda: ApiTally())
+    #: The client's ``SessionContext`` (context files, approval mode,
+    #: workspace, first-turn environment), or None when it sent none.
+    context: Any = None
 
 
 async def run_agent(
@@ -79,10 +121,15 @@ async def run_agent(
 
     Raises :class:`TurnLimitExceeded`, or :class:`ModelError` once retries
     are spent. On any exit the history stays valid for the next request."""
-    run.history.append({"role": "user", "parts": [
+    environment = getattr(run.context, "environment", None)
+    parts: list[dict[str, Any]] = [
         {"text": prompt},
         *({"inline_data": {"mime_type": a.mime_type, "data": a.data}} for a in attachments),
-    ]})
+    ]
+    if not run.history and environment:
+        # gemini-cli's first turn: the session context, then the prompt.
+        parts.insert(0, {"text": environment})
+    run.history.append({"role": "user", "parts": parts})
     while True:
         if run.turns >= config.max_turns:
             raise TurnLimitExceeded(
@@ -109,13 +156,20 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
         model=run.model_name,
         contents=list(run.history),
         tools=run.tools,
-        system_instruction=config.system_instruction,
+        system_instruction=_system_instruction(run, config),
     )
+    if run.turns == 1 and log.isEnabledFor(logging.DEBUG):
+        # One record per line: the log keeps each record to one bounded line.
+        text = request.system_instruction or ""
+        log.debug("system instruction (%d characters):", len(text))
+        for line in text.splitlines():
+            log.debug("  | %s", line)
     attempt = 1
     while True:
         parts: list[dict[str, Any]] = []
         calls: list[FunctionCallChunk] = []
         usage = Usage()
+        began = trio.current_time()
         try:
             async for chunk in model.stream(request):
                 if isinstance(chunk, PartChunk):
@@ -130,7 +184,9 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
                     # Streaming APIs report running totals; the last one counts.
                     usage = chunk.usage
             run.usage = run.usage + usage
+            run.api.record(trio.current_time() - began)
         except ModelError as exc:
+            run.api.record(trio.current_time() - began, error_type=api_error_type(exc))
             if parts or not exc.retryable or attempt >= config.max_attempts:
                 # Output already reached the user: repeating would duplicate it.
                 _keep_partial(run, parts)
@@ -190,6 +246,22 @@ def merge_text_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _plain_text(part: dict[str, Any]) -> bool:
     return isinstance(part.get("text"), str) and set(part) <= {"text", "thought"}
+
+
+def _system_instruction(run: AgentRun, config: ServerConfig) -> str | None:
+    """The operator's fixed instruction (``ServerConfig.system_instruction``)
+    if set, else one built for this session (:mod:`.prompts`)."""
+    if config.system_instruction is not None:
+        return config.system_instruction
+    context = run.context
+    facts = PromptFacts(tools=[(t.name, t.description) for t in run.tools])
+    if context is not None:
+        facts.approval_mode = context.approval_mode
+        facts.workspace_dirs = list(context.workspace_dirs)
+        facts.interactive = context.interactive
+        facts.context_files = [ContextBlock(f.path, f.scope, f.content) for f in context.files]
+        facts.context_file_names = list(context.file_names) or ["GEMINI.md"]
+    return system_instruction(facts)
 
 
 def _backoff(attempt: int, config: ServerConfig, retry_after: float | None) -> float:

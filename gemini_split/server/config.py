@@ -8,13 +8,6 @@ from gemini_split.protocol import DEFAULT_MAX_MESSAGE_SIZE
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 
-SYSTEM_INSTRUCTION = """\
-You are a coding agent working in the user's workspace through tools that run \
-on the user's machine. Use the tools to look before you answer: read files \
-rather than guessing their content, and list directories to find them. Paths \
-are relative to the workspace root. When a tool fails, read its error and \
-hint and adjust; do not repeat a refused call. Be concise and exact."""
-
 
 @dataclass
 class ServerConfig:
@@ -33,7 +26,10 @@ class ServerConfig:
     max_attempts: int = 4
     retry_base_delay: float = 1.0
     retry_max_delay: float = 30.0
-    system_instruction: str | None = SYSTEM_INSTRUCTION
+    #: A fixed system instruction for every session; None (the default):
+    #: one built per session from its tools, approval mode, workspace and
+    #: context files (``server/prompts.py``).
+    system_instruction: str | None = None
     #: Seconds a new connection has to send hello.
     hello_timeout: float = 10.0
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE

@@ -166,6 +166,7 @@ def _usage(meta: types.GenerateContentResponseUsageMetadata) -> Usage:
         thinking_tokens=thinking,
         cached_tokens=meta.cached_content_token_count or 0,
         total_tokens=meta.total_token_count or prompt + output + thinking,
+        tool_tokens=meta.tool_use_prompt_token_count or 0,
     )
 
 

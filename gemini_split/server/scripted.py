@@ -105,5 +105,7 @@ def _echo_turn(request: ModelRequest) -> dict[str, Any]:
     responses = [p["function_response"].get("response") for p in last.get("parts", []) if "function_response" in p]
     if responses:
         return {"text": "Tool results: " + " ".join(json.dumps(r, separators=(",", ":")) for r in responses)}
-    texts = [p.get("text", "") for p in last.get("parts", []) if "text" in p]
+    # The first turn's session context (gemini-cli's <session_context> part) is not echoed.
+    texts = [p.get("text", "") for p in last.get("parts", [])
+             if "text" in p and not p.get("text", "").startswith("<session_context>")]
     return {"text": "Echo: " + "".join(texts)}

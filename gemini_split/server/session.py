@@ -32,6 +32,7 @@ from gemini_split.protocol import (
     GetState,
     History,
     ServerEvent,
+    SessionContext,
     State,
     ToolDiscovery,
     ToolExecutionRequest,
@@ -101,6 +102,8 @@ class Session:
         self.model_name = config.model
         self.history: list[dict[str, Any]] = []
         self.tools: list[ToolSpec] = []
+        #: The client's latest SessionContext (context files, approval mode…).
+        self.context: SessionContext | None = None
         self.log = EventLog(config.replay_capacity, config.replay_bytes)
         if record is not None:  # restored from the store
             self.id, self.owner, self.token_hash = record.id, record.owner, record.token_hash
@@ -277,7 +280,10 @@ class Session:
         self._nursery.start_soon(self._run_request, request, self._active)
 
     async def _run_request(self, request: GenerateContentRequest, active: _ActiveRequest) -> None:
-        run = AgentRun(request_id=request.id, model_name=self.model_name, history=self.history, tools=list(self.tools))
+        if request.context is not None:
+            self.context = request.context
+        run = AgentRun(request_id=request.id, model_name=self.model_name, history=self.history,
+                       tools=list(self.tools), context=self.context)
         error: tuple[ErrorCode, str] | None = None
         if not self.title:
             self.title = make_title(request.prompt)
@@ -321,10 +327,12 @@ class Session:
         except StoreError as exc:
             self._storage_failed(request.id, exc)
         if error is not None:
-            self.emit_nowait(Error(request_id=request.id, in_reply_to=request.id, code=error[0].value, message=error[1]))
+            self.emit_nowait(Error(request_id=request.id, in_reply_to=request.id, code=error[0].value, message=error[1],
+                                   usage=run.usage, api=run.api.as_message()))
         else:
             reason = "cancelled" if active.scope.cancelled_caught else "stop"
-            self.emit_nowait(Finished(request_id=request.id, usage=run.usage, turns=run.turns, reason=reason))
+            self.emit_nowait(Finished(request_id=request.id, usage=run.usage, turns=run.turns, reason=reason,
+                                      api=run.api.as_message()))
 
     def _storage_failed(self, request_id: str, exc: StoreError) -> None:
         log.error("session %s: %s", self.id, exc)

@@ -119,7 +119,9 @@ answered with one chunk holding one text part, computed from the request's
   in order, joined by a single space;
 * otherwise ``"Echo: "`` followed by the text of the last content whose
   ``role`` is ``"user"`` (or absent) and that has text parts: its non-thought
-  text parts joined by ``"\\n"`` (``"Echo: "`` alone if there is none).
+  text parts joined by ``"\\n"`` (``"Echo: "`` alone if there is none); a
+  part that starts with ``<session_context>`` (the first turn's context) is
+  left out.
 
 Recording
 ---------
@@ -257,10 +259,13 @@ def echo_text(body: dict) -> str:
     for content in reversed(contents):
         if content.get("role", "user") != "user":
             continue
+        # A first turn's session context (gemini-cli's <session_context>
+        # part, which gemini-split sends too) is not echoed.
         texts = [
             p["text"]
             for p in content.get("parts") or []
             if isinstance(p, dict) and isinstance(p.get("text"), str) and not p.get("thought")
+            and not p["text"].startswith("<session_context>")
         ]
         if texts:
             return "Echo: " + "\n".join(texts)

@@ -55,7 +55,8 @@ def transcript(messages: list[dict[str, Any]], *, limit: int = TRANSCRIPT_CHARS)
             if not isinstance(part, dict):
                 continue
             if isinstance(part.get("text"), str) and not part.get("thought"):
-                texts.append(part["text"])
+                if not part["text"].startswith("<session_context>"):  # a first turn's context, not the user's words
+                    texts.append(part["text"])
             elif isinstance(part.get("functionCall") or part.get("function_call"), dict):
                 call = part.get("functionCall") or part.get("function_call")
                 args = json.dumps(call.get("args") or {}, ensure_ascii=False)

@@ -270,6 +270,15 @@ class Repl:
         self.typed_ahead = ""
         return await self.reader.read(default=rest)
 
+    def _context(self) -> Any:
+        """The session context to send, with the approval mode as it is now."""
+        context = self.settings.context
+        if context is None:
+            return None
+        import msgspec
+
+        return msgspec.structs.replace(context, approval_mode=self.approval_mode.value)
+
     async def _loop(self) -> None:
         # -i/--prompt-interactive (or a prompt given at a terminal): the first turn.
         first = getattr(self.args, "prompt_interactive", None)
@@ -380,7 +389,8 @@ class Repl:
         try:
             with no_echo(self.env.stdin), trio.CancelScope() as scope:
                 self._turn_scope = scope
-                outcome = await client.run_turn(prompt, model=self.model_override, attachments=attachments)
+                outcome = await client.run_turn(prompt, model=self.model_override, attachments=attachments,
+                                                context=self._context())
                 self._drain_typed_ahead()
         finally:
             self._turn_scope = None
@@ -614,6 +624,8 @@ def _history_lines(content: dict[str, Any]) -> list[Text]:
         if not isinstance(part, dict):
             continue
         if isinstance(part.get("text"), str) and not part.get("thought"):
+            if user and part["text"].startswith("<session_context>"):
+                continue  # the first turn's context, not something the user typed
             text = _visible(part["text"])
             lines.append(Text.assemble(("» ", "bold cyan"), (text, "cyan")) if user else Text(text))
         elif isinstance(part.get("function_call"), dict):

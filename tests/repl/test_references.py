@@ -119,7 +119,8 @@ def test_an_image_is_sent_as_inline_data_to_the_gemini_api(tmp_path, workdir):  
         body = fake.requests[-1]["body"]
     assert done.returncode == 0, done.stderr
     assert "a logo" in done.stdout
-    parts = body["contents"][-1]["parts"]
+    # The first turn opens with the session context (gemini-cli's <session_context> part).
+    parts = [p for p in body["contents"][-1]["parts"] if not p.get("text", "").startswith("<session_context>")]
     assert parts[0]["text"].startswith("what is @logo.png?\n--- Content from referenced files ---")
     assert "Content from @logo.png: (image/png, 264 bytes, attached as inline data)" in parts[0]["text"]
     inline = parts[1]["inlineData"]  # as google-genai puts it on the wire

@@ -457,7 +457,7 @@ def test_compress_and_chat_save_resume(start_repl, tmp_path):
     ask(repl, "/chat save after")
     repl.expect(r"Saved chat after")
     repl.expect(PROMPT)
-    sent = json.loads((tmp_path / "home" / "chats" / "after.json").read_text())["messages"][0]["parts"][0]["text"]
+    sent = json.loads((tmp_path / "home" / "chats" / "after.json").read_text())["messages"][0]["parts"][-1]["text"]
     assert sent.startswith("This conversation continues an earlier one, compressed to free context.")
     assert "- answer: Paris" in sent
     assert "User: capital of France?\n\nModel: The capital is Paris." in sent
@@ -471,7 +471,7 @@ def test_compress_and_chat_save_resume(start_repl, tmp_path):
     ask(repl, "/chat save resumed")
     repl.expect(r"Saved chat resumed")
     repl.expect(PROMPT)
-    sent = json.loads((tmp_path / "home" / "chats" / "resumed.json").read_text())["messages"][0]["parts"][0]["text"]
+    sent = json.loads((tmp_path / "home" / "chats" / "resumed.json").read_text())["messages"][0]["parts"][-1]["text"]
     assert sent.startswith("This conversation resumes one saved as 'geo'")
     assert "User: capital of France?\n\nModel: The capital is Paris." in sent
     ask(repl, "/chat delete geo")

@@ -29,6 +29,13 @@ import trio
 
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.connect import ClientSettings
+from gemini_split.client.context import (
+    SubdirectoryContext,
+    load_project_context,
+    session_context_message,
+    session_context_text,
+)
+from gemini_split.client.tools.session_tools import default_memory_file
 from gemini_split.client.reconnect import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.client.profiles import ServerProfile, profile_store
 from gemini_split.environment import Environment
@@ -95,13 +102,6 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     and build what the session is told: :attr:`ClientSettings.context`,
     ``project_context`` and the subdirectory tracker. Call again to refresh
     (``/memory refresh``)."""
-    from gemini_split.client.context import (
-        SubdirectoryContext,
-        load_project_context,
-        session_context_message,
-        session_context_text,
-    )
-
     loaded = settings.loaded_settings
     s = loaded.merged
     names = s.context_file_names()
@@ -116,6 +116,7 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
         ignore += (".geminiignore",)
     environment = session_context_text(dirs, include_listing=s.context.include_directory_tree, ignore_files=ignore)
     settings.project_context = project
+    settings.memory_file = default_memory_file(env.config_dir, names)
     settings.context = session_context_message(
         project, workspace_dirs=dirs, file_names=names, approval_mode=settings.approval_mode.value,
         interactive=interactive, environment=environment,

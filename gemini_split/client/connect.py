@@ -49,6 +49,9 @@ class ClientSettings:
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     approval_mode: ApprovalMode = ApprovalMode.DEFAULT
     allowed_tools: tuple[str, ...] = ()
+    #: Where ``save_memory`` appends facts (the user's global context file);
+    #: None: no ``save_memory`` tool.
+    memory_file: Path | None = None
     #: More directories the tools may use (``--include-directories``).
     include_dirs: tuple[Path, ...] = ()
     #: Only these built-in tools exist (``tools.core``); None: all of them.
@@ -119,6 +122,19 @@ async def open_client(
         asker,
         after_run=settings.context_tracker.after_run if settings.context_tracker is not None else None,
     )
+    try:
+        async with _connected(settings, executor, on_event, on_notice, on_connection) as client:
+            yield client
+    finally:
+        # Background commands (run_shell_command is_background) end with the client.
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(executor.registry.close)
+
+
+@asynccontextmanager
+async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event: EventCallback | None,
+                     on_notice: Callable[[str], None] | None,
+                     on_connection: ConnectionCallback | None) -> AsyncIterator[ProtocolClient]:
     with single_exceptions():
         async with open_mcp_tools(settings) as mcp, trio.open_nursery() as nursery:
             address = settings.server
@@ -151,16 +167,18 @@ async def open_client(
 def _offered_tools(settings: ClientSettings) -> ToolRegistry:
     """The built-in tools minus what ``tools.core`` leaves out and
     ``tools.exclude`` removes; in plan mode, the read-only ones only."""
-    tools = default_tools()
+    tools = default_tools(memory_file=settings.memory_file)
     plan = settings.approval_mode is ApprovalMode.PLAN
     if settings.core_tools is None and not settings.exclude_tools and not plan:
         return tools
     core = set(settings.core_tools) if settings.core_tools is not None else None
-    return ToolRegistry(
+    offered = ToolRegistry(
         tool for tool in tools
         if (core is None or tool.name in core) and tool.name not in settings.exclude_tools
         and (not plan or tool.kind is ToolKind.READ)
     )
+    offered.closers = tools.closers
+    return offered
 
 
 @asynccontextmanager

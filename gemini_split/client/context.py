@@ -36,6 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import trio
+
+from gemini_split.protocol import ContextFile as WireContextFile
+from gemini_split.protocol import SessionContext
+
+from .gitignore import IgnoreRules
+
 #: Bytes read from one context file; the rest is dropped with a note.
 MAX_CONTEXT_FILE_BYTES = 256 * 1024
 #: Entries shown in the directory listing of the session context (gemini-cli's).
@@ -233,8 +240,6 @@ def folder_structure(directory: Path, *, max_items: int = LISTING_MAX_ITEMS,
     """A tree of ``directory`` in gemini-cli's shape: breadth first, at most
     ``max_items`` files and folders, ignored and skipped folders shown with
     ``...``, entries sorted by name. Symlinked directories are not entered."""
-    from .gitignore import IgnoreRules
-
     directory = Path(os.path.abspath(directory))
     rules = IgnoreRules()
     for name in ignore_files:
@@ -338,8 +343,6 @@ class SubdirectoryContext:
         path = args.get(key) if key else None
         if not self.trusted or not isinstance(result, str) or not isinstance(path, str) or not self.workspace_dirs:
             return result
-        import trio
-
         touched = Path(path) if os.path.isabs(path) else self.workspace_dirs[0] / path
         found = await trio.to_thread.run_sync(
             lambda: subdirectory_context_files(touched, self.workspace_dirs, file_names=self.file_names,
@@ -361,9 +364,6 @@ class SubdirectoryContext:
 def session_context_message(project: ProjectContext, *, workspace_dirs: list[Path], file_names: list[str],
                             approval_mode: str, interactive: bool, environment: str | None):
     """The protocol's ``SessionContext`` for these facts."""
-    from gemini_split.protocol import ContextFile as WireContextFile
-    from gemini_split.protocol import SessionContext
-
     return SessionContext(
         files=tuple(WireContextFile(path=str(f.path), scope=f.scope, content=f.content) for f in project.files),
         file_names=tuple(file_names),

@@ -275,12 +275,22 @@ def _backoff(attempt: int, config: ServerConfig, retry_after: float | None) -> f
 async def _run_tools(
     calls: list[FunctionCallChunk], call_tool: CallTool, responses: list[dict[str, Any] | None]
 ) -> None:
-    """Run the calls concurrently, filling ``responses`` in call order."""
+    """Run the calls concurrently (a call with ``wait_for_previous: true``
+    after the ones before it), filling ``responses`` in call order."""
+
+    done = [trio.Event() for _ in calls]
 
     async def one(i: int, call: FunctionCallChunk) -> None:
-        result, failure = await call_tool(call.name, call.args)
-        payload = {"error": _failure_dict(failure)} if failure is not None else {"output": result}
-        responses[i] = _function_response(call, payload)
+        try:
+            if isinstance(call.args, dict) and call.args.get("wait_for_previous") is True:
+                # gemini-cli's wait_for_previous: after every earlier call of the turn.
+                for event in done[:i]:
+                    await event.wait()
+            result, failure = await call_tool(call.name, call.args)
+            payload = {"error": _failure_dict(failure)} if failure is not None else {"output": result}
+            responses[i] = _function_response(call, payload)
+        finally:
+            done[i].set()
 
     async with trio.open_nursery() as nursery:
         for i, call in enumerate(calls):

@@ -26,11 +26,8 @@ EXTRA = {
     ("list_directory", "ignore"),
 }
 #: gemini-cli parameters still to come (named so none is forgotten).
-PENDING = {
-    ("run_shell_command", "is_background"), ("run_shell_command", "delay_ms"),
-    ("web_fetch", "prompt"),
-}
-PENDING_EXTRA = {("web_fetch", "url")}
+PENDING: set[tuple[str, str]] = set()
+PENDING_EXTRA: set[tuple[str, str]] = set()
 
 
 def _types(schema: dict) -> dict:

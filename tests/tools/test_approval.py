@@ -23,7 +23,7 @@ ARGS = {
     "read_file": {"file_path": "a"}, "list_directory": {"dir_path": "."}, "glob": {"pattern": "*"},
     "grep_search": {"pattern": "x"}, "write_file": {"file_path": "a", "content": ""},
     "replace": {"instruction": "edit", "file_path": "a", "old_string": "x", "new_string": "y"},
-    "run_shell_command": {"command": "ls"}, "web_fetch": {"url": "http://example.com"},
+    "run_shell_command": {"command": "ls"}, "web_fetch": {"prompt": "summarise http://example.com"},
 }
 
 EXPECTED = {

@@ -90,7 +90,7 @@ def fetcher(env: Env, **kw):
 
 
 async def test_fetch_html_as_text(env: Env, server: str):
-    out = await env.run("web_fetch", {"url": f"{server}/page.html"}, executor=fetcher(env))
+    out = await env.run("web_fetch", {"prompt": f"{server}/page.html"}, executor=fetcher(env))
     assert out.failure is None, out.failure
     text = out.result
     assert text.startswith(f"Content of {server}/page.html [text/html]:")
@@ -102,24 +102,24 @@ async def test_fetch_html_as_text(env: Env, server: str):
 
 async def test_fetch_other_text_types(env: Env, server: str):
     ex = fetcher(env)
-    out = await env.run("web_fetch", {"url": f"{server}/plain.txt"}, executor=ex)
+    out = await env.run("web_fetch", {"prompt": f"{server}/plain.txt"}, executor=ex)
     assert out.result.endswith("just text\n")
-    out = await env.run("web_fetch", {"url": f"{server}/data.json"}, executor=ex)
+    out = await env.run("web_fetch", {"prompt": f"{server}/data.json"}, executor=ex)
     assert out.result.endswith('{"a": 1}')
-    out = await env.run("web_fetch", {"url": f"{server}/latin1.html"}, executor=ex)
+    out = await env.run("web_fetch", {"prompt": f"{server}/latin1.html"}, executor=ex)
     assert out.result.endswith("café")
 
 
 async def test_redirects_are_followed_and_shown(env: Env, server: str):
-    out = await env.run("web_fetch", {"url": f"{server}/redirect"}, executor=fetcher(env))
+    out = await env.run("web_fetch", {"prompt": f"{server}/redirect"}, executor=fetcher(env))
     assert f"Content of {server}/page.html (redirected from {server}/redirect)" in out.result
-    out = await env.run("web_fetch", {"url": f"{server}/to-file"}, executor=fetcher(env))
+    out = await env.run("web_fetch", {"prompt": f"{server}/to-file"}, executor=fetcher(env))
     assert out.failure is not None and out.failure.code in {"unsupported_scheme", "fetch_failed"}
     assert "root:" not in out.text()
 
 
 async def test_size_cap(env: Env, server: str):
-    out = await env.run("web_fetch", {"url": f"{server}/big.txt"}, executor=fetcher(env, max_bytes=10_000, max_chars=5_000))
+    out = await env.run("web_fetch", {"prompt": f"{server}/big.txt"}, executor=fetcher(env, max_bytes=10_000, max_chars=5_000))
     assert out.failure is None
     assert "download stopped at 9 KiB" in out.result and "cut at 5000" in out.result
     assert out.result.count("x") <= 5_000 + 10
@@ -127,7 +127,7 @@ async def test_size_cap(env: Env, server: str):
 
 async def test_time_limit(env: Env, server: str):
     start = time.monotonic()
-    out = await env.run("web_fetch", {"url": f"{server}/slow"}, executor=fetcher(env, timeout=0.5))
+    out = await env.run("web_fetch", {"prompt": f"{server}/slow"}, executor=fetcher(env, timeout=0.5))
     assert out.failure is not None and out.failure.code == "timeout"
     assert time.monotonic() - start < 3
 
@@ -136,15 +136,15 @@ async def test_refusals(env: Env, server: str):
     ex = fetcher(env)
     for url, code in [
         ("file:///etc/passwd", "unsupported_scheme"), ("ftp://example.com/x", "unsupported_scheme"),
-        ("javascript:alert(1)", "unsupported_scheme"), ("example.com/page", "unsupported_scheme"),
-        ("http://", "invalid_url"), (f"{server}/a b", "invalid_url"),
+        ("javascript:alert(1)", "no_url"), ("example.com/page", "no_url"),
+        ("http://", "invalid_url"), (" ".join(f"{server}/{i}" for i in range(21)), "too_many_urls"),
         (f"{server}/image.png", "unsupported_content"), (f"{server}/missing", "http_error"),
         ("http://127.0.0.1:1/", "fetch_failed"),
     ]:
-        out = await env.run("web_fetch", {"url": url}, executor=ex)
+        out = await env.run("web_fetch", {"prompt": url}, executor=ex)
         assert out.failure is not None and out.failure.code == code, (url, out.failure, out.result)
         assert "Traceback" not in out.failure.message
-    out = await env.run("web_fetch", {"url": f"{server}/missing"}, executor=ex)
+    out = await env.run("web_fetch", {"prompt": f"{server}/missing"}, executor=ex)
     assert "404" in out.failure.message and "Not here" in out.failure.message
 
 
@@ -160,3 +160,23 @@ def test_html_to_text_edge_cases():
     assert html_to_text("<img alt='logo'><svg><text>drop</text></svg>ok") == "[image: logo]ok"
     assert html_to_text("x &lt;y&gt; &#x263A;") == "x <y> \u263a"
     assert html_to_text("<a href='/a'>A</a>", "https://h.example/b/c") == "A (https://h.example/a)"
+
+
+def test_urls_are_found_in_a_prompt_as_gemini_cli_takes_them():
+    from gemini_split.client.tools.web import urls_in
+
+    prompt = ("Compare https://a.example/x, (see https://b.example/y) and [https://c.example/z]. "
+              "Also https://a.example/x again and http://d.example/p?q=1#f.")
+    assert urls_in(prompt) == ["https://a.example/x", "https://b.example/y", "https://c.example/z",
+                               "http://d.example/p?q=1#f"]
+    assert urls_in("https://w.example/wiki/Foo_(bar) is it") == ["https://w.example/wiki/Foo_(bar)"]
+
+
+async def test_several_urls_in_one_prompt(env: Env, server: str):
+    out = await env.run("web_fetch", {"prompt": f"Summarise {server}/plain.txt and {server}/missing, then "
+                                                f"{server}/data.json."}, executor=fetcher(env))
+    assert out.failure is None, out.failure
+    text = out.result
+    assert text.index(f"Content of {server}/plain.txt") < text.index(f"Could not fetch {server}/missing") \
+        < text.index(f"Content of {server}/data.json")
+    assert "[http_error]" in text

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from gemini_split.protocol import ToolSpec
 
@@ -13,6 +14,8 @@ class ToolRegistry:
     """Tools by name, in the order they were registered."""
 
     def __init__(self, tools: Iterable[Tool] = ()):
+        #: Called by :meth:`close` (last added first).
+        self.closers: list[Callable[[], None]] = []
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             self.register(tool)
@@ -21,6 +24,11 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
+
+    def close(self) -> None:
+        """Release what the tools hold beyond a call (background commands)."""
+        while self.closers:
+            self.closers.pop()()
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -38,26 +46,40 @@ class ToolRegistry:
         return len(self._tools)
 
 
-def default_tools(*, shell_env_allow: tuple[str, ...] = ()) -> ToolRegistry:
+def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | None = None) -> ToolRegistry:
     """Every built-in local tool, with default limits. To change a limit,
     build the registry with the tool constructed differently, e.g.
     ``RunShellCommandTool(timeout=600)``.
 
     ``shell_env_allow``: secret-looking environment variables shell commands
     may still see (glob patterns, e.g. ``("GITHUB_TOKEN",)``; see
-    :mod:`gemini_split.client.tools.environment`)."""
+    :mod:`gemini_split.client.tools.environment`).
+
+    ``memory_file``: where ``save_memory`` appends facts (the user's global
+    context file); without it there is no ``save_memory``."""
     from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
     from .search import GlobTool, GrepSearchTool
+    from .background import BackgroundProcesses, ListBackgroundProcessesTool, ReadBackgroundOutputTool
+    from .session_tools import EnterPlanModeTool, SaveMemoryTool, WriteTodosTool
     from .shell import RunShellCommandTool
     from .web import WebFetchTool
 
-    return ToolRegistry([
+    extra: list[Tool] = [SaveMemoryTool(memory_file)] if memory_file is not None else []
+    background = BackgroundProcesses()
+    registry = ToolRegistry([
         ReadFileTool(),
         ListDirectoryTool(),
         GlobTool(),
         GrepSearchTool(),
         WriteFileTool(),
         ReplaceTool(),
-        RunShellCommandTool(env_allow=shell_env_allow),
+        RunShellCommandTool(env_allow=shell_env_allow, background=background),
         WebFetchTool(),
+        ListBackgroundProcessesTool(background),
+        ReadBackgroundOutputTool(background),
+        WriteTodosTool(),
+        EnterPlanModeTool(),
+        *extra,
     ])
+    registry.closers.append(background.close)
+    return registry

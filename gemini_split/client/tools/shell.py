@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from .background import BackgroundProcesses, tail, wait_ms
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 from .environment import tool_environment
 from .processes import open_tool_process, release_tool_process
@@ -70,6 +71,8 @@ class RunShellCommandTool(Tool):
             "command": {"type": "string", "description": "The exact bash command to run, e.g. 'git status --short'."},
             "description": {"type": "string", "description": "A short explanation of what the command does and why, shown to the user."},
             "dir_path": {"type": "string", "description": "Directory to run in, relative to the workspace root. Default: the root."},
+            "is_background": {"type": "boolean", "description": "Leave the command running in the background (a server, a watcher) and return its pid and first output; read more with read_background_output. Default false."},
+            "delay_ms": {"type": "integer", "description": "With is_background: how long to wait before returning the first output (default 200, at most 30000)."},
         },
         "required": ["command"],
     }
@@ -82,7 +85,10 @@ class RunShellCommandTool(Tool):
         kill_grace: float = 2.0,
         shell: str | None = None,
         env_allow: tuple[str, ...] = (),
+        background: BackgroundProcesses | None = None,
     ):
+        #: Where ``is_background`` commands go; None: not offered.
+        self.background = background
         self.timeout = timeout
         self.env_allow = tuple(env_allow)
         self.max_output = max_output
@@ -117,6 +123,8 @@ class RunShellCommandTool(Tool):
         cwd = self._directory(args, ctx.workspace)
         env = tool_environment(allow=self.env_allow, GEMINI_CLI="1")
         env["PATH"] = _absolute_path_entries(env.get("PATH", os.defpath))
+        if args.get("is_background"):
+            return await self._run_in_background(command, cwd, env, args, ctx)
         try:
             process = await open_tool_process(
                 [self.shell, "-c", command],
@@ -156,6 +164,21 @@ class RunShellCommandTool(Tool):
             )
         if notes:
             result["note"] = "; ".join(notes)
+        return result
+
+
+    async def _run_in_background(self, command: str, cwd: Path, env: dict[str, str], args: dict[str, Any],
+                                 ctx: ToolContext) -> Any:
+        if self.background is None:
+            raise ToolFailed("unavailable", "this client runs no background commands", "run the command without is_background")
+        shown = ctx.workspace.relative(cwd)
+        entry = await trio.to_thread.run_sync(self.background.start, self.shell, command, cwd, shown, env)
+        await wait_ms(args.get("delay_ms", 200))
+        output, more = await trio.to_thread.run_sync(tail, entry.log, 50)
+        result: dict[str, Any] = {"command": command, "directory": shown, "pid": entry.pid,
+                                  "status": entry.status(), "output": output}
+        if more:
+            result["note"] = "earlier output not shown; read_background_output reads more"
         return result
 
 

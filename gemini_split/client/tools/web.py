@@ -1,4 +1,11 @@
-"""``web_fetch``: one HTTP(S) GET, returned as readable text.
+"""``web_fetch``: the URLs in a prompt, fetched and returned as readable text.
+
+gemini-cli's ``web_fetch(prompt)``: the prompt holds up to
+:data:`MAX_URLS` ``http(s)://`` URLs and says what to do with them; each
+URL is fetched here, on the client, and the texts are returned together
+(the model that wrote the prompt then does what it asked). gemini-cli has a
+second model call do that step; here the answer goes back to the same
+model, which keeps the pages on the machine that fetched them.
 
 Only ``http`` and ``https`` URLs (redirects included, at most
 ``max_redirects``); the download stops at ``max_bytes`` and the whole fetch
@@ -30,8 +37,33 @@ _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([\w-]+)""", re.IGNORECASE)
 
 
+#: URLs one prompt may name (gemini-cli's limit).
+MAX_URLS = 20
+_URL = re.compile(r"https?://[^\s<>\"'`]*", re.IGNORECASE)
+
+
+def urls_in(prompt: str) -> list[str]:
+    """The ``http(s)://`` URLs in ``prompt``, in order, without repeats,
+    trailing punctuation (``.``, ``,``, ``;``…) or an unbalanced closing
+    bracket (``(see https://x.org/a)``)."""
+    found: list[str] = []
+    for match in _URL.finditer(prompt):
+        url = match.group(0)
+        while True:
+            trimmed = url.rstrip(".,;:!?")
+            for close, open_ in ((")", "("), ("]", "[")):
+                if trimmed.endswith(close) and trimmed.count(close) > trimmed.count(open_):
+                    trimmed = trimmed[:-1]
+            if trimmed == url:
+                break
+            url = trimmed
+        if url not in found:
+            found.append(url)
+    return found
+
+
 class WebFetchTool(Tool):
-    """``web_fetch(url)``. ``timeout`` (seconds for the whole fetch),
+    """``web_fetch(prompt)``. ``timeout`` (seconds for the whole fetch),
     ``max_bytes`` (downloaded at most), ``max_chars`` (text returned at
     most) and ``max_redirects`` are the client's settings. ``transport`` is
     an optional ``httpx.AsyncBaseTransport`` (tests, proxies)."""
@@ -39,18 +71,21 @@ class WebFetchTool(Tool):
     name = "web_fetch"
     kind = ToolKind.NETWORK
     description = (
-        "Fetches a web page or text resource over http or https and returns "
-        "its content as readable text (HTML is converted: headings, lists, "
-        "links as 'text (url)'; scripts and styles dropped). Large pages are "
-        "truncated with a note. Binary content (images, archives, PDFs) is "
-        "refused."
+        "Fetches the web pages or text resources whose http(s) URLs appear in "
+        f"the prompt (up to {MAX_URLS}) and returns their content as readable text "
+        "(HTML is converted: headings, lists, links as 'text (url)'; scripts and "
+        "styles dropped), for you to do what the prompt asks with them. Large "
+        "pages are truncated with a note. Binary content (images, archives, PDFs) "
+        "is refused."
     )
     parameters = {
         "type": "object",
         "properties": {
-            "url": {"type": "string", "description": "The http:// or https:// URL to fetch."},
+            "prompt": {"type": "string", "description": (
+                "What to do, with the full http:// or https:// URL(s) to fetch in it, e.g. "
+                "'Summarise https://example.com/changelog and list breaking changes'.")},
         },
-        "required": ["url"],
+        "required": ["prompt"],
     }
 
     def __init__(
@@ -69,10 +104,38 @@ class WebFetchTool(Tool):
         self.transport = transport
 
     def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
-        return f"Fetch {args['url']} (HTTP GET, at most {self.max_bytes // 1024} KiB, {self.timeout:g} s)"
+        urls = urls_in(str(args.get("prompt", ""))) or ["(no URL)"]
+        return (f"Fetch {', '.join(urls)} (HTTP GET, at most {self.max_bytes // 1024} KiB and "
+                f"{self.timeout:g} s each)")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
-        url = _check_url(args["url"])
+        prompt: str = args["prompt"]
+        urls = urls_in(prompt)
+        if not urls:
+            if "://" in prompt:
+                raise ToolFailed("unsupported_scheme", "the prompt names no http or https URL; only those can be "
+                                 "fetched", "to read a local file use read_file")
+            raise ToolFailed("no_url", "the prompt contains no http:// or https:// URL",
+                             "put the full URL(s) to fetch in the prompt")
+        if len(urls) > MAX_URLS:
+            raise ToolFailed("too_many_urls", f"the prompt names {len(urls)} URLs; at most {MAX_URLS} are fetched",
+                             "split the work into several calls")
+        if len(urls) == 1:
+            return await self._fetch(urls[0])
+        parts: list[str] = []
+        failures: list[ToolFailed] = []
+        for url in urls:
+            try:
+                parts.append(await self._fetch(url))
+            except ToolFailed as failed:
+                failures.append(failed)
+                parts.append(f"Could not fetch {url}: {failed} [{failed.code}]")
+        if len(failures) == len(urls):
+            raise failures[0]
+        return "\n\n---\n\n".join(parts)
+
+    async def _fetch(self, url: str) -> str:
+        url = _check_url(url)
         import httpx  # not needed until a page is fetched: keeps client start-up fast
 
         body = b""

@@ -184,6 +184,13 @@ def _add_gemini_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-trust", action="store_true",
                         help="trust the current folder for this run (its .gemini/settings.json and "
                              "GEMINI.md files apply)")
+    parser.add_argument("--screen-reader", action="store_true",
+                        help="plain output for screen readers: no spinner or status line")
+    parser.add_argument("--raw-output", action="store_true",
+                        help="print the model's text as is, escape sequences included (unsafe with "
+                             "untrusted output)")
+    parser.add_argument("--accept-raw-output-risk", action="store_true",
+                        help="no warning for --raw-output")
 
 
 def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:

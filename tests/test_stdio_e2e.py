@@ -60,7 +60,7 @@ def test_text_streams_and_read_file_is_answered_by_the_client(tmp_path):
                             cwd=client_dir, fake=fake, in_process=False)
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert out["response"] == "Reading. The notes are client-side."
+    assert out["response"] == "The notes are client-side."  # the text after the last tool call, as gemini-cli
     responses = [p["functionResponse"] for r in fake.requests for c in r["body"]["contents"]
                  for p in c.get("parts", []) if "functionResponse" in p]
     assert responses[0]["response"] == {"output": "client-side notes\n"}

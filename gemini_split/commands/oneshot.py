@@ -26,7 +26,7 @@ from gemini_split.errors import BadInput, ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.protocol import ErrorCode
 from gemini_split.transport import AuthenticationFailed, ConnectFailed, TransportError
-from gemini_split.ui.oneshot import OneShotRenderer, make_renderer
+from gemini_split.ui.oneshot import OneShotRenderer, StatusLine, make_renderer
 
 
 #: Seconds to wait for the server to confirm a cancel before leaving anyway.
@@ -82,6 +82,13 @@ def read_prompt(args: argparse.Namespace, env: Environment) -> str | None:
     return prompt
 
 
+async def _spin(status: StatusLine) -> None:
+    """Animate the terminal status line until the run ends."""
+    while True:
+        await trio.sleep(0.1)
+        status.tick()
+
+
 def is_headless(env: Environment) -> bool:
     """gemini-cli's test for a non-interactive run: ``$CI`` or
     ``$GITHUB_ACTIONS`` is ``true``, or stdin or stdout is not a terminal."""
@@ -133,8 +140,15 @@ def _ready_within(stream: Any, seconds: float) -> bool:
 
 def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> ExitStatus:
     settings = resolve_client_settings(args, env)
-    output_format = args.output_format or settings.loaded_settings.merged.output.format or "text"
-    renderer = make_renderer(output_format, env.stdout, env.stderr)
+    merged = settings.loaded_settings.merged
+    output_format = args.output_format or merged.output.format or "text"
+    screen_reader = args.screen_reader or merged.ui.accessibility.screen_reader
+    if args.raw_output and not args.accept_raw_output_risk:
+        env.warn("WARNING: --raw-output: the model's text reaches your terminal unfiltered; escape "
+                 "sequences in it can change what the terminal shows. --accept-raw-output-risk hides this.")
+    renderer = make_renderer(output_format, env.stdout, env.stderr,
+                             stderr_is_terminal=env.stderr_isatty and not screen_reader,
+                             raw_output=args.raw_output)
     try:
         return trio.run(_oneshot, settings, renderer, prompt, settings.model)
     except BrokenPipeError:
@@ -167,6 +181,8 @@ async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: 
                             nursery.cancel_scope.deadline = trio.current_time() + CANCEL_GRACE
 
                     nursery.start_soon(cancel_on_interrupt)
+                    if renderer.status is not None:
+                        nursery.start_soon(_spin, renderer.status)
                     prompt, attachments = await _attach_references(prompt, client, renderer)
                     outcome = await client.run_turn(prompt, model=model if settings.server else None,
                                                     attachments=attachments, context=settings.context)

@@ -1,18 +1,37 @@
 """One-shot output: ``--output-format text | json | stream-json``.
 
-* ``text``: the answer on stdout as it streams; progress (tool calls,
-  retries) and warnings on stderr.
-* ``json``: one object at the end: ``response``, ``stats``, ``error``.
-* ``stream-json``: one JSON object per line as things happen: ``init``,
-  ``message``, ``tool_use``, ``tool_result``, ``error``, ``result``.
+Field for field what gemini-cli's headless mode writes (its
+``packages/core/src/output`` and ``uiTelemetry.ts``), so scripts written for
+it work:
 
-The names and fields follow gemini-cli's headless output, so scripts written
-for it work. Deliberately light on imports: this is on the one-shot path.
+* ``text``: the answer on stdout as it streams, a newline between the model's
+  messages when tools ran between them; warnings, retries and errors on
+  stderr. On a terminal stderr also shows a spinner until the first token and
+  a one-line status while a tool runs (never when stderr is a pipe or file).
+* ``json``: one object at the end (2-space indented, as gemini-cli):
+  ``session_id``, ``response`` (the text of the model's *last* message, after
+  its last tool call), ``stats`` (below), ``warnings`` when there are any,
+  ``error`` only on failure (``{type, message, code}``).
+* ``stream-json``: one compact JSON object per line as things happen:
+  ``init``, ``message``, ``tool_use``, ``tool_result``, ``error`` (warnings
+  only), then ``result`` with ``status`` and ``stats``. A retried model call
+  that then succeeds is not an ``error`` line: it is reported on stderr and
+  counted in ``stats``.
+
+``stats`` (json) is gemini-cli's ``SessionMetrics``: per model ``api``
+(totalRequests, totalErrors, totalLatencyMs, errorsByType), ``tokens``
+(input = prompt − cached, prompt, candidates, total, cached, thoughts, tool)
+and ``roles.main`` with the same counts; ``tools`` (totalCalls, totalSuccess,
+totalFail, totalDurationMs, totalDecisions and the same per name in
+``byName``); ``files`` (totalLinesAdded/Removed by the edit tools).
+
+Deliberately light on imports: this is on the one-shot path.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,6 +51,17 @@ from gemini_split.protocol import (
 )
 
 from .output_formats import OUTPUT_FORMATS  # re-exported: the renderers below are these
+from .safe_text import visible
+
+#: gemini-cli's ToolCallDecision values, in its order.
+DECISIONS = ("accept", "reject", "modify", "auto_accept")
+
+_DIFF_STAT = re.compile(r"\(\+(\d+) -(\d+) lines?\)")
+_CREATED = re.compile(r"^Created .*\((\d+) lines?\)\.$")
+
+
+def _decisions() -> dict[str, int]:
+    return dict.fromkeys(DECISIONS, 0)
 
 
 @dataclass
@@ -39,17 +69,29 @@ class _ToolStats:
     count: int = 0
     success: int = 0
     fail: int = 0
+    duration_ms: int = 0
+    decisions: dict[str, int] = field(default_factory=_decisions)
+
+
+@dataclass
+class _ApiStats:
+    requests: int = 0
+    errors: int = 0
+    latency_ms: int = 0
+    errors_by_type: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
 class RunStats:
-    """What a one-shot run did, for ``json`` and ``stream-json``."""
+    """What a one-shot run did, computed as gemini-cli computes its stats."""
 
     model: str = ""
     usage: Usage = field(default_factory=Usage)
-    turns: int = 0
+    api: _ApiStats = field(default_factory=_ApiStats)
     started: float = field(default_factory=time.monotonic)
     tools: dict[str, _ToolStats] = field(default_factory=dict)
+    lines_added: int = 0
+    lines_removed: int = 0
 
     def tool(self, name: str) -> _ToolStats:
         return self.tools.setdefault(name, _ToolStats())
@@ -58,30 +100,84 @@ class RunStats:
     def duration_ms(self) -> int:
         return int((time.monotonic() - self.started) * 1000)
 
-    def as_gemini_cli_stats(self) -> dict[str, Any]:
+    def add_usage(self, usage: Usage, api: Any = None) -> None:
+        """A request's totals (``Finished``, or a failed request's error)."""
+        self.usage = self.usage + usage
+        if api is not None:
+            self.api.requests += api.requests
+            self.api.errors += api.errors
+            self.api.latency_ms += api.latency_ms
+            for kind, n in (api.errors_by_type or {}).items():
+                self.api.errors_by_type[kind] = self.api.errors_by_type.get(kind, 0) + n
+
+    def count_edit(self, result: Any) -> None:
+        """``files.totalLinesAdded/Removed`` from an edit tool's summary."""
+        if not isinstance(result, str):
+            return
+        first = result.splitlines()[0] if result else ""
+        if m := _DIFF_STAT.search(first):
+            self.lines_added += int(m.group(1))
+            self.lines_removed += int(m.group(2))
+        elif m := _CREATED.match(first):
+            self.lines_added += int(m.group(1))
+
+    def _tokens(self) -> dict[str, int]:
         u = self.usage
         return {
-            "models": {
-                self.model or "unknown": {
-                    "api": {"totalRequests": self.turns, "totalLatencyMs": self.duration_ms},
-                    "tokens": {
-                        "prompt": u.prompt_tokens,
-                        "candidates": u.output_tokens,
-                        "thoughts": u.thinking_tokens,
-                        "cached": u.cached_tokens,
-                        "total": u.total_tokens,
-                    },
-                }
-            },
+            "input": max(0, u.prompt_tokens - u.cached_tokens),
+            "prompt": u.prompt_tokens,
+            "candidates": u.output_tokens,
+            "total": u.total_tokens,
+            "cached": u.cached_tokens,
+            "thoughts": u.thinking_tokens,
+            "tool": getattr(u, "tool_tokens", 0),
+        }
+
+    def as_gemini_cli_stats(self) -> dict[str, Any]:
+        """gemini-cli's ``SessionMetrics`` (the ``stats`` of ``-o json``)."""
+        models: dict[str, Any] = {}
+        if self.api.requests or self.usage.total_tokens:
+            api = {"totalRequests": self.api.requests, "totalErrors": self.api.errors,
+                   "totalLatencyMs": self.api.latency_ms}
+            tokens = self._tokens()
+            models[self.model or "unknown"] = {
+                "api": {**api, "errorsByType": dict(self.api.errors_by_type)},
+                "tokens": tokens,
+                "roles": {"main": {**api, "tokens": dict(tokens)}},
+            }
+        tools = self.tools.values()
+        total_decisions = _decisions()
+        for t in tools:
+            for k, v in t.decisions.items():
+                total_decisions[k] += v
+        return {
+            "models": models,
             "tools": {
-                "totalCalls": sum(t.count for t in self.tools.values()),
-                "totalSuccess": sum(t.success for t in self.tools.values()),
-                "totalFail": sum(t.fail for t in self.tools.values()),
+                "totalCalls": sum(t.count for t in tools),
+                "totalSuccess": sum(t.success for t in tools),
+                "totalFail": sum(t.fail for t in tools),
+                "totalDurationMs": sum(t.duration_ms for t in tools),
+                "totalDecisions": total_decisions,
                 "byName": {
-                    name: {"count": t.count, "success": t.success, "fail": t.fail}
+                    name: {"count": t.count, "success": t.success, "fail": t.fail,
+                           "durationMs": t.duration_ms, "decisions": dict(t.decisions)}
                     for name, t in self.tools.items()
                 },
             },
+            "files": {"totalLinesAdded": self.lines_added, "totalLinesRemoved": self.lines_removed},
+        }
+
+    def as_stream_stats(self) -> dict[str, Any]:
+        """gemini-cli's ``StreamStats`` (``result.stats`` of stream-json)."""
+        tokens = self._tokens()
+        per_model = {"total_tokens": tokens["total"], "input_tokens": tokens["prompt"],
+                     "output_tokens": tokens["candidates"], "cached": tokens["cached"], "input": tokens["input"]}
+        has_model = bool(self.api.requests or self.usage.total_tokens)
+        return {
+            **(per_model if has_model else dict.fromkeys(per_model, 0)),
+            "duration_ms": self.duration_ms,
+            "tool_calls": sum(t.count for t in self.tools.values()),
+            "models": {self.model or "unknown": per_model} if has_model else {},
         }
 
 
@@ -93,30 +189,69 @@ class OneShotRenderer:
     failures outside the protocol) which prints the ending and returns the
     exit status."""
 
-    def __init__(self, stdout: IO[str], stderr: IO[str]):
+    #: The terminal status line (text output on a terminal only).
+    status: StatusLine | None = None
+
+    def __init__(self, stdout: IO[str], stderr: IO[str], *, stderr_is_terminal: bool = False,
+                 raw_output: bool = False):
         self.stdout = stdout
         self.stderr = stderr
+        self.raw_output = raw_output
         self.stats = RunStats()
+        #: Text of the model's messages since the last tool call.
         self.response: list[str] = []
+        self.warnings: list[str] = []
         self.session_id = ""
+        self._tool_started: dict[str, float] = {}
+        self._retries = 0
 
     def start(self, *, session_id: str, model: str, prompt: str) -> None:
         self.session_id = session_id
         self.stats.model = model
 
     async def on_event(self, event: ServerEvent) -> None:
+        stats = self.stats
         if isinstance(event, TextDelta):
             self.response.append(event.content)
         elif isinstance(event, ToolStarted):
-            self.stats.tool(event.tool).count += 1
-        elif isinstance(event, ToolCompleted):
-            self.stats.tool(event.tool).success += 1
-        elif isinstance(event, ToolError):
-            self.stats.tool(event.tool).fail += 1
+            self.response.clear()  # gemini-cli's response is the text after the last tool call
+            stats.tool(event.tool).count += 1
+            self._tool_started[event.call_id] = time.monotonic()
+        elif isinstance(event, (ToolCompleted, ToolError)):
+            t = stats.tool(event.tool)
+            began = self._tool_started.pop(event.call_id, None)
+            if began is not None:
+                t.duration_ms += int((time.monotonic() - began) * 1000)
+            # gemini-cli counts a call that was allowed to run as "accept"
+            # (whether it then succeeded or not), a refused one as "reject".
+            refused = isinstance(event, ToolError) and event.error.code == "refused"
+            t.decisions["reject" if refused else "accept"] += 1
+            if isinstance(event, ToolCompleted):
+                t.success += 1
+                stats.count_edit(event.result)
+            else:
+                t.fail += 1
+        elif isinstance(event, Retrying):
+            self._retries += 1
         elif isinstance(event, Finished):
-            self.stats.usage = event.usage
-            self.stats.turns = event.turns
+            self._add_request_totals(event)
+        elif isinstance(event, Error) and event.request_id:
+            self._add_request_totals(event)
         self.show(event)
+
+    def _add_request_totals(self, event: Any) -> None:
+        api = getattr(event, "api", None)
+        usage = getattr(event, "usage", None)
+        if api is None:
+            # A server that does not report per-call stats: count what the
+            # events show (each retry was a failed call).
+            turns = getattr(event, "turns", 0)
+            failed = isinstance(event, Error)
+            errors = self._retries + (1 if failed else 0)
+            api = _ApiStats(requests=turns + self._retries + (1 if failed and not turns else 0),
+                            errors=errors, errors_by_type={"model_error": errors} if errors else {})
+        self.stats.add_usage(usage or Usage(), api)
+        self._retries = 0
 
     def show(self, event: ServerEvent) -> None:
         """Print what this format prints for an event as it arrives."""
@@ -131,42 +266,80 @@ class OneShotRenderer:
     def end(self, status: ExitStatus, error_code: str | None, error_message: str | None) -> None:
         """Print the ending."""
 
+    def _note(self, line: str) -> None:
+        """A line on stderr (progress, retries, warnings); model-chosen
+        parts are made safe for a terminal."""
+        print(visible(line), file=self.stderr, flush=True)
+
 
 class TextRenderer(OneShotRenderer):
+    def __init__(self, stdout: IO[str], stderr: IO[str], *, stderr_is_terminal: bool = False,
+                 raw_output: bool = False):
+        super().__init__(stdout, stderr, raw_output=raw_output)
+        self._wrote_any = False
+        self._at_line_start = True
+        self.status = StatusLine(stderr) if stderr_is_terminal else None
+
     def show(self, event: ServerEvent) -> None:
         if isinstance(event, TextDelta):
-            self.stdout.write(event.content)
+            if not event.content:
+                return
+            if self.status is not None:
+                self.status.clear(done_waiting=True)
+            self.stdout.write(event.content if self.raw_output else _safe(event.content))
             self.stdout.flush()
+            self._wrote_any = True
+            self._at_line_start = event.content.endswith("\n")
         elif isinstance(event, ToolStarted):
-            self._progress(f"→ {event.tool}({_short_args(event.parameters)})")
+            self._end_line()
+            if self.status is not None:
+                self.status.set(f"{event.tool}({_short_args(event.parameters)})")
+            else:
+                self._note(f"→ {event.tool}({_short_args(event.parameters)})")
+        elif isinstance(event, ToolCompleted):
+            if self.status is not None:
+                self.status.set(None)
         elif isinstance(event, ToolError):
-            self._progress(f"✗ {event.tool}: {event.error.message}")
+            if self.status is not None:
+                self.status.clear()
+            self._note(f"✗ {event.tool}: {event.error.message}")
         elif isinstance(event, Retrying):
-            self._progress(f"model call failed ({event.error}); retry {event.attempt}/{event.max_attempts} in {event.delay:.1f}s")
+            if self.status is not None:
+                self.status.clear()
+            self._note(f"Model call failed ({event.error}); retry {event.attempt}/{event.max_attempts} "
+                       f"in {event.delay:.1f}s")
 
-    def end(self, status: ExitStatus, error_code: str | None, error_message: str | None) -> None:
-        text = "".join(self.response)
-        if text and not text.endswith("\n"):
+    def _end_line(self) -> None:
+        """gemini-cli's ensureTrailingNewline before tools run, so the next
+        message starts on a line of its own."""
+        if self._wrote_any and not self._at_line_start:
             self.stdout.write("\n")
             self.stdout.flush()
-        if error_message:
-            self._progress(f"Error: {error_message}")
+            self._at_line_start = True
 
-    def _progress(self, line: str) -> None:
-        print(line, file=self.stderr, flush=True)
+    def end(self, status: ExitStatus, error_code: str | None, error_message: str | None) -> None:
+        if self.status is not None:
+            self.status.close()
+        self._end_line()
+        if error_message:
+            self._note(f"Error: {error_message}")
 
 
 class JsonRenderer(OneShotRenderer):
+    def show(self, event: ServerEvent) -> None:
+        if isinstance(event, Retrying):
+            self._note(f"Model call failed ({event.error}); retry {event.attempt}/{event.max_attempts} "
+                       f"in {event.delay:.1f}s")
+
     def end(self, status: ExitStatus, error_code: str | None, error_message: str | None) -> None:
-        error = None
+        out: dict[str, Any] = {"session_id": self.session_id}
+        if not error_message:
+            out["response"] = "".join(self.response)
+        out["stats"] = self.stats.as_gemini_cli_stats()
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         if error_message:
-            error = {"type": error_code or "error", "message": error_message, "code": int(status)}
-        out = {
-            "session_id": self.session_id,
-            "response": "".join(self.response),
-            "stats": self.stats.as_gemini_cli_stats(),
-            "error": error,
-        }
+            out["error"] = {"type": error_code or "error", "message": error_message, "code": int(status)}
         self.stdout.write(json.dumps(out, ensure_ascii=False, indent=2) + "\n")
         self.stdout.flush()
 
@@ -181,44 +354,101 @@ class StreamJsonRenderer(OneShotRenderer):
         if isinstance(event, TextDelta):
             self._line({"type": "message", "role": "assistant", "content": event.content, "delta": True})
         elif isinstance(event, ToolStarted):
-            self._line({"type": "tool_use", "tool_name": event.tool, "tool_id": event.call_id, "parameters": event.parameters})
+            self._line({"type": "tool_use", "tool_name": event.tool, "tool_id": event.call_id,
+                        "parameters": event.parameters})
         elif isinstance(event, ToolCompleted):
-            self._line({"type": "tool_result", "tool_id": event.call_id, "status": "success", "output": _as_text(event.result)})
+            self._line({"type": "tool_result", "tool_id": event.call_id, "status": "success",
+                        "output": _as_text(event.result)})
         elif isinstance(event, ToolError):
             self._line({
                 "type": "tool_result", "tool_id": event.call_id, "status": "error",
                 "output": event.error.message, "error": {"type": event.error.code, "message": event.error.message},
             })
         elif isinstance(event, Retrying):
-            self._line({"type": "error", "severity": "warning",
-                        "message": f"retry {event.attempt}/{event.max_attempts} in {event.delay:.1f}s: {event.error}"})
+            self._note(f"Model call failed ({event.error}); retry {event.attempt}/{event.max_attempts} "
+                       f"in {event.delay:.1f}s")
         elif isinstance(event, Error) and not event.request_id:
             self._line({"type": "error", "severity": "warning", "message": event.message})
 
     def end(self, status: ExitStatus, error_code: str | None, error_message: str | None) -> None:
         result: dict[str, Any] = {"type": "result", "status": "success" if status == ExitStatus.SUCCESS else "error"}
         if error_message:
-            self._line({"type": "error", "severity": "error", "message": error_message})
             result["error"] = {"type": error_code or "error", "message": error_message}
-        u = self.stats.usage
-        result["stats"] = {
-            "total_tokens": u.total_tokens,
-            "input_tokens": u.prompt_tokens,
-            "output_tokens": u.output_tokens,
-            "duration_ms": self.stats.duration_ms,
-            "tool_calls": sum(t.count for t in self.stats.tools.values()),
-        }
+        result["stats"] = self.stats.as_stream_stats()
         self._line(result)
 
     def _line(self, obj: dict[str, Any]) -> None:
         obj = {"type": obj["type"], "timestamp": _now_iso(), **obj}
-        self.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
         self.stdout.flush()
 
 
-def make_renderer(output_format: str, stdout: IO[str], stderr: IO[str]) -> OneShotRenderer:
+class StatusLine:
+    """One line on a terminal's stderr, rewritten in place: a spinner while
+    waiting for the model's first token, then the running tool. Cleared
+    before any answer text is written (stdout may be the same terminal)."""
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+
+    def __init__(self, stream: IO[str]):
+        self.stream = stream
+        self.waiting = True
+        self.tool: str | None = None
+        self._frame = 0
+        self._shown = False
+        self._closed = False
+
+    @property
+    def text(self) -> str | None:
+        if self.tool:
+            return f"Running {self.tool}"
+        return "Thinking…" if self.waiting else None
+
+    def tick(self) -> None:
+        """Advance the spinner (called every ~100 ms while the run lasts)."""
+        if self._closed:
+            return
+        text = self.text
+        if text is None:
+            return
+        self._frame = (self._frame + 1) % len(self.FRAMES)
+        self._draw(f"{self.FRAMES[self._frame]} {text}")
+
+    def set(self, tool: str | None) -> None:
+        self.tool = tool
+        if tool is None:
+            self.clear()
+        else:
+            self.tick()
+
+    def clear(self, *, done_waiting: bool = False) -> None:
+        if done_waiting:
+            self.waiting = False
+        if self._shown:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+            self._shown = False
+
+    def close(self) -> None:
+        self.clear(done_waiting=True)
+        self._closed = True
+
+    def _draw(self, line: str) -> None:
+        self.stream.write("\r\x1b[2K" + visible(line, newlines=False)[:200])
+        self.stream.flush()
+        self._shown = True
+
+
+def make_renderer(output_format: str, stdout: IO[str], stderr: IO[str], *,
+                  stderr_is_terminal: bool = False, raw_output: bool = False) -> OneShotRenderer:
     cls = {"text": TextRenderer, "json": JsonRenderer, "stream-json": StreamJsonRenderer}[output_format]
-    return cls(stdout, stderr)
+    return cls(stdout, stderr, stderr_is_terminal=stderr_is_terminal, raw_output=raw_output)
+
+
+def _safe(text: str) -> str:
+    """Model text for a terminal or a file: escape sequences and other
+    controls shown, never obeyed (``--raw-output`` turns this off)."""
+    return visible(text)
 
 
 def _now_iso() -> str:

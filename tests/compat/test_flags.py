@@ -29,8 +29,6 @@ PENDING = {
     "--policy": "policy engine", "--admin-policy": "policy engine",
     "-s": "sandbox", "--sandbox": "sandbox",
 }
-PENDING.update({f: "one-shot output formats (next commit)" for f in
-                ("--screen-reader", "--raw-output", "--accept-raw-output-risk")})
 #: gemini-cli features gemini-split does not have (README: Differences).
 ABSENT = {
     "-w": "git worktrees", "--worktree": "git worktrees",
@@ -61,7 +59,8 @@ def test_every_gemini_cli_flag_is_accepted_or_accounted_for():
     assert missing == []
     # Everything this issue owns is really there.
     for flag in ["-d", "--debug", "-v", "--version", "-i", "--prompt-interactive", "--include-directories",
-                 "--approval-mode", "--skip-trust", "-o", "--output-format", "-m", "-p", "-y", "--allowed-tools", "-h",
+                 "--approval-mode", "--screen-reader", "--raw-output", "--accept-raw-output-risk",
+                 "--skip-trust", "-o", "--output-format", "-m", "-p", "-y", "--allowed-tools", "-h",
                  "--allowed-mcp-server-names"]:
         assert flag in ours, flag
 

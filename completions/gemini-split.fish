@@ -81,7 +81,7 @@ complete -c gemini-split -n _shtab_gemini_split_using -l reconnect-timeout -x -d
 complete -c gemini-split -n _shtab_gemini_split_using -s r -l resume -x -d 'continue an earlier conversation: the latest (default) or the one with this id, in the REPL or with -p'
 complete -c gemini-split -n _shtab_gemini_split_using -l list-sessions -d 'list your sessions (id, last update, turns, title), newest first'
 complete -c gemini-split -n _shtab_gemini_split_using -l delete-session -x -d 'delete one of your sessions'
-complete -c gemini-split -n _shtab_gemini_split_using -l approval-mode -xka "default auto_edit yolo plan" -d 'default: ask before edits, shell and network; auto_edit: edits run; yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)'
+complete -c gemini-split -n _shtab_gemini_split_using -l approval-mode -xka "default auto_edit yolo plan" -d 'default: ask before edits, shell and network; auto_edit: edits run; yolo: nothing asks; plan: read-only tools only, the model answers with a plan (default: $GEMINI_APPROVAL_MODE, general.defaultApprovalMode, or default)'
 complete -c gemini-split -n _shtab_gemini_split_using -s y -l yolo -d 'shortcut for --approval-mode yolo'
 complete -c gemini-split -n _shtab_gemini_split_using -l allowed-mcp-server-names -x -d 'start only these MCP servers of settings.json (repeat or separate with commas)'
 complete -c gemini-split -n _shtab_gemini_split_using -l allowed-tools -x -d 'run these without asking, e.g. '"'"'run_shell_command(git status)'"'"'; repeat or separate with commas'

@@ -148,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_connection_args(parser)
     parser.add_argument("--approval-mode", choices=[m.value for m in ApprovalMode],
                         help="default: ask before edits, shell and network; auto_edit: edits run; "
-                             "yolo: nothing asks (default: $GEMINI_APPROVAL_MODE or default)")
+                             "yolo: nothing asks; plan: read-only tools only, the model answers with a plan "
+                             "(default: $GEMINI_APPROVAL_MODE, general.defaultApprovalMode, or default)")
     parser.add_argument("-y", "--yolo", action="store_true", help="shortcut for --approval-mode yolo")
     parser.add_argument("--allowed-mcp-server-names", action="append", metavar="NAME",
                         help="start only these MCP servers of settings.json (repeat or separate with commas)")

@@ -73,6 +73,7 @@ class LiveServer:
         with trio.CancelScope() as self._scope:
             self._token = trio.lowlevel.current_trio_token()
             async with trio.open_nursery() as nursery:
+                await nursery.start(service.run)  # sessions live in the service, not in a connection
                 address = await nursery.start(
                     get_transport("ws:").serve, "ws://127.0.0.1:0", service.handle_connection, options
                 )

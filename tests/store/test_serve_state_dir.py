@@ -37,7 +37,11 @@ def test_a_turn_through_serve_is_stored_with_its_history_and_events(tmp_path):
     [(sid, owner, title, history, turns, running, token_hash)] = _rows(
         db, "SELECT id, owner, title, history, turns, running_request, token_hash FROM sessions")
     assert (owner, title, turns, running) == ("local", "say hello", 1, None)
-    assert json.loads(history) == [
+    stored = json.loads(history)
+    # The first turn opens with the client's session context (gemini-cli's <session_context> part).
+    assert stored[0]["parts"][0]["text"].startswith("<session_context>")
+    stored[0]["parts"] = stored[0]["parts"][1:]
+    assert stored == [
         {"role": "user", "parts": [{"text": "say hello\nplease"}]},
         {"role": "model", "parts": [{"text": "Hello from the model."}]},
     ]

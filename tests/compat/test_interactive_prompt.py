@@ -19,7 +19,8 @@ PROMPT = "› "
 def _start(tmp_path, *args: str) -> PtyProcess:
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"text": "first answer"}, {"text": "second answer"}]))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+    # CI=true makes a positional prompt one-shot (as gemini-cli does): a person at a terminal has no CI.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_")) and k != "CI"}
     env.update({"GEMINI_SPLIT_HOME": str(tmp_path / "home"), "HOME": str(tmp_path), "NO_COLOR": "1",
                 "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(tmp_path / "none.json")})
     work = tmp_path / "work"

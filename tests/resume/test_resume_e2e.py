@@ -149,6 +149,9 @@ def test_sigkill_mid_turn_then_restart_resume_latest_continues_with_the_earlier_
             third = client(["--server", address, "--resume", "latest", "-p", "third question"], cwd=tmp_path)
             assert third.returncode == 0 and third.stdout == "The third answer.\n", third.stderr
             sent = fake.requests[-1]["body"]["contents"]
+    # The first turn opens with the client's session context (gemini-cli's <session_context> part).
+    assert sent[0]["parts"][0]["text"].startswith("<session_context>")
+    sent[0]["parts"] = sent[0]["parts"][1:]
     texts = [(c["role"], "".join(p.get("text", "") for p in c["parts"])) for c in sent]
     assert texts == [
         ("user", "first question"), ("model", "The first answer."),

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from gemini_split import __version__
+from gemini_split.argtypes import positive_int
 from gemini_split.client.approval_mode import ApprovalMode
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
@@ -156,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allowed-tools", action="append", default=[], metavar="TOOL",
                         help="run these without asking, e.g. 'run_shell_command(git status)'; "
                              "repeat or separate with commas")
-    parser.add_argument("--max-turns", type=_positive_int, metavar="N",
+    parser.add_argument("--max-turns", type=positive_int, metavar="N",
                         help="embedded mode: model calls allowed per prompt (default 100)")
     parser.add_argument("-d", "--debug", action="store_true",
                         help="log details to stderr, with the context files and system instruction sent")
@@ -222,16 +223,6 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError("must be zero or more")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 

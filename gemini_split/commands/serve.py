@@ -15,6 +15,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from gemini_split.argtypes import positive_int
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus
@@ -78,7 +79,7 @@ def add_serve_parser(commands: Any) -> None:
                           help="where sessions are kept, so clients can resume them after a cut or a "
                                "restart (default: $GEMINI_SPLIT_HOME/sessions, i.e. ~/.gemini/sessions; "
                                "':memory:' keeps them in this process only)")
-    sessions.add_argument("--replay-capacity", type=_positive_int, default=DEFAULT_REPLAY_CAPACITY, metavar="N",
+    sessions.add_argument("--replay-capacity", type=positive_int, default=DEFAULT_REPLAY_CAPACITY, metavar="N",
                           help=f"events kept per session for resuming clients (default {DEFAULT_REPLAY_CAPACITY})")
     sessions.add_argument("--session-ttl", type=parse_duration, default=DEFAULT_SESSION_TTL, metavar="DURATION",
                           help="drop sessions idle for longer than this: 90s, 30m, 12h, 7d (default 7d)")
@@ -180,16 +181,6 @@ def parse_duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 90s, 30m, 12h, 7d)") from None
     if not value > 0:
         raise argparse.ArgumentTypeError("must be more than zero")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
     return value
 
 

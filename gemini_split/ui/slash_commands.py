@@ -294,6 +294,60 @@ async def _mcp(repl: Repl, args: list[str]) -> None:
                 repl.console.print(row)
 
 
+async def _memory(repl: Repl, args: list[str]) -> None:
+    """gemini-cli's /memory: ``show`` the context files sent with every
+    prompt, ``refresh`` them from disk, ``add TEXT`` to the user's memory
+    file (as the save_memory tool does) and refresh."""
+    usage = "/memory show | refresh | add TEXT"
+    action, rest = (args[0], args[1:]) if args else ("show", [])
+    settings = repl.settings
+    if action == "show" and not rest:
+        project = getattr(settings, "project_context", None)
+        files = project.files if project is not None else []
+        if not files:
+            repl.console.print(Text("No context files loaded (GEMINI.md, or context.fileName in settings.json).",
+                                    style="dim"))
+            return
+        for f in files:
+            repl.console.print(Text(f"── {visible(str(f.path))} ({f.scope}, {len(f.content):,} characters)",
+                                    style="bold"))
+            repl.console.print(Text(visible(f.content.rstrip("\n"))))
+        return
+    if action == "refresh" and not rest:
+        await _refresh_memory(repl)
+        return
+    if action == "add" and rest:
+        memory_file = getattr(settings, "memory_file", None)
+        if memory_file is None:
+            raise CommandUsage("no memory file: context files are not loaded in this session")
+        from gemini_split.client.tools.base import ToolContext, ToolFailed
+        from gemini_split.client.tools.session_tools import SaveMemoryTool
+
+        tool = SaveMemoryTool(memory_file)
+        try:
+            said = await tool.run(tool.validate({"fact": " ".join(rest)}), ToolContext(workspace=None))  # type: ignore[arg-type]
+        except ToolFailed as exc:
+            raise CommandUsage(f"not saved: {exc}") from None
+        repl.console.print(Text(visible(said), style="green"))
+        await _refresh_memory(repl)
+        return
+    raise CommandUsage(usage)
+
+
+async def _refresh_memory(repl: Repl) -> None:
+    from gemini_split.app import attach_context
+
+    attach_context(repl.settings, repl.env, interactive=True)
+    project = getattr(repl.settings, "project_context", None)
+    count = len(project.files) if project is not None else 0
+    repl.console.print(Text(f"Context refreshed: {count} file{'s' * (count != 1)}; "
+                            "the next prompt carries it.", style="green"))
+
+
+def _memory_actions(repl: Repl) -> Iterable[str]:
+    return ["show", "refresh", "add"]
+
+
 def _mcp_actions(repl: Repl) -> Iterable[str]:
     return ["tools", "desc"]
 
@@ -498,6 +552,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "in a new session (frees context)", _compress),
     Command("/chat", "/chat ACTION", "save TAG | resume TAG | list | delete TAG: keep conversations to go back to",
             _chat, _chat_actions),
+    Command("/memory", "/memory show|refresh|add TEXT", "the context files (GEMINI.md) sent with every prompt",
+            _memory, _memory_actions),
     Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),

@@ -139,3 +139,12 @@ def test_names_follow_gemini_clis_rule():
     assert qualified_tool_name("mcp_x", "y") == "mcp_x_y"
     long = qualified_tool_name("s" * 40, "t" * 40)
     assert len(long) == 63 and long.startswith("mcp_" + "s" * 26) and long.endswith("t" * 30) and "..." in long
+
+
+async def test_closing_does_not_wait_for_a_server_still_starting(tmp_path):
+    configs = {"silent": _stdio("-c", "import time; time.sleep(60)")}
+    t0 = trio.current_time()
+    with trio.fail_after(10):
+        async with open_mcp_servers(configs, cwd=tmp_path, wait=False) as servers:
+            assert servers.statuses()[0].state == "connecting"
+    assert trio.current_time() - t0 < 8  # not the 30 s start timeout

@@ -89,6 +89,8 @@ class McpServer:
         self.tools: list[McpTool] = []
         self.ready = trio.Event()  # set when ready or failed
         self._client: Any = None
+        #: Cancels a start still under way when the servers are closed.
+        self._starting = trio.CancelScope()
 
     # --- lifetime ------------------------------------------------------------
 
@@ -97,7 +99,8 @@ class McpServer:
         Never raises for the server's failures: they land in :attr:`status`."""
         errlog = tempfile.TemporaryFile()  # the server writes to its fd directly
         try:
-            await self._serve(stop, errlog)
+            with self._starting:
+                await self._serve(stop, errlog)
             if self.status.state == "ready":
                 self.status.state = "stopped"
         except BaseException as exc:  # noqa: BLE001 - sorted below
@@ -271,6 +274,9 @@ async def open_mcp_servers(
             yield started
         finally:
             stop.set()
+            for server in servers:  # one still starting would hold the exit up to its start timeout
+                if not server.ready.is_set():
+                    server._starting.cancel()
 
 
 def _transport_of(config: MCPServerSettings) -> tuple[str, str]:

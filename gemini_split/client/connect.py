@@ -151,6 +151,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 reconnect=reopen if settings.server is not None else None,
                 reconnect_timeout=settings.reconnect_timeout,
             )
+            client.wants_server_tool = lambda name: _offers(settings, name, read_only=True)
             if mcp is not None:
                 client.mcp_servers = mcp
                 client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)
@@ -171,14 +172,19 @@ def _offered_tools(settings: ClientSettings) -> ToolRegistry:
     plan = settings.approval_mode is ApprovalMode.PLAN
     if settings.core_tools is None and not settings.exclude_tools and not plan:
         return tools
-    core = set(settings.core_tools) if settings.core_tools is not None else None
-    offered = ToolRegistry(
-        tool for tool in tools
-        if (core is None or tool.name in core) and tool.name not in settings.exclude_tools
-        and (not plan or tool.kind is ToolKind.READ)
-    )
+    offered = ToolRegistry(tool for tool in tools if _offers(settings, tool.name, read_only=tool.kind is ToolKind.READ))
     offered.closers = tools.closers
     return offered
+
+
+def _offers(settings: ClientSettings, name: str, *, read_only: bool) -> bool:
+    """Whether a built-in tool is offered to the model: in ``tools.core``
+    (when set), not in ``tools.exclude``, and read-only in plan mode."""
+    if settings.core_tools is not None and name not in settings.core_tools:
+        return False
+    if name in settings.exclude_tools:
+        return False
+    return read_only or settings.approval_mode is not ApprovalMode.PLAN
 
 
 @asynccontextmanager

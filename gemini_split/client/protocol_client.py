@@ -170,6 +170,9 @@ class ProtocolClient:
         #: The MCP servers lending tools to this client
         #: (:class:`~gemini_split.client.mcp.sources.McpServers`), if any.
         self.mcp_servers: Any = None
+        #: Which of the tools the server runs itself (``server_tool:NAME``
+        #: capabilities, e.g. ``google_web_search``) to ask for.
+        self.wants_server_tool: Callable[[str], bool] = lambda name: True
         #: Opens a new stream to the same server (None: never reconnect).
         self.reconnect = reconnect
         self.reconnect_timeout = reconnect_timeout
@@ -239,7 +242,14 @@ class ProtocolClient:
     async def announce_tools(self) -> None:
         """Tell the server which tools this client offers now
         (``tool_discovery``; a later one replaces the earlier)."""
-        await self._send(ToolDiscovery(tools=self.executor.registry.specs()))
+        await self._send(ToolDiscovery(tools=self.executor.registry.specs(), server_tools=self.server_tools()))
+
+    def server_tools(self) -> tuple[str, ...]:
+        """The server-run tools this client asks for: those the server
+        offers that ``wants_server_tool`` accepts."""
+        offered = self.connected.capabilities if self.connected is not None else ()
+        names = (c.partition(":")[2] for c in offered if c.startswith("server_tool:"))
+        return tuple(n for n in names if n and self.wants_server_tool(n))
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Read the server's messages until the connection ends for good.

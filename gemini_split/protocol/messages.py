@@ -190,9 +190,15 @@ class Connected(ServerMessage, tag="connected", kw_only=True):
 
 
 class ToolDiscovery(ClientMessage, tag="tool_discovery", kw_only=True):
-    """The tools this client runs. Replaces any earlier announcement."""
+    """The tools this client runs. Replaces any earlier announcement.
+
+    ``server_tools`` (1.2): tools the *server* runs itself that this
+    client wants offered to the model, by name — only names the server lists
+    in ``connected.capabilities`` (e.g. ``google_web_search``); others are
+    ignored."""
 
     tools: tuple[ToolSpec, ...] = ()
+    server_tools: tuple[str, ...] = ()
 
 
 class Attachment(Struct, frozen=True, kw_only=True, omit_defaults=True):

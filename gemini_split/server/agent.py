@@ -24,11 +24,15 @@ from gemini_split.protocol import (
     ServerEvent,
     TextDelta,
     ThinkingDelta,
+    ToolCompleted,
+    ToolError,
     ToolFailure,
     ToolSpec,
+    ToolStarted,
     Usage,
 )
 
+from . import web_search
 from .config import ServerConfig
 from .prompts import ContextBlock, PromptFacts, system_instruction
 from .model import (
@@ -104,6 +108,15 @@ class AgentRun:
     #: The client's ``SessionContext`` (context files, approval mode,
     #: workspace, first-turn environment), or None when it sent none.
     context: Any = None
+    #: Tools the server runs itself that the client asked for
+    #: (``tool_discovery.server_tools``): names in :data:`SERVER_TOOLS`.
+    server_tools: tuple[str, ...] = ()
+    _server_calls: int = 0
+
+
+#: The tools a server runs itself for any session, by name (announced in
+#: ``connected.capabilities``; a client opts in per tool).
+SERVER_TOOLS: dict[str, ToolSpec] = {web_search.NAME: web_search.SPEC}
 
 
 async def run_agent(
@@ -130,6 +143,8 @@ async def run_agent(
         # gemini-cli's first turn: the session context, then the prompt.
         parts.insert(0, {"text": environment})
     run.history.append({"role": "user", "parts": parts})
+    if run.server_tools:
+        call_tool = _with_server_tools(run, call_tool, model=model, emit=emit)
     while True:
         if run.turns >= config.max_turns:
             raise TurnLimitExceeded(
@@ -155,7 +170,7 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
     request = ModelRequest(
         model=run.model_name,
         contents=list(run.history),
-        tools=run.tools,
+        tools=run.tools + [SERVER_TOOLS[name] for name in run.server_tools if name in SERVER_TOOLS],
         system_instruction=_system_instruction(run, config),
     )
     if run.turns == 1 and log.isEnabledFor(logging.DEBUG):
@@ -206,6 +221,28 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
         if parts:
             run.history.append({"role": "model", "parts": merge_text_parts(parts)})
         return calls
+
+
+def _with_server_tools(run: AgentRun, call_tool: CallTool, *, model: Model, emit: Emit) -> CallTool:
+    """``call_tool`` that runs the session's server tools here (reported
+    as ``tool_started`` / ``tool_completed`` | ``tool_error`` events) and
+    hands every other call on."""
+
+    async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+        if name not in run.server_tools or name not in SERVER_TOOLS:
+            return await call_tool(name, args)
+        run._server_calls += 1
+        call_id = f"{run.request_id}.server.{run._server_calls}"
+        await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args))
+        text, failure, usage = await web_search.google_web_search(args, model=model, model_name=run.model_name)
+        run.usage = run.usage + usage
+        if failure is not None:
+            await emit(ToolError(request_id=run.request_id, call_id=call_id, tool=name, error=failure))
+            return None, failure
+        await emit(ToolCompleted(request_id=run.request_id, call_id=call_id, tool=name, result=text))
+        return text, None
+
+    return call
 
 
 def _keep_partial(run: AgentRun, parts: list[dict[str, Any]]) -> None:

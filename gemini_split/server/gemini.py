@@ -27,6 +27,7 @@ from gemini_split.protocol import Usage
 from .model import (
     Chunk,
     FunctionCallChunk,
+    GroundingChunk,
     Model,
     ModelAuthError,
     ModelError,
@@ -123,6 +124,8 @@ def _base_url(model: GeminiModel) -> str:
 
 
 def _tools(request: ModelRequest) -> list[types.Tool] | None:
+    if request.google_search:
+        return [types.Tool(google_search=types.GoogleSearch())]
     if not request.tools:
         return None
     return [
@@ -150,6 +153,9 @@ def _chunks_of(response: types.GenerateContentResponse) -> list[Chunk]:
             out.append(FunctionCallChunk(name=call.name or "", args=dict(call.args or {}), call_id=call.id))
         elif part.text:
             out.append(ThoughtChunk(part.text) if part.thought else TextChunk(part.text))
+    grounding = candidates[0].grounding_metadata if candidates else None
+    if grounding is not None:
+        out.append(GroundingChunk(grounding.model_dump(mode="json", exclude_none=True)))
     meta = response.usage_metadata
     if meta is not None:
         out.append(UsageChunk(_usage(meta)))

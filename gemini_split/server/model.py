@@ -26,6 +26,9 @@ class ModelRequest:
     contents: list[dict[str, Any]]
     tools: list[ToolSpec] = field(default_factory=list)
     system_instruction: str | None = None
+    #: Ground the answer with Google Search (the API's ``google_search``
+    #: tool) instead of offering function tools.
+    google_search: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,16 @@ class PartChunk:
     part: dict[str, Any]
 
 
-Chunk = TextChunk | ThoughtChunk | FunctionCallChunk | UsageChunk | PartChunk
+@dataclass(frozen=True)
+class GroundingChunk:
+    """The Google Search grounding of a grounded answer: the API's
+    ``groundingMetadata`` in google-genai's JSON form (snake_case:
+    ``grounding_chunks``, ``grounding_supports``, ``web_search_queries``)."""
+
+    metadata: dict[str, Any]
+
+
+Chunk = TextChunk | ThoughtChunk | FunctionCallChunk | UsageChunk | PartChunk | GroundingChunk
 
 
 class ModelError(GeminiSplitError):
@@ -96,7 +108,8 @@ class Model(ABC):
         For each model part: a :class:`PartChunk` with the raw part, then the
         :class:`TextChunk`, :class:`ThoughtChunk` or
         :class:`FunctionCallChunk` it means; a :class:`UsageChunk` when the
-        API reports usage. Raises :class:`ModelError` on failure. Cancelling
+        API reports usage; a :class:`GroundingChunk` when a
+        ``google_search`` request's answer carries grounding metadata. Raises :class:`ModelError` on failure. Cancelling
         the consumer stops the call at once."""
 
     async def aclose(self) -> None:

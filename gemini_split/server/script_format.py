@@ -43,6 +43,7 @@ _TURN_KEYS = frozenset(
         "delay",
         "chunk_delay",
         "abort_after",
+        "grounding",
     }
 )
 _CONTENT_KEYS = ("text", "thought", "function_calls", "error", "raw")
@@ -97,6 +98,8 @@ def validate_turn(turn: Any, where: str = "turn") -> dict:
                 raise ValueError(f"{where}: function_calls[{i}] unknown key(s) {sorted(extra)}")
             if "args" in call and not isinstance(call["args"], dict):
                 raise ValueError(f"{where}: function_calls[{i}].args must be an object")
+    if "grounding" in turn:
+        _validate_grounding(turn, where)
     if "error" in turn:
         _error_status(turn["error"], where)
         others = [k for k in _CONTENT_KEYS if k != "error" and k in turn]
@@ -110,6 +113,59 @@ def validate_turn(turn: Any, where: str = "turn") -> dict:
         if others:
             raise ValueError(f"{where}: 'raw' cannot be combined with {others}")
     return turn
+
+
+def _validate_grounding(turn: dict, where: str) -> None:
+    """``"grounding": {"sources": [{"title", "uri"}], "supports": [{"end_index",
+    "sources": [i, ...]}], "queries": [str]}`` — Google Search results of a
+    grounded answer (``text`` required)."""
+    grounding = turn["grounding"]
+    if "text" not in turn:
+        raise ValueError(f"{where}: 'grounding' needs a 'text' answer")
+    if not isinstance(grounding, dict) or set(grounding) - {"sources", "supports", "queries"}:
+        raise ValueError(f"{where}: 'grounding' is an object with 'sources', 'supports', 'queries'")
+    sources = grounding.get("sources", [])
+    if not isinstance(sources, list) or not all(
+        isinstance(s, dict) and set(s) <= {"title", "uri"} and all(isinstance(v, str) for v in s.values())
+        for s in sources
+    ):
+        raise ValueError(f"{where}: grounding.sources must be a list of {{'title', 'uri'}} strings")
+    supports = grounding.get("supports", [])
+    for i, support in enumerate(supports if isinstance(supports, list) else [None]):
+        if (not isinstance(support, dict) or set(support) != {"end_index", "sources"}
+                or not isinstance(support["end_index"], int) or support["end_index"] < 0
+                or not isinstance(support["sources"], list)
+                or not all(isinstance(j, int) and 0 <= j < len(sources) for j in support["sources"])):
+            raise ValueError(
+                f"{where}: grounding.supports[{i}] must be {{'end_index': int >= 0, 'sources': [source indexes]}}"
+            )
+    queries = grounding.get("queries", [])
+    if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
+        raise ValueError(f"{where}: grounding.queries must be a list of strings")
+
+
+def grounding_metadata(turn: dict) -> dict | None:
+    """The ``groundingMetadata`` (wire form, camelCase) of a turn's
+    ``grounding``, or None. Segment offsets are UTF-8 byte offsets, as
+    Google sends them."""
+    grounding = turn.get("grounding")
+    if grounding is None:
+        return None
+    text = turn.get("text", "").encode("utf-8")
+    meta: dict[str, Any] = {
+        "groundingChunks": [{"web": dict(s)} for s in grounding.get("sources", [])],
+        "groundingSupports": [
+            {
+                "segment": {"startIndex": 0, "endIndex": s["end_index"],
+                            "text": text[:s["end_index"]].decode("utf-8", "replace")},
+                "groundingChunkIndices": list(s["sources"]),
+            }
+            for s in grounding.get("supports", [])
+        ],
+    }
+    if grounding.get("queries"):
+        meta["webSearchQueries"] = list(grounding["queries"])
+    return meta
 
 
 def _error_status(error: Any, where: str = "turn") -> tuple[int, str]:

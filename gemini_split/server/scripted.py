@@ -34,6 +34,7 @@ from gemini_split.protocol import Usage
 from .model import (
     Chunk,
     FunctionCallChunk,
+    GroundingChunk,
     Model,
     ModelAuthError,
     ModelError,
@@ -43,7 +44,7 @@ from .model import (
     ThoughtChunk,
     UsageChunk,
 )
-from .script_format import load_script
+from .script_format import grounding_metadata, load_script
 
 
 class ScriptedModel(Model):
@@ -83,8 +84,25 @@ class ScriptedModel(Model):
             part = {"function_call": {"name": call["name"], "args": call.get("args", {})}}
             yield PartChunk(part)
             yield FunctionCallChunk(name=call["name"], args=call.get("args", {}))
+        grounding = grounding_metadata(turn) if request.google_search else None
+        if grounding is not None:
+            yield GroundingChunk(_snake_grounding(grounding))
         words = max(1, len(text.split()))
         yield UsageChunk(Usage(prompt_tokens=10, output_tokens=words, total_tokens=10 + words))
+
+
+def _snake_grounding(meta: dict[str, Any]) -> dict[str, Any]:
+    """The wire form's camelCase keys as google-genai's JSON form has them."""
+    return {
+        "grounding_chunks": meta["groundingChunks"],
+        "grounding_supports": [
+            {"segment": {"start_index": s["segment"]["startIndex"], "end_index": s["segment"]["endIndex"],
+                         "text": s["segment"]["text"]},
+             "grounding_chunk_indices": s["groundingChunkIndices"]}
+            for s in meta["groundingSupports"]
+        ],
+        **({"web_search_queries": meta["webSearchQueries"]} if "webSearchQueries" in meta else {}),
+    }
 
 
 def _split(text: str, pieces: int) -> list[str]:

@@ -58,7 +58,9 @@ from .store.memory import MemoryStore
 
 log = logging.getLogger(__name__)
 
-SERVER_CAPABILITIES = ["client_tools", "thinking", "cancel", "history", "state"]
+#: ``server_tool:NAME``: a tool this server runs itself, offered to the model
+#: when the client names it in ``tool_discovery.server_tools``.
+SERVER_CAPABILITIES = ["client_tools", "thinking", "cancel", "history", "state", "server_tool:google_web_search"]
 
 
 class AgentService:

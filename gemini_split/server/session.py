@@ -44,7 +44,7 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.transport import Principal
 
-from .agent import AgentRun, TurnLimitExceeded, run_agent
+from .agent import SERVER_TOOLS, AgentRun, TurnLimitExceeded, run_agent
 from .config import ServerConfig
 from .model import Model, ModelAuthError, ModelError
 from .model_names import ModelNameRefused, check_model_name
@@ -102,6 +102,8 @@ class Session:
         self.model_name = config.model
         self.history: list[dict[str, Any]] = []
         self.tools: list[ToolSpec] = []
+        #: Server-run tools the client asked for (``tool_discovery.server_tools``).
+        self.server_tools: tuple[str, ...] = ()
         #: The client's latest SessionContext (context files, approval mode…).
         self.context: SessionContext | None = None
         self.log = EventLog(config.replay_capacity, config.replay_bytes)
@@ -220,6 +222,7 @@ class Session:
             self._resolve_call(message)
         elif isinstance(message, ToolDiscovery):
             self.tools = list(message.tools)
+            self.server_tools = tuple(n for n in message.server_tools if n in SERVER_TOOLS)
         elif isinstance(message, Cancel):
             if message.request_id is None or (self._active and self._active.request_id == message.request_id):
                 self.cancel_active()
@@ -283,7 +286,8 @@ class Session:
         if request.context is not None:
             self.context = request.context
         run = AgentRun(request_id=request.id, model_name=self.model_name, history=self.history,
-                       tools=list(self.tools), context=self.context)
+                       tools=list(self.tools), context=self.context,
+                       server_tools=self.server_tools)
         error: tuple[ErrorCode, str] | None = None
         if not self.title:
             self.title = make_title(request.prompt)

@@ -96,6 +96,14 @@ next one, in order. A turn is a JSON object with these keys (all optional):
     Wait before the response (headers included) starts.
 ``"chunk_delay": seconds``
     Wait between chunks.
+``"grounding": {"sources": [...], "supports": [...], "queries": [...]}``
+    Google Search grounding of the answer (needs ``text``): ``sources`` are
+    ``{"title", "uri"}``, ``supports`` ``{"end_index": byte offset in the
+    text, "sources": [source indexes]}``, ``queries`` the search queries.
+    Sent as the last candidate's ``groundingMetadata`` (``groundingChunks``
+    ``[{"web": {...}}]``, ``groundingSupports`` with UTF-8 byte segments,
+    ``webSearchQueries``) — only when the request enabled the
+    ``googleSearch`` tool, as the real API does.
 ``"abort_after": int``
     Streaming: close the connection after that many chunks without ending
     the chunked body (the client sees a protocol error). Non-streaming: close
@@ -175,6 +183,7 @@ from urllib.parse import parse_qs, urlsplit
 from gemini_split.server.script_format import (
     _CONTENT_KEYS,
     STATUS_NAMES,
+    grounding_metadata,
     _error_status,
     load_script,
     validate_turn,
@@ -331,10 +340,22 @@ def build_chunks(turn: dict | None, body: dict, model: str, response_id: str) ->
         if i == len(chunk_parts) - 1:
             candidate["finishReason"] = turn.get("finish_reason", "STOP")
             chunk["usageMetadata"] = usage
+            grounding = grounding_metadata(turn) if _searches(body) else None
+            if grounding is not None:
+                candidate["groundingMetadata"] = grounding
         chunk["modelVersion"] = model
         chunk["responseId"] = response_id
         chunks.append(chunk)
     return chunks
+
+
+def _searches(body: dict) -> bool:
+    """Whether the request enabled Google Search (``tools: [{"googleSearch":
+    {}}]``): only then does a real answer carry grounding metadata."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    return isinstance(tools, list) and any(
+        isinstance(t, dict) and ("googleSearch" in t or "google_search" in t) for t in tools
+    )
 
 
 def merge_chunks(chunks: list[dict]) -> dict:

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from gemini_split.client.tools.registry import default_tools
+from gemini_split.server.agent import SERVER_TOOLS
 
 from .helpers import FIXTURES
 
@@ -16,6 +17,8 @@ pytestmark = pytest.mark.timeout(20)
 
 THEIRS = json.loads((FIXTURES / "observed" / "tool-parameters.json").read_text())
 OURS = {spec.name: spec.parameters for spec in default_tools().specs()}
+# Tools the server runs itself (google_web_search) are gemini-cli's too.
+OURS.update({name: spec.parameters for name, spec in SERVER_TOOLS.items()})
 
 #: Parameters gemini-split adds on purpose (README: Differences).
 EXTRA = {

@@ -61,7 +61,7 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_opts_with_value --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -85,6 +85,8 @@ complete -c gemini-split -n _shtab_gemini_split_using -l approval-mode -xka "def
 complete -c gemini-split -n _shtab_gemini_split_using -s y -l yolo -d 'shortcut for --approval-mode yolo'
 complete -c gemini-split -n _shtab_gemini_split_using -l allowed-mcp-server-names -x -d 'start only these MCP servers of settings.json (repeat or separate with commas)'
 complete -c gemini-split -n _shtab_gemini_split_using -l allowed-tools -x -d 'run these without asking, e.g. '"'"'run_shell_command(git status)'"'"'; repeat or separate with commas'
+complete -c gemini-split -n _shtab_gemini_split_using -l policy -xka "(__fish_complete_path (commandline -ct))" -d 'policy rules (gemini-cli TOML) to use instead of ~/.gemini/policies; repeat or separate with commas'
+complete -c gemini-split -n _shtab_gemini_split_using -l admin-policy -xka "(__fish_complete_path (commandline -ct))" -d 'admin policy rules, above every other rule (ignored when /etc/gemini-cli/policies has some); repeat or separate with commas'
 complete -c gemini-split -n _shtab_gemini_split_using -l max-turns -x -d 'embedded mode: model calls allowed per prompt (default 100)'
 complete -c gemini-split -n _shtab_gemini_split_using -s d -l debug -d 'log details to stderr, with the context files and system instruction sent'
 complete -c gemini-split -n _shtab_gemini_split_using -l include-directories -x -d 'more directories the tools may use besides the workspace (repeat or separate with commas)'

@@ -44,6 +44,7 @@ from gemini_split.settings import LoadedSettings, Settings, load_settings
 from gemini_split.transport import ConnectOptions
 
 if TYPE_CHECKING:
+    from gemini_split.policy import Policy
     from gemini_split.server.model import Model
     from gemini_split.server.service import AgentService
 
@@ -80,6 +81,7 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         connect=connect,
         approval_mode=resolve_approval_mode(args, env, s),
         allowed_tools=_allowed_tools(args, s),
+        policy=resolve_policy(args, env, loaded),
         include_dirs=resolve_include_dirs(args, env, s),
         core_tools=_tool_names("tools.core", s.tools.core),
         exclude_tools=_tool_names("tools.exclude", s.tools.exclude) or (),
@@ -197,6 +199,22 @@ def _allowed_tools(args: argparse.Namespace, s: Settings) -> tuple[str, ...]:
         return resolve_allowed_tools(s.tools.allowed)
     except ConfigurationError as exc:
         raise SettingsError(str(exc).replace("--allowed-tools", "settings tools.allowed", 1)) from None
+
+
+def resolve_policy(args: argparse.Namespace, env: Environment, loaded: LoadedSettings) -> Policy:
+    """The policy files' rules (:func:`gemini_split.policy.load_policy`):
+    the user's (or ``--policy``'s), the admin's (and ``--admin-policy``'s),
+    and a trusted project's. A malformed file is a :class:`PolicyError`
+    naming file, rule and field (exit status 2)."""
+    from gemini_split.policy import load_policy
+
+    policy = load_policy(config_dir=env.config_dir, cwd=env.cwd, trusted=loaded.trusted,
+                         policy_paths=getattr(args, "policy", None) or (),
+                         admin_policy_paths=getattr(args, "admin_policy", None) or (),
+                         environ=env.environ)
+    for line in policy.warnings:
+        env.warn(line)
+    return policy
 
 
 def _tool_names(key: str, entries: list[str] | None) -> tuple[str, ...] | None:

@@ -157,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allowed-tools", action="append", default=[], metavar="TOOL",
                         help="run these without asking, e.g. 'run_shell_command(git status)'; "
                              "repeat or separate with commas")
+    parser.add_argument("--policy", action="append", metavar="FILE|DIR",
+                        help="policy rules (gemini-cli TOML) to use instead of ~/.gemini/policies; "
+                             "repeat or separate with commas")
+    parser.add_argument("--admin-policy", action="append", metavar="FILE|DIR",
+                        help="admin policy rules, above every other rule (ignored when "
+                             "/etc/gemini-cli/policies has some); repeat or separate with commas")
     parser.add_argument("--max-turns", type=positive_int, metavar="N",
                         help="embedded mode: model calls allowed per prompt (default 100)")
     parser.add_argument("-d", "--debug", action="store_true",

@@ -1,11 +1,13 @@
 """Whether a tool call may run: the policy, and how the user is asked.
 
-The policy decides ``ALLOW``, ``ASK`` or ``DENY`` from the tool and its
-arguments. ``ASK`` goes to an :class:`Asker` (the REPL asks inline); with no
-asker (one-shot mode, no terminal) the call is refused and the model is told
-why, as seed 001's REJECT_DANGEROUS_TOOLS.
+The decision is the policy engine's (:mod:`gemini_split.policy`, gemini-cli's
+TOML rules): ``ALLOW``, ``ASK`` or ``DENY`` from the tool, its arguments and
+the approval mode. ``ASK`` goes to an :class:`Asker` (the REPL asks inline);
+with no asker (one-shot mode, no terminal) the call is refused and the model
+is told why, as seed 001's REJECT_DANGEROUS_TOOLS.
 
-The modes (``--approval-mode``, ``GEMINI_APPROVAL_MODE``, ``--yolo``):
+The modes (``--approval-mode``, ``GEMINI_APPROVAL_MODE``, ``--yolo``), as the
+lowest-priority rules (:mod:`gemini_split.policy.builtin`):
 
 =============  ============  ===================  =======================
 mode           read-only     write_file, replace  shell, web_fetch, other
@@ -13,13 +15,18 @@ mode           read-only     write_file, replace  shell, web_fetch, other
 ``default``    run           ask                  ask
 ``auto_edit``  run           run                  ask
 ``yolo``       run           run                  run
+``plan``       run           refused              refused
 =============  ============  ===================  =======================
 
-``--allowed-tools`` entries (gemini-cli style) make calls run without asking
-in any mode: ``read_file`` or ``write_file`` allow that tool outright;
+Rules from policy files (``~/.gemini/policies/*.toml``, ``--policy``,
+``--admin-policy``, a trusted project's ``.gemini/policies``) outrank the
+modes: a ``deny`` rule refuses even in yolo.
+
+``--allowed-tools`` entries (gemini-cli style) are allow rules (in every
+mode but plan): ``read_file`` or ``write_file`` allow that tool outright;
 ``run_shell_command`` allows every command; ``run_shell_command(git status)``
 allows a command only if *every* part of it (see
-:mod:`gemini_split.client.shell_split`) starts with an allowed prefix, word
+:mod:`gemini_split.shell_split`) starts with an allowed prefix, word
 by word. A command the splitter cannot parse is never allowed by a prefix:
 it is asked about.
 
@@ -27,8 +34,8 @@ Files that run code later — anything under ``.git/`` (hooks, config),
 ``.envrc``, ``.vscode/`` tasks and settings, shell rc files and the like
 (:func:`executes_later`) — are asked about before every edit in every mode
 but ``yolo``, even when the tool is allowed (by ``auto_edit``,
-``--allowed-tools`` or an earlier ALWAYS), and the question says why
-(:attr:`ApprovalRequest.executes_later`).
+``--allowed-tools``, a policy rule or an earlier ALWAYS), and the question
+says why (:attr:`ApprovalRequest.executes_later`).
 
 Prefix matching trusts the allowed command itself: allowing ``git`` allows
 ``git -c core.pager=… log``, allowing ``find`` allows ``find -exec``. Allow
@@ -41,17 +48,20 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from gemini_split.policy import (  # noqa: F401  (Decision, Verdict, parse_allowed_tools re-exported)
+    Decision,
+    Policy,
+    Rule,
+    Verdict,
+    allowed_tools_rules,
+    always_rules,
+    parse_allowed_tools,
+)
+
 from .approval_mode import ApprovalMode, parse_approval_mode  # noqa: F401  (re-exported)
-from .tools.base import Tool, ToolKind
+from .tools.base import Tool
 
 SHELL_TOOL = "run_shell_command"
-_SHELL_ALIASES = frozenset({SHELL_TOOL, "ShellTool"})
-
-
-class Decision(Enum):
-    ALLOW = "allow"
-    ASK = "ask"
-    DENY = "deny"
 
 
 class Answer(Enum):
@@ -81,116 +91,34 @@ class Asker(Protocol):
     async def ask(self, request: ApprovalRequest) -> Answer: ...
 
 
-def parse_allowed_tools(text: str) -> list[str]:
-    """Split a comma-separated ``--allowed-tools`` value into entries,
-    keeping commas inside parentheses: ``"read_file,run_shell_command(git
-    log --format=%h,%s)"`` is two entries."""
-    entries: list[str] = []
-    depth = 0
-    current: list[str] = []
-    for c in text:
-        if c == "(":
-            depth += 1
-        elif c == ")" and depth:
-            depth -= 1
-        if c == "," and depth == 0:
-            entries.append("".join(current).strip())
-            current = []
-            continue
-        current.append(c)
-    entries.append("".join(current).strip())
-    return [e for e in entries if e]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A decision and, when it is not ALLOW, why."""
-
-    decision: Decision
-    reason: str | None = None
-
-
 class ApprovalPolicy:
-    """Decides per call from the mode and the allowed-tools entries.
+    """The client's view of the policy engine: the current approval mode
+    (the REPL changes :attr:`mode`), the rules, and what this session's
+    ALWAYS answers added (:meth:`remember`, :meth:`forget`).
 
     ``allowed_tools`` entries are validated here: a malformed entry raises
-    :class:`ValueError` saying what is wrong (the CLI shows it). Answers of
-    ALWAYS widen the policy for the rest of the session
-    (:meth:`remember`)."""
+    :class:`ValueError` saying what is wrong (the CLI shows it).
+    ``policy``: the rules loaded from policy files
+    (:func:`gemini_split.policy.load_policy`); default: the modes' only."""
 
-    def __init__(self, mode: ApprovalMode = ApprovalMode.DEFAULT, allowed_tools: list[str] | tuple[str, ...] = ()):
+    def __init__(self, mode: ApprovalMode = ApprovalMode.DEFAULT,
+                 allowed_tools: list[str] | tuple[str, ...] = (), policy: Policy | None = None):
         self.mode = mode
         self.allowed_tools = tuple(allowed_tools)
-        #: Tools allowed outright (from entries or ALWAYS answers).
-        self.always: set[str] = set()
-        #: Allowed shell command prefixes, as word tuples.
-        self.shell_prefixes: list[tuple[str, ...]] = []
-        for entry in self.allowed_tools:
-            self._add_entry(entry)
+        self.engine = (policy or Policy()).with_rules(allowed_tools_rules(self.allowed_tools))
+        #: Rules added by ALWAYS answers, by (tool, root) so they can be taken back.
+        self._granted: dict[tuple[str, str | None], Rule] = {}
 
-    def _add_entry(self, entry: str) -> None:
-        text = entry.strip()
-        if not text:
-            raise ValueError("empty --allowed-tools entry")
-        if "(" not in text:
-            if text.endswith(")"):
-                raise ValueError(f"--allowed-tools entry {entry!r}: unbalanced parenthesis")
-            self.always.add(SHELL_TOOL if text in _SHELL_ALIASES else text)
-            return
-        name, _, rest = text.partition("(")
-        name = name.strip()
-        if not rest.endswith(")"):
-            raise ValueError(f"--allowed-tools entry {entry!r}: expected NAME or NAME(ARGS) with a closing ')'")
-        inner = rest[:-1].strip()
-        if name not in _SHELL_ALIASES:
-            raise ValueError(
-                f"--allowed-tools entry {entry!r}: only {SHELL_TOOL} takes an argument "
-                f"(a command prefix, as in {SHELL_TOOL}(git status)); give other tools by name alone"
-            )
-        if not inner:
-            self.always.add(SHELL_TOOL)
-            return
-        from .shell_split import ShellParseError, parse_prefix  # only with shell entries
-
-        try:
-            self.shell_prefixes.append(parse_prefix(inner))
-        except ShellParseError as exc:
-            raise ValueError(f"--allowed-tools entry {entry!r}: {exc}") from None
-
-    def check(self, tool: Tool, args: dict[str, Any], *, executes_later: str | None = None) -> Verdict:
-        """The decision for one call, with a reason when it is not ALLOW.
+    def check(self, tool: Tool, args: dict[str, Any], *, executes_later: str | None = None,
+              interactive: bool = True) -> Verdict:
+        """The verdict for one call, with a reason when it is not ALLOW.
 
         ``executes_later``: the call edits a file that runs code later (see
         :func:`executes_later`); then it is asked about in every mode but
-        yolo, whatever is allowed."""
-        if tool.kind is ToolKind.READ:
-            return Verdict(Decision.ALLOW)
-        if self.mode is ApprovalMode.PLAN:
-            return Verdict(Decision.DENY, "plan approval mode allows read-only tools only; "
-                                          "describe the change in the plan instead")
-        if executes_later and self.mode is not ApprovalMode.YOLO:
-            return Verdict(Decision.ASK, f"this edits {executes_later}; such files are asked about in every "
-                                         "approval mode but yolo")
-        if tool.trusted or tool.name in self.always:
-            return Verdict(Decision.ALLOW)
-        if self.mode is ApprovalMode.YOLO:
-            return Verdict(Decision.ALLOW)
-        if self.mode is ApprovalMode.AUTO_EDIT and tool.kind is ToolKind.EDIT:
-            return Verdict(Decision.ALLOW)
-        if tool.name == SHELL_TOOL:
-            command = args.get("command")
-            if not isinstance(command, str):
-                return Verdict(Decision.ASK, "no command given")
-            if not self.shell_prefixes:
-                return Verdict(Decision.ASK, f"{self.mode.value} approval mode asks before running shell commands")
-            from .shell_split import command_allowed
-
-            ok, reasons = command_allowed(command, self.shell_prefixes)
-            if ok:
-                return Verdict(Decision.ALLOW)
-            return Verdict(Decision.ASK, "not covered by --allowed-tools: " + "; ".join(reasons))
-        what = {ToolKind.EDIT: "file edits", ToolKind.NETWORK: "network access"}.get(tool.kind, f"running {tool.name}")
-        return Verdict(Decision.ASK, f"{self.mode.value} approval mode asks before {what}")
+        yolo, whatever is allowed. ``interactive``: someone can be asked."""
+        server = getattr(getattr(tool, "server", None), "name", None)
+        return self.engine.decide(tool.name, args, self.mode, kind=tool.kind.value, interactive=interactive,
+                                  trusted=tool.trusted, server_name=server, executes_later=executes_later)
 
     def decide(self, tool: Tool, args: dict[str, Any]) -> Decision:
         return self.check(tool, args).decision
@@ -209,13 +137,27 @@ class ApprovalPolicy:
     def remember(self, tool: Tool, args: dict[str, Any]) -> None:
         """The user answered ALWAYS for this call: allow this tool from now
         on — for the shell, the root commands of this command (``git`` for
-        ``git status && git diff``), not every command."""
+        ``git status && git diff``), not every command. (Rules above it, such
+        as a policy file's deny, still win.)"""
         if tool.name != SHELL_TOOL:
-            self.always.add(tool.name)
+            self._grant(tool.name, None, always_rules(tool.name)[0])
             return
-        for root in _root_commands(args.get("command")):
-            if (root,) not in self.shell_prefixes:
-                self.shell_prefixes.append((root,))
+        roots = _root_commands(args.get("command"))
+        for root, rule in zip(roots, always_rules(SHELL_TOOL, roots)):
+            self._grant(SHELL_TOOL, root, rule)
+
+    def _grant(self, tool: str, root: str | None, rule: Rule) -> None:
+        if (tool, root) not in self._granted:
+            self._granted[(tool, root)] = rule
+            self.engine.add(rule)
+
+    def forget(self, tool: str, roots: tuple[str, ...] = ()) -> None:
+        """Take back what :meth:`remember` allowed (``--allowed-tools`` and
+        policy files stay as they are)."""
+        for key in [(tool, r) for r in roots] if roots else [(tool, None)]:
+            rule = self._granted.pop(key, None)
+            if rule is not None:
+                self.engine.remove(rule)
 
 
 _EXECUTES_LATER_DIRS = {
@@ -282,7 +224,7 @@ def _root_commands(command: Any) -> list[str]:
     too), if every part has a literal one; else []."""
     if not isinstance(command, str):
         return []
-    from .shell_split import ShellParseError, split_command, wrapped_command
+    from gemini_split.shell_split import ShellParseError, split_command, wrapped_command
 
     roots: list[str] = []
     pending = [command]

@@ -49,6 +49,9 @@ class ClientSettings:
     connect: ConnectOptions = field(default_factory=ConnectOptions)
     approval_mode: ApprovalMode = ApprovalMode.DEFAULT
     allowed_tools: tuple[str, ...] = ()
+    #: The policy files' rules (``gemini_split.policy.Policy``); None: the
+    #: approval modes' rules only.
+    policy: Any = None
     #: Where ``save_memory`` appends facts (the user's global context file);
     #: None: no ``save_memory`` tool.
     memory_file: Path | None = None
@@ -118,7 +121,7 @@ async def open_client(
     executor = ToolExecutor(
         registry,
         Workspace(settings.workspace, settings.include_dirs),
-        ApprovalPolicy(settings.approval_mode, settings.allowed_tools),
+        ApprovalPolicy(settings.approval_mode, settings.allowed_tools, settings.policy),
         asker,
         after_run=settings.context_tracker.after_run if settings.context_tracker is not None else None,
     )

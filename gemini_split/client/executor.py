@@ -123,7 +123,7 @@ class ToolExecutor:
             )
         args = tool.validate(args)
         later = self._executes_later(tool, args)
-        verdict = self.policy.check(tool, args, executes_later=later)
+        verdict = self.policy.check(tool, args, executes_later=later, interactive=self.asker is not None)
         if verdict.decision is Decision.DENY:
             raise ToolFailed(
                 "refused",

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from .regex import compile_linear, escape_char
+from gemini_split.regex import compile_linear, escape_char
 
 MAX_IGNORE_FILE_CHARS = 1024 * 1024
 """A longer ``.gitignore`` is read only this far."""

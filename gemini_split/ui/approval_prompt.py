@@ -68,12 +68,7 @@ class Grant:
 
     def revoke(self, policy: ApprovalPolicy) -> None:
         """Take it back from ``policy`` (what ``--allowed-tools`` allowed stays)."""
-        if self.roots:
-            for root in self.roots:
-                if (root,) in policy.shell_prefixes and f"{SHELL_TOOL}({root})" not in policy.allowed_tools:
-                    policy.shell_prefixes.remove((root,))
-        elif self.tool not in policy.allowed_tools:
-            policy.always.discard(self.tool)
+        policy.forget(self.tool, self.roots)
 
 
 def grant_for(request: ApprovalRequest) -> Grant | None:

@@ -26,7 +26,6 @@ PENDING = {
     "--session-file": "sessions (issue 10)",
     "--session-id": "sessions (issue 10): a new session under a chosen id needs the session store",
     "--acp": "ACP face", "--experimental-acp": "ACP face",
-    "--policy": "policy engine", "--admin-policy": "policy engine",
     "-s": "sandbox", "--sandbox": "sandbox",
 }
 #: gemini-cli features gemini-split does not have (README: Differences).
@@ -61,7 +60,7 @@ def test_every_gemini_cli_flag_is_accepted_or_accounted_for():
     for flag in ["-d", "--debug", "-v", "--version", "-i", "--prompt-interactive", "--include-directories",
                  "--approval-mode", "--screen-reader", "--raw-output", "--accept-raw-output-risk",
                  "--skip-trust", "-o", "--output-format", "-m", "-p", "-y", "--allowed-tools", "-h",
-                 "--allowed-mcp-server-names"]:
+                 "--allowed-mcp-server-names", "--policy", "--admin-policy"]:
         assert flag in ours, flag
 
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gemini_split.client.shell_split import (
+from gemini_split.shell_split import (
     ShellParseError,
     command_allowed,
     parse_prefix,

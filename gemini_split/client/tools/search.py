@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ..gitignore import compile_glob
-from ..regex import compile_linear
+from gemini_split.regex import compile_linear
 from ._files import BINARY_SNIFF_BYTES, WalkedFile, WalkStats, looks_binary, walk_files
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 from .environment import tool_environment

@@ -29,7 +29,7 @@ _shtab_gemini_split_mcp_add_option_strings=(-h --help -s --scope -t --transport 
 _shtab_gemini_split_mcp_remove_option_strings=(-h --help -s --scope)
 _shtab_gemini_split_mcp_serve_option_strings=(-h --help --workspace --approval-mode --allowed-tools --http --auth-config --insecure-no-auth)
 _shtab_gemini_split_mcp_option_strings=(-h --help)
-_shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --reconnect-timeout -r --resume --list-sessions --delete-session --approval-mode -y --yolo --allowed-mcp-server-names --allowed-tools --policy --admin-policy --max-turns -d --debug --include-directories --skip-trust --screen-reader --raw-output --accept-raw-output-risk)
+_shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --reconnect-timeout -r --resume --list-sessions --delete-session --approval-mode -y --yolo --allowed-mcp-server-names --allowed-tools --policy --admin-policy --max-turns -d --debug --include-directories --skip-trust --screen-reader --raw-output --accept-raw-output-risk --acp --experimental-acp --log-file)
 
 _shtab_gemini_split_serve___auth_config_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_serve___tls_cert_COMPGEN=_shtab_compgen_files
@@ -47,6 +47,7 @@ _shtab_gemini_split___server_COMPGEN=_gemini_split_profiles
 _shtab_gemini_split___ca_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split___policy_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split___admin_policy_COMPGEN=_shtab_compgen_files
+_shtab_gemini_split___log_file_COMPGEN=_shtab_compgen_files
 
 _shtab_gemini_split_server_pos_0_choices=(list add remove status connect test)
 _shtab_gemini_split_completions_pos_0_choices=(bash zsh fish)
@@ -123,6 +124,8 @@ _shtab_gemini_split___skip_trust_nargs=0
 _shtab_gemini_split___screen_reader_nargs=0
 _shtab_gemini_split___raw_output_nargs=0
 _shtab_gemini_split___accept_raw_output_risk_nargs=0
+_shtab_gemini_split___acp_nargs=0
+_shtab_gemini_split___experimental_acp_nargs=0
 
 
 # Custom Preamble

@@ -61,7 +61,7 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --header --http --include-directories --include-tools --listen --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_opts_with_value --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --header --http --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -94,6 +94,8 @@ complete -c gemini-split -n _shtab_gemini_split_using -l skip-trust -d 'trust th
 complete -c gemini-split -n _shtab_gemini_split_using -l screen-reader -d 'plain output for screen readers: no spinner or status line'
 complete -c gemini-split -n _shtab_gemini_split_using -l raw-output -d 'print the model'"'"'s text as is, escape sequences included (unsafe with untrusted output)'
 complete -c gemini-split -n _shtab_gemini_split_using -l accept-raw-output-risk -d 'no warning for --raw-output'
+complete -c gemini-split -n _shtab_gemini_split_using -l acp -l experimental-acp -d 'run as an Agent Client Protocol agent on stdin/stdout, for editors such as Zed (docs/acp.md); with --server the model loop runs on that server'
+complete -c gemini-split -n _shtab_gemini_split_using -l log-file -xka "(__fish_complete_path (commandline -ct))" -d '--acp: log here (default: gemini-acp.log in $GEMINI_SPLIT_HOME), rotated at 2 MB to FILE.old'
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a serve -d 'Run the agent loop (the part that talks to Gemini) for clients that connect over WebSocket, or for one client over stdin/stdout (--stdio). Tools still run on the clients.'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l listen -x -d 'address to listen on (default 127.0.0.1:$GEMINI_SERVER_PORT or 8080)'

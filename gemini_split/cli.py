@@ -199,6 +199,12 @@ def _add_gemini_cli_args(parser: argparse.ArgumentParser) -> None:
                              "untrusted output)")
     parser.add_argument("--accept-raw-output-risk", action="store_true",
                         help="no warning for --raw-output")
+    parser.add_argument("--acp", "--experimental-acp", dest="acp", action="store_true",
+                        help="run as an Agent Client Protocol agent on stdin/stdout, for editors such as "
+                             "Zed (docs/acp.md); with --server the model loop runs on that server")
+    parser.add_argument("--log-file", metavar="FILE",
+                        help="--acp: log here (default: gemini-acp.log in $GEMINI_SPLIT_HOME), "
+                             "rotated at 2 MB to FILE.old")
 
 
 def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -323,6 +329,10 @@ def split_prompt_words(parser: argparse.ArgumentParser, argv: list[str]) -> tupl
 
 
 def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    if args.acp:
+        from gemini_split.commands.acp import run_acp
+
+        return run_acp(args, env)
     if args.list_sessions or args.delete_session:
         from gemini_split.commands.sessions import run_delete_session, run_list_sessions
 

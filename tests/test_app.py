@@ -26,6 +26,7 @@ LAYERS = {
     "gemini_split.__main__": 0,
     "gemini_split.commands": 1,
     "gemini_split.ui": 2,
+    "gemini_split.acp": 2,  # a face, as the UI is
     "gemini_split.app": 3,
     "gemini_split.client": 4,
     "gemini_split.server": 4,

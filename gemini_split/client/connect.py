@@ -231,6 +231,14 @@ def _joining_mcp_tools(
     return join
 
 
+async def serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve ``service`` on a private ``loopback:`` name (given to
+    ``task_status.started``) until cancelled: for a front end that opens
+    several connections to it at once (the ACP agent, one per editor
+    session), where ``open_client``'s own embedded server serves one."""
+    await _serve_embedded(service, task_status=task_status)
+
+
 async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """Serve this connection on a private loopback name, from the service in
     this process. The service (and its model) outlives the connection: its

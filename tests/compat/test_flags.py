@@ -25,7 +25,6 @@ PENDING = {
     "--list-sessions": "sessions (issue 10)", "--delete-session": "sessions (issue 10)",
     "--session-file": "sessions (issue 10)",
     "--session-id": "sessions (issue 10): a new session under a chosen id needs the session store",
-    "--acp": "ACP face", "--experimental-acp": "ACP face",
     "-s": "sandbox", "--sandbox": "sandbox",
 }
 #: gemini-cli features gemini-split does not have (README: Differences).

@@ -432,14 +432,23 @@ class ReplaceTool(Tool):
         """``(real path, shown path, old text or None, new text, count)``,
         or :class:`ToolFailed` saying why the edit cannot be made."""
         shown = args["file_path"]
-        old_string: str = args["old_string"]
-        new_string: str = args["new_string"]
         real = workspace.resolve_file(shown)
         rel = workspace.relative(real)
         text = read_text_for_edit(workspace, real, shown)
+        return (real, rel, *ReplaceTool.apply(text, args))
+
+    @staticmethod
+    def apply(text: str | None, args: dict[str, Any]) -> tuple[str | None, str, int]:
+        """``(old text or None, new text, count)`` of this edit on a file
+        holding ``text`` (None: no such file), or :class:`ToolFailed`
+        saying why it cannot be made. Pure: whoever read the text (the
+        disk, or an editor's buffer) writes the result."""
+        shown = args["file_path"]
+        old_string: str = args["old_string"]
+        new_string: str = args["new_string"]
         if text is None:
             if old_string == "":
-                return real, rel, None, new_string, 1
+                return None, new_string, 1
             raise ToolFailed(
                 "not_found", f"'{shown}' does not exist",
                 "check the path with glob or list_directory; to create a file, use write_file "
@@ -469,4 +478,4 @@ class ReplaceTool(Tool):
                 "include more surrounding lines in old_string so it matches exactly once, "
                 f"or set allow_multiple to true to replace all {count}",
             )
-        return real, rel, text, text.replace(old_string, new_string), count
+        return text, text.replace(old_string, new_string), count

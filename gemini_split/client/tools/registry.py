@@ -25,6 +25,12 @@ class ToolRegistry:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
 
+    def replace(self, tool: Tool) -> None:
+        """Put ``tool`` in place of the tool of the same name (or add it):
+        a front end lending its own implementation (an editor's file
+        buffers, see :mod:`gemini_split.acp.tools`)."""
+        self._tools[tool.name] = tool
+
     def close(self) -> None:
         """Release what the tools hold beyond a call (background commands)."""
         while self.closers:

@@ -1,0 +1,563 @@
+"""The ACP face: ACP methods in, native sessions driven, updates out.
+
+An :class:`AcpAgent` serves ACP connections (:class:`~.peer.RpcPeer`): the
+editor's stdin/stdout for ``gemini-split --acp``, or many WebSocket clients
+for ``serve --acp-ws``. It translates each ACP method into the client API
+the REPL uses — every ACP session is a native session opened with
+:func:`~gemini_split.client.connect.open_client` on the embedded service or
+a ``serve`` daemon — and each native event back into ``session/update``
+notifications. It is a face, not a second agent loop: history, turns,
+cancellation, durability are the native session's.
+
+Methods (ACP protocol version 1): ``initialize``, ``authenticate``,
+``session/new``, ``session/load``, ``session/prompt``, ``session/cancel``,
+``session/set_mode``. Tool calls that need approval become
+``session/request_permission`` (allow once / allow for this session /
+reject); file tools and the shell go through the editor when it offers them
+(:mod:`.tools`).
+
+Sessions belong to an owner (``local`` on stdio; the token's user on the
+bridge). A ``sessionId`` that is not one of the caller's live sessions is an
+error, whoever else has it. With ``shared`` (the bridge) a connection may use
+a live session of its owner without ``session/new`` (a page reload), and every
+connection using a session gets its updates; each session keeps a
+:class:`~.ring.Ring` of them for late joiners.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from gemini_split import __version__
+from gemini_split.client.approval import Answer, ApprovalMode, ApprovalRequest
+from gemini_split.client.connect import ClientSettings, open_client, serve_embedded
+from gemini_split.client.protocol_client import HandshakeFailed, ProtocolClient, RequestFailed
+from gemini_split.client.tools.base import ToolFailed
+from gemini_split.errors import GeminiSplitError
+from gemini_split.protocol import (
+    Error,
+    ServerEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCompleted,
+    ToolError,
+    ToolStarted,
+)
+from gemini_split.transport import ConnectFailed
+
+from . import updates as u
+from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, Request, RpcError
+from .peer import PeerGone, RpcPeer
+from .ring import Ring
+from .tools import lend_editor_tools
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+"""The ACP protocol version spoken (the schema's ``PROTOCOL_VERSION``)."""
+
+#: gemini-cli's ACP session modes; ``auto_edit`` is accepted for ``autoEdit``.
+MODES = (
+    ("default", "Default", "Prompts for approval", ApprovalMode.DEFAULT),
+    ("autoEdit", "Auto Edit", "Auto-approves edit tools", ApprovalMode.AUTO_EDIT),
+    ("yolo", "YOLO", "Auto-approves all tools", ApprovalMode.YOLO),
+)
+_MODE_BY_ID = {m[0]: m[3] for m in MODES} | {"auto_edit": ApprovalMode.AUTO_EDIT}
+_ID_BY_MODE = {m[3]: m[0] for m in MODES}
+
+#: Permission options (gemini-cli's option ids).
+ALLOW_ONCE = {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"}
+ALLOW_ALWAYS = {"optionId": "proceed_always", "name": "Allow for this session", "kind": "allow_always"}
+REJECT = {"optionId": "cancel", "name": "Reject", "kind": "reject_once"}
+
+
+# --- params, checked with msgspec: a wrong one is -32602 ----------------------------
+
+
+class _Params(msgspec.Struct, rename="camel", forbid_unknown_fields=False):
+    pass
+
+
+class InitializeParams(_Params):
+    protocol_version: int
+    client_capabilities: dict[str, Any] = {}
+
+
+class NewSessionParams(_Params):
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = []
+
+
+class LoadSessionParams(_Params):
+    session_id: str
+    cwd: str
+    mcp_servers: list[dict[str, Any]] = []
+
+
+class PromptParams(_Params):
+    session_id: str
+    prompt: list[Any]
+
+
+class SessionParams(_Params):
+    session_id: str
+
+
+class SetModeParams(_Params):
+    session_id: str
+    mode_id: str
+
+
+def _params(request: Request, kind: type[msgspec.Struct]) -> Any:
+    try:
+        return msgspec.convert(request.params, kind)
+    except msgspec.ValidationError as exc:
+        raise RpcError(INVALID_PARAMS, f"invalid params for {request.method}: {exc}") from None
+
+
+# --- one session ---------------------------------------------------------------------
+
+
+class AcpSession:
+    """One native session as ACP sees it: the connected client, the ACP
+    connections watching it, the prompt running, the ring of updates."""
+
+    def __init__(self, agent: AcpAgent, owner: str, settings: ClientSettings):
+        self.agent = agent
+        self.owner = owner
+        self.settings = settings
+        self.workspace = str(settings.workspace)
+        self.id = ""
+        self.client: ProtocolClient | None = None
+        #: Connections that get this session's updates, in joining order.
+        self.subscribers: list[RpcPeer] = []
+        #: The connection whose prompt is running: its editor runs the tools.
+        self.prompter: RpcPeer | None = None
+        self.ring = Ring(agent.ring_capacity)
+        self._diffs: dict[str, tuple[str, str | None, str]] = {}
+        self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._closing = trio.Event()
+        self.ended = trio.Event()
+
+    @property
+    def mode(self) -> ApprovalMode:
+        assert self.client is not None
+        return self.client.executor.policy.mode
+
+    def modes(self) -> dict[str, Any]:
+        return {
+            "currentModeId": _ID_BY_MODE.get(self.mode, "default"),
+            "availableModes": [{"id": i, "name": n, "description": d} for i, n, d, _ in MODES],
+        }
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Connect (handshake done before ``started``), then hold the
+        connection until :meth:`close`. Connection failures before
+        ``started`` propagate to the opener; later ones end the session."""
+        started = False
+        try:
+            async with open_client(self.settings, on_event=self._on_event, asker=_PermissionAsker(self),
+                                   on_notice=self._notice) as client:
+                lend_editor_tools(client.executor.registry, self)
+                assert client.connected is not None
+                self.client = client
+                self.id = client.connected.session_id
+                started = True
+                task_status.started()
+                await self._closing.wait()
+        except (GeminiSplitError, OSError) as exc:
+            if not started:
+                raise
+            log.warning("ACP session %s ended: %s", self.id, exc)
+        finally:
+            self.ended.set()
+            self.agent.forget(self)
+
+    def close(self) -> None:
+        self._closing.set()
+
+    # --- what the tools use (tools.EditorAccess) -----------------------------------
+
+    @property
+    def session_id(self) -> str:
+        return self.id
+
+    def can(self, capability: str) -> bool:
+        peer = self.prompter
+        if peer is None:
+            return False
+        caps = peer.state.get("capabilities") or {}
+        if capability == "terminal":
+            return caps.get("terminal") is True
+        return isinstance(caps.get("fs"), dict) and caps["fs"].get(capability) is True
+
+    async def call(self, method: str, params: dict[str, Any]) -> Any:
+        peer = self.prompter
+        if peer is None:
+            raise PeerGone("no editor is driving this session now")
+        return await peer.request(method, params)
+
+    def record_diff(self, call_id: str, path: str, old: str | None, new: str) -> None:
+        self._diffs[call_id] = (path, old, new)
+
+    async def update(self, update: dict[str, Any], *, skip: RpcPeer | None = None) -> None:
+        """Send ``update`` to every connection watching (but ``skip``), and
+        keep it for late joiners. A connection that has gone is dropped."""
+        params = {"sessionId": self.id, "update": update}
+        self.ring.append(params, user_turn=update.get("sessionUpdate") == "user_message_chunk")
+        for peer in list(self.subscribers):
+            if peer is skip:
+                continue
+            try:
+                await peer.notify("session/update", params)
+            except PeerGone:
+                self.unsubscribe(peer)
+
+    def subscribe(self, peer: RpcPeer) -> None:
+        if peer not in self.subscribers:
+            self.subscribers.append(peer)
+            peer.state.setdefault("sessions", set()).add(self.id)
+
+    def unsubscribe(self, peer: RpcPeer) -> None:
+        if peer in self.subscribers:
+            self.subscribers.remove(peer)
+        if self.prompter is peer and self.client is not None:
+            # The editor running the prompt went away: its tools cannot run.
+            self.agent.spawn(self.client.cancel)
+
+    # --- native events → updates --------------------------------------------------
+
+    async def _on_event(self, event: ServerEvent) -> None:
+        if isinstance(event, TextDelta):
+            await self.update(u.text_chunk("agent_message_chunk", event.content))
+        elif isinstance(event, ThinkingDelta):
+            await self.update(u.text_chunk("agent_thought_chunk", event.content))
+        elif isinstance(event, ToolStarted):
+            self._calls[event.call_id] = (event.tool, dict(event.parameters))
+            await self.update(u.tool_call_start(self.workspace, event.call_id, event.tool, dict(event.parameters)))
+        elif isinstance(event, ToolCompleted):
+            await self.update(self._finished_call(event.call_id, event.tool, "completed", event.result))
+        elif isinstance(event, ToolError):
+            text = f"{event.error.message}" + (f" ({event.error.hint})" if event.error.hint else "")
+            self._diffs.pop(event.call_id, None)
+            self._calls.pop(event.call_id, None)
+            await self.update({"sessionUpdate": "tool_call_update", "toolCallId": event.call_id,
+                               "status": "failed", "content": [u.text_content(text)],
+                               "rawOutput": {"error": {"code": event.error.code, "message": event.error.message}}})
+        elif isinstance(event, Error) and event.request_id is None:
+            log.warning("session %s: %s (%s)", self.id, event.message, event.code)
+
+    def _finished_call(self, call_id: str, tool: str, status: str, result: Any) -> dict[str, Any]:
+        update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}
+        self._calls.pop(call_id, None)
+        diff = self._diffs.pop(call_id, None)
+        if diff is not None:
+            update["content"] = [u.diff_content(*diff)]
+        elif u.tool_kind(tool) not in ("read",):
+            text = u.result_text(result)
+            if text:
+                update["content"] = [u.text_content(text)]
+        return update
+
+    def _notice(self, line: str) -> None:
+        log.warning("session %s: %s", self.id or "(opening)", line)
+        self.agent.spawn(self.update, u.text_chunk("agent_thought_chunk", f"{line}\n"))
+
+    # --- methods --------------------------------------------------------------------
+
+    async def prompt(self, peer: RpcPeer, blocks: list[Any]) -> dict[str, Any]:
+        assert self.client is not None
+        try:
+            text, attachments = u.prompt_from_blocks(blocks)
+        except u.BadPrompt as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from None
+        if self.prompter is not None:
+            raise RpcError(INVALID_REQUEST, "a prompt is already running in this session; "
+                                            "wait for it or send session/cancel")
+        self.prompter = peer
+        try:
+            # The prompter's editor shows what it sent; the others are told.
+            await self.update(u.text_chunk("user_message_chunk", text), skip=peer)
+            context = self.settings.context
+            if context is not None:
+                context = msgspec.structs.replace(context, approval_mode=self.mode.value)
+            outcome = await self.client.run_turn(text, model=self.agent.model, attachments=attachments,
+                                                 context=context)
+        finally:
+            self.prompter = None
+        if outcome.error is not None:
+            raise RpcError(INTERNAL_ERROR, outcome.error.message, {"code": outcome.error.code})
+        assert outcome.finished is not None
+        reason = outcome.finished.reason
+        stop = {"cancelled": "cancelled", "max_turns": "max_turn_requests"}.get(reason, "end_turn")
+        return {"stopReason": stop}
+
+    async def set_mode(self, mode_id: str) -> None:
+        mode = _MODE_BY_ID.get(mode_id)
+        if mode is None:
+            valid = ", ".join(m[0] for m in MODES)
+            raise RpcError(INVALID_PARAMS, f"unknown mode {mode_id!r}: the modes are {valid}")
+        assert self.client is not None
+        self.client.executor.policy.mode = mode
+        await self.update({"sessionUpdate": "current_mode_update", "currentModeId": _ID_BY_MODE[mode]})
+
+    async def replay_history(self, peer: RpcPeer) -> None:
+        """The conversation so far, to ``peer`` only, as updates."""
+        assert self.client is not None
+        try:
+            history = await self.client.get_history()
+        except RequestFailed as exc:
+            raise RpcError(INTERNAL_ERROR, f"could not read the session's history: {exc}") from None
+        for update in u.history_updates(self.workspace, history.messages):
+            await peer.notify("session/update", {"sessionId": self.id, "update": update})
+
+
+class _PermissionAsker:
+    """The executor's :class:`~gemini_split.client.approval.Asker`: asks the
+    editor that runs the prompt with ``session/request_permission``."""
+
+    def __init__(self, session: AcpSession):
+        self.session = session
+
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        session = self.session
+        tool, args = request.tool, request.args
+        content: list[dict[str, Any]] = []
+        preview = getattr(tool, "preview", None)
+        if preview is not None and session.client is not None:
+            try:
+                path, old, new = await preview(args, session.client.executor.workspace)
+                content.append(u.diff_content(path, old, new))
+            except ToolFailed:
+                pass
+        if not content:
+            content.append(u.text_content(request.description))
+        if request.executes_later:
+            content.append(u.text_content(f"Caution: this edits {request.executes_later}."))
+        options = [ALLOW_ONCE, REJECT]
+        if request.always_scope and not request.executes_later:
+            options.insert(1, ALLOW_ALWAYS)
+        tool_call = u.tool_call_start(session.workspace, request.call_id, tool.name, args)
+        del tool_call["sessionUpdate"]
+        tool_call["content"] = content
+        try:
+            reply = await session.call("session/request_permission", {
+                "sessionId": session.id, "toolCall": tool_call, "options": options,
+            })
+        except (RpcError, PeerGone) as exc:
+            log.info("permission for %s not given: %s", request.call_id, exc)
+            return Answer.NO
+        outcome = reply.get("outcome") if isinstance(reply, dict) else None
+        chosen = outcome.get("optionId") if isinstance(outcome, dict) and outcome.get("outcome") == "selected" else None
+        answer = {"proceed_once": Answer.YES, "proceed_always": Answer.ALWAYS}.get(chosen, Answer.NO)
+        if answer is Answer.ALWAYS and ALLOW_ALWAYS not in options:
+            answer = Answer.YES
+        if answer is not Answer.NO:
+            await session.update({"sessionUpdate": "tool_call_update", "toolCallId": request.call_id,
+                                  "status": "in_progress"})
+        return answer
+
+
+# --- the agent: sessions of every connection -----------------------------------------
+
+
+class AcpAgent:
+    """Serves ACP connections; owns their sessions (in :meth:`run`'s nursery).
+
+    ``settings`` is the base of every session's client settings (a session's
+    ``cwd`` becomes its workspace); ``model`` is sent with each prompt to a
+    remote server (None: the server's). With ``shared`` (the bridge),
+    sessions outlive the connection that opened them and any connection of
+    the same owner may use them."""
+
+    def __init__(self, settings: ClientSettings, *, model: str | None = None, shared: bool = False,
+                 ring_capacity: int = 2000, settings_for_cwd: Callable[[Path], ClientSettings] | None = None):
+        self.settings = settings
+        self.model = model
+        self.shared = shared
+        self.ring_capacity = ring_capacity
+        self.settings_for_cwd = settings_for_cwd
+        self.sessions: dict[tuple[str, str], AcpSession] = {}
+        self._nursery: trio.Nursery | None = None
+        self._address: str | None = settings.server
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the sessions (and the embedded server, if the settings have
+        one) until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            if self.settings.server is None:
+                if self.settings.embedded is None:
+                    raise ConnectFailed("no server address and no embedded service")
+                self._address = await nursery.start(serve_embedded, self.settings.embedded)
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                for session in list(self.sessions.values()):
+                    session.close()
+
+    def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` in the background, its failures logged."""
+        if self._nursery is None:
+            return
+
+        async def quietly() -> None:
+            try:
+                await fn(*args)
+            except (GeminiSplitError, RpcError) as exc:
+                log.info("background ACP task failed: %s", exc)
+
+        self._nursery.start_soon(quietly)
+
+    def forget(self, session: AcpSession) -> None:
+        if self.sessions.get((session.owner, session.id)) is session:
+            del self.sessions[(session.owner, session.id)]
+
+    async def serve_peer(self, peer: RpcPeer) -> None:
+        """Run one connection until it ends; then its sessions (unless
+        shared) close."""
+        try:
+            await peer.run()
+        finally:
+            for session in list(self.sessions.values()):
+                if peer in session.subscribers:
+                    session.unsubscribe(peer)
+                    if not self.shared and not session.subscribers:
+                        session.close()
+
+    # --- dispatch ------------------------------------------------------------------
+
+    async def handle(self, request: Request, peer: RpcPeer) -> Any:
+        """The JSON-RPC handler of a connection (see :class:`RpcPeer`)."""
+        method = _METHODS.get(request.method)
+        if method is None:
+            raise RpcError(METHOD_NOT_FOUND, f"method not found: {request.method}")
+        return await method(self, request, peer)
+
+    def owner_of(self, peer: RpcPeer) -> str:
+        principal = getattr(peer.stream, "principal", None)
+        return principal.user_id if principal is not None else "local"
+
+    def session_for(self, peer: RpcPeer, session_id: str) -> AcpSession:
+        """The caller's live session ``session_id``; joining it if shared.
+        Any other id is an error that says nothing of other owners."""
+        session = self.sessions.get((self.owner_of(peer), session_id))
+        if session is None or (not self.shared and peer not in session.subscribers):
+            raise RpcError(RESOURCE_NOT_FOUND, f"unknown session {session_id!r}: open one with session/new "
+                                               "or session/load")
+        session.subscribe(peer)
+        return session
+
+    async def initialize(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
+        params = _params(request, InitializeParams)
+        peer.state["capabilities"] = params.client_capabilities
+        return {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
+                "mcpCapabilities": {"http": True, "sse": True},
+            },
+            "authMethods": [],
+            "agentInfo": {"name": "gemini-split", "title": "gemini-split", "version": __version__},
+        }
+
+    async def authenticate(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
+        return {}
+
+    async def new_session(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
+        params = _params(request, NewSessionParams)
+        session = await self._open(peer, params.cwd, params.mcp_servers, resume=None)
+        return {"sessionId": session.id, "modes": session.modes()}
+
+    async def load_session(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
+        params = _params(request, LoadSessionParams)
+        live = self.sessions.get((self.owner_of(peer), params.session_id))
+        session = live if live is not None and self.shared else None
+        if session is None:
+            session = await self._open(peer, params.cwd, params.mcp_servers, resume=params.session_id)
+        session.subscribe(peer)
+        await session.replay_history(peer)
+        return {"modes": session.modes()}
+
+    async def prompt(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
+        params = _params(request, PromptParams)
+        return await self.session_for(peer, params.session_id).prompt(peer, params.prompt)
+
+    async def cancel(self, request: Request, peer: RpcPeer) -> None:
+        params = _params(request, SessionParams)
+        session = self.session_for(peer, params.session_id)
+        if session.client is not None:
+            await session.client.cancel()
+
+    async def set_mode(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
+        params = _params(request, SetModeParams)
+        await self.session_for(peer, params.session_id).set_mode(params.mode_id)
+        return {}
+
+    async def _open(self, peer: RpcPeer, cwd: str, mcp_servers: list[dict[str, Any]],
+                    *, resume: str | None) -> AcpSession:
+        path = Path(cwd)
+        if not path.is_absolute() or not path.is_dir():
+            raise RpcError(INVALID_PARAMS, f"cwd must be the absolute path of a directory: {cwd!r}")
+        base = self.settings_for_cwd(path) if self.settings_for_cwd is not None else dataclasses.replace(
+            self.settings, workspace=path.resolve())
+        settings = dataclasses.replace(
+            base, server=self._address, embedded=None, resume=resume, reconnect_timeout=(
+                base.reconnect_timeout if self.settings.server is not None else 0),
+            mcp_servers={**base.mcp_servers, **_mcp_servers(mcp_servers)},
+        )
+        owner = self.owner_of(peer)
+        session = AcpSession(self, owner, settings)
+        assert self._nursery is not None
+        try:
+            await self._nursery.start(session.run)
+        except HandshakeFailed as exc:
+            if exc.code == "unknown_session":
+                raise RpcError(RESOURCE_NOT_FOUND, f"unknown session {resume!r}") from None
+            raise RpcError(INTERNAL_ERROR, str(exc), {"code": exc.code}) from None
+        except (ConnectFailed, GeminiSplitError) as exc:
+            raise RpcError(INTERNAL_ERROR, f"could not open the session: {exc}") from None
+        self.sessions[(owner, session.id)] = session
+        session.subscribe(peer)
+        return session
+
+
+def _mcp_servers(servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """ACP ``mcpServers`` (stdio, http, sse) as settings' ``MCPServerSettings``."""
+    from gemini_split.settings import MCPServerSettings
+
+    out: dict[str, Any] = {}
+    for i, server in enumerate(servers):
+        name = server.get("name")
+        if not isinstance(name, str) or not name:
+            raise RpcError(INVALID_PARAMS, f"mcpServers[{i}] has no name")
+        try:
+            if server.get("type") in ("http", "sse"):
+                headers = {h["name"]: h["value"] for h in server.get("headers") or []}
+                out[name] = MCPServerSettings(url=server["url"], type=server["type"], headers=headers)
+            else:
+                env = {e["name"]: e["value"] for e in server.get("env") or []}
+                out[name] = MCPServerSettings(command=server["command"], args=list(server.get("args") or []), env=env)
+        except (KeyError, TypeError) as exc:
+            raise RpcError(INVALID_PARAMS, f"mcpServers[{i}] ({name}) is malformed: missing {exc}") from None
+    return out
+
+
+_METHODS: dict[str, Callable[[AcpAgent, Request, RpcPeer], Any]] = {
+    "initialize": AcpAgent.initialize,
+    "authenticate": AcpAgent.authenticate,
+    "session/new": AcpAgent.new_session,
+    "session/load": AcpAgent.load_session,
+    "session/prompt": AcpAgent.prompt,
+    "session/cancel": AcpAgent.cancel,
+    "session/set_mode": AcpAgent.set_mode,
+}

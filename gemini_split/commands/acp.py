@@ -1,0 +1,113 @@
+"""``gemini-split --acp``: an ACP agent on stdin/stdout, for editors (Zed…).
+
+The editor starts this process and speaks the Agent Client Protocol to it,
+one JSON-RPC message per line. Each ACP session is a native session, on the
+embedded service (default) or on a ``serve`` daemon (``--server``): the
+editor talks to a thin local process while the model loop may run
+elsewhere. See ``docs/acp.md``.
+
+Nothing but protocol reaches stdout (the stdio transport moves stray output
+to stderr); logs go to ``--log-file`` (default ``gemini-acp.log`` in the
+state directory), rotated at 2 MB to ``.old``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import logging.handlers
+from collections.abc import Callable
+from pathlib import Path
+
+import trio
+
+from gemini_split.app import attach_context, hold_embedded, resolve_client_settings
+from gemini_split.client.connect import ClientSettings
+from gemini_split.environment import Environment
+from gemini_split.exit_status import ExitStatus
+from gemini_split.log_limits import limit_log_handler
+from gemini_split.transport import ServeOptions, get_transport
+
+#: The log is rotated to ``.old`` beyond this many bytes (seed 003).
+LOG_MAX_BYTES = 2 * 1024 * 1024
+LOG_NAME = "gemini-acp.log"
+
+
+def open_log(path: Path, *, level: int = logging.INFO) -> Callable[[], None]:
+    """Log to ``path``, rotated to ``path.old`` at start when it is over
+    2 MB and whenever it grows past that while running (the standard
+    ``RotatingFileHandler``, one backup). Returns the function that stops.
+    Messages are bounded one-liners (``log_limits``); nothing here logs a
+    token or a file's content."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=LOG_MAX_BYTES, backupCount=1,
+                                                   encoding="utf-8", delay=False)
+    handler.namer = lambda name: name[:-2] + ".old" if name.endswith(".1") else name
+    if path.exists() and path.stat().st_size >= LOG_MAX_BYTES:
+        handler.doRollover()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    limit_log_handler(handler)
+    root = logging.getLogger()
+    saved = root.level
+    root.addHandler(handler)
+    root.setLevel(min(level, saved) if saved else level)
+    for noisy in ("httpx", "httpcore", "mcp"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    def stop() -> None:
+        root.removeHandler(handler)
+        root.setLevel(saved)
+        handler.close()
+
+    return stop
+
+
+def log_path(args: argparse.Namespace, env: Environment) -> Path:
+    given = getattr(args, "log_file", None)
+    if given:
+        path = Path(given).expanduser()
+        return path if path.is_absolute() else env.cwd / path
+    return env.config_dir / LOG_NAME
+
+
+def run_acp(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    stop = open_log(log_path(args, env), level=logging.DEBUG if args.debug else logging.INFO)
+    try:
+        settings = resolve_client_settings(args, env, interactive=True)
+        return trio.run(_serve_stdio, settings, env)
+    finally:
+        stop()
+
+
+def settings_for_cwd(base: ClientSettings, env: Environment) -> Callable[[Path], ClientSettings]:
+    """A session's settings: the base with the editor's ``cwd`` as the
+    workspace, and that folder's context files (``GEMINI.md``…)."""
+
+    def for_cwd(cwd: Path) -> ClientSettings:
+        settings = dataclasses.replace(base, workspace=cwd.resolve())
+        attach_context(settings, Environment(stdin=env.stdin, stdout=env.stderr, stderr=env.stderr,
+                                             environ=env.environ, cwd=cwd), interactive=True)
+        return settings
+
+    return for_cwd
+
+
+async def _serve_stdio(settings: ClientSettings, env: Environment) -> ExitStatus:
+    from gemini_split.acp.agent import AcpAgent
+    from gemini_split.acp.peer import RpcPeer
+
+    agent = AcpAgent(settings, model=settings.model if settings.server else None,
+                     settings_for_cwd=settings_for_cwd(settings, env))
+    transport = get_transport("stdio:-")
+    async with hold_embedded(settings), trio.open_nursery() as nursery:
+        await nursery.start(agent.run)
+
+        async def handler(stream) -> None:
+            await agent.serve_peer(RpcPeer(stream, agent.handle))
+
+        from gemini_split.acp.jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
+
+        await transport.serve("stdio:-", handler, ServeOptions(max_message_size=DEFAULT_MAX_MESSAGE_SIZE))
+        nursery.cancel_scope.cancel()
+    return ExitStatus.SUCCESS

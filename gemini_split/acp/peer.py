@@ -57,6 +57,10 @@ class RpcPeer:
         self._send_lock = trio.Lock()
         self._slots = trio.Semaphore(MAX_CONCURRENT_REQUESTS)
         self._gone: str | None = None
+        #: Set when the input has ended: nothing more will be answered.
+        self._ending: str | None = None
+        #: Seconds requests still running get to answer once the input ends.
+        self.answer_grace = 5.0
         #: Set once the stream has ended.
         self.closed = trio.Event()
         #: Whatever the face keeps per connection (the editor's capabilities…).
@@ -69,9 +73,14 @@ class RpcPeer:
             task_status.started()
             try:
                 await self._read(nursery)
+                # The input ended (an editor may close its end after its last
+                # request): requests running get a moment to answer.
+                self._input_ended()
+                nursery.cancel_scope.deadline = trio.current_time() + self.answer_grace
             finally:
-                self._end(self._gone or "the connection ended")
-                nursery.cancel_scope.cancel()
+                if not nursery.cancel_scope.deadline < float("inf"):
+                    nursery.cancel_scope.cancel()
+        self._end(self._gone or "the connection ended")
 
     async def _read(self, nursery: trio.Nursery) -> None:
         while True:
@@ -81,7 +90,7 @@ class RpcPeer:
                 await self._send_quietly(jsonrpc.encode_error(None, RpcError(INVALID_REQUEST, f"message too large: {exc}")))
                 continue
             except (ConnectionBroken, ConnectionClosed) as exc:
-                self._gone = f"the connection ended: {exc.reason}"
+                self._ending = f"the connection ended: {exc.reason}"
                 return
             message = jsonrpc.decode(text, max_size=self.max_message_size)
             if isinstance(message, Invalid):
@@ -120,9 +129,16 @@ class RpcPeer:
         finally:
             self._slots.release()
 
+    def _input_ended(self) -> None:
+        """No answer can come any more: what waits for one is let go."""
+        for done, _box in self._pending.values():
+            done.set()
+
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         """Call a method of the peer and return its result. Raises
         :class:`RpcError` (the peer's error) or :class:`PeerGone`."""
+        if self._ending is not None:
+            raise PeerGone(self._ending)
         self._next_id += 1
         msg_id = self._next_id
         done = trio.Event()
@@ -134,7 +150,7 @@ class RpcPeer:
         finally:
             self._pending.pop(msg_id, None)
         if not box:
-            raise PeerGone(self._gone or "the connection ended")
+            raise PeerGone(self._gone or self._ending or "the connection ended")
         reply = box[0]
         if reply.error is not None:
             raise reply.error

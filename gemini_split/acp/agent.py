@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ from gemini_split.client.approval import Answer, ApprovalMode, ApprovalRequest
 from gemini_split.client.connect import ClientSettings, open_client, serve_embedded
 from gemini_split.client.protocol_client import HandshakeFailed, ProtocolClient, RequestFailed
 from gemini_split.client.tools.base import ToolFailed
+from gemini_split.client.tools.registry import ToolRegistry
+from gemini_split.client.workspace import Workspace
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import (
     Error,
@@ -56,7 +59,7 @@ from . import updates as u
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, Request, RpcError
 from .peer import PeerGone, RpcPeer
 from .ring import Ring
-from .tools import lend_editor_tools
+from .tools import client_path, lend_editor_tools
 
 log = logging.getLogger(__name__)
 
@@ -129,11 +132,12 @@ class AcpSession:
     """One native session as ACP sees it: the connected client, the ACP
     connections watching it, the prompt running, the ring of updates."""
 
-    def __init__(self, agent: AcpAgent, owner: str, settings: ClientSettings):
+    def __init__(self, agent: AcpAgent, owner: str, settings: ClientSettings, workspace: str):
         self.agent = agent
         self.owner = owner
         self.settings = settings
-        self.workspace = str(settings.workspace)
+        #: The client's working directory (on the bridge, a path on the client's machine).
+        self.workspace = workspace
         self.id = ""
         self.client: ProtocolClient | None = None
         #: Connections that get this session's updates, in joining order.
@@ -142,6 +146,7 @@ class AcpSession:
         self.prompter: RpcPeer | None = None
         self.ring = Ring(agent.ring_capacity)
         self._diffs: dict[str, tuple[str, str | None, str]] = {}
+        self._lent: list[Any] = []
         self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
         self._closing = trio.Event()
         self.ended = trio.Event()
@@ -166,6 +171,7 @@ class AcpSession:
             async with open_client(self.settings, on_event=self._on_event, asker=_PermissionAsker(self),
                                    on_notice=self._notice) as client:
                 lend_editor_tools(client.executor.registry, self)
+                self._lent = list(client.executor.registry)
                 assert client.connected is not None
                 self.client = client
                 self.id = client.connected.session_id
@@ -206,6 +212,18 @@ class AcpSession:
 
     def record_diff(self, call_id: str, path: str, old: str | None, new: str) -> None:
         self._diffs[call_id] = (path, old, new)
+
+    @property
+    def local(self) -> bool:
+        return self.agent.local_tools
+
+    def resolve(self, shown: str, workspace: Workspace, *, must_exist: bool = False) -> Path:
+        if self.agent.local_tools:
+            return workspace.resolve_file(shown, must_exist=must_exist)
+        return client_path(self.workspace, shown)
+
+    def relative(self, real: Path, workspace: Workspace) -> str:
+        return workspace.relative(real) if self.agent.local_tools else os.path.relpath(real, self.workspace)
 
     async def update(self, update: dict[str, Any], *, skip: RpcPeer | None = None) -> None:
         """Send ``update`` to every connection watching (but ``skip``), and
@@ -283,6 +301,8 @@ class AcpSession:
                                             "wait for it or send session/cancel")
         self.prompter = peer
         try:
+            if not self.local:
+                await self._offer_tools_of(peer)
             # The prompter's editor shows what it sent; the others are told.
             await self.update(u.text_chunk("user_message_chunk", text), skip=peer)
             context = self.settings.context
@@ -298,6 +318,27 @@ class AcpSession:
         reason = outcome.finished.reason
         stop = {"cancelled": "cancelled", "max_turns": "max_turn_requests"}.get(reason, "end_turn")
         return {"stopReason": stop}
+
+    async def _offer_tools_of(self, peer: RpcPeer) -> None:
+        """The bridge: the model gets exactly the tools the prompting
+        client can run (its fs and terminal), announced anew when that
+        changes; with none, the client is told why."""
+        assert self.client is not None
+        can = {c: self.can(c) for c in ("readTextFile", "writeTextFile", "terminal")}
+        needs = {"read_file": ("readTextFile",), "write_file": ("writeTextFile",),
+                 "replace": ("readTextFile", "writeTextFile"), "run_shell_command": ("terminal",)}
+        tools = [t for t in self._lent if all(can[c] for c in needs.get(t.name, ("-",)) if c in can)
+                 and t.name in needs]
+        if [t.name for t in tools] != [t.name for t in self.client.executor.registry]:
+            self.client.executor.registry = ToolRegistry(tools)
+            await self.client.announce_tools()
+        if not tools and not peer.state.get("told_toolless"):
+            peer.state["told_toolless"] = True
+            await peer.notify("session/update", {"sessionId": self.id, "update": u.text_chunk(
+                "agent_thought_chunk",
+                "This client offers no file access (fs) and no terminal, so the model answers without "
+                "tools here. Connect with a client that advertises fs/terminal capabilities to let it "
+                "read and edit your files.\n")})
 
     async def set_mode(self, mode_id: str) -> None:
         mode = _MODE_BY_ID.get(mode_id)
@@ -378,8 +419,14 @@ class AcpAgent:
     the same owner may use them."""
 
     def __init__(self, settings: ClientSettings, *, model: str | None = None, shared: bool = False,
-                 ring_capacity: int = 2000, settings_for_cwd: Callable[[Path], ClientSettings] | None = None):
+                 ring_capacity: int = 2000, settings_for_cwd: Callable[[Path], ClientSettings] | None = None,
+                 local_tools: bool = True, connect_as: Callable[[AcpSession, RpcPeer], Any] | None = None):
         self.settings = settings
+        #: Tools the client cannot serve run here (``--acp``), or fail (the bridge).
+        self.local_tools = local_tools
+        #: The bridge: ``connect_as(session, peer)`` → the ``ConnectOptions``
+        #: under which the session's native connection proves its owner.
+        self.connect_as = connect_as
         self.model = model
         self.shared = shared
         self.ring_capacity = ring_capacity
@@ -451,10 +498,20 @@ class AcpAgent:
         Any other id is an error that says nothing of other owners."""
         session = self.sessions.get((self.owner_of(peer), session_id))
         if session is None or (not self.shared and peer not in session.subscribers):
-            raise RpcError(RESOURCE_NOT_FOUND, f"unknown session {session_id!r}: open one with session/new "
-                                               "or session/load")
-        session.subscribe(peer)
+            raise RpcError(RESOURCE_NOT_FOUND, f"unknown session {session_id[:100]!r}: open one with "
+                                               "session/new or session/load")
         return session
+
+    async def join(self, peer: RpcPeer, session: AcpSession) -> None:
+        """``peer`` watches ``session`` from now on; a late joiner first gets
+        the replay its query asked for (``limit``, ``since``, ``before``)."""
+        if peer in session.subscribers:
+            return
+        replay = peer.state.get("replay")
+        if replay and any(v is not None for v in replay.values()):
+            for params in session.ring.replay(**replay):
+                await peer.notify("session/update", params)
+        session.subscribe(peer)
 
     async def initialize(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
         params = _params(request, InitializeParams)
@@ -490,7 +547,9 @@ class AcpAgent:
 
     async def prompt(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
         params = _params(request, PromptParams)
-        return await self.session_for(peer, params.session_id).prompt(peer, params.prompt)
+        session = self.session_for(peer, params.session_id)
+        await self.join(peer, session)
+        return await session.prompt(peer, params.prompt)
 
     async def cancel(self, request: Request, peer: RpcPeer) -> None:
         params = _params(request, SessionParams)
@@ -500,23 +559,35 @@ class AcpAgent:
 
     async def set_mode(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
         params = _params(request, SetModeParams)
-        await self.session_for(peer, params.session_id).set_mode(params.mode_id)
+        session = self.session_for(peer, params.session_id)
+        await self.join(peer, session)
+        await session.set_mode(params.mode_id)
         return {}
 
     async def _open(self, peer: RpcPeer, cwd: str, mcp_servers: list[dict[str, Any]],
                     *, resume: str | None) -> AcpSession:
+        if mcp_servers and not self.local_tools:
+            raise RpcError(INVALID_PARAMS, "the bridge does not start MCP servers for its clients (they would "
+                                           "run on the server); configure them in the server's settings")
         path = Path(cwd)
-        if not path.is_absolute() or not path.is_dir():
-            raise RpcError(INVALID_PARAMS, f"cwd must be the absolute path of a directory: {cwd!r}")
-        base = self.settings_for_cwd(path) if self.settings_for_cwd is not None else dataclasses.replace(
-            self.settings, workspace=path.resolve())
+        if not path.is_absolute() or (self.local_tools and not path.is_dir()) or "\x00" in cwd:
+            raise RpcError(INVALID_PARAMS, f"cwd must be the absolute path of a directory: {cwd[:200]!r}")
+        if self.settings_for_cwd is not None:
+            base = self.settings_for_cwd(path)
+        elif self.local_tools:
+            base = dataclasses.replace(self.settings, workspace=path.resolve())
+        else:
+            base = self.settings  # the client's files are not here: its workspace stays the placeholder
         settings = dataclasses.replace(
             base, server=self._address, embedded=None, resume=resume, reconnect_timeout=(
                 base.reconnect_timeout if self.settings.server is not None else 0),
             mcp_servers={**base.mcp_servers, **_mcp_servers(mcp_servers)},
         )
         owner = self.owner_of(peer)
-        session = AcpSession(self, owner, settings)
+        session = AcpSession(self, owner, settings, os.path.normpath(cwd) if not self.local_tools
+                             else str(path.resolve()))
+        if self.connect_as is not None:
+            session.settings = dataclasses.replace(settings, connect=self.connect_as(session, peer))
         assert self._nursery is not None
         try:
             await self._nursery.start(session.run)

@@ -160,6 +160,11 @@ class RpcPeer:
         """Send a notification. Raises :class:`PeerGone`."""
         await self._send(jsonrpc.encode_request(method, params))
 
+    async def notify_error(self, error: RpcError) -> None:
+        """An error that answers no request (``"id": null``), e.g. a bad
+        connection parameter; quietly nothing if the peer has gone."""
+        await self._send_quietly(jsonrpc.encode_error(None, error))
+
     async def _send(self, text: str) -> None:
         if self._gone is not None:
             raise PeerGone(self._gone)

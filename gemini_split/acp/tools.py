@@ -20,6 +20,7 @@ Each edit records what it changed (:meth:`EditorAccess.record_diff`), so the
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -58,8 +59,24 @@ class EditorAccess(Protocol):
 
     def record_diff(self, call_id: str, path: str, old: str | None, new: str) -> None: ...
 
+    #: True: a tool the editor cannot serve runs locally (``--acp``, the
+    #: editor's own machine); False: it fails (the bridge: the files are the
+    #: client's, never the server's).
+    local: bool
+
+    def resolve(self, shown: str, workspace: Workspace, *, must_exist: bool = False) -> Path:
+        """The real absolute path of ``shown`` inside the session's
+        workspace, or :class:`ToolFailed` (``outside_workspace``…)."""
+
+    def relative(self, real: Path, workspace: Workspace) -> str: ...
+
     async def update(self, update: dict[str, Any]) -> None:
         """Send a ``session/update`` to the session's clients."""
+
+
+def _unavailable(editor: EditorAccess, what: str) -> ToolFailed:
+    return ToolFailed("no_client_tools", f"the client driving this session offers no {what}",
+                      "answer without this tool, or ask the user to connect with a client that offers it")
 
 
 async def _editor_call(editor: EditorAccess, method: str, params: dict[str, Any], shown: str) -> Any:
@@ -77,9 +94,11 @@ class EditorReadFileTool(ReadFileTool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         if not self.editor.can("readTextFile"):
+            if not self.editor.local:
+                raise _unavailable(self.editor, "file access (fs.readTextFile)")
             return await super().run(args, ctx)
         shown = args["file_path"]
-        path = ctx.workspace.resolve_file(shown, must_exist=True)
+        path = self.editor.resolve(shown, ctx.workspace, must_exist=True)
         start = int(args.get("start_line") or 1)
         end = args.get("end_line")
         if end is not None and int(end) < start:
@@ -107,18 +126,29 @@ class _EditorEdit:
     async def old_text(self, workspace: Workspace, real: Path, shown: str) -> str | None:
         """The file's text now (the editor's buffer when it can read), or
         None when there is no such file."""
-        if self.editor.can("readTextFile") and real.exists():
-            reply = await _editor_call(self.editor, "fs/read_text_file",
-                                       {"sessionId": self.editor.session_id, "path": str(real)}, shown)
+        if self.editor.can("readTextFile") and (real.exists() or not self.editor.local):
+            try:
+                reply = await self.editor.call("fs/read_text_file", {"sessionId": self.editor.session_id,
+                                                                     "path": str(real)})
+            except RpcError:
+                if self.editor.local:
+                    raise ToolFailed("editor_error", f"the editor could not read '{shown}'") from None
+                return None  # the client has no such file: a new one
+            except PeerGone:
+                raise ToolFailed("editor_gone", f"the editor went away while reading '{shown}'") from None
             content = reply.get("content") if isinstance(reply, dict) else None
             if isinstance(content, str):
                 return content
+        if not self.editor.local:
+            raise _unavailable(self.editor, "file access (fs.readTextFile)")
         return await trio.to_thread.run_sync(read_text_for_edit, workspace, real, shown)
 
     async def write(self, workspace: Workspace, real: Path, shown: str, content: str) -> None:
         if self.editor.can("writeTextFile"):
             await _editor_call(self.editor, "fs/write_text_file",
                                {"sessionId": self.editor.session_id, "path": str(real), "content": content}, shown)
+        elif not self.editor.local:
+            raise _unavailable(self.editor, "file writing (fs.writeTextFile)")
         else:
             await trio.to_thread.run_sync(workspace.write_atomic, real, encode_text(content), shown)
 
@@ -129,7 +159,7 @@ class EditorWriteFileTool(_EditorEdit, WriteFileTool):
 
     async def preview(self, args: dict[str, Any], workspace: Workspace) -> tuple[str, str | None, str]:
         """``(absolute path, old text, new text)`` for a permission request."""
-        real = workspace.resolve_file(args["file_path"])
+        real = self.editor.resolve(args["file_path"], workspace)
         return str(real), await self._old(workspace, real, args["file_path"]), args["content"]
 
     async def _old(self, workspace: Workspace, real: Path, shown: str) -> str | None:
@@ -142,8 +172,8 @@ class EditorWriteFileTool(_EditorEdit, WriteFileTool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         shown, content = args["file_path"], args["content"]
-        real = ctx.workspace.resolve_file(shown)
-        rel = ctx.workspace.relative(real)
+        real = self.editor.resolve(shown, ctx.workspace)
+        rel = self.editor.relative(real, ctx.workspace)
         old = await self._old(ctx.workspace, real, shown)
         await self.write(ctx.workspace, real, shown, content)
         self.editor.record_diff(ctx.call_id, str(real), old, content)
@@ -160,14 +190,14 @@ class EditorReplaceTool(_EditorEdit, ReplaceTool):
         self.editor = editor
 
     async def preview(self, args: dict[str, Any], workspace: Workspace) -> tuple[str, str | None, str]:
-        real = workspace.resolve_file(args["file_path"])
+        real = self.editor.resolve(args["file_path"], workspace)
         old, new, _count = ReplaceTool.apply(await self.old_text(workspace, real, args["file_path"]), args)
         return str(real), old, new
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         shown = args["file_path"]
-        real = ctx.workspace.resolve_file(shown)
-        rel = ctx.workspace.relative(real)
+        real = self.editor.resolve(shown, ctx.workspace)
+        rel = self.editor.relative(real, ctx.workspace)
         old, new, count = ReplaceTool.apply(await self.old_text(ctx.workspace, real, shown), args)
         await self.write(ctx.workspace, real, shown, new)
         self.editor.record_diff(ctx.call_id, str(real), old, new)
@@ -186,13 +216,16 @@ class EditorShellTool(RunShellCommandTool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         if args.get("is_background") or not self.editor.can("terminal"):
+            if not self.editor.local:
+                raise _unavailable(self.editor, "terminal (terminal/*) to run commands in")
             return await super().run(args, ctx)
         command: str = args["command"]
         if not command.strip():
             raise ToolFailed("invalid_arguments", "the command is empty")
         if "\x00" in command:
             raise ToolFailed("invalid_arguments", "the command contains a NUL byte")
-        cwd = self._directory(args, ctx.workspace)
+        cwd = (self._directory(args, ctx.workspace) if self.editor.local
+               else self.editor.resolve(args.get("dir_path") or ".", ctx.workspace))
         env = tool_environment(allow=self.env_allow, GEMINI_CLI="1")
         sid = self.editor.session_id
         created = await _editor_call(self.editor, "terminal/create", {
@@ -231,7 +264,7 @@ class EditorShellTool(RunShellCommandTool):
         exit_status = (status or {}) if isinstance(status, dict) else {}
         result: dict[str, Any] = {
             "command": command,
-            "directory": ctx.workspace.relative(cwd),
+            "directory": self.editor.relative(cwd, ctx.workspace),
             "exit_code": exit_status.get("exitCode"),
         }
         if exit_status.get("signal"):
@@ -241,6 +274,21 @@ class EditorShellTool(RunShellCommandTool):
         if isinstance(output, dict) and output.get("truncated"):
             result["note"] = f"the output was cut to its last {self.max_output} bytes"
         return result
+
+
+def client_path(root: str, shown: Any) -> Path:
+    """``shown`` inside the client's workspace ``root``, judged on the
+    text alone (the bridge: the files are on the client's machine, which
+    follows its own symlinks): no ``..`` or absolute path out of it."""
+    if not isinstance(shown, str) or not shown.strip():
+        raise ToolFailed("invalid_path", "the path is empty", "give a path relative to the workspace root")
+    if "\x00" in shown or shown.startswith("~"):
+        raise ToolFailed("invalid_path", f"'{shown[:200]}' is not a usable path")
+    path = os.path.normpath(os.path.join(root, shown))
+    if path != root and not path.startswith(root.rstrip(os.sep) + os.sep):
+        raise ToolFailed("outside_workspace", f"'{shown[:200]}' is outside the workspace {root}",
+                         "use a path inside the workspace")
+    return Path(path)
 
 
 def lend_editor_tools(registry: ToolRegistry, editor: EditorAccess) -> None:

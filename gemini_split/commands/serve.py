@@ -10,6 +10,7 @@ close with a reason, and the process exits 0.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import signal
 from pathlib import Path
@@ -74,6 +75,15 @@ def add_serve_parser(commands: Any) -> None:
                         "for (default: any valid model name; the default model always)")
     p.add_argument("--max-turns", dest="serve_max_turns", type=int, metavar="N",
                    help="model calls allowed per prompt (default 100)")
+    acp = p.add_argument_group("ACP bridge (docs/acp.md)")
+    acp.add_argument("--acp-ws", nargs="?", const="", metavar="HOST:PORT",
+                     help="also serve the Agent Client Protocol over WebSocket, on the same sessions "
+                          "(default 127.0.0.1:$GEMINI_PORT or 4444; same auth, TLS and limits)")
+    acp.add_argument("--acp-ring", type=positive_int, default=2000, metavar="N",
+                     help="session/update messages kept per session for late joiners (default 2000)")
+    acp.add_argument("--log-file", metavar="FILE",
+                     help="with --acp-ws: also log to FILE (default gemini-acp.log in $GEMINI_SPLIT_HOME), "
+                          "rotated at 2 MB to FILE.old")
     sessions = p.add_argument_group("sessions")
     sessions.add_argument("--state-dir", metavar="DIR",
                           help="where sessions are kept, so clients can resume them after a cut or a "
@@ -122,6 +132,18 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         scheme = "wss" if args.tls_cert else "ws"
         address = f"{scheme}://{_bracket(host)}:{port}"
 
+    acp_address = None
+    if getattr(args, "acp_ws", None) is not None:
+        if args.stdio:
+            raise ConfigurationError("--acp-ws needs a listening server, not --stdio")
+        acp_host, acp_port = _parse_listen(args.acp_ws or None, e.get("GEMINI_PORT") or "4444")
+        if authenticate is None and not _is_loopback(acp_host) and not args.insecure_no_auth:
+            raise ConfigurationError(
+                f"refusing to serve ACP on {acp_host} without authentication: pass --auth-config FILE "
+                "(or GEMINI_AUTH_CONFIG), or --insecure-no-auth if you really mean it."
+            )
+        acp_address = f"{'wss' if args.tls_cert else 'ws'}://{_bracket(acp_host)}:{acp_port}"
+
     config = ServerConfig(model=model_name, tool_timeout=args.tool_timeout, max_message_size=args.max_message_size,
                           replay_capacity=args.replay_capacity)
     if args.serve_max_turns:
@@ -152,15 +174,30 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
                        exclusive=not args.stdio)
     service = AgentService(model, config, authenticate=authenticate, store=store)
     options.health = service.health
+    stop_log = None
+    acp = None
+    if acp_address is not None:
+        from gemini_split.client.approval_mode import parse_approval_mode
+        from gemini_split.commands.acp import log_path, open_log
+
+        try:
+            mode = parse_approval_mode(e.get("GEMINI_APPROVAL_MODE") or "default")
+        except ValueError as exc:
+            raise ConfigurationError(f"GEMINI_APPROVAL_MODE: {exc}") from None
+        acp = (acp_address, mode, args.acp_ring)
+        stop_log = open_log(log_path(args, env))
     try:
         with single_exceptions():
-            trio.run(_serve, service, address, options, env, args.session_ttl)
+            trio.run(_serve, service, address, options, env, args.session_ttl, acp)
     except TransportError as exc:
         env.warn(f"gemini-split serve: cannot serve {address}: {exc}")
         return ExitStatus.ERROR
     except StoreError as exc:
         env.warn(f"gemini-split serve: {exc}")
         return ExitStatus.ERROR
+    finally:
+        if stop_log is not None:
+            stop_log()
     return ExitStatus.SUCCESS
 
 
@@ -196,7 +233,8 @@ async def _expire_sessions(store: Any, ttl: float) -> None:
         await trio.sleep(EXPIRY_INTERVAL)
 
 
-async def _serve(service: Any, address: str, options: Any, env: Environment, session_ttl: float) -> None:
+async def _serve(service: Any, address: str, options: Any, env: Environment, session_ttl: float,
+                 acp: tuple[str, Any, int] | None = None) -> None:
     import trio
 
     from gemini_split.transport import get_transport
@@ -224,6 +262,14 @@ async def _serve(service: Any, address: str, options: Any, env: Environment, ses
                         await service.shutdown(grace=SHUTDOWN_GRACE)
                         nursery.cancel_scope.cancel()
                         return
+
+                if acp is not None:
+                    from gemini_split.acp.bridge import serve_acp_ws
+
+                    acp_address, mode, ring = acp
+                    acp_bound = await nursery.start(functools.partial(
+                        serve_acp_ws, service, acp_address, options, approval_mode=mode, ring_capacity=ring))
+                    log.info("ACP bridge on %s", acp_bound)
 
                 nursery.start_soon(stop_on_signal)
                 nursery.start_soon(_expire_sessions, service.store, session_ttl)

@@ -124,6 +124,8 @@ class ServerStream(MessageStream):
         self._wire = wire
         self.peer = peer
         self.principal = principal
+        #: The upgrade request's query parameters (never ``auth``).
+        self.query: dict[str, str] = {}
         self._max = max_message_size
         self._close_timeout = close_timeout
         self._ws = Connection(ConnectionType.SERVER, extensions=[MessageSizeLimit(max_message_size)])

@@ -201,6 +201,7 @@ class _Server:
             close_timeout=self.close_timeout,
             message_queue_size=self.message_queue_size,
         )
+        stream.query = query_parameters(head.target)
         log.info(
             "accepted a WebSocket from %s on %s%s",
             peer, head.path, f" for user {principal.user_id}" if principal else "",
@@ -269,6 +270,20 @@ class _Server:
                 log.warning("dropping the connection from %s: %s", stream.peer, reason)
                 await stream.abort(reason)
                 return
+
+
+def query_parameters(target: str) -> dict[str, str]:
+    """The request's query parameters (the first of each name), without
+    ``auth`` (a token is never handed on): e.g. the ACP bridge's
+    ``?limit=N&since=MS``. Bounded: at most 32 parameters are read."""
+    from urllib.parse import parse_qsl
+
+    query = target.partition("?")[2]
+    params: dict[str, str] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True, max_num_fields=None)[:32]:
+        if name != "auth":
+            params.setdefault(name, value)
+    return params
 
 
 def _switching_protocols(head: RequestHead) -> bytes:

@@ -112,6 +112,14 @@ async def run_steps(conn: Any, editor: Editor, plan: dict[str, Any]) -> list[Any
                 reply = await conn.load_session(cwd=step.get("cwd", plan["cwd"]), session_id=session_id, mcp_servers=[])
             elif do == "set_mode":
                 reply = await conn.set_session_mode(session_id=session_id, mode_id=step["mode"])
+            elif do == "write_session":
+                with open(step["path"], "w") as f:
+                    f.write(session_id)
+                reply = None
+            elif do == "wait_text":
+                await wait_for(editor, lambda ups: step["text"] in "".join(
+                    u.get("content", {}).get("text", "") for u in ups if isinstance(u.get("content"), dict)))
+                reply = None
             elif do == "wait_updates":
                 await wait_for(editor, lambda ups: len(ups) >= step["count"])
                 reply = None

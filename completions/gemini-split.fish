@@ -61,7 +61,7 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --header --http --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --header --http --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -111,6 +111,9 @@ complete -c gemini-split -n '_shtab_gemini_split_using serve' -l tool-timeout -x
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -s m -l model -x -d 'default model for sessions (default: $GEMINI_MODEL or gemini-2.5-flash)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l allowed-models -x -d 'comma-separated models (or patterns such as gemini-2.5-*) clients may ask for (default: any valid model name; the default model always)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l max-turns -x -d 'model calls allowed per prompt (default 100)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l acp-ws -x -d 'also serve the Agent Client Protocol over WebSocket, on the same sessions (default 127.0.0.1:$GEMINI_PORT or 4444; same auth, TLS and limits)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l acp-ring -x -d 'session/update messages kept per session for late joiners (default 2000)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l log-file -xka "(__fish_complete_path (commandline -ct))" -d 'with --acp-ws: also log to FILE (default gemini-acp.log in $GEMINI_SPLIT_HOME), rotated at 2 MB to FILE.old'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l state-dir -xka "(__fish_complete_directories)" -d 'where sessions are kept, so clients can resume them after a cut or a restart (default: $GEMINI_SPLIT_HOME/sessions, i.e. ~/.gemini/sessions; '"'"':memory:'"'"' keeps them in this process only)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l replay-capacity -x -d 'events kept per session for resuming clients (default 2000)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l session-ttl -x -d 'drop sessions idle for longer than this: 90s, 30m, 12h, 7d (default 7d)'

@@ -82,6 +82,10 @@ TTFD_TURN = {"text": "The answer is forty-two.", "chunks": 3}
 CONCURRENT_TEXT = "".join(f"word{i:03d} " for i in range(25))
 CONCURRENT_TURN = {"text": CONCURRENT_TEXT, "chunks": 10}
 ONESHOT_TURN = {"text": "Hello from the fake model.", "chunks": 2}
+#: ``--profile DIR``: every daemon is sampled with py-spy into DIR, and the
+#: summaries (by daemon name) are reported at the end.
+PROFILE_DIR: Path | None = None
+PROFILES: dict[str, dict] = {}
 
 
 # --- small utilities -----------------------------------------------------------
@@ -239,6 +243,12 @@ class Daemon:
                 raise SystemExit(f"the daemon did not answer /health within 30 s:\n{self.log_tail()}")
             time.sleep(0.05)
         self.start_rss_mb = (proc_status_kb(self.pid, "VmRSS") or 0) / 1024
+        self.name = name
+        self.sampler = None
+        if PROFILE_DIR is not None:
+            from bench import pyspy
+
+            self.sampler = pyspy.Sampler(self.pid, PROFILE_DIR / f"{name}.pyspy.txt")
 
     def hwm_mb(self) -> float:
         return (proc_status_kb(self.pid, "VmHWM") or 0) / 1024
@@ -259,6 +269,15 @@ class Daemon:
                 if " WARNING " in line or " ERROR " in line or line.startswith("Traceback")]
 
     def close(self) -> None:
+        if self.sampler is not None:
+            from bench import pyspy
+
+            complaint = self.sampler.stop()
+            try:
+                PROFILES[self.name] = pyspy.summarize(self.sampler.out)
+            except OSError:
+                PROFILES[self.name] = {"samples": 0, "self": [], "inclusive": [], "error": complaint}
+            self.sampler = None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -712,7 +731,17 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=90.0, help="(c) seconds allowed per run (default 90)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs) and print its path")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="sample every daemon with py-spy into DIR and print where its time went")
     args = parser.parse_args()
+    if args.profile is not None:
+        from bench import pyspy
+
+        if not pyspy.available():
+            parser.error("--profile needs py-spy on PATH (pip install py-spy)")
+        global PROFILE_DIR
+        args.profile.mkdir(parents=True, exist_ok=True)
+        PROFILE_DIR = args.profile
     only = set(args.only.split(","))
     backends = [b for b in args.backends.split(",") if b]
     for b in backends:
@@ -802,6 +831,7 @@ def main() -> None:
             import shutil
 
             shutil.rmtree(workdir, ignore_errors=True)
+    results["profiles"] = PROFILES
     report(results, args.json)
 
 
@@ -887,6 +917,12 @@ def report(r: dict, as_json: bool) -> None:
               + f"; {first['modules_imported']} modules")
         print("  slowest top-level imports (cumulative): "
               + ", ".join(f"{n} {ms:.0f} ms" for n, ms in first["top_imports_ms"]))
+    if r.get("profiles"):
+        from bench import pyspy
+
+        print("\ndaemon profiles (py-spy; share of samples):")
+        for name, summary in r["profiles"].items():
+            print(pyspy.format_summary(summary, name))
     problems = {k: v for k, v in r.get("daemon_problems", {}).items() if v}
     if problems:
         print(f"\ndaemon warnings: {problems}")

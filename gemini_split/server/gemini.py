@@ -1,25 +1,40 @@
 """Gemini through google-genai, on Trio.
 
 google-genai's async client only runs under Trio when it is handed an
-``httpx.AsyncClient`` that we created (``HttpOptions(httpx_async_client=…)``);
-otherwise it reaches for asyncio and fails. This module is imported only when
-a server really talks to Gemini: ``import google.genai`` alone costs about
-0.45 s, which a thin client must never pay.
+``httpx2.AsyncClient`` (or httpx's) that we created
+(``HttpOptions(httpx_async_client=…)``); otherwise it reaches for asyncio and
+fails. This module is imported only when a server really talks to Gemini:
+``import google.genai`` alone costs about 0.45 s, which a thin client must
+never pay.
+
+google-genai builds each request (URL, API key, headers, the wire shape of
+the config) and reads each error; the per-turn and per-chunk pydantic work
+it would do for the common shapes is skipped (:mod:`.gemini_wire`, checked
+against google-genai's types by tests/gemini): measured, it was most of a
+busy server's CPU.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import ssl
+from collections import OrderedDict
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import certifi
-import httpx
+import httpx2 as httpx
+import msgspec
 from google import genai
+from google.genai import _api_client as genai_api_client
+from google.genai import _common as genai_common
+from google.genai import _extra_utils as genai_extra
 from google.genai import errors as genai_errors
+from google.genai import models as genai_models
 from google.genai import types
 
 from gemini_split.protocol import Usage
@@ -37,6 +52,7 @@ from .model import (
     ThoughtChunk,
     UsageChunk,
 )
+from .gemini_wire import fast_chunks, wire_content
 from .model_names import is_valid_model_name
 
 log = logging.getLogger(__name__)
@@ -46,7 +62,15 @@ RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 class GeminiModel(Model):
     """``api_key`` is required; ``base_url`` defaults to google-genai's own
-    (which honours ``GOOGLE_GEMINI_BASE_URL``)."""
+    (which honours ``GOOGLE_GEMINI_BASE_URL``).
+
+    google-genai builds every request (URL, headers, API key, the shape of
+    the config and of any unusual history entry) and reads every error and
+    every unusual chunk. What it does slowly for the common case is done
+    here instead, with the same result (:mod:`.gemini_wire`): the per-session
+    config (system instruction, tools) is converted once and kept, history
+    entries of the usual shapes are written directly, and streamed chunks
+    of the usual shapes are read with msgspec instead of pydantic."""
 
     def __init__(self, api_key: str, *, base_url: str | None = None, timeout: float = 300.0):
         # One TLS context for everything google-genai would otherwise build
@@ -58,12 +82,14 @@ class GeminiModel(Model):
         )
         http_timeout = httpx.Timeout(timeout, connect=10.0)
         # No cap on connections: each session streams at most one request, so
-        # sessions already bound them, and a capped pool makes waiting
-        # requests queue in httpcore, whose assignment loop is quadratic
-        # (measured: 1,000 sessions took 32 s instead of seconds).
+        # sessions already bound them. httpx2 (google-genai's own default
+        # since 3.0) rather than httpx: httpx's pool re-scans every
+        # connection for every idle one on each request and response
+        # (measured: 1,000 concurrent streams spent seconds there);
+        # httpx2's pool is linear.
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
         # One HTTP client for every session: connections are pooled, and
-        # httpx under Trio needs no asyncio.
+        # httpx2 under Trio needs no asyncio.
         self._http = httpx.AsyncClient(timeout=http_timeout, verify=tls, limits=limits)
         # Never used for requests (we only call client.aio), but google-genai
         # builds one unless given one.
@@ -76,6 +102,10 @@ class GeminiModel(Model):
         if base_url:
             options.base_url = base_url
         self._client = genai.Client(api_key=api_key, http_options=options)
+        self._api = self._client._api_client
+        #: (model, system instruction, tool specs) → the request's config
+        #: fields in wire form and the URL path; see :meth:`_prepared`.
+        self._prepared_cache: OrderedDict[tuple, _Prepared] = OrderedDict()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         # The name becomes part of the request's URL path: never let one
@@ -83,19 +113,9 @@ class GeminiModel(Model):
         # the last line before google-genai, which only refuses a literal "..").
         if not is_valid_model_name(request.model):
             raise ModelError(f"{request.model[:60]!r} is not a Gemini model name", retryable=False)
-        config = types.GenerateContentConfig(
-            system_instruction=request.system_instruction,
-            tools=_tools(request),
-            automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
-            thinking_config=types.ThinkingConfig(include_thoughts=True),
-        )
         try:
-            response_stream = await self._client.aio.models.generate_content_stream(
-                model=request.model, contents=request.contents, config=config
-            )
-            async for response in response_stream:
-                for chunk in _chunks_of(response):
-                    yield chunk
+            async for chunk in self._stream(request):
+                yield chunk
         except genai_errors.APIError as exc:
             raise _translate_api_error(exc) from None
         except httpx.ConnectError as exc:
@@ -111,9 +131,107 @@ class GeminiModel(Model):
                 f"the connection to the Gemini API broke: {type(exc).__name__}: {exc}", retryable=True
             ) from None
 
-    async def aclose(self) -> None:
-        await self._http.aclose()
-        self._sync_http.close()
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """google-genai's ``generate_content_stream`` (automatic function
+        calling off), hop by hop: a stream the API ends with a continuation
+        token is resumed from it, as google-genai's ``StreamContinuation``
+        does (usage summed over hops; a hop that fails before any chunk
+        raises; a hop that breaks after a new checkpoint resumes from it)."""
+        prepared = self._prepared(request)
+        contents = [wire_content(c) or self._typed_content(request.model, c) for c in request.contents]
+        state = _Continuation()
+        while True:
+            hop = state.start_hop()
+            body = dict(prepared.config_body) if hop.start_token is None else self._continuation_config(
+                request, hop.start_token)
+            body["contents"] = contents
+            error: Exception | None = None
+            try:
+                async for chunk in self._hop(prepared.path, body, state):
+                    yield chunk
+            except Exception as exc:  # as google-genai: end_hop decides what is raised
+                error = exc
+            if not state.end_hop(error):
+                return
+
+    async def _hop(self, path: str, body: dict[str, Any], state: _Continuation) -> AsyncIterator[Chunk]:
+        """One HTTP request: what google-genai's ``_async_request_once`` and
+        ``_aiter_response_stream`` do, with our chunk reader."""
+        http_request = self._api._build_request("post", path, {}, None)
+        sent = self._http.build_request(
+            "POST", self._api._httpx_url(http_request.url, is_async=True),
+            content=msgspec.json.encode(body), headers=http_request.headers, timeout=http_request.timeout,
+        )
+        response = await self._http.send(sent, stream=True)
+        try:
+            await genai_errors.APIError.raise_for_async_response(response)
+            events = genai_api_client.HttpResponse(response.headers, response)._aiter_response_stream()
+            async for event in events:
+                fast = fast_chunks(event)
+                if fast is not None:
+                    chunks = fast.chunks
+                    state.hop.observe(
+                        content=any(isinstance(c, PartChunk) for c in chunks),
+                        finish_reason=fast.finish_reason, token=None, prompt_feedback=False)
+                else:
+                    typed = await _typed_response(event, response)
+                    chunks = chunks_of(typed)
+                    candidate = typed.candidates[0] if typed.candidates else None
+                    state.hop.observe(
+                        content=bool(candidate and candidate.content and candidate.content.parts),
+                        finish_reason=candidate.finish_reason if candidate else None,
+                        token=candidate.continuation_token if candidate else None,
+                        prompt_feedback=typed.prompt_feedback is not None)
+                for chunk in chunks:
+                    yield state.with_usage(chunk)
+        finally:
+            await response.aclose()
+
+    # --- requests through google-genai's types, kept ---------------------------------
+
+    def _prepared(self, request: ModelRequest) -> _Prepared:
+        """The config fields of the request body (system instruction, tools,
+        generation config) and the URL path, as google-genai writes them;
+        converted once per session and kept (a session sends the same ones
+        every turn, and converting them is most of google-genai's cost of a
+        request: about 8 ms with a full tool set)."""
+        specs = tuple(request.tools)
+        key = (request.model, request.system_instruction, tuple(map(id, specs)))
+        cached = self._prepared_cache.get(key)
+        # The specs are held by the entry, so their ids cannot be reused
+        # while it is cached; identity is checked anyway.
+        if cached is not None and all(a is b for a, b in zip(cached.specs, specs)):
+            self._prepared_cache.move_to_end(key)
+            return cached
+        body = self._to_wire(request.model, [_PLACEHOLDER], _config(request))
+        path = "{model}:streamGenerateContent?alt=sse".format_map(body.pop("_url"))
+        query = body.pop("_query", None)
+        if query:
+            raise ModelError(f"unexpected query parameters in a Gemini request: {query!r}", retryable=False)
+        body.pop("contents", None)
+        body.pop("config", None)
+        prepared = _Prepared(specs=specs, config_body=body, path=path)
+        self._prepared_cache[key] = prepared
+        while len(self._prepared_cache) > _PREPARED_CACHE_SIZE:
+            self._prepared_cache.popitem(last=False)
+        return prepared
+
+    def _continuation_config(self, request: ModelRequest, token: bytes) -> dict[str, Any]:
+        config = genai_extra.prepare_continuation_config(_config(request), token)
+        body = self._to_wire(request.model, [_PLACEHOLDER], config)
+        for key in ("_url", "_query", "contents", "config"):
+            body.pop(key, None)
+        return body
+
+    def _typed_content(self, model: str, content: Any) -> dict[str, Any]:
+        """One history entry through google-genai's own conversion."""
+        return self._to_wire(model, [content], None)["contents"][0]
+
+    def _to_wire(self, model: str, contents: list[Any], config: types.GenerateContentConfig | None) -> dict[str, Any]:
+        """What google-genai's ``_generate_content_stream`` sends."""
+        parameters = types._GenerateContentParameters(model=model, contents=contents, config=config)
+        body = genai_models._GenerateContentParameters_to_mldev(self._api, parameters, None, parameters)
+        return genai_common.encode_unserializable_types(genai_common.convert_to_dict(body))
 
 
 def _base_url(model: GeminiModel) -> str:
@@ -121,6 +239,134 @@ def _base_url(model: GeminiModel) -> str:
         return model._client._api_client._http_options.base_url or "the Gemini API"
     except AttributeError:
         return "the Gemini API"
+
+
+#: Sessions whose prepared config is kept (each a few KB of tool schemas).
+_PREPARED_CACHE_SIZE = 2048
+#: Stands for the contents when only the config part of a body is wanted.
+_PLACEHOLDER = {"role": "user", "parts": [{"text": "."}]}
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    specs: tuple[Any, ...]
+    config_body: dict[str, Any]
+    path: str
+
+
+@dataclass
+class _Hop:
+    """What google-genai's ``_StreamHop`` records of one HTTP request."""
+
+    start_token: bytes | None = None
+    token: bytes | None = None
+    finish_reason: Any = None
+    received_any_chunk: bool = False
+    has_yielded_content: bool = False
+    has_prompt_feedback: bool = False
+    usage: Usage | None = None
+
+    def observe(self, *, content: bool, finish_reason: Any, token: bytes | None, prompt_feedback: bool) -> None:
+        self.received_any_chunk = True
+        if prompt_feedback:
+            self.has_prompt_feedback = True
+        if content:
+            self.has_yielded_content = True
+        if finish_reason:
+            self.finish_reason = finish_reason
+        if token:
+            self.token = token
+        elif finish_reason and not _resumable(finish_reason):
+            self.token = None
+
+
+def _resumable(finish_reason: Any) -> bool:
+    return finish_reason is None or finish_reason == types.FinishReason.CONTINUATION
+
+
+@dataclass
+class _Continuation:
+    """google-genai's ``StreamContinuation`` (automatic continuation is on by
+    default there, and our config leaves it so), over our chunks."""
+
+    hop: _Hop = field(default_factory=_Hop)
+    #: Usage of the finished hops, summed.
+    accumulated: Usage | None = None
+    resume_token: bytes | None = None
+    reconnects_without_progress: int = 0
+    last_error: Exception | None = None
+
+    def start_hop(self) -> _Hop:
+        self.hop = _Hop(start_token=self.resume_token)
+        return self.hop
+
+    def with_usage(self, chunk: Chunk) -> Chunk:
+        """A usage chunk counts the earlier hops too."""
+        if isinstance(chunk, UsageChunk):
+            if self.accumulated is not None:
+                chunk = UsageChunk(self.accumulated + chunk.usage)
+            self.hop.usage = chunk.usage
+        return chunk
+
+    def end_hop(self, error: Exception | None) -> bool:
+        """Whether to start another hop; raises the hop's error otherwise."""
+        hop = self.hop
+        if hop.usage is not None:
+            self.accumulated = hop.usage
+        if isinstance(error, genai_errors.APIError) and not hop.received_any_chunk:
+            raise error
+        made_progress = hop.has_yielded_content or bool(hop.token and hop.token != hop.start_token)
+        if error is not None:
+            self.last_error = error
+        elif made_progress:
+            self.last_error = None
+        self.resume_token, self.reconnects_without_progress = self._next_resume_token()
+        if (self.resume_token and not hop.has_prompt_feedback and _resumable(hop.finish_reason)):
+            return True
+        if error is not None:
+            raise error
+        gave_up = hop.finish_reason is None and not hop.has_prompt_feedback
+        if gave_up and self.last_error is not None:
+            raise self.last_error
+        return False
+
+    def _next_resume_token(self) -> tuple[bytes | None, int]:
+        hop = self.hop
+        reconnects = self.reconnects_without_progress
+        if hop.finish_reason is not None or hop.has_prompt_feedback:
+            if (hop.finish_reason == types.FinishReason.CONTINUATION and not hop.has_prompt_feedback
+                    and hop.token and hop.token != hop.start_token):
+                return hop.token, 0
+            return None, 0
+        if hop.token and hop.token != hop.start_token:
+            return hop.token, 0
+        if hop.has_yielded_content or reconnects >= genai_extra.MAX_STREAM_RECONNECTS_WITHOUT_PROGRESS:
+            return None, reconnects
+        return hop.start_token, reconnects + 1
+
+
+def _config(request: ModelRequest) -> types.GenerateContentConfig:
+    return types.GenerateContentConfig(
+        system_instruction=request.system_instruction,
+        tools=_tools(request),
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        thinking_config=types.ThinkingConfig(include_thoughts=True),
+    )
+
+
+async def _typed_response(event: str, response: Any) -> types.GenerateContentResponse:
+    """One streamed event read as google-genai reads it: an ``error`` object
+    raises its APIError, anything else becomes a typed response."""
+    data = genai_api_client.HttpResponse._load_json_from_response(event) if event else {}
+    if isinstance(data, dict) and next(iter(data), None) == "error":
+        error = data.get("error")
+        await genai_errors.APIError.raise_error_async(
+            error.get("code") if isinstance(error, dict) else None, data, response)
+    converted = genai_models._GenerateContentResponse_from_mldev(data, None, None)
+    return types.GenerateContentResponse._from_response(
+        response=converted,
+        kwargs={"config": {"response_schema": None, "response_json_schema": None, "include_all_fields": None}},
+    )
 
 
 def _tools(request: ModelRequest) -> list[types.Tool] | None:
@@ -142,7 +388,9 @@ def _tools(request: ModelRequest) -> list[types.Tool] | None:
     ]
 
 
-def _chunks_of(response: types.GenerateContentResponse) -> list[Chunk]:
+def chunks_of(response: types.GenerateContentResponse) -> list[Chunk]:
+    """google-genai's typed response as our chunks (the reference
+    :func:`.gemini_wire.fast_chunks` must agree with)."""
     out: list[Chunk] = []
     candidates = response.candidates or []
     content = candidates[0].content if candidates else None

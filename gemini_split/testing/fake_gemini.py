@@ -416,7 +416,9 @@ class _Aborted(Exception):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 128
+    # Room for a thousand clients connecting at once (bench/serve.py (c)):
+    # with a short accept queue the kernel drops or resets their connections.
+    request_queue_size = 2048
 
     def __init__(self, address, handler, fake: "FakeGemini"):
         self.fake = fake

@@ -1,0 +1,159 @@
+"""GeminiModel against the fake Gemini server, side by side with google-genai.
+
+Each case runs the same request twice against the same script: through
+``GeminiModel.stream`` (request built once per session, chunks read with
+msgspec) and through google-genai's own ``generate_content_stream`` with
+every chunk typed (what GeminiModel did before). The chunks, the errors and
+the request bodies the server received must be the same.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import httpx2
+import pytest
+
+from gemini_split.protocol import ToolSpec
+from gemini_split.server.gemini import GeminiModel, _config, _translate_api_error, chunks_of
+from gemini_split.server.model import ModelError, ModelRequest, TextChunk
+from gemini_split.testing.fake_gemini import FakeGemini
+from google.genai import errors as genai_errors
+
+KEY = "test-key"
+MODEL = "gemini-2.5-flash"
+TOOLS = [
+    ToolSpec(name="read_file", description="Reads a file.",
+             parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+    ToolSpec(name="run_shell_command", description="Runs a command.",
+             parameters={"type": "object", "properties": {"command": {"type": "string"}}}),
+]
+SIGNATURE = base64.b64encode(b"\xff\xfe\xfd signature bytes").decode()  # has "/": not URL-safe
+HISTORY = [
+    {"role": "user", "parts": [{"text": "<session_context>ctx</session_context>"}, {"text": "read a.txt"}]},
+    {"role": "model", "parts": [{"text": "Let me look.", "thought_signature": "AQ_6IHNpZw=="},
+                                {"function_call": {"id": "c1", "args": {"path": "a.txt"}, "name": "read_file"}}]},
+    {"role": "user", "parts": [{"function_response": {"name": "read_file", "id": "c1",
+                                                      "response": {"output": "hello"}}}]},
+    # An entry of another shape: written by google-genai's types.
+    {"role": "user", "parts": [{"inline_data": {"mime_type": "image/png", "data": "iVBORw0KGgo="}}]},
+]
+
+
+def request(**changes) -> ModelRequest:
+    fields = dict(model=MODEL, contents=list(HISTORY), tools=TOOLS, system_instruction="You are a test.")
+    fields.update(changes)
+    return ModelRequest(**fields)
+
+
+async def old_stream(model: GeminiModel, req: ModelRequest):
+    """GeminiModel.stream as it was: google-genai's typed stream."""
+    out = []
+    try:
+        stream = await model._client.aio.models.generate_content_stream(
+            model=req.model, contents=req.contents, config=_config(req))
+        async for response in stream:
+            out.extend(chunks_of(response))
+    except genai_errors.APIError as exc:
+        raise _translate_api_error(exc) from None
+    except httpx2.TransportError as exc:
+        raise ModelError(f"{type(exc).__name__}", retryable=True) from None
+    return out
+
+
+async def new_stream(model: GeminiModel, req: ModelRequest):
+    return [chunk async for chunk in model.stream(req)]
+
+
+async def outcome(fn, model, req):
+    try:
+        return "ok", await fn(model, req)
+    except ModelError as exc:
+        # The transport errors' wording is ours in both: compare what the loop uses.
+        return "error", (type(exc).__name__, exc.status, exc.retryable, exc.retry_after,
+                         str(exc) if exc.status is not None else None)
+
+
+def strip_volatile(recorded: dict) -> dict:
+    headers = {k: v for k, v in recorded["headers"].items() if k not in ("content-length", "x-goog-api-client",
+                                                                       "user-agent")}
+    return {"path": recorded["path"], "query": recorded["query"], "body": recorded["body"], "headers": headers}
+
+
+SCRIPTS = {
+    "text in chunks": [{"text": "".join(f"w{i} " for i in range(40)), "chunks": 40}],
+    "thought, then text": [{"thought": "Considering.", "text": "The answer.", "chunks": 3}],
+    "function calls": [{"text": "Reading.", "function_calls": [
+        {"name": "read_file", "args": {"path": "a.txt"}, "id": "x1"}, {"name": "run_shell_command", "args": {}}]}],
+    "signature and usage": [{"raw": [
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "a", "thoughtSignature": SIGNATURE}]}}]},
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "b"}]}, "finishReason": "STOP"}],
+         "usageMetadata": {"promptTokenCount": 11, "candidatesTokenCount": 2, "cachedContentTokenCount": 4,
+                           "toolUsePromptTokenCount": 1}}]}],
+    "safety block": [{"raw": [
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "I"}]}}]},
+        {"candidates": [{"finishReason": "SAFETY", "safetyRatings": [
+            {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]}]}]}],
+    "prompt blocked": [{"raw": [{"promptFeedback": {"blockReason": "SAFETY"}}]}],
+    "error event mid-stream": [{"raw": [
+        {"candidates": [{"content": {"parts": [{"text": "par"}]}}]},
+        {"error": {"code": 500, "message": "internal", "status": "INTERNAL"}}]}],
+    "503": [{"error": {"status": 503, "message": "overloaded"}}],
+    "429 with retry delay": [{"error": {"status": 429, "message": "quota", "details": [
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}]}}],
+    "400": [{"error": {"status": 400, "message": "bad request"}}],
+    "broken stream": [{"text": "abcdefgh", "chunks": 4, "abort_after": 2}],
+    "continuation": [
+        {"raw": [{"candidates": [{"content": {"parts": [{"text": "first "}]}}]},
+                 {"candidates": [{"content": {"parts": [{"text": "hop"}]}, "finishReason": "CONTINUATION",
+                                  "continuationToken": "dG9rZW4x"}],
+                  "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2, "totalTokenCount": 5}}]},
+        {"raw": [{"candidates": [{"content": {"parts": [{"text": " and the rest"}]}, "finishReason": "STOP"}],
+                  "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 4, "totalTokenCount": 7}}]},
+    ],
+}
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_same_chunks_errors_and_requests_as_google_genai(name):
+    script = SCRIPTS[name]
+    with FakeGemini(script + script, api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+        try:
+            before = await outcome(old_stream, model, request())
+            n_old = len(fake.requests)
+            after = await outcome(new_stream, model, request())
+        finally:
+            await model.aclose()
+        recorded = fake.requests
+    assert after == before
+    old_requests, new_requests = recorded[:n_old], recorded[n_old:]
+    assert [strip_volatile(r) for r in new_requests] == [strip_volatile(r) for r in old_requests]
+    if name == "continuation":
+        assert len(new_requests) == 2  # resumed with the token, as google-genai does
+        assert before[1][-1].usage.total_tokens == 12
+
+
+async def test_the_config_is_converted_once_per_session():
+    with FakeGemini([{"text": "one"}, {"text": "two"}, {"text": "three"}], api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+        try:
+            first = request()
+            await new_stream(model, first)
+            prepared = model._prepared(first)
+            # The next turn: same session (same tool specs), a longer history.
+            second = request(contents=[*HISTORY, {"role": "user", "parts": [{"text": "more"}]}])
+            assert model._prepared(second) is prepared
+            chunks = await new_stream(model, second)
+            # New tool specs (a new tool_discovery): converted again.
+            third = request(tools=[ToolSpec(name="x", description="y")])
+            assert model._prepared(third) is not prepared
+            await new_stream(model, third)
+        finally:
+            await model.aclose()
+        bodies = [r["body"] for r in fake.requests]
+    assert [c.text for c in chunks if isinstance(c, TextChunk)] == ["two"]
+    assert bodies[1]["contents"][-1] == {"role": "user", "parts": [{"text": "more"}]}
+    assert bodies[0]["tools"] == bodies[1]["tools"] != bodies[2]["tools"]
+    assert [d["name"] for d in bodies[2]["tools"][0]["functionDeclarations"]] == ["x"]

@@ -103,7 +103,7 @@ class GeminiModel(Model):
             options.base_url = base_url
         self._client = genai.Client(api_key=api_key, http_options=options)
         self._api = self._client._api_client
-        #: (model, system instruction, tool specs) → the request's config
+        #: (model, system instruction, grounding, tool specs) → the request's config
         #: fields in wire form and the URL path; see :meth:`_prepared`.
         self._prepared_cache: OrderedDict[tuple, _Prepared] = OrderedDict()
 
@@ -196,7 +196,7 @@ class GeminiModel(Model):
         every turn, and converting them is most of google-genai's cost of a
         request: about 8 ms with a full tool set)."""
         specs = tuple(request.tools)
-        key = (request.model, request.system_instruction, tuple(map(id, specs)))
+        key = (request.model, request.system_instruction, request.google_search, tuple(map(id, specs)))
         cached = self._prepared_cache.get(key)
         # The specs are held by the entry, so their ids cannot be reused
         # while it is cached; identity is checked anyway.

@@ -56,6 +56,8 @@ class _Candidate(msgspec.Struct):
     content: _Content | None = None
     finishReason: str | None = None  # noqa: N815
     continuationToken: str | None = None  # noqa: N815
+    #: Read only to send such chunks to google-genai (a grounded answer).
+    groundingMetadata: Any = None  # noqa: N815
 
 
 class _UsageMetadata(msgspec.Struct):
@@ -96,7 +98,8 @@ def fast_chunks(data: str | bytes) -> FastChunk | None:
     google-genai's typed response, and its first candidate's finish reason;
     ``None`` when the response has anything this module does not read
     exactly like google-genai (the caller then uses google-genai): an
-    error, prompt feedback, a continuation token, another finish reason, a
+    error, prompt feedback, a continuation token, grounding metadata,
+    another finish reason, a
     part of another kind, a value of another type.
 
     Raises nothing: text that is not JSON is ``None`` too."""
@@ -112,7 +115,7 @@ def fast_chunks(data: str | bytes) -> FastChunk | None:
     if candidates:
         candidate = candidates[0]
         finish_reason = candidate.finishReason
-        if candidate.continuationToken is not None or (
+        if candidate.continuationToken is not None or candidate.groundingMetadata is not None or (
                 finish_reason is not None and finish_reason not in FAST_FINISH_REASONS):
             return None
         parts = candidate.content.parts if candidate.content is not None else None

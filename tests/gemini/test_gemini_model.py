@@ -94,6 +94,12 @@ SCRIPTS = {
         {"candidates": [{"content": {"role": "model", "parts": [{"text": "I"}]}}]},
         {"candidates": [{"finishReason": "SAFETY", "safetyRatings": [
             {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}]}]}]}],
+    "grounded answer": [{"raw": [
+        {"candidates": [{"content": {"role": "model", "parts": [{"text": "Paris."}]}, "finishReason": "STOP",
+                         "groundingMetadata": {"webSearchQueries": ["capital of France"], "groundingChunks": [
+                             {"web": {"uri": "https://example.com/paris", "title": "example.com"}}],
+                             "groundingSupports": [{"segment": {"startIndex": 0, "endIndex": 6, "text": "Paris."},
+                                                    "groundingChunkIndices": [0]}]}}]}]}],
     "prompt blocked": [{"raw": [{"promptFeedback": {"blockReason": "SAFETY"}}]}],
     "error event mid-stream": [{"raw": [
         {"candidates": [{"content": {"parts": [{"text": "par"}]}}]},
@@ -133,6 +139,22 @@ async def test_same_chunks_errors_and_requests_as_google_genai(name):
     if name == "continuation":
         assert len(new_requests) == 2  # resumed with the token, as google-genai does
         assert before[1][-1].usage.total_tokens == 12
+
+
+async def test_a_search_grounded_request_is_built_as_google_genai_builds_it():
+    grounded = request(tools=[], google_search=True)
+    script = [{"text": "Paris."}]
+    with FakeGemini(script + script, api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+        try:
+            before = await outcome(old_stream, model, grounded)
+            after = await outcome(new_stream, model, grounded)
+        finally:
+            await model.aclose()
+        old, new = fake.requests
+    assert after == before
+    assert strip_volatile(new) == strip_volatile(old)
+    assert new["body"]["tools"] == [{"googleSearch": {}}]
 
 
 async def test_the_config_is_converted_once_per_session():

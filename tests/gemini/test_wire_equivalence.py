@@ -59,6 +59,8 @@ candidate = st.fixed_dictionaries({}, optional={
     "index": st.integers(0, 2),
     "safetyRatings": st.just([{"category": "HARM_CATEGORY_HARASSMENT", "probability": "NEGLIGIBLE"}]),
     "continuationToken": st.binary(min_size=1, max_size=6).map(lambda b: base64.b64encode(b).decode()),
+    "groundingMetadata": st.just({"webSearchQueries": ["q"], "groundingChunks": [
+        {"web": {"uri": "https://example.com", "title": "example.com"}}]}),
 })
 response = st.fixed_dictionaries({}, optional={
     "candidates": st.lists(candidate, max_size=2),
@@ -127,6 +129,7 @@ def test_the_usual_shapes_take_the_fast_path(data):
     {"candidates": [{"content": {"parts": [{"text": "a"}]}, "continuationToken": "YWJj"}]},
     {"candidates": [{"content": {"parts": [{"inlineData": {"mimeType": "image/png", "data": "AAAA"}}]}}]},
     {"candidates": [{"content": {"parts": [{"text": "x", "thoughtSignature": "__4g"}]}}]},  # URL-safe on the wire
+    {"candidates": [{"content": {"parts": [{"text": "x"}]}, "groundingMetadata": {"webSearchQueries": ["q"]}}]},
 ])
 def test_unusual_chunks_go_to_google_genai(data):
     assert fast_chunks(json.dumps(data)) is None

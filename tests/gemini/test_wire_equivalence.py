@@ -9,6 +9,7 @@ really take the fast path.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 
 import google.genai as genai
@@ -22,7 +23,7 @@ from gemini_split.server.gemini_wire import fast_chunks, wire_content
 from gemini_split.server.model import FunctionCallChunk, PartChunk, TextChunk, ThoughtChunk, UsageChunk
 
 MODEL = "gemini-2.5-flash"
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70),
                       st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8))
@@ -98,6 +99,7 @@ def assert_same(text: str) -> bool:
     return True
 
 
+@pytest.mark.timeout(120)  # a few hundred examples on a loaded machine
 @SETTINGS
 @given(response)
 def test_streamed_chunks_read_as_google_genai_reads_them(data):
@@ -148,9 +150,14 @@ def test_a_full_chunk_gives_part_then_meaning_then_usage():
 # --- requests ------------------------------------------------------------------------
 
 
+@functools.cache
+def reference_client() -> genai.Client:
+    return genai.Client(api_key="k", http_options=types.HttpOptions(base_url="http://127.0.0.1:9"))
+
+
 def reference_wire(content):
     """google-genai's conversion of one history entry, or None if it refuses."""
-    client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url="http://127.0.0.1:9"))
+    client = reference_client()
     try:
         parameters = types._GenerateContentParameters(model=MODEL, contents=[content])
         body = models._GenerateContentParameters_to_mldev(client._api_client, parameters, None, parameters)
@@ -180,6 +187,7 @@ history_entry = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.timeout(120)
 @SETTINGS
 @given(history_entry)
 def test_history_entries_written_as_google_genai_writes_them(content):

@@ -61,7 +61,7 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --header --http --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -117,6 +117,10 @@ complete -c gemini-split -n '_shtab_gemini_split_using serve' -l log-file -xka "
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l state-dir -xka "(__fish_complete_directories)" -d 'where sessions are kept, so clients can resume them after a cut or a restart (default: $GEMINI_SPLIT_HOME/sessions, i.e. ~/.gemini/sessions; '"'"':memory:'"'"' keeps them in this process only)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l replay-capacity -x -d 'events kept per session for resuming clients (default 2000)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l session-ttl -x -d 'drop sessions idle for longer than this: 90s, 30m, 12h, 7d (default 7d)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc -x -d 'also serve gRPC Chat streams here (grpcs:// with --tls-cert); each stream is a session like any other'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l no-websocket -d 'with --grpc: serve gRPC only, no WebSocket listener'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc-allow-config -x -d 'comma-separated StartRequest.advanced_config keys clients may set (known: userMemory; default: none)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc-max-streams -x -d 'gRPC streams served at once (default 64)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l debug -d 'log details to stderr'
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a server -d 'Manage server profiles, the names --server and the REPL'"'"'s /server connect accept. They live in servers.json in $GEMINI_SPLIT_HOME or ~/.gemini (mode 0600: it may hold tokens).'
 complete -c gemini-split -n '_shtab_gemini_split_using server' -s h -l help -d 'show this help message and exit'

@@ -35,6 +35,7 @@ LAYERS = {
     "gemini_split_loopback": 6,
     "gemini_split_websocket": 6,
     "gemini_split_stdio": 6,
+    "gemini_split_grpc": 6,
     "gemini_split.protocol": 7,
 }
 

@@ -10,6 +10,7 @@ close with a reason, and the process exits 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import logging
 import signal
@@ -93,6 +94,17 @@ def add_serve_parser(commands: Any) -> None:
                           help=f"events kept per session for resuming clients (default {DEFAULT_REPLAY_CAPACITY})")
     sessions.add_argument("--session-ttl", type=parse_duration, default=DEFAULT_SESSION_TTL, metavar="DURATION",
                           help="drop sessions idle for longer than this: 90s, 30m, 12h, 7d (default 7d)")
+    grpc = p.add_argument_group("gRPC (seed 001's gemini.v1.GeminiService; needs: pip install 'gemini-split[grpc]')")
+    grpc.add_argument("--grpc", metavar="HOST:PORT",
+                      help="also serve gRPC Chat streams here (grpcs:// with --tls-cert); each stream is a "
+                           "session like any other")
+    grpc.add_argument("--no-websocket", action="store_true",
+                      help="with --grpc: serve gRPC only, no WebSocket listener")
+    grpc.add_argument("--grpc-allow-config", metavar="KEYS", default="",
+                      help="comma-separated StartRequest.advanced_config keys clients may set "
+                           "(known: userMemory; default: none)")
+    grpc.add_argument("--grpc-max-streams", type=positive_int, default=64, metavar="N",
+                      help="gRPC streams served at once (default 64)")
     # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="log details to stderr")
 
@@ -119,8 +131,15 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     auth_path = args.auth_config or e.get("GEMINI_AUTH_CONFIG")
     authenticate = load_auth_config(auth_path) if auth_path else None
+    if args.grpc and args.stdio:
+        raise ConfigurationError("--grpc listens on a port; it does not go with --stdio")
+    if args.no_websocket and not args.grpc:
+        raise ConfigurationError("--no-websocket goes with --grpc HOST:PORT (otherwise nothing would be served)")
+    grpc_address = _grpc_address(args, authenticate) if args.grpc else None
     if args.stdio:
         address = "stdio:-"
+    elif args.no_websocket:
+        address = None
     else:
         host, port = _parse_listen(args.listen, e.get("GEMINI_SERVER_PORT"))
         if authenticate is None and not _is_loopback(host) and not args.insecure_no_auth:
@@ -186,11 +205,20 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
             raise ConfigurationError(f"GEMINI_APPROVAL_MODE: {exc}") from None
         acp = (acp_address, mode, args.acp_ring)
         stop_log = open_log(log_path(args, env))
+    listeners = [(address, options)] if address else []
+    if grpc_address:
+        from gemini_split.server.model_names import check_model_name
+
+        listeners.append((grpc_address, dataclasses.replace(options, extra={
+            "check_model": functools.partial(check_model_name, allowed=config.allowed_models, default=config.model),
+            "allowed_config": _grpc_config_keys(args.grpc_allow_config),
+            "max_streams": args.grpc_max_streams,
+        })))
     try:
         with single_exceptions():
-            trio.run(_serve, service, address, options, env, args.session_ttl, acp)
+            trio.run(_serve, service, listeners, env, args.session_ttl, acp, options)
     except TransportError as exc:
-        env.warn(f"gemini-split serve: cannot serve {address}: {exc}")
+        env.warn(f"gemini-split serve: cannot serve {' and '.join(a for a, _ in listeners)}: {exc}")
         return ExitStatus.ERROR
     except StoreError as exc:
         env.warn(f"gemini-split serve: {exc}")
@@ -233,28 +261,35 @@ async def _expire_sessions(store: Any, ttl: float) -> None:
         await trio.sleep(EXPIRY_INTERVAL)
 
 
-async def _serve(service: Any, address: str, options: Any, env: Environment, session_ttl: float,
-                 acp: tuple[str, Any, int] | None = None) -> None:
+async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environment, session_ttl: float,
+                 acp: tuple[str, Any, int] | None = None, options: Any = None) -> None:
+    """Run ``service`` behind each ``(address, options)`` listener (and the
+    ACP bridge, with ``options``) until a signal (or a stdio server's one
+    connection) ends it."""
     import trio
 
     from gemini_split.transport import get_transport
 
-    transport = get_transport(address)
     try:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 # Before listening: a bad state directory must stop us, not a client.
                 await nursery.start(service.run)
 
-                async def serve_then_stop(*, task_status: Any) -> None:
-                    await transport.serve(address, service.handle_connection, options, task_status=task_status)
-                    # Only a stdio server returns: its one connection has ended.
-                    nursery.cancel_scope.cancel()
+                for address, listen_options in listeners:
+                    transport = get_transport(address)
 
-                bound = await nursery.start(serve_then_stop)
-                if not address.startswith("stdio:"):
-                    log.info("gemini-split serving on %s (model %s, auth %s)", bound, service.config.model,
-                             "on" if options.authenticate else "off")
+                    async def serve_then_stop(*, task_status: Any, transport: Any = transport,
+                                              address: str = address, listen_options: Any = listen_options) -> None:
+                        await transport.serve(address, service.handle_connection, listen_options,
+                                              task_status=task_status)
+                        # Only a stdio server returns: its one connection has ended.
+                        nursery.cancel_scope.cancel()
+
+                    bound = await nursery.start(serve_then_stop)
+                    if not address.startswith("stdio:"):
+                        log.info("gemini-split serving on %s (model %s, auth %s)", bound, service.config.model,
+                                 "on" if listen_options.authenticate else "off")
 
                 async def stop_on_signal() -> None:
                     async for signum in signals:
@@ -276,6 +311,24 @@ async def _serve(service: Any, address: str, options: Any, env: Environment, ses
     finally:
         with trio.CancelScope(shield=True):
             await service.aclose()
+
+
+def _grpc_address(args: argparse.Namespace, authenticate: Any) -> str:
+    """``--grpc HOST:PORT`` as a grpc:// or grpcs:// address. A
+    non-loopback address needs TLS and tokens unless --insecure-no-auth."""
+    host, port = _parse_listen(args.grpc, None)
+    if not _is_loopback(host) and not (authenticate is not None and args.tls_cert) and not args.insecure_no_auth:
+        raise ConfigurationError(
+            f"refusing to serve gRPC on {host} without TLS and authentication: pass --tls-cert/--tls-key "
+            "and --auth-config FILE, or --insecure-no-auth if you really mean it."
+        )
+    return f"{'grpcs' if args.tls_cert else 'grpc'}://{_bracket(host)}:{port}"
+
+
+def _grpc_config_keys(text: str) -> tuple[str, ...]:
+    """``--grpc-allow-config`` as a tuple of keys (the gRPC plugin refuses
+    to start with a key it does not know)."""
+    return tuple(k.strip() for k in text.split(",") if k.strip())
 
 
 def _parse_listen(listen: str | None, env_port: str | None) -> tuple[str, int]:

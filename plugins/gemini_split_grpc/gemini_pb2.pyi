@@ -1,0 +1,102 @@
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ApprovalMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    APPROVAL_MODE_UNSPECIFIED: _ClassVar[ApprovalMode]
+    REJECT_DANGEROUS_TOOLS: _ClassVar[ApprovalMode]
+    AUTO_APPROVE: _ClassVar[ApprovalMode]
+APPROVAL_MODE_UNSPECIFIED: ApprovalMode
+REJECT_DANGEROUS_TOOLS: ApprovalMode
+AUTO_APPROVE: ApprovalMode
+
+class ClientRequest(_message.Message):
+    __slots__ = ("start_request", "prompt")
+    START_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    start_request: StartRequest
+    prompt: str
+    def __init__(self, start_request: _Optional[_Union[StartRequest, _Mapping]] = ..., prompt: _Optional[str] = ...) -> None: ...
+
+class ServerResponse(_message.Message):
+    __slots__ = ("session_info", "text_response", "thought_response", "tool_started", "tool_ended", "error")
+    SESSION_INFO_FIELD_NUMBER: _ClassVar[int]
+    TEXT_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    THOUGHT_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_STARTED_FIELD_NUMBER: _ClassVar[int]
+    TOOL_ENDED_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    session_info: SessionInfo
+    text_response: TextResponse
+    thought_response: ThoughtResponse
+    tool_started: ToolStartedResponse
+    tool_ended: ToolEndedResponse
+    error: ErrorResponse
+    def __init__(self, session_info: _Optional[_Union[SessionInfo, _Mapping]] = ..., text_response: _Optional[_Union[TextResponse, _Mapping]] = ..., thought_response: _Optional[_Union[ThoughtResponse, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStartedResponse, _Mapping]] = ..., tool_ended: _Optional[_Union[ToolEndedResponse, _Mapping]] = ..., error: _Optional[_Union[ErrorResponse, _Mapping]] = ...) -> None: ...
+
+class StartRequest(_message.Message):
+    __slots__ = ("session_id", "prompt", "model", "approval_mode", "core_tools", "exclude_tools", "advanced_config")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    APPROVAL_MODE_FIELD_NUMBER: _ClassVar[int]
+    CORE_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    ADVANCED_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    prompt: str
+    model: str
+    approval_mode: ApprovalMode
+    core_tools: _containers.RepeatedScalarFieldContainer[str]
+    exclude_tools: _containers.RepeatedScalarFieldContainer[str]
+    advanced_config: _struct_pb2.Struct
+    def __init__(self, session_id: _Optional[str] = ..., prompt: _Optional[str] = ..., model: _Optional[str] = ..., approval_mode: _Optional[_Union[ApprovalMode, str]] = ..., core_tools: _Optional[_Iterable[str]] = ..., exclude_tools: _Optional[_Iterable[str]] = ..., advanced_config: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class SessionInfo(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class TextResponse(_message.Message):
+    __slots__ = ("content",)
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    content: str
+    def __init__(self, content: _Optional[str] = ...) -> None: ...
+
+class ThoughtResponse(_message.Message):
+    __slots__ = ("thought",)
+    THOUGHT_FIELD_NUMBER: _ClassVar[int]
+    thought: str
+    def __init__(self, thought: _Optional[str] = ...) -> None: ...
+
+class ToolStartedResponse(_message.Message):
+    __slots__ = ("name", "args")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    args: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., args: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ToolEndedResponse(_message.Message):
+    __slots__ = ("name", "result_summary")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    RESULT_SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    result_summary: str
+    def __init__(self, name: _Optional[str] = ..., result_summary: _Optional[str] = ...) -> None: ...
+
+class ErrorResponse(_message.Message):
+    __slots__ = ("message", "code")
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    code: int
+    def __init__(self, message: _Optional[str] = ..., code: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,110 @@
+"""A real server for the gRPC tests, and a client that records everything.
+
+The server is the real ``AgentService`` with the real google-genai model
+against the fake Gemini server, behind the gRPC listener found through the
+transport registry (``grpc://`` / ``grpcs://``). The client is grpcio with
+the stubs the test generated from the proto (``third_party``), run on a
+worker thread: grpcio's client blocks.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+import trio
+
+from gemini_split.server.auth import load_auth_config
+from gemini_split.server.config import ServerConfig
+from gemini_split.server.gemini import GeminiModel
+from gemini_split.server.service import AgentService
+from gemini_split.transport import ServeOptions, get_transport
+
+ALICE = "alice-token-0123456789"
+BOB = "bob-token-0123456789"
+
+
+def write_auth_config(path) -> str:
+    path.write_text(json.dumps({"tokens": {ALICE: {"userId": "alice"}, BOB: {"userId": "bob"}}}))
+    return str(path)
+
+
+@asynccontextmanager
+async def grpc_server(fake, *, auth_config=None, tls=None, extra=None, config=None, max_message_size=None):
+    """Serve ``gemini.v1`` on a free loopback port; yields ``(service, address)``.
+    ``tls``: ``(cert_file, key_file)`` for grpcs://."""
+    authenticate = load_auth_config(auth_config) if auth_config else None
+    service = AgentService(GeminiModel("test-key", base_url=fake.url), config or ServerConfig(),
+                           authenticate=authenticate)
+    options = ServeOptions(authenticate=authenticate, extra=dict(extra or {}))
+    if tls:
+        options.tls_cert, options.tls_key = tls
+    if max_message_size:
+        options.max_message_size = max_message_size
+    scheme = "grpcs" if tls else "grpc"
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        address = await nursery.start(get_transport(f"{scheme}://x").serve, f"{scheme}://127.0.0.1:0",
+                                      service.handle_connection, options)
+        yield service, address
+        nursery.cancel_scope.cancel()
+
+
+@dataclass
+class Outcome:
+    responses: list[Any] = field(default_factory=list)
+    code: grpc.StatusCode | None = None
+    details: str = ""
+
+    def kinds(self) -> list[str]:
+        return [r.WhichOneof("response") for r in self.responses]
+
+    def text(self) -> str:
+        return "".join(r.text_response.content for r in self.responses if r.WhichOneof("response") == "text_response")
+
+    def errors(self) -> list[Any]:
+        return [r.error for r in self.responses if r.WhichOneof("response") == "error"]
+
+
+def open_channel(address: str, *, ca: bytes | None = None) -> grpc.Channel:
+    target = address.split("://", 1)[1]
+    if address.startswith("grpcs://"):
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=ca),
+                                   options=[("grpc.ssl_target_name_override", "localhost")])
+    return grpc.insecure_channel(target)
+
+
+def chat_sync(tp, address: str, requests, *, token: str | None = None, ca: bytes | None = None,
+              timeout: float = 15, raw: bool = False) -> Outcome:
+    """Run one Chat stream to its end; ``requests`` are ClientRequest
+    messages (or bytes with ``raw``)."""
+    outcome = Outcome()
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    with open_channel(address, ca=ca) as channel:
+        if raw:
+            call = channel.stream_stream("/gemini.v1.GeminiService/Chat", request_serializer=lambda b: b,
+                                         response_deserializer=tp.pb2.ServerResponse.FromString)
+        else:
+            call = tp.grpc.GeminiServiceStub(channel).Chat
+        try:
+            for response in call(iter(requests), timeout=timeout, metadata=metadata):
+                outcome.responses.append(response)
+            outcome.code = grpc.StatusCode.OK
+        except grpc.RpcError as exc:
+            outcome.code, outcome.details = exc.code(), exc.details() or ""
+    return outcome
+
+
+async def chat(tp, address: str, requests, **kwargs) -> Outcome:
+    return await trio.to_thread.run_sync(lambda: chat_sync(tp, address, list(requests), **kwargs))
+
+
+def start(tp, prompt: str = "", **fields) -> Any:
+    return tp.pb2.ClientRequest(start_request=tp.pb2.StartRequest(prompt=prompt, **fields))
+
+
+def prompt(tp, text: str) -> Any:
+    return tp.pb2.ClientRequest(prompt=text)

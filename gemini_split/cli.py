@@ -210,10 +210,10 @@ def _add_gemini_cli_args(parser: argparse.ArgumentParser) -> None:
 def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connecting to a server")
     group.add_argument("--server", metavar="ADDRESS|PROFILE",
-                       help="ws://host:port, wss://…, 'stdio:COMMAND …', or a profile name "
+                       help="ws://host:port, wss://…, grpc://host:port, grpcs://…, 'stdio:COMMAND …', or a profile name "
                             "(default: embedded, in this process)")
     group.add_argument("--token", help="server token (default: $GEMINI_SERVER_TOKEN)")
-    group.add_argument("--ca", metavar="FILE", help="CA certificate to trust for wss://")
+    group.add_argument("--ca", metavar="FILE", help="CA certificate to trust for wss:// and grpcs://")
     group.add_argument("--insecure", action="store_true",
                        help="do not verify the server's TLS certificate (testing only)")
     group.add_argument("--reconnect-timeout", type=_seconds, default=120.0, metavar="SECONDS",

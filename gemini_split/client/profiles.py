@@ -16,7 +16,9 @@ Extensions, all optional:
   need not hold the secret;
 * ``"transport": "stdio", "command": "ssh box gemini-split serve --stdio"``
   is a server reached through a spawned command (no host or port);
-* ``"path": "/gemini"`` for a WebSocket server behind a path.
+* ``"path": "/gemini"`` for a WebSocket server behind a path;
+* ``"transport": "grpc"`` for a server of seed 001's gRPC service
+  (``grpc://HOST:PORT``, ``grpcs://`` with ``"secure": true``).
 
 Keys this program does not know (``oauth``…) are kept as they are when the
 file is rewritten.
@@ -91,8 +93,11 @@ class ServerProfile:
         extra: dict[str, Any] | None = None,
         extra_auth: dict[str, Any] | None = None,
         extra_tls: dict[str, Any] | None = None,
+        grpc: bool = False,
     ):
         self.name = name
+        #: A gRPC server (``grpc://`` / ``grpcs://``) rather than WebSocket.
+        self.grpc = grpc
         self.host = host
         self.port = port
         self.secure = secure
@@ -143,11 +148,14 @@ class ServerProfile:
             profile.command = command
             return profile
         parts = urlsplit(address)
-        if parts.scheme not in ("ws", "wss"):
+        if parts.scheme not in ("ws", "wss", "grpc", "grpcs"):
             raise ProfileError(
-                f"{address!r} is not a server address: use ws://HOST:PORT, wss://HOST:PORT "
-                "or 'stdio:COMMAND'"
+                f"{address!r} is not a server address: use ws://HOST:PORT, wss://HOST:PORT, "
+                "grpc://HOST:PORT, grpcs://HOST:PORT or 'stdio:COMMAND'"
             )
+        profile.grpc = parts.scheme in ("grpc", "grpcs")
+        if profile.grpc and parts.path not in ("", "/"):
+            raise ProfileError(f"{address!r}: a gRPC address has no path")
         try:
             port = parts.port
         except ValueError:
@@ -156,7 +164,7 @@ class ServerProfile:
             raise ProfileError(f"{address!r} has no host")
         if parts.query or parts.fragment or parts.username:
             raise ProfileError(f"{address!r}: a server address has no user, query or fragment")
-        profile.secure = parts.scheme == "wss"
+        profile.secure = parts.scheme in ("wss", "grpcs")
         profile.host = parts.hostname
         profile.port = port if port is not None else (443 if profile.secure else 80)
         profile.path = parts.path if parts.path not in ("", "/") else ""
@@ -172,6 +180,8 @@ class ServerProfile:
         if self.command is not None:
             return f"stdio:{self.command}"
         host = f"[{self.host}]" if ":" in self.host else self.host
+        if self.grpc:
+            return f"{'grpcs' if self.secure else 'grpc'}://{host}:{self.port}"
         return f"{'wss' if self.secure else 'ws'}://{host}:{self.port}{self.path}"
 
     @property
@@ -205,6 +215,8 @@ class ServerProfile:
             out["transport"] = "stdio"
             out["command"] = self.command
         else:
+            if self.grpc:
+                out["transport"] = "grpc"
             out["host"] = self.host
             out["port"] = self.port
             out["secure"] = self.secure
@@ -260,6 +272,7 @@ class ServerProfile:
         if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
             raise ProfileError(f"{where}: \"port\" must be a number from 1 to 65535")
         profile.host, profile.port = host, port
+        profile.grpc = data.get("transport") == "grpc"
         profile.secure = bool(data.get("secure", False))
         profile.path = _opt_str(data, "path", where) or ""
         return profile

@@ -22,7 +22,7 @@ TYPE_CHECKING = False  # typing is not imported on the Tab path
 if TYPE_CHECKING:
     from typing import Any
 
-ADDRESS_HELP = "ws://HOST:PORT, wss://HOST:PORT or 'stdio:COMMAND …'"
+ADDRESS_HELP = "ws://HOST:PORT, wss://HOST:PORT, grpc://HOST:PORT, grpcs://… or 'stdio:COMMAND …'"
 
 
 def add_server_parser(commands: Any) -> None:

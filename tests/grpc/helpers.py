@@ -108,3 +108,46 @@ def start(tp, prompt: str = "", **fields) -> Any:
 
 def prompt(tp, text: str) -> Any:
     return tp.pb2.ClientRequest(prompt=text)
+
+
+class ServerThread:
+    """``grpc_server`` on its own thread and Trio run, for tests whose main
+    thread runs the command line (which needs the main thread for signals).
+    ``with ServerThread(fake, **kwargs) as server: server.address``."""
+
+    def __init__(self, fake, **kwargs):
+        import threading
+
+        self._kwargs = kwargs
+        self._fake = fake
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=lambda: trio.run(self._main), daemon=True)
+        self.address = ""
+        self.service = None
+        self._stop = None
+        self._token = None
+        self._error: BaseException | None = None
+
+    async def _main(self) -> None:
+        self._stop = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        try:
+            async with grpc_server(self._fake, **self._kwargs) as (service, address):
+                self.service, self.address = service, address
+                self._ready.set()
+                await self._stop.wait()
+        except BaseException as exc:
+            self._error = exc
+            self._ready.set()
+            raise
+
+    def __enter__(self) -> ServerThread:
+        self._thread.start()
+        assert self._ready.wait(15), "the gRPC server did not start"
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._token.run_sync_soon(self._stop.set)
+        self._thread.join(15)

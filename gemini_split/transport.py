@@ -117,6 +117,10 @@ class MessageStream(ABC):
     peer: str = "?"
     #: Who the transport authenticated (e.g. a token's ``userId``), or None.
     principal: Principal | None = None
+    #: The transport proved that the peer runs as the same user as this
+    #: process (a Unix socket's ``SO_PEERCRED``). Only then may a ``hello``
+    #: hand the server the caller's own key and settings (``hello.caller``).
+    same_user: bool = False
 
     @abstractmethod
     async def send(self, message: str) -> None: ...

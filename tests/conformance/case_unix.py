@@ -1,0 +1,19 @@
+"""The conformance suite over the ``unix:`` transport: a socket in a private
+temporary directory."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from gemini_split.testing.conformance import TransportCase, echo_handler
+from gemini_split.transport import ServeOptions, default_registry
+
+
+async def _start(nursery, options: ServeOptions) -> str:
+    folder = Path(tempfile.mkdtemp(prefix="gemini-split-unix-"))  # mkdtemp: mode 0700
+    transport = default_registry().get("unix")
+    return await nursery.start(transport.serve, f"unix:{folder}/echo.sock", echo_handler, options)
+
+
+CASES = [TransportCase("unix", _start, dead_address="unix:/nonexistent/gemini-split/echo.sock")]

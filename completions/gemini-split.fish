@@ -60,8 +60,8 @@ function _shtab_gemini_split_using
   test "$_shtab_gemini_split_cmdpath" = "$argv"
 end
 
-set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
+set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -73,7 +73,7 @@ complete -c gemini-split -n _shtab_gemini_split_using -s i -l prompt-interactive
 complete -c gemini-split -n _shtab_gemini_split_using -s m -l model -x -d 'Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)'
 complete -c gemini-split -n _shtab_gemini_split_using -s o -l output-format -xka "text json stream-json" -d 'one-shot output: text (default), json, or stream-json (default: output.format in settings.json, else text)'
 complete -c gemini-split -n _shtab_gemini_split_using -l workspace -xka "(__fish_complete_directories)" -d 'directory the local tools may use (default: the current directory)'
-complete -c gemini-split -n _shtab_gemini_split_using -l server -xka "(__gemini_split_profiles)" -d 'ws://host:port, wss://…, grpc://host:port, grpcs://…, '"'"'stdio:COMMAND …'"'"', or a profile name (default: embedded, in this process)'
+complete -c gemini-split -n _shtab_gemini_split_using -l server -xka "(__gemini_split_profiles)" -d 'ws://host:port, wss://…, grpc://host:port, grpcs://…, '"'"'stdio:COMMAND …'"'"', unix:/PATH, '"'"'local'"'"' (your local daemon, started when needed), or a profile name (default: embedded, in this process)'
 complete -c gemini-split -n _shtab_gemini_split_using -l token -x -d 'server token (default: $GEMINI_SERVER_TOKEN)'
 complete -c gemini-split -n _shtab_gemini_split_using -l ca -xka "(__fish_complete_path (commandline -ct))" -d 'CA certificate to trust for wss:// and grpcs://'
 complete -c gemini-split -n _shtab_gemini_split_using -l insecure -d 'do not verify the server'"'"'s TLS certificate (testing only)'
@@ -152,6 +152,21 @@ complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_
 complete -c gemini-split -n '_shtab_gemini_split_using protocol' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using protocol; and test $_shtab_gemini_split_npos -eq 0' -a schema -d 'Print the JSON Schema (draft 2020-12) of every message a client or a server sends, generated from the message classes. $defs/ClientToServer and $defs/ServerToClient are the two directions.'
 complete -c gemini-split -n '_shtab_gemini_split_using protocol schema' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a daemon -d 'Control the per-user local daemon: the agent loop kept running in the background, reached over a Unix socket, so that each `-p` call starts as a thin client. GEMINI_SERVER_MODE=local (or --server local) uses it and starts it when needed; these commands are for looking at it and stopping it.'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon; and test $_shtab_gemini_split_npos -eq 0' -a start -d 'Start the daemon unless it is running (and current).'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon start' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon start' -l idle-exit -x -d 'exit after this long without connections or running requests: 90s, 30m, 12h, or 0 for never (default 30m)'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon; and test $_shtab_gemini_split_npos -eq 0' -a restart -d 'Stop the daemon if it runs, then start it.'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon restart' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon restart' -l idle-exit -x -d 'exit after this long without connections or running requests: 90s, 30m, 12h, or 0 for never (default 30m)'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon; and test $_shtab_gemini_split_npos -eq 0' -a run -d 'Run the daemon in the foreground (what start runs; for a service manager).'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon run' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon run' -l idle-exit -x -d 'exit after this long without connections or running requests: 90s, 30m, 12h, or 0 for never (default 30m)'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon; and test $_shtab_gemini_split_npos -eq 0' -a stop -d 'Stop the daemon: running requests are cancelled, its clients told why.'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon stop' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon; and test $_shtab_gemini_split_npos -eq 0' -a status -d 'Say whether the daemon runs (exit status 0) or not (1).'
+complete -c gemini-split -n '_shtab_gemini_split_using daemon status' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a mcp -d 'MCP servers configured in settings.json lend their tools to the model; '"'"'mcp serve'"'"' lends gemini-split'"'"'s tools to any MCP host.'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'configured servers, whether they start, and their tools'

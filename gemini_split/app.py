@@ -41,6 +41,7 @@ from gemini_split.client.profiles import ServerProfile, profile_store
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, ProfileError, SettingsError
 from gemini_split.settings import LoadedSettings, Settings, load_settings
+from gemini_split.protocol import Caller
 from gemini_split.transport import ConnectOptions
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         resume=getattr(args, "resume", None),
         reconnect_timeout=getattr(args, "reconnect_timeout", DEFAULT_RECONNECT_TIMEOUT),
     )
+    if server is not None and server.startswith("unix:"):
+        settings.caller = local_caller(env, settings.model)
     attach_context(settings, env, interactive=interactive)
     if server is None:
         settings.embedded = embedded_service(args, env, loaded)
@@ -254,6 +257,8 @@ def resolve_server_address(value: str | None, env: Environment) -> str | None:
     if value:
         if ":" in value:
             return value
+        if value == "local":
+            return _local_daemon_address(env)
         return _profile_address(value, env)
     e = env.environ
     mode = (e.get("GEMINI_SERVER_MODE") or "embedded").strip().lower()
@@ -264,13 +269,32 @@ def resolve_server_address(value: str | None, env: Environment) -> str | None:
     if mode == "embedded":
         return None
     if mode == "local":
-        return f"{scheme}://127.0.0.1:{port}"
+        return _local_daemon_address(env)
     if mode == "remote":
         host = e.get("GEMINI_SERVER_HOST")
         if not host:
             raise ConfigurationError("GEMINI_SERVER_MODE=remote needs GEMINI_SERVER_HOST")
         return f"{scheme}://{host}:{port}"
     raise ConfigurationError(f"GEMINI_SERVER_MODE={mode!r}: use embedded, local or remote")
+
+
+def _local_daemon_address(env: Environment) -> str:
+    """This user's local daemon (``unix:…``), started first when none runs
+    (see :mod:`gemini_split.client.local_daemon`)."""
+    from gemini_split.client.local_daemon import ensure_daemon
+
+    return ensure_daemon(env)
+
+
+def local_caller(env: Environment, model: str | None) -> Caller | None:
+    """What a local daemon needs from us for a session (``hello.caller``):
+    our key, endpoint and model. Sent only to a server proven to run as our
+    own user; None when there is no key to send."""
+    e = env.environ
+    api_key = e.get("GEMINI_API_KEY") or e.get("GOOGLE_API_KEY")
+    if not api_key:
+        return None
+    return Caller(api_key=api_key, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None, model=model)
 
 
 def _profile_address(name: str, env: Environment) -> str:
@@ -294,7 +318,7 @@ def _connect_options(args: argparse.Namespace, server_arg: str | None, env: Envi
     """Token, CA and TLS checking: a flag beats the profile named by
     ``--server`` (or ``geminiSplit.server``), which beats ``$GEMINI_SERVER_TOKEN``."""
     token, ca, insecure = args.token, args.ca, args.insecure
-    if server_arg and ":" not in server_arg:
+    if server_arg and ":" not in server_arg and server_arg != "local":
         profile = _find_profile(server_arg, env)
         token = token or profile.resolve_token(env.environ)
         ca = ca or profile.ca

@@ -49,6 +49,7 @@ examples:
   gemini-split serve --listen 127.0.0.1:8080     run the agent loop as a daemon
   gemini-split --server ws://host:8080 -p "…"    use a running daemon
   gemini-split --server 'stdio:ssh box gemini-split serve --stdio'
+  gemini-split --server local -p "…"            through your local daemon (started when needed)
   gemini-split server status                     which server this client uses, and is it up
   gemini-split -m scripted:demo.json -p "hi"     a scripted model: no key, no network (README)
 
@@ -179,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "gemini_split.commands.completions:add_completions_parser")
     commands.add_lazy("protocol", "facts about the wire protocol (its JSON Schema)",
                       "gemini_split.commands.protocol:add_protocol_parser")
+    commands.add_lazy("daemon", "control the per-user local daemon (GEMINI_SERVER_MODE=local)",
+                      "gemini_split.commands.daemon:add_daemon_parser")
     commands.add_lazy("mcp", "manage MCP servers (mcpServers in settings.json); serve our tools over MCP",
                       "gemini_split.commands.mcp:add_mcp_parser")
     return parser
@@ -210,7 +213,8 @@ def _add_gemini_cli_args(parser: argparse.ArgumentParser) -> None:
 def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("connecting to a server")
     group.add_argument("--server", metavar="ADDRESS|PROFILE",
-                       help="ws://host:port, wss://…, grpc://host:port, grpcs://…, 'stdio:COMMAND …', or a profile name "
+                       help="ws://host:port, wss://…, grpc://host:port, grpcs://…, 'stdio:COMMAND …', unix:/PATH, "
+                            "'local' (your local daemon, started when needed), or a profile name "
                             "(default: embedded, in this process)")
     group.add_argument("--token", help="server token (default: $GEMINI_SERVER_TOKEN)")
     group.add_argument("--ca", metavar="FILE", help="CA certificate to trust for wss:// and grpcs://")
@@ -254,7 +258,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         return ExitStatus.USAGE
     except SystemExit as exc:  # --help and --version
         return ExitStatus(exc.code or 0)
-    stop_logging = _log_to(env, args.debug) if args.debug or args.command in (None, "serve") else None
+    stop_logging = _log_to(env, args.debug) if args.debug or args.command in (None, "serve", "daemon") else None
     try:
         if args.command == "serve":
             from gemini_split.commands.serve import run_serve
@@ -272,6 +276,10 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             from gemini_split.commands.mcp import run_mcp_command
 
             return run_mcp_command(args, env)
+        if args.command == "daemon":
+            from gemini_split.commands.daemon import run_daemon_command
+
+            return run_daemon_command(args, env)
         if args.command == "completions":
             from gemini_split.commands.completions import run_completions
 

@@ -94,6 +94,10 @@ class ClientSettings:
     #: Seconds to keep trying to reconnect after the connection to a server
     #: broke (0: do not). Embedded mode has no connection to lose.
     reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
+    #: Our key, endpoint and model for a local daemon (a
+    #: ``protocol.Caller``), sent only to a server that the transport proved
+    #: runs as our own user (``MessageStream.same_user``); None: send none.
+    caller: Any = None
 
 
 @asynccontextmanager
@@ -155,6 +159,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 reconnect_timeout=settings.reconnect_timeout,
             )
             client.wants_server_tool = lambda name: _offers(settings, name, read_only=True)
+            client.caller = settings.caller
             if mcp is not None:
                 client.mcp_servers = mcp
                 client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)

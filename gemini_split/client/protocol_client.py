@@ -25,6 +25,7 @@ import trio
 from gemini_split import __version__
 from gemini_split.protocol import (
     Attachment,
+    Caller,
     Cancel,
     ClientMessage,
     RequestState,
@@ -178,6 +179,9 @@ class ProtocolClient:
         self.reconnect_timeout = reconnect_timeout
         self.on_connection: ConnectionCallback = on_connection or _ignore_connection
         self._token: str | None = None
+        #: The local daemon's caller (our key, endpoint and model): sent in
+        #: ``hello`` only on a stream that proved the server is our own user.
+        self.caller: Caller | None = None
         #: Set when the peer or the network ended the connection (not us, not
         #: a fatal error): worth reconnecting.
         self._broken = False
@@ -216,7 +220,8 @@ class ProtocolClient:
     async def _handshake(self, token: str | None, session_id: str | None, resume_token: str | None,
                          last_seq: int | None) -> Connected:
         await self._send(Hello(client=f"gemini-split/{__version__}", capabilities=CLIENT_CAPABILITIES, token=token,
-                               session_id=session_id, resume_token=resume_token, last_seq=last_seq))
+                               session_id=session_id, resume_token=resume_token, last_seq=last_seq,
+                               caller=self.caller if self.stream.same_user else None))
         with trio.move_on_after(self.handshake_timeout) as scope:
             try:
                 text = await self.stream.receive()

@@ -61,6 +61,7 @@ from .messages import (
     Usage,
     is_stamped,
 )
+from .messages import Caller  # 1.2: the local daemon's caller
 from .connection import Connection, Phase, RequestState
 from .state import EventLog, ReplayUnavailable, coalesce
 

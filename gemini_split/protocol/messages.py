@@ -157,6 +157,27 @@ class SessionInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
     model: str = ""
 
 
+# --- the local daemon's caller (1.2) -------------------------------------------
+
+
+class Caller(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What a session on the per-user local daemon needs from the user who
+    called it (``hello.caller``, 1.2): their Gemini API key, the API
+    endpoint (``GOOGLE_GEMINI_BASE_URL``; None: Google's) and the model
+    (None: the daemon's default). Accepted only on a transport that proved
+    the peer is the server's own user (a Unix socket's ``SO_PEERCRED``);
+    anywhere else a hello carrying it is refused. Its ``repr`` hides the key,
+    so no log line can carry it."""
+
+    api_key: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+
+    def __repr__(self) -> str:
+        key = "<hidden>" if self.api_key else None
+        return f"Caller(api_key={key}, base_url={self.base_url!r}, model={self.model!r})"
+
+
 # --- handshake --------------------------------------------------------------
 
 
@@ -172,6 +193,8 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
     session_id: str | None = None
     resume_token: str | None = None
     last_seq: int | None = None
+    #: 1.2, the local daemon only (see :class:`Caller`).
+    caller: Caller | None = None
 
 
 class Connected(ServerMessage, tag="connected", kw_only=True):

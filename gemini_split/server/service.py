@@ -49,6 +49,7 @@ from gemini_split.transport import (
     Principal,
 )
 
+from .callers import CallerModels, CallerRefused, accept_caller
 from .config import ServerConfig
 from .model import Model
 from .session import Session
@@ -70,8 +71,11 @@ class AgentService:
     authenticate the connection themselves (None: no auth)."""
 
     def __init__(self, model: Model, config: ServerConfig, *, authenticate: Authenticator | None = None,
-                 store: SessionStore | None = None):
+                 store: SessionStore | None = None, callers: CallerModels | None = None):
         self.model = model
+        #: The local daemon's models by its callers' keys (``hello.caller``);
+        #: None: this server takes no caller's key (every other server).
+        self.callers = callers
         self.config = config
         self.authenticate = authenticate
         #: Where sessions are kept; opened and closed by whoever runs the
@@ -113,6 +117,8 @@ class AgentService:
         context) and the session store (what is queued is written first).
         Idempotent; the owner calls it once, after the last connection."""
         await self.model.aclose()
+        if self.callers is not None:
+            await self.callers.aclose()
         await self.store.aclose()
 
     async def __aenter__(self) -> AgentService:
@@ -163,6 +169,14 @@ class AgentService:
             if principal is None:
                 await _send_fatal(stream, conn, ErrorCode.UNAUTHORIZED, "missing or invalid token")
                 return
+        caller = None
+        if hello.caller is not None:  # the local daemon: the session runs on its caller's key
+            try:
+                caller = accept_caller(self.callers, hello.caller, same_user=stream.same_user,
+                                       default_model=self.config.model, allowed=self.config.allowed_models)
+            except CallerRefused as exc:
+                await _send_fatal(stream, conn, exc.code, str(exc))
+                return
         if hello.session_id is not None:
             session = await self.manager.find(hello.session_id, hello.resume_token, principal, last_seq=hello.last_seq)
             if session is None:
@@ -172,6 +186,9 @@ class AgentService:
                 return
         else:
             session = await self.manager.create(principal)
+        if caller is not None:
+            session.model = caller[0] or self.model
+            session.model_name = caller[1] or session.model_name
         view = View(close=stream.aclose)
         await self.manager.attach(session, view)
         self._streams[session.id] = (stream, conn)

@@ -1,0 +1,190 @@
+"""``gemini-split daemon start|stop|status|restart|run``: the per-user local
+daemon that ``GEMINI_SERVER_MODE=local`` (or ``--server local``) uses.
+
+The daemon is a ``serve`` for one user over a Unix socket: it has no key of
+its own (each session runs on its caller's key, model and endpoint, sent in
+``hello.caller``), tools run on the clients as always, and it exits after
+``--idle-exit`` without connections or running requests. Its sessions are
+kept in the same store as embedded mode's, so ``--resume`` finds either.
+Where its files are: :mod:`gemini_split.client.local_daemon`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import time
+from typing import Any
+
+from gemini_split.environment import Environment
+from gemini_split.exit_status import ExitStatus
+
+log = logging.getLogger("gemini_split.daemon")
+
+#: Seconds running sessions get to wind down when the daemon stops.
+SHUTDOWN_GRACE = 5.0
+
+
+def add_daemon_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "daemon",
+        description="Control the per-user local daemon: the agent loop kept running in the "
+                    "background, reached over a Unix socket, so that each `-p` call starts as a thin "
+                    "client. GEMINI_SERVER_MODE=local (or --server local) uses it and starts it when "
+                    "needed; these commands are for looking at it and stopping it.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  export GEMINI_SERVER_MODE=local      every run uses the daemon (in ~/.bashrc)\n"
+               "  gemini-split daemon status           is it running, which version, where\n"
+               "  gemini-split daemon restart          e.g. after upgrading gemini-split\n"
+               "  gemini-split daemon stop\n",
+    )
+    actions = p.add_subparsers(dest="daemon_action", metavar="ACTION", required=True)
+    for name, text in (("start", "start the daemon unless it is running (and current)"),
+                       ("restart", "stop the daemon if it runs, then start it"),
+                       ("run", "run the daemon in the foreground (what start runs; for a service manager)")):
+        action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        action.add_argument("--idle-exit", type=_idle_exit, default=None, metavar="DURATION",
+                            help="exit after this long without connections or running requests: 90s, "
+                                 "30m, 12h, or 0 for never (default 30m)")
+    actions.add_parser("stop", help="stop the daemon (running requests are cancelled)",
+                       description="Stop the daemon: running requests are cancelled, its clients told why.")
+    actions.add_parser("status", help="say whether the daemon runs, its pid, version, socket and log",
+                       description="Say whether the daemon runs (exit status 0) or not (1).")
+
+
+def _idle_exit(text: str) -> float:
+    if text.strip() in ("0", "0s", "never"):
+        return 0.0
+    from gemini_split.commands.serve import parse_duration
+
+    return parse_duration(text)
+
+
+def run_daemon_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    from gemini_split.client import local_daemon as ld
+
+    action = args.daemon_action
+    idle = getattr(args, "idle_exit", None)
+    idle = ld.DEFAULT_IDLE_EXIT if idle is None else idle
+    if action == "run":
+        return _run(env, idle)
+    if action in ("start", "restart"):
+        status = ld.start_daemon(env, idle_exit=idle, restart=action == "restart")
+        _print_status(env, status)
+        return ExitStatus.SUCCESS
+    if action == "stop":
+        stopped = ld.stop_daemon(env)
+        env.stdout.write(f"stopped the daemon (pid {stopped.pid})\n" if stopped else "the daemon was not running\n")
+        return ExitStatus.SUCCESS
+    status = ld.daemon_status(ld.daemon_paths(env))
+    _print_status(env, status)
+    return ExitStatus.SUCCESS if status.running else ExitStatus.ERROR
+
+
+def _print_status(env: Environment, status: Any) -> None:
+    from gemini_split import __version__
+
+    out = env.stdout
+    if not status.running:
+        out.write("daemon:  not running (GEMINI_SERVER_MODE=local starts it)\n")
+    else:
+        version = status.version or "unknown (not started by this gemini-split)"
+        note = "" if status.current else f"; this client is {__version__}: the next call restarts it"
+        out.write(f"daemon:  running, pid {status.pid}, version {version}{note}\n")
+        if status.started:
+            out.write(f"since:   {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(status.started))}\n")
+    out.write(f"socket:  {status.paths.socket}\n")
+    out.write(f"log:     {status.paths.log}\n")
+
+
+# --- the daemon itself ------------------------------------------------------------
+
+
+def _run(env: Environment, idle_exit: float) -> ExitStatus:
+    """Serve this user's sessions on the Unix socket until stopped (SIGTERM,
+    SIGINT, ``daemon stop``) or idle for ``idle_exit`` seconds."""
+    import trio
+
+    from gemini_split._trio_util import single_exceptions
+    from gemini_split.client.local_daemon import daemon_paths
+    from gemini_split.server.callers import CallerModels, KeylessModel
+    from gemini_split.server.config import DEFAULT_MODEL, ServerConfig
+    from gemini_split.server.service import AgentService
+    from gemini_split.server.store import StoreError, open_store
+    from gemini_split.transport import TransportError
+
+    # Sessions opening and closing, refusals, stale sockets replaced: the log's reader wants them.
+    for name in ("gemini_split", "gemini_split_unix"):
+        logging.getLogger(name).setLevel(logging.INFO)
+    paths = daemon_paths(env)
+    config = ServerConfig(model=env.environ.get("GEMINI_MODEL") or DEFAULT_MODEL)
+    # The same store as embedded mode (not exclusive: REPLs may share it).
+    store = open_store(env.config_dir / "sessions", replay_capacity=config.replay_capacity)
+    service = AgentService(KeylessModel(), config, store=store, callers=CallerModels())
+    try:
+        with single_exceptions():
+            trio.run(_serve, service, paths, idle_exit)
+    except (TransportError, StoreError) as exc:
+        env.warn(f"gemini-split daemon: {exc}")
+        return ExitStatus.ERROR
+    return ExitStatus.SUCCESS
+
+
+async def _serve(service: Any, paths: Any, idle_exit: float) -> None:
+    import trio
+
+    from gemini_split.client.local_daemon import remove_info, write_info
+    from gemini_split.transport import ServeOptions, get_transport
+
+    connections = 0
+    last_active = trio.current_time()
+
+    async def handle(stream: Any) -> None:
+        nonlocal connections, last_active
+        connections += 1
+        try:
+            await service.handle_connection(stream)
+        finally:
+            connections -= 1
+            last_active = trio.current_time()
+
+    async def exit_when_idle(stop: trio.CancelScope) -> None:
+        nonlocal last_active
+        while True:
+            await trio.sleep(min(idle_exit / 4, 5.0))
+            now = trio.current_time()
+            if connections or any(s.busy for s in service.sessions.values()):
+                last_active = now
+            elif now - last_active >= idle_exit:
+                log.info("idle for %gs: exiting", idle_exit)
+                await service.shutdown(grace=SHUTDOWN_GRACE)
+                stop.cancel()
+                return
+
+    transport = get_transport(paths.address)
+    try:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as signals:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(service.run)
+                options = ServeOptions(max_message_size=service.config.max_message_size)
+                address = await nursery.start(transport.serve, paths.address, handle, options)
+                write_info(paths, address=address)
+                log.info("gemini-split daemon serving on %s (idle exit %s)", address,
+                         f"{idle_exit:g}s" if idle_exit else "never")
+
+                async def stop_on_signal() -> None:
+                    async for signum in signals:
+                        log.info("received %s: shutting down", signal.Signals(signum).name)
+                        await service.shutdown(grace=SHUTDOWN_GRACE)
+                        nursery.cancel_scope.cancel()
+                        return
+
+                nursery.start_soon(stop_on_signal)
+                if idle_exit:
+                    nursery.start_soon(exit_when_idle, nursery.cancel_scope)
+    finally:
+        remove_info(paths)
+        with trio.CancelScope(shield=True):
+            await service.aclose()

@@ -1,0 +1,93 @@
+"""The local daemon's sessions run on their callers' keys.
+
+A per-user daemon (``gemini-split daemon``) has no API key of its own: each
+client sends its own in ``hello.caller`` over the Unix socket
+(:class:`~gemini_split.protocol.Caller`), and the session it opens or
+resumes talks to Gemini with that key, endpoint and model.
+:class:`CallerModels` keeps one model (one HTTP connection pool) per key and
+endpoint, so a script calling ``-p`` in a loop reuses warm connections.
+
+Keys are held in memory only, never logged or stored; the session store
+keeps the model's name, not the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from gemini_split.errors import ConfigurationError
+from gemini_split.protocol import Caller, ErrorCode
+
+from .model import Chunk, Model, ModelAuthError, ModelRequest
+from .model_names import ModelNameRefused, check_model_name
+
+class CallerRefused(ConfigurationError):
+    """A ``hello.caller`` cannot open a session here; ``code`` is the
+    protocol error code to answer with, the message says why."""
+
+    def __init__(self, message: str, *, code: ErrorCode = ErrorCode.INVALID_FIELD):
+        super().__init__(message)
+        self.code = code
+
+
+class KeylessModel(Model):
+    """The daemon's own model: it has no key, so a session whose client sent
+    none gets a clear error instead of a request made with someone's key."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        raise ModelAuthError(
+            "this local daemon has no API key of its own: the client sends its key with each "
+            "session, and this one sent none (set GEMINI_API_KEY where you run gemini-split)")
+        yield  # pragma: no cover (an async generator that raises at once)
+
+
+class CallerModels:
+    """Gemini models by (key, endpoint), built on first use and kept until
+    :meth:`aclose` (a user has a handful of keys at most)."""
+
+    def __init__(self) -> None:
+        self._models: dict[tuple[str, str | None], Model] = {}
+
+    def model_for(self, caller: Caller) -> Model | None:
+        """The model that serves ``caller`` (None when it sent no key)."""
+        if not caller.api_key:
+            return None
+        key = (caller.api_key, caller.base_url)
+        model = self._models.get(key)
+        if model is None:
+            from .gemini import GeminiModel
+
+            model = self._models[key] = GeminiModel(caller.api_key, base_url=caller.base_url)
+        return model
+
+    async def aclose(self) -> None:
+        models, self._models = list(self._models.values()), {}
+        for model in models:
+            await model.aclose()
+
+
+def caller_model_name(caller: Caller, default: str, allowed: tuple[str, ...] = ()) -> str:
+    """The model name a caller's session starts with; raises
+    :class:`CallerRefused` for one that is not a Gemini model name
+    (``scripted:`` models run embedded only)."""
+    if not caller.model:
+        return default
+    try:
+        return check_model_name(caller.model, allowed, default=default)
+    except ModelNameRefused as exc:
+        raise CallerRefused(f"the local daemon cannot use this model: {exc}") from None
+
+
+def accept_caller(callers: CallerModels | None, caller: Caller, *, same_user: bool,
+                  default_model: str, allowed: tuple[str, ...] = ()) -> tuple[Model | None, str | None]:
+    """Check a ``hello.caller``: the (model, model name) its session runs
+    with (None: the daemon's own / the session's own). Raises
+    :class:`CallerRefused` with the protocol code to answer, when the
+    connection is not the daemon's own user on its Unix socket (a key is
+    never accepted over the network) or the model is not a Gemini model."""
+    if callers is None or not same_user:
+        raise CallerRefused(
+            "hello.caller (an API key) is accepted only by a local daemon over its Unix socket, "
+            "from its own user; this connection is not one", code=ErrorCode.UNAUTHORIZED)
+    name = caller_model_name(caller, default_model, allowed) if caller.model else None
+    return callers.model_for(caller), name

@@ -1,16 +1,30 @@
-"""Benchmark: wall time and peak RSS of ``gemini-split -p``.
+"""Benchmark: wall time and peak RSS of ``gemini-split -p``, embedded and
+through the local daemon, beside the floors and gemini-cli.
 
 Against a local fake Gemini server (real REST wire format), for
 
   (a) a 50-chunk streamed text answer, and
   (b) one ``read_file`` round trip (two model calls, the tool run locally),
 
-each beside a floor: a plain script that makes the same requests with
-google-genai directly (no gemini-split at all). Every figure is the median of
-``--runs`` fresh processes (default 7). Peak RSS comes from ``wait4``'s
-rusage of each child.
+measured side by side in one run (machines here vary about 2x from day to
+day, so every goal is a ratio to a floor measured now):
 
-    python bench/oneshot.py [--runs N] [--json]
+* the import floors: ``python -c pass`` and ``python -c "import trio"``;
+* ``gemini-split -p`` through the local daemon (``GEMINI_SERVER_MODE=local``;
+  the daemon is started before the timed runs, as a script's second call
+  finds it);
+* ``gemini-split -p`` embedded (the agent loop in the process);
+* a bare google-genai script making the same requests;
+* gemini-cli itself (``npx @google/gemini-cli@0.61 -p``) when ``npx`` is
+  installed and the package can be fetched (skipped otherwise, or with
+  ``--no-gemini-cli``).
+
+Goals (issue 18): through the daemon, median wall <= 1.3x ``import trio``
+and peak RSS <= 35 MB for (a); embedded no slower than the google-genai
+script (<= 1.0x). Every figure is the median of ``--runs`` fresh processes
+(default 7); peak RSS comes from ``wait4``'s rusage of each child.
+
+    python bench/oneshot.py [--runs N] [--json] [--no-gemini-cli]
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -36,6 +51,7 @@ TOOL_TURNS = [
     {"function_calls": [{"name": "read_file", "args": {"file_path": "notes.txt"}}]},
     {"text": "The notes say the demo is on Friday.", "chunks": 5},
 ]
+GEMINI_CLI = "@google/gemini-cli@0.61"
 
 # The floor: the same requests, made by google-genai directly. It uses the
 # sync client, the cheapest way google-genai offers to make them.
@@ -80,42 +96,94 @@ def measure(cmd: list[str], env: dict[str, str], cwd: str) -> tuple[float, float
     return wall, usage.ru_maxrss / 1024
 
 
-def run_case(name: str, turns: list[dict], cmd: list[str], runs: int, workdir: str) -> dict:
+def run_case(name: str, turns: list[dict] | None, cmd: list[str], runs: int, workdir: str,
+             fake: FakeGemini, env: dict[str, str]) -> dict:
     walls, rss = [], []
-    with FakeGemini(api_key=API_KEY) as fake:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
-        env.update(GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=fake.url)
-        fake.add_turns(turns)
-        measure(cmd, env, workdir)  # warm the OS caches; not counted
-        for _ in range(runs):
+    for i in range(runs + 1):
+        if turns:
             fake.add_turns(turns)
-            wall, mb = measure(cmd, env, workdir)
+        wall, mb = measure(cmd, env, workdir)
+        if i:  # the first run warms the OS caches (and npx's); not counted
             walls.append(wall)
             rss.append(mb)
     return {"case": name, "runs": runs, "wall_s": statistics.median(walls), "rss_mb": statistics.median(rss),
             "wall_min_s": min(walls), "wall_max_s": max(walls)}
 
 
+def gemini_cli_available() -> bool:
+    if shutil.which("npx") is None:
+        return False
+    try:
+        out = subprocess.run(["npx", "-y", GEMINI_CLI, "--version"], capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--no-gemini-cli", action="store_true", help="do not run gemini-cli (npx)")
     args = parser.parse_args()
     py = sys.executable
-    with tempfile.TemporaryDirectory() as workdir:
+    gs = [py, "-m", "gemini_split"]
+    with tempfile.TemporaryDirectory() as workdir, tempfile.TemporaryDirectory(prefix="gsb-") as home, \
+            FakeGemini(api_key=API_KEY) as fake:
         Path(workdir, "notes.txt").write_text("The demo is on Friday.\n")
-        results = [
-            run_case("(a) 50-chunk text: gemini-split -p", [TEXT_TURN], [py, "-m", "gemini_split", "-p", "count"], args.runs, workdir),
-            run_case("(a) 50-chunk text: google-genai floor", [TEXT_TURN], [py, "-c", FLOOR_TEXT], args.runs, workdir),
-            run_case("(b) read_file round trip: gemini-split -p", TOOL_TURNS, [py, "-m", "gemini_split", "-p", "read notes.txt"], args.runs, workdir),
-            run_case("(b) read_file round trip: google-genai floor", TOOL_TURNS, [py, "-c", FLOOR_TOOL], args.runs, workdir),
-        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+        env.update(GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=fake.url, GEMINI_SPLIT_HOME=home)
+        env.pop("XDG_RUNTIME_DIR", None)
+        local = dict(env, GEMINI_SERVER_MODE="local")
+        subprocess.run([*gs, "daemon", "start"], env=local, check=True, capture_output=True)
+        try:
+            case = lambda name, turns, cmd, e=env: run_case(name, turns, cmd, args.runs, workdir, fake, e)  # noqa: E731
+            results = [
+                case("floor: python -c pass", None, [py, "-c", "pass"]),
+                case("floor: python -c 'import trio'", None, [py, "-c", "import trio"]),
+                case("(a) 50-chunk text: -p via local daemon", [TEXT_TURN], [*gs, "-p", "count"], local),
+                case("(a) 50-chunk text: -p embedded", [TEXT_TURN], [*gs, "-p", "count"]),
+                case("(a) 50-chunk text: google-genai script", [TEXT_TURN], [py, "-c", FLOOR_TEXT]),
+                case("(b) read_file round trip: -p via local daemon", TOOL_TURNS, [*gs, "-p", "read notes.txt"], local),
+                case("(b) read_file round trip: -p embedded", TOOL_TURNS, [*gs, "-p", "read notes.txt"]),
+                case("(b) read_file round trip: google-genai script", TOOL_TURNS, [py, "-c", FLOOR_TOOL]),
+            ]
+            if not args.no_gemini_cli and gemini_cli_available():
+                cli_env = dict(env, HOME=home)  # no user settings; the key and endpoint from the environment
+                results.append(case("(a) 50-chunk text: gemini-cli 0.61 -p", [TEXT_TURN],
+                                    ["npx", "-y", GEMINI_CLI, "-p", "count"], cli_env))
+            else:
+                results.append({"case": "(a) gemini-cli 0.61 -p", "skipped": "npx or the package is not available"})
+        finally:
+            subprocess.run([*gs, "daemon", "stop"], env=local, capture_output=True)
+    by = {r["case"]: r for r in results}
+    trio_floor = by["floor: python -c 'import trio'"]["wall_s"]
+    local_a = by["(a) 50-chunk text: -p via local daemon"]
+    goals = [
+        ("(a) via local daemon: wall <= 1.3x import trio", local_a["wall_s"] / trio_floor, 1.3, "x"),
+        ("(a) via local daemon: peak RSS <= 35 MB", local_a["rss_mb"], 35.0, " MB"),
+        ("(a) embedded: wall <= 1.0x google-genai script",
+         by["(a) 50-chunk text: -p embedded"]["wall_s"] / by["(a) 50-chunk text: google-genai script"]["wall_s"],
+         1.0, "x"),
+        ("(b) embedded: wall <= 1.0x google-genai script",
+         by["(b) read_file round trip: -p embedded"]["wall_s"] / by["(b) read_file round trip: google-genai script"]["wall_s"],
+         1.0, "x"),
+    ]
     if args.json:
-        print(json.dumps(results, indent=2))
+        print(json.dumps({"results": results, "goals": [
+            {"goal": g, "figure": round(v, 3), "limit": limit, "pass": v <= limit} for g, v, limit, _ in goals]},
+            indent=2))
         return
     print(f"{'case':48} {'median wall':>12} {'peak RSS':>10}   (min–max wall, {args.runs} runs)")
     for r in results:
+        if "skipped" in r:
+            print(f"{r['case']:48} skipped: {r['skipped']}")
+            continue
         print(f"{r['case']:48} {r['wall_s']:>10.3f} s {r['rss_mb']:>7.1f} MB   ({r['wall_min_s']:.3f}–{r['wall_max_s']:.3f} s)")
+    print()
+    print(f"{'goal':52} {'figure':>10}  result")
+    for goal, value, limit, unit in goals:
+        print(f"{goal:52} {value:>8.2f}{unit:<2}  {'pass' if value <= limit else 'FAIL'}")
 
 
 if __name__ == "__main__":

@@ -101,7 +101,7 @@ class _ChatService:
             context.abort(grpc.StatusCode.UNAVAILABLE, "shutting_down: the server is shutting down")
         if isinstance(stream, End):
             yield error_response(stream.code, "too_many_streams", stream.details)
-            context.abort(stream.code, stream.details)
+            context.abort(stream.code, f"too_many_streams: {stream.details}")
 
         def cancel() -> None:
             try:

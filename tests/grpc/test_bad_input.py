@@ -164,3 +164,34 @@ async def test_a_method_the_service_does_not_have_is_unimplemented(third_party):
                     return caught.value.code()
             assert await trio.to_thread.run_sync(call_other) == grpc.StatusCode.UNIMPLEMENTED
             await _still_serves(tp, address)
+
+
+async def test_a_token_over_its_stream_cap_is_resource_exhausted_and_others_go_on(third_party, tmp_path):
+    import queue
+
+    from .helpers import ALICE, BOB, chat_sync, open_channel, write_auth_config
+
+    tp = third_party
+    auth = write_auth_config(tmp_path / "auth.json")
+    with FakeGemini() as fake:
+        async with grpc_server(fake, auth_config=auth, per_user=1) as (service, address):
+
+            def hold_one_then_try_another():
+                requests: queue.SimpleQueue = queue.SimpleQueue()
+                requests.put(start(tp))
+                with open_channel(address) as channel:
+                    held = tp.grpc.GeminiServiceStub(channel).Chat(
+                        iter(requests.get, None), timeout=15, metadata=[("authorization", f"Bearer {ALICE}")])
+                    assert next(held).WhichOneof("response") == "session_info"
+                    second = chat_sync(tp, address, [start(tp, "me too")], token=ALICE)
+                    other = chat_sync(tp, address, [start(tp, "bob here")], token=BOB)
+                    requests.put(None)
+                    list(held)
+                return second, other
+
+            import trio
+            second, other = await trio.to_thread.run_sync(hold_one_then_try_another)
+            after = await chat(tp, address, [start(tp, "again")], token=ALICE)
+    _refused(second, grpc.StatusCode.RESOURCE_EXHAUSTED, "too_many_streams")
+    assert other.code == grpc.StatusCode.OK and other.text() == "Echo: bob here"
+    assert after.code == grpc.StatusCode.OK  # the cap counts open streams only

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+
+import pytest
 
 import trustme
 
@@ -101,3 +104,59 @@ def test_a_profile_holds_a_grpc_server_and_the_client_uses_it(tmp_path):
             result = _cli(["--server", "g", "-p", "through a profile"], tmp_path, GEMINI_SPLIT_HOME=str(home))
     assert result.returncode == 0, result.stderr
     assert result.stdout == "Echo: through a profile\n"
+
+
+@pytest.mark.timeout(60)
+def test_the_repl_talks_to_a_grpc_server_turn_after_turn(tmp_path):
+    from ..repl.pty_driver import ENTER, PtyProcess
+    from ..repl.test_repl import PROMPT, _environ
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeGemini([{"thought": "Greeting.", "text": "Hello over gRPC."}, {"text": "Second answer."}]) as fake:
+        with ServerThread(fake) as server:
+            repl = PtyProcess([sys.executable, "-m", "gemini_split", "--server", server.address],
+                              env=_environ(tmp_path, NO_COLOR="1"), cwd=str(work), rows=40, cols=110)
+            try:
+                repl.expect(r"/help for commands", timeout=20)
+                repl.expect(PROMPT)
+                for prompt, answer in (("hi", r"Hello over gRPC\."), ("and again", r"Second answer\.")):
+                    repl.type(prompt)
+                    repl.send(ENTER)
+                    repl.expect(answer)
+                    repl.expect(PROMPT)
+                (session,) = server.service.sessions.values()
+                assert len(session.history) == 4  # one conversation, two turns
+            finally:
+                repl.close()
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_in_the_repl_cancels_the_turn_on_the_grpc_server_and_the_session_goes_on(tmp_path):
+    from ..repl.pty_driver import CTRL_C, ENTER, PtyProcess
+    from ..repl.test_repl import PROMPT, _environ
+
+    work = tmp_path / "work"
+    work.mkdir()
+    slow = {"text": "tick " * 400, "chunks": 400, "chunk_delay": 0.05}
+    with FakeGemini([slow]) as fake:  # then echo
+        with ServerThread(fake) as server:
+            repl = PtyProcess([sys.executable, "-m", "gemini_split", "--server", server.address],
+                              env=_environ(tmp_path, NO_COLOR="1"), cwd=str(work), rows=40, cols=110)
+            try:
+                repl.expect(r"/help for commands", timeout=20)
+                repl.expect(PROMPT)
+                repl.type("count slowly")
+                repl.send(ENTER)
+                repl.expect(r"tick")
+                repl.send(CTRL_C)
+                repl.expect(r"Cancelled\.")
+                repl.expect(PROMPT)
+                (session,) = server.service.sessions.values()
+                fake.wait_for_requests(lambda rs: rs and not rs[0]["completed"] and rs[0]["chunks_sent"] < 400)
+                repl.type("still there?")
+                repl.send(ENTER)
+                repl.expect(r"Echo: still there\?")
+                assert not session.busy
+            finally:
+                repl.close()

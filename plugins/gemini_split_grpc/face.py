@@ -401,19 +401,22 @@ class _Chat:
 
 
 def summarize(result: Any) -> str:
-    """A tool result in a few lines: its exit status if it has one, then the
-    first :data:`SUMMARY_LINES` lines of its output (at most
-    :data:`SUMMARY_CHARS` characters), and how much was left out."""
+    """A tool result in a few lines: its exit status (or the signal that
+    killed it) if it has one, then the first :data:`SUMMARY_LINES` lines of
+    its output (at most :data:`SUMMARY_CHARS` characters), and how much was
+    left out."""
     head = ""
     body: Any = result
     if isinstance(result, dict):
         status = next((result[k] for k in ("exit_code", "exitCode", "returncode") if k in result), None)
         if status is not None:
             head = f"exit status {status}"
-        for key in ("output", "stdout", "content", "llmContent", "result", "message"):
-            if isinstance(result.get(key), str):
-                body = result[key]
-                break
+        elif isinstance(result.get("signal"), str):
+            head = f"killed by {result['signal']}"
+        texts = [result[k] for k in ("output", "stdout", "content", "llmContent", "result", "message", "stderr")
+                 if isinstance(result.get(k), str)]
+        if texts:
+            body = next((t for t in texts if t.strip()), "")
     text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
     lines = text.splitlines()
     shown = "\n".join(lines[:SUMMARY_LINES])
@@ -424,7 +427,8 @@ def summarize(result: Any) -> str:
         shown += f"\n… ({left} more line{'s' if left != 1 else ''})"
     elif cut:
         shown += "…"
-    return f"{head}\n{shown}".strip() if head else shown
+    summary = f"{head}\n{shown}".strip() if head else shown
+    return summary or "(no output)"
 
 
 def _json_safe(value: dict[str, Any]) -> dict[str, Any]:

@@ -151,3 +151,14 @@ async def test_user_memory_in_advanced_config_reaches_the_model_when_the_operato
         body = fake.requests[0]["body"]
     assert outcome.code == grpc.StatusCode.OK
     assert "The cat of the user is called Ada." in str(body)
+
+
+def test_a_tool_result_is_summed_up_in_a_few_lines():
+    from gemini_split_grpc.face import summarize
+
+    assert summarize({"exit_code": 0, "stdout": "a\nb\n", "stderr": ""}) == "exit status 0\na\nb"
+    assert summarize({"exit_code": None, "signal": "SIGKILL", "stdout": "", "stderr": "oops"}) == "killed by SIGKILL\noops"
+    assert summarize("\n".join(f"l{i}" for i in range(9))) == "l0\nl1\nl2\nl3\nl4\n… (4 more lines)"
+    assert summarize("x" * 2000) == "x" * 500 + "…"
+    assert summarize({"content": ""}) == "(no output)"
+    assert summarize({"files": ["a", "b"]}) == '{"files": ["a", "b"]}'

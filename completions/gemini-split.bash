@@ -36,7 +36,7 @@ _shtab_gemini_split_mcp_add_option_strings=(-h --help -s --scope -t --transport 
 _shtab_gemini_split_mcp_remove_option_strings=(-h --help -s --scope)
 _shtab_gemini_split_mcp_serve_option_strings=(-h --help --workspace --approval-mode --allowed-tools --http --auth-config --insecure-no-auth)
 _shtab_gemini_split_mcp_option_strings=(-h --help)
-_shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --reconnect-timeout -r --resume --list-sessions --delete-session --approval-mode -y --yolo --allowed-mcp-server-names --allowed-tools --policy --admin-policy --max-turns -d --debug --include-directories --skip-trust --screen-reader --raw-output --accept-raw-output-risk --acp --experimental-acp --log-file)
+_shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --reconnect-timeout -r --resume --session-id --list-sessions --delete-session --approval-mode -y --yolo --allowed-mcp-server-names --allowed-tools --policy --admin-policy --max-turns -d --debug --include-directories --skip-trust --screen-reader --raw-output --accept-raw-output-risk --acp --experimental-acp --log-file)
 
 _shtab_gemini_split_serve___auth_config_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_serve___tls_cert_COMPGEN=_shtab_compgen_files

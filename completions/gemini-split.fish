@@ -61,7 +61,7 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-id --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -79,6 +79,7 @@ complete -c gemini-split -n _shtab_gemini_split_using -l ca -xka "(__fish_comple
 complete -c gemini-split -n _shtab_gemini_split_using -l insecure -d 'do not verify the server'"'"'s TLS certificate (testing only)'
 complete -c gemini-split -n _shtab_gemini_split_using -l reconnect-timeout -x -d 'keep trying to reconnect and resume this long after the connection to a server drops (default 120; 0: give up at once)'
 complete -c gemini-split -n _shtab_gemini_split_using -s r -l resume -x -d 'continue an earlier conversation: the latest (default) or the one with this id, in the REPL or with -p'
+complete -c gemini-split -n _shtab_gemini_split_using -l session-id -x -d 'start a new session under this id (letters, digits, '"'"'-'"'"', '"'"'_'"'"'), to --resume it by that id later; an id you already use is refused'
 complete -c gemini-split -n _shtab_gemini_split_using -l list-sessions -d 'list your sessions (id, last update, turns, title), newest first'
 complete -c gemini-split -n _shtab_gemini_split_using -l delete-session -x -d 'delete one of your sessions'
 complete -c gemini-split -n _shtab_gemini_split_using -l approval-mode -xka "default auto_edit yolo plan" -d 'default: ask before edits, shell and network; auto_edit: edits run; yolo: nothing asks; plan: read-only tools only, the model answers with a plan (default: $GEMINI_APPROVAL_MODE, general.defaultApprovalMode, or default)'

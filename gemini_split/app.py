@@ -92,6 +92,7 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         mcp_allowed=_mcp_allowed(args, s),
         mcp_excluded=tuple(s.mcp.excluded),
         resume=getattr(args, "resume", None),
+        new_session_id=getattr(args, "session_id", None),
         reconnect_timeout=getattr(args, "reconnect_timeout", DEFAULT_RECONNECT_TIMEOUT),
     )
     if server is not None and server.startswith("unix:"):

@@ -227,9 +227,24 @@ def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
     sessions.add_argument("-r", "--resume", nargs="?", const="latest", metavar="latest|ID",
                           help="continue an earlier conversation: the latest (default) or the one with "
                                "this id, in the REPL or with -p")
+    sessions.add_argument("--session-id", type=_session_id, metavar="ID",
+                          help="start a new session under this id (letters, digits, '-', '_'), to "
+                               "--resume it by that id later; an id you already use is refused")
     sessions.add_argument("--list-sessions", action="store_true",
                           help="list your sessions (id, last update, turns, title), newest first")
     sessions.add_argument("--delete-session", metavar="ID", help="delete one of your sessions")
+
+
+def _session_id(text: str) -> str:
+    """gemini-cli's ``--session-id`` rule (plus a length limit)."""
+    value = text.strip()
+    if not value:
+        raise argparse.ArgumentTypeError("The --session-id option cannot be empty.")
+    if len(value) > 128 or not all(c.isascii() and (c.isalnum() or c in "-_") for c in value):
+        raise argparse.ArgumentTypeError(
+            f"Invalid session ID {value[:60]!r}: only letters, digits, dashes and underscores are allowed "
+            "(at most 128).")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -253,6 +268,9 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         argv, words = split_prompt_words(parser, sys.argv[1:] if argv is None else list(argv))
         args = parser.parse_args(argv)
         args.query = words
+        if args.command is None and args.session_id is not None and args.resume is not None:
+            parser.error("--resume and --session-id cannot be combined: one continues a session, "
+                         "the other starts a new one")
     except UsageError as exc:
         env.warn(str(exc))
         return ExitStatus.USAGE

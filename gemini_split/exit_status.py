@@ -32,6 +32,7 @@ def _by_code() -> dict[str, ExitStatus]:
         ErrorCode.INVALID_REQUEST.value: ExitStatus.BAD_INPUT,
         ErrorCode.MESSAGE_TOO_LARGE.value: ExitStatus.BAD_INPUT,
         ErrorCode.MODEL_NOT_ALLOWED.value: ExitStatus.BAD_INPUT,
+        ErrorCode.SESSION_EXISTS.value: ExitStatus.BAD_INPUT,
         ErrorCode.TURN_LIMIT.value: ExitStatus.TURN_LIMIT,
         ErrorCode.CANCELLED.value: ExitStatus.INTERRUPTED,
     }

@@ -91,6 +91,8 @@ class ClientSettings:
     #: Continue an earlier session (its id, or ``"latest"``) instead of
     #: opening a new one.
     resume: str | None = None
+    #: Open a new session under this id (``--session-id``) instead of a generated one.
+    new_session_id: str | None = None
     #: Seconds to keep trying to reconnect after the connection to a server
     #: broke (0: do not). Embedded mode has no connection to lose.
     reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
@@ -164,7 +166,8 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 client.mcp_servers = mcp
                 client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)
             try:
-                await client.handshake(token=settings.connect.token, session_id=settings.resume)
+                await client.handshake(token=settings.connect.token, session_id=settings.resume,
+                                       new_session_id=settings.new_session_id)
                 await nursery.start(client.run)
                 yield client
             finally:

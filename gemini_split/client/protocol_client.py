@@ -200,11 +200,12 @@ class ProtocolClient:
         return self._conn.last_seq
 
     async def handshake(self, *, token: str | None = None, session_id: str | None = None,
-                        resume_token: str | None = None, last_seq: int | None = None) -> Connected:
+                        resume_token: str | None = None, last_seq: int | None = None,
+                        new_session_id: str | None = None) -> Connected:
         """Send hello and the tool list; return the server's ``connected``.
         ``session_id`` (an id or ``"latest"``) resumes a session instead of
         opening a new one; with ``last_seq`` the server replays every event
-        after it.
+        after it. ``new_session_id`` opens a new session under that id.
 
         Raises :class:`HandshakeFailed` (with the server's error code, e.g.
         ``unauthorized`` or ``unknown_session``) or :class:`ConnectFailed`
@@ -213,14 +214,15 @@ class ProtocolClient:
         self._token = token
         self._handshaking = True
         try:
-            return await self._handshake(token, session_id, resume_token, last_seq)
+            return await self._handshake(token, session_id, resume_token, last_seq, new_session_id)
         finally:
             self._handshaking = False
 
     async def _handshake(self, token: str | None, session_id: str | None, resume_token: str | None,
-                         last_seq: int | None) -> Connected:
+                         last_seq: int | None, new_session_id: str | None = None) -> Connected:
         await self._send(Hello(client=f"gemini-split/{__version__}", capabilities=CLIENT_CAPABILITIES, token=token,
                                session_id=session_id, resume_token=resume_token, last_seq=last_seq,
+                               new_session_id=new_session_id,
                                caller=self.caller if self.stream.same_user else None))
         with trio.move_on_after(self.handshake_timeout) as scope:
             try:

@@ -39,6 +39,7 @@ approvals add rows to :data:`_RULES` and fields to :class:`RequestState`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -130,7 +131,25 @@ class _Conversation:
 
 def _hello(c: _Conversation, m: Hello) -> None:
     _check_version(m.protocol_version)
+    if m.new_session_id is not None:
+        if not is_chosen_session_id(m.new_session_id):
+            raise _Breach(ErrorCode.INVALID_FIELD,
+                          f"new_session_id {quote(m.new_session_id)} must be 1-128 letters, digits, '-' or '_'",
+                          field="new_session_id")
+        if m.session_id is not None:
+            raise _Breach(ErrorCode.INVALID_FIELD,
+                          "new_session_id opens a new session; it cannot be combined with session_id (a resume)",
+                          field="new_session_id")
     c.phase = Phase.AWAITING_CONNECTED
+
+
+_CHOSEN_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+def is_chosen_session_id(value: str) -> bool:
+    """Whether ``value`` may name a new session (``hello.new_session_id``,
+    gemini-cli's ``--session-id`` rule plus a length limit)."""
+    return _CHOSEN_SESSION_ID.fullmatch(value) is not None
 
 
 def _connected(c: _Conversation, m: Connected) -> None:

@@ -27,6 +27,7 @@ class ErrorCode(StrEnum):
     INVALID_REQUEST = "invalid_request"
     REPLAY_UNAVAILABLE = "replay_unavailable"
     UNKNOWN_SESSION = "unknown_session"
+    SESSION_EXISTS = "session_exists"
     INTERRUPTED = "interrupted"
     STORAGE_ERROR = "storage_error"
     TURN_LIMIT = "turn_limit"

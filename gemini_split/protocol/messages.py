@@ -195,6 +195,11 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
     last_seq: int | None = None
     #: 1.2, the local daemon only (see :class:`Caller`).
     caller: Caller | None = None
+    #: (1.2) Open a *new* session under this id instead of a generated one
+    #: (gemini-cli's ``--session-id``): letters, digits, ``-`` and ``_``, at
+    #: most 128. Refused with ``session_exists`` when the caller already has
+    #: a session by that id; never combined with ``session_id``.
+    new_session_id: str | None = None
 
 
 class Connected(ServerMessage, tag="connected", kw_only=True):

@@ -38,6 +38,7 @@ from gemini_split.protocol import (
     TextDelta,
     ThinkingDelta,
     ToolDelta,
+    quote,
 )
 from gemini_split.stamping import stamp
 from gemini_split.transport import (
@@ -109,8 +110,10 @@ class AgentService:
         await self.open_store()
         await self.manager.run(task_status=task_status)
 
-    def _new_session(self, *, principal: Principal | None, record: SessionRecord | None = None) -> Session:
-        return Session(model=self.model, config=self.config, principal=principal, store=self.store, record=record)
+    def _new_session(self, *, principal: Principal | None, record: SessionRecord | None = None,
+                     session_id: str | None = None) -> Session:
+        return Session(model=self.model, config=self.config, principal=principal, store=self.store, record=record,
+                       session_id=session_id)
 
     async def aclose(self) -> None:
         """Close the model this service owns (its HTTP client and TLS
@@ -185,7 +188,12 @@ class AgentService:
                 await _send_fatal(stream, conn, ErrorCode.UNKNOWN_SESSION, _no_such_session(hello.session_id))
                 return
         else:
-            session = await self.manager.create(principal)
+            session = await self.manager.create(principal, session_id=hello.new_session_id)
+            if session is None:
+                await _send_fatal(stream, conn, ErrorCode.SESSION_EXISTS, (
+                    f"a session with id {quote(hello.new_session_id)} already exists; "
+                    "resume it (--resume), or choose another id"))
+                return
         if caller is not None:
             session.model = caller[0] or self.model
             session.model_name = caller[1] or session.model_name

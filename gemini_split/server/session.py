@@ -83,8 +83,9 @@ class Session:
     nursery (via ``nursery.start``) before handing it messages."""
 
     def __init__(self, *, model: Model, config: ServerConfig, principal: Principal | None = None,
-                 store: SessionStore | None = None, record: SessionRecord | None = None):
-        self.id = "s-" + secrets.token_hex(8)
+                 store: SessionStore | None = None, record: SessionRecord | None = None,
+                 session_id: str | None = None):
+        self.id = session_id or "s-" + secrets.token_hex(8)
         #: The resume token; None for a session restored from the store
         #: until a client presents it (the store keeps only its hash).
         self.resume_token: str | None = secrets.token_urlsafe(24)

@@ -22,6 +22,7 @@ session from one that never existed.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -48,6 +49,18 @@ LATEST = "latest"
 
 def owner_of(principal: Principal | None) -> str:
     return principal.user_id if principal is not None else LOCAL_OWNER
+
+
+def chosen_id(owner: str, name: str) -> str:
+    """The id of a session its owner named ``name`` (``--session-id``).
+    Each user of an authenticated server names sessions in a space of their
+    own — two users may both choose ``build-42``, and choosing one never
+    tells whether another user has it; without authentication (one user)
+    the id is the name itself."""
+    if owner == LOCAL_OWNER:
+        return name
+    digest = hashlib.sha256(owner.encode()).hexdigest()[:10]
+    return f"u{digest}-{name}"
 
 
 @dataclass(eq=False)
@@ -100,8 +113,19 @@ class SessionManager:
 
     # --- finding sessions -------------------------------------------------------
 
-    async def create(self, principal: Principal | None) -> Session:
-        session = self.make_session(principal=principal)
+    async def create(self, principal: Principal | None, *, session_id: str | None = None) -> Session | None:
+        """A new session of ``principal``: under a generated id, or under
+        ``session_id`` (the caller's choice, ``hello.new_session_id``) —
+        None when the caller already has a session by that id."""
+        if session_id is None:
+            session = self.make_session(principal=principal)
+        else:
+            session_id = chosen_id(owner_of(principal), session_id)
+            if session_id in self._live or await self.store.get(session_id) is not None:
+                return None
+            if session_id in self._live:  # opened by another connection meanwhile
+                return None
+            session = self.make_session(principal=principal, session_id=session_id)
         await self._start(session)
         return session
 
@@ -110,6 +134,9 @@ class SessionManager:
         """The session to resume, or None (no such session, not the
         caller's, or a wrong token: never said which)."""
         owner = owner_of(principal)
+        if (session_id != LATEST and owner != LOCAL_OWNER and session_id not in self._live
+                and await self.store.get(session_id) is None):
+            session_id = chosen_id(owner, session_id)  # one the caller named (--session-id)
         if session_id == LATEST:
             # Every session that ever ran a request is in the store.
             mine = await self.store.list_sessions(owner)

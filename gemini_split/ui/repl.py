@@ -532,8 +532,9 @@ class Repl:
 
     def _fresh(self, settings: ClientSettings) -> ClientSettings:
         # Embedded or not, a new connection to the same server: the embedded
-        # service (and its model) is this process's one.
-        return dataclasses.replace(settings)
+        # service (and its model) is this process's one. A new session, not
+        # the one --resume or --session-id named at start.
+        return dataclasses.replace(settings, resume=None, new_session_id=None)
 
     def _embedded_service(self) -> Any:
         """This process's embedded service, built on first use (the key is

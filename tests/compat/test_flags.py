@@ -21,10 +21,6 @@ HELP = (FIXTURES / "gemini-cli-0.61.0-help.txt").read_text()
 
 #: Flags other issues wire; this test names them so none is forgotten.
 PENDING = {
-    "--resume": "sessions (issue 10)", "-r": "sessions (issue 10)",
-    "--list-sessions": "sessions (issue 10)", "--delete-session": "sessions (issue 10)",
-    "--session-file": "sessions (issue 10)",
-    "--session-id": "sessions (issue 10): a new session under a chosen id needs the session store",
     "-s": "sandbox", "--sandbox": "sandbox",
 }
 #: gemini-cli features gemini-split does not have (README: Differences).
@@ -32,6 +28,7 @@ ABSENT = {
     "-w": "git worktrees", "--worktree": "git worktrees",
     "-e": "extensions", "--extensions": "extensions",
     "-l": "extensions", "--list-extensions": "extensions",
+    "--session-file": "importing gemini-cli's own chat recordings",
 }
 
 
@@ -59,7 +56,8 @@ def test_every_gemini_cli_flag_is_accepted_or_accounted_for():
     for flag in ["-d", "--debug", "-v", "--version", "-i", "--prompt-interactive", "--include-directories",
                  "--approval-mode", "--screen-reader", "--raw-output", "--accept-raw-output-risk",
                  "--skip-trust", "-o", "--output-format", "-m", "-p", "-y", "--allowed-tools", "-h",
-                 "--allowed-mcp-server-names", "--policy", "--admin-policy"]:
+                 "--allowed-mcp-server-names", "--policy", "--admin-policy", "--session-id",
+                 "-r", "--resume", "--list-sessions", "--delete-session", "--acp", "--experimental-acp"]:
         assert flag in ours, flag
 
 

@@ -37,7 +37,6 @@ from gemini_split.client.context import (
 )
 from gemini_split.client.tools.session_tools import default_memory_file
 from gemini_split.client.reconnect import DEFAULT_RECONNECT_TIMEOUT
-from gemini_split.client.profiles import ServerProfile, profile_store
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, ProfileError, SettingsError
 from gemini_split.settings import LoadedSettings, Settings, load_settings
@@ -45,6 +44,7 @@ from gemini_split.protocol import Caller
 from gemini_split.transport import ConnectOptions
 
 if TYPE_CHECKING:
+    from gemini_split.client.profiles import ServerProfile
     from gemini_split.policy import Policy
     from gemini_split.server.model import Model
     from gemini_split.server.service import AgentService
@@ -304,6 +304,8 @@ def _profile_address(name: str, env: Environment) -> str:
 
 
 def _find_profile(name: str, env: Environment) -> ServerProfile:
+    from gemini_split.client.profiles import profile_store  # only when a profile is named
+
     store = profile_store(env.config_dir)
     profile = store.get(name)
     if profile is None:
@@ -346,6 +348,8 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
         address = target
         connect = ConnectOptions(token=env.environ.get("GEMINI_SERVER_TOKEN") or None, extra=_spawn_extra(env))
     else:
+        from gemini_split.client.profiles import profile_store
+
         profile = profile_store(env.config_dir).get(target)
         if profile is None:
             raise ProfileError(f"no profile named {target!r} (see: gemini-split server list)")

@@ -19,7 +19,6 @@ warning naming it, and the rest go on working.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import warnings
 from abc import ABC, abstractmethod
@@ -27,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gemini_split.entry_points import EntryPoint, entry_points
 from gemini_split.errors import ConfigurationError, GeminiSplitError
 from gemini_split.protocol import DEFAULT_MAX_MESSAGE_SIZE
 
@@ -249,7 +249,7 @@ class TransportRegistry:
 
     def schemes(self) -> list[str]:
         """Every scheme known, without importing any plugin."""
-        names = {ep.name for ep in importlib.metadata.entry_points(group=self.group)}
+        names = {ep.name for ep in entry_points(self.group)}
         return sorted(names | set(self._loaded))
 
     def get(self, scheme: str) -> Transport:
@@ -259,7 +259,7 @@ class TransportRegistry:
             return self._loaded[scheme]
         candidates = [
             ep
-            for ep in importlib.metadata.entry_points(group=self.group)
+            for ep in entry_points(self.group)
             if ep.name.lower() == scheme
         ]
         for ep in candidates:
@@ -278,7 +278,7 @@ class TransportRegistry:
             f"no transport for scheme {scheme!r} (installed: {known})"
         )
 
-    def _load(self, ep: importlib.metadata.EntryPoint) -> Transport | None:
+    def _load(self, ep: EntryPoint) -> Transport | None:
         try:
             target = ep.load()
             transport = target() if callable(target) and not isinstance(target, Transport) else target
@@ -294,9 +294,8 @@ class TransportRegistry:
         return transport
 
 
-def _dist_name(ep: importlib.metadata.EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    return dist.name if dist is not None else "an unknown distribution"
+def _dist_name(ep: EntryPoint) -> str:
+    return ep.dist_name or "an unknown distribution"
 
 
 _registry = TransportRegistry()

@@ -148,12 +148,22 @@ def main() -> None:
                 case("(b) read_file round trip: -p embedded", TOOL_TURNS, [*gs, "-p", "read notes.txt"]),
                 case("(b) read_file round trip: google-genai script", TOOL_TURNS, [py, "-c", FLOOR_TOOL]),
             ]
+            skipped = "npx or the package is not available"
             if not args.no_gemini_cli and gemini_cli_available():
-                cli_env = dict(env, HOME=home)  # no user settings; the key and endpoint from the environment
-                results.append(case("(a) 50-chunk text: gemini-cli 0.61 -p", [TEXT_TURN],
-                                    ["npx", "-y", GEMINI_CLI, "-p", "count"], cli_env))
-            else:
-                results.append({"case": "(a) gemini-cli 0.61 -p", "skipped": "npx or the package is not available"})
+                # A home of its own: the key and endpoint from the environment,
+                # API-key auth chosen (gemini-cli refuses to guess headless).
+                cli_home = Path(home, "gemini-cli-home")
+                Path(cli_home, ".gemini").mkdir(parents=True)
+                Path(cli_home, ".gemini", "settings.json").write_text(json.dumps(
+                    {"security": {"auth": {"selectedType": "gemini-api-key"}}, "selectedAuthType": "gemini-api-key"}))
+                try:
+                    results.append(case("(a) 50-chunk text: gemini-cli 0.61 -p", [TEXT_TURN],
+                                        ["npx", "-y", GEMINI_CLI, "-p", "count"], dict(env, HOME=str(cli_home))))
+                    skipped = ""
+                except SystemExit as exc:
+                    skipped = f"it failed: {str(exc)[:200]}"
+            if skipped:
+                results.append({"case": "(a) gemini-cli 0.61 -p", "skipped": skipped})
         finally:
             subprocess.run([*gs, "daemon", "stop"], env=local, capture_output=True)
     by = {r["case"]: r for r in results}

@@ -15,7 +15,7 @@ from .conftest import info
 
 NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",
          "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn")
-THIN_NEVER = NEVER + ("google", "httpx", "h11", "gemini_split.server", "gemini_split_loopback", "rich",
+THIN_NEVER = NEVER + ("google", "httpx", "httpx2", "h11", "gemini_split.server", "gemini_split_loopback", "rich",
                       "importlib.metadata", "gemini_split.client.profiles")
 EMBEDDED_NEVER = NEVER + ("gemini_split_unix",)
 

@@ -158,7 +158,8 @@ def main() -> None:
                     {"security": {"auth": {"selectedType": "gemini-api-key"}}, "selectedAuthType": "gemini-api-key"}))
                 try:
                     results.append(case("(a) 50-chunk text: gemini-cli 0.61 -p", [TEXT_TURN],
-                                        ["npx", "-y", GEMINI_CLI, "-p", "count"], dict(env, HOME=str(cli_home))))
+                                        ["npx", "-y", GEMINI_CLI, "-p", "count"],
+                                        dict(env, HOME=str(cli_home), GEMINI_CLI_TRUST_WORKSPACE="true")))
                     skipped = ""
                 except SystemExit as exc:
                     skipped = f"it failed: {str(exc)[:200]}"

@@ -122,6 +122,7 @@ complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc -x -d 'als
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l no-websocket -d 'with --grpc: serve gRPC only, no WebSocket listener'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc-allow-config -x -d 'comma-separated StartRequest.advanced_config keys clients may set (known: userMemory; default: none)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc-max-streams -x -d 'gRPC streams served at once (default 64)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l allow-attach-by-id -l no-allow-attach-by-id -d 'let a user join one of their own sessions that has clients attached by its id alone, without its resume token (`gemini-split attach ID`; default: on for a loopback address or --stdio, off otherwise)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l debug -d 'log details to stderr'
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a server -d 'Manage server profiles, the names --server and the REPL'"'"'s /server connect accept. They live in servers.json in $GEMINI_SPLIT_HOME or ~/.gemini (mode 0600: it may hold tokens).'
 complete -c gemini-split -n '_shtab_gemini_split_using server' -s h -l help -d 'show this help message and exit'

@@ -22,8 +22,9 @@ from __future__ import annotations
 import logging
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from gemini_split.entry_points import EntryPoint, entry_points
@@ -121,6 +122,10 @@ class MessageStream(ABC):
     #: process (a Unix socket's ``SO_PEERCRED``). Only then may a ``hello``
     #: hand the server the caller's own key and settings (``hello.caller``).
     same_user: bool = False
+    #: Late-joiner replay parameters the transport received outside the
+    #: protocol (the WebSocket URL's ``?limit=&since=&before=``), as text;
+    #: ``hello.replay`` wins over them. Never credentials.
+    replay_query: Mapping[str, str] = MappingProxyType({})
 
     @abstractmethod
     async def send(self, message: str) -> None: ...

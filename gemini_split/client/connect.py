@@ -93,6 +93,16 @@ class ClientSettings:
     resume: str | None = None
     #: Open a new session under this id (``--session-id``) instead of a generated one.
     new_session_id: str | None = None
+    #: ``resume`` attaches to a session others may be using (``gemini-split
+    #: attach``): its last turn (or ``replay``) is replayed, not redrawn
+    #: from the history.
+    attach: bool = False
+    #: ``"observer"`` watches read-only (``attach --watch``).
+    role: str = "driver"
+    #: What an attach replays (None: the server's default, the last turn).
+    replay: Any = None
+    #: This client's name to the others attached ("" : the server's).
+    label: str = ""
     #: Seconds to keep trying to reconnect after the connection to a server
     #: broke (0: do not). Embedded mode has no connection to lose.
     reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
@@ -166,8 +176,15 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 client.mcp_servers = mcp
                 client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)
             try:
+                replay = settings.replay
+                if settings.resume is not None and not settings.attach and replay is None:
+                    # A resumed conversation is redrawn from its history.
+                    from gemini_split.protocol import Replay
+
+                    replay = Replay(limit=0)
                 await client.handshake(token=settings.connect.token, session_id=settings.resume,
-                                       new_session_id=settings.new_session_id)
+                                       new_session_id=settings.new_session_id,
+                                       role=settings.role, label=settings.label, replay=replay)
                 await nursery.start(client.run)
                 yield client
             finally:

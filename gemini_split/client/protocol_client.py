@@ -50,6 +50,8 @@ from gemini_split.protocol import (
     SessionContext,
     State,
     ToolDiscovery,
+    Replay,
+    ToolCallAnswered,
     ToolExecutionRequest,
     ToolExecutionResponse,
 )
@@ -182,6 +184,8 @@ class ProtocolClient:
         #: The local daemon's caller (our key, endpoint and model): sent in
         #: ``hello`` only on a stream that proved the server is our own user.
         self.caller: Caller | None = None
+        self._role = "driver"
+        self._label = ""
         #: Set when the peer or the network ended the connection (not us, not
         #: a fatal error): worth reconnecting.
         self._broken = False
@@ -190,6 +194,7 @@ class ProtocolClient:
         # Tool calls by id: running now, or answered (kept for a server that
         # asks again after a reconnect: a call runs once).
         self._running_calls: set[str] = set()
+        self._call_scopes: dict[str, trio.CancelScope] = {}
         self._answers: OrderedDict[str, ToolExecutionResponse] = OrderedDict()
 
     # --- connection ----------------------------------------------------------
@@ -201,29 +206,41 @@ class ProtocolClient:
 
     async def handshake(self, *, token: str | None = None, session_id: str | None = None,
                         resume_token: str | None = None, last_seq: int | None = None,
-                        new_session_id: str | None = None) -> Connected:
+                        new_session_id: str | None = None,
+                        role: str = "driver", label: str = "", replay: Replay | None = None) -> Connected:
         """Send hello and the tool list; return the server's ``connected``.
-        ``session_id`` (an id or ``"latest"``) resumes a session instead of
-        opening a new one; with ``last_seq`` the server replays every event
-        after it. ``new_session_id`` opens a new session under that id.
+        ``session_id`` (an id or ``"latest"``) resumes or attaches to a
+        session instead of opening a new one; with ``last_seq`` the server
+        replays every event after it, with ``replay`` the turns or times it
+        names. ``new_session_id`` opens a new session under that id.
+        ``role="observer"`` watches read-only; ``label`` names this client to
+        the others attached.
 
         Raises :class:`HandshakeFailed` (with the server's error code, e.g.
         ``unauthorized`` or ``unknown_session``) or :class:`ConnectFailed`
         when the peer closes, times out or answers with something that is
         not the protocol."""
         self._token = token
+        self._role, self._label = role, label
         self._handshaking = True
         try:
-            return await self._handshake(token, session_id, resume_token, last_seq, new_session_id)
+            return await self._handshake(token, session_id, resume_token, last_seq, new_session_id, replay)
         finally:
             self._handshaking = False
 
+    @property
+    def observer(self) -> bool:
+        """Whether this client watches read-only."""
+        return self._role == "observer"
+
     async def _handshake(self, token: str | None, session_id: str | None, resume_token: str | None,
-                         last_seq: int | None, new_session_id: str | None = None) -> Connected:
+                         last_seq: int | None, new_session_id: str | None = None,
+                         replay: Replay | None = None) -> Connected:
         await self._send(Hello(client=f"gemini-split/{__version__}", capabilities=CLIENT_CAPABILITIES, token=token,
                                session_id=session_id, resume_token=resume_token, last_seq=last_seq,
                                new_session_id=new_session_id,
-                               caller=self.caller if self.stream.same_user else None))
+                               caller=self.caller if self.stream.same_user else None,
+                               role=self._role, label=self._label, replay=replay))  # type: ignore[arg-type]
         with trio.move_on_after(self.handshake_timeout) as scope:
             try:
                 text = await self.stream.receive()
@@ -462,9 +479,12 @@ class ProtocolClient:
         turn = self._turn
         if turn is not None and getattr(message, "request_id", None) == turn.request_id:
             turn.acknowledged = True
-        if isinstance(message, ToolExecutionRequest):
+        if isinstance(message, ToolExecutionRequest) and self._runs_here(message, turn):
             await self._tool_requested(message, nursery)
             return
+        if isinstance(message, ToolCallAnswered) and message.call_id in self._running_calls \
+                and (turn is None or message.request_id != turn.request_id):
+            self._abandon_call(message.call_id)
         await self.on_event(message)
         if isinstance(message, Finished | Error) and turn is not None:
             belongs = message.request_id == turn.request_id
@@ -479,6 +499,22 @@ class ProtocolClient:
             # A server going down for a restart is worth waiting for.
             self._broken = message.code == ErrorCode.SHUTTING_DOWN.value
             await self.stream.aclose(message.message)
+
+    def _runs_here(self, request: ToolExecutionRequest, turn: _Turn | None) -> bool:
+        """Whether this client runs a tool call: never a replayed one or as
+        an observer; its own prompt's calls, and calls handed over to it
+        (their client left). A 1.1 server asks only the one client."""
+        if request.replayed or self.observer:
+            return False
+        if not self._conn.announced:
+            return True
+        return request.handover or (turn is not None and turn.request_id == request.request_id)
+
+    def _abandon_call(self, call_id: str) -> None:
+        """Another client answered a call handed over to this one too: stop it."""
+        scope = self._call_scopes.get(call_id)
+        if scope is not None:
+            scope.cancel()
 
     async def _tool_requested(self, request: ToolExecutionRequest, nursery: trio.Nursery) -> None:
         """Run a call once, however often the server asks (it asks again
@@ -498,12 +534,16 @@ class ProtocolClient:
     async def _run_tool(self, request: ToolExecutionRequest) -> None:
         turn = self._turn
         scope = turn.new_tool_scope() if turn is not None and turn.request_id == request.request_id else trio.CancelScope()
+        self._call_scopes[request.id] = scope
         result: Any = None
         failure = None
-        with scope:
-            result, failure = await self.executor.execute(
-                request.id, request.tool, request.parameters, self.on_event, request_id=request.request_id,
-            )
+        try:
+            with scope:
+                result, failure = await self.executor.execute(
+                    request.id, request.tool, request.parameters, self.on_event, request_id=request.request_id,
+                )
+        finally:
+            self._call_scopes.pop(request.id, None)
         self._running_calls.discard(request.id)
         if scope.cancelled_caught:
             return  # the server cancelled the request too; nothing to answer
@@ -554,6 +594,7 @@ class ProtocolClient:
                     connected = await self.handshake(
                         token=self._token, session_id=self.connected.session_id,
                         resume_token=self.connected.resume_token, last_seq=old.last_seq,
+                        role=self._role, label=self._label,
                     )
                 except HandshakeFailed as exc:
                     self._conn = old
@@ -570,13 +611,18 @@ class ProtocolClient:
                     await stream.aclose()
                     last_failure = str(exc)
                     continue
-                # Go on from where the old connection was. Calls it had not
-                # answered are left out: the server asks again for them.
+                # Go on from where the old connection was. A 1.2 server said
+                # where its live events start (connected); a 1.1 one goes on
+                # from our state, leaving out the calls we had not answered:
+                # it asks again for them.
                 request = old.request
-                self._conn.restore(
-                    RequestState(request.request_id, set(), set(request.awaiting_decision)) if request else None,
-                    last_seq=old.last_seq,
-                )
+                if self._conn.announced:
+                    self._conn.restore(self._conn.request, last_seq=old.last_seq)
+                else:
+                    self._conn.restore(
+                        RequestState(request.request_id, set(), set(request.awaiting_decision)) if request else None,
+                        last_seq=old.last_seq,
+                    )
                 self.connected = connected
                 self._closed_reason = None
                 self._last_heard = trio.current_time()

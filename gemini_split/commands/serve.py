@@ -105,6 +105,10 @@ def add_serve_parser(commands: Any) -> None:
                            "(known: userMemory; default: none)")
     grpc.add_argument("--grpc-max-streams", type=positive_int, default=64, metavar="N",
                       help="gRPC streams served at once (default 64)")
+    sessions.add_argument("--allow-attach-by-id", action=argparse.BooleanOptionalAction, default=None,
+                          help="let a user join one of their own sessions that has clients attached by its "
+                               "id alone, without its resume token (`gemini-split attach ID`; default: on "
+                               "for a loopback address or --stdio, off otherwise)")
     # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="log details to stderr")
 
@@ -136,10 +140,12 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if args.no_websocket and not args.grpc:
         raise ConfigurationError("--no-websocket goes with --grpc HOST:PORT (otherwise nothing would be served)")
     grpc_address = _grpc_address(args, authenticate) if args.grpc else None
+    local = True
     if args.stdio:
         address = "stdio:-"
     elif args.no_websocket:
         address = None
+        local = False  # gRPC only: attach by id is for loopback WebSocket / stdio
     else:
         host, port = _parse_listen(args.listen, e.get("GEMINI_SERVER_PORT"))
         if authenticate is None and not _is_loopback(host) and not args.insecure_no_auth:
@@ -148,6 +154,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
                 "could use your API key. Pass --auth-config FILE (or GEMINI_AUTH_CONFIG), or "
                 "--insecure-no-auth if you really mean it."
             )
+        local = _is_loopback(host)
         scheme = "wss" if args.tls_cert else "ws"
         address = f"{scheme}://{_bracket(host)}:{port}"
 
@@ -164,7 +171,8 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         acp_address = f"{'wss' if args.tls_cert else 'ws'}://{_bracket(acp_host)}:{acp_port}"
 
     config = ServerConfig(model=model_name, tool_timeout=args.tool_timeout, max_message_size=args.max_message_size,
-                          replay_capacity=args.replay_capacity)
+                          replay_capacity=args.replay_capacity,
+                          allow_attach_by_id=local if args.allow_attach_by_id is None else args.allow_attach_by_id)
     if args.serve_max_turns:
         config.max_turns = args.serve_max_turns
     if args.allowed_models:

@@ -25,7 +25,9 @@ from .messages import (
     SERVER_MESSAGES,
     ApiStats,
     Cancel,
+    ClientInfo,
     ClientMessage,
+    ClientsChanged,
     Connected,
     ContextFile,
     Error,
@@ -40,6 +42,8 @@ from .messages import (
     Hello,
     History,
     Message,
+    Replay,
+    RequestStarted,
     Retrying,
     ServerEvent,
     ServerMessage,
@@ -48,6 +52,7 @@ from .messages import (
     TextDelta,
     ThinkingDelta,
     ToolAwaitingApproval,
+    ToolCallAnswered,
     ToolCompleted,
     ToolDecision,
     ToolDelta,
@@ -60,6 +65,7 @@ from .messages import (
     ToolStarted,
     Usage,
     is_stamped,
+    version_tuple,
 )
 from .messages import Caller  # 1.2: the local daemon's caller
 from .connection import Connection, Phase, RequestState

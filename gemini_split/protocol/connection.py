@@ -32,9 +32,22 @@ caller (no clock, no randomness in this package); whether a prompt is
 acceptable, which model may be used, what a tool does — the session decides,
 and ends a request it refuses with an ``error``.
 
+Several clients on one session (1.2): a request is *announced* to every
+attached client by ``request_started``, its first event. A client's own
+``generate_content_request`` is *submitted* until then (a second one is
+``busy``); if another client's request is announced first, the submitted one
+is owed its refusal (``error`` ``busy``). Between two 1.1 peers a request
+runs from its ``generate_content_request`` as before. An ``observer``
+(``hello.role``) may not prompt, cancel or answer tool calls (``forbidden``).
+Events marked ``replayed`` (a late joiner's catch-up) are checked only for
+``seq`` order: where the live part starts, the request state is the one
+``connected`` states (``active_request_id``, ``pending_tool_calls``).
+A tool call asked again of one client (``handover``, no ``seq``) may repeat
+a pending id.
+
 Growing it: resume restores the request state of a session on a fresh
-connection (:meth:`Connection.restore`); attach, observers and server-side
-approvals add rows to :data:`_RULES` and fields to :class:`RequestState`.
+connection (:meth:`Connection.restore`); server-side approvals add rows to
+:data:`_RULES` and fields to :class:`RequestState`.
 """
 
 from __future__ import annotations
@@ -48,7 +61,12 @@ from typing import Any
 from .codec import DEFAULT_MAX_MESSAGE_SIZE, check_version, decode, encode
 from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
 from .messages import (
+    ANNOUNCED_REQUESTS_SINCE,
     Cancel,
+    ClientsChanged,
+    RequestStarted,
+    ToolCallAnswered,
+    version_tuple,
     Connected,
     DeleteSession,
     ListSessions,
@@ -120,6 +138,13 @@ class _Conversation:
     #: ids of get_state/get_history, and of refused requests, owed a reply.
     owed_replies: set[str] = field(default_factory=set)
     last_seq: int = 0
+    #: 1.2 on both ends: requests are announced by ``request_started``.
+    announced: bool = False
+    #: The client's own request, sent but not announced yet (1.2).
+    submitted: str | None = None
+    #: The client attached read-only (``hello.role == "observer"``).
+    observer: bool = False
+    hello_version: tuple[int, int] = (0, 0)
 
 
 # --- the rules ---------------------------------------------------------------
@@ -140,6 +165,8 @@ def _hello(c: _Conversation, m: Hello) -> None:
             raise _Breach(ErrorCode.INVALID_FIELD,
                           "new_session_id opens a new session; it cannot be combined with session_id (a resume)",
                           field="new_session_id")
+    c.hello_version = version_tuple(m.protocol_version)
+    c.observer = m.role == "observer"
     c.phase = Phase.AWAITING_CONNECTED
 
 
@@ -154,7 +181,16 @@ def is_chosen_session_id(value: str) -> bool:
 
 def _connected(c: _Conversation, m: Connected) -> None:
     _check_version(m.protocol_version)
+    c.announced = min(c.hello_version, version_tuple(m.protocol_version)) >= ANNOUNCED_REQUESTS_SINCE
+    if m.active_request_id is not None:
+        c.request = RequestState(m.active_request_id, set(m.pending_tool_calls))
     c.phase = Phase.OPEN
+
+
+def _driver_only(c: _Conversation, m: Message) -> None:
+    if c.observer:
+        raise _Breach(ErrorCode.FORBIDDEN, f"this client attached as an observer (read-only): "
+                      f"it may not send {_kind(m)}", field=None)
 
 
 def _check_version(version: Any) -> None:
@@ -169,16 +205,46 @@ def _nothing(c: _Conversation, m: Message) -> None:
 
 
 def _start_request(c: _Conversation, m: GenerateContentRequest) -> None:
-    if c.request is not None:
+    _driver_only(c, m)
+    running = c.request.request_id if c.request is not None else c.submitted
+    if running is not None:
         raise _Breach(
             ErrorCode.BUSY,
-            f"request {quote(c.request.request_id)} is still running; cancel it or wait",
+            f"request {quote(running)} is still running; cancel it or wait",
             field=None,
         )
-    c.request = RequestState(m.id)
+    if c.announced:
+        c.submitted = m.id
+    else:
+        c.request = RequestState(m.id)
+
+
+def _announce_request(c: _Conversation, m: RequestStarted) -> None:
+    if c.request is not None and c.request.request_id != m.request_id:
+        raise _Breach(ErrorCode.UNEXPECTED_MESSAGE,
+                      f"request_started for {quote(m.request_id)} while {quote(c.request.request_id)} runs",
+                      field="request_id")
+    _event(c, m)
+    if c.submitted is not None and c.submitted != m.request_id:
+        # Another client's request won: ours is owed its refusal.
+        c.owed_replies.add(c.submitted)
+    c.submitted = None
+    if c.request is None:
+        c.request = RequestState(m.request_id)
+
+
+def _cancel(c: _Conversation, m: Cancel) -> None:
+    _driver_only(c, m)  # of nothing running, or of another request: ignored
+
+
+def _call_answered(c: _Conversation, m: ToolCallAnswered) -> None:
+    request = _running(c, m)
+    _event(c, m)
+    request.pending_calls.discard(m.call_id)
 
 
 def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
+    _driver_only(c, m)
     if c.request is None or m.request_id not in c.request.pending_calls:
         raise _Breach(
             ErrorCode.UNEXPECTED_MESSAGE,
@@ -189,6 +255,7 @@ def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
 
 
 def _decide(c: _Conversation, m: ToolDecision) -> None:
+    _driver_only(c, m)
     if c.request is None or m.call_id not in c.request.awaiting_decision:
         raise _Breach(
             ErrorCode.UNEXPECTED_MESSAGE,
@@ -253,6 +320,8 @@ def _in_request(c: _Conversation, m: Any) -> None:
 def _request_call(c: _Conversation, m: ToolExecutionRequest) -> None:
     request = _running(c, m)
     if m.id in request.pending_calls:
+        if m.seq is None and m.handover:
+            return  # asked again of this client: still the same call
         raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {quote(m.id)} was already requested", field="id")
     _event(c, m)
     request.pending_calls.add(m.id)
@@ -277,9 +346,12 @@ def _server_error(c: _Conversation, m: Error) -> None:
     refused request or an owed reply, or stand alone (``request_id`` unset);
     a fatal one, or any before the connection is open, ends the connection."""
     rid = m.request_id
-    if rid is not None and rid not in c.owed_replies and (c.request is None or c.request.request_id != rid):
+    if (rid is not None and rid not in c.owed_replies and rid != c.submitted
+            and (c.request is None or c.request.request_id != rid)):
         _running(c, m)  # raises: names what is running
     _event(c, m)
+    if rid is not None and rid == c.submitted:
+        c.submitted = None  # refused before it was announced
     if rid is not None:
         if c.request is not None and c.request.request_id == rid:
             c.request = None
@@ -312,7 +384,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (CLIENT, GenerateContentRequest): (_OPEN, _start_request),
     (CLIENT, ToolExecutionResponse): (_OPEN, _answer_call),
     (CLIENT, ToolDecision): (_OPEN, _decide),
-    (CLIENT, Cancel): (_OPEN, _nothing),  # of nothing running, or of another request: ignored
+    (CLIENT, Cancel): (_OPEN, _cancel),
     (CLIENT, GetState): (_OPEN, _expect_reply),
     (CLIENT, GetHistory): (_OPEN, _expect_reply),
     (CLIENT, ListSessions): (_OPEN, _expect_reply),
@@ -328,6 +400,10 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (SERVER, ToolCompleted): (_OPEN, _in_request),
     (SERVER, ToolError): (_OPEN, _in_request),
     (SERVER, Finished): (_OPEN, _end_request),
+    # server -> client: several clients on one session (1.2)
+    (SERVER, RequestStarted): (_OPEN, _announce_request),
+    (SERVER, ToolCallAnswered): (_OPEN, _call_answered),
+    (SERVER, ClientsChanged): (_OPEN, _event),
     # server -> client: replies
     (SERVER, State): (_OPEN, _reply),
     (SERVER, History): (_OPEN, _reply),
@@ -387,6 +463,16 @@ class Connection:
         return self._c.last_seq
 
     @property
+    def announced(self) -> bool:
+        """Whether requests are announced by ``request_started`` (1.2)."""
+        return self._c.announced
+
+    @property
+    def observer(self) -> bool:
+        """Whether the client attached read-only (``hello.role``)."""
+        return self._c.observer
+
+    @property
     def owed_replies(self) -> frozenset[str]:
         """Ids of messages still owed their reply."""
         return frozenset(self._c.owed_replies)
@@ -399,6 +485,7 @@ class Connection:
             None if request is None
             else RequestState(request.request_id, set(request.pending_calls), set(request.awaiting_decision))
         )
+        self._c.submitted = None
         self._c.last_seq = last_seq
 
     # --- the two directions ----------------------------------------------------
@@ -456,6 +543,10 @@ class Connection:
         if entry is None:
             raise _Breach(ErrorCode.UNEXPECTED_MESSAGE, f"{_kind(message)} is never sent by a {sender}")
         phases, rule = entry
+        if sender == SERVER and getattr(message, "replayed", False) and self._c.phase is Phase.OPEN:
+            # Catch-up from the session's log: only its order is checked.
+            _event(self._c, message)
+            return
         if self._c.phase not in phases:
             expected = sorted(_kind_of(cls) for (who, cls), (ph, _) in _RULES.items()
                               if who == sender and self._c.phase in ph)

@@ -32,6 +32,9 @@ class ErrorCode(StrEnum):
     STORAGE_ERROR = "storage_error"
     TURN_LIMIT = "turn_limit"
     CANCELLED = "cancelled"
+    # 1.2: several clients on one session.
+    FORBIDDEN = "forbidden"
+    SLOW_CONSUMER = "slow_consumer"
     # The model side.
     MODEL_AUTH = "model_auth"
     MODEL_UNAVAILABLE = "model_unavailable"

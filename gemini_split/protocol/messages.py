@@ -27,14 +27,28 @@ example of each message; ``tests/test_docs.py`` checks that it does.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from msgspec import UNSET, Struct, UnsetType, field
+from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-PROTOCOL_VERSION = "1.1"
+PROTOCOL_VERSION = "1.2"
 """``MAJOR.MINOR``. Peers with another major version cannot talk; a higher
 minor version only adds optional fields and message types (1.1: fields equal
-to their default are left out of the wire form)."""
+to their default are left out of the wire form; 1.2: several clients on one
+session — ``request_started`` opens every request, ``clients_changed``,
+observers, late-joiner replay)."""
+
+#: The minor version from which a request is announced by ``request_started``.
+ANNOUNCED_REQUESTS_SINCE = (1, 2)
+
+
+def version_tuple(version: str) -> tuple[int, int]:
+    """``"1.2"`` → ``(1, 2)``; anything unreadable counts as ``(0, 0)``."""
+    try:
+        major, minor = str(version).split(".", 1)
+        return int(major), int(minor.split(".")[0])
+    except ValueError:
+        return (0, 0)
 
 
 def _protocol_version() -> str:
@@ -76,6 +90,10 @@ class ServerEvent(ServerMessage, kw_only=True):
 
     seq: int | None = None
     request_id: str | None = None
+    #: 1.2: sent again from the session's log to a client that attached or
+    #: resumed (render it without animation; a replayed tool call is never
+    #: run). Not part of the stored event: the sender marks it.
+    replayed: bool = False
 
 
 def is_stamped(message: Message) -> bool:
@@ -178,6 +196,38 @@ class Caller(Struct, frozen=True, kw_only=True, omit_defaults=True):
         return f"Caller(api_key={key}, base_url={self.base_url!r}, model={self.model!r})"
 
 
+# --- 1.2: several clients on one session (attach, watch, late joiners) -------
+
+#: ``driver`` may prompt, cancel and answer tool calls; ``observer``
+#: (``attach --watch``) only receives: its prompts, cancels and tool answers
+#: get ``error`` ``forbidden``.
+Role = Literal["driver", "observer"]
+#: Characters of a client label at most.
+LABEL_LIMIT = 64
+#: Replay bounds: turns, and milliseconds since the epoch (year 2200).
+REPLAY_LIMIT_MAX = 100_000
+REPLAY_TIME_MAX = 7_258_118_400_000
+
+
+class Replay(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What a client attaching to a session wants replayed before the live
+    events: the last ``limit`` whole turns (from a ``request_started`` to
+    its ``finished``/``error``), the events ``since`` / ``before`` a time
+    (Unix ms), or both. Out-of-range values are ``invalid_field``."""
+
+    limit: Annotated[int, Meta(ge=0, le=REPLAY_LIMIT_MAX)] | None = None
+    since: Annotated[int, Meta(ge=0, le=REPLAY_TIME_MAX)] | None = None
+    before: Annotated[int, Meta(ge=0, le=REPLAY_TIME_MAX)] | None = None
+
+
+class ClientInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One client attached to a session, as the others see it: a label
+    (never a token) and its role."""
+
+    label: str
+    role: Role = "driver"
+
+
 # --- handshake --------------------------------------------------------------
 
 
@@ -200,6 +250,10 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
     #: most 128. Refused with ``session_exists`` when the caller already has
     #: a session by that id; never combined with ``session_id``.
     new_session_id: str | None = None
+    # 1.2 (attach): see the "several clients on one session" block below.
+    role: Role = "driver"
+    label: Annotated[str, Meta(max_length=LABEL_LIMIT)] = ""
+    replay: Replay | None = None
 
 
 class Connected(ServerMessage, tag="connected", kw_only=True):
@@ -212,6 +266,18 @@ class Connected(ServerMessage, tag="connected", kw_only=True):
     resumed: bool = False
     model: str = ""
     capabilities: tuple[str, ...] = ()
+    # 1.2 (attach): who is attached now (this connection included), this
+    # connection's label and role; the request running where the live events
+    # start (after ``last_seq``) and its tool calls still unanswered; whether
+    # the replay asked for was cut to what the server keeps.
+    clients: int = 1
+    label: str = ""
+    role: Role = "driver"
+    attached: tuple[ClientInfo, ...] = ()
+    last_seq: int = 0
+    active_request_id: str | None = None
+    pending_tool_calls: tuple[str, ...] = ()
+    replay_truncated: bool = False
 
 
 # --- client to server -------------------------------------------------------
@@ -338,6 +404,10 @@ class ToolExecutionRequest(ServerEvent, tag="tool_execution_request", kw_only=Tr
     tool: str
     parameters: dict[str, Any] = {}
     timeout: float = 600.0
+    #: 1.2: asked again of this one client (no ``seq``: not logged) because
+    #: the client whose prompt started the request left or reconnected: any
+    #: attached client offering ``tool`` may answer; the first answer wins.
+    handover: bool = False
 
 
 class ToolAwaitingApproval(ServerEvent, tag="tool_awaiting_approval", kw_only=True):
@@ -444,6 +514,37 @@ class Error(ServerEvent, tag="error", kw_only=True):
     #: For a failed request: what it spent before failing.
     usage: Usage | None = None
     api: ApiStats | None = None
+
+
+# --- 1.2 events: several clients on one session ----------------------------
+
+
+class RequestStarted(ServerEvent, tag="request_started", kw_only=True):
+    """A request began (1.2): the first event of every request, whoever
+    sent it, so every attached client knows a request runs and a late
+    joiner's replay starts a turn here. ``client`` is the label of the
+    client that sent the prompt."""
+
+    prompt: str = ""
+    client: str = ""
+
+
+class ClientsChanged(ServerEvent, tag="clients_changed", kw_only=True):
+    """A client joined or left the session (1.2). ``clients`` counts the
+    attached clients now; ``attached`` lists them."""
+
+    change: Literal["joined", "left"]
+    client: ClientInfo
+    clients: int = 0
+    attached: tuple[ClientInfo, ...] = ()
+
+
+class ToolCallAnswered(ServerEvent, tag="tool_call_answered", kw_only=True):
+    """A client's tool call got its answer (1.2): the first one, from the
+    client labelled ``client``; other clients asked the same call stop."""
+
+    call_id: str
+    client: str = ""
 
 
 # --- the unions, derived from the classes above ------------------------------------

@@ -59,6 +59,10 @@ class EventLog:
     def __len__(self) -> int:
         return len(self._events)
 
+    def kept(self) -> list[ServerEvent]:
+        """Every event still kept, oldest first."""
+        return [e for e, _ in self._events]
+
     def since(self, last_seq: int) -> list[ServerEvent]:
         if last_seq >= self.last_seq:
             return []

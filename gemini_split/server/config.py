@@ -46,3 +46,8 @@ class ServerConfig:
     #: Seconds a session with no connection and no running request stays in
     #: memory before it is unloaded (the store keeps it; a resume reloads it).
     detached_grace: float = 300.0
+    #: Whether a client may join a session that has clients attached by its
+    #: id alone, without the resume token (``serve --allow-attach-by-id``;
+    #: ``serve`` turns it on for loopback listeners). Only ever the
+    #: principal's own sessions.
+    allow_attach_by_id: bool = True

@@ -39,8 +39,13 @@ from gemini_split.protocol import (
     ThinkingDelta,
     ToolDelta,
     quote,
+    ClientsChanged,
+    Replay,
+    RequestStarted,
+    ToolCallAnswered,
 )
 from gemini_split.stamping import stamp
+from msgspec.structs import replace as msgspec_replace
 from gemini_split.transport import (
     Authenticator,
     ConnectionBroken,
@@ -54,8 +59,10 @@ from .callers import CallerModels, CallerRefused, accept_caller
 from .config import ServerConfig
 from .model import Model
 from .session import Session
-from .sessions import LATEST, SessionManager, View
-from .store import SessionRecord, SessionStore, StoreError
+from .sessions import LATEST, SessionManager
+from .views import OBSERVER, AttachPoint, View
+from .replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, plan_replay, replay_from_query
+from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
 
 log = logging.getLogger(__name__)
@@ -83,9 +90,10 @@ class AgentService:
         #: service (``serve``, embedded mode).
         self.store = store if store is not None else MemoryStore(replay_capacity=config.replay_capacity)
         self._store_opened = False
-        self.manager = SessionManager(self.store, self._new_session, detached_grace=config.detached_grace)
-        #: The connection attached to each session: its stream and protocol state.
-        self._streams: dict[str, tuple[MessageStream, Connection]] = {}
+        self.manager = SessionManager(self.store, self._new_session, detached_grace=config.detached_grace,
+                                      allow_attach_by_id=config.allow_attach_by_id)
+        #: Every attached connection (by its view): its stream and protocol state.
+        self._streams: dict[int, tuple[MessageStream, Connection]] = {}
         self.shutting_down = False
 
     @property
@@ -180,6 +188,12 @@ class AgentService:
             except CallerRefused as exc:
                 await _send_fatal(stream, conn, exc.code, str(exc))
                 return
+        if hello.replay is None and stream.replay_query:
+            try:
+                hello = msgspec_replace(hello, replay=replay_from_query(dict(stream.replay_query)))
+            except RemoteProtocolError as exc:
+                await _send_fatal(stream, conn, exc.code, str(exc))
+                return
         if hello.session_id is not None:
             session = await self.manager.find(hello.session_id, hello.resume_token, principal, last_seq=hello.last_seq)
             if session is None:
@@ -188,6 +202,10 @@ class AgentService:
                 await _send_fatal(stream, conn, ErrorCode.UNKNOWN_SESSION, _no_such_session(hello.session_id))
                 return
         else:
+            if hello.role == OBSERVER:
+                await _send_fatal(stream, conn, ErrorCode.INVALID_FIELD,
+                                  "an observer watches an existing session: name it with session_id")
+                return
             session = await self.manager.create(principal, session_id=hello.new_session_id)
             if session is None:
                 await _send_fatal(stream, conn, ErrorCode.SESSION_EXISTS, (
@@ -197,23 +215,35 @@ class AgentService:
         if caller is not None:
             session.model = caller[0] or self.model
             session.model_name = caller[1] or session.model_name
-        view = View(close=stream.aclose)
-        await self.manager.attach(session, view)
-        self._streams[session.id] = (stream, conn)
+        view = View(close=stream.aclose, label=hello.label or "client", role=hello.role,
+                    limit=self.config.outbox_limit, max_bytes=self.config.outbox_bytes)
+        point = self.manager.attach(session, view)
+        self._streams[id(view)] = (stream, conn)
         resumed = hello.session_id is not None
-        log.info("session %s %s for %s (%s)", session.id, "resumed" if resumed else "opened", _who(principal), stream.peer)
+        log.info("session %s %s for %s (%s, %s %s)", session.id, "attached" if resumed else "opened", _who(principal),
+                 stream.peer, view.role, view.label)
+        plan: ReplayPlan | None = None
+        replay = hello.replay
+        if replay is None and hello.session_id is not None and hello.last_seq is None:
+            replay = DEFAULT_ATTACH_REPLAY
         try:
+            if replay is not None:
+                plan = await self._plan_replay(session, replay, point.last_seq)
             async with trio.open_nursery() as nursery:
                 await stream.send(conn.send(stamp(Connected(
                     server=f"gemini-split/{__version__}", session_id=session.id,
                     resume_token=session.resume_token, model=session.model_name,
                     capabilities=SERVER_CAPABILITIES, resumed=resumed,
+                    clients=len(point.clients), label=view.label, role=view.role,  # type: ignore[arg-type]
+                    attached=point.clients, last_seq=point.last_seq,
+                    active_request_id=point.active_request_id, pending_tool_calls=point.pending_tool_calls,
+                    replay_truncated=plan is not None and plan.truncated,
                 ))))
-                if resumed:
-                    conn.restore(session.request_state(last_seq=hello.last_seq), last_seq=session.log.last_seq)
-                replay_from = hello.last_seq if resumed else None
-                nursery.start_soon(self._write_events, stream, conn, session, replay_from, nursery.cancel_scope)
-                await self._read_messages(stream, conn, session)
+                conn.restore(conn.request, last_seq=point.last_seq)
+                replay_from = hello.last_seq if resumed and plan is None else None
+                nursery.start_soon(self._write_events, stream, conn, session, view, point, replay_from, plan,
+                                   nursery.cancel_scope)
+                await self._read_messages(stream, conn, session, view)
                 nursery.cancel_scope.cancel()
         except* (ConnectionClosed, ConnectionBroken):
             # The connection ended (e.g. while `connected` was being sent):
@@ -221,23 +251,40 @@ class AgentService:
             pass
         finally:
             self.manager.detach(session, view)
-            if self._streams.get(session.id, (None,))[0] is stream:
-                del self._streams[session.id]
-            log.info("session %s: connection closed", session.id)
+            self._streams.pop(id(view), None)
+            log.info("session %s: connection closed (%s)", session.id, view.cut_off or view.label)
 
-    async def _write_events(self, stream: MessageStream, conn: Connection, session: Session,
-                            replay_from: int | None, scope: trio.CancelScope) -> None:
-        """Replay what a resuming client missed, then send events as they
-        gather, each numbered and encoded once by the event log, checked by
-        the connection, then written. (This task is the session's only
-        taker of events while attached.)"""
+    async def _plan_replay(self, session: Session, replay: Replay, upto: int) -> ReplayPlan:
+        """Which logged events ``replay`` asks for (see ``server/replay.py``):
+        planned from the store's marks, or from the in-memory log of a
+        session not stored yet."""
+        marks = None
+        if session.persisted:
+            try:
+                marks = await self.store.event_marks(session.id)
+            except StoreError as exc:  # what memory still has will do
+                log.error("session %s: %s", session.id, exc)
+        if marks is None:
+            marks = [EventMark(e.seq or 0, e.timestamp if isinstance(e.timestamp, int) else 0, e.request_id, e.TYPE)
+                     for e in session.log.kept()]
+        return plan_replay(marks, replay, upto=upto)
+
+    async def _write_events(self, stream: MessageStream, conn: Connection, session: Session, view: View,
+                            point: AttachPoint, replay_from: int | None, plan: ReplayPlan | None,
+                            scope: trio.CancelScope) -> None:
+        """Replay what an attaching client asked for (up to the attach
+        point), then send what the session hands this view: each event
+        numbered and encoded once by the session's pump, checked by this
+        connection, then written."""
         try:
-            if replay_from is not None:
-                await self._replay(stream, session, replay_from)
+            if plan is not None:
+                await self._replay_planned(stream, session, view, plan)
+            elif replay_from is not None:
+                await self._replay(stream, session, view, replay_from, point.last_seq)
             while True:
-                batch = session.log_events(await session.outbox.take())
-                started = trio.current_time()
-                for event, text in batch:
+                for event, text in await view.take():
+                    if not conn.announced and isinstance(event, _V12_EVENTS):
+                        continue  # a 1.1 client knows nothing of them
                     try:
                         conn.send(event, text=text)
                     except LocalProtocolError:
@@ -245,35 +292,49 @@ class AgentService:
                         log.exception("session %s: not sending %s", session.id, type(event).__name__)
                         continue
                     await stream.send(text)
-                # Back-pressure: after a write that took d seconds, let
-                # events gather for a few times as long while a stream is
-                # under way (see GATHER_FACTOR).
-                spent = trio.current_time() - started
-                if spent > 0 and batch and isinstance(batch[-1][0], _DELTAS):
-                    await trio.sleep(min(GATHER_FACTOR * spent, GATHER_LIMIT))
         except (ConnectionClosed, ConnectionBroken):
             scope.cancel()
 
-    async def _replay(self, stream: MessageStream, session: Session, last_seq: int) -> None:
-        """Every logged event after ``last_seq``, as first sent (checked by
-        the connection then: the client's restored state continues from
-        them), or say they are gone."""
+    async def _replay_planned(self, stream: MessageStream, session: Session, view: View, plan: ReplayPlan) -> None:
+        """The planned events, marked ``replayed``, from memory or the store."""
+        if plan.seqs:
+            wanted = set(plan.seqs)
+            first, last = plan.seqs[0], plan.seqs[-1]
+            try:
+                for event in session.log.since(first - 1):
+                    if event.seq is not None and event.seq > last:
+                        break
+                    if event.seq in wanted:
+                        await stream.send(mark_replayed(encode(event)))
+            except ReplayUnavailable:
+                async def send(stored: StoredEvent) -> None:
+                    if stored.seq in wanted:
+                        await stream.send(mark_replayed(stored.data))
+
+                await self.manager.replay(session, first - 1, last, send)
+        session.hand_over_calls(view)
+
+    async def _replay(self, stream: MessageStream, session: Session, view: View, last_seq: int, upto: int) -> None:
+        """Every logged event after ``last_seq`` up to the attach point,
+        marked ``replayed``, or say they are gone."""
         try:
             for event in session.log.since(last_seq):
-                await stream.send(encode(event))
+                if event.seq is not None and event.seq > upto:
+                    break
+                await stream.send(mark_replayed(encode(event)))
             complete = True
         except ReplayUnavailable:
-            complete = await self.manager.replay(session, last_seq, lambda e: stream.send(e.data))
+            complete = await self.manager.replay(session, last_seq, upto, lambda e: stream.send(mark_replayed(e.data)))
         if not complete:
             # Say so, then what a client needs to redraw: no silent gap.
-            session.emit_nowait(Error(
+            view.send_direct(Error(
                 code=ErrorCode.REPLAY_UNAVAILABLE.value,
                 message=f"the events after seq {last_seq} are no longer kept; here is the session's state "
                         "and history instead",
             ))
-            session.emit_nowait(session.state())
-            session.emit_nowait(History(messages=list(session.history)))
-        session.resend_pending_calls(last_seq)
+            view.send_direct(session.state())
+            view.send_direct(History(messages=list(session.history)))
+        session.hand_over_calls(view)
 
     async def _handshake(self, stream: MessageStream, conn: Connection) -> Hello | None:
         with trio.move_on_after(self.config.hello_timeout) as scope:
@@ -293,12 +354,12 @@ class AgentService:
         assert isinstance(message, Hello)
         return message
 
-    async def _read_messages(self, stream: MessageStream, conn: Connection, session: Session) -> None:
+    async def _read_messages(self, stream: MessageStream, conn: Connection, session: Session, view: View) -> None:
         while True:
             try:
                 text = await stream.receive()
             except MessageTooLarge as exc:
-                session.reply_error(ErrorCode.MESSAGE_TOO_LARGE, str(exc))
+                view.send_direct(Error(code=ErrorCode.MESSAGE_TOO_LARGE.value, message=str(exc)))
                 continue
             except (ConnectionClosed, ConnectionBroken):
                 return
@@ -306,47 +367,50 @@ class AgentService:
                 message = conn.receive(text)
             except RemoteProtocolError as exc:
                 log.info("session %s: bad message: %s", session.id, exc, extra={"refusal": "bad message"})
-                session.reply_error(exc.code, str(exc), in_reply_to=exc.in_reply_to, request_id=exc.request_id)
+                view.send_direct(Error(code=exc.code.value, message=str(exc), in_reply_to=exc.in_reply_to,
+                                       request_id=exc.request_id))
                 continue
             assert isinstance(message, ClientMessage) or isinstance(message, Error)
             if isinstance(message, Error):
                 log.warning("session %s: client reported %s: %s", session.id, message.code, message.message)
                 continue
             if isinstance(message, ListSessions | DeleteSession):
-                await self._answer_sessions(session, message)
+                await self._answer_sessions(session, view, message)
                 continue
-            await session.handle(message)
+            await session.handle(message, view)
 
-    async def _answer_sessions(self, session: Session, message: ListSessions | DeleteSession) -> None:
+    async def _answer_sessions(self, session: Session, view: View, message: ListSessions | DeleteSession) -> None:
         """``list_sessions`` / ``delete_session``: only ever the caller's
         own sessions."""
         try:
             if isinstance(message, DeleteSession):
                 if message.session_id == session.id:
-                    session.reply_error(ErrorCode.INVALID_REQUEST,
-                                        "this connection's own session cannot be deleted through it",
-                                        in_reply_to=message.id)
+                    view.send_direct(Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
+                                           message="this connection's own session cannot be deleted through it"))
                     return
                 if not await self.manager.delete(message.session_id, session.principal):
-                    session.reply_error(ErrorCode.UNKNOWN_SESSION, _no_such_session(message.session_id),
-                                        in_reply_to=message.id)
+                    view.send_direct(Error(code=ErrorCode.UNKNOWN_SESSION.value, in_reply_to=message.id,
+                                           message=_no_such_session(message.session_id)))
                     return
             summaries = await self.manager.list_sessions(session.principal)
         except StoreError as exc:
-            session.reply_error(ErrorCode.STORAGE_ERROR, f"the server cannot read its sessions: {exc}",
-                                in_reply_to=message.id)
+            view.send_direct(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
+                                   message=f"the server cannot read its sessions: {exc}"))
             return
-        session.emit_nowait(Sessions(in_reply_to=message.id, sessions=tuple(
+        view.send_direct(Sessions(in_reply_to=message.id, sessions=tuple(
             SessionInfo(id=s.id, title=s.title, created=int(s.created * 1000), updated=int(s.updated * 1000),
                         turns=s.turns, model=s.model)
             for s in summaries
         )))
 
-#: After a write that took ``d`` seconds, a writer lets events gather for
-#: ``GATHER_FACTOR * d`` seconds, at most ``GATHER_LIMIT``.
-GATHER_FACTOR = 4
-GATHER_LIMIT = 0.01
-_DELTAS = (TextDelta, ThinkingDelta, ToolDelta)
+#: Events only 1.2 clients know (several clients on one session).
+_V12_EVENTS = (RequestStarted, ClientsChanged, ToolCallAnswered)
+
+
+def mark_replayed(text: str) -> str:
+    """An encoded event marked ``replayed: true`` (the text is a JSON
+    object encoded by us, never marked yet)."""
+    return text[:-1] + ',"replayed":true}'
 
 
 def _no_such_session(session_id: str) -> str:

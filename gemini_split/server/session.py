@@ -1,12 +1,21 @@
 """A session: one conversation, its tools, its running request, its events.
 
-The connection handler feeds a session the client's messages
-(:meth:`Session.handle`), already checked by the connection's
+The connection handlers feed a session their clients' messages
+(:meth:`Session.handle`, naming the :class:`~.views.View` each came from),
+already checked by each connection's
 :class:`~gemini_split.protocol.Connection` (one request at a time, tool
-responses only for pending calls…); the session answers through its
-:class:`Outbox`. ``cancel`` stops the running request at once and the
-session stays usable. Each request ends with exactly one ``finished`` or one
-``error`` carrying its ``request_id``.
+responses only for pending calls, nothing from observers…); the session
+answers through its :class:`Outbox` (events every view gets, numbered and
+logged once) or straight to one view (replies). ``cancel`` stops the running
+request at once and the session stays usable. Each request starts with one
+``request_started`` and ends with exactly one ``finished`` or one ``error``
+carrying its ``request_id``.
+
+Several clients: any driver may prompt (a second prompt while one runs is
+``busy``) or cancel. A client tool call goes to the client whose prompt
+started the request (its *origin*); when the origin is gone, it is handed
+over (asked again, ``handover``) to every attached driver offering the tool,
+and the first answer wins (``tool_call_answered`` tells the others).
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +31,9 @@ import trio
 
 from gemini_split.protocol import (
     Cancel,
+    ClientsChanged,
+    RequestStarted,
+    ToolCallAnswered,
     ClientMessage,
     RequestState,
     Error,
@@ -39,9 +52,11 @@ from gemini_split.protocol import (
     ToolExecutionResponse,
     ToolFailure,
     ToolSpec,
+    encode,
     quote,
 )
 from gemini_split.stamping import stamp
+from msgspec.structs import replace
 from gemini_split.transport import Principal
 
 from .agent import SERVER_TOOLS, AgentRun, TurnLimitExceeded, run_agent
@@ -51,6 +66,7 @@ from .model_names import ModelNameRefused, check_model_name
 from .outbox import Outbox
 from .store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
 from .store.memory import MemoryStore
+from .views import AttachPoint, View
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +83,16 @@ class _PendingCall:
     #: seq it was logged with (None while it waits in the outbox).
     request: ToolExecutionRequest | None = None
     seq: int | None = None
+    #: The views this call was handed over to already.
+    offered: set[View] = field(default_factory=set)
 
 
 @dataclass
 class _ActiveRequest:
     request_id: str
     scope: trio.CancelScope
+    #: The view whose prompt started it: its tool calls go there.
+    origin: View | None = None
     #: Set when the server (not the user) stopped the request: it then ends
     #: with this error instead of ``finished`` / ``cancelled``.
     stopped_because: tuple[ErrorCode, str] | None = None
@@ -119,6 +139,16 @@ class Session:
         self._pending: dict[str, _PendingCall] = {}
         self._active: _ActiveRequest | None = None
         self._nursery: trio.Nursery | None = None
+        #: The attached views, in the order they joined.
+        self.views: list[View] = []
+        #: Called with a view cut off for overflowing, to close it (set by
+        #: the SessionManager).
+        self.cut_off: Callable[[View, str], None] = lambda view, reason: None
+        self._caught_up = trio.Event()
+        # The request and its unanswered client tool calls as the event log
+        # stands (what a view attaching now sees at the start of its live part).
+        self._logged_request: str | None = None
+        self._logged_calls: set[str] = set()
 
     # --- lifetime ------------------------------------------------------------
 
@@ -137,41 +167,105 @@ class Session:
         whoever sends them."""
         batch = [self.log.append(stamp(event)) for event in events]
         for event, _ in batch:
-            if isinstance(event, ToolExecutionRequest) and event.id in self._pending:
-                self._pending[event.id].seq = event.seq
+            if isinstance(event, RequestStarted):
+                self._logged_request = event.request_id
+                self._logged_calls.clear()
+            elif isinstance(event, ToolExecutionRequest):
+                self._logged_calls.add(event.id)
+                if event.id in self._pending:
+                    self._pending[event.id].seq = event.seq
+            elif isinstance(event, ToolCallAnswered):
+                self._logged_calls.discard(event.call_id)
+            elif isinstance(event, Finished | Error) and event.request_id is not None \
+                    and event.request_id == self._logged_request:
+                self._logged_request = None
+                self._logged_calls.clear()
         if self.persisted:
-            self.store.append_events(self.id, [StoredEvent(e.seq or 0, e.request_id, text) for e, text in batch])
+            self.store.append_events(self.id, [StoredEvent(e.seq or 0, e.request_id, text, _ms(e.timestamp), e.TYPE)
+                                               for e, text in batch])
         return batch
 
     @property
     def outbox_pending(self) -> bool:
         return len(self.outbox) > 0
 
-    def request_state(self, *, last_seq: int | None) -> RequestState | None:
-        """The running request as a connection resuming after ``last_seq``
-        must see it once the replay is over: the calls the client will get
-        again (:meth:`resend_pending_calls`) are left out, as the resent
-        requests put them back."""
-        if self._active is None:
-            return None
-        resent = set(self._calls_to_resend(last_seq))
-        waiting = {cid for cid, p in self._pending.items() if not p.done.is_set() and cid not in resent}
-        return RequestState(self._active.request_id, waiting)
+    # --- views ---------------------------------------------------------------
 
-    def resend_pending_calls(self, last_seq: int | None) -> None:
-        """Ask again (same ids) for the tool calls still unanswered that a
-        client resuming after ``last_seq`` had been sent already: it may
-        have lost them, or its answer may have been lost. (Later ones are in
-        its replay.) The first answer to each is the one taken."""
-        for call_id in self._calls_to_resend(last_seq):
-            request = self._pending[call_id].request
-            assert request is not None
-            self.emit_nowait(request)
+    def add_view(self, view: View) -> AttachPoint:
+        """Attach ``view``: it gets every event logged from now on; the
+        others hear ``clients_changed``. Returns where its live part starts."""
+        clients = tuple(v.info for v in self.views) + (view.info,)
+        # Logged and handed to the others at once (as the pump would), so
+        # the new view's live part starts after its own arrival.
+        self.fan_out(self.log_events([ClientsChanged(change="joined", client=view.info, clients=len(clients),
+                                                     attached=clients)]))
+        view.attached = True
+        view.on_caught_up = self._caught_up.set
+        self.views.append(view)
+        return AttachPoint(
+            last_seq=self.log.last_seq, active_request_id=self._logged_request,
+            pending_tool_calls=tuple(sorted(self._logged_calls)), clients=clients,
+        )
 
-    def _calls_to_resend(self, last_seq: int | None) -> list[str]:
-        return [cid for cid, p in self._pending.items()
-                if not p.done.is_set() and p.request is not None and p.seq is not None
-                and (last_seq is None or p.seq <= last_seq)]
+    def remove_view(self, view: View) -> bool:
+        """Detach ``view`` (idempotent; False if it was not attached). The
+        others hear ``clients_changed``; its request's tool calls are
+        handed over to the drivers left."""
+        if not view.attached:
+            return False
+        view.attached = False
+        self.views.remove(view)
+        self._caught_up.set()  # the pump may have been waiting for this one
+        self.emit_nowait(ClientsChanged(change="left", client=view.info, clients=len(self.views),
+                                        attached=tuple(v.info for v in self.views)))
+        if self._active is not None and self._active.origin is view:
+            self._active.origin = None
+            self.hand_over_calls()
+        return True
+
+    def fan_out(self, batch: list[tuple[ServerEvent, str]]) -> None:
+        """Hand logged events to every view; cut off a view that cannot
+        take them (its outbox is full: the client stopped reading)."""
+        if not batch:
+            return
+        for view in list(self.views):
+            if not view.offer(batch):
+                view.cut_off = (f"cut off: this client fell {len(view) + len(batch)} events behind the session "
+                                f"({ErrorCode.SLOW_CONSUMER.value}); reconnect to resume")
+                log.warning("session %s: %s cut off: its outbox is full", self.id, view.label)
+                self.remove_view(view)
+                self.cut_off(view, view.cut_off)
+        if self._active is not None and self._active.origin is None and self._pending:
+            # Calls nobody's own (their origin left): now logged, every
+            # driver may answer them.
+            self.hand_over_calls()
+
+    def new_pace(self) -> trio.Event:
+        """An event set once some view has written everything it had (set
+        already when one has)."""
+        self._caught_up = trio.Event()
+        if any(view.caught_up for view in self.views):
+            self._caught_up.set()
+        for view in self.views:
+            view.on_caught_up = self._caught_up.set
+        return self._caught_up
+
+    def hand_over_calls(self, view: View | None = None) -> None:
+        """Ask again (same ids, unlogged, ``handover``) for the unanswered
+        tool calls of a request whose origin is not attached: of ``view``
+        only, or of every driver attached. Each view is asked once per
+        call; the first answer wins."""
+        if self._active is None or self._active.origin is not None:
+            return
+        targets = [view] if view is not None else list(self.views)
+        for call_id, pending in self._pending.items():
+            if pending.done.is_set() or pending.request is None or pending.seq is None:
+                continue  # an unlogged request reaches every view live
+            for target in targets:
+                if target.may_act and target.attached and target not in pending.offered \
+                        and target.offers(pending.request.tool):
+                    pending.offered.add(target)
+                    target.send_direct(replace(pending.request, seq=None, handover=True))
 
     async def interrupted(self, request_id: str) -> None:
         """A request was running when the server stopped: end it, for whoever
@@ -213,24 +307,29 @@ class Session:
 
     # --- incoming messages -------------------------------------------------------
 
-    async def handle(self, message: ClientMessage) -> None:
-        """Act on one message from the client, which the connection's
-        :class:`~gemini_split.protocol.Connection` has accepted. Never raises
-        for the client's mistakes: those are answered with ``error`` events."""
+    async def handle(self, message: ClientMessage, view: View) -> None:
+        """Act on one message from the client of ``view``, which its
+        connection's :class:`~gemini_split.protocol.Connection` has accepted
+        (so an observer's prompts, cancels and answers never get here).
+        Never raises for the client's mistakes: those are answered with
+        ``error`` events."""
         if isinstance(message, GenerateContentRequest):
-            self._start_request(message)
+            self._start_request(message, view)
         elif isinstance(message, ToolExecutionResponse):
-            self._resolve_call(message)
+            self._resolve_call(message, view)
         elif isinstance(message, ToolDiscovery):
-            self.tools = list(message.tools)
-            self.server_tools = tuple(n for n in message.server_tools if n in SERVER_TOOLS)
+            view.tools = list(message.tools)
+            if view.may_act:
+                self.tools = list(message.tools)
+                self.server_tools = tuple(n for n in message.server_tools if n in SERVER_TOOLS)
+                self.hand_over_calls(view)
         elif isinstance(message, Cancel):
             if message.request_id is None or (self._active and self._active.request_id == message.request_id):
                 self.cancel_active()
         elif isinstance(message, GetHistory):
-            self.emit_nowait(History(in_reply_to=message.id, messages=list(self.history)))
+            view.send_direct(History(in_reply_to=message.id, messages=list(self.history)))
         elif isinstance(message, GetState):
-            self.emit_nowait(self.state(in_reply_to=message.id))
+            view.send_direct(self.state(in_reply_to=message.id))
 
     def state(self, *, in_reply_to: str | None = None) -> State:
         return State(
@@ -260,11 +359,19 @@ class Session:
 
     # --- requests ----------------------------------------------------------------
 
-    def _start_request(self, request: GenerateContentRequest) -> None:
+    def _start_request(self, request: GenerateContentRequest, view: View) -> None:
         if self._nursery is None:
             raise RuntimeError("Session.run must be started before requests are handled")
-        if self._active is not None:  # the Connection refuses a second request
-            raise RuntimeError(f"request {self._active.request_id} is still running")
+        if self._active is not None:
+            # Another client's request started first (this one's connection
+            # had not heard of it yet).
+            view.send_direct(Error(
+                request_id=request.id, in_reply_to=request.id, code=ErrorCode.BUSY.value,
+                message=f"request {quote(self._active.request_id)} (from another client) is still running; "
+                        "cancel it or wait",
+            ))
+            return
+        self.emit_nowait(RequestStarted(request_id=request.id, prompt=request.prompt, client=view.label))
         if not request.prompt.strip():
             self.emit_nowait(Error(
                 request_id=request.id, in_reply_to=request.id, code=ErrorCode.INVALID_REQUEST.value,
@@ -280,7 +387,9 @@ class Session:
                     request_id=request.id, in_reply_to=request.id, code=exc.code.value, message=str(exc),
                 ))
                 return
-        self._active = _ActiveRequest(request.id, trio.CancelScope())
+        if view.tools is not None:
+            self.tools = list(view.tools)
+        self._active = _ActiveRequest(request.id, trio.CancelScope(), origin=view if view.attached else None)
         self._nursery.start_soon(self._run_request, request, self._active)
 
     async def _run_request(self, request: GenerateContentRequest, active: _ActiveRequest) -> None:
@@ -295,6 +404,11 @@ class Session:
         try:
             if not self.persisted:
                 await self._persist()
+                # The events logged before (clients joining…), with no
+                # await in between: from here on log_events hands them over.
+                self.store.append_events(self.id, [StoredEvent(e.seq or 0, e.request_id, encode(e),
+                                                               _ms(e.timestamp), e.TYPE)
+                                                   for e in self.log.kept()])
                 self.persisted = True
             await self.store.set_running(self.id, request.id, updated=time.time())
         except StoreError as exc:
@@ -353,6 +467,8 @@ class Session:
         event = stamp(ToolExecutionRequest(request_id=request_id, tool=name, parameters=args, timeout=self.config.tool_timeout))
         pending = _PendingCall(request=event)
         self._pending[event.id] = pending
+        if self._active is not None and self._active.origin is not None:
+            pending.offered.add(self._active.origin)
         try:
             await self.emit(event)
             with trio.move_on_after(self.config.tool_timeout):
@@ -369,12 +485,20 @@ class Session:
             )
         return response.result, response.error
 
-    def _resolve_call(self, response: ToolExecutionResponse) -> None:
+    def _resolve_call(self, response: ToolExecutionResponse, view: View) -> None:
         pending = self._pending.get(response.request_id)
-        if pending is None or pending.done.is_set():  # it timed out here meanwhile
-            self.reply_error(ErrorCode.UNEXPECTED_MESSAGE,
-                             f"tool call {quote(response.request_id)} is no longer waiting for an answer",
-                             in_reply_to=response.id)
+        if pending is None or pending.done.is_set():  # answered by another client, or timed out here
+            view.send_direct(Error(
+                code=ErrorCode.UNEXPECTED_MESSAGE.value, in_reply_to=response.id,
+                message=f"tool call {quote(response.request_id)} is no longer waiting for an answer",
+            ))
             return
         pending.response = response
         pending.done.set()
+        assert pending.request is not None
+        self.emit_nowait(ToolCallAnswered(request_id=pending.request.request_id, call_id=response.request_id,
+                                          client=view.label))
+
+
+def _ms(timestamp: object) -> int:
+    return timestamp if isinstance(timestamp, int) else 0

@@ -1,23 +1,54 @@
 """The sessions of one server: live ones in memory, every one in the store.
 
-A session is a durable object; a connection is only a view of it. The
-:class:`SessionManager` runs each live session in its own nursery (not the
-connection's), so a request goes on when its client goes away, and finds a
-session again for a client that resumes it — in memory if it is still live,
-otherwise restored from the store (after a restart, or once it was unloaded).
+A session is a durable object; a connection is only a *view* of it, and a
+session may have several (attach: the laptop and the phone, a colleague
+watching). The :class:`SessionManager` runs each live session in its own
+nursery (not a connection's), so a request goes on when its clients go
+away, and finds a session again for a client that resumes or attaches — in
+memory if it is still live, otherwise restored from the store (after a
+restart, or once it was unloaded).
 
-Events leave a session through its outbox. Exactly one task takes them at
-any time: the writer of the attached connection, or, while no connection is
-attached, a *detached drain* that only logs them (numbered, encoded once,
-handed to the store). So every event is logged exactly once and in order,
-whoever is watching. A session detached for ``detached_grace`` seconds with
-no request running is unloaded from memory; the store has all of it.
+Fan-out: one pump per session → N views
+---------------------------------------
+Events leave a session through its :class:`~.outbox.Outbox`. Exactly one
+task takes them, the session's *pump* (:meth:`SessionManager._pump`),
+whether or not anyone is attached: it numbers each event, encodes it once
+and hands it to the store (:meth:`Session.log_events`), then appends the
+same ``(event, text)`` pairs to every attached :class:`View`'s own bounded
+outbox (:meth:`View.offer`). Each view's writer sends from there at its own
+pace. The pump takes the next batch once one view has caught up: the
+session goes at the pace of its *fastest* view — meanwhile a delta stream
+gathers and merges in the session outbox (a fast model and a slow network
+make larger frames, not more of them), and a model that outruns even the
+fastest view waits once that outbox is full. A view that falls further
+behind than its own outbox holds (a client that stopped reading) is cut
+off — removed at once and its connection closed with a reason saying so —
+and never slows the session or the other views. A relay feeding views from elsewhere (another replica)
+would call :meth:`Session.fan_out` the same way.
 
-Who may resume what: the session's owner (the principal's user id, or
-``local`` without authentication), and, when a resume token is presented,
-only with the right one (compared in constant time). Every refusal is the
-same ``None``, whatever the reason, so a caller cannot tell another user's
-session from one that never existed.
+Replies to one connection (``state``, ``history``, ``sessions``, a ``busy``
+refusal, an error about a bad message) are not session events: they go to
+that view only (:meth:`View.send_direct`), unnumbered and unlogged.
+
+A session with no view for ``detached_grace`` seconds and no request
+running is unloaded from memory; the store has all of it.
+
+Who may attach to what
+----------------------
+The session's owner (the principal's user id, or ``local`` without
+authentication) only; with a resume token, only the right one (compared in
+constant time). By id alone (no token, or ``latest``): a session nobody is
+attached to (a resume, as before), or — when the server allows it
+(``serve --allow-attach-by-id``, the default on loopback and Unix sockets)
+— one that has clients attached. Every refusal is the same ``None``, after
+the same store read, whatever the reason, so a caller can tell neither
+another user's session nor a live one from one that never existed.
+
+A reconnecting client does not close its old view: the server cannot tell
+the same client from a second one holding the same token. A dead old view
+goes when its transport notices, or when its outbox overflows; meanwhile
+the tool calls of its request are handed over to the new one (see
+:meth:`Session.hand_over_calls`).
 """
 
 from __future__ import annotations
@@ -35,6 +66,9 @@ from gemini_split.transport import Principal
 
 from .session import LOCAL_OWNER, Session
 from .store import SessionStore, SessionSummary, StoredEvent, hash_token, token_matches
+from .views import AttachPoint, View
+
+__all__ = ["AttachPoint", "LATEST", "SessionManager", "View", "owner_of"]
 
 log = logging.getLogger(__name__)
 
@@ -64,30 +98,25 @@ def chosen_id(owner: str, name: str) -> str:
 
 
 @dataclass(eq=False)
-class View:
-    """One connection attached to a session."""
-
-    close: Callable[[str], Awaitable[None]]
-    detached: trio.Event = field(default_factory=trio.Event)
-
-
-@dataclass(eq=False)
 class _Live:
     session: Session
     scope: trio.CancelScope
-    view: View | None = None
-    drain: trio.CancelScope | None = None
+    #: trio.current_time() of the last sign of life while no view is attached.
+    idle_since: float = 0.0
+    view_count: int = 0
 
 
 class SessionManager:
     """Create with the store and a factory for new sessions; run
-    :meth:`run` (``nursery.start``) before use."""
+    :meth:`run` (``nursery.start``) before use. ``allow_attach_by_id``:
+    whether a session with clients attached may be joined by id alone."""
 
     def __init__(self, store: SessionStore, make_session: Callable[..., Session], *,
-                 detached_grace: float = DEFAULT_DETACHED_GRACE):
+                 detached_grace: float = DEFAULT_DETACHED_GRACE, allow_attach_by_id: bool = True):
         self.store = store
         self.make_session = make_session
         self.detached_grace = detached_grace
+        self.allow_attach_by_id = allow_attach_by_id
         self._live: dict[str, _Live] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -131,8 +160,10 @@ class SessionManager:
 
     async def find(self, session_id: str, resume_token: str | None, principal: Principal | None,
                    *, last_seq: int | None = None) -> Session | None:
-        """The session to resume, or None (no such session, not the
-        caller's, or a wrong token: never said which)."""
+        """The session to resume or attach to, or None (no such session,
+        not the caller's, a wrong token, or joining by id alone a session
+        with clients attached where the server does not allow it: never
+        said which)."""
         owner = owner_of(principal)
         if (session_id != LATEST and owner != LOCAL_OWNER and session_id not in self._live
                 and await self.store.get(session_id) is None):
@@ -147,15 +178,22 @@ class SessionManager:
         entry = self._live.get(session_id)
         if entry is not None:
             session = entry.session
-            token_ok = resume_token is None or token_matches(resume_token, session.token_hash)
-            return session if token_ok and session.owner == owner else None
+            token_ok = token_matches(resume_token, session.token_hash) if resume_token is not None else (
+                self.allow_attach_by_id or not session.views)
+            if token_ok and session.owner == owner:
+                return session
+            # The same store read as for an id that is not live: the
+            # refusal takes the same time whatever the reason.
+            await self.store.get(session_id)
+            return None
         record = await self.store.get(session_id)
         token_ok = record is not None and (resume_token is None or token_matches(resume_token, record.token_hash))
         if record is None or not token_ok or record.owner != owner:
             return None
         entry = self._live.get(session_id)  # restored meanwhile by another connection
         if entry is not None:
-            return entry.session
+            return entry.session if (resume_token is not None or self.allow_attach_by_id
+                                     or not entry.session.views) else None
         session = self.make_session(principal=principal, record=record)
         if resume_token is not None:
             session.resume_token = resume_token
@@ -178,15 +216,15 @@ class SessionManager:
         return await self.store.list_sessions(owner_of(principal))
 
     async def delete(self, session_id: str, principal: Principal | None) -> bool:
-        """Delete the caller's session (stopping it if live). False when
-        there is no such session of theirs."""
+        """Delete the caller's session (stopping it if live, closing every
+        view of it). False when there is no such session of theirs."""
         owner = owner_of(principal)
         entry = self._live.get(session_id)
         if entry is not None:
             if entry.session.owner != owner:
                 return False
-            if entry.view is not None:
-                await entry.view.close("the session was deleted")
+            for view in list(entry.session.views):
+                await view.close("the session was deleted")
             self._unload(session_id)
             await self.store.delete(session_id)
             return True
@@ -197,42 +235,41 @@ class SessionManager:
 
     # --- attaching connections ------------------------------------------------
 
-    async def attach(self, session: Session, view: View) -> None:
-        """Make ``view`` the session's connection: a previous one is closed,
-        the detached drain stops (the view's writer takes events now)."""
+    def attach(self, session: Session, view: View) -> AttachPoint:
+        """Add ``view`` to the session's views: from now on it gets every
+        event logged after the returned point (whose ``last_seq`` is where
+        a replay must stop). The others hear ``clients_changed``."""
         entry = self._live[session.id]
-        previous = entry.view
-        entry.view = view
-        if entry.drain is not None:
-            entry.drain.cancel()
-            entry.drain = None
-        if previous is not None:
-            await previous.close("the session was resumed on another connection")
+        entry.view_count += 1
+        if view.label == "client":
+            view.label = f"client {entry.view_count}"
+        return session.add_view(view)
 
     def detach(self, session: Session, view: View) -> None:
-        """The view's connection ended. Unless another view took over, the
-        session goes on detached."""
+        """The view's connection ended. The session goes on (detached when
+        it was the last view)."""
         view.detached.set()
         entry = self._live.get(session.id)
-        if entry is None or entry.view is not view:
+        if entry is None:
             return
-        entry.view = None
-        self._start_drain(entry)
+        if session.remove_view(view) and not session.views:
+            entry.idle_since = trio.current_time()
 
-    async def replay(self, session: Session, last_seq: int, send: Callable[[StoredEvent], Awaitable[None]]) -> bool:
-        """Send every logged event after ``last_seq``, in order, page by
-        page. Returns False (having sent nothing) when some are no longer
-        kept. Call it attached and before taking from the outbox: nothing
-        is logged meanwhile."""
-        cursor = last_seq
-        target = session.log.last_seq
-        while cursor < target:
+    async def replay(self, session: Session, after: int, upto: int,
+                     send: Callable[[StoredEvent], Awaitable[None]]) -> bool:
+        """Send every logged event with ``after < seq <= upto``, in order,
+        page by page, from the store. Returns False (having sent nothing)
+        when some are no longer kept."""
+        cursor = after
+        while cursor < upto:
             page = await self.store.events_after(session.id, cursor, limit=REPLAY_PAGE)
             if page is None:
                 return False
             if not page:  # the rest was lost with a crash: the client saw it
                 break
             for event in page:
+                if event.seq > upto:
+                    return True
                 await send(event)
             cursor = page[-1].seq
         return True
@@ -243,45 +280,53 @@ class SessionManager:
         if self._nursery is None:
             raise RuntimeError("SessionManager.run must be started first")
         scope = trio.CancelScope()
-        entry = _Live(session, scope)
+        entry = _Live(session, scope, idle_since=trio.current_time())
         self._live[session.id] = entry
+        session.cut_off = self._cut_off
 
         async def run_session(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
             with scope:
-                await session.run(task_status=task_status)
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(session.run)
+                    nursery.start_soon(self._pump, entry)
+                    task_status.started()
 
         await self._nursery.start(run_session)
-        self._start_drain(entry)
 
-    def _start_drain(self, entry: _Live) -> None:
-        if self._nursery is None:  # shutting down: nothing runs detached any more
-            return
-        entry.drain = trio.CancelScope()
-        self._nursery.start_soon(self._drain, entry, entry.drain)
+    def _cut_off(self, view: View, reason: str) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(view.close, reason)
 
-    async def _drain(self, entry: _Live, scope: trio.CancelScope) -> None:
-        """While no connection is attached: log the session's events, and
-        unload it once it has been idle for ``detached_grace``."""
+    async def _pump(self, entry: _Live) -> None:
+        """The session's only taker of events: log each once, hand it to
+        every view; unload the session once it has been detached and idle
+        for ``detached_grace``."""
         session = entry.session
-        with scope:
-            deadline = trio.current_time() + self.detached_grace
-            while True:
-                with trio.move_on_at(deadline):
-                    session.log_events(await session.outbox.take())
-                    continue
-                if session.busy:
-                    deadline = trio.current_time() + self.detached_grace
-                    continue
-                if session.outbox_pending:
-                    session.log_events(await session.outbox.take())
-                    continue
-                log.info("session %s: detached and idle for %gs, unloaded", session.id, self.detached_grace)
-                self._unload(session.id)
-                return
+        while True:
+            if session.views:
+                events = await session.outbox.take()
+            else:
+                events = None
+                with trio.move_on_at(entry.idle_since + self.detached_grace):
+                    events = await session.outbox.take()
+                if events is None:
+                    if session.busy or session.outbox_pending or session.views:
+                        entry.idle_since = trio.current_time()
+                        continue
+                    log.info("session %s: detached and idle for %gs, unloaded", session.id, self.detached_grace)
+                    self._unload(session.id)
+                    return
+                entry.idle_since = trio.current_time()
+            batch = session.log_events(events)
+            session.fan_out(batch)
+            if session.views:
+                # The session goes at the pace of its fastest view: while
+                # every view is still writing, the model's stream gathers
+                # (and merges) in the outbox, and a model that outruns even
+                # the fastest view waits once the outbox is full.
+                await session.new_pace().wait()
 
     def _unload(self, session_id: str) -> None:
         entry = self._live.pop(session_id, None)
         if entry is not None:
             entry.scope.cancel()
-            if entry.drain is not None:
-                entry.drain.cancel()

@@ -202,6 +202,8 @@ class _Server:
             message_queue_size=self.message_queue_size,
         )
         stream.query = query_parameters(head.target)
+        # Late-joiner replay (issue 11), as the seeds' ACP bridge takes it.
+        stream.replay_query = {k: v for k, v in stream.query.items() if k in ("limit", "since", "before")}
         log.info(
             "accepted a WebSocket from %s on %s%s",
             peer, head.path, f" for user {principal.user_id}" if principal else "",

@@ -28,6 +28,7 @@ from gemini_split.protocol import (
     LocalProtocolError,
     Phase,
     RemoteProtocolError,
+    RequestStarted,
     RequestState,
     Retrying,
     State,
@@ -81,8 +82,10 @@ class Pair:
         return self
 
     def start(self, prompt="hi"):
+        """A request sent, and announced (1.2: ``request_started``)."""
         request = m(GenerateContentRequest, prompt=prompt)
         self.client_sends(request)
+        self.server_sends(self.event(RequestStarted, request_id=request.id, prompt=prompt))
         return request.id
 
     def both(self, attribute):

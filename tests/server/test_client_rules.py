@@ -13,6 +13,7 @@ from gemini_split.protocol import (
     Error,
     Finished,
     GenerateContentRequest,
+    RequestStarted,
     TextDelta,
     decode,
     encode,
@@ -33,6 +34,8 @@ async def _misbehaving_server(stream, script, received):
         message = decode(await stream.receive())
         received.append(message)
         if isinstance(message, GenerateContentRequest):
+            # 1.2: a request is announced to the client before its events.
+            await stream.send(encode(stamp(RequestStarted(request_id=message.id, prompt=message.prompt))))
             for event in script(message.id):
                 await stream.send(encode(stamp(event)))
 

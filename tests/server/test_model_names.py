@@ -97,7 +97,7 @@ async def test_a_path_as_model_name_never_reaches_the_api_and_the_session_goes_o
         async with gemini_server(fake) as address, raw_client(address) as raw:
             for name in ("%2e%2e/%2e%2e/x", "../../v1/files"):
                 await raw.send(GenerateContentRequest(prompt="hi", model=name))
-                [error] = await raw.receive_until(lambda m: isinstance(m, Error))
+                *_, error = await raw.receive_until(lambda m: isinstance(m, Error))  # after request_started
                 assert error.code == "invalid_field" and not error.fatal
                 assert "is not a model name" in error.message
             assert await trio.to_thread.run_sync(_api_paths, fake) == []
@@ -115,7 +115,7 @@ async def test_the_operator_restricts_models_with_a_clear_code():
     with FakeGemini(api_key=API_KEY) as fake, trio.fail_after(DEADLINE):
         async with gemini_server(fake, allowed_models=("gemini-2.5-pro",)) as address, raw_client(address) as raw:
             await raw.send(GenerateContentRequest(prompt="hi", model="gemini-1.5-pro"))
-            [error] = await raw.receive_until(lambda m: isinstance(m, Error))
+            *_, error = await raw.receive_until(lambda m: isinstance(m, Error))  # after request_started
             assert error.code == "model_not_allowed" and "gemini-2.5-pro" in error.message
             await raw.send(GenerateContentRequest(prompt="hi", model="models/gemini-2.5-pro"))
             seen = await raw.receive_until(lambda m: isinstance(m, (Finished, Error)))

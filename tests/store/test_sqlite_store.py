@@ -162,3 +162,40 @@ def test_a_full_disk_is_a_store_error_and_the_store_recovers(tmp_path):
     lines = out.splitlines()
     assert lines[0].startswith(f"error: {tmp_path / DB_NAME}: cannot write the session database"), out
     assert lines[1:] == ["write_error: True", "after: 2 True"], out
+
+
+SCHEMA_1 = """
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, owner TEXT NOT NULL, token_hash TEXT NOT NULL, created REAL NOT NULL,
+    updated REAL NOT NULL, model TEXT NOT NULL DEFAULT '', approval TEXT NOT NULL DEFAULT '{}',
+    title TEXT NOT NULL DEFAULT '', history TEXT NOT NULL DEFAULT '[]', turns INTEGER NOT NULL DEFAULT 0,
+    running_request TEXT, last_seq INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX sessions_by_owner ON sessions (owner, updated);
+CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, request_id TEXT, data TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)) WITHOUT ROWID;
+INSERT INTO sessions (id, owner, token_hash, created, updated, last_seq) VALUES ('s-old', 'alice', 'h', 1, 1, 1);
+INSERT INTO events VALUES ('s-old', 1, 'r-1', '{"type":"text_delta"}');
+PRAGMA user_version=1;
+"""
+
+
+async def test_a_schema_1_database_is_migrated_and_keeps_its_sessions_and_events(tmp_path):
+    import sqlite3
+
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = sqlite3.connect(state / DB_NAME)
+    conn.executescript(SCHEMA_1)
+    conn.close()
+    store = open_store(state)
+    with trio.fail_after(10):
+        await store.open()
+        try:
+            [old] = await store.events_after("s-old", 0)
+            store.append_events("s-old", events(2, 2))
+            marks = await store.event_marks("s-old")
+        finally:
+            await store.aclose()
+    assert old.data == '{"type":"text_delta"}' and old.timestamp == 0 and old.type == ""
+    assert [m.seq for m in marks] == [1, 2]
+    assert sqlite3.connect(state / DB_NAME).execute("PRAGMA user_version").fetchone()[0] == 2

@@ -189,3 +189,28 @@ def test_titles_are_the_first_line_shortened():
     assert make_title("  fix   the bug\nin foo.py") == "fix the bug"
     long = make_title("word " * 40)
     assert len(long) <= 60 and long.endswith("…")
+
+
+# --- late-joiner replay (issue 11): timestamps and types ----------------------
+
+
+async def test_events_keep_their_timestamp_and_type_and_marks_list_them(store):
+    with trio.fail_after(5):
+        await store.create(record())
+        kept = [StoredEvent(1, "r-1", '{"type":"request_started"}', 1_000, "request_started"),
+                StoredEvent(2, "r-1", '{"type":"text_delta"}', 1_005, "text_delta"),
+                StoredEvent(3, None, '{"type":"clients_changed"}', 2_000, "clients_changed")]
+        store.append_events("s-1", kept)
+        assert await store.events_after("s-1", 0) == kept
+        marks = await store.event_marks("s-1")
+        assert await store.event_marks("s-nope") is None
+    assert [(m.seq, m.timestamp, m.request_id, m.type) for m in marks] == [
+        (1, 1_000, "r-1", "request_started"), (2, 1_005, "r-1", "text_delta"), (3, 2_000, None, "clients_changed")]
+
+
+async def test_marks_cover_only_the_events_still_kept(store):
+    with trio.fail_after(5):
+        await store.create(record())
+        store.append_events("s-1", events(1, CAPACITY + 10))
+        marks = await store.event_marks("s-1")
+    assert [m.seq for m in marks] == list(range(11, CAPACITY + 11))

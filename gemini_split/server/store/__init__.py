@@ -32,7 +32,9 @@ What every backend must guarantee
 4. **Bounded event logs.** Each session keeps its last ``replay_capacity``
    events; :meth:`~SessionStore.events_after` returns ``None`` when any event
    asked for is no longer kept (so the server can say ``replay_unavailable``
-   instead of leaving a silent gap).
+   instead of leaving a silent gap). Each event keeps its ``timestamp`` and
+   ``type`` (:meth:`~SessionStore.event_marks` lists them for late-joiner
+   replay by turns and times).
 5. **Secrets.** The store holds a hash of each resume token, never the token
    (:func:`hash_token`); callers check a presented token with
    :func:`token_matches` (constant time).
@@ -114,12 +116,26 @@ class SessionSummary:
 
 @dataclass(frozen=True)
 class StoredEvent:
-    """One logged event: its seq, the request it belongs to (if any) and the
-    event exactly as it was sent (encoded JSON text)."""
+    """One logged event: its seq, the request it belongs to (if any), the
+    event exactly as it was sent (encoded JSON text), and — for late-joiner
+    replay (``server/replay.py``) — its ``timestamp`` (Unix ms) and wire
+    ``type``."""
 
     seq: int
     request_id: str | None
     data: str
+    timestamp: int = 0
+    type: str = ""
+
+
+@dataclass(frozen=True)
+class EventMark:
+    """What replay planning needs of a kept event: no data."""
+
+    seq: int
+    timestamp: int
+    request_id: str | None
+    type: str
 
 
 class SessionStore(ABC):
@@ -196,6 +212,13 @@ class SessionStore(ABC):
         ``limit`` of them: a resume replays page by page, so the first event
         goes out before the last is read); ``None`` when some of them are no
         longer kept, or there is no such session."""
+
+    @abstractmethod
+    async def event_marks(self, session_id: str) -> list[EventMark] | None:
+        """Seq, timestamp, request id and type of every kept event of the
+        session, oldest first (what :func:`~gemini_split.server.replay.plan_replay`
+        reads to find turns and times); ``None`` when there is no such
+        session."""
 
     @abstractmethod
     async def expire(self, idle_before: float) -> list[str]:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from . import DEFAULT_REPLAY_CAPACITY, SessionRecord, SessionStore, SessionSummary, StoredEvent
+from . import DEFAULT_REPLAY_CAPACITY, EventMark, SessionRecord, SessionStore, SessionSummary, StoredEvent
 
 
 class MemoryStore(SessionStore):
@@ -92,6 +92,12 @@ class MemoryStore(SessionStore):
             return None
         after = [e for e in log if e.seq > last_seq]
         return after if limit is None else after[:limit]
+
+    async def event_marks(self, session_id: str) -> list[EventMark] | None:
+        log = self._events.get(session_id)
+        if log is None:
+            return None
+        return [EventMark(e.seq, e.timestamp, e.request_id, e.type) for e in log]
 
     async def expire(self, idle_before: float) -> list[str]:
         gone = [sid for sid, r in self._sessions.items() if r.updated < idle_before]

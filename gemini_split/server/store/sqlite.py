@@ -43,6 +43,7 @@ import trio
 
 from . import (
     DEFAULT_REPLAY_CAPACITY,
+    EventMark,
     SessionRecord,
     SessionStore,
     SessionSummary,
@@ -57,7 +58,7 @@ T = TypeVar("T")
 
 DB_NAME = "sessions.db"
 LOCK_NAME = "serve.lock"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -80,8 +81,15 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER NOT NULL,
     request_id TEXT,
     data TEXT NOT NULL,
+    timestamp INTEGER NOT NULL DEFAULT 0,
+    type TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
+"""
+#: Schema 1 → 2: events keep their timestamp and type (late-joiner replay).
+_MIGRATE_1_TO_2 = """
+ALTER TABLE events ADD COLUMN timestamp INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN type TEXT NOT NULL DEFAULT '';
 """
 _COLUMNS = ("id", "owner", "token_hash", "created", "updated", "model", "approval", "title", "history",
             "turns", "running_request", "last_seq")
@@ -169,7 +177,10 @@ class SQLiteStore(SessionStore):
             raise StoreError(f"{self.path}: cannot open the session database: {exc}") from None
         try:
             if existed:
-                self._check(conn)
+                version = self._check(conn)
+                if version == 1:
+                    conn.executescript(_MIGRATE_1_TO_2)
+                    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=5000")
@@ -184,10 +195,11 @@ class SQLiteStore(SessionStore):
             raise
         return conn
 
-    def _check(self, conn: sqlite3.Connection) -> None:
+    def _check(self, conn: sqlite3.Connection) -> int:
+        """The file's schema version (1 or 2), once it is ours and sound."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if version != SCHEMA_VERSION or not {"sessions", "events"} <= tables:
+        if version not in (1, SCHEMA_VERSION) or not {"sessions", "events"} <= tables:
             raise StoreError(f"{self.path}: not a gemini-split session database "
                              f"(schema version {version}, tables {sorted(tables) or 'none'})")
         columns = [row[1] for row in conn.execute("PRAGMA table_info(sessions)")]
@@ -198,6 +210,7 @@ class SQLiteStore(SessionStore):
         result = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
         if result != "ok":
             raise StoreError(f"{self.path}: the session database is damaged ({result})")
+        return version
 
     async def aclose(self) -> None:
         if self._closed:
@@ -285,12 +298,23 @@ class SQLiteStore(SessionStore):
                 return None
             if last_seq >= row[0]:
                 return []
-            rows = conn.execute("SELECT seq, request_id, data FROM events WHERE session_id = ? AND seq > ? "
+            rows = conn.execute("SELECT seq, request_id, data, timestamp, type FROM events "
+                                "WHERE session_id = ? AND seq > ? "
                                 "ORDER BY seq LIMIT ?", (session_id, last_seq, -1 if limit is None else limit)
                                 ).fetchall()
             if not rows or rows[0][0] != last_seq + 1:
                 return None
             return [StoredEvent(*r) for r in rows]
+
+        return await self._call(do)
+
+    async def event_marks(self, session_id: str) -> list[EventMark] | None:
+        def do(conn: sqlite3.Connection) -> list[EventMark] | None:
+            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+                return None
+            rows = conn.execute("SELECT seq, timestamp, request_id, type FROM events WHERE session_id = ? "
+                                "ORDER BY seq", (session_id,)).fetchall()
+            return [EventMark(*r) for r in rows]
 
         return await self._call(do)
 
@@ -334,14 +358,14 @@ class SQLiteStore(SessionStore):
         stop: concurrent.futures.Future[None] | None = None
         newest: dict[str, int] = {}
         failure: StoreError | None = None
-        rows: list[tuple[str, int, str | None, str]] = []
+        rows: list[tuple[str, int, str | None, str, int, str]] = []
         try:
             conn.execute("BEGIN")
             for op in batch:
                 kind = op[0]
                 if kind == "events":
                     _, sid, events = op
-                    rows.extend((sid, e.seq, e.request_id, e.data) for e in events)
+                    rows.extend((sid, e.seq, e.request_id, e.data, e.timestamp, e.type) for e in events)
                     newest[sid] = max(newest.get(sid, 0), events[-1].seq)
                 elif kind == "call":
                     _, fn, future = op
@@ -382,13 +406,13 @@ class SQLiteStore(SessionStore):
             return False
         return True
 
-    def _insert_events(self, conn: sqlite3.Connection, rows: list[tuple[str, int, str | None, str]],
+    def _insert_events(self, conn: sqlite3.Connection, rows: list[tuple[str, int, str | None, str, int, str]],
                        newest: dict[str, int]) -> None:
         """Write gathered events, move each session's last_seq on and drop
         events beyond capacity."""
         if rows:
-            conn.executemany("INSERT OR REPLACE INTO events (session_id, seq, request_id, data) "
-                             "VALUES (?, ?, ?, ?)", rows)
+            conn.executemany("INSERT OR REPLACE INTO events (session_id, seq, request_id, data, timestamp, type) "
+                             "VALUES (?, ?, ?, ?, ?, ?)", rows)
         for sid, seq in newest.items():
             conn.execute("UPDATE sessions SET last_seq = MAX(last_seq, ?) WHERE id = ?", (seq, sid))
             conn.execute("DELETE FROM events WHERE session_id = ? AND seq <= ?", (sid, seq - self.replay_capacity))

@@ -1,0 +1,122 @@
+"""A view: one connection attached to a session, with its own outbox.
+
+The session's pump numbers, logs and encodes each event once and offers
+the same ``(event, text)`` pairs to every view (:meth:`View.offer`); the
+view's writer (``server/service.py``) takes them (:meth:`View.take`) and
+writes them at the connection's pace. Replies meant for one connection go
+straight to its view (:meth:`View.send_direct`). See ``server/sessions.py``
+for the whole shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from gemini_split.protocol import ClientInfo, ServerEvent, ToolSpec, encode
+from gemini_split.stamping import stamp
+
+DRIVER = "driver"
+OBSERVER = "observer"
+
+
+@dataclass(eq=False)
+class View:
+    """One connection attached to a session, and its own outbox.
+
+    ``close(reason)`` closes the connection. ``limit`` events or
+    ``max_bytes`` characters of encoded text may wait unsent; an offer past
+    either is refused and the session cuts the view off (:attr:`cut_off`
+    says why). ``role`` is ``driver`` or ``observer``: an observer is
+    read-only — the connection's :class:`~gemini_split.protocol.Connection`
+    refuses its prompts, cancels and tool answers, and anything else that
+    takes a decision from a view (server-side approvals) must check
+    :attr:`may_act`. ``tools``: what the client last announced (None:
+    nothing yet)."""
+
+    close: Callable[[str], Awaitable[None]]
+    label: str = "client"
+    role: str = DRIVER
+    limit: int = 1000
+    max_bytes: int = 4 * 1024 * 1024
+    tools: list[ToolSpec] | None = None
+    detached: trio.Event = field(default_factory=trio.Event)
+    #: Why the view was cut off (None while it keeps up).
+    cut_off: str | None = None
+    #: Whether the view is one of its session's views now.
+    attached: bool = False
+    #: Called when the writer has written everything (the pump's pacing).
+    on_caught_up: Callable[[], None] | None = None
+    _queue: list[tuple[ServerEvent, str]] = field(default_factory=list)
+    _bytes: int = 0
+    _writing: bool = False
+    _readable: trio.Event = field(default_factory=trio.Event)
+
+    @property
+    def may_act(self) -> bool:
+        """Whether this client may prompt, cancel, answer or decide."""
+        return self.role != OBSERVER
+
+    @property
+    def info(self) -> ClientInfo:
+        return ClientInfo(label=self.label, role=self.role)  # type: ignore[arg-type]
+
+    @property
+    def caught_up(self) -> bool:
+        """Nothing queued and nothing being written."""
+        return not self._queue and not self._writing
+
+    def offers(self, tool: str) -> bool:
+        """Whether the client may run ``tool`` (unknown until it says)."""
+        return self.tools is None or any(spec.name == tool for spec in self.tools)
+
+    def offer(self, batch: list[tuple[ServerEvent, str]]) -> bool:
+        """Queue logged events; False (nothing queued) when they would
+        overflow this view's outbox. An empty outbox takes any batch: only
+        a view still behind by more than its bounds is refused."""
+        size = sum(len(text) for _, text in batch)
+        if self._queue and (len(self._queue) + len(batch) > self.limit or self._bytes + size > self.max_bytes):
+            return False
+        self._queue.extend(batch)
+        self._bytes += size
+        self._readable.set()
+        return True
+
+    def send_direct(self, event: ServerEvent) -> None:
+        """Queue an event for this connection only (a reply): stamped,
+        unnumbered, never logged; whatever the limit."""
+        event = stamp(event)
+        text = encode(event)
+        self._queue.append((event, text))
+        self._bytes += len(text)
+        self._readable.set()
+
+    async def take(self) -> list[tuple[ServerEvent, str]]:
+        """Everything queued, oldest first (waits for something). Calling
+        it again says the previous batch is written."""
+        self._writing = False
+        while not self._queue:
+            if self.on_caught_up is not None:
+                self.on_caught_up()
+            self._readable = trio.Event()
+            await self._readable.wait()
+        batch, self._queue, self._bytes = self._queue, [], 0
+        self._writing = True
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+
+@dataclass(frozen=True)
+class AttachPoint:
+    """Where a view's live events start: after ``last_seq``, with this
+    request running (as the log says) and these tool calls unanswered;
+    ``clients``: everyone attached then, the new view included."""
+
+    last_seq: int
+    active_request_id: str | None
+    pending_tool_calls: tuple[str, ...]
+    clients: tuple[ClientInfo, ...]

@@ -60,8 +60,8 @@ function _shtab_gemini_split_using
   test "$_shtab_gemini_split_cmdpath" = "$argv"
 end
 
-set -g _shtab_gemini_split_commands serve server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-id --session-ttl --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
+set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --limit --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --scope --server --session-id --session-ttl --since --state-dir --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -124,6 +124,13 @@ complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc-allow-conf
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc-max-streams -x -d 'gRPC streams served at once (default 64)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l allow-attach-by-id -l no-allow-attach-by-id -d 'let a user join one of their own sessions that has clients attached by its id alone, without its resume token (`gemini-split attach ID`; default: on for a loopback address or --stdio, off otherwise)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l debug -d 'log details to stderr'
+complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a attach -d 'Join one of your sessions that is running elsewhere (another terminal, another'
+complete -c gemini-split -n '_shtab_gemini_split_using attach' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using attach' -l watch -d 'watch read-only: follow the session live, never prompt (Ctrl-C leaves)'
+complete -c gemini-split -n '_shtab_gemini_split_using attach' -l limit -x -d 'replay the last N whole turns first (default 1; 0: none)'
+complete -c gemini-split -n '_shtab_gemini_split_using attach' -l since -x -d 'replay the events after TIME: Unix milliseconds (1763726400000), a duration ago (90s, 10m, 2h, 1d) or an ISO-8601 date-time (2026-11-22T21:30, local time unless it names a zone)'
+complete -c gemini-split -n '_shtab_gemini_split_using attach' -l label -x -d 'how the other clients see this one (default: the host name)'
+complete -c gemini-split -n '_shtab_gemini_split_using attach' -s o -l output-format -xka "text stream-json" -d 'text (default) or stream-json: one JSON line per session event'
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a server -d 'Manage server profiles, the names --server and the REPL'"'"'s /server connect accept. They live in servers.json in $GEMINI_SPLIT_HOME or ~/.gemini (mode 0600: it may hold tokens).'
 complete -c gemini-split -n '_shtab_gemini_split_using server' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using server; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'show the profiles'

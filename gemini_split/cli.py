@@ -51,6 +51,7 @@ examples:
   gemini-split --server 'stdio:ssh box gemini-split serve --stdio'
   gemini-split --server local -p "…"            through your local daemon (started when needed)
   gemini-split server status                     which server this client uses, and is it up
+  gemini-split --server ws://host:8080 attach latest --watch   follow a session read-only
   gemini-split -m scripted:demo.json -p "hi"     a scripted model: no key, no network (README)
 
 environment:
@@ -174,6 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     assert isinstance(commands, _Subcommands)
     commands.add_lazy("serve", "run the agent loop as a server for remote clients",
                       "gemini_split.commands.serve:add_serve_parser")
+    commands.add_lazy("attach", "join one of your sessions running elsewhere (--watch: read-only)",
+                      "gemini_split.commands.attach:add_attach_parser")
     commands.add_lazy("server", "manage named servers (profiles for --server)",
                       "gemini_split.commands.server_profiles:add_server_parser")
     commands.add_lazy("completions", "print a shell completion script",
@@ -282,6 +285,10 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             from gemini_split.commands.serve import run_serve
 
             return run_serve(args, env)
+        if args.command == "attach":
+            from gemini_split.commands.attach import run_attach
+
+            return run_attach(args, env)
         if args.command == "server":
             from gemini_split.commands.server_profiles import run_server_command
 

@@ -195,6 +195,7 @@ class ProtocolClient:
         # asks again after a reconnect: a call runs once).
         self._running_calls: set[str] = set()
         self._call_scopes: dict[str, trio.CancelScope] = {}
+        self._over = trio.Event()
         self._answers: OrderedDict[str, ToolExecutionResponse] = OrderedDict()
 
     # --- connection ----------------------------------------------------------
@@ -227,6 +228,11 @@ class ProtocolClient:
             return await self._handshake(token, session_id, resume_token, last_seq, new_session_id, replay)
         finally:
             self._handshaking = False
+
+    @property
+    def turn_request_id(self) -> str | None:
+        """The request of this client's own running turn, if any."""
+        return self._turn.request_id if self._turn is not None else None
 
     @property
     def observer(self) -> bool:
@@ -291,7 +297,17 @@ class ProtocolClient:
                         break
             finally:
                 self._connection_lost(self._closed_reason or "the connection to the server was closed")
+                self._over.set()
                 nursery.cancel_scope.cancel()
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection has ended for good (reconnects spent)."""
+        await self._over.wait()
+
+    @property
+    def closed_reason(self) -> str | None:
+        """Why the connection ended (None while it is open)."""
+        return self._closed_reason
 
     async def aclose(self) -> None:
         await self.stream.aclose()

@@ -531,12 +531,13 @@ class RequestStarted(ServerEvent, tag="request_started", kw_only=True):
 
 class ClientsChanged(ServerEvent, tag="clients_changed", kw_only=True):
     """A client joined or left the session (1.2). ``clients`` counts the
-    attached clients now; ``attached`` lists them."""
+    attached clients now (``connected.attached`` lists them at attach; a
+    client keeps the list up to date from these: each costs the server one
+    small frame per view, whatever the number attached)."""
 
     change: Literal["joined", "left"]
     client: ClientInfo
     clients: int = 0
-    attached: tuple[ClientInfo, ...] = ()
 
 
 class ToolCallAnswered(ServerEvent, tag="tool_call_answered", kw_only=True):

@@ -197,8 +197,7 @@ class Session:
         clients = tuple(v.info for v in self.views) + (view.info,)
         # Logged and handed to the others at once (as the pump would), so
         # the new view's live part starts after its own arrival.
-        self.fan_out(self.log_events([ClientsChanged(change="joined", client=view.info, clients=len(clients),
-                                                     attached=clients)]))
+        self.fan_out(self.log_events([ClientsChanged(change="joined", client=view.info, clients=len(clients))]))
         view.attached = True
         view.on_caught_up = self._caught_up.set
         self.views.append(view)
@@ -216,8 +215,7 @@ class Session:
         view.attached = False
         self.views.remove(view)
         self._caught_up.set()  # the pump may have been waiting for this one
-        self.emit_nowait(ClientsChanged(change="left", client=view.info, clients=len(self.views),
-                                        attached=tuple(v.info for v in self.views)))
+        self.emit_nowait(ClientsChanged(change="left", client=view.info, clients=len(self.views)))
         if self._active is not None and self._active.origin is view:
             self._active.origin = None
             self.hand_over_calls()

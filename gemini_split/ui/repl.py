@@ -46,7 +46,7 @@ from gemini_split.client.connect import ClientSettings, describe_connect_error, 
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
-from gemini_split.protocol import Attachment, ErrorCode, ServerEvent, Usage
+from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, ServerEvent, Usage
 from gemini_split.transport import ConnectOptions, TransportError
 
 from .approval_prompt import InlineAsker
@@ -61,6 +61,7 @@ from .prompt_input import (
     read_text,
     split_queued,
 )
+from .follow import Follower
 from .render import TurnView, code_theme_for, error_panel, make_console, usage_line
 from .safe_text import visible
 from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, run_command
@@ -103,6 +104,8 @@ class Repl:
         self.model_override: str | None = settings.model if settings.server else None
         self.client: ProtocolClient | None = None
         self.view: TurnView | None = None
+        #: What other clients attached to this session do (issue 11).
+        self.follower = Follower(self.console, live=False)
         self._nursery: trio.Nursery | None = None
         self._connection_scope: trio.CancelScope | None = None
         self._turn_scope: trio.CancelScope | None = None
@@ -229,7 +232,7 @@ class Repl:
                     status = await self._first_connection()
                     if status is None:
                         self._banner()
-                        if self.settings.resume:
+                        if self.settings.resume and not self.settings.attach:
                             await self.show_history()
                         await self._loop()
                         status = ExitStatus.SUCCESS
@@ -331,6 +334,9 @@ class Repl:
             ("class:bottom-toolbar", " · session "), ("class:bottom-toolbar.key", session),
             ("class:bottom-toolbar", " · model "), ("class:bottom-toolbar.key", _short_model(self.model)),
             ("class:bottom-toolbar", " · approval "), ("class:bottom-toolbar.key", self.approval_mode.value),
+            *([("class:bottom-toolbar", " · attached "),
+               ("class:bottom-toolbar.key", str(len(self.attached_clients())))]
+              if len(self.attached_clients()) > 1 else []),
             ("class:bottom-toolbar", "  │ Alt+Enter newline · /help "),
             *([("class:bottom-toolbar.key", f" {self.connection_note} ")] if self.connection_note else []),
         ]
@@ -421,8 +427,22 @@ class Repl:
 
     async def _on_event(self, event: ServerEvent) -> None:
         view = self.view
-        if view is not None:
+        own = self.client.turn_request_id if self.client is not None else None
+        if view is not None and (event.request_id is None or event.request_id == own) \
+                and not isinstance(event, ClientsChanged):
             view.on_event(event)
+        elif self.client is not None:
+            self.attached_clients()  # the list starts from connected
+            self.follower.on_event(event, own_request=own)
+
+    def attached_clients(self) -> list[tuple[str, str]]:
+        """Who is attached to this session now: ``[(label, role)]``."""
+        connected = self.client.connected if self.client else None
+        if connected is not None and self.follower.session != connected.session_id:
+            # A new connection: start from what connected said.
+            self.follower.session = connected.session_id
+            self.follower.attached = [(c.label, c.role) for c in connected.attached]
+        return self.follower.attached
 
     def _start_interrupt(self) -> None:
         if self._nursery is not None:

@@ -466,6 +466,8 @@ async def _server_status(repl: Repl, args: list[str]) -> None:
         ("session", f"{connected.session_id} · model {repl.model or 'unknown'}"),
         ("latency", f"{latency:.1f} ms (get_state round trip)"),
         ("auth", "ok: the token was accepted" if token else "ok: no token needed"),
+        ("attached", ", ".join(visible(label) + (" (watching)" if role == "observer" else "")
+                               for label, role in repl.attached_clients()) or "only this client"),
     ]
     _print_rows(repl, rows)
 

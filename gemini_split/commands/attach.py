@@ -1,0 +1,173 @@
+"""``gemini-split attach [SESSION_ID|latest]``: join a session others use.
+
+Opens the REPL on an existing session of yours — on a server (``--server``)
+or in the local session store — with its last turn replayed (or what
+``--limit`` / ``--since`` ask for); prompts from every attached client are
+shown as they come. ``--watch`` attaches read-only and follows the session
+live until Ctrl-C; ``-o stream-json`` prints every session event as one
+JSON line (the protocol's wire form) for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+from gemini_split.environment import Environment
+from gemini_split.exit_status import ExitStatus
+
+SINCE_HELP = ("replay the events after TIME: Unix milliseconds (1763726400000), a duration ago "
+              "(90s, 10m, 2h, 1d) or an ISO-8601 date-time (2026-11-22T21:30, local time unless "
+              "it names a zone)")
+
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str, *, now: float | None = None) -> int:
+    """``--since TIME`` as Unix milliseconds (see :data:`SINCE_HELP`)."""
+    text = text.strip()
+    now = time.time() if now is None else now
+    if text.isdigit() and len(text) <= 16:
+        return int(text)
+    match = _AGO.match(text)
+    if match:
+        return max(0, int((now - float(match.group(1)) * _UNIT[match.group(2)]) * 1000))
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: give Unix milliseconds, a duration ago such as 10m, "
+            "or an ISO-8601 date-time") from None
+    return max(0, int(moment.timestamp() * 1000))
+
+
+def _replay_limit(text: str) -> int:
+    from gemini_split.protocol.messages import REPLAY_LIMIT_MAX
+
+    if not text.isdigit() or int(text) > REPLAY_LIMIT_MAX:
+        raise argparse.ArgumentTypeError(f"must be a whole number of turns from 0 to {REPLAY_LIMIT_MAX}")
+    return int(text)
+
+
+def add_attach_parser(commands: Any) -> None:
+    p = commands.add_parser(
+        "attach",
+        description="Join one of your sessions that is running elsewhere (another terminal, another\n"
+                    "machine, a script): the REPL on it, with its last turn replayed. Every attached\n"
+                    "client sees the same events; any of them may prompt or cancel. Options of the\n"
+                    "client (--server, --token, …) go before 'attach'.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  gemini-split --server ws://host:8080 attach latest        the REPL on your latest session\n"
+               "  gemini-split --server ws://host:8080 attach s-5f1c… --watch   follow it, read-only\n"
+               "  gemini-split attach latest --watch -o stream-json --since 10m   events as JSON lines\n"
+               "\n"
+               "A server refuses an attach by id alone to a session with clients attached unless it\n"
+               "allows it (serve --allow-attach-by-id; the default on loopback).",
+    )
+    p.add_argument("session", nargs="?", default="latest", metavar="SESSION_ID|latest",
+                   help="the session to join (default: your most recently used one)")
+    p.add_argument("--watch", action="store_true",
+                   help="watch read-only: follow the session live, never prompt (Ctrl-C leaves)")
+    p.add_argument("--limit", type=_replay_limit, metavar="N",
+                   help="replay the last N whole turns first (default 1; 0: none)")
+    p.add_argument("--since", type=parse_since, metavar="TIME", help=SINCE_HELP)
+    p.add_argument("--label", metavar="NAME",
+                   help="how the other clients see this one (default: the host name)")
+    p.add_argument("-o", "--output-format", dest="attach_output", choices=["text", "stream-json"],
+                   default="text", help="text (default) or stream-json: one JSON line per session event")
+
+
+def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    from gemini_split.app import resolve_client_settings
+    from gemini_split.protocol import Replay
+
+    settings = resolve_client_settings(args, env, interactive=not args.watch and args.attach_output == "text")
+    replay = None
+    if args.limit is not None or args.since is not None:
+        replay = Replay(limit=args.limit, since=args.since)
+    settings = dataclasses.replace(
+        settings, resume=args.session, attach=True, role="observer" if args.watch else "driver",
+        replay=replay, label=args.label if args.label is not None else _host_label(),
+    )
+    if args.attach_output == "stream-json" or args.watch:
+        import trio
+
+        return trio.run(_follow, settings, env, args.attach_output == "stream-json")
+    import trio
+
+    from gemini_split.ui.repl import Repl
+
+    return trio.run(Repl(args, env, settings).run)
+
+
+async def _follow(settings: Any, env: Environment, as_json: bool) -> ExitStatus:
+    """Print the session's events until the connection ends or Ctrl-C."""
+    import signal
+
+    import trio
+
+    from gemini_split.app import hold_embedded
+    from gemini_split.client.connect import open_client
+    from gemini_split.protocol import ServerEvent, encode
+    from gemini_split.transport import ConnectFailed, TransportError
+    from gemini_split.ui.follow import Follower
+    from gemini_split.ui.render import make_console
+
+    out = env.stdout
+    follower = None if as_json else Follower(make_console(out, env.environ), live=True)
+
+    async def on_event(event: ServerEvent) -> None:
+        if follower is not None:
+            follower.on_event(event)
+            return
+        out.write(encode(event) + "\n")
+        out.flush()
+
+    try:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
+            async with hold_embedded(settings), open_client(settings, on_event=on_event) as client:
+                if follower is not None and client.connected is not None:
+                    follower.attached = [(c.label, c.role) for c in client.connected.attached]
+                    env.warn(f"Attached to session {client.connected.session_id} ({follower.summary()}); "
+                             "Ctrl-C leaves.")
+                interrupted = False
+                async with trio.open_nursery() as nursery:
+                    async def stop_on_signal() -> None:
+                        nonlocal interrupted
+                        async for _ in signals:
+                            interrupted = True
+                            nursery.cancel_scope.cancel()
+
+                    nursery.start_soon(stop_on_signal)
+                    await client.wait_closed()
+                    nursery.cancel_scope.cancel()
+                if interrupted:
+                    return ExitStatus.INTERRUPTED
+                env.warn(f"gemini-split attach: {client.closed_reason or 'the connection ended'}")
+                return ExitStatus.ERROR
+    except (ConnectFailed, TransportError) as exc:
+        from gemini_split.client.connect import describe_connect_error
+
+        message, _, status = describe_connect_error(exc)
+        env.warn(f"gemini-split attach: {message}")
+        return status
+
+
+def _host_label() -> str:
+    import socket
+
+    try:
+        return socket.gethostname()[:64] or "client"
+    except OSError:  # pragma: no cover - gethostname does not fail on Linux
+        return "client"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run it as: gemini-split attach")

@@ -272,7 +272,10 @@ class GrpcClientStream(MessageStream):
                 if self._connected:
                     return []
                 self._connected = True
-                return [stamp(Connected(server=f"gemini.v1 at {self.peer} (gemini-split/{__version__})",
+                # Protocol 1.1's flow: gemini.v1 has no request_started, so a
+                # request runs from the client's generate_content_request.
+                return [stamp(Connected(protocol_version="1.1",
+                                        server=f"gemini.v1 at {self.peer} (gemini-split/{__version__})",
                                         session_id=self._session_id, resumed=self._resuming,
                                         model=self._model or "", capabilities=("cancel",)))]
             if self._request is None:

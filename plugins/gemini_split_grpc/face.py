@@ -50,6 +50,7 @@ from google.protobuf import json_format
 from gemini_split import __version__
 from gemini_split.protocol import (
     Cancel,
+    Replay,
     Connected,
     Connection,
     ContextFile,
@@ -285,7 +286,9 @@ class _Chat:
             await self._turn(request.prompt)
 
     async def _handshake(self, start: _Start) -> None:
-        await self._send(Hello(client=f"gemini-split-grpc/{__version__} ({self.peer})", session_id=start.session_id))
+        # A resumed stream continues the conversation: no replay of the last turn (1.2).
+        await self._send(Hello(client=f"gemini-split-grpc/{__version__} ({self.peer})", session_id=start.session_id,
+                               replay=Replay(limit=0) if start.session_id else None))
         reply = await self._receive()
         if isinstance(reply, Error):
             status = {

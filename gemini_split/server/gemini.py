@@ -103,9 +103,12 @@ class GeminiModel(Model):
             options.base_url = base_url
         self._client = genai.Client(api_key=api_key, http_options=options)
         self._api = self._client._api_client
-        #: (model, system instruction, grounding, tool specs) → the request's config
-        #: fields in wire form and the URL path; see :meth:`_prepared`.
+        #: (model, system instruction, grounding, tool specs' JSON) → the
+        #: request's config fields in wire form and the URL path, and
+        #: (model, grounding, tool specs' JSON) → the tool declarations;
+        #: see :meth:`_prepared`.
         self._prepared_cache: OrderedDict[tuple, _Prepared] = OrderedDict()
+        self._tools_cache: OrderedDict[tuple, Any] = OrderedDict()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         # The name becomes part of the request's URL path: never let one
@@ -191,29 +194,36 @@ class GeminiModel(Model):
 
     def _prepared(self, request: ModelRequest) -> _Prepared:
         """The config fields of the request body (system instruction, tools,
-        generation config) and the URL path, as google-genai writes them;
-        converted once per session and kept (a session sends the same ones
-        every turn, and converting them is most of google-genai's cost of a
-        request: about 8 ms with a full tool set)."""
-        specs = tuple(request.tools)
-        key = (request.model, request.system_instruction, request.google_search, tuple(map(id, specs)))
-        cached = self._prepared_cache.get(key)
-        # The specs are held by the entry, so their ids cannot be reused
-        # while it is cached; identity is checked anyway.
-        if cached is not None and all(a is b for a, b in zip(cached.specs, specs)):
-            self._prepared_cache.move_to_end(key)
+        generation config) and the URL path, as google-genai writes them.
+
+        Converting them is most of google-genai's cost of a request (about
+        8 ms with a full tool set), and they rarely change: kept by content,
+        so a session's later turns, and every session that announced the
+        same tools, reuse them; the tool declarations (the heavy part) are
+        kept apart from the system instruction (which names the session's
+        workspace and context files)."""
+        tools_key = msgspec.json.encode(request.tools)
+        key = (request.model, request.system_instruction, request.google_search, tools_key)
+        cached = _lru_get(self._prepared_cache, key)
+        if cached is not None:
             return cached
-        body = self._to_wire(request.model, [_PLACEHOLDER], _config(request))
+        tools_key = (request.model, request.google_search, tools_key)
+        tools_wire = _lru_get(self._tools_cache, tools_key)
+        if tools_wire is None:
+            tools_wire = self._to_wire(request.model, [_PLACEHOLDER], types.GenerateContentConfig(
+                tools=_tools(request))).get("tools", ())
+            _lru_put(self._tools_cache, tools_key, tools_wire)
+        body = self._to_wire(request.model, [_PLACEHOLDER], _config(request, tools=False))
         path = "{model}:streamGenerateContent?alt=sse".format_map(body.pop("_url"))
         query = body.pop("_query", None)
         if query:
             raise ModelError(f"unexpected query parameters in a Gemini request: {query!r}", retryable=False)
         body.pop("contents", None)
         body.pop("config", None)
-        prepared = _Prepared(specs=specs, config_body=body, path=path)
-        self._prepared_cache[key] = prepared
-        while len(self._prepared_cache) > _PREPARED_CACHE_SIZE:
-            self._prepared_cache.popitem(last=False)
+        if tools_wire:
+            body["tools"] = tools_wire
+        prepared = _Prepared(config_body=body, path=path)
+        _lru_put(self._prepared_cache, key, prepared)
         return prepared
 
     def _continuation_config(self, request: ModelRequest, token: bytes) -> dict[str, Any]:
@@ -241,7 +251,7 @@ def _base_url(model: GeminiModel) -> str:
         return "the Gemini API"
 
 
-#: Sessions whose prepared config is kept (each a few KB of tool schemas).
+#: Configs (and tool sets) kept converted (each a few KB of tool schemas).
 _PREPARED_CACHE_SIZE = 2048
 #: Stands for the contents when only the config part of a body is wanted.
 _PLACEHOLDER = {"role": "user", "parts": [{"text": "."}]}
@@ -249,9 +259,21 @@ _PLACEHOLDER = {"role": "user", "parts": [{"text": "."}]}
 
 @dataclass(frozen=True)
 class _Prepared:
-    specs: tuple[Any, ...]
     config_body: dict[str, Any]
     path: str
+
+
+def _lru_get(cache: OrderedDict, key: Any) -> Any:
+    value = cache.get(key)
+    if value is not None:
+        cache.move_to_end(key)
+    return value
+
+
+def _lru_put(cache: OrderedDict, key: Any, value: Any) -> None:
+    cache[key] = value
+    while len(cache) > _PREPARED_CACHE_SIZE:
+        cache.popitem(last=False)
 
 
 @dataclass
@@ -345,10 +367,10 @@ class _Continuation:
         return hop.start_token, reconnects + 1
 
 
-def _config(request: ModelRequest) -> types.GenerateContentConfig:
+def _config(request: ModelRequest, *, tools: bool = True) -> types.GenerateContentConfig:
     return types.GenerateContentConfig(
         system_instruction=request.system_instruction,
-        tools=_tools(request),
+        tools=_tools(request) if tools else None,
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         thinking_config=types.ThinkingConfig(include_thoughts=True),
     )

@@ -157,16 +157,23 @@ async def test_a_search_grounded_request_is_built_as_google_genai_builds_it():
     assert new["body"]["tools"] == [{"googleSearch": {}}]
 
 
-async def test_the_config_is_converted_once_per_session():
+async def test_the_config_is_converted_once_per_tool_set_and_instruction():
     with FakeGemini([{"text": "one"}, {"text": "two"}, {"text": "three"}], api_key=KEY) as fake:
         model = GeminiModel(KEY, base_url=fake.url)
         try:
             first = request()
             await new_stream(model, first)
             prepared = model._prepared(first)
-            # The next turn: same session (same tool specs), a longer history.
-            second = request(contents=[*HISTORY, {"role": "user", "parts": [{"text": "more"}]}])
+            # The next turn, or another session with the same tools: a
+            # longer history, equal tool specs (not the same objects).
+            second = request(contents=[*HISTORY, {"role": "user", "parts": [{"text": "more"}]}],
+                             tools=[ToolSpec(name=t.name, description=t.description, parameters=t.parameters)
+                                    for t in TOOLS])
             assert model._prepared(second) is prepared
+            # Another workspace (system instruction), the same tools: the
+            # declarations are not converted again.
+            other = model._prepared(request(system_instruction="Another session."))
+            assert other is not prepared and other.config_body["tools"] is prepared.config_body["tools"]
             chunks = await new_stream(model, second)
             # New tool specs (a new tool_discovery): converted again.
             third = request(tools=[ToolSpec(name="x", description="y")])

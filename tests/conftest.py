@@ -74,3 +74,18 @@ def _private_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("GEMINI_SPLIT_HOME", raising=False)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """A real redis-server on a free loopback port, one per test process
+    (``gemini_split.testing.redis_server``). Give each test its own keys
+    with ``redis_server.url_with_prefix()``. Skips, saying why, only where
+    redis-server is not installed (.ci/run installs it)."""
+    from gemini_split.testing import redis_server as rs
+
+    if not rs.available():
+        pytest.skip(rs.MISSING)
+    server = rs.RedisServer(tmp_path_factory.mktemp("redis"))
+    with server:
+        yield server

@@ -90,6 +90,10 @@ def add_serve_parser(commands: Any) -> None:
                           help="where sessions are kept, so clients can resume them after a cut or a "
                                "restart (default: $GEMINI_SPLIT_HOME/sessions, i.e. ~/.gemini/sessions; "
                                "':memory:' keeps them in this process only)")
+    sessions.add_argument("--store", metavar="URL",
+                          help="keep sessions in Redis instead, shared by several serve replicas: "
+                               "redis://[user:password@]host:port/db or rediss://… for TLS "
+                               "(default: $GEMINI_SPLIT_REDIS_URL if set, else --state-dir)")
     sessions.add_argument("--replay-capacity", type=positive_int, default=DEFAULT_REPLAY_CAPACITY, metavar="N",
                           help=f"events kept per session for resuming clients (default {DEFAULT_REPLAY_CAPACITY})")
     sessions.add_argument("--session-ttl", type=parse_duration, default=DEFAULT_SESSION_TTL, metavar="DURATION",
@@ -197,7 +201,14 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     # A stdio server is one process per connection (often spawned over ssh):
     # several may share the directory, so only a listening server locks it.
-    store = open_store(state_dir(args.state_dir, env), replay_capacity=args.replay_capacity,
+    from gemini_split.server.store.redis import store_url
+
+    redis_url = store_url(args.store, e)
+    if redis_url is not None and not redis_url.startswith(("redis://", "rediss://")):
+        raise ConfigurationError("--store: give a redis:// or rediss:// URL (sessions on disk: --state-dir)")
+    if redis_url is not None and args.state_dir:
+        raise ConfigurationError("--store and --state-dir: give one (sessions live in Redis or on disk)")
+    store = open_store(redis_url or state_dir(args.state_dir, env), replay_capacity=args.replay_capacity,
                        exclusive=not args.stdio)
     service = AgentService(model, config, authenticate=authenticate, store=store)
     options.health = service.health

@@ -35,12 +35,24 @@ def _sqlite(tmp_path: Path) -> SessionStore:
     return open_store(tmp_path / "state", replay_capacity=CAPACITY)
 
 
+def _redis(url: str) -> SessionStore:
+    from gemini_split.server.store.redis import RedisStore
+
+    return RedisStore(url, replay_capacity=CAPACITY)
+
+
 BACKENDS: dict[str, Callable[[Path], SessionStore]] = {"memory": _memory, "sqlite": _sqlite}
+#: Backends on a server: built from a URL (a real redis-server, started once
+#: per test process on a free loopback port: the ``redis_server`` fixture).
+SERVER_BACKENDS: dict[str, Callable[[str], SessionStore]] = {"redis": _redis}
 
 
-@pytest.fixture(params=sorted(BACKENDS))
+@pytest.fixture(params=sorted(BACKENDS) + sorted(SERVER_BACKENDS))
 async def store(request, tmp_path) -> AsyncIterator[SessionStore]:
-    s = BACKENDS[request.param](tmp_path)
+    if request.param in SERVER_BACKENDS:
+        s = SERVER_BACKENDS[request.param](request.getfixturevalue("redis_server").url_with_prefix())
+    else:
+        s = BACKENDS[request.param](tmp_path)
     with trio.fail_after(10):
         await s.open()
     try:

@@ -7,8 +7,9 @@ every event after the ``seq`` it last saw), and a restarted server can pick a
 conversation up again.
 
 Backends: :mod:`.sqlite` (the default: one SQLite file in WAL mode, written by
-a dedicated thread) and :mod:`.memory` (nothing survives the process). A new
-backend (Redis, …) is one new module implementing :class:`SessionStore`, and
+a dedicated thread), :mod:`.memory` (nothing survives the process) and
+:mod:`.redis` (a Redis server several ``serve`` replicas share). A new
+backend is one new module implementing :class:`SessionStore`, and
 must pass the shared suite in ``tests/store/`` (add it to the ``store``
 fixture there).
 
@@ -251,8 +252,14 @@ def open_store(location: str | Path | None, *, replay_capacity: int = DEFAULT_RE
                exclusive: bool = False) -> SessionStore:
     """The store for a ``--state-dir`` value: ``:memory:`` (or None) keeps
     sessions in this process only; anything else is a directory holding a
-    SQLite database. ``exclusive`` (``serve``) refuses a directory another
-    server already uses. Call :meth:`SessionStore.open` before use."""
+    SQLite database; a ``redis://`` or ``rediss://`` URL is a Redis server
+    shared by replicas (:mod:`.redis`). ``exclusive`` (``serve``) refuses a
+    directory another server already uses. Call :meth:`SessionStore.open`
+    before use."""
+    if isinstance(location, str) and location.startswith(("redis://", "rediss://")):
+        from .redis import RedisStore
+
+        return RedisStore(location, replay_capacity=replay_capacity)
     if location is None or str(location) == ":memory:":
         from .memory import MemoryStore
 

@@ -1,0 +1,549 @@
+"""Sessions in Redis (``serve --store redis://…``), shared by several replicas.
+
+Why Redis: several ``serve`` processes on several machines need one place for
+sessions, and Redis has what this store needs built in — hashes for a
+session's metadata, a Stream per session for its event log (numbered, range
+reads, blocking reads for the replicas that relay it), sorted sets for the
+listings, ``SET NX PX`` for leases. It is reached with ``coredis`` (anyio, so
+it runs on Trio's loop; measured here against Debian's ``redis-server``).
+
+Keys (``PREFIX`` is ``gs:`` unless ``?prefix=`` in the URL says otherwise;
+``{id}`` is a Redis Cluster hash tag, so a session's keys live together):
+
+``PREFIX{id}:s``   hash: the :class:`SessionRecord` fields (history and
+                   approval as JSON), ``floor`` (the highest seq no longer
+                   kept for replay) and ``kept`` (how many events above it).
+``PREFIX{id}:e``   stream: one entry per event, entry id ``SEQ-0``, fields
+                   ``d`` (the event's JSON) and ``r`` (its request id).
+``PREFIX{id}:lease``  which replica runs the session (see :mod:`.redis_lease`).
+``PREFIX{id}:cmd`` stream: messages relayed to the replica that runs it.
+``PREFIX owner:<owner>``  sorted set: the owner's session ids by ``updated``.
+``PREFIX all``     sorted set: every session id by ``updated`` (expiry).
+
+Writing. :meth:`append_events` only queues; one Trio task (a system task, so
+it lives as long as the store, not as any one connection) writes what is
+queued in one round trip per batch (a Lua script: XADD each event unless it
+is already there, move ``floor`` up past what exceeds ``replay_capacity``,
+``XTRIM MAXLEN ~`` the rest). Every other call first waits until what was
+queued before it is written — that gives the contract's order and
+read-your-writes.
+
+When Redis cannot be reached, appended events stay queued (at most
+``buffer_limit`` of them) and are written when it is back; the failure is
+:attr:`write_error` and every durable call raises :class:`StoreError`
+meanwhile. Past the limit the oldest queued events are dropped and
+:attr:`overflowed` names the sessions that lost some, so the server can end
+their requests with an error instead of losing events silently.
+
+Durability is Redis's: run it with ``appendonly yes`` (docs/deployment.md).
+
+The URL's password is never logged or shown: messages name the server as
+``redis://host:port/db``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import urllib.parse
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import trio
+
+from . import DEFAULT_REPLAY_CAPACITY, SessionRecord, SessionStore, SessionSummary, StoredEvent, StoreError
+
+log = logging.getLogger(__name__)
+
+#: Environment variable naming the Redis URL when ``--store`` does not.
+REDIS_URL_ENV = "GEMINI_SPLIT_REDIS_URL"
+DEFAULT_PREFIX = "gs:"
+#: Events queued while Redis is unreachable, across all sessions.
+DEFAULT_BUFFER_LIMIT = 100_000
+#: Events written per round trip at most.
+_MAX_BATCH = 2000
+#: Seconds one Redis command may take before the server counts as unreachable.
+COMMAND_TIMEOUT = 5.0
+#: Seconds between attempts to write queued events while Redis is down.
+RETRY_INTERVAL = 0.5
+
+_STRING_FIELDS = ("id", "owner", "token_hash", "model", "title")
+
+# KEYS: hash, stream. ARGV: capacity, then (seq, request id or "", data)...
+# Returns the session's last seq, or -1 when the session does not exist.
+_APPEND = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local last = tonumber(redis.call('HGET', KEYS[1], 'last_seq') or '0')
+local floor = tonumber(redis.call('HGET', KEYS[1], 'floor') or '0')
+local kept = tonumber(redis.call('HGET', KEYS[1], 'kept') or '0')
+local capacity = tonumber(ARGV[1])
+local added = 0
+for i = 2, #ARGV, 3 do
+  local seq = tonumber(ARGV[i])
+  if seq > last then
+    if ARGV[i + 1] == '' then
+      redis.call('XADD', KEYS[2], seq .. '-0', 'd', ARGV[i + 2])
+    else
+      redis.call('XADD', KEYS[2], seq .. '-0', 'd', ARGV[i + 2], 'r', ARGV[i + 1])
+    end
+    last = seq
+    added = added + 1
+  end
+end
+kept = kept + added
+if kept > capacity then
+  local gone = redis.call('XRANGE', KEYS[2], '(' .. floor .. '-0', '+', 'COUNT', kept - capacity)
+  if #gone > 0 then
+    floor = tonumber(string.match(gone[#gone][1], '^(%d+)'))
+  end
+  kept = capacity
+  redis.call('XTRIM', KEYS[2], 'MAXLEN', '~', capacity)
+end
+redis.call('HSET', KEYS[1], 'last_seq', last, 'floor', floor, 'kept', kept)
+return last
+"""
+
+# KEYS: hash, owner zset, all zset. ARGV: updated, then field/value pairs to
+# set; a value of "\\0del" deletes the field. Returns 0 when there is no
+# such session (nothing is written).
+_UPDATE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 2, #ARGV, 2 do
+  if ARGV[i + 1] == '\\0del' then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  else
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  end
+end
+if ARGV[1] ~= '' then
+  redis.call('ZADD', KEYS[2], ARGV[1], redis.call('HGET', KEYS[1], 'id'))
+  redis.call('ZADD', KEYS[3], ARGV[1], redis.call('HGET', KEYS[1], 'id'))
+end
+return 1
+"""
+_DELETE_FIELD = "\0del"
+
+
+def redacted(url: str) -> str:
+    """``url`` without user name, password or query: safe to log."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "localhost"
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+def _float(value: float) -> str:
+    return repr(float(value))
+
+
+class RedisStore(SessionStore):
+    """Sessions in the Redis server at ``url`` (``redis://``, ``rediss://``
+    for TLS; ``user:password@`` for AUTH/ACL; ``/N`` for the database;
+    ``?prefix=`` for the key prefix)."""
+
+    def __init__(self, url: str, *, replay_capacity: int = DEFAULT_REPLAY_CAPACITY,
+                 buffer_limit: int = DEFAULT_BUFFER_LIMIT, command_timeout: float = COMMAND_TIMEOUT):
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("redis", "rediss"):
+            raise StoreError(f"{redacted(url)}: not a Redis URL (redis://host:port/db or rediss://…)")
+        query = urllib.parse.parse_qs(parts.query)
+        self.prefix = query.pop("prefix", [DEFAULT_PREFIX])[0]
+        self.url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query, doseq=True)))
+        #: The server as it may be shown: no credentials.
+        self.name = redacted(url)
+        self.replay_capacity = replay_capacity
+        self.buffer_limit = buffer_limit
+        self.command_timeout = command_timeout
+        self.client: Any = None
+        self._pending: deque[tuple[str, StoredEvent]] = deque()
+        #: Events handed to the writer and not yet confirmed written.
+        self._appended = 0
+        self._written = 0
+        self._progress = trio.Event()
+        self._wake = trio.Event()
+        self._closing = trio.Event()
+        self._done = trio.Event()
+        self._write_error: StoreError | None = None
+        self._attempts = 0
+        self._retry_now = trio.Event()
+        #: Sessions that lost queued events to the buffer limit.
+        self.overflowed: set[str] = set()
+        self._append_script: Any = None
+        self._update_script: Any = None
+        self._opened = False
+        self._open_error: BaseException | None = None
+
+    # --- keys ---------------------------------------------------------------------
+
+    def key(self, session_id: str, kind: str) -> str:
+        """The key of one of a session's structures (``s``, ``e``, ``lease``, ``cmd``)."""
+        return f"{self.prefix}{{{session_id}}}:{kind}"
+
+    def _owner_key(self, owner: str) -> str:
+        return f"{self.prefix}owner:{owner}"
+
+    @property
+    def _all_key(self) -> str:
+        return f"{self.prefix}all"
+
+    # --- lifetime -------------------------------------------------------------------
+
+    @property
+    def write_error(self) -> StoreError | None:
+        return self._write_error
+
+    async def open(self) -> None:
+        import coredis
+
+        try:
+            self.client = coredis.Redis.from_url(self.url, decode_responses=True,
+                                                 connect_timeout=self.command_timeout,
+                                                 stream_timeout=self.command_timeout)
+        except (ValueError, coredis.exceptions.RedisError) as exc:
+            raise StoreError(f"{self.name}: {exc}") from None
+        started = trio.Event()
+        trio.lowlevel.spawn_system_task(self._lifetime, started, name=f"redis-store {self.name}")
+        await started.wait()
+        if self._open_error is not None:
+            raise StoreError(f"{self.name}: cannot reach Redis: {_describe(self._open_error)}") from None
+        self._append_script = self.client.register_script(_APPEND)
+        self._update_script = self.client.register_script(_UPDATE)
+        self._opened = True
+
+    async def _lifetime(self, started: trio.Event) -> None:
+        """Holds the client open and writes queued events, until closed."""
+        try:
+            async with self.client:
+                with trio.fail_after(self.command_timeout):
+                    await self.client.ping()
+                started.set()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._writer)
+                    await self._closing.wait()
+                    nursery.cancel_scope.cancel()
+        except BaseException as exc:  # a system task must not raise
+            if not started.is_set():
+                self._open_error = exc
+                started.set()
+            elif not isinstance(exc, trio.Cancelled):
+                log.warning("%s: the Redis client stopped: %s", self.name, _describe(exc))
+        finally:
+            self._done.set()
+            self._progress.set()
+
+    async def aclose(self) -> None:
+        if not self._opened:
+            return
+        self._opened = False
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(self.command_timeout):
+                try:
+                    await self._wait_written(self._appended)
+                except StoreError:
+                    pass
+            if self._pending:
+                log.warning("%s: %d event(s) could not be written before closing", self.name, len(self._pending))
+            self._closing.set()
+            await self._done.wait()
+
+    # --- writing events ------------------------------------------------------------
+
+    def append_events(self, session_id: str, events: Sequence[StoredEvent]) -> None:
+        for event in events:
+            self._pending.append((session_id, event))
+        self._appended += len(events)
+        while len(self._pending) > self.buffer_limit:
+            lost_session, _ = self._pending.popleft()
+            self._written += 1  # counted as done: it will never be written
+            self.overflowed.add(lost_session)
+        self._wake.set()
+
+    async def _writer(self) -> None:
+        while True:
+            if not self._pending:
+                self._wake = trio.Event()
+                await self._wake.wait()
+            batch: list[tuple[str, StoredEvent]] = []
+            while self._pending and len(batch) < _MAX_BATCH:
+                batch.append(self._pending.popleft())
+            try:
+                await self._write_batch(batch)
+            except StoreError as exc:
+                # Put them back, in order, and try again soon (at once when
+                # a caller waits for them: _wait_written).
+                self._pending.extendleft(reversed(batch))
+                if self._write_error is None:
+                    log.warning("%s; events are kept in memory until it is back", exc)
+                self._write_error = exc
+                self._attempts += 1
+                self._notify()
+                self._retry_now = trio.Event()
+                with trio.move_on_after(RETRY_INTERVAL):
+                    await self._retry_now.wait()
+                continue
+            if self._write_error is not None:
+                log.info("%s: reachable again; queued events written", self.name)
+            self._write_error = None
+            self._attempts += 1
+            self._written += len(batch)
+            self._notify()
+
+    async def _write_batch(self, batch: list[tuple[str, StoredEvent]]) -> None:
+        per_session: dict[str, list[str]] = {}
+        for session_id, event in batch:
+            args = per_session.setdefault(session_id, [str(self.replay_capacity)])
+            args += [str(event.seq), event.request_id or "", event.data]
+        async with self._command("write events"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                for session_id, args in per_session.items():
+                    # EVAL, not EVALSHA: a restarted Redis has no script cache.
+                    pipe.eval(_APPEND, [self.key(session_id, "s"), self.key(session_id, "e")], args)
+            # pipeline results are awaited by leaving the block
+        if self.on_written is not None:
+            self.on_written(per_session.keys())
+
+    #: Called with the ids of sessions whose events were just written (a
+    #: relay wakes up on it); set by whoever cares.
+    on_written: Any = None
+
+    def _notify(self) -> None:
+        self._progress.set()
+        self._progress = trio.Event()
+
+    async def _wait_written(self, target: int) -> None:
+        """Wait until ``target`` events are written. While Redis is down,
+        one more attempt is made at once and its failure raised: a caller
+        learns quickly, and learns nothing stale once Redis is back."""
+        retried_at: int | None = None
+        while self._written < target:
+            if self._done.is_set():
+                raise StoreError(f"{self.name}: the store is closed")
+            if self._write_error is not None:
+                if retried_at is not None and self._attempts > retried_at:
+                    raise self._write_error
+                if retried_at is None:
+                    retried_at = self._attempts
+                    self._retry_now.set()
+            await self._progress.wait()
+
+    async def _sync(self) -> None:
+        """Wait until every event appended before this call is written."""
+        if self._written < self._appended:
+            await self._wait_written(self._appended)
+
+    async def flush(self) -> None:
+        await self._sync()
+
+    # --- commands ------------------------------------------------------------------
+
+    def _command(self, what: str) -> _Command:
+        return _Command(self, what)
+
+    async def ping(self) -> float:
+        """Seconds one round trip to Redis takes; StoreError when it cannot
+        be reached."""
+        start = trio.current_time()
+        async with self._command("ping"):
+            await self.client.ping()
+        return trio.current_time() - start
+
+    async def create(self, record: SessionRecord) -> None:
+        await self._sync()
+        fields = self._fields(record)
+        fields.update(floor="0", kept="0")
+        h = self.key(record.id, "s")
+        async with self._command("create a session"):
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.delete([h, self.key(record.id, "e")])
+                pipe.hset(h, fields)
+                pipe.zadd(self._owner_key(record.owner), {record.id: record.updated})
+                pipe.zadd(self._all_key, {record.id: record.updated})
+
+    @staticmethod
+    def _fields(record: SessionRecord) -> dict[str, str]:
+        fields = {name: getattr(record, name) for name in _STRING_FIELDS}
+        fields.update(created=_float(record.created), updated=_float(record.updated),
+                      approval=json.dumps(record.approval), history=json.dumps(record.history),
+                      turns=str(record.turns), last_seq=str(record.last_seq))
+        if record.running_request is not None:
+            fields["running_request"] = record.running_request
+        return fields
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        await self._sync()
+        async with self._command("read a session"):
+            fields = await self.client.hgetall(self.key(session_id, "s"))
+        if not fields:
+            return None
+        return self._record(fields)
+
+    def _record(self, f: dict[str, str]) -> SessionRecord:
+        try:
+            return SessionRecord(
+                id=f["id"], owner=f["owner"], token_hash=f["token_hash"], created=float(f["created"]),
+                updated=float(f["updated"]), model=f.get("model", ""), approval=json.loads(f.get("approval", "{}")),
+                title=f.get("title", ""), history=json.loads(f.get("history", "[]")), turns=int(f.get("turns", 0)),
+                running_request=f.get("running_request"), last_seq=int(f.get("last_seq", 0)),
+            )
+        except (KeyError, ValueError) as exc:
+            raise StoreError(f"{self.name}: session {f.get('id', '?')!r} is not readable ({exc!r})") from None
+
+    async def list_sessions(self, owner: str) -> list[SessionSummary]:
+        await self._sync()
+        names = ("id", "title", "created", "updated", "turns", "model")
+        async with self._command("list sessions"):
+            ids = await self.client.zrange(self._owner_key(owner), 0, -1, rev=True)
+            if not ids:
+                return []
+            async with self.client.pipeline(transaction=False) as pipe:
+                replies = [pipe.hmget(self.key(sid, "s"), list(names)) for sid in ids]
+        out = []
+        for reply in replies:
+            values = await reply
+            if values[0] is None:
+                continue  # deleted meanwhile
+            sid, title, created, updated, turns, model = values
+            out.append(SessionSummary(sid, title or "", float(created), float(updated), int(turns or 0), model or ""))
+        return out
+
+    async def delete(self, session_id: str) -> bool:
+        await self._sync()
+        h = self.key(session_id, "s")
+        async with self._command("delete a session"):
+            owner = await self.client.hget(h, "owner")
+            if owner is None:
+                return False
+            async with self.client.pipeline(transaction=True) as pipe:
+                deleted = pipe.delete([h, self.key(session_id, "e"), self.key(session_id, "cmd")])
+                pipe.zrem(self._owner_key(owner), [session_id])
+                pipe.zrem(self._all_key, [session_id])
+            return bool(await deleted)
+
+    async def _update(self, session_id: str, updated: float | None, fields: dict[str, str]) -> None:
+        await self._sync()
+        args = ["" if updated is None else _float(updated)]
+        for name, value in fields.items():
+            args += [name, value]
+        async with self._command("update a session"):
+            await self._update_script(
+                keys=[self.key(session_id, "s"), self._owner_key(await self._owner(session_id)), self._all_key],
+                args=args)
+
+    async def _owner(self, session_id: str) -> str:
+        return await self.client.hget(self.key(session_id, "s"), "owner") or ""
+
+    async def save_turn(self, session_id: str, *, history: list[dict[str, Any]], updated: float, turns: int,
+                        title: str | None = None, model: str | None = None,
+                        running_request: str | None = None) -> None:
+        fields = {"history": json.dumps(history), "updated": _float(updated), "turns": str(turns),
+                  "running_request": running_request if running_request is not None else _DELETE_FIELD}
+        if title is not None:
+            fields["title"] = title
+        if model is not None:
+            fields["model"] = model
+        await self._update(session_id, updated, fields)
+
+    async def set_running(self, session_id: str, request_id: str | None, *, updated: float) -> None:
+        await self._update(session_id, updated, {
+            "running_request": request_id if request_id is not None else _DELETE_FIELD,
+            "updated": _float(updated)})
+
+    async def set_token_hash(self, session_id: str, token_hash: str) -> None:
+        await self._update(session_id, None, {"token_hash": token_hash})
+
+    async def events_after(self, session_id: str, last_seq: int, limit: int | None = None) -> list[StoredEvent] | None:
+        await self._sync()
+        async with self._command("read events"):
+            async with self.client.pipeline(transaction=True) as pipe:
+                head = pipe.hmget(self.key(session_id, "s"), ["id", "floor"])
+                entries = pipe.xrange(self.key(session_id, "e"), f"{last_seq + 1}-0", "+", count=limit)
+            exists, floor = await head
+            rows = await entries
+        if exists is None or last_seq < int(floor or 0):
+            return None
+        return [_event(row) for row in rows]
+
+    async def events_between(self, session_id: str, last_seq: int, *, block_ms: int,
+                             count: int = 500) -> list[StoredEvent]:
+        """Events after ``last_seq`` as they are written, waiting up to
+        ``block_ms`` for the first (``XREAD BLOCK``): how a replica relays a
+        session another one runs. Uses its own connection while blocked."""
+        async with self._command("follow events"):
+            reply = await self.client.xread({self.key(session_id, "e"): f"{last_seq}-0"}, count=count,
+                                            block=block_ms)
+        if not reply:
+            return []
+        return [_event(row) for rows in reply.values() for row in rows]
+
+    async def expire(self, idle_before: float) -> list[str]:
+        await self._sync()
+        async with self._command("expire sessions"):
+            from coredis import PureToken
+
+            ids = await self.client.zrange(self._all_key, "-inf", f"({_float(idle_before)}",
+                                           sortby=PureToken.BYSCORE)
+        gone = []
+        for sid in ids:
+            if await self.delete(sid):
+                gone.append(sid)
+            else:
+                async with self._command("expire sessions"):
+                    await self.client.zrem(self._all_key, [sid])
+        return gone
+
+
+def _event(row: Any) -> StoredEvent:
+    identifier, fields = row.identifier, row.field_values
+    return StoredEvent(int(identifier.split("-", 1)[0]), fields.get("r") or None, fields["d"])
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        return _describe(exc.exceptions[0])
+    if isinstance(exc, trio.TooSlowError):
+        return "no answer in time"
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+    return text
+
+
+class _Command:
+    """``async with``: one Redis operation; any failure becomes a
+    :class:`StoreError` naming the server and what was being done."""
+
+    def __init__(self, store: RedisStore, what: str):
+        self.store = store
+        self.what = what
+        self.scope = trio.fail_after(store.command_timeout)
+
+    async def __aenter__(self) -> None:
+        if self.store.client is None:
+            raise StoreError(f"{self.store.name}: the store is not open")
+        self.scope.__enter__()
+
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            self.scope.__exit__(exc_type, exc, tb)
+        except trio.TooSlowError:
+            raise StoreError(f"{self.store.name}: cannot {self.what}: Redis did not answer within "
+                             f"{self.store.command_timeout:g}s") from None
+        if exc is None or isinstance(exc, (trio.Cancelled, StoreError, KeyboardInterrupt)):
+            return False
+        import coredis
+
+        if isinstance(exc, (coredis.exceptions.RedisError, OSError, BaseExceptionGroup)):
+            raise StoreError(f"{self.store.name}: cannot {self.what}: {_describe(exc)}") from None
+        return False
+
+
+def store_url(value: str | None, environ: dict[str, str] | os._Environ[str]) -> str | None:
+    """The Redis URL for ``--store`` (or ``GEMINI_SPLIT_REDIS_URL``), if any."""
+    return value or environ.get(REDIS_URL_ENV) or None
+
+
+__all__ = ["RedisStore", "REDIS_URL_ENV", "redacted", "store_url"]

@@ -1,0 +1,91 @@
+"""A real ``redis-server`` on a free loopback port, for tests and benchmarks.
+
+``RedisServer(directory)`` starts Debian's ``redis-server`` (found on
+``PATH``) bound to 127.0.0.1 with its files in ``directory``, append-only
+on (so what the store calls durable is), no RDB snapshots. Optional
+``password`` turns on AUTH (``requirepass``). ``stop()`` kills it;
+``start()`` again brings it back on the same port (a test of a replica that
+loses Redis and gets it back).
+
+Needs no pytest: ``bench/replicas.py`` uses it too.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+#: Why Redis tests skip where there is no server (said loudly).
+MISSING = ("redis-server is not installed: the Redis store and replica tests need it "
+           "(apt-get install redis-server; .ci/run does this)")
+
+
+def available() -> bool:
+    return shutil.which("redis-server") is not None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    def __init__(self, directory: Path, *, password: str | None = None, port: int | None = None):
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.password = password
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def url_with_prefix(self) -> str:
+        """``url`` with a key prefix no one else uses: tests sharing one
+        server stay apart."""
+        return f"{self.url}?prefix=t{uuid.uuid4().hex[:12]}:"
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.directory),
+                "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--daemonize", "no",
+                "--protected-mode", "yes", "--logfile", str(self.directory / "redis.log")]
+        if self.password:
+            args += ["--requirepass", self.password]
+        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                log = (self.directory / "redis.log")
+                raise RuntimeError(f"redis-server exited ({self.process.returncode}): "
+                                   f"{log.read_text()[-800:] if log.exists() else ''}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    s.sendall(b"PING\r\n")
+                    reply = s.recv(64)
+                if reply.startswith((b"+PONG", b"-NOAUTH")):
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"redis-server did not answer on port {self.port} within {timeout:g}s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,122 @@
+"""The Redis store beyond the shared contract (tests/store): what only a
+store on another server has — credentials in the URL, the server going away
+and coming back, the bounded buffer meanwhile."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+
+from gemini_split.server.store import SessionRecord, StoredEvent, StoreError, hash_token, open_store
+from gemini_split.server.store.redis import RedisStore, redacted
+from gemini_split.testing import redis_server as rs
+
+pytestmark = pytest.mark.skipif(not rs.available(), reason=rs.MISSING)
+
+
+def record(sid: str = "s-1") -> SessionRecord:
+    now = time.time()
+    return SessionRecord(id=sid, owner="alice", token_hash=hash_token("t"), created=now, updated=now)
+
+
+def events(start: int, stop: int) -> list[StoredEvent]:
+    return [StoredEvent(seq, "r-1", f'{{"seq":{seq}}}') for seq in range(start, stop + 1)]
+
+
+def test_a_url_is_shown_without_its_credentials():
+    assert redacted("redis://bob:s3cret@10.0.0.5:6380/2?prefix=x") == "redis://10.0.0.5:6380/2"
+    assert redacted("rediss://:pw@[::1]:6379/0") == "rediss://[::1]:6379/0"
+
+
+async def test_open_store_picks_redis_for_a_redis_url():
+    assert isinstance(open_store("redis://127.0.0.1:1/0"), RedisStore)
+    assert isinstance(open_store("rediss://127.0.0.1:1/0"), RedisStore)
+
+
+async def test_an_unreachable_server_is_a_store_error_naming_it_without_the_password():
+    store = RedisStore(f"redis://bob:s3cret@127.0.0.1:{rs.free_port()}/0", command_timeout=2)
+    with trio.fail_after(10), pytest.raises(StoreError) as err:
+        await store.open()
+    message = str(err.value)
+    assert "redis://127.0.0.1:" in message and "cannot reach Redis" in message
+    assert "s3cret" not in message and "bob" not in message
+
+
+async def test_the_password_comes_from_the_url_and_a_wrong_one_is_refused(tmp_path):
+    with rs.RedisServer(tmp_path / "r", password="pa55-word") as server:
+        good = RedisStore(server.url)
+        with trio.fail_after(10):
+            await good.open()
+            try:
+                await good.create(record())
+                assert (await good.get("s-1")).owner == "alice"
+            finally:
+                await good.aclose()
+        bad = RedisStore(server.url.replace("pa55-word", "guess"))
+        with trio.fail_after(10), pytest.raises(StoreError) as err:
+            await bad.open()
+        assert "guess" not in str(err.value) and "pa55-word" not in str(err.value)
+
+
+async def test_events_appended_while_redis_is_down_are_written_when_it_is_back(tmp_path):
+    server = rs.RedisServer(tmp_path / "r").start()
+    store = RedisStore(server.url, command_timeout=1)
+    try:
+        with trio.fail_after(30):
+            await store.open()
+            await store.create(record())
+            store.append_events("s-1", events(1, 5))
+            await store.flush()
+            server.stop()
+            store.append_events("s-1", events(6, 20))
+            while store.write_error is None:
+                await trio.sleep(0.05)
+            assert "redis://127.0.0.1" in str(store.write_error)
+            with pytest.raises(StoreError):  # a durable call says so
+                await store.save_turn("s-1", history=[], updated=time.time(), turns=1)
+            server.start()  # same port, same append-only file
+            await store.flush()
+            assert store.write_error is None
+            got = await store.events_after("s-1", 0)
+            assert [e.seq for e in got] == list(range(1, 21))
+            assert store.overflowed == set()
+    finally:
+        with trio.fail_after(10):
+            await store.aclose()
+        server.stop()
+
+
+async def test_past_the_buffer_limit_the_sessions_that_lost_events_are_named(tmp_path):
+    server = rs.RedisServer(tmp_path / "r").start()
+    store = RedisStore(server.url, command_timeout=1, buffer_limit=10)
+    try:
+        with trio.fail_after(30):
+            await store.open()
+            await store.create(record("s-a"))
+            await store.create(record("s-b"))
+            server.stop()
+            store.append_events("s-a", events(1, 8))
+            store.append_events("s-b", events(1, 8))
+            assert store.overflowed == {"s-a"}  # its oldest six went
+    finally:
+        with trio.fail_after(10):
+            await store.aclose()
+        server.stop()
+
+
+async def test_a_replayed_batch_is_not_written_twice(redis_server):
+    """The writer may send a batch again after a failure it could not tell
+    from a lost answer: events at or below the stored last seq are skipped."""
+    store = RedisStore(redis_server.url_with_prefix())
+    with trio.fail_after(10):
+        await store.open()
+        try:
+            await store.create(record())
+            store.append_events("s-1", events(1, 3))
+            store.append_events("s-1", events(2, 4))
+            got = await store.events_after("s-1", 0)
+        finally:
+            await store.aclose()
+    assert [e.seq for e in got] == [1, 2, 3, 4]

@@ -184,6 +184,11 @@ class ServeOptions:
     keepalive_timeout: float = 20.0
     #: Called for a health request on transports that can answer one.
     health: Callable[[], dict[str, Any]] | None = None
+    #: ``GET /ready``: whether to take new sessions now (False: 503, e.g. a
+    #: replica whose Redis is unreachable); None: always ready.
+    ready: Callable[[], bool] | None = None
+    #: ``GET /metrics``: Prometheus text exposition; None: 404.
+    metrics: Callable[[], str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

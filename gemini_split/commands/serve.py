@@ -94,6 +94,10 @@ def add_serve_parser(commands: Any) -> None:
                           help="keep sessions in Redis instead, shared by several serve replicas: "
                                "redis://[user:password@]host:port/db or rediss://… for TLS "
                                "(default: $GEMINI_SPLIT_REDIS_URL if set, else --state-dir)")
+    sessions.add_argument("--lease-ttl", type=parse_duration, default=None, metavar="DURATION",
+                          help="with --store: how long a replica's hold on a session lasts unrenewed, i.e. "
+                               "how soon another replica takes over the sessions of one that died "
+                               "(default 10s)")
     sessions.add_argument("--replay-capacity", type=positive_int, default=DEFAULT_REPLAY_CAPACITY, metavar="N",
                           help=f"events kept per session for resuming clients (default {DEFAULT_REPLAY_CAPACITY})")
     sessions.add_argument("--session-ttl", type=parse_duration, default=DEFAULT_SESSION_TTL, metavar="DURATION",
@@ -211,7 +215,17 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     store = open_store(redis_url or state_dir(args.state_dir, env), replay_capacity=args.replay_capacity,
                        exclusive=not args.stdio)
     service = AgentService(model, config, authenticate=authenticate, store=store)
-    options.health = service.health
+    if redis_url is not None:
+        from gemini_split.server.store.redis_replica import DEFAULT_LEASE_TTL, Replica
+
+        # One replica of several: a session runs where its lease is held.
+        service.manager.replica = Replica(store, lease_ttl=args.lease_ttl or DEFAULT_LEASE_TTL)  # type: ignore[arg-type]
+    elif args.lease_ttl is not None:
+        raise ConfigurationError("--lease-ttl goes with --store redis://… (replicas)")
+    from gemini_split.server.ops import Operations
+
+    ops = Operations(service)
+    options.health, options.ready, options.metrics = ops.health, ops.ready, ops.metrics
     stop_log = None
     acp = None
     if acp_address is not None:
@@ -235,7 +249,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         })))
     try:
         with single_exceptions():
-            trio.run(_serve, service, listeners, env, args.session_ttl, acp, options)
+            trio.run(_serve, service, listeners, env, args.session_ttl, acp, options, ops)
     except TransportError as exc:
         env.warn(f"gemini-split serve: cannot serve {' and '.join(a for a, _ in listeners)}: {exc}")
         return ExitStatus.ERROR
@@ -273,18 +287,24 @@ async def _expire_sessions(store: Any, ttl: float) -> None:
 
     import trio
 
+    from gemini_split.server.store import StoreError
+
     while True:
-        gone = await store.expire(time.time() - ttl)
+        try:
+            gone = await store.expire(time.time() - ttl)
+        except StoreError as exc:  # the store is away for now: next time
+            log.warning("could not drop idle sessions: %s", exc)
+            gone = []
         if gone:
             log.info("dropped %d session(s) idle for more than %gs", len(gone), ttl)
         await trio.sleep(EXPIRY_INTERVAL)
 
 
 async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environment, session_ttl: float,
-                 acp: tuple[str, Any, int] | None = None, options: Any = None) -> None:
+                 acp: tuple[str, Any, int] | None = None, options: Any = None, ops: Any = None) -> None:
     """Run ``service`` behind each ``(address, options)`` listener (and the
     ACP bridge, with ``options``) until a signal (or a stdio server's one
-    connection) ends it."""
+    connection) ends it; ``ops`` (/ready, /metrics) watches the store."""
     import trio
 
     from gemini_split.transport import get_transport
@@ -327,6 +347,8 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
 
                 nursery.start_soon(stop_on_signal)
                 nursery.start_soon(_expire_sessions, service.store, session_ttl)
+                if ops is not None:
+                    nursery.start_soon(ops.run)
     finally:
         with trio.CancelScope(shield=True):
             await service.aclose()

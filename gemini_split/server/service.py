@@ -59,7 +59,7 @@ from .callers import CallerModels, CallerRefused, accept_caller
 from .config import ServerConfig
 from .model import Model
 from .session import Session
-from .sessions import LATEST, SessionManager
+from .sessions import LATEST, RemoteSession, SessionManager
 from .views import OBSERVER, AttachPoint, View
 from .replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, plan_replay, replay_from_query
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
@@ -94,6 +94,8 @@ class AgentService:
                                       allow_attach_by_id=config.allow_attach_by_id)
         #: Every attached connection (by its view): its stream and protocol state.
         self._streams: dict[int, tuple[MessageStream, Connection]] = {}
+        #: Connections relayed to another replica now.
+        self.relays = 0
         self.shutting_down = False
 
     @property
@@ -194,24 +196,37 @@ class AgentService:
             except RemoteProtocolError as exc:
                 await _send_fatal(stream, conn, exc.code, str(exc))
                 return
-        if hello.session_id is not None:
-            session = await self.manager.find(hello.session_id, hello.resume_token, principal, last_seq=hello.last_seq)
-            if session is None:
-                # The same answer for an id that never existed, another
-                # user's session and a wrong token.
-                await _send_fatal(stream, conn, ErrorCode.UNKNOWN_SESSION, _no_such_session(hello.session_id))
-                return
-        else:
-            if hello.role == OBSERVER:
-                await _send_fatal(stream, conn, ErrorCode.INVALID_FIELD,
-                                  "an observer watches an existing session: name it with session_id")
-                return
-            session = await self.manager.create(principal, session_id=hello.new_session_id)
-            if session is None:
-                await _send_fatal(stream, conn, ErrorCode.SESSION_EXISTS, (
-                    f"a session with id {quote(hello.new_session_id)} already exists; "
-                    "resume it (--resume), or choose another id"))
-                return
+        try:
+            if hello.session_id is not None:
+                session = await self.manager.find(hello.session_id, hello.resume_token, principal,
+                                                  last_seq=hello.last_seq)
+                if session is None:
+                    # The same answer for an id that never existed, another
+                    # user's session and a wrong token.
+                    await _send_fatal(stream, conn, ErrorCode.UNKNOWN_SESSION, _no_such_session(hello.session_id))
+                    return
+            else:
+                if hello.role == OBSERVER:
+                    await _send_fatal(stream, conn, ErrorCode.INVALID_FIELD,
+                                      "an observer watches an existing session: name it with session_id")
+                    return
+                session = await self.manager.create(principal, session_id=hello.new_session_id)
+                if session is None:
+                    await _send_fatal(stream, conn, ErrorCode.SESSION_EXISTS, (
+                        f"a session with id {quote(hello.new_session_id)} already exists; "
+                        "resume it (--resume), or choose another id"))
+                    return
+        except StoreError as exc:
+            # Replicas on Redis: without the store no session can be opened
+            # safely here (running ones go on).
+            log.warning("refused a session: %s", exc)
+            await _send_fatal(stream, conn, ErrorCode.STORAGE_ERROR,
+                              "the session store is unreachable, so this server opens no session now; "
+                              "try again shortly")
+            return
+        if isinstance(session, RemoteSession):
+            await self._relay(stream, conn, hello, principal, session)
+            return
         if caller is not None:
             session.model = caller[0] or self.model
             session.model_name = caller[1] or session.model_name
@@ -253,6 +268,24 @@ class AgentService:
             self.manager.detach(session, view)
             self._streams.pop(id(view), None)
             log.info("session %s: connection closed (%s)", session.id, view.cut_off or view.label)
+
+    async def _relay(self, stream: MessageStream, conn: Connection, hello: Hello, principal: Principal | None,
+                     remote: RemoteSession) -> None:
+        """Serve a client whose session another replica runs."""
+        from .store.redis_relay import Relay
+
+        relay = Relay(self.manager.replica, stream, conn, remote.record, remote.holder, principal,
+                      resume_token=hello.resume_token, last_seq=hello.last_seq,
+                      capabilities=SERVER_CAPABILITIES, manager=self.manager)
+        self.relays += 1
+        try:
+            await relay.run()
+        except StoreError as exc:
+            await _send_fatal(stream, conn, ErrorCode.STORAGE_ERROR, f"the session store is unreachable: {exc}")
+        except (ConnectionClosed, ConnectionBroken):
+            pass
+        finally:
+            self.relays -= 1
 
     async def _plan_replay(self, session: Session, replay: Replay, upto: int) -> ReplayPlan:
         """Which logged events ``replay`` asks for (see ``server/replay.py``):

@@ -77,6 +77,8 @@ log = logging.getLogger(__name__)
 DEFAULT_DETACHED_GRACE = 300.0
 #: Events read from the store at a time when replaying.
 REPLAY_PAGE = 500
+#: Seconds a replica waits for another to give up an idle session.
+RELEASE_WAIT = 1.0
 #: ``hello.session_id`` naming the caller's most recently used session.
 LATEST = "latest"
 
@@ -95,6 +97,15 @@ def chosen_id(owner: str, name: str) -> str:
         return name
     digest = hashlib.sha256(owner.encode()).hexdigest()[:10]
     return f"u{digest}-{name}"
+
+
+@dataclass(frozen=True)
+class RemoteSession:
+    """What :meth:`SessionManager.find` returns for a session another
+    replica runs (its lease is held there): relay to ``holder``."""
+
+    record: Any
+    holder: str
 
 
 @dataclass(eq=False)
@@ -119,6 +130,11 @@ class SessionManager:
         self.allow_attach_by_id = allow_attach_by_id
         self._live: dict[str, _Live] = {}
         self._nursery: trio.Nursery | None = None
+        #: This process as one of several replicas on a shared store
+        #: (``serve --store redis://``): a session runs here only while this
+        #: replica holds its lease (:mod:`.store.redis_replica`). None: the
+        #: only server.
+        self.replica: Any = None
 
     @property
     def live(self) -> dict[str, Session]:
@@ -130,6 +146,8 @@ class SessionManager:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self.replica is not None:
+                    await self._start_replica(nursery)
                 task_status.started()
                 try:
                     await trio.sleep_forever()
@@ -155,6 +173,8 @@ class SessionManager:
             if session_id in self._live:  # opened by another connection meanwhile
                 return None
             session = self.make_session(principal=principal, session_id=session_id)
+        if self.replica is not None and await self.replica.acquire(session.id) != self.replica.id:
+            return None  # opened under this id on another replica meanwhile (raises StoreError without Redis)
         await self._start(session)
         return session
 
@@ -180,6 +200,8 @@ class SessionManager:
             session = entry.session
             token_ok = token_matches(resume_token, session.token_hash) if resume_token is not None else (
                 self.allow_attach_by_id or not session.views)
+            if not token_ok and resume_token is not None and self.replica is not None:
+                token_ok = await self._token_renewed_elsewhere(session, resume_token)
             if token_ok and session.owner == owner:
                 return session
             # The same store read as for an id that is not live: the
@@ -190,6 +212,11 @@ class SessionManager:
         token_ok = record is not None and (resume_token is None or token_matches(resume_token, record.token_hash))
         if record is None or not token_ok or record.owner != owner:
             return None
+        if self.replica is not None:
+            holder = await self._take_lease(session_id)
+            if holder != self.replica.id:
+                return RemoteSession(record, holder)  # type: ignore[return-value]
+            record = await self.store.get(session_id) or record  # as the last runner left it
         entry = self._live.get(session_id)  # restored meanwhile by another connection
         if entry is not None:
             return entry.session if (resume_token is not None or self.allow_attach_by_id
@@ -326,7 +353,59 @@ class SessionManager:
                 # the fastest view waits once the outbox is full.
                 await session.new_pace().wait()
 
-    def _unload(self, session_id: str) -> None:
+    def _unload(self, session_id: str, *, release: bool = True) -> None:
         entry = self._live.pop(session_id, None)
         if entry is not None:
             entry.scope.cancel()
+        if release and self.replica is not None and self._nursery is not None:
+            self._nursery.start_soon(self.replica.release, session_id)
+
+    # --- replicas (serve --store redis://) ---------------------------------------------
+
+    async def _start_replica(self, nursery: trio.Nursery) -> None:
+        from .store.redis_relay import run_forwarded
+
+        async def on_command(command: Any) -> None:
+            await run_forwarded(self, command)
+
+        self.replica.on_command = on_command
+        self.replica.on_lost = self._lost
+        await nursery.start(self.replica.run)
+
+    async def _take_lease(self, session_id: str) -> str:
+        """Take the session's lease, asking the replica that holds it to
+        give it up if it is idle there. Returns the holder after that."""
+        holder = await self.replica.acquire(session_id)
+        if holder == self.replica.id:
+            return holder
+        await self.replica.send(holder, session_id, "release")
+        with trio.move_on_after(RELEASE_WAIT):
+            while holder != self.replica.id:
+                await trio.sleep(0.02)
+                holder = await self.replica.acquire(session_id)
+        return holder
+
+    def release_if_idle(self, session_id: str) -> None:
+        """Another replica asks for the session: give it up unless a
+        request runs or a client is attached here."""
+        entry = self._live.get(session_id)
+        if entry is not None and not entry.session.busy and not entry.session.views:
+            log.info("session %s: handed over to another replica", session_id)
+            self._unload(session_id)
+
+    def _lost(self, session_id: str) -> None:
+        entry = self._live.get(session_id)
+        if entry is None:
+            return
+        for view in list(entry.session.views):
+            self._cut_off(view, "the session moved to another replica; reconnect")
+        self._unload(session_id, release=False)
+
+    async def _token_renewed_elsewhere(self, session: Session, resume_token: str | None) -> bool:
+        """A relay on another replica gave the session a new token: the
+        store has its hash."""
+        record = await self.store.get(session.id)
+        if record is not None and token_matches(resume_token, record.token_hash):
+            session.token_hash = record.token_hash
+            return True
+        return False

@@ -183,14 +183,33 @@ def text(message: str) -> bytes:
 
 
 def answer_plain_request(
-    head: RequestHead, health: Callable[[], dict[str, Any]] | None
+    head: RequestHead, health: Callable[[], dict[str, Any]] | None,
+    *, ready: Callable[[], bool] | None = None, metrics: Callable[[], str] | None = None,
 ) -> tuple[int, bytes]:
-    """The status and whole response for a request that is not an upgrade."""
+    """The status and whole response for a request that is not an upgrade:
+    ``/health`` (JSON), ``/ready`` (200 or 503, for load balancers) and
+    ``/metrics`` (Prometheus text) when the server gives them."""
     head_only = head.method == "HEAD"
     if head.method not in ("GET", "HEAD"):
         return 405, plain_response(
             405, text("only GET is served here"), headers=[("Allow", "GET, HEAD")]
         )
+    if head.path == "/ready":
+        try:
+            is_ready = ready() if ready is not None else True
+        except Exception:
+            log.exception("the readiness check failed")
+            is_ready = False
+        status = 200 if is_ready else 503
+        return status, plain_response(status, text("ready" if is_ready else "not ready"), head_only=head_only)
+    if head.path == "/metrics" and metrics is not None:
+        try:
+            body, status = metrics().encode("utf-8"), 200
+        except Exception:
+            log.exception("the metrics report failed")
+            body, status = b"", 500
+        return status, plain_response(status, body, content_type="text/plain; version=0.0.4; charset=utf-8",
+                                      head_only=head_only)
     if head.path != "/health":
         return 426, plain_response(
             426,

@@ -162,7 +162,8 @@ class _Server:
         if head is None:
             return
         if not head.wants_websocket:
-            status, response = answer_plain_request(head, self.options.health)
+            status, response = answer_plain_request(head, self.options.health, ready=self.options.ready,
+                                                    metrics=self.options.metrics)
             log.debug("%s %s from %s: HTTP %d", head.method, head.path, peer, status)
             with trio.move_on_after(self.handshake_timeout):
                 await tcp.send_all(response)

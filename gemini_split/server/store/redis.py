@@ -143,7 +143,8 @@ def _float(value: float) -> str:
 class RedisStore(SessionStore):
     """Sessions in the Redis server at ``url`` (``redis://``, ``rediss://``
     for TLS; ``user:password@`` for AUTH/ACL; ``/N`` for the database;
-    ``?prefix=`` for the key prefix)."""
+    ``?prefix=`` for the key prefix, ``?max_buffered_events=`` for the
+    buffer kept while Redis is unreachable)."""
 
     def __init__(self, url: str, *, replay_capacity: int = DEFAULT_REPLAY_CAPACITY,
                  buffer_limit: int = DEFAULT_BUFFER_LIMIT, command_timeout: float = COMMAND_TIMEOUT):
@@ -152,6 +153,11 @@ class RedisStore(SessionStore):
             raise StoreError(f"{redacted(url)}: not a Redis URL (redis://host:port/db or rediss://…)")
         query = urllib.parse.parse_qs(parts.query)
         self.prefix = query.pop("prefix", [DEFAULT_PREFIX])[0]
+        if "max_buffered_events" in query:
+            try:
+                buffer_limit = int(query.pop("max_buffered_events")[0])
+            except ValueError:
+                raise StoreError(f"{redacted(url)}: max_buffered_events must be a number") from None
         self.url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query, doseq=True)))
         #: The server as it may be shown: no credentials.
         self.name = redacted(url)
@@ -251,6 +257,16 @@ class RedisStore(SessionStore):
             await self._done.wait()
 
     # --- writing events ------------------------------------------------------------
+
+    @property
+    def events_appended(self) -> int:
+        """Events handed to this store since it opened (``/metrics``)."""
+        return self._appended
+
+    @property
+    def events_pending(self) -> int:
+        """Events waiting to be written (more while Redis is away)."""
+        return len(self._pending)
 
     def append_events(self, session_id: str, events: Sequence[StoredEvent]) -> None:
         for event in events:

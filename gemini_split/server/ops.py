@@ -1,0 +1,144 @@
+"""What a ``serve`` process tells operators and load balancers.
+
+On the WebSocket listener's HTTP side (``plugins/gemini_split_websocket``):
+
+``GET /health``
+    JSON: status, versions, live sessions, and with a store on a server
+    (Redis) whether it is reachable (``"store": "ok"`` / ``"unreachable"``)
+    and its round-trip time.
+``GET /ready``
+    200 while this server takes new sessions; 503 while it shuts down or
+    its Redis is unreachable (a load balancer sends new connections
+    elsewhere; running requests go on streaming here).
+``GET /metrics``
+    Prometheus text format: sessions (live, running), attached and relayed
+    clients, events logged (a counter: ``rate()`` gives events/s), events
+    waiting for the store, store round-trip time, leases held.
+
+:class:`Operations` also watches the store: every :data:`CHECK_INTERVAL`
+seconds it pings a store that can be pinged, and ends with an error
+(``storage_error``) the running request of any session whose events did not
+fit in the buffer while the store was away — never a silent loss.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import trio
+
+from gemini_split.protocol import ErrorCode
+
+from .store import StoreError
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two store checks.
+CHECK_INTERVAL = 1.0
+
+
+class Operations:
+    def __init__(self, service: Any):
+        self.service = service
+        self.store = service.store
+        #: None until checked; True/False after (stores without a server: None).
+        self.store_up: bool | None = None
+        self.latency: float | None = None
+        self.ping_sum = 0.0
+        self.ping_count = 0
+        self._pingable = callable(getattr(self.store, "ping", None))
+
+    async def run(self) -> None:
+        """Check the store until cancelled."""
+        while True:
+            await self.check()
+            await trio.sleep(CHECK_INTERVAL)
+
+    async def check(self) -> None:
+        if self._pingable:
+            try:
+                self.latency = await self.store.ping()
+            except StoreError as exc:
+                if self.store_up is not False:
+                    log.warning("%s; new sessions are refused until it is back", exc)
+                self.store_up = False
+            else:
+                if self.store_up is False:
+                    log.info("the session store is reachable again")
+                self.store_up = True
+                self.ping_sum += self.latency
+                self.ping_count += 1
+        self._end_overflowed()
+
+    def _end_overflowed(self) -> None:
+        lost: set[str] = getattr(self.store, "overflowed", set())
+        while lost:
+            sid = lost.pop()
+            session = self.service.sessions.get(sid)
+            if session is not None and session.busy:
+                log.error("session %s: events were lost while the store was unreachable; request stopped", sid)
+                session.cancel_active(because=(
+                    ErrorCode.STORAGE_ERROR,
+                    "the session store was unreachable for too long: this request's events no longer fit in "
+                    "the server's buffer, so it was stopped (what you saw was shown in full; a resume cannot "
+                    "replay all of it)"))
+
+    # --- what the HTTP side answers --------------------------------------------------
+
+    def ready(self) -> bool:
+        return not self.service.shutting_down and self.store_up is not False
+
+    def health(self) -> dict[str, Any]:
+        report = dict(self.service.health())
+        if self._pingable:
+            report["store"] = {True: "ok", False: "unreachable", None: "unknown"}[self.store_up]
+            if self.latency is not None:
+                report["store_latency_ms"] = round(self.latency * 1000, 3)
+            if self.store_up is False:
+                report["status"] = "degraded"
+        return report
+
+    def metrics(self) -> str:
+        service = self.service
+        sessions = service.sessions
+        replica = getattr(service.manager, "replica", None)
+        rows: list[tuple[str, str, str, float]] = [
+            ("gemini_split_sessions_live", "gauge", "Sessions live in this process.", len(sessions)),
+            ("gemini_split_sessions_running", "gauge", "Sessions running a request here.",
+             sum(1 for s in sessions.values() if s.busy)),
+            ("gemini_split_clients_attached", "gauge", "Client connections attached to sessions run here.",
+             len(getattr(service, "_streams", {}))),
+            ("gemini_split_clients_relayed", "gauge", "Client connections relayed to another replica.",
+             getattr(service, "relays", 0)),
+            ("gemini_split_ready", "gauge", "1 while new sessions are taken here.", 1 if self.ready() else 0),
+        ]
+        appended = getattr(self.store, "events_appended", None)
+        if appended is not None:
+            rows.append(("gemini_split_events_total", "counter", "Session events logged by this process.",
+                         appended))
+            rows.append(("gemini_split_store_events_pending", "gauge", "Events waiting to be written to the store.",
+                         getattr(self.store, "events_pending", 0)))
+        if self._pingable:
+            rows.append(("gemini_split_store_up", "gauge", "1 when the last store check succeeded.",
+                         1 if self.store_up else 0))
+            if self.latency is not None:
+                rows.append(("gemini_split_store_latency_seconds", "gauge", "Round trip of the last store check.",
+                             self.latency))
+        if replica is not None:
+            rows.append(("gemini_split_leases_held", "gauge", "Sessions whose lease this replica holds.",
+                         len(replica.held)))
+        lines = []
+        for name, kind, help_text, value in rows:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {_number(value)}"]
+        if self._pingable:
+            name = "gemini_split_store_ping_seconds"
+            lines += [f"# HELP {name} Store round trips measured by the health check.", f"# TYPE {name} summary",
+                      f"{name}_sum {_number(self.ping_sum)}", f"{name}_count {self.ping_count}"]
+        return "\n".join(lines) + "\n"
+
+
+def _number(value: float) -> str:
+    if isinstance(value, int) or float(value).is_integer():
+        return str(int(value))
+    return repr(float(value))

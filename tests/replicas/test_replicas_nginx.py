@@ -229,6 +229,39 @@ async def test_a_second_client_through_the_other_replica_sees_the_same_events_in
     assert ANSWER.endswith("".join(e["content"] for e in wire if e["type"] == "text_delta"))
 
 
+@pytest.mark.timeout(120)
+async def test_a_prompt_and_a_cancel_sent_through_the_relay_run_on_the_runner(tmp_path, redis_server):
+    script = [{"text": "first answer"}, {"text": "relayed answer"}, {"text": ANSWER, "chunks": 240, "chunk_delay": 0.02}]
+    with ExitStack() as stack:
+        cluster = Cluster(tmp_path, redis_server, stack, script)
+        port_a, port_b = cluster.ports
+        # The first client stays attached on A: A keeps the session (a
+        # session with a client attached is not handed over).
+        async with open_client(_settings(tmp_path, f"ws://127.0.0.1:{port_a}")) as c1:
+            assert (await c1.run_turn("first")).error is None
+            sid = c1.connected.session_id
+            runner = await cluster.holder_pid(sid)
+            seen = Seen()
+            async with open_client(_settings(tmp_path, f"ws://127.0.0.1:{port_b}", resume=sid), on_event=seen) as c2:
+                outcome = await c2.run_turn("second, through B")
+                assert outcome.error is None and "".join(seen.text) == "relayed answer"
+                async with trio.open_nursery() as nursery:
+                    cancelled: list = []
+
+                    async def turn() -> None:
+                        cancelled.append(await c2.run_turn("a long one"))
+
+                    nursery.start_soon(turn)
+                    while seen.deltas < 5:
+                        await trio.sleep(0.01)
+                    await c2.cancel()
+                assert cancelled[0].cancelled, cancelled[0]
+            assert await cluster.holder_pid(sid) == runner  # it never moved
+    log_b = (tmp_path / f"replica{cluster.ports.index(port_b)}.log").read_text()
+    assert f"session {sid}: relayed to replica" in log_b
+    assert len(cluster.fake.requests) == 3  # each prompt ran once
+
+
 @pytest.mark.timeout(90)
 async def test_another_users_token_sees_nothing_on_either_replica(tmp_path, redis_server):
     with ExitStack() as stack:

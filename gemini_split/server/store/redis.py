@@ -550,6 +550,8 @@ class _Command:
                              f"{self.store.command_timeout:g}s") from None
         if exc is None or isinstance(exc, (trio.Cancelled, StoreError, KeyboardInterrupt)):
             return False
+        if isinstance(exc, BaseExceptionGroup) and exc.split(trio.Cancelled)[0] is not None:
+            return False  # a cancellation goes on as it is, never as a StoreError
         import coredis
 
         if isinstance(exc, (coredis.exceptions.RedisError, OSError, BaseExceptionGroup)):

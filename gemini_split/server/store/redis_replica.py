@@ -178,10 +178,14 @@ class Replica:
 
     async def send(self, replica_id: str, session_id: str, kind: str, **fields: str) -> None:
         """Put a command in another replica's inbox."""
+        key = self.inbox_key(replica_id)
         async with self.store._command("forward a message"):
-            await self.store.client.xadd(self.inbox_key(replica_id), {"s": session_id, "k": kind, **fields},
-                                         trim_strategy=_maxlen(), threshold=INBOX_LENGTH,
-                                         trim_operator=_approx())
+            async with self.store.client.pipeline(transaction=False) as pipe:
+                pipe.xadd(key, {"s": session_id, "k": kind, **fields}, trim_strategy=_maxlen(),
+                          threshold=INBOX_LENGTH, trim_operator=_approx())
+                # A dead replica's inbox goes away by itself (a live one
+                # extends this at every renewal).
+                pipe.pexpire(key, self._ttl_ms * 6)
 
     async def _read_inbox(self) -> None:
         key = self.inbox_key(self.id)

@@ -2,7 +2,8 @@
 
 ``RedisServer(directory)`` starts Debian's ``redis-server`` (found on
 ``PATH``) bound to 127.0.0.1 with its files in ``directory``, append-only
-on (so what the store calls durable is), no RDB snapshots. Optional
+on with an fsync per write (a test kills it: what the store called durable must
+survive that), no RDB snapshots. Optional
 ``password`` turns on AUTH (``requirepass``). ``stop()`` kills it;
 ``start()`` again brings it back on the same port (a test of a replica that
 loses Redis and gets it back).
@@ -54,7 +55,7 @@ class RedisServer:
 
     def start(self, timeout: float = 10.0) -> RedisServer:
         args = ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(self.directory),
-                "--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--daemonize", "no",
+                "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no",
                 "--protected-mode", "yes", "--logfile", str(self.directory / "redis.log")]
         if self.password:
             args += ["--requirepass", self.password]

@@ -483,18 +483,6 @@ class RedisStore(SessionStore):
             return None
         return [_event(row) for row in rows]
 
-    async def events_between(self, session_id: str, last_seq: int, *, block_ms: int,
-                             count: int = 500) -> list[StoredEvent]:
-        """Events after ``last_seq`` as they are written, waiting up to
-        ``block_ms`` for the first (``XREAD BLOCK``): how a replica relays a
-        session another one runs. Uses its own connection while blocked."""
-        async with self._command("follow events"):
-            reply = await self.client.xread({self.key(session_id, "e"): f"{last_seq}-0"}, count=count,
-                                            block=block_ms)
-        if not reply:
-            return []
-        return [_event(row) for rows in reply.values() for row in rows]
-
     async def expire(self, idle_before: float) -> list[str]:
         await self._sync()
         async with self._command("expire sessions"):

@@ -277,6 +277,7 @@ class AgentService:
         relay = Relay(self.manager.replica, stream, conn, remote.record, remote.holder, principal,
                       resume_token=hello.resume_token, last_seq=hello.last_seq,
                       capabilities=SERVER_CAPABILITIES, manager=self.manager)
+        relay.role, relay.label = hello.role, hello.label or "client"
         self.relays += 1
         try:
             await relay.run()

@@ -14,7 +14,8 @@ Keys (``PREFIX`` is ``gs:`` unless ``?prefix=`` in the URL says otherwise;
                    approval as JSON), ``floor`` (the highest seq no longer
                    kept for replay) and ``kept`` (how many events above it).
 ``PREFIX{id}:e``   stream: one entry per event, entry id ``SEQ-0``, fields
-                   ``d`` (the event's JSON) and ``r`` (its request id).
+                   ``d`` (the event's JSON), ``r`` (its request id), ``t``
+                   (its timestamp, Unix ms) and ``y`` (its type).
 ``PREFIX{id}:lease``  which replica runs the session (see :mod:`.redis_lease`).
 ``PREFIX{id}:cmd`` stream: messages relayed to the replica that runs it.
 ``PREFIX owner:<owner>``  sorted set: the owner's session ids by ``updated``.
@@ -53,7 +54,7 @@ from typing import Any
 
 import trio
 
-from . import DEFAULT_REPLAY_CAPACITY, SessionRecord, SessionStore, SessionSummary, StoredEvent, StoreError
+from . import DEFAULT_REPLAY_CAPACITY, EventMark, SessionRecord, SessionStore, SessionSummary, StoredEvent, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,8 @@ RETRY_INTERVAL = 0.5
 
 _STRING_FIELDS = ("id", "owner", "token_hash", "model", "title")
 
-# KEYS: hash, stream. ARGV: capacity, then (seq, request id or "", data)...
+# KEYS: hash, stream. ARGV: capacity, then (seq, request id or "", data,
+# timestamp ms, type)...
 # Returns the session's last seq, or -1 when the session does not exist.
 _APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
@@ -80,13 +82,14 @@ local floor = tonumber(redis.call('HGET', KEYS[1], 'floor') or '0')
 local kept = tonumber(redis.call('HGET', KEYS[1], 'kept') or '0')
 local capacity = tonumber(ARGV[1])
 local added = 0
-for i = 2, #ARGV, 3 do
+for i = 2, #ARGV, 5 do
   local seq = tonumber(ARGV[i])
   if seq > last then
     if ARGV[i + 1] == '' then
-      redis.call('XADD', KEYS[2], seq .. '-0', 'd', ARGV[i + 2])
+      redis.call('XADD', KEYS[2], seq .. '-0', 'd', ARGV[i + 2], 't', ARGV[i + 3], 'y', ARGV[i + 4])
     else
-      redis.call('XADD', KEYS[2], seq .. '-0', 'd', ARGV[i + 2], 'r', ARGV[i + 1])
+      redis.call('XADD', KEYS[2], seq .. '-0', 'd', ARGV[i + 2], 't', ARGV[i + 3], 'y', ARGV[i + 4],
+                 'r', ARGV[i + 1])
     end
     last = seq
     added = added + 1
@@ -312,7 +315,7 @@ class RedisStore(SessionStore):
         per_session: dict[str, list[str]] = {}
         for session_id, event in batch:
             args = per_session.setdefault(session_id, [str(self.replay_capacity)])
-            args += [str(event.seq), event.request_id or "", event.data]
+            args += [str(event.seq), event.request_id or "", event.data, str(event.timestamp), event.type]
         async with self._command("write events"):
             async with self.client.pipeline(transaction=False) as pipe:
                 for session_id, args in per_session.items():
@@ -483,6 +486,19 @@ class RedisStore(SessionStore):
             return None
         return [_event(row) for row in rows]
 
+    async def event_marks(self, session_id: str) -> list[EventMark] | None:
+        await self._sync()
+        async with self._command("read event marks"):
+            async with self.client.pipeline(transaction=True) as pipe:
+                head = pipe.hmget(self.key(session_id, "s"), ["id", "floor"])
+                entries = pipe.xrange(self.key(session_id, "e"), "-", "+")
+            exists, floor = await head
+            rows = await entries
+        if exists is None:
+            return None
+        kept = [_event(row) for row in rows]
+        return [EventMark(e.seq, e.timestamp, e.request_id, e.type) for e in kept if e.seq > int(floor or 0)]
+
     async def expire(self, idle_before: float) -> list[str]:
         await self._sync()
         async with self._command("expire sessions"):
@@ -502,7 +518,8 @@ class RedisStore(SessionStore):
 
 def _event(row: Any) -> StoredEvent:
     identifier, fields = row.identifier, row.field_values
-    return StoredEvent(int(identifier.split("-", 1)[0]), fields.get("r") or None, fields["d"])
+    return StoredEvent(int(identifier.split("-", 1)[0]), fields.get("r") or None, fields["d"],
+                       int(fields.get("t") or 0), fields.get("y", ""))
 
 
 def _describe(exc: BaseException) -> str:

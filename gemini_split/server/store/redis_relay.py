@@ -34,6 +34,7 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.protocol import (
+    Cancel,
     Connected,
     Connection,
     DeleteSession,
@@ -45,14 +46,19 @@ from gemini_split.protocol import (
     RemoteProtocolError,
     SessionInfo,
     Sessions,
+    ToolExecutionResponse,
     decode,
     encode,
 )
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
 
+from ..views import View
 from . import SessionRecord, StoreError, hash_token, token_matches
 from .redis_replica import Replica
+
+#: What only a client that may act sends (an observer gets ``forbidden``).
+_ACTS = (GenerateContentRequest, Cancel, ToolExecutionResponse)
 
 log = logging.getLogger(__name__)
 
@@ -76,20 +82,28 @@ class Relay:
         self.manager = manager
         #: Why the relay ended (for the log).
         self.ended = ""
+        #: This relayed connection, as the runner knows it (its replies to
+        #: this connection alone come back on ``relay:<id>``).
+        self.relay_id = secrets.token_hex(8)
+        self.role = "driver"
+        self.label = "client"
 
     async def run(self) -> None:
         store = self.replica.store
         sid = self.record.id
         token = self.resume_token
+        cursor = self.last_seq if self.last_seq is not None else self.record.last_seq
         if token is None or not token_matches(token, self.record.token_hash):
             # Resumed by id: a new token (the store keeps only its hash).
             token = secrets.token_urlsafe(24)
             await store.set_token_hash(sid, hash_token(token))
         await self.stream.send(self.conn.send(stamp(Connected(
             server=f"gemini-split/{__version__}", session_id=sid, resume_token=token, model=self.record.model,
-            capabilities=self.capabilities, resumed=True,
+            capabilities=self.capabilities, resumed=True, role=self.role, label=self.label,
+            # Live events start after the client's last seq: the request
+            # running then (the store says which) is running for it too.
+            last_seq=cursor, active_request_id=self.record.running_request,
         ))))
-        cursor = self.last_seq if self.last_seq is not None else self.record.last_seq
         if await store.events_after(sid, cursor, limit=1) is None:
             await self._send(Error(code=ErrorCode.REPLAY_UNAVAILABLE.value,
                                    message=f"the events after seq {cursor} are no longer kept; here is the "
@@ -113,9 +127,9 @@ class Relay:
 
     async def _forward_events(self, cursor: int, scope: trio.CancelScope) -> None:
         try:
-            async for batch in self.replica.follow(self.record.id, cursor):
-                for event in batch:
-                    await self.stream.send(event.data)
+            async for texts in self.replica.follow(self.record.id, cursor, replies=self.relay_id):
+                for text in texts:
+                    await self.stream.send(text)
         except StoreError as exc:
             self.ended = f"lost the store: {exc}"
             await self.stream.aclose("the session store is unreachable; reconnect")
@@ -157,8 +171,14 @@ class Relay:
             if isinstance(message, ListSessions | DeleteSession):
                 await self._answer_sessions(message)
                 continue
+            if self.role == "observer" and isinstance(message, _ACTS):
+                await self._send(Error(code=ErrorCode.FORBIDDEN.value, in_reply_to=message.id,
+                                       message="this client watches the session (observer): it cannot prompt, "
+                                               "cancel or answer tool calls"))
+                continue
             try:
                 await self.replica.send(self.holder, self.record.id, "msg", owner=self.record.owner,
+                                        relay=self.relay_id, role=self.role, label=self.label,
                                         text=text if isinstance(text, str) else text.decode())
             except StoreError as exc:
                 await self._send(Error(
@@ -185,6 +205,31 @@ class Relay:
             for s in summaries)))
 
 
+class RelayedView(View):
+    """On the runner: a client connected to another replica, as the session
+    sees it. Not one of the session's views (its events reach it through
+    the session's Stream, read by the relay); a reply to it alone
+    (:meth:`send_direct`) goes back through ``relay:<id>``."""
+
+    def __init__(self, replica: Replica, relay_id: str, **kw: Any):
+        super().__init__(close=_no_close, **kw)
+        self.replica = replica
+        self.relay_id = relay_id
+        self.last_used = trio.current_time()
+
+    def send_direct(self, event: Any) -> None:
+        text = encode(stamp(event))
+        self.replica.reply_soon(self.relay_id, text)
+
+
+async def _no_close(reason: str) -> None:
+    return None
+
+
+#: Relayed views idle this long are forgotten (their relay is gone or silent).
+RELAYED_VIEW_IDLE = 3600.0
+
+
 async def run_forwarded(manager: Any, command: tuple[str, str, dict[str, str]]) -> None:
     """On the runner: act on one command from its inbox (a relayed client
     message, or a request to give an idle session up)."""
@@ -203,4 +248,19 @@ async def run_forwarded(manager: Any, command: tuple[str, str, dict[str, str]]) 
     except RemoteProtocolError as exc:
         log.warning("session %s: a relayed message could not be read: %s", sid, exc)
         return
-    await session.handle(message)
+    views: dict[tuple[str, str], RelayedView] = manager.__dict__.setdefault("_relayed_views", {})
+    now = trio.current_time()
+    for key in [k for k, v in views.items() if now - v.last_used > RELAYED_VIEW_IDLE]:
+        del views[key]
+    relay_id = fields.get("relay", "")
+    view = views.get((sid, relay_id))
+    if view is None:
+        role = fields.get("role") if fields.get("role") in ("driver", "observer") else "driver"
+        view = views[(sid, relay_id)] = RelayedView(manager.replica, relay_id, role=role,
+                                                    label=(fields.get("label") or "client")[:64] + " (relayed)")
+    view.last_used = now
+    if not view.may_act and isinstance(message, _ACTS):
+        view.send_direct(Error(code=ErrorCode.FORBIDDEN.value, in_reply_to=message.id,
+                               message="an observer cannot prompt, cancel or answer tool calls"))
+        return
+    await session.handle(message, view)

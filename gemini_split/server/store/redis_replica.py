@@ -107,6 +107,7 @@ class Replica:
         self.on_lost: Callable[[str], None] = lambda sid: None
         #: Whether the last lease renewal reached Redis.
         self.renewed_ok = True
+        self._replies, self._replies_out = trio.open_memory_channel[tuple[str, str]](10_000)
         #: Called for each inbox command.
         self.on_command: Callable[[Command], Awaitable[None]] | None = None
 
@@ -216,19 +217,46 @@ class Replica:
 
     # --- following a session run elsewhere ----------------------------------------------
 
-    async def follow(self, session_id: str, last_seq: int) -> AsyncIterator[list[StoredEvent]]:
-        """Batches of the session's events after ``last_seq`` as they are
-        written, forever (the caller stops when it wants). Raises
+    def reply_key(self, relay_id: str) -> str:
+        return f"{self.store.prefix}relay:{relay_id}"
+
+    def reply_soon(self, relay_id: str, text: str) -> None:
+        """Send a reply meant for one relayed connection only (unnumbered,
+        unlogged), in order with the others, without waiting."""
+        try:
+            self._replies.send_nowait((relay_id, text))
+        except trio.WouldBlock:
+            log.warning("replies to relayed clients pile up; one was dropped")
+
+    async def _send_replies(self) -> None:
+        async for relay_id, text in self._replies_out:
+            key = self.reply_key(relay_id)
+            try:
+                async with self.store._command("send a reply"):
+                    async with self.store.client.pipeline(transaction=False) as pipe:
+                        pipe.xadd(key, {"d": text}, trim_strategy=_maxlen(), threshold=1000,
+                                  trim_operator=_approx())
+                        pipe.pexpire(key, self._ttl_ms * 6)
+            except StoreError as exc:
+                log.warning("%s; a reply to a relayed client was lost", exc)
+
+    async def follow(self, session_id: str, last_seq: int, *, replies: str | None = None,
+                     ) -> AsyncIterator[list[str]]:
+        """The texts of the session's events after ``last_seq`` as they are
+        written — and of the replies to relayed connection ``replies`` —
+        batch by batch, forever (the caller stops when it wants). Raises
         StoreError when Redis is unreachable."""
         key = self.store.key(session_id, "e")
-        cursor = f"{last_seq}-0"
+        cursors = {key: f"{last_seq}-0"}
+        if replies is not None:
+            cursors[self.reply_key(replies)] = "0-0"  # its own, new stream: all of it
         while True:
             async with self.store._command("follow a session"):
-                reply = await self.store.client.xread({key: cursor}, count=500, block=BLOCK_MS)
-            for rows in (reply or {}).values():
+                reply = await self.store.client.xread(dict(cursors), count=500, block=BLOCK_MS)
+            for stream, rows in (reply or {}).items():
                 if rows:
-                    cursor = rows[-1].identifier
-                    yield [_event(row) for row in rows]
+                    cursors[stream] = rows[-1].identifier
+                    yield [_event(row).data if stream == key else row.field_values["d"] for row in rows]
 
     # --- lifetime -----------------------------------------------------------------------
 
@@ -236,6 +264,7 @@ class Replica:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._renew)
             nursery.start_soon(self._read_inbox)
+            nursery.start_soon(self._send_replies)
             task_status.started()
             try:
                 await trio.sleep_forever()

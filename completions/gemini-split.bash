@@ -37,7 +37,7 @@ _shtab_gemini_split_mcp_add_option_strings=(-h --help -s --scope -t --transport 
 _shtab_gemini_split_mcp_remove_option_strings=(-h --help -s --scope)
 _shtab_gemini_split_mcp_serve_option_strings=(-h --help --workspace --approval-mode --allowed-tools --http --auth-config --insecure-no-auth)
 _shtab_gemini_split_mcp_option_strings=(-h --help)
-_shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --reconnect-timeout -r --resume --session-id --list-sessions --delete-session --approval-mode -y --yolo --allowed-mcp-server-names --allowed-tools --policy --admin-policy --max-turns -d --debug --include-directories --skip-trust --screen-reader --raw-output --accept-raw-output-risk --acp --experimental-acp --log-file)
+_shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --reconnect-timeout -r --resume --session-id --list-sessions --delete-session --approval-mode -y --yolo --allowed-mcp-server-names --allowed-tools --policy --admin-policy -s --sandbox --sandbox-network --max-turns -d --debug --include-directories --skip-trust --screen-reader --raw-output --accept-raw-output-risk --acp --experimental-acp --log-file)
 
 _shtab_gemini_split_serve___auth_config_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_serve___tls_cert_COMPGEN=_shtab_compgen_files
@@ -75,6 +75,8 @@ _shtab_gemini_split_pos_0_choices=(serve attach server completions protocol daem
 _shtab_gemini_split__o_choices=(text json stream-json)
 _shtab_gemini_split___output_format_choices=(text json stream-json)
 _shtab_gemini_split___approval_mode_choices=(default auto_edit yolo plan)
+_shtab_gemini_split__s_choices=(auto bwrap none)
+_shtab_gemini_split___sandbox_choices=(auto bwrap none)
 
 _shtab_gemini_split_serve__h_nargs=0
 _shtab_gemini_split_serve___help_nargs=0
@@ -150,6 +152,9 @@ _shtab_gemini_split___resume_nargs='?'
 _shtab_gemini_split___list_sessions_nargs=0
 _shtab_gemini_split__y_nargs=0
 _shtab_gemini_split___yolo_nargs=0
+_shtab_gemini_split__s_nargs='?'
+_shtab_gemini_split___sandbox_nargs='?'
+_shtab_gemini_split___sandbox_network_nargs=0
 _shtab_gemini_split__d_nargs=0
 _shtab_gemini_split___debug_nargs=0
 _shtab_gemini_split___skip_trust_nargs=0

@@ -46,6 +46,7 @@ from gemini_split.transport import ConnectOptions
 if TYPE_CHECKING:
     from gemini_split.client.profiles import ServerProfile
     from gemini_split.policy import Policy
+    from gemini_split.sandbox import Sandbox
     from gemini_split.server.model import Model
     from gemini_split.server.service import AgentService
 
@@ -83,6 +84,7 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         approval_mode=resolve_approval_mode(args, env, s),
         allowed_tools=_allowed_tools(args, s),
         policy=resolve_policy(args, env, loaded),
+        sandbox=resolve_sandbox(args, env, s),
         include_dirs=resolve_include_dirs(args, env, s),
         core_tools=_tool_names("tools.core", s.tools.core),
         exclude_tools=_tool_names("tools.exclude", s.tools.exclude) or (),
@@ -219,6 +221,20 @@ def resolve_policy(args: argparse.Namespace, env: Environment, loaded: LoadedSet
     for line in policy.warnings:
         env.warn(line)
     return policy
+
+
+def resolve_sandbox(args: argparse.Namespace, env: Environment, s: Settings) -> Sandbox | None:
+    """Where shell commands run: ``$GEMINI_SANDBOX``, ``-s``/``--sandbox[=MODE]``,
+    settings ``tools.sandbox`` (gemini-cli's order), default none; with
+    ``--sandbox-network`` they may use the network. Raises
+    :class:`~gemini_split.sandbox.SandboxUnavailable` when a sandbox is
+    asked for and bwrap cannot provide it: never run unconfined silently."""
+    from gemini_split.sandbox import Sandbox, sandbox_mode_from
+
+    mode = sandbox_mode_from(getattr(args, "sandbox", None), env.environ, s.tools.sandbox, warn=env.warn)
+    if mode == "none":
+        return None
+    return Sandbox.resolve(mode, network=getattr(args, "sandbox_network", False), environ=env.environ)
 
 
 def _tool_names(key: str, entries: list[str] | None) -> tuple[str, ...] | None:

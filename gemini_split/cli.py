@@ -165,6 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--admin-policy", action="append", metavar="FILE|DIR",
                         help="admin policy rules, above every other rule (ignored when "
                              "/etc/gemini-cli/policies has some); repeat or separate with commas")
+    parser.add_argument("-s", "--sandbox", action=_OptionalValueAfterEquals, choices=("auto", "bwrap", "none"),
+                        const="auto", metavar="=MODE",
+                        help="run shell commands under bubblewrap: the file system read-only but for the "
+                             "workspace, no network, home hidden; --sandbox=bwrap|auto|none (a bare -s is "
+                             "auto; $GEMINI_SANDBOX=true|false wins, as in gemini-cli)")
+    parser.add_argument("--sandbox-network", action="store_true",
+                        help="let sandboxed shell commands use the network")
     parser.add_argument("--max-turns", type=positive_int, metavar="N",
                         help="embedded mode: model calls allowed per prompt (default 100)")
     parser.add_argument("-d", "--debug", action="store_true",
@@ -248,6 +255,22 @@ def _session_id(text: str) -> str:
             f"Invalid session ID {value[:60]!r}: only letters, digits, dashes and underscores are allowed "
             "(at most 128).")
     return value
+
+
+class _OptionalValueAfterEquals(argparse.Action):
+    """gemini-cli's boolean ``-s/--sandbox``, which also takes a value, but
+    only as ``--sandbox=MODE``: the word after a bare ``-s`` stays the
+    prompt (``gemini-split -s "question"``). :func:`split_prompt_words`
+    never hands it the next word."""
+
+    value_only_after_equals = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, nargs="?", **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, self.const if values is None else values)
 
 
 def _seconds(text: str) -> float:
@@ -348,7 +371,8 @@ def split_prompt_words(parser: argparse.ArgumentParser, argv: list[str]) -> tupl
             rest.append(token)
             action = parser._option_string_actions.get(token.split("=", 1)[0])
             takes_value = action is not None and action.nargs != 0 and "=" not in token
-            if takes_value and action.nargs == "?" and (i + 1 >= len(argv) or argv[i + 1].startswith("-")):
+            if takes_value and action.nargs == "?" and (i + 1 >= len(argv) or argv[i + 1].startswith("-")
+                                                        or getattr(action, "value_only_after_equals", False)):
                 takes_value = False
             if takes_value and i + 1 < len(argv):
                 rest.append(argv[i + 1])

@@ -118,6 +118,9 @@ class ToolsSettings(_Section):
     allowed: list[str] | None = None
     #: ``tools.exclude``: tools removed from what the model is offered.
     exclude: list[str] | None = None
+    #: ``tools.sandbox``: true/false or a mode (auto, bwrap, none; gemini-cli's
+    #: container names mean auto). ``-s`` and ``$GEMINI_SANDBOX`` win.
+    sandbox: bool | str | None = None
 
 
 class FolderTrustSettings(_Section):

@@ -52,6 +52,8 @@ class ClientSettings:
     #: The policy files' rules (``gemini_split.policy.Policy``); None: the
     #: approval modes' rules only.
     policy: Any = None
+    #: Where shell commands run (a ``gemini_split.sandbox.Sandbox``); None: unconfined.
+    sandbox: Any = None
     #: Where ``save_memory`` appends facts (the user's global context file);
     #: None: no ``save_memory`` tool.
     memory_file: Path | None = None
@@ -196,7 +198,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
 def _offered_tools(settings: ClientSettings) -> ToolRegistry:
     """The built-in tools minus what ``tools.core`` leaves out and
     ``tools.exclude`` removes; in plan mode, the read-only ones only."""
-    tools = default_tools(memory_file=settings.memory_file)
+    tools = default_tools(memory_file=settings.memory_file, sandbox=settings.sandbox)
     plan = settings.approval_mode is ApprovalMode.PLAN
     if settings.core_tools is None and not settings.exclude_tools and not plan:
         return tools

@@ -61,8 +61,8 @@ async def test_read_background_output_tails_the_log(tmp_path):
     processes = BackgroundProcesses()
     try:
         entry = await trio.to_thread.run_sync(
-            processes.start, "/bin/sh", "for i in 1 2 3 4 5; do echo line $i; done; sleep 30",
-            tmp_path, ".", dict(os.environ))
+            processes.start, ["/bin/sh", "-c", "for i in 1 2 3 4 5; do echo line $i; done; sleep 30"],
+            "for i in 1 2 3 4 5; do echo line $i; done; sleep 30", tmp_path, ".", dict(os.environ))
         tool = ReadBackgroundOutputTool(processes)
         ctx = ToolContext(workspace=Workspace(tmp_path))
         out = await tool.run({"pid": entry.pid, "lines": 2, "delay_ms": 500}, ctx)

@@ -64,8 +64,9 @@ class BackgroundProcesses:
         self._entries: dict[int, _Entry] = {}
         self._dir: Path | None = None
 
-    def start(self, shell: str, command: str, cwd: Path, shown_dir: str, env: dict[str, str]) -> _Entry:
-        """Start ``command``; blocking (call it from a worker thread)."""
+    def start(self, argv: list[str], command: str, cwd: Path, shown_dir: str, env: dict[str, str]) -> _Entry:
+        """Start ``argv`` (``command`` run by the shell, perhaps in a
+        sandbox); blocking (call it from a worker thread)."""
         running = [e for e in self._entries.values() if e.process.poll() is None]
         if len(running) >= self.max_processes:
             raise ToolFailed("too_many_processes", f"{len(running)} background commands are already running",
@@ -76,11 +77,11 @@ class BackgroundProcesses:
         with open(log, "wb") as out:
             try:
                 process = subprocess.Popen(
-                    [shell, "-c", command], cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
+                    argv, cwd=str(cwd), env=env, stdin=subprocess.DEVNULL,
                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                 )
             except OSError as exc:
-                raise ToolFailed("spawn_failed", f"the shell {shell} could not be started: {exc.strerror}") from None
+                raise ToolFailed("spawn_failed", f"{argv[0]} could not be started: {exc.strerror}") from None
         register_group(process.pid)
         entry = _Entry(process.pid, command, shown_dir, log, process)
         self._entries[process.pid] = entry

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gemini_split.protocol import ToolSpec
 
 from .base import Tool
+
+if TYPE_CHECKING:
+    from gemini_split.sandbox import Sandbox
 
 
 class ToolRegistry:
@@ -52,7 +56,8 @@ class ToolRegistry:
         return len(self._tools)
 
 
-def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | None = None) -> ToolRegistry:
+def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | None = None,
+                  sandbox: Sandbox | None = None) -> ToolRegistry:
     """Every built-in local tool, with default limits. To change a limit,
     build the registry with the tool constructed differently, e.g.
     ``RunShellCommandTool(timeout=600)``.
@@ -62,7 +67,10 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
     :mod:`gemini_split.client.tools.environment`).
 
     ``memory_file``: where ``save_memory`` appends facts (the user's global
-    context file); without it there is no ``save_memory``."""
+    context file); without it there is no ``save_memory``.
+
+    ``sandbox``: where shell commands (background ones too) run
+    (:class:`gemini_split.sandbox.Sandbox`); default: unconfined."""
     from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
     from .search import GlobTool, GrepSearchTool
     from .background import BackgroundProcesses, ListBackgroundProcessesTool, ReadBackgroundOutputTool
@@ -79,7 +87,7 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
         GrepSearchTool(),
         WriteFileTool(),
         ReplaceTool(),
-        RunShellCommandTool(env_allow=shell_env_allow, background=background),
+        RunShellCommandTool(env_allow=shell_env_allow, background=background, sandbox=sandbox),
         WebFetchTool(),
         ListBackgroundProcessesTool(background),
         ReadBackgroundOutputTool(background),

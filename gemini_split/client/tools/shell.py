@@ -30,6 +30,8 @@ import trio
 from .background import BackgroundProcesses, tail, wait_ms
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 from .environment import tool_environment
+from gemini_split.sandbox import Sandbox
+
 from .processes import open_tool_process, release_tool_process
 
 if TYPE_CHECKING:
@@ -86,7 +88,10 @@ class RunShellCommandTool(Tool):
         shell: str | None = None,
         env_allow: tuple[str, ...] = (),
         background: BackgroundProcesses | None = None,
+        sandbox: Sandbox | None = None,
     ):
+        #: Where commands run (:mod:`gemini_split.sandbox`); default: as is.
+        self.sandbox = sandbox or Sandbox.none()
         #: Where ``is_background`` commands go; None: not offered.
         self.background = background
         self.timeout = timeout
@@ -123,11 +128,12 @@ class RunShellCommandTool(Tool):
         cwd = self._directory(args, ctx.workspace)
         env = tool_environment(allow=self.env_allow, GEMINI_CLI="1")
         env["PATH"] = _absolute_path_entries(env.get("PATH", os.defpath))
+        argv = self.sandbox.command([self.shell, "-c", command], cwd=cwd, writable=ctx.workspace.roots)
         if args.get("is_background"):
-            return await self._run_in_background(command, cwd, env, args, ctx)
+            return await self._run_in_background(argv, command, cwd, env, args, ctx)
         try:
             process = await open_tool_process(
-                [self.shell, "-c", command],
+                argv,
                 cwd=str(cwd), env=env,
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )
@@ -167,12 +173,12 @@ class RunShellCommandTool(Tool):
         return result
 
 
-    async def _run_in_background(self, command: str, cwd: Path, env: dict[str, str], args: dict[str, Any],
-                                 ctx: ToolContext) -> Any:
+    async def _run_in_background(self, argv: list[str], command: str, cwd: Path, env: dict[str, str],
+                                 args: dict[str, Any], ctx: ToolContext) -> Any:
         if self.background is None:
             raise ToolFailed("unavailable", "this client runs no background commands", "run the command without is_background")
         shown = ctx.workspace.relative(cwd)
-        entry = await trio.to_thread.run_sync(self.background.start, self.shell, command, cwd, shown, env)
+        entry = await trio.to_thread.run_sync(self.background.start, argv, command, cwd, shown, env)
         await wait_ms(args.get("delay_ms", 200))
         output, more = await trio.to_thread.run_sync(tail, entry.log, 50)
         result: dict[str, Any] = {"command": command, "directory": shown, "pid": entry.pid,

@@ -75,6 +75,11 @@ MODES = (
 _MODE_BY_ID = {m[0]: m[3] for m in MODES} | {"auto_edit": ApprovalMode.AUTO_EDIT}
 _ID_BY_MODE = {m[3]: m[0] for m in MODES}
 
+#: The bridge: seconds a session nobody watches stays open, and how many
+#: live sessions one user may have.
+IDLE_CLOSE = 600.0
+MAX_SESSIONS_PER_OWNER = 32
+
 #: Permission options (gemini-cli's option ids).
 ALLOW_ONCE = {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"}
 ALLOW_ALWAYS = {"optionId": "proceed_always", "name": "Allow for this session", "kind": "allow_always"}
@@ -424,6 +429,11 @@ class AcpAgent:
         self.settings = settings
         #: Tools the client cannot serve run here (``--acp``), or fail (the bridge).
         self.local_tools = local_tools
+        #: Seconds a shared session nobody watches stays open (a page reload
+        #: comes back well within it).
+        self.idle_close = IDLE_CLOSE
+        #: Live sessions one owner may have at once (shared mode).
+        self.max_sessions_per_owner = MAX_SESSIONS_PER_OWNER
         #: The bridge: ``connect_as(session, peer)`` → the ``ConnectOptions``
         #: under which the session's native connection proves its owner.
         self.connect_as = connect_as
@@ -477,8 +487,20 @@ class AcpAgent:
             for session in list(self.sessions.values()):
                 if peer in session.subscribers:
                     session.unsubscribe(peer)
-                    if not self.shared and not session.subscribers:
+                    if session.subscribers:
+                        continue
+                    if self.shared:
+                        self.spawn(self._close_when_idle, session)
+                    else:
                         session.close()
+
+    async def _close_when_idle(self, session: AcpSession) -> None:
+        """A shared session nobody watches is closed after ``idle_close``
+        seconds (its native session, history and all, stays in the store:
+        ``session/load`` brings it back), unless someone joined meanwhile."""
+        await trio.sleep(self.idle_close)
+        if not session.subscribers and session.prompter is None:
+            session.close()
 
     # --- dispatch ------------------------------------------------------------------
 
@@ -584,6 +606,9 @@ class AcpAgent:
             mcp_servers={**base.mcp_servers, **_mcp_servers(mcp_servers)},
         )
         owner = self.owner_of(peer)
+        if self.shared and sum(1 for o, _ in self.sessions if o == owner) >= self.max_sessions_per_owner:
+            raise RpcError(INVALID_REQUEST, f"too many open sessions (at most {self.max_sessions_per_owner}); "
+                                            "reuse one by its sessionId")
         session = AcpSession(self, owner, settings, os.path.normpath(cwd) if not self.local_tools
                              else str(path.resolve()))
         if self.connect_as is not None:

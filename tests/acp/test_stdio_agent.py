@@ -14,7 +14,7 @@ pytestmark = pytest.mark.timeout(60)
 
 def test_a_prompt_streams_message_chunks_in_order_and_ends_with_end_turn(tmp_path):
     text = "one two three four five six"
-    with FakeGemini(script=[{"text": text, "chunks": 3, "chunk_delay": 0.3}], api_key=API_KEY) as fake:
+    with FakeGemini(script=[{"text": text, "chunks": 3, "chunk_delay": 1.0}], api_key=API_KEY) as fake:
         seen = run_editor({"cwd": str(tmp_path), "env": agent_env(fake, tmp_path / "home"),
                            "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "prompt", "text": "count"}]},
                           tmp_path)

@@ -155,11 +155,12 @@ def ensure_daemon(env: Environment, *, idle_exit: float = DEFAULT_IDLE_EXIT) -> 
     and restarted if it is another version. Raises :class:`DaemonError`."""
     paths = daemon_paths(env)
     # The common case, in a few system calls: daemon.json says this version
-    # runs, its process lives, its socket is there. (If it died a moment
-    # ago, connecting fails with a clear error and the next call restarts it.)
+    # runs and that very process accepts on the socket (a probe, not only
+    # the pid: a crashed daemon's pid and socket file can outlive it).
     info = _read_info(paths.info)
     pid = info.get("pid")
-    if info.get("version") == __version__ and isinstance(pid, int) and _alive(pid) and paths.socket.exists():
+    if (info.get("version") == __version__ and isinstance(pid, int) and _alive(pid)
+            and _listener_pid(paths.socket) == pid):
         return paths.address
     with _locked(paths):
         status = daemon_status(paths)

@@ -46,7 +46,9 @@ async def test_streamed_text_arrives_whole_and_in_order_in_50_chunks():
     with FakeGemini([{"text": text, "chunks": 50}], api_key=KEY) as fake:
         async with aio_client(fake) as aio:
             chunks = await collect(aio, "say 50 words")
-        reqs = fake.requests
+        # The server marks the request completed after its last flush: the
+        # client may have read everything a moment before.
+        reqs = fake.wait_for_requests(lambda rs: bool(rs) and rs[0]["completed"])
 
     assert len(chunks) == 50
     pieces = [c.text for c in chunks]

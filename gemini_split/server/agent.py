@@ -8,6 +8,7 @@ call answered).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -111,7 +112,6 @@ class AgentRun:
     #: Tools the server runs itself that the client asked for
     #: (``tool_discovery.server_tools``): names in :data:`SERVER_TOOLS`.
     server_tools: tuple[str, ...] = ()
-    _server_calls: int = 0
 
 
 #: The tools a server runs itself for any session, by name (announced in
@@ -227,12 +227,12 @@ def _with_server_tools(run: AgentRun, call_tool: CallTool, *, model: Model, emit
     """``call_tool`` that runs the session's server tools here (reported
     as ``tool_started`` / ``tool_completed`` | ``tool_error`` events) and
     hands every other call on."""
+    numbers = itertools.count(1)
 
     async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         if name not in run.server_tools or name not in SERVER_TOOLS:
             return await call_tool(name, args)
-        run._server_calls += 1
-        call_id = f"{run.request_id}.server.{run._server_calls}"
+        call_id = f"{run.request_id}.server.{next(numbers)}"
         await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args))
         text, failure, usage = await web_search.google_web_search(args, model=model, model_name=run.model_name)
         run.usage = run.usage + usage

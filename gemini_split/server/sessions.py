@@ -168,9 +168,9 @@ class SessionManager:
             session = self.make_session(principal=principal)
         else:
             session_id = chosen_id(owner_of(principal), session_id)
-            if session_id in self._live or await self.store.get(session_id) is not None:
-                return None
-            if session_id in self._live:  # opened by another connection meanwhile
+            # Live is checked after the store read: another connection may
+            # have opened it meanwhile.
+            if await self.store.get(session_id) is not None or session_id in self._live:
                 return None
             session = self.make_session(principal=principal, session_id=session_id)
         if self.replica is not None and await self.replica.acquire(session.id) != self.replica.id:

@@ -120,3 +120,40 @@ async def test_a_replayed_batch_is_not_written_twice(redis_server):
         finally:
             await store.aclose()
     assert [e.seq for e in got] == [1, 2, 3, 4]
+
+
+async def test_many_relays_blocked_in_xread_do_not_hold_up_writes(redis_server, monkeypatch):
+    """Each relay waits in XREAD BLOCK on a connection of its own. With
+    more relays than the command pool has connections (64), writes and
+    lease renewals must not queue behind them: blocking reads have a pool
+    of their own."""
+    from gemini_split.server.store import redis_replica
+
+    monkeypatch.setattr(redis_replica, "BLOCK_MS", 60_000)  # a read blocks for the whole test
+    store = RedisStore(redis_server.url_with_prefix())
+    replica = redis_replica.Replica(store)
+    got: list[list[str]] = []
+    with trio.fail_after(20):
+        await store.open()
+        try:
+            await store.create(record("s-busy"))
+            async with trio.open_nursery() as nursery:
+                async def follow(sid: str) -> None:
+                    async for batch in replica.follow(sid, 0):
+                        got.append(batch)
+                        return
+
+                for i in range(80):
+                    nursery.start_soon(follow, f"s-idle-{i}")
+                nursery.start_soon(follow, "s-busy")
+                await trio.sleep(0.5)  # the reads are blocked in Redis by now
+                with trio.fail_after(5):  # before the fix: until a 60-s read returns
+                    store.append_events("s-busy", events(1, 1))
+                    await store.flush()
+                    assert (await store.get("s-busy")).last_seq == 1
+                    while not got:
+                        await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
+        finally:
+            await store.aclose()
+    assert got == [['{"seq":1}']]

@@ -69,6 +69,9 @@ _MAX_BATCH = 2000
 COMMAND_TIMEOUT = 5.0
 #: Seconds between attempts to write queued events while Redis is down.
 RETRY_INTERVAL = 0.5
+#: Connections for blocking reads (``XREAD BLOCK``: one per relayed client,
+#: plus the replica's inbox) at most; Redis's own default ``maxclients``.
+MAX_BLOCKING_READS = 10_000
 
 _STRING_FIELDS = ("id", "owner", "token_hash", "model", "title")
 
@@ -168,6 +171,8 @@ class RedisStore(SessionStore):
         self.buffer_limit = buffer_limit
         self.command_timeout = command_timeout
         self.client: Any = None
+        #: For blocking reads only (:attr:`blocking_client`).
+        self.blocking_client: Any = None
         self._pending: deque[tuple[str, StoredEvent]] = deque()
         #: Events handed to the writer and not yet confirmed written.
         self._appended = 0
@@ -212,6 +217,13 @@ class RedisStore(SessionStore):
             self.client = coredis.Redis.from_url(self.url, decode_responses=True,
                                                  connect_timeout=self.command_timeout,
                                                  stream_timeout=self.command_timeout)
+            # A blocking read holds its connection until something arrives:
+            # in the command pool (64 connections), 64 relayed clients
+            # waiting for events would hold up every write and lease
+            # renewal. They get a pool of their own, as large as Redis lets.
+            self.blocking_client = coredis.Redis.from_url(self.url, decode_responses=True,
+                                                          connect_timeout=self.command_timeout,
+                                                          max_connections=MAX_BLOCKING_READS)
         except (ValueError, coredis.exceptions.RedisError) as exc:
             raise StoreError(f"{self.name}: {exc}") from None
         started = trio.Event()
@@ -226,7 +238,7 @@ class RedisStore(SessionStore):
     async def _lifetime(self, started: trio.Event) -> None:
         """Holds the client open and writes queued events, until closed."""
         try:
-            async with self.client:
+            async with self.client, self.blocking_client:
                 with trio.fail_after(self.command_timeout):
                     await self.client.ping()
                 started.set()
@@ -359,8 +371,10 @@ class RedisStore(SessionStore):
 
     # --- commands ------------------------------------------------------------------
 
-    def _command(self, what: str) -> _Command:
-        return _Command(self, what)
+    def _command(self, what: str, *, blocking: float = 0.0) -> _Command:
+        """A Redis operation (``async with``); ``blocking``: seconds a
+        blocking read may wait on top of the command timeout."""
+        return _Command(self, what, blocking)
 
     async def ping(self) -> float:
         """Seconds one round trip to Redis takes; StoreError when it cannot
@@ -537,10 +551,10 @@ class _Command:
     """``async with``: one Redis operation; any failure becomes a
     :class:`StoreError` naming the server and what was being done."""
 
-    def __init__(self, store: RedisStore, what: str):
+    def __init__(self, store: RedisStore, what: str, blocking: float = 0.0):
         self.store = store
         self.what = what
-        self.scope = trio.fail_after(store.command_timeout)
+        self.scope = trio.fail_after(store.command_timeout + blocking)
 
     async def __aenter__(self) -> None:
         if self.store.client is None:

@@ -199,7 +199,8 @@ class Replica:
             cursor = info[0].identifier
         while True:
             try:
-                reply = await self.store.client.xread({key: cursor}, count=100, block=BLOCK_MS)
+                with trio.fail_after(self.store.command_timeout + BLOCK_MS / 1000):
+                    reply = await self.store.blocking_client.xread({key: cursor}, count=100, block=BLOCK_MS)
             except Exception as exc:  # Redis away: try again shortly
                 log.warning("%s: cannot read the replica inbox: %s", self.store.name, exc)
                 await trio.sleep(0.5)
@@ -251,8 +252,8 @@ class Replica:
         if replies is not None:
             cursors[self.reply_key(replies)] = "0-0"  # its own, new stream: all of it
         while True:
-            async with self.store._command("follow a session"):
-                reply = await self.store.client.xread(dict(cursors), count=500, block=BLOCK_MS)
+            async with self.store._command("follow a session", blocking=BLOCK_MS / 1000):
+                reply = await self.store.blocking_client.xread(dict(cursors), count=500, block=BLOCK_MS)
             for stream, rows in (reply or {}).items():
                 if rows:
                     cursors[stream] = rows[-1].identifier

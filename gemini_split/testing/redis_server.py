@@ -11,21 +11,53 @@ include), no RDB snapshots. Optional
 ``start()`` again brings it back on the same port (a test of a replica that
 loses Redis and gets it back).
 
+The server dies with the process that started it, however that process
+ends: it is started with ``PR_SET_PDEATHSIG`` = SIGKILL (Linux), so a test
+worker killed with SIGKILL (a timeout, xdist giving up on it) leaves no
+``redis-server`` behind. The signal comes when the *thread* that started it
+ends, so :meth:`RedisServer.start` ties it only when called from the main
+thread (tests and the benchmark do); from another thread it is not tied.
+
 Needs no pytest: ``bench/replicas.py`` uses it too.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 #: Why Redis tests skip where there is no server (said loudly).
 MISSING = ("redis-server is not installed: the Redis store and replica tests need it "
            "(apt-get install redis-server; .ci/run does this)")
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Any:
+    """A ``preexec_fn`` that makes the child get SIGKILL when this thread
+    ends (None where that cannot be done: not Linux, not the main thread)."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
 
 
 def available() -> bool:
@@ -65,7 +97,7 @@ class RedisServer:
         if self.password:
             args += ["--requirepass", self.password]
         self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
+                                        stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent())
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -11,7 +11,9 @@ Endpoints (``{v}`` is any API version such as ``v1beta``, ``{m}`` a model name)
 ``POST /{v}/models/{m}:streamGenerateContent?alt=sse``
     ``200``, ``Content-Type: text/event-stream``, chunked transfer encoding.
     Each chunk is ``data: <GenerateContentResponse JSON>`` followed by a blank
-    line (``\\r\\n\\r\\n``), written and flushed one at a time.
+    line (``\\r\\n\\r\\n``), in an HTTP chunk of its own; with a
+    ``chunk_delay`` each is written and flushed alone, without one several
+    go out in one write (a long answer streams at well over 100k chunks/s).
 ``POST /{v}/models/{m}:generateContent``
     ``200``, one ``application/json`` GenerateContentResponse: all the chunks
     the turn would stream, merged (adjacent text parts with the same
@@ -175,7 +177,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import parse_qs, urlsplit
 
 # The script format is the scripted model's too; it lives with the server so
@@ -294,6 +296,26 @@ def build_chunks(turn: dict | None, body: dict, model: str, response_id: str) ->
     turn = turn or {}
     if "raw" in turn:
         return copy.deepcopy(turn["raw"])
+    chunk_parts, last = _plan(turn, body)
+    chunks = []
+    for i, parts in enumerate(chunk_parts):
+        chunk = _chunk(parts, model, response_id)
+        if i == len(chunk_parts) - 1:
+            chunk["candidates"][0].update(last["candidate"])
+            chunk = {"candidates": chunk["candidates"], **last["chunk"],
+                     "modelVersion": model, "responseId": response_id}
+        chunks.append(chunk)
+    return chunks
+
+
+def _chunk(parts: list[dict], model: str, response_id: str) -> dict:
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+            "modelVersion": model, "responseId": response_id}
+
+
+def _plan(turn: dict, body: dict) -> tuple[list[list[dict]], dict]:
+    """The parts of each chunk, and what the last chunk adds: ``{"candidate":
+    {finishReason, groundingMetadata?}, "chunk": {usageMetadata}}``."""
     if not any(k in turn for k in _CONTENT_KEYS):
         turn = {**turn, "text": echo_text(body)}
 
@@ -332,21 +354,52 @@ def build_chunks(turn: dict | None, body: dict, model: str, response_id: str) ->
             + usage["candidatesTokenCount"]
             + usage["thoughtsTokenCount"]
         )
+    candidate: dict[str, Any] = {"finishReason": turn.get("finish_reason", "STOP")}
+    grounding = grounding_metadata(turn) if _searches(body) else None
+    if grounding is not None:
+        candidate["groundingMetadata"] = grounding
+    return chunk_parts, {"candidate": candidate, "chunk": {"usageMetadata": usage}}
 
-    chunks = []
+
+def _event(chunk: dict) -> bytes:
+    """One SSE event: ``data: <JSON>`` and a blank line."""
+    return b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\r\n\r\n"
+
+
+def sse_events(turn: dict | None, body: dict, model: str, response_id: str) -> Iterator[bytes]:
+    """``_event(chunk)`` for each of :func:`build_chunks`' chunks, made as
+    they are sent (a long answer starts at once).
+
+    The same bytes, cheaper: a chunk holding one plain text piece (most of a
+    long answer) is written from a template, its JSON split around the text,
+    instead of by ``json.dumps`` of the whole chunk (about 6× less CPU).
+    tests/gemini checks the bytes equal the plain encoding."""
+    turn = turn or {}
+    if "raw" in turn:
+        yield from map(_event, build_chunks(turn, body, model, response_id))
+        return
+    chunk_parts, last = _plan(turn, body)
+    head, tail = _text_template(model, response_id)
+    final = len(chunk_parts) - 1
     for i, parts in enumerate(chunk_parts):
-        candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
-        chunk: dict[str, Any] = {"candidates": [candidate]}
-        if i == len(chunk_parts) - 1:
-            candidate["finishReason"] = turn.get("finish_reason", "STOP")
-            chunk["usageMetadata"] = usage
-            grounding = grounding_metadata(turn) if _searches(body) else None
-            if grounding is not None:
-                candidate["groundingMetadata"] = grounding
-        chunk["modelVersion"] = model
-        chunk["responseId"] = response_id
-        chunks.append(chunk)
-    return chunks
+        if i < final and len(parts) == 1 and parts[0].keys() == {"text"}:
+            yield b"%s%s%s" % (head, json.dumps(parts[0]["text"], ensure_ascii=False).encode("utf-8"), tail)
+            continue
+        chunk = _chunk(parts, model, response_id)
+        if i == final:
+            chunk["candidates"][0].update(last["candidate"])
+            chunk = {"candidates": chunk["candidates"], **last["chunk"],
+                     "modelVersion": model, "responseId": response_id}
+        yield _event(chunk)
+
+
+def _text_template(model: str, response_id: str) -> tuple[bytes, bytes]:
+    """The event of a one-text-part chunk, split around its text's JSON
+    string: ``head + json.dumps(text) + tail`` is ``_event`` of that chunk."""
+    marker = "\x00text\x00"
+    event = _event(_chunk([{"text": marker}], model, response_id))
+    head, tail = event.split(json.dumps(marker).encode("ascii"))
+    return head, tail
 
 
 def _searches(body: dict) -> bool:
@@ -492,9 +545,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _write_chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-
     def _sleep(self, seconds: float) -> None:
         if seconds and self.server.fake._stopping.wait(seconds):
             raise _Aborted
@@ -630,7 +680,7 @@ class _Handler(BaseHTTPRequestHandler):
                     name,
                     turn["error"].get("details"),
                 )
-            chunks = build_chunks(turn, body, target["model"], fake._response_id())
+            model, response_id = target["model"], fake._response_id()
             abort_after = turn.get("abort_after")
             if action == "generateContent":
                 if abort_after is not None:
@@ -638,14 +688,19 @@ class _Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     return
                 fake._update(record, status=200)
-                self._send_json(200, merge_chunks(chunks))
+                self._send_json(200, merge_chunks(build_chunks(turn, body, model, response_id)))
                 fake._update(record, completed=True)
                 return
-            self._stream(record, chunks, turn.get("chunk_delay", 0), abort_after)
+            self._stream(record, sse_events(turn, body, model, response_id), turn.get("chunk_delay", 0),
+                         abort_after)
         except (_Aborted, BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def _stream(self, record: dict, chunks: list[dict], chunk_delay: float, abort_after: int | None) -> None:
+    def _stream(self, record: dict, events: Iterator[bytes], chunk_delay: float, abort_after: int | None) -> None:
+        """Each event in one HTTP chunk. With a ``chunk_delay`` each is
+        written and flushed alone; without one, consecutive events go out in
+        one write of up to ``_BATCH_BYTES`` (the same bytes on the wire,
+        fewer system calls: a long answer streams several times faster)."""
         fake = self.server.fake
         fake._update(record, status=200)
         self.send_response(200)
@@ -653,20 +708,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for i, chunk in enumerate(chunks):
-            if abort_after is not None and i >= abort_after:
-                self.close_connection = True
-                return
-            if i:
+        if abort_after is not None:
+            events = itertools.islice(events, abort_after)
+        batch: list[bytes] = []
+        size = sent = 0
+        for data in events:
+            if sent and chunk_delay:
                 self._sleep(chunk_delay)
-            data = b"data: " + json.dumps(chunk, ensure_ascii=False).encode("utf-8") + b"\r\n\r\n"
-            self._write_chunk(data)
-            fake._update(record, chunks_sent=i + 1)
-        if abort_after is not None:  # all chunks sent, but no end of body
+            batch.append(b"%x\r\n%s\r\n" % (len(data), data))
+            size += len(batch[-1])
+            sent += 1
+            if chunk_delay or size >= _BATCH_BYTES:
+                self.wfile.write(b"".join(batch))
+                fake._update(record, chunks_sent=sent)
+                batch.clear()
+                size = 0
+        if batch:
+            self.wfile.write(b"".join(batch))
+            fake._update(record, chunks_sent=sent)
+        if abort_after is not None:  # no end of body (all chunks sent, or cut short)
             self.close_connection = True
             return
         self.wfile.write(b"0\r\n\r\n")
         fake._update(record, completed=True)
+
+
+#: Bytes of events written at once when a turn has no ``chunk_delay``.
+_BATCH_BYTES = 64 * 1024
 
 
 # --------------------------------------------------------------------------

@@ -30,6 +30,13 @@ Which process is the daemon is checked, not assumed: ``daemon.json``'s pid
 must be the pid the kernel reports for the socket's listener
 (``SO_PEERCRED``), so a stale file or a recycled pid is never signalled.
 
+A daemon that is dying is neither used nor raced: a process whose main
+thread has ended (a zombie) while its other threads still exit keeps its
+files, so its socket still takes connections that nobody will accept, and
+refuses them a moment later. Such a daemon counts as not running, and a new
+one is started only once the old one has let go of the socket
+(:func:`_process_state`).
+
 Everything here is synchronous: it runs before the client's event loop.
 """
 
@@ -69,7 +76,7 @@ _CALLER_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL
 _UNIX_PATH_MAX = 107
 _CRED = struct.Struct("3i")
 
-#: Daemons this process started, so they are reaped when they exit.
+#: Daemons this process started and has not reaped yet.
 _children: list[subprocess.Popen[bytes]] = []
 
 
@@ -103,13 +110,16 @@ class DaemonPaths:
 @dataclass(frozen=True)
 class DaemonStatus:
     """What is known about the running daemon. ``pid`` is the listener's
-    (None: nothing accepts on the socket); ``version`` what it wrote in
-    ``daemon.json`` (None: no file, or one that is not this daemon's)."""
+    (None: nothing live accepts on the socket); ``version`` what it wrote in
+    ``daemon.json`` (None: no file, or one that is not this daemon's);
+    ``exiting`` the pid of a listener that is dying (see the module's
+    docstring), whose socket is not yet free."""
 
     paths: DaemonPaths
     pid: int | None
     version: str | None
     started: float | None = None
+    exiting: int | None = None
 
     @property
     def running(self) -> bool:
@@ -142,6 +152,8 @@ def daemon_paths(env: Environment) -> DaemonPaths:
 def daemon_status(paths: DaemonPaths) -> DaemonStatus:
     """Probe the socket and read ``daemon.json``."""
     pid = _listener_pid(paths.socket)
+    if pid is not None and _process_state(pid) != "live":
+        return DaemonStatus(paths, None, None, exiting=pid)
     info = _read_info(paths.info)
     version = started = None
     if pid is not None and info.get("pid") == pid:
@@ -156,19 +168,18 @@ def ensure_daemon(env: Environment, *, idle_exit: float = DEFAULT_IDLE_EXIT) -> 
     paths = daemon_paths(env)
     # The common case, in a few system calls: daemon.json says this version
     # runs and that very process accepts on the socket (a probe, not only
-    # the pid: a crashed daemon's pid and socket file can outlive it).
+    # the pid: a crashed daemon's pid and socket file can outlive it), and
+    # is still live after the probe (not a dying one's last connections).
     info = _read_info(paths.info)
     pid = info.get("pid")
-    if (info.get("version") == __version__ and isinstance(pid, int) and _alive(pid)
-            and _listener_pid(paths.socket) == pid):
+    if (info.get("version") == __version__ and isinstance(pid, int)
+            and _listener_pid(paths.socket) == pid and _process_state(pid) == "live"):
         return paths.address
     with _locked(paths):
         status = daemon_status(paths)
         if status.current:
             return paths.address  # another caller started it while we waited
-        if status.running:
-            _stop(status)
-        _start(env, paths, idle_exit)
+        _replace(env, paths, status, idle_exit)
     return paths.address
 
 
@@ -180,9 +191,7 @@ def start_daemon(env: Environment, *, idle_exit: float = DEFAULT_IDLE_EXIT, rest
         status = daemon_status(paths)
         if status.current and not restart:
             return status
-        if status.running:
-            _stop(status)
-        _start(env, paths, idle_exit)
+        _replace(env, paths, status, idle_exit)
         return daemon_status(paths)
 
 
@@ -192,6 +201,8 @@ def stop_daemon(env: Environment) -> DaemonStatus | None:
     paths = daemon_paths(env)
     with _locked(paths):
         status = daemon_status(paths)
+        if status.exiting is not None:
+            _wait_gone(status.exiting, STOP_TIMEOUT)
         if not status.running:
             return None
         _stop(status)
@@ -199,6 +210,16 @@ def stop_daemon(env: Environment) -> DaemonStatus | None:
 
 
 # --- starting and stopping (under the lock) ------------------------------------
+
+
+def _replace(env: Environment, paths: DaemonPaths, status: DaemonStatus, idle_exit: float) -> None:
+    """Stop the daemon of ``status`` if one runs, or wait for a dying one to
+    be gone (its socket free), then start a new one."""
+    if status.running:
+        _stop(status)
+    elif status.exiting is not None:
+        _wait_gone(status.exiting, STOP_TIMEOUT)
+    _start(env, paths, idle_exit)
 
 
 def _start(env: Environment, paths: DaemonPaths, idle_exit: float) -> None:
@@ -228,36 +249,53 @@ def _start(env: Environment, paths: DaemonPaths, idle_exit: float) -> None:
 
 def _stop(status: DaemonStatus) -> None:
     """SIGTERM the listener (it finishes gracefully), SIGKILL it if it is
-    still there after :data:`STOP_TIMEOUT`; return once it is gone."""
+    still there after :data:`STOP_TIMEOUT`; return once it is gone, every
+    thread of it (only then is its socket closed)."""
     assert status.pid is not None
     for signum, wait in ((signal.SIGTERM, STOP_TIMEOUT), (signal.SIGKILL, 5.0)):
         try:
             os.kill(status.pid, signum)
         except ProcessLookupError:
             return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not _alive(status.pid):
-                return
-            time.sleep(0.01)
+        if _wait_gone(status.pid, wait, error=False):
+            return
     raise DaemonError(f"the local daemon (pid {status.pid}) would not stop")
 
 
-def _alive(pid: int) -> bool:
-    for child in _children:
-        if child.pid == pid:
-            return child.poll() is None
+def _wait_gone(pid: int, timeout: float, *, error: bool = True) -> bool:
+    """Wait up to ``timeout`` seconds for process ``pid`` to be gone; False
+    (or, with ``error``, :class:`DaemonError`) if it is not by then."""
+    deadline = time.monotonic() + timeout
+    while _process_state(pid) != "gone":
+        if time.monotonic() > deadline:
+            if error:
+                raise DaemonError(f"the local daemon (pid {pid}) is exiting but has not let go of its socket "
+                                  f"after {timeout:g} s")
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def _process_state(pid: int) -> str:
+    """``"live"``; ``"exiting"``: a zombie whose other threads have not all
+    ended, so it still holds its files (its socket takes connections nobody
+    will accept); or ``"gone"``: no such process, or a zombie and nothing
+    more (its files closed: it only waits for its parent)."""
+    _children[:] = [child for child in _children if child.poll() is None]  # reap ours that exited
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return False
+        return "gone"
     except PermissionError:
-        return True
-    try:  # a zombie has exited: it only waits for its parent
+        return "live"
+    try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+            if f.read().rsplit(b")", 1)[1].split()[0] != b"Z":
+                return "live"
+        threads = len(os.listdir(f"/proc/{pid}/task"))
     except (OSError, IndexError):
-        return True
+        return "gone"  # it went while we looked
+    return "exiting" if threads > 1 else "gone"
 
 
 # --- helpers ---------------------------------------------------------------------

@@ -87,7 +87,9 @@ def _print_status(env: Environment, status: Any) -> None:
     from gemini_split import __version__
 
     out = env.stdout
-    if not status.running:
+    if status.exiting is not None:
+        out.write(f"daemon:  exiting (pid {status.exiting}: its last threads are ending)\n")
+    elif not status.running:
         out.write("daemon:  not running (GEMINI_SERVER_MODE=local starts it)\n")
     else:
         version = status.version or "unknown (not started by this gemini-split)"

@@ -12,6 +12,19 @@ A replica that finds a session's lease held by another replica (see
   runner's inbox; the runner's session acts on it as if its own connection
   had received it, and its answer comes back as events like any other.
 
+The relayed client is one of the session's clients on the runner too: the
+relay *joins* there first (the runner attaches a :class:`RelayedView`, the
+others hear ``clients_changed``, and the runner answers with the attach
+point: last seq, running request, unanswered tool calls, who is attached);
+``connected`` says what the runner said. What the client asks to see again
+(``hello.replay``: last turns, a time window; by default the last turn when
+it attaches by id without a seq) is planned by
+:func:`~gemini_split.server.replay.plan_replay` over the Stream's event
+marks, and sent marked ``replayed`` before the live part. Tool calls whose
+client left are handed to it as to a local client. When the relay ends it
+*leaves*; if its replica dies, the runner notices (see
+:mod:`.redis_replica`) and drops it.
+
 A relay watches the lease. When the runner gives the session up or dies
 (its lease expires), the relay drops the client's connection; the client
 reconnects on its own (through nginx: to any replica) and resumes from its
@@ -26,6 +39,7 @@ the store (only ever the caller's own sessions).
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 from typing import Any
@@ -35,6 +49,7 @@ import trio
 from gemini_split import __version__
 from gemini_split.protocol import (
     Cancel,
+    ClientInfo,
     Connected,
     Connection,
     DeleteSession,
@@ -44,6 +59,7 @@ from gemini_split.protocol import (
     History,
     ListSessions,
     RemoteProtocolError,
+    Replay,
     SessionInfo,
     Sessions,
     ToolExecutionResponse,
@@ -53,14 +69,20 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
 
+from ..replay import DEFAULT_ATTACH_REPLAY, plan_replay, replay_from_query
 from ..views import View
 from . import SessionRecord, StoreError, hash_token, token_matches
-from .redis_replica import Replica
+from .redis_replica import RelayedClient, Replica
 
 #: What only a client that may act sends (an observer gets ``forbidden``).
 _ACTS = (GenerateContentRequest, Cancel, ToolExecutionResponse)
 
 log = logging.getLogger(__name__)
+
+#: Seconds a relay waits for the runner to take its client in.
+JOIN_TIMEOUT = 10.0
+#: Events read from the store per page of a replay.
+REPLAY_PAGE = 500
 
 
 class Relay:
@@ -88,46 +110,125 @@ class Relay:
         self.role = "driver"
         self.label = "client"
 
+    @property
+    def replay(self) -> Replay | None:
+        """What the client asked to see again (``hello.replay`` or the
+        WebSocket query, which the service has checked already)."""
+        hello = self.conn.hello
+        replay = hello.replay if hello is not None else None
+        if replay is None and self.stream.replay_query:
+            replay = replay_from_query(dict(self.stream.replay_query))
+        if replay is None and self.last_seq is None:
+            replay = DEFAULT_ATTACH_REPLAY  # attached by id: the last turn
+        return replay
+
     async def run(self) -> None:
         store = self.replica.store
         sid = self.record.id
         token = self.resume_token
-        cursor = self.last_seq if self.last_seq is not None else self.record.last_seq
         if token is None or not token_matches(token, self.record.token_hash):
             # Resumed by id: a new token (the store keeps only its hash).
             token = secrets.token_urlsafe(24)
             await store.set_token_hash(sid, hash_token(token))
+        await self.replica.relay_started(self.relay_id)
+        try:
+            await self._run(token)
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(store.command_timeout):
+                await self.replica.relay_ended(self.holder, sid, self.relay_id)
+        log.info("session %s: relay ended (%s)", sid, self.ended)
+
+    async def _run(self, token: str) -> None:
+        store = self.replica.store
+        sid = self.record.id
+        point = await self._join()
+        if point is None:
+            self.ended = "the replica running the session did not take the client in"
+            await self.stream.aclose("the replica running this session does not answer; reconnect")
+            return
+        reply_cursor, joined = point
+        upto = int(joined["last_seq"])
+        replay = self.replay
+        plan = None
+        if replay is not None:
+            marks = await store.event_marks(sid)
+            plan = plan_replay(marks or [], replay, upto=upto)
+        attached = tuple(ClientInfo(label=c["label"], role=c["role"]) for c in joined["clients"])
         await self.stream.send(self.conn.send(stamp(Connected(
             server=f"gemini-split/{__version__}", session_id=sid, resume_token=token, model=self.record.model,
-            capabilities=self.capabilities, resumed=True, role=self.role, label=self.label,
-            # Live events start after the client's last seq: the request
-            # running then (the store says which) is running for it too.
-            last_seq=cursor, active_request_id=self.record.running_request,
+            capabilities=self.capabilities, resumed=True, role=self.role, label=joined["label"],
+            clients=len(attached), attached=attached, last_seq=upto,
+            active_request_id=joined["active_request_id"],
+            pending_tool_calls=tuple(joined["pending_tool_calls"]),
+            replay_truncated=plan is not None and plan.truncated,
         ))))
-        if await store.events_after(sid, cursor, limit=1) is None:
-            await self._send(Error(code=ErrorCode.REPLAY_UNAVAILABLE.value,
-                                   message=f"the events after seq {cursor} are no longer kept; here is the "
-                                           "session's history instead"))
-            await self._send(History(messages=list(self.record.history)))
-            cursor = (await store.get(sid) or self.record).last_seq
         log.info("session %s: relayed to replica %s", sid, self.holder)
+        if plan is not None:
+            await self._replay_planned(plan.seqs)
+        elif self.last_seq is not None:
+            await self._replay_after(self.last_seq, upto)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._forward_events, cursor, nursery.cancel_scope)
+                nursery.start_soon(self._forward_events, upto, reply_cursor, nursery.cancel_scope)
                 nursery.start_soon(self._watch_lease, nursery.cancel_scope)
                 await self._forward_messages()
                 self.ended = self.ended or "the client left"
                 nursery.cancel_scope.cancel()
         except* (ConnectionClosed, ConnectionBroken):
             self.ended = self.ended or "the client left"
-        log.info("session %s: relay ended (%s)", sid, self.ended)
+
+    async def _join(self) -> tuple[str, dict[str, Any]] | None:
+        """Ask the runner to take this client in; its answer (the attach
+        point), or None when it did not answer or refused."""
+        await self.replica.send(self.holder, self.record.id, "join", owner=self.record.owner, relay=self.relay_id,
+                                replica=self.replica.id, role=self.role, label=self.label)
+        reply = await self.replica.control_reply(self.relay_id, JOIN_TIMEOUT)
+        if reply is None or "joined" not in reply[1]:
+            log.warning("session %s: the runner %s did not take the relayed client in (%s)", self.record.id,
+                        self.holder, "no answer" if reply is None else reply[1].get("refused"))
+            return None
+        return reply[0], reply[1]["joined"]
+
+    async def _replay_planned(self, seqs: tuple[int, ...]) -> None:
+        """The planned events, marked ``replayed``."""
+        if not seqs:
+            return
+        wanted = set(seqs)
+        await self._replay_after(seqs[0] - 1, seqs[-1], wanted)
+
+    async def _replay_after(self, after: int, upto: int, wanted: set[int] | None = None) -> None:
+        """The logged events with ``after < seq <= upto`` (those in
+        ``wanted`` only, if given) marked ``replayed`` — or, when they are no
+        longer kept, say so and send the history instead."""
+        from ..service import mark_replayed
+
+        store = self.replica.store
+        cursor = after
+        while cursor < upto:
+            page = await store.events_after(self.record.id, cursor, limit=REPLAY_PAGE)
+            if page is None:
+                await self._send(Error(code=ErrorCode.REPLAY_UNAVAILABLE.value,
+                                       message=f"the events after seq {after} are no longer kept; here is the "
+                                               "session's history instead"))
+                record = await store.get(self.record.id) or self.record
+                await self._send(History(messages=list(record.history)))
+                return
+            if not page:
+                return
+            for event in page:
+                if event.seq > upto:
+                    return
+                if wanted is None or event.seq in wanted:
+                    await self.stream.send(mark_replayed(event.data))
+                cursor = event.seq
 
     async def _send(self, message: Any) -> None:
         await self.stream.send(encode(stamp(message)))
 
-    async def _forward_events(self, cursor: int, scope: trio.CancelScope) -> None:
+    async def _forward_events(self, cursor: int, reply_cursor: str, scope: trio.CancelScope) -> None:
         try:
-            async for texts in self.replica.follow(self.record.id, cursor, replies=self.relay_id):
+            async for texts in self.replica.follow(self.record.id, cursor, replies=self.relay_id,
+                                                   replies_after=reply_cursor):
                 for text in texts:
                     await self.stream.send(text)
         except StoreError as exc:
@@ -207,15 +308,18 @@ class Relay:
 
 class RelayedView(View):
     """On the runner: a client connected to another replica, as the session
-    sees it. Not one of the session's views (its events reach it through
-    the session's Stream, read by the relay); a reply to it alone
-    (:meth:`send_direct`) goes back through ``relay:<id>``."""
+    sees it — one of its views (counted, handed tool calls), whose events
+    reach it through the session's Stream, read by the relay (so it takes
+    none here); a reply to it alone (:meth:`send_direct`) goes back through
+    ``relay:<id>``."""
 
     def __init__(self, replica: Replica, relay_id: str, **kw: Any):
         super().__init__(close=_no_close, **kw)
         self.replica = replica
         self.relay_id = relay_id
-        self.last_used = trio.current_time()
+
+    def offer(self, batch: Any) -> bool:
+        return True  # the relay reads them from Redis
 
     def send_direct(self, event: Any) -> None:
         text = encode(stamp(event))
@@ -226,41 +330,67 @@ async def _no_close(reason: str) -> None:
     return None
 
 
-#: Relayed views idle this long are forgotten (their relay is gone or silent).
-RELAYED_VIEW_IDLE = 3600.0
-
-
 async def run_forwarded(manager: Any, command: tuple[str, str, dict[str, str]]) -> None:
     """On the runner: act on one command from its inbox (a relayed client
-    message, or a request to give an idle session up)."""
+    joining, leaving or sending a message, or a request to give an idle
+    session up)."""
     sid, kind, fields = command
+    replica: Replica = manager.replica
+    relay_id = fields.get("relay", "")
+    if kind == "leave":
+        entry = replica.relayed.pop((sid, relay_id), None)
+        if entry is not None:
+            entry.detach()
+        return
     session = manager.live.get(sid)
-    if session is None:
-        return  # unloaded meanwhile: the relay sees the lease go and reconnects its client
     if kind == "release":
-        manager.release_if_idle(sid)
+        if session is not None:
+            manager.release_if_idle(sid)
         return
-    if kind != "msg" or fields.get("owner") != session.owner:
-        log.warning("session %s: inbox command refused (%r)", sid, kind)
+    if session is None or fields.get("owner") != session.owner or kind not in ("join", "msg"):
+        if kind == "join":  # unloaded meanwhile: the relay sees the lease go and reconnects its client
+            replica.reply_soon(relay_id, json.dumps({"refused": "the session does not run here"}), control=True)
+        elif session is not None:
+            log.warning("session %s: inbox command refused (%r)", sid, kind)
         return
+    entry = replica.relayed.get((sid, relay_id))
+    if kind == "join" or entry is None:
+        entry = _attach(manager, session, relay_id, fields)
+        if kind == "join":
+            point = entry.point
+            replica.reply_soon(relay_id, json.dumps({"joined": {
+                "last_seq": point.last_seq, "active_request_id": point.active_request_id,
+                "pending_tool_calls": list(point.pending_tool_calls), "label": entry.view.label,
+                "clients": [{"label": c.label, "role": c.role} for c in point.clients]}}), control=True)
+            # Calls whose client left are this one's to answer too (after
+            # the joined answer: the relay sends them after its replay).
+            session.hand_over_calls(entry.view)
+            return
     try:
         message = decode(fields.get("text", ""))
     except RemoteProtocolError as exc:
         log.warning("session %s: a relayed message could not be read: %s", sid, exc)
         return
-    views: dict[tuple[str, str], RelayedView] = manager.__dict__.setdefault("_relayed_views", {})
-    now = trio.current_time()
-    for key in [k for k, v in views.items() if now - v.last_used > RELAYED_VIEW_IDLE]:
-        del views[key]
-    relay_id = fields.get("relay", "")
-    view = views.get((sid, relay_id))
-    if view is None:
-        role = fields.get("role") if fields.get("role") in ("driver", "observer") else "driver"
-        view = views[(sid, relay_id)] = RelayedView(manager.replica, relay_id, role=role,
-                                                    label=(fields.get("label") or "client")[:64] + " (relayed)")
-    view.last_used = now
+    view = entry.view
     if not view.may_act and isinstance(message, _ACTS):
         view.send_direct(Error(code=ErrorCode.FORBIDDEN.value, in_reply_to=message.id,
                                message="an observer cannot prompt, cancel or answer tool calls"))
         return
     await session.handle(message, view)
+
+
+def _attach(manager: Any, session: Any, relay_id: str, fields: dict[str, str]) -> RelayedClient:
+    """Attach a relayed client to ``session`` (replacing one under the same
+    relay id, if any) and list it with the replica."""
+    replica: Replica = manager.replica
+    old = replica.relayed.pop((session.id, relay_id), None)
+    if old is not None:
+        old.detach()
+    role = fields.get("role") if fields.get("role") in ("driver", "observer") else "driver"
+    label = (fields.get("label") or "client")[:64]
+    view = RelayedView(replica, relay_id, role=role, label=label)
+    point = manager.attach(session, view)
+    entry = RelayedClient(replica=fields.get("replica", ""), view=view,
+                          detach=lambda: manager.detach(session, view), point=point)
+    replica.relayed[(session.id, relay_id)] = entry
+    return entry

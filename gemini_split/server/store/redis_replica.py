@@ -17,6 +17,15 @@ a session another replica runs forwards the client's messages there
 (:meth:`Replica.send`), and asks there for an idle session to be given up
 (``release``).
 
+**Relayed clients.** A relayed client is one of the session's clients on
+the runner too (it counts in ``clients_changed`` and ``connected.clients``,
+and is handed tool calls left unanswered): the relay *joins* through the
+runner's inbox and *leaves* when its client goes. Each replica keeps the ids
+of the relays it runs in ``PREFIX replica:<id>:relays`` (a set, rewritten at
+every renewal and expiring with the replica); a runner drops a relayed client
+whose relay is no longer listed there — its replica died, or its leave was
+lost.
+
 **Following.** A relaying replica reads the session's event Stream from the
 client's last seq with ``XREAD BLOCK`` (:meth:`Replica.follow`). Streams, not
 pub/sub: the replay (``XRANGE``) and the live part are one sequence read
@@ -34,6 +43,7 @@ import os
 import secrets
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -110,6 +120,11 @@ class Replica:
         self._replies, self._replies_out = trio.open_memory_channel[tuple[str, str]](10_000)
         #: Called for each inbox command.
         self.on_command: Callable[[Command], Awaitable[None]] | None = None
+        #: The relays running here (their ids), listed in Redis for runners.
+        self.relays: set[str] = set()
+        #: On this replica as a runner: the clients relayed to it, by
+        #: (session id, relay id).
+        self.relayed: dict[tuple[str, str], RelayedClient] = {}
 
     @property
     def _ttl_ms(self) -> int:
@@ -120,6 +135,9 @@ class Replica:
 
     def inbox_key(self, replica_id: str) -> str:
         return f"{self.store.prefix}replica:{replica_id}:inbox"
+
+    def relays_key(self, replica_id: str) -> str:
+        return f"{self.store.prefix}replica:{replica_id}:relays"
 
     # --- leases ---------------------------------------------------------------------
 
@@ -147,6 +165,7 @@ class Replica:
             log.warning("%s; the lease of %s expires by itself", exc, session_id)
 
     async def _renew_once(self) -> None:
+        await self._list_relays()
         held = sorted(self.held)
         if not held:
             return
@@ -174,6 +193,63 @@ class Replica:
                 if self.renewed_ok:
                     log.warning("%s; leases not renewed (sessions running here go on)", exc)
                 self.renewed_ok = False
+
+    # --- relayed clients ---------------------------------------------------------------
+
+    async def _list_relays(self) -> None:
+        """Rewrite this replica's list of relays (they expire with it)."""
+        key = self.relays_key(self.id)
+        async with self.store._command("list relays"):
+            async with self.store.client.pipeline(transaction=True) as pipe:
+                pipe.delete([key])
+                if self.relays:
+                    pipe.sadd(key, list(self.relays))
+                    pipe.pexpire(key, self._ttl_ms * 2)
+
+    async def relay_started(self, relay_id: str) -> None:
+        """List a relay before it joins (a runner checking meanwhile finds it)."""
+        self.relays.add(relay_id)
+        key = self.relays_key(self.id)
+        async with self.store._command("list a relay"):
+            async with self.store.client.pipeline(transaction=False) as pipe:
+                pipe.sadd(key, [relay_id])
+                pipe.pexpire(key, self._ttl_ms * 2)
+
+    async def relay_ended(self, holder: str, session_id: str, relay_id: str) -> None:
+        """Unlist a relay and tell the runner its client left. Errors are
+        logged: the runner finds out at its next check."""
+        self.relays.discard(relay_id)
+        try:
+            async with self.store._command("unlist a relay"):
+                await self.store.client.srem(self.relays_key(self.id), [relay_id])
+            await self.send(holder, session_id, "leave", relay=relay_id)
+        except StoreError as exc:
+            log.warning("%s; the runner of %s drops the relayed client by itself", exc, session_id)
+
+    async def _check_relayed(self) -> None:
+        """Drop the relayed clients whose relay is gone (not listed by its
+        replica any more)."""
+        if not self.relayed:
+            return
+        entries = list(self.relayed.items())
+        async with self.store._command("check relayed clients"):
+            async with self.store.client.pipeline(transaction=False) as pipe:
+                replies = [pipe.sismember(self.relays_key(entry.replica), relay_id)
+                           for (_, relay_id), entry in entries]
+        for (key, entry), reply in zip(entries, replies, strict=True):
+            if not await reply and self.relayed.get(key) is entry:
+                log.info("session %s: the relayed client %s is gone (its replica stopped or lost its leave)",
+                         key[0], entry.view.label)
+                del self.relayed[key]
+                entry.detach()
+
+    async def _check_relayed_forever(self) -> None:
+        while True:
+            await trio.sleep(self.lease_ttl)
+            try:
+                await self._check_relayed()
+            except StoreError as exc:
+                log.warning("%s; relayed clients not checked", exc)
 
     # --- the inbox -------------------------------------------------------------------
 
@@ -221,43 +297,61 @@ class Replica:
     def reply_key(self, relay_id: str) -> str:
         return f"{self.store.prefix}relay:{relay_id}"
 
-    def reply_soon(self, relay_id: str, text: str) -> None:
+    def reply_soon(self, relay_id: str, text: str, *, control: bool = False) -> None:
         """Send a reply meant for one relayed connection only (unnumbered,
-        unlogged), in order with the others, without waiting."""
+        unlogged), in order with the others, without waiting. ``control``:
+        for the relay itself (JSON), not its client."""
         try:
-            self._replies.send_nowait((relay_id, text))
+            self._replies.send_nowait((relay_id, "c" if control else "d", text))
         except trio.WouldBlock:
             log.warning("replies to relayed clients pile up; one was dropped")
 
     async def _send_replies(self) -> None:
-        async for relay_id, text in self._replies_out:
+        async for relay_id, field, text in self._replies_out:
             key = self.reply_key(relay_id)
             try:
                 async with self.store._command("send a reply"):
                     async with self.store.client.pipeline(transaction=False) as pipe:
-                        pipe.xadd(key, {"d": text}, trim_strategy=_maxlen(), threshold=1000,
+                        pipe.xadd(key, {field: text}, trim_strategy=_maxlen(), threshold=1000,
                                   trim_operator=_approx())
                         pipe.pexpire(key, self._ttl_ms * 6)
             except StoreError as exc:
                 log.warning("%s; a reply to a relayed client was lost", exc)
 
+    async def control_reply(self, relay_id: str, timeout: float) -> tuple[str, dict[str, Any]] | None:
+        """The first control reply to relay ``relay_id`` (its stream entry
+        id and content), or None when none comes within ``timeout`` seconds."""
+        key = self.reply_key(relay_id)
+        cursor = "0-0"
+        with trio.move_on_after(timeout):
+            while True:
+                async with self.store._command("wait for the runner", blocking=BLOCK_MS / 1000):
+                    reply = await self.store.blocking_client.xread({key: cursor}, count=100, block=BLOCK_MS)
+                for row in (reply or {}).get(key, ()):
+                    cursor = row.identifier
+                    if "c" in row.field_values:
+                        return row.identifier, json.loads(row.field_values["c"])
+        return None
+
     async def follow(self, session_id: str, last_seq: int, *, replies: str | None = None,
-                     ) -> AsyncIterator[list[str]]:
+                     replies_after: str = "0-0") -> AsyncIterator[list[str]]:
         """The texts of the session's events after ``last_seq`` as they are
-        written — and of the replies to relayed connection ``replies`` —
-        batch by batch, forever (the caller stops when it wants). Raises
-        StoreError when Redis is unreachable."""
+        written — and of the replies to relayed connection ``replies``
+        after entry ``replies_after`` (control replies left out) — batch by
+        batch, forever (the caller stops when it wants). Raises StoreError
+        when Redis is unreachable."""
         key = self.store.key(session_id, "e")
         cursors = {key: f"{last_seq}-0"}
         if replies is not None:
-            cursors[self.reply_key(replies)] = "0-0"  # its own, new stream: all of it
+            cursors[self.reply_key(replies)] = replies_after  # its own stream
         while True:
             async with self.store._command("follow a session", blocking=BLOCK_MS / 1000):
                 reply = await self.store.blocking_client.xread(dict(cursors), count=500, block=BLOCK_MS)
             for stream, rows in (reply or {}).items():
                 if rows:
                     cursors[stream] = rows[-1].identifier
-                    yield [_event(row).data if stream == key else row.field_values["d"] for row in rows]
+                    texts = [_event(row).data if stream == key else row.field_values.get("d") for row in rows]
+                    yield [text for text in texts if text is not None]
 
     # --- lifetime -----------------------------------------------------------------------
 
@@ -266,6 +360,7 @@ class Replica:
             nursery.start_soon(self._renew)
             nursery.start_soon(self._read_inbox)
             nursery.start_soon(self._send_replies)
+            nursery.start_soon(self._check_relayed_forever)
             task_status.started()
             try:
                 await trio.sleep_forever()
@@ -273,6 +368,17 @@ class Replica:
                 with trio.CancelScope(shield=True), trio.move_on_after(2):
                     for sid in sorted(self.held):
                         await self.release(sid)
+
+
+@dataclass(eq=False)
+class RelayedClient:
+    """On the runner: a client relayed from replica ``replica``, attached
+    as ``view`` at ``point``; ``detach()`` takes it off its session."""
+
+    replica: str
+    view: Any
+    detach: Callable[[], None]
+    point: Any = None
 
 
 def _maxlen() -> Any:

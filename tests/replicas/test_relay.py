@@ -1,0 +1,174 @@
+"""A client relayed to the replica that runs its session (issue 20 §2 gaps):
+it is one of the session's clients there (``clients_changed``,
+``connected.clients``), it gets what ``hello.replay`` asks for, and tool
+calls whose client left are handed to it. Two replicas (AgentService +
+Replica each, as ``serve --store redis://`` builds them) on a real
+redis-server, raw clients on the loopback transport."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+
+from gemini_split.protocol import (
+    ClientsChanged,
+    Connected,
+    Error,
+    Finished,
+    GenerateContentRequest,
+    Replay,
+    RequestStarted,
+    TextDelta,
+    ToolExecutionRequest,
+    ToolExecutionResponse,
+)
+from gemini_split.server.config import ServerConfig
+from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.service import AgentService
+from gemini_split.server.store.redis import RedisStore
+from gemini_split.server.store.redis_replica import Replica
+from gemini_split.testing import redis_server as rs
+from gemini_split.transport import ServeOptions, get_transport
+
+from ..attach.test_attach_server import hello
+
+pytestmark = [pytest.mark.skipif(not rs.available(), reason=rs.MISSING), pytest.mark.timeout(60)]
+
+
+@asynccontextmanager
+async def two_replicas(redis_server, script, **config):
+    """Replicas A and B on one Redis (their own key prefix); yields their
+    addresses, A's service first. Sessions opened on A run on A."""
+    url = redis_server.url_with_prefix()
+    transport = get_transport("loopback:")
+    model = ScriptedModel(script)
+    services = []
+    async with trio.open_nursery() as nursery:
+        addresses = []
+        for name in ("a", "b"):
+            service = AgentService(model, ServerConfig(model="scripted", **config), store=RedisStore(url))
+            service.manager.replica = Replica(service.store, replica_id=f"replica-{name}", lease_ttl=1.5)
+            await nursery.start(service.run)
+            services.append(service)
+            addresses.append(await nursery.start(transport.serve, "loopback:", service.handle_connection,
+                                                 ServeOptions()))
+        try:
+            yield services, addresses
+        finally:
+            nursery.cancel_scope.cancel()
+    for service in services:
+        with trio.CancelScope(shield=True):
+            await service.store.aclose()
+
+
+async def _turn(client, prompt: str) -> list:
+    await client.send(GenerateContentRequest(prompt=prompt))
+    return await client.receive_until(lambda m: isinstance(m, Finished))
+
+
+async def test_a_relayed_client_is_counted_and_the_others_hear_it_join_and_leave(redis_server):
+    async with two_replicas(redis_server, [{"text": "hi"}, {"text": "again"}]) as (_, (at_a, at_b)):
+        async with hello(at_a, label="laptop") as (local, first):
+            *_, done = await _turn(local, "first")  # a session is in the store once it ran a request
+            async with hello(at_b, session_id=first.session_id, label="phone", last_seq=done.seq) as (
+                    relayed, second):
+                joined = await local.receive()
+                # It is counted, and it sees who else is there.
+                assert isinstance(second, Connected) and second.clients == 2 and second.label == "phone"
+                assert [c.label for c in second.attached] == ["laptop", "phone"]
+                # A prompt from the local client: both see its events, once.
+                seen_local = await _turn(local, "hello")
+                seen_relayed = await relayed.receive_until(lambda m: isinstance(m, Finished))
+            left = await local.receive()
+    assert isinstance(joined, ClientsChanged) and joined.change == "joined" and joined.clients == 2
+    assert joined.client.label == "phone"
+    # Its own arrival comes first (replayed: it is at or before connected's
+    # last_seq, as for a local client resuming), then what the local one saw.
+    own, *rest = seen_relayed
+    assert isinstance(own, ClientsChanged) and own.replayed and own.seq == second.last_seq == joined.seq
+    assert [(e.seq, e.TYPE) for e in seen_local] == [(e.seq, e.TYPE) for e in rest]
+    assert isinstance(left, ClientsChanged) and left.change == "left" and left.client.label == "phone"
+    assert left.clients == 1
+
+
+async def _events(client) -> list:
+    """What arrives until nothing more comes for a moment (a replay)."""
+    got = []
+    while True:
+        with trio.move_on_after(1) as scope:
+            got.append(await client.receive())
+        if scope.cancelled_caught:
+            return got
+
+
+async def test_the_relay_replays_what_hello_replay_asks_as_the_runner_would(redis_server):
+    script = [{"text": f"answer {i}"} for i in range(3)]
+    async with two_replicas(redis_server, script) as (_, (at_a, at_b)):
+        async with hello(at_a, label="laptop") as (local, first):
+            for i in range(3):
+                await _turn(local, f"question {i}")
+            sid = first.session_id
+            plans = {}
+            for name, replay in (("last turn", Replay(limit=1)), ("two turns", Replay(limit=2)),
+                                 ("by id, no seq: the last turn", None)):
+                for where, address in (("runner", at_a), ("relay", at_b)):
+                    async with hello(address, session_id=sid, replay=replay, label="late") as (late, connected):
+                        assert isinstance(connected, Connected), connected
+                        got = await _events(late)
+                    # (who joined or left is not the conversation: runner and relay differ there)
+                    plans[name, where] = [(e.seq, e.TYPE, e.replayed) for e in got if e.TYPE != "clients_changed"]
+            await _events(local)
+    for name in ("last turn", "two turns", "by id, no seq: the last turn"):
+        relayed, local_view = plans[name, "relay"], plans[name, "runner"]
+        assert relayed and all(replayed for *_, replayed in relayed), (name, relayed)
+        assert relayed[0][1] == "request_started" and relayed[-1][1] == "finished", (name, relayed)
+        assert relayed == local_view, name  # the same events
+    assert sum(t == "request_started" for _, t, _ in plans["two turns", "relay"]) == 2
+    assert sum(t == "request_started" for _, t, _ in plans["last turn", "relay"]) == 1
+
+
+async def test_a_tool_call_left_unanswered_is_handed_to_a_client_that_comes_back_through_the_relay(redis_server):
+    script = [{"function_calls": [{"name": "read_file", "args": {"file_path": "a.txt"}}]}, {"text": "done"}]
+    async with two_replicas(redis_server, script, tool_timeout=30) as (_, (at_a, at_b)):
+        async with hello(at_a, label="laptop") as (origin, first):
+            await origin.send(GenerateContentRequest(prompt="read it"))
+            *_, call = await origin.receive_until(lambda m: isinstance(m, ToolExecutionRequest))
+        # The client left without answering; it comes back on the other
+        # replica, which relays to the runner.
+        async with hello(at_b, session_id=first.session_id, resume_token=first.resume_token,
+                         last_seq=call.seq) as (back, connected):
+            assert isinstance(connected, Connected) and connected.pending_tool_calls == (call.id,)
+            assert connected.active_request_id == call.request_id
+            handed = await back.receive_until(lambda m: isinstance(m, ToolExecutionRequest))
+            assert handed[-1].id == call.id and handed[-1].handover and handed[-1].seq is None
+            await back.send(ToolExecutionResponse(request_id=call.id, result={"output": "contents"}))
+            rest = await back.receive_until(lambda m: isinstance(m, Finished | Error))
+    assert isinstance(rest[-1], Finished), rest
+    assert "".join(e.content for e in rest if isinstance(e, TextDelta)) == "done"
+    assert not any(isinstance(e, RequestStarted) for e in rest)  # the same request went on
+
+
+async def test_the_runner_drops_a_relayed_client_whose_replica_is_gone(redis_server):
+    """A relay that dies sends no leave: the runner finds its relay no
+    longer listed and drops it (the others hear it leave)."""
+    async with two_replicas(redis_server, [{"text": "hi"}]) as ((_, service_b), (at_a, at_b)):
+        async with hello(at_a, label="laptop") as (local, first):
+            *_, done = await _turn(local, "first")
+            async with hello(at_b, session_id=first.session_id, label="phone", last_seq=done.seq):
+                joined = await local.receive()
+                assert isinstance(joined, ClientsChanged) and joined.clients == 2
+                # B "dies": its relays are no longer listed, and no leave is sent.
+                replica_b = service_b.manager.replica
+                replica_b.relays.clear()
+                await replica_b._list_relays()
+                replica_b.relay_ended = _nothing  # type: ignore[method-assign]
+                with trio.fail_after(10):
+                    left = await local.receive()
+    assert isinstance(left, ClientsChanged) and left.change == "left" and left.client.label == "phone"
+    assert left.clients == 1
+
+
+async def _nothing(*args) -> None:
+    return None

@@ -172,3 +172,31 @@ async def test_the_runner_drops_a_relayed_client_whose_replica_is_gone(redis_ser
 
 async def _nothing(*args) -> None:
     return None
+
+
+async def test_a_client_joining_mid_answer_through_the_relay_gets_every_event_once_without_a_gap(redis_server):
+    """Replayed (the turn so far) then live, with nothing between: the
+    runner's events up to the attach point are in Redis before the relay
+    replays them (its store writes in the background)."""
+    script = [{"text": "".join(f"w{i} " for i in range(300)), "chunks": 300, "chunk_delay": 0.003}]
+    async with two_replicas(redis_server, [{"text": "first"}, *script]) as ((service_a, _), (at_a, at_b)):
+        store = service_a.store
+        write_batch = store._write_batch
+
+        async def slow_write_batch(batch):  # a busy Redis: each batch lands 0.2 s late
+            await trio.sleep(0.2)
+            await write_batch(batch)
+
+        store._write_batch = slow_write_batch
+        async with hello(at_a, label="laptop") as (local, first):
+            await _turn(local, "first")
+            await local.send(GenerateContentRequest(prompt="long"))
+            for _ in range(3):
+                await local.receive_until(lambda m: isinstance(m, TextDelta))
+            async with hello(at_b, session_id=first.session_id, label="late") as (late, connected):
+                got = await late.receive_until(lambda m: isinstance(m, Finished))
+    seqs = [e.seq for e in got if e.seq is not None]
+    assert got[0].TYPE == "request_started" and got[0].replayed
+    assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
+    assert any(not e.replayed for e in got)  # some of it came live
+    assert all(e.replayed for e in got if e.seq <= connected.last_seq)

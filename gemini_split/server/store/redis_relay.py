@@ -358,6 +358,15 @@ async def run_forwarded(manager: Any, command: tuple[str, str, dict[str, str]]) 
         entry = _attach(manager, session, relay_id, fields)
         if kind == "join":
             point = entry.point
+            try:
+                # The relay replays up to the point from Redis: all of it
+                # must be there first (the store writes in the background).
+                await manager.store.flush()
+            except StoreError as exc:
+                replica.relayed.pop((sid, relay_id), None)
+                entry.detach()
+                replica.reply_soon(relay_id, json.dumps({"refused": str(exc)}), control=True)
+                return
             replica.reply_soon(relay_id, json.dumps({"joined": {
                 "last_seq": point.last_seq, "active_request_id": point.active_request_id,
                 "pending_tool_calls": list(point.pending_tool_calls), "label": entry.view.label,

@@ -21,11 +21,18 @@ from gemini_split.protocol import Error, Finished, TextDelta
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from ..faultproxy import FaultProxy
+from ..inprocess import cli
 from ..test_serve_e2e import API_KEY, _env
 
 
-def client(args, *, cwd, timeout=60):
-    """The CLI in its own process (it owns its signals there), with no API key."""
+def client(args, *, cwd, timeout=60, in_process=True):
+    """The CLI with no API key: in this process (tests/inprocess.py), or with
+    ``in_process=False`` in its own process (it owns its signals there). The
+    real-process runs here: the client reconnecting through a cut
+    (``test_a_one_shot_prompt_through_serve_survives_a_cut_mid_stream``) and
+    the client whose server is killed under it (the SIGKILL test)."""
+    if in_process:
+        return cli(args, environ=_env(), cwd=cwd)
     return subprocess.run([sys.executable, "-m", "gemini_split", *args], cwd=cwd, env=_env(),
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
 
@@ -171,7 +178,8 @@ async def test_a_one_shot_prompt_through_serve_survives_a_cut_mid_stream(tmp_pat
             proxy_port = await nursery.start(proxy.serve)
             proxy.cut_at(3000)
             done = await trio.to_thread.run_sync(lambda: client(
-                ["--server", f"ws://127.0.0.1:{proxy_port}", "-p", "stream please"], cwd=tmp_path))
+                ["--server", f"ws://127.0.0.1:{proxy_port}", "-p", "stream please"], cwd=tmp_path,
+                in_process=False))
             nursery.cancel_scope.cancel()
     assert done.returncode == 0, done.stderr
     assert done.stdout == text

@@ -17,6 +17,13 @@ PLAN (a JSON file) says how to reach the agent and what to do:
 It prints one JSON object: ``results`` (each step's answer, or its error),
 ``updates`` (every session/update, in order) and ``calls`` (every request
 the agent made of the editor), so the tests assert what an editor saw.
+
+``python sdk_editor.py --serve`` is the same editor kept running for many
+plans (tests/acp/helpers.py: one per test process, so the SDK's import,
+about 0.9 s of CPU, is paid once rather than per test): it reads a plan path
+per line on stdin and answers each with one line on stdout, that object or
+``{"crash": TRACEBACK}``. Every plan runs on its own event loop with its own
+``Editor``, its own connection and its own agent process.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import traceback
 from typing import Any
 
 import acp
@@ -141,7 +149,8 @@ async def run_steps(conn: Any, editor: Editor, plan: dict[str, Any]) -> list[Any
     return results
 
 
-async def main(plan_path: str) -> None:
+async def run_plan(plan_path: str) -> dict[str, Any]:
+    """Carry out one plan; what the editor saw."""
     with open(plan_path) as f:
         plan = json.load(f)
     editor = Editor(plan)
@@ -158,8 +167,21 @@ async def main(plan_path: str) -> None:
         command, *args = plan["agent"]
         async with spawn_agent_process(editor, command, *args, env=plan.get("env"), cwd=plan["cwd"]) as (conn, process):
             results = await run_steps(conn, editor, plan)
-    print(json.dumps({"results": results, "updates": editor.updates, "calls": editor.calls}))
+    return {"results": results, "updates": editor.updates, "calls": editor.calls}
+
+
+def serve_plans() -> None:
+    """Answer plan paths read from stdin, one line each, until stdin closes."""
+    for line in sys.stdin:
+        try:
+            seen = asyncio.run(run_plan(line.rstrip("\n")))
+        except Exception:
+            seen = {"crash": traceback.format_exc()}
+        print(json.dumps(seen), flush=True)
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    if sys.argv[1] == "--serve":
+        serve_plans()
+    else:
+        print(json.dumps(asyncio.run(run_plan(sys.argv[1]))))

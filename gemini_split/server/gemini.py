@@ -11,7 +11,10 @@ google-genai builds each request (URL, API key, headers, the wire shape of
 the config) and reads each error; the per-turn and per-chunk pydantic work
 it would do for the common shapes is skipped (:mod:`.gemini_wire`, checked
 against google-genai's types by tests/gemini): measured, it was most of a
-busy server's CPU.
+busy server's CPU. A streamed body is read in blocks of many events, not
+an event at a time: h11 hands over every whole HTTP chunk it holds at once
+(:mod:`.h11_chunks`) and :class:`SseEvents` splits them as google-genai
+would; a fast answer costs about 9 µs of CPU a chunk here (48 µs before).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from .model import (
     ThoughtChunk,
     UsageChunk,
 )
+from . import h11_chunks
 from .gemini_wire import fast_chunks, wire_content
 from .model_names import is_valid_model_name
 
@@ -81,6 +85,9 @@ class GeminiModel(Model):
             capath=os.environ.get("SSL_CERT_DIR"),
         )
         http_timeout = httpx.Timeout(timeout, connect=10.0)
+        # A streamed answer is one HTTP chunk per response: read whole runs
+        # of them at once (about 7x less CPU per chunk; see h11_chunks).
+        h11_chunks.install()
         # No cap on connections: each session streams at most one request, so
         # sessions already bound them. httpx2 (google-genai's own default
         # since 3.0) rather than httpx: httpx's pool re-scans every
@@ -117,8 +124,11 @@ class GeminiModel(Model):
         if not is_valid_model_name(request.model):
             raise ModelError(f"{request.model[:60]!r} is not a Gemini model name", retryable=False)
         try:
-            async for chunk in self._stream(request):
-                yield chunk
+            # One generator step per block received, not per chunk: a long
+            # answer is tens of thousands of them.
+            async for chunks in self._responses(request):
+                for chunk in chunks:
+                    yield chunk
         except genai_errors.APIError as exc:
             raise _translate_api_error(exc) from None
         except httpx.ConnectError as exc:
@@ -134,12 +144,15 @@ class GeminiModel(Model):
                 f"the connection to the Gemini API broke: {type(exc).__name__}: {exc}", retryable=True
             ) from None
 
-    async def _stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        """google-genai's ``generate_content_stream`` (automatic function
-        calling off), hop by hop: a stream the API ends with a continuation
-        token is resumed from it, as google-genai's ``StreamContinuation``
-        does (usage summed over hops; a hop that fails before any chunk
-        raises; a hop that breaks after a new checkpoint resumes from it)."""
+    async def _responses(self, request: ModelRequest) -> AsyncIterator[list[Chunk]]:
+        """The chunks of the streamed responses, a list per block received: google-genai's
+        ``generate_content_stream`` (automatic function calling off), hop by
+        hop. A hop is one HTTP request, read as google-genai's
+        ``_async_request_once`` and ``_aiter_response_stream`` read it, with
+        our chunk reader. A stream the API ends with a continuation token
+        is resumed from it, as google-genai's ``StreamContinuation`` does
+        (usage summed over hops; a hop that fails before any chunk raises; a
+        hop that breaks after a new checkpoint resumes from it)."""
         prepared = self._prepared(request)
         contents = [wire_content(c) or self._typed_content(request.model, c) for c in request.contents]
         state = _Continuation()
@@ -150,45 +163,63 @@ class GeminiModel(Model):
             body["contents"] = contents
             error: Exception | None = None
             try:
-                async for chunk in self._hop(prepared.path, body, state):
-                    yield chunk
+                http_request = self._api._build_request("post", prepared.path, {}, None)
+                sent = self._http.build_request(
+                    "POST", self._api._httpx_url(http_request.url, is_async=True),
+                    content=msgspec.json.encode(body), headers=http_request.headers,
+                    timeout=http_request.timeout,
+                )
+                response = await self._http.send(sent, stream=True)
+                try:
+                    await genai_errors.APIError.raise_for_async_response(response)
+                    events = SseEvents()
+                    async for block in response.aiter_bytes():
+                        async for chunks in self._read_events(events.feed(block), response, state):
+                            yield chunks
+                    async for chunks in self._read_events(events.close(), response, state):
+                        yield chunks
+                finally:
+                    await response.aclose()
             except Exception as exc:  # as google-genai: end_hop decides what is raised
                 error = exc
             if not state.end_hop(error):
                 return
 
-    async def _hop(self, path: str, body: dict[str, Any], state: _Continuation) -> AsyncIterator[Chunk]:
-        """One HTTP request: what google-genai's ``_async_request_once`` and
-        ``_aiter_response_stream`` do, with our chunk reader."""
-        http_request = self._api._build_request("post", path, {}, None)
-        sent = self._http.build_request(
-            "POST", self._api._httpx_url(http_request.url, is_async=True),
-            content=msgspec.json.encode(body), headers=http_request.headers, timeout=http_request.timeout,
-        )
-        response = await self._http.send(sent, stream=True)
-        try:
-            await genai_errors.APIError.raise_for_async_response(response)
-            events = genai_api_client.HttpResponse(response.headers, response)._aiter_response_stream()
-            async for event in events:
-                fast = fast_chunks(event)
-                if fast is not None:
-                    chunks = fast.chunks
-                    state.hop.observe(
-                        content=any(isinstance(c, PartChunk) for c in chunks),
-                        finish_reason=fast.finish_reason, token=None, prompt_feedback=False)
-                else:
-                    typed = await _typed_response(event, response)
-                    chunks = chunks_of(typed)
-                    candidate = typed.candidates[0] if typed.candidates else None
-                    state.hop.observe(
-                        content=bool(candidate and candidate.content and candidate.content.parts),
-                        finish_reason=candidate.finish_reason if candidate else None,
-                        token=candidate.continuation_token if candidate else None,
-                        prompt_feedback=typed.prompt_feedback is not None)
-                for chunk in chunks:
-                    yield state.with_usage(chunk)
-        finally:
-            await response.aclose()
+    @staticmethod
+    async def _read_events(events: list[bytes | str], response: Any,
+                           state: _Continuation) -> AsyncIterator[list[Chunk]]:
+        """The chunks of the streamed responses a block completed (usage
+        counting earlier hops): the usual shapes read by
+        :func:`.gemini_wire.fast_chunks`, together; anything else by
+        google-genai's typed layer, which may raise (after what came before
+        it was yielded)."""
+        hop = state.hop
+        batch: list[Chunk] = []
+        for event in events:
+            fast = fast_chunks(event)
+            if fast is not None:
+                chunks = fast.chunks
+                hop.observe(content=any(type(c) is PartChunk for c in chunks),
+                            finish_reason=fast.finish_reason, token=None, prompt_feedback=False)
+            else:
+                if batch:
+                    yield batch
+                    batch = []
+                if isinstance(event, bytes):
+                    event = event.decode("utf-8", errors="replace")  # as google-genai decodes lines
+                typed = await _typed_response(event, response)
+                chunks = chunks_of(typed)
+                candidate = typed.candidates[0] if typed.candidates else None
+                hop.observe(
+                    content=bool(candidate and candidate.content and candidate.content.parts),
+                    finish_reason=candidate.finish_reason if candidate else None,
+                    token=candidate.continuation_token if candidate else None,
+                    prompt_feedback=typed.prompt_feedback is not None)
+            if chunks and type(chunks[-1]) is UsageChunk:  # usage is always last
+                chunks[-1] = state.with_usage(chunks[-1])
+            batch += chunks
+        if batch:
+            yield batch
 
     # --- requests through google-genai's types, kept ---------------------------------
 
@@ -242,6 +273,100 @@ class GeminiModel(Model):
         parameters = types._GenerateContentParameters(model=model, contents=contents, config=config)
         body = genai_models._GenerateContentParameters_to_mldev(self._api, parameters, None, parameters)
         return genai_common.encode_unserializable_types(genai_common.convert_to_dict(body))
+
+
+class SseEvents:
+    """google-genai's ``_aiter_response_stream`` reading of a streamed
+    response body, fed block by block: :meth:`feed` returns the events a
+    block completes, :meth:`close` the rest at the end of the body.
+
+    Blocks of one-line ``data: …`` events with CRLF line ends (how the API
+    and the fake send them) take a fast path: the payloads, as bytes, with
+    no line splitting or decoding (the JSON reader takes bytes; invalid
+    UTF-8 falls back to google-genai's reading, decoded as google-genai
+    decodes lines, replacing); a partial last line waits for the next
+    block. Anything else goes through google-genai's own line decoder and
+    raw-JSON buffer, line by line as it does. Either way the events are the
+    ones google-genai would yield (tests/gemini checks it on split and
+    unusual streams)."""
+
+    def __init__(self) -> None:
+        self._lines = genai_api_client._SseLineDecoder()
+        self._raw = genai_api_client._RawJsonLineBuffer()
+        self._raw_pending = False
+        self._data: list[str] = []
+        #: Nothing is held but ``_tail``: the fast path applies.
+        self._clean = True
+        #: The start of the next line (and maybe the start of its line
+        #: break), kept by the fast path for the next block.
+        self._tail = b""
+
+    def feed(self, block: bytes) -> list[bytes | str]:
+        out: list[bytes | str] = []
+        if not self._clean:
+            self._decode(block, out)
+            return out
+        data = self._tail + block if self._tail else block
+        self._tail = b""
+        cut = data.rfind(b"\r\n\r\n") + 4
+        if cut >= 4:
+            events = data[:cut - 4].split(b"\r\n\r\n")
+            whole = data[:cut] if cut < len(data) else data
+            n = 2 * len(events)  # a CR and LF pair ends each line: no other line break anywhere
+            if whole.count(b"\n") == n and whole.count(b"\r") == n and all(e[:6] == b"data: " for e in events):
+                out = [e[6:] for e in events]
+                data = data[cut:]  # after whole events nothing is pending: clean
+        if _partial_line(data):
+            self._tail = data  # read with the next block
+        else:
+            self._decode(data, out)
+        return out
+
+    def close(self) -> list[bytes | str]:
+        out: list[bytes | str] = []
+        if self._tail:
+            self._decode(self._tail, out)
+            self._tail = b""
+        for line in self._lines.flush():
+            self._line(line, out)
+        remaining = self._raw.flush()
+        if remaining:
+            out.append(remaining)
+        if self._data:
+            out.append("\n".join(self._data))
+            self._data = []
+        self._raw_pending = False
+        self._clean = True
+        return out
+
+    def _decode(self, data: bytes, out: list[bytes | str]) -> None:
+        """google-genai's way, line by line."""
+        for line in self._lines.decode(data):
+            self._line(line, out)
+        self._clean = data[-1:] == b"\n" and not self._data and not self._raw_pending
+
+    def _line(self, line: str, out: list[bytes | str]) -> None:
+        """One line, as ``_aiter_response_stream``'s loop takes it."""
+        if not line:
+            if self._data:
+                out.append("\n".join(self._data))
+                self._data = []
+            return
+        if line.startswith("data: "):
+            self._data.append(line[len("data: "):])
+            return
+        chunk = self._raw.add_line(line)
+        self._raw_pending = chunk is None
+        if chunk is not None:
+            out.append(chunk)
+
+
+def _partial_line(data: bytes) -> bool:
+    """Whether ``data`` is at most one line cut before the end of its event
+    (before or inside the CR LF CR LF that ends it): holding it back
+    delays no event."""
+    line = data.rstrip(b"\r\n")
+    return data[len(line):] in (b"", b"\r", b"\r\n", b"\r\n\r") and b"\n" not in line and b"\r" not in line
 
 
 def _base_url(model: GeminiModel) -> str:

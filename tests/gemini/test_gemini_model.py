@@ -109,6 +109,12 @@ SCRIPTS = {
         {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "7s"}]}}],
     "400": [{"error": {"status": 400, "message": "bad request"}}],
     "broken stream": [{"text": "abcdefgh", "chunks": 4, "abort_after": 2}],
+    # Thousands of chunks arrive together: read in merged blocks (h11_chunks, SseEvents).
+    "a long answer": [{"text": "".join(f"w{i} " for i in range(3000)), "chunks": 3000}],
+    "a long answer, then an error event": [{"raw": [
+        *({"candidates": [{"content": {"parts": [{"text": f"w{i} "}]}}]} for i in range(2000)),
+        {"error": {"code": 500, "message": "internal", "status": "INTERNAL"}}]}],
+    "a long answer broken": [{"text": "x" * 3000, "chunks": 3000, "abort_after": 2500}],
     "continuation": [
         {"raw": [{"candidates": [{"content": {"parts": [{"text": "first "}]}}]},
                  {"candidates": [{"content": {"parts": [{"text": "hop"}]}, "finishReason": "CONTINUATION",

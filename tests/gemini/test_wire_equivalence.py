@@ -88,8 +88,10 @@ def typed_chunks(text: str):
 
 
 def assert_same(text: str) -> bool:
-    """Returns whether the fast path answered."""
+    """Returns whether the fast path answered (for the text, and for its
+    UTF-8 bytes, as SseEvents hands it over: the same)."""
     fast = fast_chunks(text)
+    assert fast_chunks(text.encode("utf-8")) == fast
     if fast is None:
         return False
     reference, finish = typed_chunks(text)

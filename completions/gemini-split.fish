@@ -61,7 +61,7 @@ function _shtab_gemini_split_using
 end
 
 set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
-set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --auth-config --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --lease-ttl --limit --listen --log-file --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --sandbox --scope --server --session-id --session-ttl --since --state-dir --store --timeout --tls-cert --tls-key --token --token-env --tool-timeout --transport --workspace -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --approval-timeout --auth-config --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --lease-ttl --limit --listen --log-file --max-approval-mode --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --project --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --sandbox --scope --server --session-id --session-ttl --since --state-dir --store --timeout --tls-cert --tls-key --token --token-env --tool-timeout --tools --transport --workspace --workspace-root -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -77,6 +77,8 @@ complete -c gemini-split -n _shtab_gemini_split_using -l server -xka "(__gemini_
 complete -c gemini-split -n _shtab_gemini_split_using -l token -x -d 'server token (default: $GEMINI_SERVER_TOKEN)'
 complete -c gemini-split -n _shtab_gemini_split_using -l ca -xka "(__fish_complete_path (commandline -ct))" -d 'CA certificate to trust for wss:// and grpcs://'
 complete -c gemini-split -n _shtab_gemini_split_using -l insecure -d 'do not verify the server'"'"'s TLS certificate (testing only)'
+complete -c gemini-split -n _shtab_gemini_split_using -l tools -xka "client server" -d 'where tools run: here (client, the default) or on the server, in a workspace of its own, asking you to approve over the wire (needs serve --server-tools)'
+complete -c gemini-split -n _shtab_gemini_split_using -l project -x -d 'with --tools server: work in the server'"'"'s project NAME (serve --project) instead of a fresh workspace'
 complete -c gemini-split -n _shtab_gemini_split_using -l reconnect-timeout -x -d 'keep trying to reconnect and resume this long after the connection to a server drops (default 120; 0: give up at once)'
 complete -c gemini-split -n _shtab_gemini_split_using -s r -l resume -x -d 'continue an earlier conversation: the latest (default) or the one with this id, in the REPL or with -p'
 complete -c gemini-split -n _shtab_gemini_split_using -l session-id -x -d 'start a new session under this id (letters, digits, '"'"'-'"'"', '"'"'_'"'"'), to --resume it by that id later; an id you already use is refused'
@@ -127,6 +129,14 @@ complete -c gemini-split -n '_shtab_gemini_split_using serve' -l no-websocket -d
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc-allow-config -x -d 'comma-separated StartRequest.advanced_config keys clients may set (known: userMemory; default: none)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l grpc-max-streams -x -d 'gRPC streams served at once (default 64)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l allow-attach-by-id -l no-allow-attach-by-id -d 'let a user join one of their own sessions that has clients attached by its id alone, without its resume token (`gemini-split attach ID`; default: on for a loopback address or --stdio, off otherwise)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l server-tools -d 'let clients run tools on this server (hello.tools = server)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l workspace-root -xka "(__fish_complete_directories)" -d 'where each session'"'"'s own workspace is created, 0700, and deleted with the session (default: workspaces/ under GEMINI_SPLIT_HOME)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l project -x -d 'a directory a client may ask for by name instead of a fresh workspace (repeatable); anything else is refused'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l approval-timeout -x -d 'how long a tool call waits for an approval before the model is told it was not approved (default 10m)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l max-approval-mode -x -d 'the most permissive approval mode a client may ask for: plan, reject_dangerous, default, auto_edit or yolo (default: yolo)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l policy -xka "(__fish_complete_path (commandline -ct))" -d 'policy rules (gemini-cli TOML) for server-side tools instead of ~/.gemini/policies; a deny rule refuses even in yolo'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l admin-policy -xka "(__fish_complete_path (commandline -ct))" -d 'admin policy rules for server-side tools, above every other rule'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l sandbox -xka "auto bwrap none" -d 'run server-side shell commands under bubblewrap: auto (the default) uses it and refuses to start when it does not work; none runs them unsandboxed'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l debug -d 'log details to stderr'
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a attach -d 'Join one of your sessions that is running elsewhere (another terminal, another'
 complete -c gemini-split -n '_shtab_gemini_split_using attach' -s h -l help -d 'show this help message and exit'

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from gemini_split.sandbox import Sandbox
     from gemini_split.server.model import Model
     from gemini_split.server.service import AgentService
+    from gemini_split.server.tool_host import ServerTools
 
 DEFAULT_SERVER_PORT = 8080
 log = logging.getLogger(__name__)
@@ -96,9 +97,16 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         resume=getattr(args, "resume", None),
         new_session_id=getattr(args, "session_id", None),
         reconnect_timeout=getattr(args, "reconnect_timeout", DEFAULT_RECONNECT_TIMEOUT),
+        reject_dangerous=_rejects_dangerous(args, env),
+        tools=getattr(args, "tools", "client") or "client",
+        project=getattr(args, "project", None),
     )
     if server is not None and server.startswith("unix:"):
         settings.caller = local_caller(env, settings.model)
+    if settings.tools == "server" and server is None:
+        raise ConfigurationError("--tools server needs --server: the embedded server runs no tools of its own")
+    if settings.project is not None and settings.tools != "server":
+        raise ConfigurationError("--project needs --tools server")
     attach_context(settings, env, interactive=interactive)
     if server is None:
         settings.embedded = embedded_service(args, env, loaded)
@@ -184,6 +192,11 @@ def resolve_approval_mode(args: argparse.Namespace, env: Environment, s: Setting
         source, text = "GEMINI_APPROVAL_MODE", env.environ["GEMINI_APPROVAL_MODE"]
     if not text and s is not None and s.general.default_approval_mode not in (None, "yolo"):
         source, text = "settings general.defaultApprovalMode", s.general.default_approval_mode
+    key = (text or "").strip().lower().replace("-", "_")
+    if key == "auto_approve":  # seed 001's name for yolo
+        text = "yolo"
+    elif key == "reject_dangerous":  # default, with nobody asked (see ClientSettings.reject_dangerous)
+        text = "default"
     try:
         mode = parse_approval_mode(text or "default")
     except ValueError as exc:
@@ -194,6 +207,15 @@ def resolve_approval_mode(args: argparse.Namespace, env: Environment, s: Setting
                  'using "default"')
         mode = ApprovalMode.DEFAULT
     return mode
+
+
+def _rejects_dangerous(args: argparse.Namespace, env: Environment) -> bool:
+    """Whether ``--approval-mode`` (or ``$GEMINI_APPROVAL_MODE``) is
+    ``reject_dangerous``: nothing is asked, what would be is refused."""
+    if getattr(args, "yolo", False):
+        return False
+    text = getattr(args, "approval_mode", None) or env.environ.get("GEMINI_APPROVAL_MODE") or ""
+    return text.strip().lower().replace("-", "_") == "reject_dangerous"
 
 
 def _allowed_tools(args: argparse.Namespace, s: Settings) -> tuple[str, ...]:
@@ -455,3 +477,64 @@ async def hold_embedded(settings: ClientSettings) -> AsyncIterator[ClientSetting
         if settings.embedded is not None:
             with trio.CancelScope(shield=True):
                 await settings.embedded.aclose()
+
+
+def server_tools_from(args: argparse.Namespace, env: Environment) -> ServerTools | None:
+    """``serve --server-tools`` and its options as the server's
+    :class:`~gemini_split.server.tool_host.ServerTools`, whose tool hosts
+    run this program's own tool registry (:mod:`gemini_split.client.tool_host`);
+    None without ``--server-tools``. Raises :class:`ConfigurationError`
+    for a bad option, a workspace root that cannot be used, or a sandbox
+    that does not work (``--sandbox auto``, the default, refuses to start;
+    ``--sandbox none`` must be said explicitly)."""
+    if not args.server_tools:
+        given = [flag for flag, value in (("--workspace-root", args.workspace_root), ("--project", args.serve_projects))
+                 if value]
+        if given:
+            raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
+        return None
+    from gemini_split.client.tool_host import open_tool_host
+    from gemini_split.server.tool_host import ServerTools
+
+    projects: dict[str, Path] = {}
+    for entry in args.serve_projects:
+        name, sep, path = entry.partition("=")
+        if not sep or not name.strip() or not path.strip():
+            raise ConfigurationError(f"--project {entry!r}: expected NAME=PATH")
+        if name.strip() in projects:
+            raise ConfigurationError(f"--project {name.strip()!r} is given twice")
+        projects[name.strip()] = Path(os.path.realpath(Path(path.strip()).expanduser()))
+    root = Path(args.workspace_root).expanduser() if args.workspace_root else env.config_dir / "workspaces"
+    from gemini_split.policy import load_policy
+
+    # The server's own rules (no project's: a client cannot bring rules along).
+    policy = load_policy(config_dir=env.config_dir, cwd=None,
+                         policy_paths=getattr(args, "policy", None) or (),
+                         admin_policy_paths=getattr(args, "admin_policy", None) or (), environ=env.environ)
+    for line in policy.warnings:
+        env.warn(line)
+    try:
+        tools = ServerTools(
+            factory=open_tool_host, workspace_root=root, projects=projects,
+            approval_timeout=args.approval_timeout, max_approval_mode=args.max_approval_mode,
+            sandbox=resolve_server_sandbox(args.serve_sandbox, network=args.serve_sandbox_network, env=env),
+            policy=policy,
+        )
+        tools.prepare()
+    except ValueError as exc:
+        raise ConfigurationError(f"--server-tools: {exc}") from None
+    except OSError as exc:
+        raise ConfigurationError(f"--workspace-root: {exc}") from None
+    return tools
+
+
+def resolve_server_sandbox(flag: str, *, network: bool = False, env: Environment | None = None) -> Sandbox:
+    """``serve --sandbox`` → what server-side shell commands run under
+    (:class:`gemini_split.sandbox.Sandbox`): ``auto`` (the default) and
+    ``bwrap`` are bubblewrap or a refusal to start
+    (:class:`~gemini_split.sandbox.SandboxUnavailable`, saying how to
+    install it); unconfined only with ``none`` said explicitly.
+    ``network``: ``--sandbox-network``."""
+    from gemini_split.sandbox import Sandbox
+
+    return Sandbox.resolve(flag, network=network, environ=env.environ if env is not None else None)

@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 from gemini_split import __version__
 from gemini_split.argtypes import positive_int
 from gemini_split.client.approval_mode import ApprovalMode
+
+#: Seed 001's names, accepted beside gemini-cli's: ``reject_dangerous``
+#: (never ask: refuse what would need approval) and ``auto_approve`` (yolo).
+SEED_APPROVAL_MODES = ("reject_dangerous", "auto_approve")
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
@@ -149,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", metavar="DIR",
                         help="directory the local tools may use (default: the current directory)")
     _add_client_connection_args(parser)
-    parser.add_argument("--approval-mode", choices=[m.value for m in ApprovalMode],
+    parser.add_argument("--approval-mode", choices=[m.value for m in ApprovalMode] + list(SEED_APPROVAL_MODES),
                         help="default: ask before edits, shell and network; auto_edit: edits run; "
                              "yolo: nothing asks; plan: read-only tools only, the model answers with a plan "
                              "(default: $GEMINI_APPROVAL_MODE, general.defaultApprovalMode, or default)")
@@ -230,6 +234,12 @@ def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ca", metavar="FILE", help="CA certificate to trust for wss:// and grpcs://")
     group.add_argument("--insecure", action="store_true",
                        help="do not verify the server's TLS certificate (testing only)")
+    group.add_argument("--tools", choices=("client", "server"), default="client",
+                       help="where tools run: here (client, the default) or on the server, in a workspace of "
+                            "its own, asking you to approve over the wire (needs serve --server-tools)")
+    group.add_argument("--project", metavar="NAME",
+                       help="with --tools server: work in the server's project NAME (serve --project) "
+                            "instead of a fresh workspace")
     group.add_argument("--reconnect-timeout", type=_seconds, default=120.0, metavar="SECONDS",
                        help="keep trying to reconnect and resume this long after the connection "
                             "to a server drops (default 120; 0: give up at once)")

@@ -31,7 +31,14 @@ from gemini_split.transport import (
 
 from .approval import ApprovalMode, ApprovalPolicy, Asker
 from .executor import ToolExecutor
-from .protocol_client import ConnectionCallback, EventCallback, HandshakeFailed, ProtocolClient, RequestFailed
+from .protocol_client import (
+    ConnectionCallback,
+    EventCallback,
+    HandshakeFailed,
+    ProtocolClient,
+    RequestFailed,
+    ServerToolChoice,
+)
 from .reconnect import DEFAULT_RECONNECT_TIMEOUT
 from .tools.base import ToolKind
 from .tools.registry import ToolRegistry, default_tools
@@ -112,6 +119,16 @@ class ClientSettings:
     #: ``protocol.Caller``), sent only to a server that the transport proved
     #: runs as our own user (``MessageStream.same_user``); None: send none.
     caller: Any = None
+    #: ``--approval-mode reject_dangerous``: never ask, refuse what would
+    #: need approval (``approval_mode`` is then ``default``), here and on
+    #: a server that runs the tools.
+    reject_dangerous: bool = False
+    #: ``--tools``: where the session's tools run, ``client`` (here) or
+    #: ``server`` (on the server, in a workspace of its own or ``project``).
+    tools: str = "client"
+    #: ``--project``: with ``tools="server"``, a project directory from the
+    #: server's allowlist instead of a fresh workspace.
+    project: str | None = None
 
 
 @asynccontextmanager
@@ -140,7 +157,7 @@ async def open_client(
         registry,
         Workspace(settings.workspace, settings.include_dirs),
         ApprovalPolicy(settings.approval_mode, settings.allowed_tools, settings.policy),
-        asker,
+        None if settings.reject_dangerous else asker,  # reject_dangerous: nobody is asked
         after_run=settings.context_tracker.after_run if settings.context_tracker is not None else None,
     )
     try:
@@ -171,6 +188,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 stream, executor, on_event=on_event, on_connection=on_connection,
                 reconnect=reopen if settings.server is not None else None,
                 reconnect_timeout=settings.reconnect_timeout,
+                tool_choice=server_tool_choice(settings, can_ask=executor.asker is not None),
             )
             client.wants_server_tool = lambda name: _offers(settings, name, read_only=True)
             client.caller = settings.caller
@@ -193,6 +211,22 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 with trio.CancelScope(shield=True):
                     await client.aclose()
                 nursery.cancel_scope.cancel()
+
+
+def server_tool_choice(settings: ClientSettings, *, can_ask: bool) -> ServerToolChoice | None:
+    """What ``hello`` asks for when the session's tools run on the server
+    (None: they run here). The approval mode is the client's, except that
+    ``default`` with nobody to ask is left to the server, which then
+    refuses what would need approval (``reject_dangerous``) instead of
+    asking nobody."""
+    if settings.tools != "server":
+        return None
+    mode: str | None = settings.approval_mode.value
+    if settings.reject_dangerous:
+        mode = "reject_dangerous"
+    elif mode == ApprovalMode.DEFAULT.value and not can_ask:
+        mode = None
+    return ServerToolChoice(project=settings.project, approval_mode=mode)
 
 
 def _offered_tools(settings: ClientSettings) -> ToolRegistry:

@@ -49,6 +49,9 @@ from gemini_split.protocol import (
     ServerEvent,
     SessionContext,
     State,
+    ToolAwaitingApproval,
+    ToolDecided,
+    ToolDecision,
     ToolDiscovery,
     Replay,
     ToolCallAnswered,
@@ -65,7 +68,9 @@ from gemini_split.transport import (
     TransportError,
 )
 
+from .approval import Answer, ApprovalRequest
 from .executor import ToolExecutor
+from .tools.base import ToolFailed, ToolKind
 from .reconnect import DEFAULT_RECONNECT_TIMEOUT, Backoff
 
 log = logging.getLogger(__name__)
@@ -79,6 +84,19 @@ ConnectionCallback = Callable[[str, int, str], None]
 _ANSWERS_KEPT = 256
 
 CLIENT_CAPABILITIES = ["client_tools", "tool_deltas"]
+#: Listed as well when a person can answer approval questions here.
+APPROVALS_CAPABILITY = "tool_approvals"
+
+
+@dataclass(frozen=True)
+class ServerToolChoice:
+    """``--tools server``: the session's tools run on the server, in the
+    allowlisted ``project`` (None: a fresh workspace), in ``approval_mode``
+    (None: the server's choice — ``default`` when this client can answer
+    approvals, else ``reject_dangerous``)."""
+
+    project: str | None = None
+    approval_mode: str | None = None
 
 
 class HandshakeFailed(ConnectFailed):
@@ -153,9 +171,16 @@ class ProtocolClient:
         reconnect: Callable[[], Awaitable[MessageStream]] | None = None,
         reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT,
         on_connection: ConnectionCallback | None = None,
+        tool_choice: ServerToolChoice | None = None,
     ):
         self.stream = stream
         self.executor = executor
+        #: ``--tools server``: the session's tools run on the server (None: here).
+        self.tool_choice = tool_choice
+        # Server-side approval questions being asked here, by call id, and
+        # the ones answered here (their tool_decided is not news to the UI).
+        self._asking: dict[str, trio.CancelScope] = {}
+        self._decided_here: OrderedDict[str, None] = OrderedDict()
         self.on_event: EventCallback = on_event or _ignore
         self.handshake_timeout = handshake_timeout
         self.probe_after = probe_after
@@ -242,10 +267,17 @@ class ProtocolClient:
     async def _handshake(self, token: str | None, session_id: str | None, resume_token: str | None,
                          last_seq: int | None, new_session_id: str | None = None,
                          replay: Replay | None = None) -> Connected:
-        await self._send(Hello(client=f"gemini-split/{__version__}", capabilities=CLIENT_CAPABILITIES, token=token,
+        capabilities = list(CLIENT_CAPABILITIES)
+        if self.executor.asker is not None:
+            capabilities.append(APPROVALS_CAPABILITY)
+        choice = self.tool_choice
+        await self._send(Hello(client=f"gemini-split/{__version__}", capabilities=capabilities, token=token,
                                session_id=session_id, resume_token=resume_token, last_seq=last_seq,
                                new_session_id=new_session_id,
                                caller=self.caller if self.stream.same_user else None,
+                               tools="server" if choice is not None else "client",
+                               project=choice.project if choice is not None else None,
+                               approval_mode=choice.approval_mode if choice is not None else None,
                                role=self._role, label=self._label, replay=replay))  # type: ignore[arg-type]
         with trio.move_on_after(self.handshake_timeout) as scope:
             try:
@@ -271,8 +303,12 @@ class ProtocolClient:
 
     async def announce_tools(self) -> None:
         """Tell the server which tools this client offers now
-        (``tool_discovery``; a later one replaces the earlier)."""
-        await self._send(ToolDiscovery(tools=self.executor.registry.specs(), server_tools=self.server_tools()))
+        (``tool_discovery``; a later one replaces the earlier). In a session
+        whose tools run on the server (``tool_choice``) it offers none of its
+        own; server-run tools such as ``google_web_search`` are asked for
+        either way."""
+        tools = self.executor.registry.specs() if self.tool_choice is None else []
+        await self._send(ToolDiscovery(tools=tools, server_tools=self.server_tools()))
 
     def server_tools(self) -> tuple[str, ...]:
         """The server-run tools this client asks for: those the server
@@ -501,6 +537,18 @@ class ProtocolClient:
         if isinstance(message, ToolCallAnswered) and message.call_id in self._running_calls \
                 and (turn is None or message.request_id != turn.request_id):
             self._abandon_call(message.call_id)
+        if isinstance(message, ToolAwaitingApproval) and self.executor.asker is not None \
+                and not message.replayed and not self.observer:
+            # A replayed question is history (one still waiting is asked
+            # again, unlogged, after the replay).
+            if message.call_id not in self._asking:  # asked again after a reconnect: one question
+                self._asking[message.call_id] = trio.CancelScope()
+                nursery.start_soon(self._answer_approval, message)
+        elif isinstance(message, ToolDecided):
+            if message.call_id in self._asking:
+                self._asking[message.call_id].cancel()  # decided elsewhere (or expired): stop asking
+            elif message.call_id in self._decided_here:
+                return
         await self.on_event(message)
         if isinstance(message, Finished | Error) and turn is not None:
             belongs = message.request_id == turn.request_id
@@ -573,6 +621,45 @@ class ProtocolClient:
             log.info("could not answer %s now: the connection is down (the server asks again)", request.id)
         except LocalProtocolError as exc:  # the request ended meanwhile, or the call is asked again
             log.info("not answering %s now: %s", request.id, exc)
+
+    async def _answer_approval(self, question: ToolAwaitingApproval) -> None:
+        """Ask this client's person about a server-side call (the same
+        question as for a local one) and send the decision, unless another
+        client decided first (then the question is withdrawn)."""
+        scope = self._asking[question.call_id]
+        message: str | None = None
+        answer = Answer.NO
+        try:
+            with scope:
+                try:
+                    answer = await self.executor.asker.ask(ApprovalRequest(
+                        question.call_id, _ServerTool(question.tool, question.kind), dict(question.parameters),
+                        question.description, reason=question.reason, always_scope=question.always_scope,
+                        executes_later=question.executes_later,
+                    ))
+                except ToolFailed as refused:  # "No, and tell the model…": the words go with the refusal
+                    words = str(refused)
+                    message = words.partition(" and said: ")[2] or words
+            if scope.cancelled_caught:
+                return
+            verdict = {Answer.YES: "approve", Answer.ALWAYS: "approve_always"}.get(answer, "deny")
+            decision = ToolDecision(
+                call_id=question.call_id, decision=verdict, approved=verdict != "deny",
+                always=verdict == "approve_always", message=message,
+                parameters_hash=question.parameters_hash if verdict != "deny" else None,
+            )
+            self._decided_here[question.call_id] = None
+            while len(self._decided_here) > _ANSWERS_KEPT:
+                self._decided_here.popitem(last=False)
+            self._asking.pop(question.call_id, None)  # its tool_decided must not withdraw it now
+            try:
+                await self._send(decision)
+            except (ConnectionClosed, ConnectionBroken):
+                log.info("could not send the decision on %s: the connection is down", question.call_id)
+            except LocalProtocolError as exc:  # decided elsewhere meanwhile, or the request ended
+                log.info("not sending the decision on %s: %s", question.call_id, exc)
+        finally:
+            self._asking.pop(question.call_id, None)
 
     # --- reconnecting ----------------------------------------------------------
 
@@ -683,6 +770,24 @@ class ProtocolClient:
             if not done.is_set():
                 box.append(Error(code=ErrorCode.CONNECTION_LOST.value, message=reason, fatal=True))
                 done.set()
+
+
+@dataclass(frozen=True)
+class _ServerTool:
+    """A tool the server runs, as an approval question names it (the UI
+    reads ``name`` and ``kind``)."""
+
+    name: str
+    kind_name: str = ""
+
+    @property
+    def kind(self) -> ToolKind:
+        try:
+            return ToolKind(self.kind_name)
+        except ValueError:
+            return ToolKind.EXECUTE  # unknown: shown as the most careful kind
+
+    trusted = False
 
 
 async def _ignore(event: ServerEvent) -> None:

@@ -117,6 +117,35 @@ def add_serve_parser(commands: Any) -> None:
                           help="let a user join one of their own sessions that has clients attached by its "
                                "id alone, without its resume token (`gemini-split attach ID`; default: on "
                                "for a loopback address or --stdio, off otherwise)")
+    tools = p.add_argument_group(
+        "server-side tools",
+        "Run the built-in tools here, for clients that ask (gemini-split --tools server), each session "
+        "confined to its own workspace, with approvals asked of the attached clients. Off by default.")
+    tools.add_argument("--server-tools", action="store_true",
+                       help="let clients run tools on this server (hello.tools = server)")
+    tools.add_argument("--workspace-root", metavar="DIR",
+                       help="where each session's own workspace is created, 0700, and deleted with the "
+                            "session (default: workspaces/ under GEMINI_SPLIT_HOME)")
+    tools.add_argument("--project", dest="serve_projects", action="append", default=[], metavar="NAME=PATH",
+                       help="a directory a client may ask for by name instead of a fresh workspace "
+                            "(repeatable); anything else is refused")
+    tools.add_argument("--approval-timeout", type=parse_duration, default=600.0, metavar="DURATION",
+                       help="how long a tool call waits for an approval before the model is told it "
+                            "was not approved (default 10m)")
+    tools.add_argument("--max-approval-mode", default="yolo", metavar="MODE",
+                       help="the most permissive approval mode a client may ask for: plan, "
+                            "reject_dangerous, default, auto_edit or yolo (default: yolo)")
+    # SUPPRESS: the main parser's --policy/--admin-policy (before `serve`) count too.
+    tools.add_argument("--policy", action="append", default=argparse.SUPPRESS, metavar="FILE|DIR",
+                       help="policy rules (gemini-cli TOML) for server-side tools instead of "
+                            "~/.gemini/policies; a deny rule refuses even in yolo")
+    tools.add_argument("--admin-policy", action="append", default=argparse.SUPPRESS, metavar="FILE|DIR",
+                       help="admin policy rules for server-side tools, above every other rule")
+    tools.add_argument("--sandbox", dest="serve_sandbox", choices=("auto", "bwrap", "none"), default="auto",
+                       help="run server-side shell commands under bubblewrap: auto (the default) uses it "
+                            "and refuses to start when it does not work; none runs them unsandboxed")
+    tools.add_argument("--sandbox-network", dest="serve_sandbox_network", action="store_true",
+                       help="let sandboxed server-side commands reach the network (default: no network)")
     # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="log details to stderr")
 
@@ -214,7 +243,10 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         raise ConfigurationError("--store and --state-dir: give one (sessions live in Redis or on disk)")
     store = open_store(redis_url or state_dir(args.state_dir, env), replay_capacity=args.replay_capacity,
                        exclusive=not args.stdio)
-    service = AgentService(model, config, authenticate=authenticate, store=store)
+    from gemini_split.app import server_tools_from
+
+    server_tools = server_tools_from(args, env)
+    service = AgentService(model, config, authenticate=authenticate, store=store, server_tools=server_tools)
     if redis_url is not None:
         from gemini_split.server.store.redis_replica import DEFAULT_LEASE_TTL, Replica
 
@@ -226,6 +258,11 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     ops = Operations(service)
     options.health, options.ready, options.metrics = ops.health, ops.ready, ops.metrics
+    from gemini_split.app import server_tools_from
+
+    server_tools = server_tools_from(args, env)
+    service = AgentService(model, config, authenticate=authenticate, store=store, server_tools=server_tools)
+    options.health = service.health
     stop_log = None
     acp = None
     if acp_address is not None:
@@ -282,7 +319,7 @@ def parse_duration(text: str) -> float:
     return value
 
 
-async def _expire_sessions(store: Any, ttl: float) -> None:
+async def _expire_sessions(store: Any, ttl: float, server_tools: Any = None) -> None:
     import time
 
     import trio
@@ -297,6 +334,8 @@ async def _expire_sessions(store: Any, ttl: float) -> None:
             gone = []
         if gone:
             log.info("dropped %d session(s) idle for more than %gs", len(gone), ttl)
+            for session_id in gone if server_tools is not None else ():
+                server_tools.remove_workspace(session_id)
         await trio.sleep(EXPIRY_INTERVAL)
 
 

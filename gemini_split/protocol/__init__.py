@@ -18,7 +18,9 @@ from .codec import (
 )
 from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
 from .messages import (
+    APPROVAL_MODES,
     CLIENT_MESSAGES,
+    DECISIONS,
     MESSAGE_TYPES,
     Attachment,
     PROTOCOL_VERSION,
@@ -54,6 +56,7 @@ from .messages import (
     ToolAwaitingApproval,
     ToolCallAnswered,
     ToolCompleted,
+    ToolDecided,
     ToolDecision,
     ToolDelta,
     ToolDiscovery,

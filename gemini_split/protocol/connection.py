@@ -62,6 +62,7 @@ from .codec import DEFAULT_MAX_MESSAGE_SIZE, check_version, decode, encode
 from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
 from .messages import (
     ANNOUNCED_REQUESTS_SINCE,
+    DECISIONS,
     Cancel,
     ClientsChanged,
     RequestStarted,
@@ -85,6 +86,7 @@ from .messages import (
     ThinkingDelta,
     ToolAwaitingApproval,
     ToolCompleted,
+    ToolDecided,
     ToolDecision,
     ToolDelta,
     ToolDiscovery,
@@ -113,7 +115,7 @@ class RequestState:
     request_id: str
     #: ``tool_execution_request`` ids the client has not answered yet.
     pending_calls: set[str] = field(default_factory=set)
-    #: ``tool_awaiting_approval`` call ids the client has not decided yet.
+    #: ``tool_awaiting_approval`` call ids no ``tool_decided`` has settled yet.
     awaiting_decision: set[str] = field(default_factory=set)
 
 
@@ -145,6 +147,14 @@ class _Conversation:
     #: The client attached read-only (``hello.role == "observer"``).
     observer: bool = False
     hello_version: tuple[int, int] = (0, 0)
+    #: Approval call ids settled already, and how (``decided``, ``expired``,
+    #: ``ended``): a late or replayed ``tool_decision`` is told which. The
+    #: most recent :data:`DECIDED_KEPT` are kept.
+    decided: dict[str, str] = field(default_factory=dict)
+
+
+#: Settled approval call ids a connection remembers (see ``decided``).
+DECIDED_KEPT = 1024
 
 
 # --- the rules ---------------------------------------------------------------
@@ -183,7 +193,7 @@ def _connected(c: _Conversation, m: Connected) -> None:
     _check_version(m.protocol_version)
     c.announced = min(c.hello_version, version_tuple(m.protocol_version)) >= ANNOUNCED_REQUESTS_SINCE
     if m.active_request_id is not None:
-        c.request = RequestState(m.active_request_id, set(m.pending_tool_calls))
+        c.request = RequestState(m.active_request_id, set(m.pending_tool_calls), set(m.pending_approvals))
     c.phase = Phase.OPEN
 
 
@@ -256,13 +266,43 @@ def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
 
 def _decide(c: _Conversation, m: ToolDecision) -> None:
     _driver_only(c, m)
+    if m.decision is not None and m.decision not in DECISIONS:
+        raise _Breach(ErrorCode.INVALID_FIELD,
+                      f"tool_decision.decision must be one of {', '.join(DECISIONS)}, not {quote(m.decision)}",
+                      field="decision")
     if c.request is None or m.call_id not in c.request.awaiting_decision:
+        how = c.decided.get(m.call_id)
+        if how == "expired":
+            raise _Breach(ErrorCode.APPROVAL_EXPIRED,
+                          f"tool call {quote(m.call_id)} is no longer awaiting approval: it expired "
+                          "and the model was told it was not approved", field="call_id")
+        if how is not None:
+            raise _Breach(ErrorCode.ALREADY_DECIDED,
+                          f"tool call {quote(m.call_id)} is no longer awaiting approval: it was decided "
+                          "already (the first decision counts, once)", field="call_id")
         raise _Breach(
-            ErrorCode.UNEXPECTED_MESSAGE,
+            ErrorCode.UNKNOWN_CALL,
             f"no tool call {quote(m.call_id)} is awaiting approval in this session",
             field="call_id",
         )
-    c.request.awaiting_decision.discard(m.call_id)
+    # Still awaiting until the server's tool_decided: a decision it refuses
+    # (arguments_changed) leaves the call waiting for a right one.
+
+
+def _settle(c: _Conversation, call_id: str, how: str) -> None:
+    c.decided.pop(call_id, None)
+    c.decided[call_id] = how
+    while len(c.decided) > DECIDED_KEPT:
+        del c.decided[next(iter(c.decided))]
+
+
+def _decided(c: _Conversation, m: ToolDecided) -> None:
+    """Another client's decision, an expiry, or the end of the request
+    settled an approval: no decision is taken for it any more."""
+    request = _running(c, m)
+    _event(c, m)
+    request.awaiting_decision.discard(m.call_id)
+    _settle(c, m.call_id, "expired" if m.decision == "expired" else "decided")
 
 
 def _expect_reply(c: _Conversation, m: GetState | GetHistory) -> None:
@@ -330,14 +370,22 @@ def _request_call(c: _Conversation, m: ToolExecutionRequest) -> None:
 def _await_decision(c: _Conversation, m: ToolAwaitingApproval) -> None:
     request = _running(c, m)
     if m.call_id in request.awaiting_decision:
+        if m.seq is None:
+            return  # asked again of this client after its replay: still the same question
         raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {quote(m.call_id)} already awaits a decision", field="call_id")
     _event(c, m)
     request.awaiting_decision.add(m.call_id)
 
 
 def _end_request(c: _Conversation, m: Finished) -> None:
-    _running(c, m)
+    request = _running(c, m)
     _event(c, m)
+    _end(c, request)
+
+
+def _end(c: _Conversation, request: RequestState) -> None:
+    for call_id in request.awaiting_decision:
+        _settle(c, call_id, "ended")
     c.request = None
 
 
@@ -354,7 +402,7 @@ def _server_error(c: _Conversation, m: Error) -> None:
         c.submitted = None  # refused before it was announced
     if rid is not None:
         if c.request is not None and c.request.request_id == rid:
-            c.request = None
+            _end(c, c.request)
         c.owed_replies.discard(rid)
     if m.in_reply_to is not None:
         c.owed_replies.discard(m.in_reply_to)
@@ -395,6 +443,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (SERVER, Retrying): (_OPEN, _in_request),
     (SERVER, ToolExecutionRequest): (_OPEN, _request_call),
     (SERVER, ToolAwaitingApproval): (_OPEN, _await_decision),
+    (SERVER, ToolDecided): (_OPEN, _decided),
     (SERVER, ToolStarted): (_OPEN, _in_request),
     (SERVER, ToolDelta): (_OPEN, _in_request),
     (SERVER, ToolCompleted): (_OPEN, _in_request),
@@ -477,16 +526,22 @@ class Connection:
         """Ids of messages still owed their reply."""
         return frozenset(self._c.owed_replies)
 
-    def restore(self, request: RequestState | None, *, last_seq: int = 0) -> None:
+    def restore(self, request: RequestState | None, *, last_seq: int = 0,
+                decided: dict[str, str] | None = None) -> None:
         """Continue a session on this connection: its running request (a
-        copy is kept) and the last ``seq`` already delivered. For a resumed
-        session, right after the handshake and before any other message."""
+        copy is kept), the last ``seq`` already delivered and, optionally,
+        the approval call ids settled already (call id → ``decided`` /
+        ``expired`` / ``ended``: a replayed decision is told so). For a
+        resumed session, right after the handshake and before any other
+        message."""
         self._c.request = (
             None if request is None
             else RequestState(request.request_id, set(request.pending_calls), set(request.awaiting_decision))
         )
         self._c.submitted = None
         self._c.last_seq = last_seq
+        if decided is not None:
+            self._c.decided = dict(decided)
 
     # --- the two directions ----------------------------------------------------
 

@@ -45,6 +45,25 @@ class ErrorCode(StrEnum):
     INTERNAL = "internal_error"
     CONNECTION_LOST = "connection_lost"
     SHUTTING_DOWN = "shutting_down"
+    # Server-side tools and their approvals (1.2, issue 12).
+    #: ``hello.tools = "server"`` on a server without ``--server-tools``.
+    SERVER_TOOLS_DISABLED = "server_tools_disabled"
+    #: ``hello.project`` names no project of the server's allowlist.
+    UNKNOWN_PROJECT = "unknown_project"
+    #: ``hello.approval_mode`` is above the server's ``--max-approval-mode``.
+    APPROVAL_MODE_REFUSED = "approval_mode_refused"
+    #: A ``tool_decision`` for a call this session never asked about (an id
+    #: of another session's gets the same answer).
+    UNKNOWN_CALL = "unknown_call"
+    #: A ``tool_decision`` for a call decided already (first decision wins;
+    #: a replayed decision lands here too).
+    ALREADY_DECIDED = "already_decided"
+    #: A ``tool_decision`` after the approval timed out (the model was told
+    #: it was not approved).
+    APPROVAL_EXPIRED = "approval_expired"
+    #: An approval whose ``parameters_hash`` is not the question's: it
+    #: approves other arguments than the ones that would run.
+    ARGUMENTS_CHANGED = "arguments_changed"
 
 
 MAX_ERROR_MESSAGE = 1000

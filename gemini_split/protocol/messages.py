@@ -36,7 +36,7 @@ PROTOCOL_VERSION = "1.2"
 minor version only adds optional fields and message types (1.1: fields equal
 to their default are left out of the wire form; 1.2: several clients on one
 session — ``request_started`` opens every request, ``clients_changed``,
-observers, late-joiner replay)."""
+observers, late-joiner replay; server-side tools and their approvals)."""
 
 #: The minor version from which a request is announced by ``request_started``.
 ANNOUNCED_REQUESTS_SINCE = (1, 2)
@@ -254,6 +254,20 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
     role: Role = "driver"
     label: Annotated[str, Meta(max_length=LABEL_LIMIT)] = ""
     replay: Replay | None = None
+    # --- 1.2, server-side tools (issue 12) ---
+    #: Where this session's tools run: ``"client"`` (the client announces
+    #: and runs them) or ``"server"`` (the server runs its own, confined to
+    #: the session's workspace; needs ``serve --server-tools``).
+    tools: str = "client"
+    #: With ``tools="server"``: a project directory from the server's
+    #: allowlist (``serve --project NAME=PATH``) instead of a fresh
+    #: per-session workspace.
+    project: str | None = None
+    #: With ``tools="server"``: the approval mode for the server's tools
+    #: (:data:`APPROVAL_MODES`); None: ``default`` when this client can
+    #: answer approvals (capability ``tool_approvals``), else
+    #: ``reject_dangerous``.
+    approval_mode: str | None = None
 
 
 class Connected(ServerMessage, tag="connected", kw_only=True):
@@ -268,8 +282,10 @@ class Connected(ServerMessage, tag="connected", kw_only=True):
     capabilities: tuple[str, ...] = ()
     # 1.2 (attach): who is attached now (this connection included), this
     # connection's label and role; the request running where the live events
-    # start (after ``last_seq``) and its tool calls still unanswered; whether
-    # the replay asked for was cut to what the server keeps.
+    # start (after ``last_seq``), its tool calls still unanswered and its
+    # server-side calls still awaiting a decision (asked again, unlogged,
+    # after the replay); whether the replay asked for was cut to what the
+    # server keeps.
     clients: int = 1
     label: str = ""
     role: Role = "driver"
@@ -277,6 +293,7 @@ class Connected(ServerMessage, tag="connected", kw_only=True):
     last_seq: int = 0
     active_request_id: str | None = None
     pending_tool_calls: tuple[str, ...] = ()
+    pending_approvals: tuple[str, ...] = ()
     replay_truncated: bool = False
 
 
@@ -352,12 +369,31 @@ class ToolExecutionResponse(ClientMessage, tag="tool_execution_response", kw_onl
 
 
 class ToolDecision(ClientMessage, tag="tool_decision", kw_only=True):
-    """The user's answer to ``tool_awaiting_approval``. ``always`` approves
-    this tool for the rest of the session."""
+    """The user's answer to ``tool_awaiting_approval``.
+
+    ``decision`` (1.2) is ``approve``, ``deny`` or ``approve_always`` (this
+    tool, or these root commands, for the rest of the session); without it
+    ``approved`` / ``always`` say the same (the 1.1 spelling; ``decision``
+    wins when both are given). ``parameters_hash`` is the one the question
+    carried: an approval binds exactly those arguments (a deny needs none).
+    ``message`` goes to the model with a refusal."""
 
     call_id: str
-    approved: bool
+    approved: bool = False
     always: bool = False
+    decision: str | None = None
+    parameters_hash: str | None = None
+    message: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        """``approve``, ``deny`` or ``approve_always``: ``decision`` if
+        given, else what ``approved`` / ``always`` say."""
+        if self.decision is not None:
+            return self.decision
+        if not self.approved:
+            return "deny"
+        return "approve_always" if self.always else "approve"
 
 
 class Cancel(ClientMessage, tag="cancel", kw_only=True):
@@ -413,19 +449,54 @@ class ToolExecutionRequest(ServerEvent, tag="tool_execution_request", kw_only=Tr
 class ToolAwaitingApproval(ServerEvent, tag="tool_awaiting_approval", kw_only=True):
     """A tool needs the user's yes or no (answer with ``tool_decision``).
 
-    Sent by a server that runs tools itself; a client that runs tools locally
-    asks its user without a round trip."""
+    Sent by a server that runs tools itself, to every attached client; a
+    client that runs tools locally asks its user without a round trip.
+    ``description`` is exactly what would happen (the diff of an edit, the
+    command of a shell call). 1.2 adds what a person decides on, field by
+    field: ``kind`` (``edit``, ``execute``, ``network``…), ``command`` and
+    ``cwd`` for a shell call, ``reason`` (why the policy asks),
+    ``always_scope`` (what ``approve_always`` would allow; absent: it cannot
+    be offered), ``executes_later`` (the file runs code later: a git hook…),
+    ``parameters_hash`` (to send back with an approval) and ``expires_at``
+    (milliseconds since the epoch; then the model is told it was not
+    approved)."""
 
     call_id: str
     tool: str
     parameters: dict[str, Any] = {}
     description: str = ""
+    kind: str = ""
+    command: str | None = None
+    cwd: str | None = None
+    reason: str | None = None
+    always_scope: str | None = None
+    executes_later: str | None = None
+    parameters_hash: str = ""
+    expires_at: int | None = None
+    agent_id: int = 0
+
+
+class ToolDecided(ServerEvent, tag="tool_decided", kw_only=True):
+    """(1.2) A ``tool_awaiting_approval`` was settled: ``decision`` is
+    ``approve``, ``deny``, ``approve_always``, ``expired`` (nobody answered
+    in time) or ``cancelled`` (the request ended first); ``by`` names the
+    client that decided (its label, never a token)."""
+
+    call_id: str
+    decision: str
+    by: str = ""
+    agent_id: int = 0
 
 
 class ToolStarted(ServerEvent, tag="tool_started", kw_only=True):
+    """A tool call begins to run (on the client, or on a server that runs
+    tools itself). ``agent_id`` (1.2, on every tool event): 0 for the main
+    agent, reserved for sub-agents."""
+
     call_id: str
     tool: str
     parameters: dict[str, Any] = {}
+    agent_id: int = 0
 
 
 class ToolDelta(ServerEvent, tag="tool_delta", kw_only=True):
@@ -434,12 +505,14 @@ class ToolDelta(ServerEvent, tag="tool_delta", kw_only=True):
     call_id: str
     content: str
     stream: str = "stdout"
+    agent_id: int = 0
 
 
 class ToolCompleted(ServerEvent, tag="tool_completed", kw_only=True):
     call_id: str
     tool: str
     result: Any = None
+    agent_id: int = 0
 
 
 class ToolError(ServerEvent, tag="tool_error", kw_only=True):
@@ -448,6 +521,7 @@ class ToolError(ServerEvent, tag="tool_error", kw_only=True):
     call_id: str
     tool: str
     error: ToolFailure
+    agent_id: int = 0
 
 
 class Finished(ServerEvent, tag="finished", kw_only=True):
@@ -489,6 +563,11 @@ class State(ServerEvent, tag="state", kw_only=True):
     pending_tool_calls: tuple[str, ...] = ()
     history_length: int = 0
     last_seq: int = 0
+    #: (1.2) Server-side tool calls waiting for a ``tool_decision``, as
+    #: their ``tool_awaiting_approval`` said them.
+    pending_approvals: tuple[ToolAwaitingApproval, ...] = ()
+    #: (1.2) Where this session's tools run: ``client`` or ``server``.
+    tools: str = "client"
 
 
 class Sessions(ServerEvent, tag="sessions", kw_only=True):
@@ -546,6 +625,15 @@ class ToolCallAnswered(ServerEvent, tag="tool_call_answered", kw_only=True):
 
     call_id: str
     client: str = ""
+#: (1.2) The approval modes a ``hello`` may ask for, for server-side tools,
+#: from the most to the least careful: ``plan`` (read-only tools only),
+#: ``reject_dangerous`` (never ask: what would need approval is refused),
+#: ``default`` (ask before edits, shell and network), ``auto_edit`` (edits
+#: run, the rest asks), ``yolo`` (nothing asks). ``auto_approve`` is
+#: accepted for ``yolo`` (seed 001's name).
+APPROVAL_MODES: tuple[str, ...] = ("plan", "reject_dangerous", "default", "auto_edit", "yolo")
+#: (1.2) What a ``tool_decision`` may decide.
+DECISIONS: tuple[str, ...] = ("approve", "deny", "approve_always")
 
 
 # --- the unions, derived from the classes above ------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -332,6 +333,19 @@ async def _run_tools(
     async with trio.open_nursery() as nursery:
         for i, call in enumerate(calls):
             nursery.start_soon(one, i, call)
+
+
+def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any) -> CallTool:
+    """A :data:`CallTool` that runs each call on the server, through a
+    :class:`~gemini_split.server.tool_host.ToolHost` (``hello.tools =
+    "server"``): each call gets a fresh call id (``t-…``), its events go
+    out through ``emit`` and a call that needs approval asks through ``ask``."""
+
+    async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+        call_id = "t-" + secrets.token_hex(8)
+        return await host.execute(call_id, name, args, emit=emit, ask=ask, request_id=request_id)
+
+    return call
 
 
 def _answered(calls: list[FunctionCallChunk], responses: list[dict[str, Any] | None]) -> list[dict[str, Any]]:

@@ -43,6 +43,7 @@ from gemini_split.protocol import (
     Replay,
     RequestStarted,
     ToolCallAnswered,
+    ToolDecided,
 )
 from gemini_split.stamping import stamp
 from msgspec.structs import replace as msgspec_replace
@@ -64,6 +65,7 @@ from .views import OBSERVER, AttachPoint, View
 from .replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, plan_replay, replay_from_query
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
+from .tool_host import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +81,16 @@ class AgentService:
     authenticate the connection themselves (None: no auth)."""
 
     def __init__(self, model: Model, config: ServerConfig, *, authenticate: Authenticator | None = None,
-                 store: SessionStore | None = None, callers: CallerModels | None = None):
+                 store: SessionStore | None = None, callers: CallerModels | None = None,
+                 server_tools: ServerTools | None = None):
         self.model = model
         #: The local daemon's models by its callers' keys (``hello.caller``);
         #: None: this server takes no caller's key (every other server).
         self.callers = callers
         self.config = config
         self.authenticate = authenticate
+        #: ``serve --server-tools``: sessions may run tools here (None: never).
+        self.server_tools = server_tools
         #: Where sessions are kept; opened and closed by whoever runs the
         #: service (``serve``, embedded mode).
         self.store = store if store is not None else MemoryStore(replay_capacity=config.replay_capacity)
@@ -124,6 +129,38 @@ class AgentService:
                      session_id: str | None = None) -> Session:
         return Session(model=self.model, config=self.config, principal=principal, store=self.store, record=record,
                        session_id=session_id)
+
+    async def create_session(self, principal: Principal | None, *, tools: ToolChoice | None = None) -> Session:
+        """Open a new session of ``principal`` in this service: the one call
+        a face (gRPC, ACP) makes. ``tools``: run its tools on the server —
+        approval mode, project, core/exclude tool lists
+        (:class:`~gemini_split.server.tool_host.ToolChoice`; e.g.
+        ``ToolChoice(approval_mode="reject_dangerous")``); None: the
+        client's tools. Raises :class:`ServerToolsRefused` (with its stable
+        code) when this server does not allow that choice, and
+        :class:`OSError` when the workspace cannot be created."""
+        if tools is not None:
+            tools = self._check_tools(tools)
+        session = await self.manager.create(principal)
+        if tools is not None:
+            self.use_server_tools(session, tools)
+        return session
+
+    def _check_tools(self, choice: ToolChoice) -> ToolChoice:
+        if self.server_tools is None:
+            raise ServerToolsRefused(ErrorCode.SERVER_TOOLS_DISABLED,
+                                     "this server does not run tools itself (it was not started with "
+                                     "serve --server-tools); use tools on the client")
+        return self.server_tools.check(choice)
+
+    def use_server_tools(self, session: Session, choice: ToolChoice) -> None:
+        """Give ``session`` its server-side tools (its workspace is created
+        now). Raises :class:`OSError`."""
+        assert self.server_tools is not None
+        host = self.server_tools.open_host(session.id, choice)
+        session.use_server_tools(host, approval_timeout=self.server_tools.approval_timeout)
+        log.info("session %s: tools run on the server (%s, %s)", session.id, choice.approval_mode,
+                 f"project {choice.project}" if choice.project else "own workspace")
 
     async def aclose(self) -> None:
         """Close the model this service owns (its HTTP client and TLS
@@ -197,6 +234,11 @@ class AgentService:
                 await _send_fatal(stream, conn, exc.code, str(exc))
                 return
         try:
+            choice = self._tool_choice(hello)
+        except ServerToolsRefused as exc:
+            await _send_fatal(stream, conn, exc.code, str(exc))
+            return
+        try:
             if hello.session_id is not None:
                 session = await self.manager.find(hello.session_id, hello.resume_token, principal,
                                                   last_seq=hello.last_seq)
@@ -230,8 +272,17 @@ class AgentService:
         if caller is not None:
             session.model = caller[0] or self.model
             session.model_name = caller[1] or session.model_name
+        if choice is not None and session.tool_host is None:
+            try:
+                self.use_server_tools(session, choice)
+            except OSError as exc:
+                log.error("session %s: cannot create its workspace: %s", session.id, exc)
+                await _send_fatal(stream, conn, ErrorCode.INTERNAL, "the server cannot create a workspace for "
+                                  "this session; its operator has the details in the log")
+                return
         view = View(close=stream.aclose, label=hello.label or "client", role=hello.role,
-                    limit=self.config.outbox_limit, max_bytes=self.config.outbox_bytes)
+                    limit=self.config.outbox_limit, max_bytes=self.config.outbox_bytes,
+                    approves=APPROVALS_CAPABILITY in hello.capabilities)
         point = self.manager.attach(session, view)
         self._streams[id(view)] = (stream, conn)
         resumed = hello.session_id is not None
@@ -248,13 +299,13 @@ class AgentService:
                 await stream.send(conn.send(stamp(Connected(
                     server=f"gemini-split/{__version__}", session_id=session.id,
                     resume_token=session.resume_token, model=session.model_name,
-                    capabilities=SERVER_CAPABILITIES, resumed=resumed,
-                    clients=len(point.clients), label=view.label, role=view.role,  # type: ignore[arg-type]
+                    capabilities=SERVER_CAPABILITIES + (["server_tools"] if self.server_tools else []),
+                    resumed=resumed, clients=len(point.clients), label=view.label, role=view.role,  # type: ignore[arg-type]
                     attached=point.clients, last_seq=point.last_seq,
                     active_request_id=point.active_request_id, pending_tool_calls=point.pending_tool_calls,
-                    replay_truncated=plan is not None and plan.truncated,
+                    pending_approvals=point.pending_approvals, replay_truncated=plan is not None and plan.truncated,
                 ))))
-                conn.restore(conn.request, last_seq=point.last_seq)
+                conn.restore(conn.request, last_seq=point.last_seq, decided=dict(session.approvals.settled))
                 replay_from = hello.last_seq if resumed and plan is None else None
                 nursery.start_soon(self._write_events, stream, conn, session, view, point, replay_from, plan,
                                    nursery.cancel_scope)
@@ -315,6 +366,8 @@ class AgentService:
                 await self._replay_planned(stream, session, view, plan)
             elif replay_from is not None:
                 await self._replay(stream, session, view, replay_from, point.last_seq)
+            if plan is not None or replay_from is not None:
+                session.catch_up(view, point.last_seq)
             while True:
                 for event, text in await view.take():
                     if not conn.announced and isinstance(event, _V12_EVENTS):
@@ -346,7 +399,6 @@ class AgentService:
                         await stream.send(mark_replayed(stored.data))
 
                 await self.manager.replay(session, first - 1, last, send)
-        session.hand_over_calls(view)
 
     async def _replay(self, stream: MessageStream, session: Session, view: View, last_seq: int, upto: int) -> None:
         """Every logged event after ``last_seq`` up to the attach point,
@@ -368,7 +420,15 @@ class AgentService:
             ))
             view.send_direct(session.state())
             view.send_direct(History(messages=list(session.history)))
-        session.hand_over_calls(view)
+
+    def _tool_choice(self, hello: Hello) -> ToolChoice | None:
+        """The server tools ``hello`` asks for (None: the client's). Raises
+        :class:`ServerToolsRefused`."""
+        if hello.tools == "client":
+            return None
+        if self.server_tools is None:
+            return self._check_tools(ToolChoice())  # raises server_tools_disabled
+        return self.server_tools.choose(hello)
 
     async def _handshake(self, stream: MessageStream, conn: Connection) -> Hello | None:
         with trio.move_on_after(self.config.hello_timeout) as scope:
@@ -426,6 +486,8 @@ class AgentService:
                     view.send_direct(Error(code=ErrorCode.UNKNOWN_SESSION.value, in_reply_to=message.id,
                                            message=_no_such_session(message.session_id)))
                     return
+                if self.server_tools is not None:
+                    self.server_tools.remove_workspace(message.session_id)
             summaries = await self.manager.list_sessions(session.principal)
         except StoreError as exc:
             view.send_direct(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
@@ -438,7 +500,7 @@ class AgentService:
         )))
 
 #: Events only 1.2 clients know (several clients on one session).
-_V12_EVENTS = (RequestStarted, ClientsChanged, ToolCallAnswered)
+_V12_EVENTS = (RequestStarted, ClientsChanged, ToolCallAnswered, ToolDecided)
 
 
 def mark_replayed(text: str) -> str:

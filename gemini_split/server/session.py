@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trio
+from msgspec import UNSET
+from msgspec.structs import replace
 
 from gemini_split.protocol import (
     Cancel,
@@ -47,6 +49,9 @@ from gemini_split.protocol import (
     ServerEvent,
     SessionContext,
     State,
+    ToolAwaitingApproval,
+    ToolDecided,
+    ToolDecision,
     ToolDiscovery,
     ToolExecutionRequest,
     ToolExecutionResponse,
@@ -56,16 +61,17 @@ from gemini_split.protocol import (
     quote,
 )
 from gemini_split.stamping import stamp
-from msgspec.structs import replace
 from gemini_split.transport import Principal
 
-from .agent import SERVER_TOOLS, AgentRun, TurnLimitExceeded, run_agent
+from .agent import SERVER_TOOLS, AgentRun, TurnLimitExceeded, call_server_tool, run_agent
+from .approvals import Approvals, DecisionRefused
 from .config import ServerConfig
 from .model import Model, ModelAuthError, ModelError
 from .model_names import ModelNameRefused, check_model_name
 from .outbox import Outbox
 from .store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
 from .store.memory import MemoryStore
+from .tool_host import ToolHost
 from .views import AttachPoint, View
 
 log = logging.getLogger(__name__)
@@ -136,6 +142,12 @@ class Session:
             self.log.last_seq = record.last_seq
             self.persisted = True
         self.outbox = Outbox(config.outbox_limit, max_bytes=config.outbox_bytes)
+        #: Server-side tools (``hello.tools = "server"``), or None: the
+        #: client's tools. Set by :meth:`use_server_tools`.
+        self.tool_host: ToolHost | None = None
+        #: The questions server-side tools ask the attached clients.
+        self.approvals = Approvals(self.emit_nowait,
+                                   can_answer=lambda: any(v.approves and v.may_act for v in self.views))
         self._pending: dict[str, _PendingCall] = {}
         self._active: _ActiveRequest | None = None
         self._nursery: trio.Nursery | None = None
@@ -149,6 +161,7 @@ class Session:
         # stands (what a view attaching now sees at the start of its live part).
         self._logged_request: str | None = None
         self._logged_calls: set[str] = set()
+        self._logged_questions: set[str] = set()
 
     # --- lifetime ------------------------------------------------------------
 
@@ -170,16 +183,23 @@ class Session:
             if isinstance(event, RequestStarted):
                 self._logged_request = event.request_id
                 self._logged_calls.clear()
+                self._logged_questions.clear()
             elif isinstance(event, ToolExecutionRequest):
                 self._logged_calls.add(event.id)
                 if event.id in self._pending:
                     self._pending[event.id].seq = event.seq
             elif isinstance(event, ToolCallAnswered):
                 self._logged_calls.discard(event.call_id)
+            elif isinstance(event, ToolAwaitingApproval):
+                self._logged_questions.add(event.call_id)
+                self.approvals.logged(event)
+            elif isinstance(event, ToolDecided):
+                self._logged_questions.discard(event.call_id)
             elif isinstance(event, Finished | Error) and event.request_id is not None \
                     and event.request_id == self._logged_request:
                 self._logged_request = None
                 self._logged_calls.clear()
+                self._logged_questions.clear()
         if self.persisted:
             self.store.append_events(self.id, [StoredEvent(e.seq or 0, e.request_id, text, _ms(e.timestamp), e.TYPE)
                                                for e, text in batch])
@@ -203,7 +223,8 @@ class Session:
         self.views.append(view)
         return AttachPoint(
             last_seq=self.log.last_seq, active_request_id=self._logged_request,
-            pending_tool_calls=tuple(sorted(self._logged_calls)), clients=clients,
+            pending_tool_calls=tuple(sorted(self._logged_calls)),
+            pending_approvals=tuple(sorted(self._logged_questions)), clients=clients,
         )
 
     def remove_view(self, view: View) -> bool:
@@ -248,6 +269,18 @@ class Session:
             view.on_caught_up = self._caught_up.set
         return self._caught_up
 
+    def catch_up(self, view: View, upto: int) -> None:
+        """``view``'s replay (up to seq ``upto``, its attach point) is over:
+        ask it again (unlogged) what the session still waits for — the tool
+        calls of a request whose origin left (:meth:`hand_over_calls`) and
+        the approval questions logged by then and still open (same call ids:
+        the first decision from anyone wins; later ones reach it live)."""
+        self.hand_over_calls(view)
+        if view.may_act and view.approves:
+            for question in self.approvals.pending():
+                if question.seq is not None and question.seq <= upto:
+                    view.send_direct(replace(question, id=UNSET, timestamp=UNSET, seq=None))
+
     def hand_over_calls(self, view: View | None = None) -> None:
         """Ask again (same ids, unlogged, ``handover``) for the unanswered
         tool calls of a request whose origin is not attached: of ``view``
@@ -280,12 +313,24 @@ class Session:
         except StoreError as exc:
             log.error("session %s: %s", self.id, exc)
 
+    def use_server_tools(self, host: ToolHost, *, approval_timeout: float) -> None:
+        """Run this session's tools on the server through ``host`` (closed
+        when the session stops), asking approvals for up to
+        ``approval_timeout`` seconds each."""
+        self.tool_host = host
+        self.tools = host.specs()
+        self.approvals.timeout = approval_timeout
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Own the session's request tasks until cancelled."""
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started()
-            await trio.sleep_forever()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            if self.tool_host is not None:
+                self.tool_host.close()
 
     @property
     def busy(self) -> bool:
@@ -315,10 +360,16 @@ class Session:
             self._start_request(message, view)
         elif isinstance(message, ToolExecutionResponse):
             self._resolve_call(message, view)
+        elif isinstance(message, ToolDecision):
+            try:
+                self.approvals.decide(message, by=view.label)
+            except DecisionRefused as exc:
+                view.send_direct(Error(code=exc.code.value, message=str(exc), in_reply_to=message.id))
         elif isinstance(message, ToolDiscovery):
             view.tools = list(message.tools)
             if view.may_act:
-                self.tools = list(message.tools)
+                if self.tool_host is None:  # a server-tools session runs its own
+                    self.tools = list(message.tools)
                 self.server_tools = tuple(n for n in message.server_tools if n in SERVER_TOOLS)
                 self.hand_over_calls(view)
         elif isinstance(message, Cancel):
@@ -339,6 +390,8 @@ class Session:
             pending_tool_calls=sorted(self._pending),
             history_length=len(self.history),
             last_seq=self.log.last_seq,
+            pending_approvals=tuple(self.approvals.pending()),
+            tools="server" if self.tool_host is not None else "client",
         )
 
     # --- outgoing events -------------------------------------------------------
@@ -385,7 +438,7 @@ class Session:
                     request_id=request.id, in_reply_to=request.id, code=exc.code.value, message=str(exc),
                 ))
                 return
-        if view.tools is not None:
+        if view.tools is not None and self.tool_host is None:
             self.tools = list(view.tools)
         self._active = _ActiveRequest(request.id, trio.CancelScope(), origin=view if view.attached else None)
         self._nursery.start_soon(self._run_request, request, self._active)
@@ -413,11 +466,15 @@ class Session:
             self._storage_failed(request.id, exc)
         try:
             with active.scope:
+                if self.tool_host is not None:
+                    call_tool = call_server_tool(self.tool_host, request_id=request.id, emit=self.emit,
+                                                 ask=self.approvals.ask)
+                else:
+                    call_tool = lambda name, args: self._call_tool(request.id, name, args)  # noqa: E731
                 try:
                     await run_agent(
                         run, request.prompt, model=self.model, config=self.config,
-                        attachments=request.attachments,
-                        emit=self.emit, call_tool=lambda name, args: self._call_tool(request.id, name, args),
+                        attachments=request.attachments, emit=self.emit, call_tool=call_tool,
                     )
                 except TurnLimitExceeded as exc:
                     error = (ErrorCode.TURN_LIMIT, str(exc))

@@ -42,6 +42,8 @@ class View:
     limit: int = 1000
     max_bytes: int = 4 * 1024 * 1024
     tools: list[ToolSpec] | None = None
+    #: The client answers approval questions (capability ``tool_approvals``).
+    approves: bool = False
     detached: trio.Event = field(default_factory=trio.Event)
     #: Why the view was cut off (None while it keeps up).
     cut_off: str | None = None
@@ -113,10 +115,12 @@ class View:
 @dataclass(frozen=True)
 class AttachPoint:
     """Where a view's live events start: after ``last_seq``, with this
-    request running (as the log says) and these tool calls unanswered;
-    ``clients``: everyone attached then, the new view included."""
+    request running (as the log says), these tool calls unanswered and
+    these approval questions undecided; ``clients``: everyone attached
+    then, the new view included."""
 
     last_seq: int
     active_request_id: str | None
     pending_tool_calls: tuple[str, ...]
     clients: tuple[ClientInfo, ...]
+    pending_approvals: tuple[str, ...] = ()

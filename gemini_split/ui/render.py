@@ -39,6 +39,7 @@ from gemini_split.protocol import (
     TextDelta,
     ThinkingDelta,
     ToolCompleted,
+    ToolDecided,
     ToolDelta,
     ToolError,
     ToolStarted,
@@ -322,6 +323,13 @@ class TurnView:
                 f"in {event.delay:.1f} s", style="yellow"))
         elif isinstance(event, Error) and not event.request_id and not event.fatal:
             self._print(Text(f"warning from the server: {visible(event.message)}", style="yellow"))
+        elif isinstance(event, ToolDecided) and event.decision != "cancelled":
+            # A server-side call's question settled elsewhere (this client's
+            # own answers are said by the approval menu).
+            by = visible(event.by, newlines=False) or "another client"
+            said = {"approve": f"✓ approved by {by}", "approve_always": f"✓ approved (always) by {by}",
+                    "deny": f"✗ refused by {by}", "expired": "✗ nobody approved it in time"}
+            self._print(Text(said.get(event.decision, visible(event.decision, newlines=False)), style="yellow"))
 
     # --- internals -------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from gemini_split.protocol import (
     ThinkingDelta,
     ToolAwaitingApproval,
     ToolCompleted,
+    ToolDecided,
     ToolDecision,
     ToolDelta,
     ToolDiscovery,
@@ -332,8 +333,13 @@ def test_a_tool_decision_answers_a_call_awaiting_approval_once():
     refused_on_send(pair.server, pair.event(ToolAwaitingApproval, request_id=rid, call_id="c-1", tool="write_file"))
     assert pair.client.request.awaiting_decision == {"c-1"}
     pair.client_sends(m(ToolDecision, call_id="c-1", approved=False))
+    # The server settles it (tool_decided: it may refuse a decision, e.g.
+    # arguments_changed, and the call waits on); then no decision is taken.
+    pair.server_sends(pair.event(ToolDecided, request_id=rid, call_id="c-1", decision="deny", by="laptop"))
+    assert pair.client.request.awaiting_decision == pair.server.request.awaiting_decision == set()
+    error = refused_on_receive(pair.server, m(ToolDecision, call_id="c-1", approved=True))
+    assert error.code is ErrorCode.ALREADY_DECIDED and "awaiting approval" in str(error)
     refused_on_send(pair.client, m(ToolDecision, call_id="c-1", approved=True))
-    assert pair.server.request.awaiting_decision == set()
 
 
 # --- replies ---------------------------------------------------------------------

@@ -37,7 +37,7 @@ async def test_a_decision_for_no_pending_approval_is_refused():
         decision = stamp(ToolDecision(call_id="c-9", approved=True))
         await raw.send(decision)
         error = await raw.receive()
-    assert error.code == "unexpected_message" and error.in_reply_to == decision.id
+    assert error.code == "unknown_call" and error.in_reply_to == decision.id
     assert "awaiting approval" in error.message
 
 

@@ -1,0 +1,122 @@
+"""The client's tools, run by a server for a session (``hello.tools =
+"server"``): the same registry, executor, approval policy and workspace
+confinement as on a client — no second copy of any tool.
+
+:class:`LocalToolHost` implements the server's ``ToolHost`` interface
+(``gemini_split.server.tool_host``) structurally: this module never imports
+the server, and the composition root (``gemini_split.app``) hands
+:func:`open_tool_host` to it as the factory. A call that needs approval
+becomes a ``tool_awaiting_approval`` question (the diff of an edit, the
+exact command and working directory of a shell call) handed to the
+server's ``ask``; its ``tool_decision`` answers the executor's asker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from gemini_split.protocol import ServerEvent, ToolAwaitingApproval, ToolDecision, ToolFailure, ToolSpec
+
+from .approval import Answer, ApprovalPolicy, ApprovalRequest
+from .approval_mode import ApprovalMode
+from .executor import ToolExecutor
+from .tools.base import ToolFailed, ToolKind
+from .tools.registry import ToolRegistry, default_tools
+from .workspace import Workspace
+
+Ask = Callable[[ToolAwaitingApproval], Awaitable["ToolDecision | str"]]
+Emit = Callable[[ServerEvent], Awaitable[None]]
+
+#: Server approval modes → the client policy's modes. ``reject_dangerous``
+#: is ``default`` with nobody to ask: what would be asked is refused.
+_POLICY_MODES = {
+    "plan": ApprovalMode.PLAN,
+    "reject_dangerous": ApprovalMode.DEFAULT,
+    "default": ApprovalMode.DEFAULT,
+    "auto_edit": ApprovalMode.AUTO_EDIT,
+    "yolo": ApprovalMode.YOLO,
+}
+
+
+class LocalToolHost:
+    """The built-in tools of one server-tools session. ``spec`` is a
+    ``gemini_split.server.tool_host.ToolHostSpec`` (read by attribute)."""
+
+    def __init__(self, spec: Any):
+        self.spec = spec
+        self.mode: str = spec.approval_mode
+        self.workspace = Workspace(spec.workspace)
+        self.registry = _offered(spec)
+        self.policy = ApprovalPolicy(_POLICY_MODES[self.mode], policy=spec.policy)
+
+    def specs(self) -> list[ToolSpec]:
+        return self.registry.specs()
+
+    async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
+                      request_id: str | None) -> tuple[Any, ToolFailure | None]:
+        asker = None if self.mode == "reject_dangerous" else _WireAsker(ask, self.workspace, request_id)
+        executor = ToolExecutor(self.registry, self.workspace, self.policy, asker)
+        return await executor.execute(call_id, name, args, emit, request_id=request_id)
+
+    def close(self) -> None:
+        self.registry.close()
+
+
+def open_tool_host(spec: Any) -> LocalToolHost:
+    """The ``ToolHostFactory`` the composition root gives the server."""
+    return LocalToolHost(spec)
+
+
+def _offered(spec: Any) -> ToolRegistry:
+    """The built-in tools (no ``save_memory``: the server's own context
+    files are nobody's memory) minus ``core_tools`` / ``exclude_tools``; in
+    plan mode the read-only ones only."""
+    tools = default_tools(sandbox=spec.sandbox)
+    core = set(spec.core_tools) if spec.core_tools is not None else None
+    offered = ToolRegistry(
+        tool for tool in tools
+        if (core is None or tool.name in core) and tool.name not in spec.exclude_tools
+        and (spec.approval_mode != "plan" or tool.kind is ToolKind.READ)
+    )
+    offered.closers = tools.closers
+    return offered
+
+
+class _WireAsker:
+    """The executor's asker for server-side calls: the question goes to
+    every attached client, the first decision comes back."""
+
+    def __init__(self, ask: Ask, workspace: Workspace, request_id: str | None):
+        self.ask_clients = ask
+        self.workspace = workspace
+        self.request_id = request_id
+
+    async def ask(self, request: ApprovalRequest) -> Answer:
+        name = request.tool.name
+        command = request.args.get("command") if request.tool.kind is ToolKind.EXECUTE else None
+        cwd = None
+        if isinstance(command, str):
+            try:
+                cwd = str(self.workspace.resolve(request.args.get("dir_path") or "."))
+            except ToolFailed:
+                cwd = str(self.workspace.root)
+        decision = await self.ask_clients(ToolAwaitingApproval(
+            request_id=self.request_id, call_id=request.call_id, tool=name, parameters=request.args,
+            description=request.description, kind=request.tool.kind.value,
+            command=command if isinstance(command, str) else None, cwd=cwd,
+            reason=request.reason, always_scope=request.always_scope, executes_later=request.executes_later,
+        ))
+        if isinstance(decision, str):  # nobody decided: the server says why
+            raise ToolFailed("not_approved", f"{name} was not approved, so it did not run: {decision}",
+                             "do not retry; tell the user which action you need so they can approve it")
+        verdict = decision.verdict
+        if verdict == "approve":
+            return Answer.YES
+        if verdict == "approve_always":
+            return Answer.ALWAYS if request.always_scope else Answer.YES
+        words = (decision.message or "").strip()
+        if words:
+            raise ToolFailed("refused", f"the user declined to run {name} and said: {words[:2000]}",
+                             "do what the user said instead")
+        return Answer.NO

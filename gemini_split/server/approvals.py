@@ -1,0 +1,172 @@
+"""Approvals promoted over the wire: a server-side tool call asks every
+attached client, and the first valid ``tool_decision`` settles it.
+
+One :class:`Approvals` per session. :meth:`Approvals.ask` emits the
+question (``tool_awaiting_approval``, as an ordinary session event, so every
+attached view and every later replay sees it) and waits for
+:meth:`Approvals.decide`, for at most ``timeout`` seconds. The rules, each
+refusal with its stable code (:class:`~gemini_split.protocol.ErrorCode`):
+
+* a decision settles one call id, once: the first one wins; a second one, a
+  replayed one (after a reconnect) and one after the request ended get
+  ``already_decided``; one after the timeout ``approval_expired``; one for
+  a call id this session never asked about (another session's too — a
+  session cannot probe another's) ``unknown_call``;
+* an approval binds the exact arguments asked about: it must carry the
+  question's ``parameters_hash`` (a deny needs none), or it is refused
+  with ``arguments_changed`` and the call still waits;
+* whoever decided is named to everyone in ``tool_decided`` (their client
+  label, never a token); an expiry (the model is told the call was not
+  approved) and a cancelled request are said the same way.
+
+Nothing here knows the connections: the caller says who decided.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import trio
+
+from gemini_split.protocol import ErrorCode, ServerEvent, ToolAwaitingApproval, ToolDecided, ToolDecision, quote
+
+#: Settled call ids remembered for their refusal codes.
+SETTLED_KEPT = 1024
+#: Seconds a question waits by default (``serve --approval-timeout``).
+DEFAULT_APPROVAL_TIMEOUT = 600.0
+
+
+def parameters_hash(tool: str, parameters: dict[str, Any]) -> str:
+    """The digest an approval must carry: SHA-256 of the tool name and its
+    arguments as canonical JSON (sorted keys), in hex."""
+    canonical = msgspec.json.encode({"tool": tool, "parameters": parameters}, order="sorted")
+    return hashlib.sha256(canonical).hexdigest()
+
+
+class DecisionRefused(Exception):
+    """A ``tool_decision`` that decides nothing; ``code`` says why."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(eq=False)
+class _Question:
+    event: ToolAwaitingApproval
+    done: trio.Event = field(default_factory=trio.Event)
+    decision: ToolDecision | None = None
+
+
+class Approvals:
+    """The questions of one session. ``emit`` puts an event in the
+    session's outbox without waiting (the caller's ``emit_nowait``)."""
+
+    def __init__(self, emit: Callable[[ServerEvent], None], *, timeout: float = DEFAULT_APPROVAL_TIMEOUT,
+                 can_answer: Callable[[], bool] = lambda: True):
+        self.emit = emit
+        self.timeout = timeout
+        #: Whether an attached client can answer a question now (one that
+        #: lists the ``tool_approvals`` capability): with none, a question
+        #: is not asked at all, it is refused at once (nothing hangs).
+        self.can_answer = can_answer
+        self._waiting: dict[str, _Question] = {}
+        #: call id → ``decided`` / ``expired`` / ``ended``, the latest last.
+        self.settled: OrderedDict[str, str] = OrderedDict()
+
+    # --- the server's side ------------------------------------------------------
+
+    async def ask(self, question: ToolAwaitingApproval) -> ToolDecision | str:
+        """Emit ``question`` (its ``parameters_hash`` and ``expires_at`` are
+        filled in here) and wait for its decision: the first valid
+        ``tool_decision``, or — when nobody decided — a sentence saying why
+        (``timeout`` passed: everyone is told it expired; or no attached
+        client can answer: nothing is asked). When cancelled (the request
+        ended), everyone is told it was cancelled."""
+        if question.call_id in self._waiting or question.call_id in self.settled:
+            raise ValueError(f"call id {question.call_id!r} was asked about already")
+        if not self.can_answer():
+            return ("no attached client can answer approval questions (a one-shot or program client: "
+                    "its approval mode is reject_dangerous)")
+        event = msgspec.structs.replace(
+            question,
+            parameters_hash=parameters_hash(question.tool, question.parameters),
+            expires_at=int((time.time() + self.timeout) * 1000),
+        )
+        waiting = _Question(event)
+        self._waiting[event.call_id] = waiting
+        expired = False
+        try:
+            self.emit(event)
+            with trio.move_on_after(self.timeout):
+                await waiting.done.wait()
+            if waiting.decision is not None:
+                return waiting.decision
+            expired = True
+            return f"nobody approved it within {self.timeout:g} seconds"
+        finally:
+            if waiting.decision is None:  # expired, or cancelled: decide() said nothing
+                del self._waiting[event.call_id]
+                self._settle(event.call_id, "expired" if expired else "ended")
+                self.emit(ToolDecided(request_id=event.request_id, call_id=event.call_id,
+                                      decision="expired" if expired else "cancelled", agent_id=event.agent_id))
+
+    def pending(self) -> list[ToolAwaitingApproval]:
+        """The questions still waiting, oldest first, as they were logged
+        (with their first ``seq``, once logged)."""
+        return [q.event for q in self._waiting.values()]
+
+    def logged(self, event: ToolAwaitingApproval) -> None:
+        """The session's event log numbered ``event``: keep the first
+        numbered form of a waiting question (what ``state`` shows)."""
+        waiting = self._waiting.get(event.call_id)
+        if waiting is not None and waiting.event.seq is None:
+            waiting.event = event
+
+    # --- the clients' side ------------------------------------------------------
+
+    def decide(self, decision: ToolDecision, *, by: str) -> None:
+        """Settle a waiting question with ``decision`` (from the client
+        labelled ``by``). Raises :class:`DecisionRefused` (nothing settled,
+        nothing runs) for the cases the module docstring lists."""
+        waiting = self._waiting.get(decision.call_id)
+        if waiting is None:
+            raise self._refusal(decision.call_id)
+        verdict = decision.verdict
+        if verdict != "deny" and decision.parameters_hash != waiting.event.parameters_hash:
+            raise DecisionRefused(
+                ErrorCode.ARGUMENTS_CHANGED,
+                f"this approval of {quote(decision.call_id)} does not carry the parameters_hash of the "
+                "arguments asked about: an approval binds exactly those arguments (the call still waits)",
+            )
+        del self._waiting[decision.call_id]
+        self._settle(decision.call_id, "decided")
+        waiting.decision = decision
+        waiting.done.set()
+        self.emit(ToolDecided(request_id=waiting.event.request_id, call_id=decision.call_id, decision=verdict,
+                              by=by, agent_id=waiting.event.agent_id))
+
+    def _refusal(self, call_id: str) -> DecisionRefused:
+        how = self.settled.get(call_id)
+        if how == "expired":
+            return DecisionRefused(ErrorCode.APPROVAL_EXPIRED,
+                                   f"tool call {quote(call_id)} is no longer awaiting approval: it expired and "
+                                   "the model was told it was not approved")
+        if how is not None:
+            return DecisionRefused(ErrorCode.ALREADY_DECIDED,
+                                   f"tool call {quote(call_id)} is no longer awaiting approval: it was decided "
+                                   "already (the first decision counts, once)")
+        return DecisionRefused(ErrorCode.UNKNOWN_CALL, f"no tool call {quote(call_id)} is awaiting approval "
+                                                       "in this session")
+
+    def _settle(self, call_id: str, how: str) -> None:
+        self.settled.pop(call_id, None)
+        self.settled[call_id] = how
+        while len(self.settled) > SETTLED_KEPT:
+            self.settled.popitem(last=False)

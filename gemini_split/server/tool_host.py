@@ -1,0 +1,267 @@
+"""Tools the server runs itself: per-session workspaces, the ``ToolHost``
+interface, and the choice a ``hello`` makes (issue 12, seeds 001 and 004).
+
+A session opened with ``hello.tools = "server"`` does not run the client's
+tools: the server runs its own, confined to the session's workspace, and
+promotes approvals to the attached clients (:mod:`.approvals`). The server
+does not have a second copy of any tool: it runs *the* tool registry,
+injected by the composition root (``gemini_split.app``) as a
+:data:`ToolHostFactory` — this package never imports the client.
+
+:class:`ServerTools` is what ``serve --server-tools`` configures: where
+workspaces live (``--workspace-root``: one fresh directory per session,
+created 0700, deleted with the session), the project allowlist
+(``--project NAME=PATH``), the approval timeout and the highest approval
+mode a client may ask for (``--max-approval-mode``). It checks a
+``hello`` (:meth:`ServerTools.choose`) and opens a session's host
+(:meth:`ServerTools.open_host`).
+
+The one call a face (gRPC, ACP) needs to open a session with server
+tools is :meth:`gemini_split.server.service.AgentService.create_session`
+with a :class:`ToolChoice`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import stat
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from gemini_split.errors import GeminiSplitError
+from gemini_split.protocol import (
+    APPROVAL_MODES,
+    ErrorCode,
+    Hello,
+    ServerEvent,
+    ToolAwaitingApproval,
+    ToolDecision,
+    ToolFailure,
+    ToolSpec,
+)
+
+log = logging.getLogger(__name__)
+
+#: The capability a client lists in ``hello`` when a person can answer
+#: approval questions on it.
+APPROVALS_CAPABILITY = "tool_approvals"
+
+_MODE_ALIASES = {"auto_approve": "yolo", "reject_dangerous_tools": "reject_dangerous"}
+_PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def parse_approval_mode(text: str) -> str:
+    """A mode of :data:`~gemini_split.protocol.APPROVAL_MODES` from what a
+    person or a client wrote (case, blanks and ``-``/``_`` do not matter;
+    ``auto_approve`` is ``yolo``). Raises :class:`ValueError` naming the
+    valid modes."""
+    key = str(text).strip().lower().replace("-", "_")
+    key = _MODE_ALIASES.get(key, key)
+    if key not in APPROVAL_MODES:
+        raise ValueError(f"unknown approval mode {text!r}: valid modes are {', '.join(APPROVAL_MODES)}, auto_approve")
+    return key
+
+
+def mode_allows(cap: str, mode: str) -> bool:
+    """Whether ``mode`` is no more permissive than ``cap``."""
+    return APPROVAL_MODES.index(mode) <= APPROVAL_MODES.index(cap)
+
+
+# --- the interface the composition root implements -----------------------------
+
+#: ``await ask(question)`` → the decision a client took, or a sentence
+#: saying why nobody decided (the question expired; no attached client can
+#: answer). The question is unstamped; the session fills in its hash and
+#: expiry.
+Ask = Callable[[ToolAwaitingApproval], Awaitable["ToolDecision | str"]]
+#: ``await emit(event)`` → the event is on its way to every attached client.
+Emit = Callable[[ServerEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ToolHostSpec:
+    """What one session's tools are: its workspace, approval mode (one of
+    :data:`~gemini_split.protocol.APPROVAL_MODES`), which built-in tools
+    (``core_tools``: only these, None: all; ``exclude_tools``: never these),
+    and where shell commands run (``sandbox``: a
+    ``gemini_split.sandbox.Sandbox``, None: unconfined)."""
+
+    workspace: Path
+    approval_mode: str = "reject_dangerous"
+    core_tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] = ()
+    sandbox: Any = None
+    #: The policy rules (``gemini_split.policy.Policy``: ``serve --policy``,
+    #: ``--admin-policy``, the server user's ``~/.gemini/policies``);
+    #: None: the approval mode's own. A deny rule refuses even in yolo.
+    policy: Any = None
+
+
+class ToolHost(Protocol):
+    """The tools of one server-tools session.
+
+    ``execute`` runs one call the way a client runs its own: arguments
+    checked against the schema, the approval policy (a call that needs a
+    person goes to ``ask``; in ``reject_dangerous`` it is refused at once),
+    confined to the workspace; it emits ``tool_started``, ``tool_delta``
+    (stdout/stderr as it arrives), then ``tool_completed`` or ``tool_error``
+    through ``emit``, and returns ``(result, None)`` or ``(None, failure)``.
+    It never raises for a tool's failure; Trio cancellation propagates.
+    ``close`` ends what outlives a call (background commands)."""
+
+    def specs(self) -> list[ToolSpec]: ...
+
+    async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
+                      request_id: str | None) -> tuple[Any, ToolFailure | None]: ...
+
+    def close(self) -> None: ...
+
+
+ToolHostFactory = Callable[[ToolHostSpec], ToolHost]
+
+
+# --- the server's configuration -----------------------------------------------------
+
+
+class ServerToolsRefused(GeminiSplitError):
+    """A client asked for server tools in a way this server refuses;
+    ``code`` is the stable error code of the fatal ``error`` it gets."""
+
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """What a session asked for: server tools in ``approval_mode``, in the
+    allowlisted ``project`` (None: a fresh per-session workspace), with
+    these built-in tools (see :class:`ToolHostSpec`)."""
+
+    approval_mode: str = "reject_dangerous"
+    project: str | None = None
+    core_tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] = ()
+
+
+@dataclass
+class ServerTools:
+    """``serve --server-tools``: see the module docstring.
+
+    ``sandbox`` is what server-side shell commands run under (a
+    ``gemini_split.sandbox.Sandbox`` resolved at start: ``serve --sandbox
+    auto`` refuses to start when bubblewrap does not work; None:
+    unconfined)."""
+
+    factory: ToolHostFactory
+    workspace_root: Path
+    projects: dict[str, Path] = field(default_factory=dict)
+    approval_timeout: float = 600.0
+    max_approval_mode: str = "yolo"
+    sandbox: Any = None
+    #: Tools every session leaves out (server-wide ``tools.exclude``).
+    exclude_tools: tuple[str, ...] = ()
+    #: The policy rules every session's calls are decided by (see
+    #: :attr:`ToolHostSpec.policy`).
+    policy: Any = None
+
+    def __post_init__(self) -> None:
+        self.workspace_root = Path(self.workspace_root).expanduser().absolute()
+        self.max_approval_mode = parse_approval_mode(self.max_approval_mode)
+        for name, path in self.projects.items():
+            if not _PROJECT_NAME.fullmatch(name):
+                raise ValueError(f"project name {name!r}: letters, digits, '.', '_' and '-' only")
+            if not Path(path).is_dir():
+                raise ValueError(f"project {name!r}: {path} is not a directory")
+
+    def prepare(self) -> None:
+        """Create the workspace root (0700) if it is missing. Raises
+        :class:`OSError`; refuses a root that is a symlink or is writable by
+        others."""
+        root = self.workspace_root
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(root)
+        if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+            raise OSError(f"--workspace-root {root} is not a directory")
+        if info.st_mode & 0o022:
+            raise OSError(f"--workspace-root {root} is writable by others (mode {info.st_mode & 0o777:o}); "
+                          "chmod 700 it")
+
+    def choose(self, hello: Hello) -> ToolChoice | None:
+        """The server tools a ``hello`` asks for (None: it wants client
+        tools). Raises :class:`ServerToolsRefused`."""
+        if hello.tools == "client":
+            return None
+        if hello.tools != "server":
+            raise ServerToolsRefused(ErrorCode.INVALID_FIELD,
+                                     f"hello.tools must be 'client' or 'server', not {hello.tools[:40]!r}")
+        can_ask = APPROVALS_CAPABILITY in hello.capabilities
+        return self.check(ToolChoice(
+            approval_mode=hello.approval_mode or ("default" if can_ask else "reject_dangerous"),
+            project=hello.project,
+        ))
+
+    def check(self, choice: ToolChoice) -> ToolChoice:
+        """``choice`` with its mode normalised, if this server allows it.
+        Raises :class:`ServerToolsRefused`."""
+        try:
+            mode = parse_approval_mode(choice.approval_mode)
+        except ValueError as exc:
+            raise ServerToolsRefused(ErrorCode.APPROVAL_MODE_REFUSED, str(exc)) from None
+        if not mode_allows(self.max_approval_mode, mode):
+            raise ServerToolsRefused(
+                ErrorCode.APPROVAL_MODE_REFUSED,
+                f"approval mode {mode} is not allowed on this server (at most {self.max_approval_mode}; "
+                "see serve --max-approval-mode)")
+        if choice.project is not None and choice.project not in self.projects:
+            raise ServerToolsRefused(
+                ErrorCode.UNKNOWN_PROJECT,
+                f"no project {choice.project[:64]!r} on this server"
+                + (f" (it has: {', '.join(sorted(self.projects))})" if self.projects else " (it has none)"))
+        return ToolChoice(approval_mode=mode, project=choice.project, core_tools=choice.core_tools,
+                          exclude_tools=tuple(choice.exclude_tools))
+
+    def workspace_of(self, session_id: str) -> Path:
+        """Where a session's own workspace is (it may not exist)."""
+        if not _PROJECT_NAME.fullmatch(session_id):
+            raise ValueError(f"not a session id: {session_id!r}")
+        return self.workspace_root / session_id
+
+    def open_host(self, session_id: str, choice: ToolChoice) -> ToolHost:
+        """The tool host of a session: in its project, or in its own
+        workspace (created 0700 now, or found again on resume)."""
+        if choice.project is not None:
+            workspace = Path(self.projects[choice.project])
+        else:
+            workspace = self.workspace_of(session_id)
+            workspace.mkdir(mode=0o700, exist_ok=True)
+            info = os.lstat(workspace)
+            if not stat.S_ISDIR(info.st_mode):  # a symlink planted in the root
+                raise OSError(f"the workspace {workspace} is not a directory")
+        return self.factory(ToolHostSpec(
+            workspace=workspace, approval_mode=choice.approval_mode, core_tools=choice.core_tools,
+            exclude_tools=tuple(dict.fromkeys(self.exclude_tools + choice.exclude_tools)),
+            sandbox=self.sandbox, policy=self.policy,
+        ))
+
+    def remove_workspace(self, session_id: str) -> None:
+        """Delete a session's own workspace (projects are never deleted).
+        Symlinks inside are removed, never followed."""
+        try:
+            path = self.workspace_of(session_id)
+        except ValueError:
+            return
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(info.st_mode):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        log.info("session %s: workspace deleted", session_id)

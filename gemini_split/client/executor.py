@@ -155,8 +155,10 @@ class ToolExecutor:
         async def output(text: str, stream: str = "stdout") -> None:
             await emit(ToolDelta(request_id=request_id, call_id=call_id, content=text, stream=stream))
 
-        ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id,
-                          extra={"policy": self.policy})
+        extra: dict[str, Any] = {"policy": self.policy}
+        if verdict.decision is Decision.ALLOW and verdict.network:
+            extra["network"] = True  # allowNetwork rules allowed exactly this command
+        ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id, extra=extra)
         result = await tool.run(args, ctx)
         if self.after_run is not None:
             result = await self.after_run(tool_name, args, result)

@@ -269,7 +269,7 @@ def _part_matches(rule: Rule, part: Any) -> bool | None:
 
 def _verdict(rule: Rule, call: _Call) -> Verdict:
     if rule.decision is Decision.ALLOW:
-        return Verdict(Decision.ALLOW, None, rule)
+        return Verdict(Decision.ALLOW, None, rule, network=rule.allow_network)
     if rule.decision is Decision.DENY:
         reason = rule.deny_message or f"denied by {rule.source}: {rule.describe()}"
         if rule.deny_message and rule.source and rule.source.startswith(("user", "admin", "workspace", "--policy")):
@@ -321,4 +321,7 @@ def _strictest(verdicts: list[Verdict], rules: list[Rule], call: _Call) -> Verdi
     if worst == Decision.ASK_USER.strictness:
         reasons = list(dict.fromkeys(v.reason for v in chosen if v.reason))
         return Verdict(Decision.ASK_USER, "; ".join(reasons) or None, chosen[0].rule)
+    if worst == Decision.ALLOW.strictness:
+        # The network only when every part's rule grants it.
+        return Verdict(Decision.ALLOW, None, chosen[0].rule, network=all(v.network for v in chosen))
     return chosen[0]

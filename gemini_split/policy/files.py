@@ -45,7 +45,7 @@ from gemini_split.errors import ConfigurationError
 
 from .builtin import allowed_tools_rules, excluded_tools_rules
 from .engine import Policy
-from .rules import ADMIN_TIER, MODES, SHELL_ALIASES, USER_TIER, WORKSPACE_TIER, Decision, Rule
+from .rules import ADMIN_TIER, MODES, SHELL_ALIASES, SHELL_TOOL, USER_TIER, WORKSPACE_TIER, Decision, Rule
 
 POLICIES_DIR_NAME = "policies"
 DEFAULT_SYSTEM_POLICIES_DIR = Path("/etc/gemini-cli/policies")
@@ -76,6 +76,8 @@ class _RuleToml(msgspec.Struct, forbid_unknown_fields=True):
     mcpName: str | None = None
     subagent: str | None = None
     toolAnnotations: dict[str, Any] | None = None
+    #: gemini-split's own: an allowed shell command keeps the sandbox's network.
+    allowNetwork: bool | None = None
     name: str | None = None
     #: gemini-cli's per-rule safety checker: accepted, not run (see README).
     safety_checker: dict[str, Any] | None = None
@@ -226,6 +228,9 @@ def _check(entry: _RuleToml, source: str, where: str, tier: int) -> Rule:
             modes = frozenset(normalize_mode(m) for m in entry.modes) or None  # []: every mode
         except ValueError as exc:
             raise PolicyError(f"{where}: field modes: {exc}") from None
+    if entry.allowNetwork and (entry.decision != "allow" or len(names) != 1 or names[0] not in SHELL_ALIASES):
+        raise PolicyError(f"{where}: field allowNetwork: only on a decision = \"allow\" rule for "
+                          "toolName = \"run_shell_command\" (the commands it allows keep the sandbox's network)")
     if entry.mcpName is not None and not entry.mcpName.strip():
         raise PolicyError(f"{where}: field mcpName: empty; leave it out or name the MCP server")
     return Rule(
@@ -237,6 +242,7 @@ def _check(entry: _RuleToml, source: str, where: str, tier: int) -> Rule:
         allow_redirection=bool(entry.allowRedirection or entry.allow_redirection),
         deny_message=entry.denyMessage or entry.deny_message,
         mcp_name=entry.mcpName, subagent=entry.subagent, annotations=entry.toolAnnotations,
+        allow_network=bool(entry.allowNetwork),
     )
 
 

@@ -105,6 +105,11 @@ class Rule:
     #: ``toolAnnotations``: only ``readOnlyHint`` is known here (a tool of
     #: kind ``read``); any other key never matches.
     annotations: dict[str, Any] | None = None
+    #: ``allowNetwork`` (gemini-split's own field, on an ``allow`` rule for
+    #: ``run_shell_command``): a command this rule allows keeps the network
+    #: inside the sandbox (:mod:`gemini_split.sandbox`), as if
+    #: ``--sandbox-network`` were given for it alone.
+    allow_network: bool = False
     _name_patterns: tuple[Any, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
@@ -170,6 +175,9 @@ class Verdict:
     decision: Decision
     reason: str | None = None
     rule: Rule | None = None
+    #: An allowed shell command keeps the sandbox's network: every part of
+    #: it was allowed by a rule with ``allowNetwork``.
+    network: bool = False
 
     @property
     def source(self) -> str | None:

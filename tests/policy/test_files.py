@@ -116,6 +116,9 @@ def test_a_missing_policy_path_is_an_error(dirs, tmp_path):
     ('[[rule]]\ntoolName = "glob"\ndecision = "deny"\npriority = 1\nmodes = ["sometimes"]\n', 1, "modes"),
     ('[[rule]]\ntoolName = ""\ndecision = "deny"\npriority = 1\n', 1, "toolName"),
     ('[[rule]]\ntoolName = []\ndecision = "deny"\npriority = 1\n', 1, "toolName"),
+    ('[[rule]]\ntoolName = "web_fetch"\ndecision = "allow"\npriority = 1\nallowNetwork = true\n', 1, "allowNetwork"),
+    ('[[rule]]\ntoolName = "run_shell_command"\ndecision = "ask_user"\npriority = 1\nallowNetwork = true\n',
+     1, "allowNetwork"),
 ])
 def test_malformed_rules_name_file_rule_and_field(tmp_path, text, rule, field):
     path = write(tmp_path / "bad.toml", text)

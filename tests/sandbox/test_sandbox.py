@@ -96,12 +96,14 @@ def box():
     shutil.rmtree(base, ignore_errors=True)
 
 
-async def run_shell(box: Path, command: str, *, network: bool = False, background: bool = False) -> str:
+async def run_shell(box: Path, command: str, *, network: bool = False, background: bool = False,
+                    policy: ApprovalPolicy | None = None) -> str:
     old_home = os.environ.get("HOME")
     os.environ["HOME"] = str(box / "home")  # the shell tool hands the command this environment
     try:
         sandbox = Sandbox.resolve("bwrap", network=network)
-        executor = ToolExecutor(default_tools(sandbox=sandbox), Workspace(box / "ws"), ApprovalPolicy(ApprovalMode.YOLO))
+        executor = ToolExecutor(default_tools(sandbox=sandbox), Workspace(box / "ws"),
+                                policy or ApprovalPolicy(ApprovalMode.YOLO))
         events: list = []
 
         async def emit(event):
@@ -209,6 +211,32 @@ async def test_no_network_unless_asked(box):
         assert "CONNECTED" not in out and not listener.accepted.is_set()
         out = await run_shell(box, NET_PROBE.format(port=listener.port), network=True)
         assert "CONNECTED" in out and listener.accepted.is_set()  # the control: --sandbox-network
+    finally:
+        listener.close()
+
+
+@needs_bwrap
+async def test_a_policy_rule_with_allow_network_gives_exactly_its_commands_the_network(box, tmp_path):
+    from gemini_split.policy import load_policy
+
+    rules = tmp_path / "net.toml"
+    rules.write_text('[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "python3"\n'
+                     'decision = "allow"\npriority = 100\nallowNetwork = true\n\n'
+                     '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "true"\n'
+                     'decision = "allow"\npriority = 100\n')
+    policy = ApprovalPolicy(ApprovalMode.DEFAULT, policy=load_policy(config_dir=tmp_path, policy_paths=[rules]))
+    listener = Listener()
+    try:
+        probe = NET_PROBE.format(port=listener.port)
+        out = await run_shell(box, probe, policy=policy)
+        assert "CONNECTED" in out and listener.accepted.is_set()
+        listener.accepted.clear()
+        # a part allowed by a rule without allowNetwork: no network for any part
+        out = await run_shell(box, "true && " + probe, policy=policy)
+        assert "CONNECTED" not in out and not listener.accepted.is_set()
+        # the same command decided by the approval mode (yolo), not the rule: none either
+        out = await run_shell(box, probe)
+        assert "CONNECTED" not in out and not listener.accepted.is_set()
     finally:
         listener.close()
 

@@ -18,6 +18,7 @@ bad ``dir_path`` and a timeout (``timeout``, with the output so far).
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import os
 import shutil
 import signal
@@ -128,7 +129,10 @@ class RunShellCommandTool(Tool):
         cwd = self._directory(args, ctx.workspace)
         env = tool_environment(allow=self.env_allow, GEMINI_CLI="1")
         env["PATH"] = _absolute_path_entries(env.get("PATH", os.defpath))
-        argv = self.sandbox.command([self.shell, "-c", command], cwd=cwd, writable=ctx.workspace.roots)
+        sandbox = self.sandbox
+        if ctx.extra.get("network") and not sandbox.network:
+            sandbox = dataclasses.replace(sandbox, network=True)  # a policy's allowNetwork rule
+        argv = sandbox.command([self.shell, "-c", command], cwd=cwd, writable=ctx.workspace.roots)
         if args.get("is_background"):
             return await self._run_in_background(argv, command, cwd, env, args, ctx)
         try:

@@ -283,6 +283,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
             "check_model": functools.partial(check_model_name, allowed=config.allowed_models, default=config.model),
             "allowed_config": _grpc_config_keys(args.grpc_allow_config),
             "max_streams": args.grpc_max_streams,
+            "server_tools": bool(args.server_tools),
         })))
     try:
         with single_exceptions():

@@ -268,6 +268,12 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
     #: answer approvals (capability ``tool_approvals``), else
     #: ``reject_dangerous``.
     approval_mode: str | None = None
+    # --- 1.2, narrowing the server's tools (the gRPC face: seed 001's
+    # StartRequest.core_tools / exclude_tools) ---
+    #: With ``tools="server"``: only these built-in tools (None: all).
+    core_tools: tuple[str, ...] | None = None
+    #: With ``tools="server"``: these tools are not offered.
+    exclude_tools: tuple[str, ...] = ()
 
 
 class Connected(ServerMessage, tag="connected", kw_only=True):

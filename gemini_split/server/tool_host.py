@@ -203,7 +203,7 @@ class ServerTools:
         can_ask = APPROVALS_CAPABILITY in hello.capabilities
         return self.check(ToolChoice(
             approval_mode=hello.approval_mode or ("default" if can_ask else "reject_dangerous"),
-            project=hello.project,
+            project=hello.project, core_tools=hello.core_tools, exclude_tools=hello.exclude_tools,
         ))
 
     def check(self, choice: ToolChoice) -> ToolChoice:

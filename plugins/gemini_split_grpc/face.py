@@ -111,6 +111,10 @@ class FacePolicy:
     #: session checks it at the first prompt.
     check_model: Callable[[str], str] | None = None
     allowed_config: frozenset[str] = frozenset()
+    #: Whether the server runs tools itself (``serve --server-tools``):
+    #: then a stream's session has them, in its own workspace, with the
+    #: stream's approval mode; otherwise it has none.
+    server_tools: bool = False
 
 
 @dataclass(frozen=True)
@@ -286,15 +290,22 @@ class _Chat:
             await self._turn(request.prompt)
 
     async def _handshake(self, start: _Start) -> None:
+        tools: dict[str, Any] = {}
+        if self.policy.server_tools:
+            tools = {"tools": "server", "approval_mode": "yolo" if start.auto_approve else "reject_dangerous",
+                     "core_tools": start.core_tools or None, "exclude_tools": start.exclude_tools}
         # A resumed stream continues the conversation: no replay of the last turn (1.2).
         await self._send(Hello(client=f"gemini-split-grpc/{__version__} ({self.peer})", session_id=start.session_id,
-                               replay=Replay(limit=0) if start.session_id else None))
+                               replay=Replay(limit=0) if start.session_id else None, **tools))
         reply = await self._receive()
         if isinstance(reply, Error):
             status = {
                 ErrorCode.UNKNOWN_SESSION.value: grpc.StatusCode.NOT_FOUND,
                 ErrorCode.UNAUTHORIZED.value: grpc.StatusCode.UNAUTHENTICATED,
                 ErrorCode.SHUTTING_DOWN.value: grpc.StatusCode.UNAVAILABLE,
+                ErrorCode.APPROVAL_MODE_REFUSED.value: grpc.StatusCode.PERMISSION_DENIED,
+                ErrorCode.SERVER_TOOLS_DISABLED.value: grpc.StatusCode.FAILED_PRECONDITION,
+                ErrorCode.INVALID_FIELD.value: grpc.StatusCode.INVALID_ARGUMENT,
             }.get(reply.code, grpc.StatusCode.INTERNAL)
             raise _Refused(status, reply.code, reply.message)
         if not isinstance(reply, Connected):
@@ -376,7 +387,7 @@ class _Chat:
         """A gRPC client runs no tools: the model is told, and so is the
         client."""
         message = (f"the model asked for the tool {_quote(event.tool)}, but this server runs no tools for "
-                   "gRPC sessions")
+                   "gRPC sessions (its operator can enable them with serve --server-tools)")
         await self._send(ToolExecutionResponse(request_id=event.id, error=ToolFailure(
             code="no_tools", message="no tools are available in this session",
             hint="answer from what you know, without tools")))

@@ -257,6 +257,7 @@ async def serve(address: str, handler: ConnectionHandler, options: ServeOptions,
     policy = FacePolicy(
         max_message_size=options.max_message_size,
         check_model=extra.get("check_model"),
+        server_tools=bool(extra.get("server_tools")),
         allowed_config=frozenset(extra.get("allowed_config", ())),
     )
     unknown = sorted(policy.allowed_config - CONFIG_KEYS.keys())

@@ -34,12 +34,12 @@ def write_auth_config(path) -> str:
 
 @asynccontextmanager
 async def grpc_server(fake, *, auth_config=None, tls=None, extra=None, config=None, max_message_size=None,
-                      per_user=0):
+                      per_user=0, server_tools=None):
     """Serve ``gemini.v1`` on a free loopback port; yields ``(service, address)``.
     ``tls``: ``(cert_file, key_file)`` for grpcs://."""
     authenticate = load_auth_config(auth_config) if auth_config else None
     service = AgentService(GeminiModel("test-key", base_url=fake.url), config or ServerConfig(),
-                           authenticate=authenticate)
+                           authenticate=authenticate, server_tools=server_tools)
     options = ServeOptions(authenticate=authenticate, extra=dict(extra or {}), max_connections_per_user=per_user)
     if tls:
         options.tls_cert, options.tls_key = tls

@@ -63,7 +63,8 @@ def test_approval_mode_choices_match_gemini_cli():
     theirs = re.search(r"--approval-mode .*\[choices: (.*)\]", HELP).group(1)
     choices = {c.strip(' "') for c in theirs.split(",")}
     action = build_parser()._option_string_actions["--approval-mode"]
-    assert set(action.choices) == choices
+    # gemini-cli's, plus the seed's names for server-side tools (issue 12)
+    assert set(action.choices) == choices | {"reject_dangerous", "auto_approve"}
 
 
 @pytest.mark.parametrize("argv, rest, words", [

@@ -37,6 +37,8 @@ Rules applied to every stream
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +47,7 @@ import grpc
 import trio
 
 from gemini_split.errors import ConfigurationError
+from gemini_split.throttle import FailedAuthThrottle
 from gemini_split.transport import ConnectionHandler, Principal, ServeOptions, TransportError
 
 from . import gemini_pb2 as pb
@@ -194,21 +197,47 @@ def _next(request_iterator: Any) -> pb.ClientRequest | None:
 
 class _Authenticate(grpc.ServerInterceptor):
     """Binds each ``Chat`` call to the principal its bearer token proves;
-    refuses the call (``UNAUTHENTICATED``) when there is none."""
+    refuses the call (``UNAUTHENTICATED``) when there is none. Token
+    guessing is slowed per client address as on the WebSocket listener
+    (:class:`~gemini_split.throttle.FailedAuthThrottle`): an address out of
+    tries gets ``RESOURCE_EXHAUSTED`` with a ``retry-after`` trailer before
+    its token is looked at."""
 
-    def __init__(self, service: _ChatService, authenticate: Any):
+    def __init__(self, service: _ChatService, authenticate: Any, throttle: FailedAuthThrottle | None = None):
         self.service = service
         self.authenticate = authenticate
+        self.throttle = throttle or FailedAuthThrottle()
+        self._lock = threading.Lock()  # interceptors run on grpcio's threads
 
     def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
         if details.method != CHAT:
             return continuation(details)  # grpcio answers UNIMPLEMENTED
-        principal = None
-        if self.authenticate is not None:
-            principal = self.authenticate(_bearer(details.invocation_metadata))
+        if self.authenticate is None:
+            return self._handler(None)
+        token = _bearer(details.invocation_metadata)
+
+        def admit(requests: Any, context: grpc.ServicerContext) -> Any:
+            host = _peer_host(context.peer())
+            with self._lock:
+                wait = self.throttle.retry_after(host, time.monotonic())
+            if wait:
+                context.set_trailing_metadata((("retry-after", str(wait)),))
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                              f"too many failed tokens from this address; retry in {wait}s")
+            principal = self.authenticate(token)
             if principal is None:
-                log.info("gRPC: refused a stream with a missing or invalid token")
-                return _refuse_unauthenticated
+                if token:
+                    with self._lock:
+                        self.throttle.failed(host, time.monotonic())
+                log.info("gRPC: refused a stream from %s with a missing or invalid token", host)
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "unauthorized: missing or invalid token")
+            yield from self.service.chat(requests, context, principal)
+
+        return grpc.stream_stream_rpc_method_handler(
+            admit, request_deserializer=pb.ClientRequest.FromString,
+            response_serializer=pb.ServerResponse.SerializeToString)
+
+    def _handler(self, principal: Principal | None) -> Any:
         return grpc.stream_stream_rpc_method_handler(
             lambda requests, context: self.service.chat(requests, context, principal),
             request_deserializer=pb.ClientRequest.FromString,
@@ -216,13 +245,15 @@ class _Authenticate(grpc.ServerInterceptor):
         )
 
 
-def _refuse(requests: Any, context: grpc.ServicerContext) -> Any:
-    context.abort(grpc.StatusCode.UNAUTHENTICATED, "unauthorized: missing or invalid token")
-
-
-_refuse_unauthenticated = grpc.stream_stream_rpc_method_handler(
-    _refuse, request_deserializer=pb.ClientRequest.FromString,
-    response_serializer=pb.ServerResponse.SerializeToString)
+def _peer_host(peer: str) -> str:
+    """``ipv4:127.0.0.1:5000`` / ``ipv6:[::1]:5000`` → the address alone
+    (anything else, e.g. a Unix socket, as it is)."""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv4":
+        return rest.rpartition(":")[0]
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")
+    return peer
 
 
 def _bearer(metadata: Any) -> str | None:
@@ -269,7 +300,10 @@ async def serve(address: str, handler: ConnectionHandler, options: ServeOptions,
     limit = options.max_message_size + SIZE_SLACK
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_streams, thread_name_prefix="grpc-chat"),
-        interceptors=[_Authenticate(service, options.authenticate)],
+        interceptors=[_Authenticate(service, options.authenticate, FailedAuthThrottle(
+            burst=int(extra.get("auth_failure_burst", 10)),
+            refill_per_second=float(extra.get("auth_failure_refill_per_second", 1 / 6)),
+        ))],
         maximum_concurrent_rpcs=max_streams,
         options=[
             ("grpc.max_receive_message_length", limit),

@@ -29,6 +29,7 @@ import trio
 from wsproto.utilities import generate_accept_token
 
 from gemini_split.errors import ConfigurationError
+from gemini_split.throttle import FailedAuthThrottle
 from gemini_split.transport import (
     ConnectionBroken,
     ConnectionClosed,
@@ -40,7 +41,7 @@ from gemini_split.transport import (
 )
 
 from .address import WebSocketAddress
-from .admission import ConnectionCounter, FailedAuthThrottle, origin_refusal, presented_token
+from .admission import ConnectionCounter, origin_refusal, presented_token
 from .connection import ServerStream
 from .front import (
     BadRequest,

@@ -59,6 +59,7 @@ class Outcome:
     responses: list[Any] = field(default_factory=list)
     code: grpc.StatusCode | None = None
     details: str = ""
+    trailers: dict[str, str] = field(default_factory=dict)
 
     def kinds(self) -> list[str]:
         return [r.WhichOneof("response") for r in self.responses]
@@ -96,6 +97,7 @@ def chat_sync(tp, address: str, requests, *, token: str | None = None, ca: bytes
             outcome.code = grpc.StatusCode.OK
         except grpc.RpcError as exc:
             outcome.code, outcome.details = exc.code(), exc.details() or ""
+            outcome.trailers = dict(exc.trailing_metadata() or ())
     return outcome
 
 

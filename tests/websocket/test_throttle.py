@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from gemini_split.transport import AuthenticationFailed, ConnectOptions, get_transport
-from gemini_split_websocket.admission import FailedAuthThrottle
+from gemini_split.throttle import FailedAuthThrottle
 
 from .helpers import Recorder, authenticate, port_of, start
 from .rawframes import RawWebSocket

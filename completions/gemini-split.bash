@@ -14,7 +14,7 @@ _shtab_gemini_split_daemon_subparsers=(start restart run stop status)
 _shtab_gemini_split_mcp_subparsers=(list add remove serve)
 _shtab_gemini_split_subparsers=(serve attach server completions protocol daemon mcp)
 
-_shtab_gemini_split_serve_option_strings=(-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --allowed-models --max-turns --acp-ws --acp-ring --log-file --state-dir --store --lease-ttl --replay-capacity --session-ttl --grpc --no-websocket --grpc-allow-config --grpc-max-streams --allow-attach-by-id --no-allow-attach-by-id --server-tools --workspace-root --project --approval-timeout --max-approval-mode --policy --admin-policy --sandbox --debug)
+_shtab_gemini_split_serve_option_strings=(-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --allowed-models --max-turns --acp-ws --acp-ring --log-file --state-dir --store --lease-ttl --replay-capacity --session-ttl --grpc --no-websocket --grpc-allow-config --grpc-max-streams --allow-attach-by-id --no-allow-attach-by-id --server-tools --workspace-root --project --approval-timeout --max-approval-mode --policy --admin-policy --sandbox --sandbox-network --debug)
 _shtab_gemini_split_attach_option_strings=(-h --help --watch --limit --since --label -o --output-format)
 _shtab_gemini_split_server_list_option_strings=(-h --help --names)
 _shtab_gemini_split_server_add_option_strings=(-h --help --token --token-env --ca --insecure)
@@ -79,7 +79,7 @@ _shtab_gemini_split_pos_0_choices=(serve attach server completions protocol daem
 _shtab_gemini_split__o_choices=(text json stream-json)
 _shtab_gemini_split___output_format_choices=(text json stream-json)
 _shtab_gemini_split___tools_choices=(client server)
-_shtab_gemini_split___approval_mode_choices=(default auto_edit yolo plan)
+_shtab_gemini_split___approval_mode_choices=(default auto_edit yolo plan reject_dangerous auto_approve)
 _shtab_gemini_split__s_choices=(auto bwrap none)
 _shtab_gemini_split___sandbox_choices=(auto bwrap none)
 
@@ -92,6 +92,7 @@ _shtab_gemini_split_serve___no_websocket_nargs=0
 _shtab_gemini_split_serve___allow_attach_by_id_nargs=0
 _shtab_gemini_split_serve___no_allow_attach_by_id_nargs=0
 _shtab_gemini_split_serve___server_tools_nargs=0
+_shtab_gemini_split_serve___sandbox_network_nargs=0
 _shtab_gemini_split_serve___debug_nargs=0
 _shtab_gemini_split_attach__h_nargs=0
 _shtab_gemini_split_attach___help_nargs=0

@@ -155,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_client_connection_args(parser)
     parser.add_argument("--approval-mode", choices=[m.value for m in ApprovalMode] + list(SEED_APPROVAL_MODES),
                         help="default: ask before edits, shell and network; auto_edit: edits run; "
-                             "yolo: nothing asks; plan: read-only tools only, the model answers with a plan "
+                             "yolo: nothing asks; plan: read-only tools only, the model answers with a plan; "
+                             "reject_dangerous: nothing asks, what would is refused; auto_approve: yolo "
                              "(default: $GEMINI_APPROVAL_MODE, general.defaultApprovalMode, or default)")
     parser.add_argument("-y", "--yolo", action="store_true", help="shortcut for --approval-mode yolo")
     parser.add_argument("--allowed-mcp-server-names", action="append", metavar="NAME",

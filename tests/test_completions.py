@@ -87,7 +87,7 @@ def test_bash_completes_subcommands_options_choices_and_profiles(completion_env,
     assert _bash_complete(["gemini-split", "server", "remove", ""], env) == ["prod", "devbox"]
     assert _bash_complete(["gemini-split", "server", "test", "d"], env) == ["devbox"]
     assert _bash_complete(["gemini-split", "-o", ""], env) == ["text", "json", "stream-json"]
-    assert _bash_complete(["gemini-split", "--approval-mode", "a"], env) == ["auto_edit"]
+    assert _bash_complete(["gemini-split", "--approval-mode", "a"], env) == ["auto_edit", "auto_approve"]
     assert _bash_complete(["gemini-split", "completions", ""], env) == ["bash", "zsh", "fish"]
     assert "--token-env" in _bash_complete(["gemini-split", "server", "add", "--t"], env)
     assert "--stdio" in _bash_complete(["gemini-split", "serve", "--"], env)

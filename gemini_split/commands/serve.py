@@ -258,11 +258,6 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     ops = Operations(service)
     options.health, options.ready, options.metrics = ops.health, ops.ready, ops.metrics
-    from gemini_split.app import server_tools_from
-
-    server_tools = server_tools_from(args, env)
-    service = AgentService(model, config, authenticate=authenticate, store=store, server_tools=server_tools)
-    options.health = service.health
     stop_log = None
     acp = None
     if acp_address is not None:
@@ -386,7 +381,7 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
                     log.info("ACP bridge on %s", acp_bound)
 
                 nursery.start_soon(stop_on_signal)
-                nursery.start_soon(_expire_sessions, service.store, session_ttl)
+                nursery.start_soon(_expire_sessions, service.store, session_ttl, service.server_tools)
                 if ops is not None:
                     nursery.start_soon(ops.run)
     finally:

@@ -175,3 +175,27 @@ async def test_the_model_sees_the_servers_tools_not_the_clients(tmp_path):
     assert "read_file" in names and "grep_search" in names
     assert not names & {"write_file", "run_shell_command", "web_fetch", "save_memory"}  # plan: read-only
     assert state.tools == "server"
+
+
+async def test_a_session_dropped_for_idleness_takes_its_workspace_along(tmp_path):
+    """serve --session-ttl: the expiry loop deletes the workspaces of the
+    sessions it drops, and only those."""
+    import time
+
+    from gemini_split.commands.serve import _expire_sessions
+    from gemini_split.server.store import SessionRecord
+    from gemini_split.server.store.memory import MemoryStore
+    from gemini_split.server.tool_host import ToolChoice
+
+    tools = make_server_tools(tmp_path / "ws")
+    store = MemoryStore()
+    now = time.time()
+    for sid, updated in (("s-0000000000000001", now - 7200), ("s-0000000000000002", now)):
+        await store.create(SessionRecord(id=sid, owner="local", token_hash="x", created=updated, updated=updated,
+                                         model="scripted"))
+        tools.open_host(sid, ToolChoice()).close()
+        (tools.workspace_of(sid) / "notes.txt").write_text("kept until the session goes\n")
+    with trio.move_on_after(1):  # the first sweep runs at once, then it sleeps
+        await _expire_sessions(store, 3600, tools)
+    assert not tools.workspace_of("s-0000000000000001").exists()
+    assert (tools.workspace_of("s-0000000000000002") / "notes.txt").exists()

@@ -8,6 +8,7 @@ call answered).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import random
@@ -288,17 +289,31 @@ def _plain_text(part: dict[str, Any]) -> bool:
 
 def _system_instruction(run: AgentRun, config: ServerConfig) -> str | None:
     """The operator's fixed instruction (``ServerConfig.system_instruction``)
-    if set, else one built for this session (:mod:`.prompts`)."""
+    if set, else one built for this session (:mod:`.prompts`).
+
+    Built once per content (about 0.4 ms each, every model call of every
+    session): sessions with the same tools and context share it."""
     if config.system_instruction is not None:
         return config.system_instruction
     context = run.context
-    facts = PromptFacts(tools=[(t.name, t.description) for t in run.tools])
+    tools = tuple((t.name, t.description) for t in run.tools)
+    if context is None:
+        return _built_instruction(tools, None)
+    return _built_instruction(tools, (
+        context.approval_mode, tuple(context.workspace_dirs), context.interactive,
+        tuple((f.path, f.scope, f.content) for f in context.files), tuple(context.file_names)))
+
+
+@functools.lru_cache(maxsize=256)
+def _built_instruction(tools: tuple[tuple[str, str], ...], context: tuple | None) -> str:
+    facts = PromptFacts(tools=list(tools))
     if context is not None:
-        facts.approval_mode = context.approval_mode
-        facts.workspace_dirs = list(context.workspace_dirs)
-        facts.interactive = context.interactive
-        facts.context_files = [ContextBlock(f.path, f.scope, f.content) for f in context.files]
-        facts.context_file_names = list(context.file_names) or ["GEMINI.md"]
+        approval_mode, workspace_dirs, interactive, files, file_names = context
+        facts.approval_mode = approval_mode
+        facts.workspace_dirs = list(workspace_dirs)
+        facts.interactive = interactive
+        facts.context_files = [ContextBlock(*f) for f in files]
+        facts.context_file_names = list(file_names) or ["GEMINI.md"]
     return system_instruction(facts)
 
 

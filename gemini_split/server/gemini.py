@@ -95,9 +95,15 @@ class GeminiModel(Model):
         # (measured: 1,000 concurrent streams spent seconds there);
         # httpx2's pool is linear.
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
-        # One HTTP client for every session: connections are pooled, and
-        # httpx2 under Trio needs no asyncio.
+        # httpx2 under Trio needs no asyncio. One client (one connection
+        # pool) while few requests run at once; more as they grow: each
+        # request and response walks every connection of its pool (about
+        # 1 ms with 1,000), so 1,000 concurrent streams in one pool spend
+        # seconds of CPU there. See :meth:`_pool`.
         self._http = httpx.AsyncClient(timeout=http_timeout, verify=tls, limits=limits)
+        self._new_pool = lambda: httpx.AsyncClient(timeout=http_timeout, verify=tls, limits=limits)
+        self._pools: list[Any] = [self._http]
+        self._in_flight: list[int] = [0]
         # Never used for requests (we only call client.aio), but google-genai
         # builds one unless given one.
         self._sync_http = httpx.Client(timeout=http_timeout, verify=tls)
@@ -164,12 +170,19 @@ class GeminiModel(Model):
             error: Exception | None = None
             try:
                 http_request = self._api._build_request("post", prepared.path, {}, None)
-                sent = self._http.build_request(
-                    "POST", self._api._httpx_url(http_request.url, is_async=True),
-                    content=msgspec.json.encode(body), headers=http_request.headers,
-                    timeout=http_request.timeout,
-                )
-                response = await self._http.send(sent, stream=True)
+                pool = self._pool()
+                self._in_flight[pool] += 1
+                try:
+                    http = self._pools[pool]
+                    sent = http.build_request(
+                        "POST", self._api._httpx_url(http_request.url, is_async=True),
+                        content=msgspec.json.encode(body), headers=http_request.headers,
+                        timeout=http_request.timeout,
+                    )
+                    response = await http.send(sent, stream=True)
+                except BaseException:
+                    self._in_flight[pool] -= 1
+                    raise
                 try:
                     await genai_errors.APIError.raise_for_async_response(response)
                     events = SseEvents()
@@ -179,11 +192,25 @@ class GeminiModel(Model):
                     async for chunks in self._read_events(events.close(), response, state):
                         yield chunks
                 finally:
+                    self._in_flight[pool] -= 1
                     await response.aclose()
             except Exception as exc:  # as google-genai: end_hop decides what is raised
                 error = exc
             if not state.end_hop(error):
                 return
+
+    def _pool(self) -> int:
+        """The connection pool for a new request: the least busy, or a new
+        one when every pool has :data:`POOL_REQUESTS` requests running (up
+        to :data:`MAX_POOLS`). One pool for a single user, whose requests
+        reuse its kept-alive connection."""
+        in_flight = self._in_flight
+        best = min(range(len(in_flight)), key=in_flight.__getitem__)
+        if in_flight[best] >= POOL_REQUESTS and len(self._pools) < MAX_POOLS:
+            self._pools.append(self._new_pool())
+            in_flight.append(0)
+            return len(in_flight) - 1
+        return best
 
     @staticmethod
     async def _read_events(events: list[bytes | str], response: Any,
@@ -376,6 +403,10 @@ def _base_url(model: GeminiModel) -> str:
         return "the Gemini API"
 
 
+#: Requests running at once on one connection pool before another is opened,
+#: and the most pools (1,000 concurrent streams: 16 pools of about 63).
+POOL_REQUESTS = 64
+MAX_POOLS = 16
 #: Configs (and tool sets) kept converted (each a few KB of tool schemas).
 _PREPARED_CACHE_SIZE = 2048
 #: Stands for the contents when only the config part of a body is wanted.

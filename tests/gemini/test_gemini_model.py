@@ -192,3 +192,30 @@ async def test_the_config_is_converted_once_per_tool_set_and_instruction():
     assert bodies[1]["contents"][-1] == {"role": "user", "parts": [{"text": "more"}]}
     assert bodies[0]["tools"] == bodies[1]["tools"] != bodies[2]["tools"]
     assert [d["name"] for d in bodies[2]["tools"][0]["functionDeclarations"]] == ["x"]
+
+
+@pytest.mark.timeout(60)
+async def test_many_concurrent_requests_spread_over_connection_pools_and_one_user_keeps_one():
+    import trio
+
+    from gemini_split.server import gemini
+
+    n = 2 * gemini.POOL_REQUESTS + 2
+    # Slow answers: every request is still running when the last one is sent.
+    with FakeGemini([{"text": "one"}] * 3 + [{"text": "slow", "delay": 8}] * n, api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+        for _ in range(3):  # one user, one request at a time: one pool
+            assert [c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk)] == ["one"]
+        assert len(model._pools) == 1 and model._in_flight == [0]
+        texts = []
+
+        async def one():
+            texts.extend(c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(n):
+                nursery.start_soon(one)
+            await trio.to_thread.run_sync(lambda: fake.wait_for_requests(lambda rs: len(rs) == 3 + n, timeout=30))
+            assert len(model._pools) == 3 and sorted(model._in_flight) == [2, 64, 64]
+    assert texts == ["slow"] * n
+    assert model._in_flight == [0, 0, 0]

@@ -17,15 +17,13 @@ from typing import Any
 
 import trio
 
+from gemini_split.memory_pair import open_memory_pair
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,
-    ConnectionBroken,
-    ConnectionClosed,
     ConnectionHandler,
     ConnectOptions,
     MessageStream,
-    MessageTooLarge,
     ServeOptions,
     Transport,
     TransportError,
@@ -37,66 +35,6 @@ from gemini_split.transport import (
 _BUFFER = 256
 
 _anonymous = itertools.count(1)
-
-
-class _Link:
-    """What both ends share: the reason the first one to close gave."""
-
-    def __init__(self) -> None:
-        self.close_reason: str | None = None
-
-
-class LoopbackStream(MessageStream):
-    def __init__(
-        self,
-        send: trio.MemorySendChannel[str],
-        receive: trio.MemoryReceiveChannel[str],
-        link: _Link,
-        *,
-        peer: str,
-        max_message_size: int,
-    ):
-        self._send = send
-        self._receive = receive
-        self._link = link
-        self._max = max_message_size
-        self._closed = False
-        self.peer = peer
-
-    async def send(self, message: str) -> None:
-        if self._closed:
-            raise ConnectionClosed(self._link.close_reason or "connection closed")
-        try:
-            await self._send.send(message)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            if self._closed:  # closed by another task of ours meanwhile
-                raise ConnectionClosed(self._link.close_reason or "connection closed") from None
-            raise ConnectionBroken(self._link.close_reason or "peer closed") from exc
-
-    async def receive(self) -> str:
-        if self._closed:
-            raise ConnectionClosed(self._link.close_reason or "connection closed")
-        try:
-            message = await self._receive.receive()
-        except (trio.EndOfChannel, trio.ClosedResourceError) as exc:
-            if self._closed:  # closed by another task of ours meanwhile
-                raise ConnectionClosed(self._link.close_reason or "connection closed") from None
-            raise ConnectionBroken(self._link.close_reason or "peer closed") from exc
-        if len(message) > self._max:
-            await self.aclose("message too large")
-            raise MessageTooLarge(
-                f"message of {len(message)} bytes is over the limit of {self._max} bytes"
-            )
-        return message
-
-    async def aclose(self, reason: str = "closed") -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._link.close_reason is None:
-            self._link.close_reason = reason
-        self._send.close()
-        self._receive.close()
 
 
 class _Listener:
@@ -123,18 +61,10 @@ class LoopbackTransport(Transport):
                 raise AuthenticationFailed(f"{address} refused the token")
         else:
             principal = None
-        to_server_send, to_server_receive = trio.open_memory_channel[str](_BUFFER)
-        to_client_send, to_client_receive = trio.open_memory_channel[str](_BUFFER)
-        link = _Link()
-        client_end = LoopbackStream(
-            to_server_send, to_client_receive, link,
-            peer=address, max_message_size=options.max_message_size,
+        client_end, server_end = open_memory_pair(
+            buffer=_BUFFER, client_peer=address, server_peer="loopback client",
+            client_max=options.max_message_size, server_max=listener.options.max_message_size, principal=principal,
         )
-        server_end = LoopbackStream(
-            to_client_send, to_server_receive, link,
-            peer="loopback client", max_message_size=listener.options.max_message_size,
-        )
-        server_end.principal = principal
         listener.nursery.start_soon(run_handler, listener.handler, server_end)
         return client_end
 

@@ -16,10 +16,7 @@ from gemini_split.protocol import (
 from gemini_split.server.scripted import ScriptedModel
 
 from .helpers import APPROVER, finish, hello, make_server_tools, serving, until
-
-
-def _write(path="hello.txt", content="hi\n"):
-    return {"function_calls": [{"name": "write_file", "args": {"file_path": path, "content": content}}]}
+from .test_server_tools import _write
 
 
 async def test_a_second_attached_client_approves_and_the_call_runs_once(tmp_path):

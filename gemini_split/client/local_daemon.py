@@ -51,7 +51,6 @@ import struct
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from gemini_split import __version__
@@ -85,10 +84,20 @@ class DaemonError(ConfigurationError):
     says why and where its log is."""
 
 
-@dataclass(frozen=True)
 class DaemonPaths:
-    socket: Path
-    state: Path
+    """Where the daemon's socket and state files are.
+
+    Plain classes here, not dataclasses: this module is on every call's
+    path in local mode, and a dataclass costs a millisecond or more to make."""
+
+    __slots__ = ("socket", "state")
+
+    def __init__(self, socket: Path, state: Path):
+        self.socket = socket
+        self.state = state
+
+    def __repr__(self) -> str:
+        return f"DaemonPaths(socket={str(self.socket)!r}, state={str(self.state)!r})"
 
     @property
     def address(self) -> str:
@@ -107,7 +116,6 @@ class DaemonPaths:
         return self.state / "daemon.lock"
 
 
-@dataclass(frozen=True)
 class DaemonStatus:
     """What is known about the running daemon. ``pid`` is the listener's
     (None: nothing live accepts on the socket); ``version`` what it wrote in
@@ -115,11 +123,19 @@ class DaemonStatus:
     ``exiting`` the pid of a listener that is dying (see the module's
     docstring), whose socket is not yet free."""
 
-    paths: DaemonPaths
-    pid: int | None
-    version: str | None
-    started: float | None = None
-    exiting: int | None = None
+    __slots__ = ("paths", "pid", "version", "started", "exiting")
+
+    def __init__(self, paths: DaemonPaths, pid: int | None, version: str | None, started: float | None = None,
+                 exiting: int | None = None):
+        self.paths = paths
+        self.pid = pid
+        self.version = version
+        self.started = started
+        self.exiting = exiting
+
+    def __repr__(self) -> str:
+        return (f"DaemonStatus(pid={self.pid}, version={self.version!r}, started={self.started}, "
+                f"exiting={self.exiting}, paths={self.paths!r})")
 
     @property
     def running(self) -> bool:

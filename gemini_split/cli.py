@@ -94,15 +94,25 @@ class _Subcommands(argparse._SubParsersAction):
     command module's ``add_*_parser(commands)`` named ``"module:function"``
     and imported only then: when argparse reaches that subcommand on the
     command line, or when the completion generator needs the whole command line
-    (shell completions)."""
+    (shell completions). Even its (empty) parser is made only when it is
+    first looked up: each parser costs a few gettext look-ups, which every
+    ``-p`` would otherwise pay for every subcommand."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._unfilled: dict[str, str] = {}
+        self._name_parser_map = self.choices = _ParsersOnDemand(self._make_parser)
 
     def add_lazy(self, name: str, help: str, add: str) -> None:
-        self.add_parser(name, help=help)
+        if name in self._name_parser_map:
+            raise ValueError(f"subcommand {name!r} declared twice")
+        self._choices_actions.append(self._ChoicesPseudoAction(name, (), help))
+        self._name_parser_map.declare(name)
         self._unfilled[name] = add
+
+    def _make_parser(self, name: str) -> argparse.ArgumentParser:
+        """The parser ``add_parser(name)`` would have made."""
+        return self._parser_class(prog=f"{self._prog_prefix} {name}")
 
     def fill(self, name: str) -> None:
         add = self._unfilled.pop(name, None)
@@ -114,6 +124,35 @@ class _Subcommands(argparse._SubParsersAction):
                  values: Any, option_string: str | None = None) -> None:
         self.fill(values[0])
         super().__call__(parser, namespace, values, option_string)
+
+
+class _ParsersOnDemand(dict):
+    """A subcommand's name -> its parser, each made by ``make(name)`` when
+    it is first looked up (by name, ``get``, ``values`` or ``items``);
+    names and membership need none made."""
+
+    def __init__(self, make: Callable[[str], argparse.ArgumentParser]):
+        super().__init__()
+        self._make = make
+
+    def declare(self, name: str) -> None:
+        super().__setitem__(name, None)
+
+    def __getitem__(self, name: str) -> argparse.ArgumentParser:
+        parser = super().__getitem__(name)
+        if parser is None:
+            parser = self._make(name)
+            super().__setitem__(name, parser)
+        return parser
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self else default
+
+    def values(self) -> list[argparse.ArgumentParser]:  # type: ignore[override]
+        return [self[name] for name in self]
+
+    def items(self) -> list[tuple[str, argparse.ArgumentParser]]:  # type: ignore[override]
+        return [(name, self[name]) for name in self]
 
 
 class _FillIn:

@@ -34,7 +34,6 @@ Regexes (``argsPattern``, ``commandRegex``) are RE2 (linear time, see
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -156,6 +155,8 @@ def read_policy_file(path: Path, tier: int) -> list[Rule]:
         raise PolicyError(f"policy file {path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_POLICY_BYTES:
         raise PolicyError(f"policy file {path}: larger than {MAX_POLICY_BYTES // 1024} KiB; not read")
+    import tomllib  # here: a run without policy files (most -p calls) does not pay for it
+
     try:
         raw = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:

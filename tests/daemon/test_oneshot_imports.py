@@ -16,7 +16,9 @@ from .conftest import info
 NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",
          "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn")
 THIN_NEVER = NEVER + ("google", "httpx", "httpx2", "h11", "gemini_split.server", "gemini_split_loopback", "rich",
-                      "importlib.metadata", "gemini_split.client.profiles")
+                      "importlib.metadata", "gemini_split.client.profiles",
+                      # Policy files are TOML: read only when there are some (the test has none).
+                      "tomllib")
 EMBEDDED_NEVER = NEVER + ("gemini_split_unix",)
 
 

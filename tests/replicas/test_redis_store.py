@@ -157,3 +157,31 @@ async def test_many_relays_blocked_in_xread_do_not_hold_up_writes(redis_server, 
         finally:
             await store.aclose()
     assert got == [['{"seq":1}']]
+
+
+async def test_a_session_does_not_wait_for_the_events_another_session_queued(redis_server):
+    """A turn's durable calls wait for that session's own queued events,
+    not for the whole queue (1,000 sessions streaming at once)."""
+    store = RedisStore(redis_server.url_with_prefix())
+    with trio.fail_after(20):
+        await store.open()
+        try:
+            await store.create(record("s-a"))
+            await store.create(record("s-b"))
+            gate = trio.Event()
+            write_batch = store._write_batch
+
+            async def held(batch):  # s-a's writes are slow to land
+                if any(sid == "s-a" for sid, _ in batch):
+                    await gate.wait()
+                await write_batch(batch)
+
+            store._write_batch = held
+            store.append_events("s-a", events(1, 3))
+            with trio.fail_after(5):  # before: until s-a's batch landed, i.e. never
+                await store.set_running("s-b", "r-1", updated=time.time())
+                assert (await store.get("s-b")).running_request == "r-1"
+            gate.set()
+            assert [e.seq for e in await store.events_after("s-a", 0)] == [1, 2, 3]  # s-a's reads wait
+        finally:
+            await store.aclose()

@@ -25,9 +25,11 @@ Writing. :meth:`append_events` only queues; one Trio task (a system task, so
 it lives as long as the store, not as any one connection) writes what is
 queued in one round trip per batch (a Lua script: XADD each event unless it
 is already there, move ``floor`` up past what exceeds ``replay_capacity``,
-``XTRIM MAXLEN ~`` the rest). Every other call first waits until what was
-queued before it is written — that gives the contract's order and
-read-your-writes.
+``XTRIM MAXLEN ~`` the rest). Every other call on a session first waits until
+the events of *that session* queued before it are written — that gives the
+contract's order and read-your-writes without making one session's turn
+wait for the whole queue of a thousand others (listing and expiry wait for
+everything queued).
 
 When Redis cannot be reached, appended events stay queued (at most
 ``buffer_limit`` of them) and are written when it is back; the failure is
@@ -111,12 +113,14 @@ redis.call('HSET', KEYS[1], 'last_seq', last, 'floor', floor, 'kept', kept)
 return last
 """
 
-# KEYS: hash, owner zset, all zset. ARGV: updated, then field/value pairs to
-# set; a value of "\\0del" deletes the field. Returns 0 when there is no
-# such session (nothing is written).
+# KEYS: hash, all zset. ARGV: updated, the owner zsets' key prefix, then
+# field/value pairs to set; a value of "\\0del" deletes the field. Returns 0
+# when there is no such session (nothing is written). The owner's zset is
+# named from the hash (one round trip, not a read first); like the other
+# keys it lies under the store's prefix.
 _UPDATE = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   if ARGV[i + 1] == '\\0del' then
     redis.call('HDEL', KEYS[1], ARGV[i])
   else
@@ -124,8 +128,9 @@ for i = 2, #ARGV, 2 do
   end
 end
 if ARGV[1] ~= '' then
-  redis.call('ZADD', KEYS[2], ARGV[1], redis.call('HGET', KEYS[1], 'id'))
-  redis.call('ZADD', KEYS[3], ARGV[1], redis.call('HGET', KEYS[1], 'id'))
+  local id = redis.call('HGET', KEYS[1], 'id')
+  redis.call('ZADD', ARGV[2] .. redis.call('HGET', KEYS[1], 'owner'), ARGV[1], id)
+  redis.call('ZADD', KEYS[2], ARGV[1], id)
 end
 return 1
 """
@@ -177,6 +182,10 @@ class RedisStore(SessionStore):
         #: Events handed to the writer and not yet confirmed written.
         self._appended = 0
         self._written = 0
+        #: Per session with events not written yet: the last seq queued,
+        #: and the last seq written.
+        self._queued_upto: dict[str, int] = {}
+        self._written_upto: dict[str, int] = {}
         self._progress = trio.Event()
         self._wake = trio.Event()
         self._closing = trio.Event()
@@ -286,12 +295,23 @@ class RedisStore(SessionStore):
     def append_events(self, session_id: str, events: Sequence[StoredEvent]) -> None:
         for event in events:
             self._pending.append((session_id, event))
+        if events:
+            self._queued_upto[session_id] = max(self._queued_upto.get(session_id, 0), events[-1].seq)
         self._appended += len(events)
         while len(self._pending) > self.buffer_limit:
-            lost_session, _ = self._pending.popleft()
+            lost_session, lost = self._pending.popleft()
             self._written += 1  # counted as done: it will never be written
+            self._done_upto(lost_session, lost.seq)
             self.overflowed.add(lost_session)
         self._wake.set()
+
+    def _done_upto(self, session_id: str, seq: int) -> None:
+        """The session's events up to ``seq`` are written (or lost)."""
+        if seq >= self._queued_upto.get(session_id, 0):
+            self._queued_upto.pop(session_id, None)
+            self._written_upto.pop(session_id, None)
+        else:
+            self._written_upto[session_id] = max(self._written_upto.get(session_id, 0), seq)
 
     async def _writer(self) -> None:
         while True:
@@ -321,6 +341,8 @@ class RedisStore(SessionStore):
             self._write_error = None
             self._attempts += 1
             self._written += len(batch)
+            for session_id, event in batch:
+                self._done_upto(session_id, event.seq)
             self._notify()
 
     async def _write_batch(self, batch: list[tuple[str, StoredEvent]]) -> None:
@@ -345,12 +367,15 @@ class RedisStore(SessionStore):
         self._progress.set()
         self._progress = trio.Event()
 
-    async def _wait_written(self, target: int) -> None:
-        """Wait until ``target`` events are written. While Redis is down,
-        one more attempt is made at once and its failure raised: a caller
-        learns quickly, and learns nothing stale once Redis is back."""
+    async def _wait_written(self, target: int, session_id: str | None = None) -> None:
+        """Wait until ``target`` events are written — or, for
+        ``session_id``, until its events up to seq ``target`` are. While
+        Redis is down, one more attempt is made at once and its failure
+        raised: a caller learns quickly, and learns nothing stale once
+        Redis is back."""
         retried_at: int | None = None
-        while self._written < target:
+        while (self._written < target if session_id is None else
+               session_id in self._queued_upto and self._written_upto.get(session_id, 0) < target):
             if self._done.is_set():
                 raise StoreError(f"{self.name}: the store is closed")
             if self._write_error is not None:
@@ -361,10 +386,14 @@ class RedisStore(SessionStore):
                     self._retry_now.set()
             await self._progress.wait()
 
-    async def _sync(self) -> None:
-        """Wait until every event appended before this call is written."""
-        if self._written < self._appended:
-            await self._wait_written(self._appended)
+    async def _sync(self, session_id: str | None = None) -> None:
+        """Wait until every event appended before this call is written (of
+        ``session_id`` only, if given)."""
+        if session_id is None:
+            if self._written < self._appended:
+                await self._wait_written(self._appended)
+        elif session_id in self._queued_upto:
+            await self._wait_written(self._queued_upto[session_id], session_id)
 
     async def flush(self) -> None:
         await self._sync()
@@ -385,7 +414,7 @@ class RedisStore(SessionStore):
         return trio.current_time() - start
 
     async def create(self, record: SessionRecord) -> None:
-        await self._sync()
+        await self._sync(record.id)
         fields = self._fields(record)
         fields.update(floor="0", kept="0")
         h = self.key(record.id, "s")
@@ -407,7 +436,7 @@ class RedisStore(SessionStore):
         return fields
 
     async def get(self, session_id: str) -> SessionRecord | None:
-        await self._sync()
+        await self._sync(session_id)
         async with self._command("read a session"):
             fields = await self.client.hgetall(self.key(session_id, "s"))
         if not fields:
@@ -444,7 +473,7 @@ class RedisStore(SessionStore):
         return out
 
     async def delete(self, session_id: str) -> bool:
-        await self._sync()
+        await self._sync(session_id)
         h = self.key(session_id, "s")
         async with self._command("delete a session"):
             owner = await self.client.hget(h, "owner")
@@ -457,17 +486,12 @@ class RedisStore(SessionStore):
             return bool(await deleted)
 
     async def _update(self, session_id: str, updated: float | None, fields: dict[str, str]) -> None:
-        await self._sync()
-        args = ["" if updated is None else _float(updated)]
+        await self._sync(session_id)
+        args = ["" if updated is None else _float(updated), self._owner_key("")]
         for name, value in fields.items():
             args += [name, value]
         async with self._command("update a session"):
-            await self._update_script(
-                keys=[self.key(session_id, "s"), self._owner_key(await self._owner(session_id)), self._all_key],
-                args=args)
-
-    async def _owner(self, session_id: str) -> str:
-        return await self.client.hget(self.key(session_id, "s"), "owner") or ""
+            await self._update_script(keys=[self.key(session_id, "s"), self._all_key], args=args)
 
     async def save_turn(self, session_id: str, *, history: list[dict[str, Any]], updated: float, turns: int,
                         title: str | None = None, model: str | None = None,
@@ -489,7 +513,7 @@ class RedisStore(SessionStore):
         await self._update(session_id, None, {"token_hash": token_hash})
 
     async def events_after(self, session_id: str, last_seq: int, limit: int | None = None) -> list[StoredEvent] | None:
-        await self._sync()
+        await self._sync(session_id)
         async with self._command("read events"):
             async with self.client.pipeline(transaction=True) as pipe:
                 head = pipe.hmget(self.key(session_id, "s"), ["id", "floor"])
@@ -501,7 +525,7 @@ class RedisStore(SessionStore):
         return [_event(row) for row in rows]
 
     async def event_marks(self, session_id: str) -> list[EventMark] | None:
-        await self._sync()
+        await self._sync(session_id)
         async with self._command("read event marks"):
             async with self.client.pipeline(transaction=True) as pipe:
                 head = pipe.hmget(self.key(session_id, "s"), ["id", "floor"])

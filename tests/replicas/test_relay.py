@@ -33,6 +33,7 @@ from gemini_split.testing import redis_server as rs
 from gemini_split.transport import ServeOptions, get_transport
 
 from ..attach.test_attach_server import hello
+from ..grpc.conftest import third_party  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.skipif(not rs.available(), reason=rs.MISSING), pytest.mark.timeout(60)]
 
@@ -200,3 +201,28 @@ async def test_a_client_joining_mid_answer_through_the_relay_gets_every_event_on
     assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
     assert any(not e.replayed for e in got)  # some of it came live
     assert all(e.replayed for e in got if e.seq <= connected.last_seq)
+
+
+async def test_a_grpc_stream_on_another_replica_continues_a_session_the_runner_keeps(redis_server, third_party):
+    """The gRPC face is a native client of its own service: a stream on B
+    naming a session A runs (a client is attached there) is relayed, and
+    its prompt runs on A."""
+    import grpc
+
+    from ..grpc.helpers import chat, start
+
+    script = [{"text": "first answer"}, {"text": "second answer, on the runner"}]
+    async with two_replicas(redis_server, script) as ((_, service_b), (at_a, _)):
+        async with trio.open_nursery() as nursery:
+            grpc_b = await nursery.start(get_transport("grpc://x").serve, "grpc://127.0.0.1:0",
+                                         service_b.handle_connection, ServeOptions())
+            async with hello(at_a, label="laptop") as (local, first):
+                await _turn(local, "first")
+                outcome = await chat(third_party, grpc_b, [start(third_party, "second", session_id=first.session_id)])
+                seen_local = await local.receive_until(lambda m: isinstance(m, Finished))
+            nursery.cancel_scope.cancel()
+    assert outcome.code == grpc.StatusCode.OK, (outcome.code, outcome.details)
+    assert outcome.text() == "second answer, on the runner"
+    assert outcome.responses[0].session_info.session_id == first.session_id
+    # The local client saw the relayed prompt run (where the session runs).
+    assert any(isinstance(e, RequestStarted) and e.prompt == "second" for e in seen_local)

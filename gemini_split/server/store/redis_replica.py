@@ -122,6 +122,8 @@ class Replica:
         self.on_command: Callable[[Command], Awaitable[None]] | None = None
         #: The relays running here (their ids), listed in Redis for runners.
         self.relays: set[str] = set()
+        #: Relays ended whose removal from that list failed (Redis away).
+        self._unlist: set[str] = set()
         #: On this replica as a runner: the clients relayed to it, by
         #: (session id, relay id).
         self.relayed: dict[tuple[str, str], RelayedClient] = {}
@@ -197,14 +199,19 @@ class Replica:
     # --- relayed clients ---------------------------------------------------------------
 
     async def _list_relays(self) -> None:
-        """Rewrite this replica's list of relays (they expire with it)."""
+        """Keep this replica's list of relays (it expires with the replica):
+        add the running ones again, take out those whose removal failed.
+        Never rewritten whole: a relay listing itself meanwhile stays."""
         key = self.relays_key(self.id)
+        gone = set(self._unlist)
         async with self.store._command("list relays"):
             async with self.store.client.pipeline(transaction=True) as pipe:
-                pipe.delete([key])
+                if gone:
+                    pipe.srem(key, list(gone))
                 if self.relays:
                     pipe.sadd(key, list(self.relays))
                     pipe.pexpire(key, self._ttl_ms * 2)
+        self._unlist -= gone
 
     async def relay_started(self, relay_id: str) -> None:
         """List a relay before it joins (a runner checking meanwhile finds it)."""
@@ -217,11 +224,16 @@ class Replica:
 
     async def relay_ended(self, holder: str, session_id: str, relay_id: str) -> None:
         """Unlist a relay and tell the runner its client left. Errors are
-        logged: the runner finds out at its next check."""
+        logged: the next renewal unlists it, and the runner then drops it."""
         self.relays.discard(relay_id)
         try:
             async with self.store._command("unlist a relay"):
                 await self.store.client.srem(self.relays_key(self.id), [relay_id])
+        except StoreError as exc:
+            self._unlist.add(relay_id)
+            log.warning("%s; the runner of %s drops the relayed client by itself", exc, session_id)
+            return
+        try:
             await self.send(holder, session_id, "leave", relay=relay_id)
         except StoreError as exc:
             log.warning("%s; the runner of %s drops the relayed client by itself", exc, session_id)

@@ -13,10 +13,15 @@ Two guards, one inside the other:
 
 Tests with a ``MockClock`` (``autojump_clock``) are left to pytest-timeout:
 their clock jumps ahead of any Trio deadline on purpose.
+
+And one economy: compiled bytecode is kept even where
+``PYTHONDONTWRITEBYTECODE`` is set (see ``_keep_bytecode``).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 from functools import partial
 
 import pytest
@@ -52,6 +57,33 @@ def _run_with_deadline(seconds: float):
         return trio.run(partial(_under_deadline, seconds, fn), *args, instruments=instruments)
 
     return run
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _keep_bytecode(config)
+
+
+def _keep_bytecode(config: pytest.Config) -> None:
+    """Where ``PYTHONDONTWRITEBYTECODE`` is set, nothing is ever compiled
+    once: every test process recompiles every test module it collects (about
+    4 of its 7 s of CPU) and every ``gemini-split`` process the tests start
+    recompiles whatever of the program has no ``.pyc`` yet. So the suite
+    keeps bytecode after all, but out of the source tree as the setting
+    asks: under pytest's own cache (``.pytest_cache/d/pycache``), through
+    ``PYTHONPYCACHEPREFIX``, for this process and every process it starts
+    (xdist workers, servers, clients). A ``PYTHONPYCACHEPREFIX`` the user
+    chose is kept."""
+    if not (sys.flags.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")):
+        return
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+    if not prefix:
+        if config.cache is None:  # -p no:cacheprovider: nowhere of pytest's to put it
+            return
+        prefix = str(config.cache.mkdir("pycache"))
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = prefix
 
 
 @pytest.hookimpl(trylast=True)

@@ -13,6 +13,7 @@ import pytest
 
 from gemini_split.testing.fake_gemini import FakeGemini
 
+from ..inprocess import cli
 from .helpers import API_KEY, Sandbox
 
 pytestmark = pytest.mark.timeout(60)
@@ -27,9 +28,8 @@ SCRIPT = [
 def _run(box: Sandbox, fake: FakeGemini, stderr_tty: bool, *args: str) -> tuple[str, str]:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))},
            **box.environ(fake)}
-    if not stderr_tty:
-        done = subprocess.run([sys.executable, "-m", "gemini_split", "-p", "go", *args], cwd=box.project, env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=50)
+    if not stderr_tty:  # a pipe: in this process (tests/inprocess.py), whose streams are no terminal
+        done = cli(["-p", "go", *args], environ=env, cwd=box.project)
         return done.stdout, done.stderr
     leader, follower = pty.openpty()
     try:

@@ -81,18 +81,16 @@ def test_bang_runs_a_command_here_and_the_model_gets_its_output(start_repl, work
 
 def test_one_shot_attaches_at_paths_too(tmp_path, workdir):  # noqa: F811
     import json
-    import subprocess
-    import sys
 
+    from ..inprocess import cli
     from .test_repl import _environ
 
     (workdir / ".gitignore").write_text("secret.txt\n")
     (workdir / "secret.txt").write_text("TOP SECRET\n")
     script = tmp_path / "s.json"
     script.write_text(json.dumps([]))
-    done = subprocess.run([sys.executable, "-m", "gemini_split", "-m", f"scripted:{script}",
-                           "-p", "read @notes.txt and @secret.txt"],
-                          capture_output=True, text=True, env=_environ(tmp_path), cwd=workdir, timeout=30)
+    done = cli(["-m", f"scripted:{script}", "-p", "read @notes.txt and @secret.txt"],
+               environ=_environ(tmp_path), cwd=workdir)
     assert done.returncode == 0, done.stderr
     assert "Content from @notes.txt:\nthe notes" in done.stdout
     assert "TOP SECRET" not in done.stdout
@@ -103,19 +101,16 @@ def test_an_image_is_sent_as_inline_data_to_the_gemini_api(tmp_path, workdir):  
     """Through the real google-genai client, against the fake Gemini server:
     the request body it receives carries the image as inlineData."""
     import base64
-    import subprocess
-    import sys
 
     from gemini_split.testing.fake_gemini import FakeGemini
 
+    from ..inprocess import cli
     from .test_repl import _environ
 
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
     (workdir / "logo.png").write_bytes(png)
     with FakeGemini([{"text": "a logo"}], api_key="k") as fake:
-        done = subprocess.run([sys.executable, "-m", "gemini_split", "-p", "what is @logo.png?"],
-                              capture_output=True, text=True, cwd=workdir, timeout=30,
-                              env=_environ(tmp_path, **fake.env))
+        done = cli(["-p", "what is @logo.png?"], environ=_environ(tmp_path, **fake.env), cwd=workdir)
         body = fake.requests[-1]["body"]
     assert done.returncode == 0, done.stderr
     assert "a logo" in done.stdout

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -22,6 +23,11 @@ from gemini_split.protocol import (
     decode,
     encode,
 )
+
+# Hypothesis draws string constants from every local module loaded: late in a
+# full run (everything imported) on a loaded machine, generation alone has taken
+# over the global 25 s; the examples themselves take well under a second.
+pytestmark = pytest.mark.timeout(120)
 
 CODES = {code.value for code in ErrorCode}
 

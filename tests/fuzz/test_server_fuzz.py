@@ -16,6 +16,11 @@ from tests.websocket.rawframes import BINARY, CLOSE, CONTINUATION, PING, PONG, T
 
 from .live import LIMIT, Client, LiveServer, check_answers, check_still_serving
 
+# Hypothesis draws string constants from every local module loaded: late in a
+# full run (everything imported) on a loaded machine, generation alone has taken
+# over the global 25 s; the examples themselves take well under a second.
+pytestmark = pytest.mark.timeout(120)
+
 
 @pytest.fixture(scope="module")
 def server():

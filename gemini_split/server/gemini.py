@@ -169,16 +169,12 @@ class GeminiModel(Model):
             body["contents"] = contents
             error: Exception | None = None
             try:
-                http_request = self._api._build_request("post", prepared.path, {}, None)
                 pool = self._pool()
                 self._in_flight[pool] += 1
                 try:
                     http = self._pools[pool]
-                    sent = http.build_request(
-                        "POST", self._api._httpx_url(http_request.url, is_async=True),
-                        content=msgspec.json.encode(body), headers=http_request.headers,
-                        timeout=http_request.timeout,
-                    )
+                    sent = http.build_request("POST", prepared.url, content=msgspec.json.encode(body),
+                                              headers=prepared.headers, timeout=prepared.timeout)
                     response = await http.send(sent, stream=True)
                 except BaseException:
                     self._in_flight[pool] -= 1
@@ -219,16 +215,36 @@ class GeminiModel(Model):
         counting earlier hops): the usual shapes read by
         :func:`.gemini_wire.fast_chunks`, together; anything else by
         google-genai's typed layer, which may raise (after what came before
-        it was yielded)."""
+        it was yielded).
+
+        Responses that are one plain text (or thought) part each and came
+        in the same block become one part and one text chunk: they arrived
+        at the same instant, so nobody waits for the joined text; the
+        history would join them anyway (``merge_text_parts``), and the
+        agent loop handles one delta instead of hundreds."""
         hop = state.hop
         batch: list[Chunk] = []
+        run: list[str] = []  # texts of the plain parts just read
+        run_kind: type = TextChunk
         for event in events:
             fast = fast_chunks(event)
             if fast is not None:
                 chunks = fast.chunks
                 hop.observe(content=any(type(c) is PartChunk for c in chunks),
                             finish_reason=fast.finish_reason, token=None, prompt_feedback=False)
+                if len(chunks) == 2:
+                    part, meaning = chunks
+                    kind = type(meaning)
+                    if (kind is TextChunk and len(part.part) == 1) or (
+                            kind is ThoughtChunk and len(part.part) == 2 and part.part.get("thought") is True):
+                        if run and kind is not run_kind:
+                            _close_run(batch, run, run_kind)
+                        run.append(meaning.text)
+                        run_kind = kind
+                        continue
             else:
+                if run:
+                    _close_run(batch, run, run_kind)
                 if batch:
                     yield batch
                     batch = []
@@ -242,9 +258,13 @@ class GeminiModel(Model):
                     finish_reason=candidate.finish_reason if candidate else None,
                     token=candidate.continuation_token if candidate else None,
                     prompt_feedback=typed.prompt_feedback is not None)
+            if run:
+                _close_run(batch, run, run_kind)
             if chunks and type(chunks[-1]) is UsageChunk:  # usage is always last
                 chunks[-1] = state.with_usage(chunks[-1])
             batch += chunks
+        if run:
+            _close_run(batch, run, run_kind)
         if batch:
             yield batch
 
@@ -280,7 +300,12 @@ class GeminiModel(Model):
         body.pop("config", None)
         if tools_wire:
             body["tools"] = tools_wire
-        prepared = _Prepared(config_body=body, path=path)
+        # URL, key and headers as google-genai builds them (the same for
+        # every request to this path): built and parsed once.
+        http_request = self._api._build_request("post", path, {}, None)
+        prepared = _Prepared(config_body=body, path=path,
+                             url=httpx.URL(self._api._httpx_url(http_request.url, is_async=True)),
+                             headers=http_request.headers, timeout=http_request.timeout)
         _lru_put(self._prepared_cache, key, prepared)
         return prepared
 
@@ -388,6 +413,16 @@ class SseEvents:
             out.append(chunk)
 
 
+def _close_run(batch: list[Chunk], run: list[str], kind: type) -> None:
+    """Append the part and the text chunk of a run of plain parts' texts
+    (emptied)."""
+    text = "".join(run) if len(run) > 1 else run[0]
+    run.clear()
+    part = {"text": text} if kind is TextChunk else {"text": text, "thought": True}
+    batch.append(PartChunk(part))
+    batch.append(kind(text))
+
+
 def _partial_line(data: bytes) -> bool:
     """Whether ``data`` is at most one line cut before the end of its event
     (before or inside the CR LF CR LF that ends it): holding it back
@@ -417,6 +452,9 @@ _PLACEHOLDER = {"role": "user", "parts": [{"text": "."}]}
 class _Prepared:
     config_body: dict[str, Any]
     path: str
+    url: Any
+    headers: dict[str, str]
+    timeout: float | None
 
 
 def _lru_get(cache: OrderedDict, key: Any) -> Any:

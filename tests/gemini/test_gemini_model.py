@@ -16,7 +16,7 @@ import pytest
 
 from gemini_split.protocol import ToolSpec
 from gemini_split.server.gemini import GeminiModel, _config, _translate_api_error, chunks_of
-from gemini_split.server.model import ModelError, ModelRequest, TextChunk
+from gemini_split.server.model import ModelError, ModelRequest, PartChunk, TextChunk, ThoughtChunk
 from gemini_split.testing.fake_gemini import FakeGemini
 from google.genai import errors as genai_errors
 
@@ -65,9 +65,42 @@ async def new_stream(model: GeminiModel, req: ModelRequest):
     return [chunk async for chunk in model.stream(req)]
 
 
+def joined(chunks: list) -> list:
+    """Adjacent plain text (or thought) parts and their text chunks joined,
+    as GeminiModel joins those that arrive together (the history joins
+    them anyway): the same answer, compared whatever the network's timing."""
+    result: list = []
+    i = 0
+    while i < len(chunks):
+        kind = _pair_kind(chunks, i)
+        if kind is None:
+            result.append(chunks[i])
+            i += 1
+            continue
+        texts = []
+        while _pair_kind(chunks, i) is kind:
+            texts.append(chunks[i + 1].text)
+            i += 2
+        text = "".join(texts)
+        result += [PartChunk({"text": text} if kind is TextChunk else {"text": text, "thought": True}), kind(text)]
+    return result
+
+
+def _plain(chunk) -> dict:
+    return {"text": chunk.text} if type(chunk) is TextChunk else {"text": chunk.text, "thought": True}
+
+
+def _pair_kind(chunks: list, i: int):
+    """TextChunk or ThoughtChunk when chunks[i:i+2] is a plain part and its meaning."""
+    if i + 1 < len(chunks) and type(chunks[i]) is PartChunk and type(chunks[i + 1]) in (TextChunk, ThoughtChunk) \
+            and chunks[i].part == _plain(chunks[i + 1]):
+        return type(chunks[i + 1])
+    return None
+
+
 async def outcome(fn, model, req):
     try:
-        return "ok", await fn(model, req)
+        return "ok", joined(await fn(model, req))
     except ModelError as exc:
         # The transport errors' wording is ours in both: compare what the loop uses.
         return "error", (type(exc).__name__, exc.status, exc.retryable, exc.retry_after,
@@ -219,3 +252,15 @@ async def test_many_concurrent_requests_spread_over_connection_pools_and_one_use
             assert len(model._pools) == 3 and sorted(model._in_flight) == [2, 64, 64]
     assert texts == ["slow"] * n
     assert model._in_flight == [0, 0, 0]
+
+
+@pytest.mark.timeout(30)
+async def test_text_that_arrives_together_is_one_chunk_and_text_that_arrives_apart_is_not():
+    long = {"text": "".join(f"w{i} " for i in range(2000)), "chunks": 2000}
+    apart = {"text": "one two three", "chunks": 3, "chunk_delay": 0.3}
+    with FakeGemini([long, apart], api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+        together = [c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk)]
+        spaced = [c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk)]
+    assert "".join(together) == long["text"] and len(together) < 100  # a few blocks, not 2,000 chunks
+    assert spaced == ["one ", "two ", "three"]  # nothing waits for what comes later

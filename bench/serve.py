@@ -13,7 +13,9 @@ one Trio run.
       small model chunks; protocol messages/s and model chunks/s (the server
       merges adjacent deltas while the client lags, so messages <= chunks);
   (c) N concurrent clients (``--clients``, default 100 then 1,000), each
-      connected first, then all running one streamed turn at once:
+      connected first (after one warm-up turn of another client: a running
+      daemon has served requests before), then all running one streamed
+      turn at once:
       completions, p50/p99 TTFD, the daemon's peak RSS (VmHWM), the CPU each
       process used (to see which one is the bottleneck);
   (d) a one-shot thin client process ``python -m gemini_split --server ws://…
@@ -609,6 +611,13 @@ async def run_concurrent(workspace: Path, url: str, n: int, expected: str, *, co
     }
 
 
+async def warm_up(workspace: Path, url: str) -> None:
+    rec = Recorder()
+    async with open_client(ClientSettings(workspace=workspace, server=url), on_event=rec.on_event) as client:
+        _, _, outcome = await timed_turn(client, rec, "warm up")
+        check_outcome(outcome, "(c) warm-up turn")
+
+
 def measure_concurrency(workdir: Path, workspace: Path, fake: FakeGeminiProcess, backend: str, n: int,
                         *, connect_parallel: int, timeout: float) -> dict:
     if backend == FAKE:
@@ -616,12 +625,16 @@ def measure_concurrency(workdir: Path, workspace: Path, fake: FakeGeminiProcess,
         if left:
             print(f"  note: {left} turns were left in the fake's script", file=sys.stderr)
         fake.forget_requests()
-        fake.add_turns([CONCURRENT_TURN] * n)
+        fake.add_turns([TTFD_TURN] + [CONCURRENT_TURN] * n)
         daemon = Daemon(workdir, fake.url, FAKE, name=f"daemon-c{n}-fake")
     else:
-        daemon = Daemon(workdir, fake.url, SCRIPTED, [{**CONCURRENT_TURN, "chunk_delay": 1e-9}] * n,
+        daemon = Daemon(workdir, fake.url, SCRIPTED, [TTFD_TURN] + [{**CONCURRENT_TURN, "chunk_delay": 1e-9}] * n,
                         name=f"daemon-c{n}-scripted")
     try:
+        # A running server is warm: one turn first (google-genai builds its
+        # pydantic schemas on a process's first request, ~0.3 s of CPU that
+        # every session of the burst would otherwise wait behind).
+        trio.run(warm_up, workspace, daemon.url)
         idle_mb = daemon.rss_mb()
         cpu = {"daemon": cpu_seconds(daemon.pid), "fake": cpu_seconds(fake.pid), "bench": self_cpu_seconds()}
         at_peak: dict[str, float] = {}

@@ -64,6 +64,7 @@ async def test_a_shell_command_is_summed_up_by_its_exit_status_and_first_lines(t
     with FakeGemini(script) as fake:
         async with grpc_server(fake, server_tools=tools, extra={"server_tools": True}) as (_, address):
             outcome = await chat(tp, address, [start(tp, "count", approval_mode=tp.pb2.AUTO_APPROVE)])
+    assert outcome.code == grpc.StatusCode.OK, outcome.details
     ended = next(r.tool_ended for r in outcome.responses if r.WhichOneof("response") == "tool_ended")
     summary = ended.result_summary
     assert summary.startswith("exit status 3\nline 1\n"), outcome.responses

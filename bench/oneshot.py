@@ -6,8 +6,9 @@ Against a local fake Gemini server (real REST wire format), for
   (a) a 50-chunk streamed text answer, and
   (b) one ``read_file`` round trip (two model calls, the tool run locally),
 
-measured side by side in one run (machines here vary about 2x from day to
-day, so every goal is a ratio to a floor measured now):
+measured side by side in one run, the cases taking turns run by run
+(machines here vary about 2x from day to day, and a shared machine's load
+drifts within a run, so every goal is a ratio to a floor measured beside it):
 
 * the import floors: ``python -c pass`` and ``python -c "import trio"``;
 * ``gemini-split -p`` through the local daemon (``GEMINI_SERVER_MODE=local``;
@@ -116,6 +117,28 @@ def run_case(name: str, turns: list[dict] | None, cmd: list[str], runs: int, wor
             "cpu_s": statistics.median(cpus), "wall_min_s": min(walls), "wall_max_s": max(walls)}
 
 
+def run_cases(cases: list[tuple[str, list[dict] | None, list[str], dict[str, str]]], runs: int, workdir: str,
+              fake: FakeGemini) -> list[dict]:
+    """Every case once per round, ``runs + 1`` rounds (the first not
+    counted): a machine whose load drifts during the benchmark disturbs
+    every case alike, so the ratios between them stay fair."""
+    samples: dict[str, list[tuple[float, float, float]]] = {name: [] for name, *_ in cases}
+    for i in range(runs + 1):
+        for name, turns, cmd, env in cases:
+            if turns:
+                fake.add_turns(turns)
+            sample = measure(cmd, env, workdir)
+            if i:
+                samples[name].append(sample)
+    results = []
+    for name, *_ in cases:
+        walls, rss, cpus = zip(*samples[name])
+        results.append({"case": name, "runs": runs, "wall_s": statistics.median(walls),
+                        "rss_mb": statistics.median(rss), "cpu_s": statistics.median(cpus),
+                        "wall_min_s": min(walls), "wall_max_s": max(walls)})
+    return results
+
+
 def gemini_cli_available() -> bool:
     if shutil.which("npx") is None:
         return False
@@ -147,17 +170,16 @@ def main() -> None:
         local = dict(env, GEMINI_SERVER_MODE="local")
         subprocess.run([*gs, "daemon", "start"], env=local, check=True, capture_output=True)
         try:
-            case = lambda name, turns, cmd, e=env: run_case(name, turns, cmd, args.runs, workdir, fake, e)  # noqa: E731
-            results = [
-                case("floor: python -c pass", None, [py, "-c", "pass"]),
-                case("floor: python -c 'import trio'", None, [py, "-c", "import trio"]),
-                case("(a) 50-chunk text: -p via local daemon", [TEXT_TURN], [*gs, "-p", "count"], local),
-                case("(a) 50-chunk text: -p embedded", [TEXT_TURN], [*gs, "-p", "count"]),
-                case("(a) 50-chunk text: google-genai script", [TEXT_TURN], [py, "-c", FLOOR_TEXT]),
-                case("(b) read_file round trip: -p via local daemon", TOOL_TURNS, [*gs, "-p", "read notes.txt"], local),
-                case("(b) read_file round trip: -p embedded", TOOL_TURNS, [*gs, "-p", "read notes.txt"]),
-                case("(b) read_file round trip: google-genai script", TOOL_TURNS, [py, "-c", FLOOR_TOOL]),
-            ]
+            results = run_cases([
+                ("floor: python -c pass", None, [py, "-c", "pass"], env),
+                ("floor: python -c 'import trio'", None, [py, "-c", "import trio"], env),
+                ("(a) 50-chunk text: -p via local daemon", [TEXT_TURN], [*gs, "-p", "count"], local),
+                ("(a) 50-chunk text: -p embedded", [TEXT_TURN], [*gs, "-p", "count"], env),
+                ("(a) 50-chunk text: google-genai script", [TEXT_TURN], [py, "-c", FLOOR_TEXT], env),
+                ("(b) read_file round trip: -p via local daemon", TOOL_TURNS, [*gs, "-p", "read notes.txt"], local),
+                ("(b) read_file round trip: -p embedded", TOOL_TURNS, [*gs, "-p", "read notes.txt"], env),
+                ("(b) read_file round trip: google-genai script", TOOL_TURNS, [py, "-c", FLOOR_TOOL], env),
+            ], args.runs, workdir, fake)
             skipped = "npx or the package is not available"
             if not args.no_gemini_cli and gemini_cli_available():
                 # A home of its own: the key and endpoint from the environment,
@@ -167,9 +189,9 @@ def main() -> None:
                 Path(cli_home, ".gemini", "settings.json").write_text(json.dumps(
                     {"security": {"auth": {"selectedType": "gemini-api-key"}}, "selectedAuthType": "gemini-api-key"}))
                 try:
-                    results.append(case("(a) 50-chunk text: gemini-cli 0.61 -p", [TEXT_TURN],
-                                        ["npx", "-y", GEMINI_CLI, "-p", "count"],
-                                        dict(env, HOME=str(cli_home), GEMINI_CLI_TRUST_WORKSPACE="true")))
+                    results.append(run_case("(a) 50-chunk text: gemini-cli 0.61 -p", [TEXT_TURN],
+                                            ["npx", "-y", GEMINI_CLI, "-p", "count"], args.runs, workdir, fake,
+                                            dict(env, HOME=str(cli_home), GEMINI_CLI_TRUST_WORKSPACE="true")))
                     skipped = ""
                 except SystemExit as exc:
                     skipped = f"it failed: {str(exc)[:200]}"

@@ -103,6 +103,8 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
     )
     if server is not None and server.startswith("unix:"):
         settings.caller = local_caller(env, settings.model)
+    if server is not None and _names_local_daemon(server_arg, env):
+        settings.restart_server = lambda: _local_daemon_address(env)
     if settings.tools == "server" and server is None:
         raise ConfigurationError("--tools server needs --server: the embedded server runs no tools of its own")
     if settings.project is not None and settings.tools != "server":
@@ -315,6 +317,14 @@ def resolve_server_address(value: str | None, env: Environment) -> str | None:
             raise ConfigurationError("GEMINI_SERVER_MODE=remote needs GEMINI_SERVER_HOST")
         return f"{scheme}://{host}:{port}"
     raise ConfigurationError(f"GEMINI_SERVER_MODE={mode!r}: use embedded, local or remote")
+
+
+def _names_local_daemon(server_arg: str | None, env: Environment) -> bool:
+    """Whether the server is the local daemon (``--server local``, or
+    ``GEMINI_SERVER_MODE=local`` with no ``--server``)."""
+    if server_arg:
+        return server_arg == "local"
+    return (env.environ.get("GEMINI_SERVER_MODE") or "").strip().lower() == "local"
 
 
 def _local_daemon_address(env: Environment) -> str:

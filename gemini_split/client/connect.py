@@ -119,6 +119,10 @@ class ClientSettings:
     #: ``protocol.Caller``), sent only to a server that the transport proved
     #: runs as our own user (``MessageStream.same_user``); None: send none.
     caller: Any = None
+    #: The local daemon (``--server local``): called (in a thread) when the
+    #: first connection is refused — the daemon died after it was found —
+    #: to start it again; returns its address. None: no second try.
+    restart_server: Callable[[], str] | None = None
     #: ``--approval-mode reject_dangerous``: never ask, refuse what would
     #: need approval (``approval_mode`` is then ``default``), here and on
     #: a server that runs the tools.
@@ -179,7 +183,16 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
             if address is None:
                 address = await nursery.start(_serve_embedded, settings.embedded)
             transport = get_transport(address)
-            stream = await transport.open_connection(address, settings.connect)
+            try:
+                stream = await transport.open_connection(address, settings.connect)
+            except ConnectFailed:
+                if settings.restart_server is None:
+                    raise
+                # The local daemon went between finding it and connecting:
+                # start it again (once) and connect to the new one.
+                address = await trio.to_thread.run_sync(settings.restart_server)
+                transport = get_transport(address)
+                stream = await transport.open_connection(address, settings.connect)
 
             async def reopen() -> MessageStream:
                 return await transport.open_connection(address, settings.connect)

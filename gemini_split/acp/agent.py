@@ -530,8 +530,8 @@ class AcpAgent:
         if peer in session.subscribers:
             return
         replay = peer.state.get("replay")
-        if replay and any(v is not None for v in replay.values()):
-            for params in session.ring.replay(**replay):
+        if replay is not None:
+            for params in session.ring.replay(replay):
                 await peer.notify("session/update", params)
         session.subscribe(peer)
 

@@ -13,7 +13,9 @@ sessions, stored the same way.
 - **Late joiners.** Each session keeps its last ``ring_capacity`` (2000)
   ``session/update``\\ s. Connecting with ``?sessionId=ID`` joins that session
   at once; ``limit=N`` (the last N whole turns), ``since=MS``, ``before=MS``
-  (Unix ms) choose what is replayed to a joining connection first.
+  (Unix ms) choose what is replayed to a joining connection first: read and
+  decided exactly as the native listener's ``?limit=&since=&before=``
+  (``server/replay.py``: one implementation, the same refusals).
 - **Tools** are the prompting client's: ``fs/read_text_file``,
   ``fs/write_text_file``, ``terminal/*`` when it advertises them, confined
   to the ``cwd`` it gave (judged on the path: the files are on its
@@ -41,12 +43,14 @@ import trio
 
 from gemini_split.client.approval_mode import ApprovalMode
 from gemini_split.client.connect import ClientSettings
+from gemini_split.protocol import RemoteProtocolError
+from gemini_split.server.replay import replay_from_query
 from gemini_split.transport import ConnectOptions, Principal, ServeOptions, get_transport
 
 from . import jsonrpc
 from .agent import AcpAgent, AcpSession
 from .peer import RpcPeer
-from .ring import DEFAULT_CAPACITY, parse_replay_query
+from .ring import DEFAULT_CAPACITY
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +113,8 @@ async def _serve_connection(agent: AcpAgent, stream: Any, max_message_size: int)
     peer = RpcPeer(stream, agent.handle, max_message_size=max_message_size)
     query: dict[str, str] = getattr(stream, "query", None) or {}
     try:
-        peer.state["replay"] = parse_replay_query(query)
-    except ValueError as exc:
+        peer.state["replay"] = replay_from_query(query)
+    except RemoteProtocolError as exc:
         await peer.notify_error(jsonrpc.RpcError(jsonrpc.INVALID_PARAMS, f"replay query: {exc}"))
     wanted = query.get("sessionId")
     if wanted:

@@ -8,7 +8,9 @@ import pytest
 
 from gemini_split.acp import jsonrpc
 from gemini_split.acp.jsonrpc import Invalid, Request, Response
-from gemini_split.acp.ring import Ring, parse_replay_query
+from gemini_split.acp.ring import Ring
+from gemini_split.protocol import ErrorCode, RemoteProtocolError, Replay
+from gemini_split.server.replay import replay_from_query
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -57,19 +59,28 @@ def test_limit_replays_the_last_whole_turns_and_never_a_cut_one():
                                         ("u3", True), ("a3", False)]):
         ring.append(text, user_turn=starts, now_ms=1000 + i)
     # u1, a1 left the ring; u2's turn is whole (u2 a2 a2b), u3's too.
-    assert ring.replay() == ["u2", "a2", "a2b", "u3", "a3"]
-    assert ring.replay(limit=1) == ["u3", "a3"]
-    assert ring.replay(limit=2) == ["u2", "a2", "a2b", "u3", "a3"]
+    assert ring.replay(Replay()) == ["u2", "a2", "a2b", "u3", "a3"]
+    assert ring.replay(Replay(limit=1)) == ["u3", "a3"]
+    assert ring.replay(Replay(limit=2)) == ["u2", "a2", "a2b", "u3", "a3"]
     ring.append("a3b", now_ms=1007)  # u2 leaves: its turn is no longer whole
-    assert ring.replay(limit=5) == ["u3", "a3", "a3b"]
-    assert ring.replay(since=1005) == ["a3", "a3b"]
-    assert ring.replay(before=1005) == ["a2", "a2b"]
-    assert ring.replay(limit=0) == []
+    assert ring.replay(Replay(limit=5)) == ["u3", "a3", "a3b"]
+    assert ring.replay(Replay(since=1005)) == ["a3", "a3b"]
+    assert ring.replay(Replay(before=1005)) == ["a2", "a2b"]
+    assert ring.replay(Replay(limit=0)) == []
+    # The time window first, then the last turns that start in it (as the
+    # native protocol's late joiners: plan_replay decides both).
+    assert ring.replay(Replay(since=1004, limit=1)) == ["u3", "a3", "a3b"]
+    assert ring.replay(Replay(before=1005, limit=1)) == []
 
 
-def test_replay_query_values_are_checked():
-    assert parse_replay_query({"limit": "2", "since": "", "x": "y"}) == {"limit": 2, "since": None, "before": None}
-    with pytest.raises(ValueError, match="limit"):
-        parse_replay_query({"limit": "many"})
-    with pytest.raises(ValueError, match="negative"):
-        parse_replay_query({"before": "-1"})
+def test_the_ring_takes_the_native_listeners_query():
+    ring = Ring()
+    ring.append("u1", user_turn=True, now_ms=1000)
+    ring.append("a1", now_ms=1001)
+    ring.append("u2", user_turn=True, now_ms=1002)
+    assert ring.replay(replay_from_query({"limit": "1", "sessionId": "s-1"})) == ["u2"]
+    assert replay_from_query({"sessionId": "s-1"}) is None
+    for bad in ({"limit": "many"}, {"before": "-1"}, {"since": "99999999999999999999"}):
+        with pytest.raises(RemoteProtocolError, match=next(iter(bad))) as caught:
+            replay_from_query(bad)
+        assert caught.value.code == ErrorCode.INVALID_FIELD

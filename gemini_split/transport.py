@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -129,6 +129,17 @@ class MessageStream(ABC):
 
     @abstractmethod
     async def send(self, message: str) -> None: ...
+
+    async def send_many(self, messages: Sequence[str]) -> None:
+        """Send ``messages`` in order, each a whole message, exactly as
+        ``send`` would one after the other (the same errors; on an error,
+        a prefix of them was sent). A transport that can put several
+        messages in one write overrides it (the WebSocket server writes
+        their frames with one ``send()`` call): a server fanning one
+        session out to many clients hands each client's writer whatever
+        its outbox holds."""
+        for message in messages:
+            await self.send(message)
 
     @abstractmethod
     async def receive(self) -> str: ...

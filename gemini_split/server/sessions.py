@@ -66,7 +66,7 @@ from gemini_split.transport import Principal
 
 from .session import LOCAL_OWNER, Session
 from .store import SessionStore, SessionSummary, StoredEvent, hash_token, token_matches
-from .views import AttachPoint, View
+from .views import AttachPoint, View, fan_out_interval
 
 __all__ = ["AttachPoint", "LATEST", "SessionManager", "View", "owner_of"]
 
@@ -344,6 +344,7 @@ class SessionManager:
                     self._unload(session.id)
                     return
                 entry.idle_since = trio.current_time()
+            taken = trio.current_time()
             batch = session.log_events(events)
             session.fan_out(batch)
             if session.views:
@@ -352,6 +353,10 @@ class SessionManager:
                 # (and merges) in the outbox, and a model that outruns even
                 # the fastest view waits once the outbox is full.
                 await session.new_pace().wait()
+                # Many views: no more batches than they can share (views.py).
+                next_batch = taken + fan_out_interval(len(session.views))
+                if next_batch > trio.current_time():
+                    await trio.sleep_until(next_batch)
 
     def _unload(self, session_id: str, *, release: bool = True) -> None:
         entry = self._live.pop(session_id, None)

@@ -33,6 +33,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import struct
+from collections.abc import Sequence
 from typing import Any
 
 import trio
@@ -44,7 +46,6 @@ from wsproto.events import (
     Message,
     Ping,
     Pong,
-    TextMessage,
 )
 from wsproto.extensions import Extension
 from wsproto.frame_protocol import CloseReason, Opcode, RsvBits
@@ -99,6 +100,21 @@ class MessageSizeLimit(Extension):
         if self._message_size > self.limit:
             return CloseReason.MESSAGE_TOO_BIG
         return RsvBits(False, False, False)
+
+
+def text_frame(message: str) -> bytes:
+    """One whole, unmasked text frame holding ``message`` (RFC 6455 §5.2):
+    what wsproto's server connection writes for a ``TextMessage`` (a test
+    holds them equal), without its per-frame copies. A server's frames are
+    never masked and this connection negotiates no extension, so a frame
+    depends on the text alone."""
+    payload = message.encode("utf-8")
+    size = len(payload)
+    if size < 126:
+        return bytes((0x81, size)) + payload
+    if size < 1 << 16:
+        return struct.pack("!BBH", 0x81, 126, size) + payload
+    return struct.pack("!BBQ", 0x81, 127, size) + payload
 
 
 class ServerStream(MessageStream):
@@ -234,9 +250,23 @@ class ServerStream(MessageStream):
     # --- MessageStream ---------------------------------------------------
 
     async def send(self, message: str) -> None:
+        await self.send_many((message,))
+
+    async def send_many(self, messages: Sequence[str]) -> None:
+        """The messages' text frames, built here (see :func:`text_frame`),
+        in one write: a client that fell behind gets what its outbox holds
+        with one ``send()`` call instead of one per message."""
         if self._closed or self._reader_done.is_set():
             raise self._closed_error()
-        await self._write(TextMessage(data=message))
+        data = b"".join(map(text_frame, messages))
+        await self._lock()
+        try:
+            if self._ws.state is not ConnectionState.OPEN:
+                # The close handshake has begun: nothing but a close may be sent.
+                raise self._closed_error()
+            await self._write_bytes(data)
+        finally:
+            self._send_lock.release()
 
     async def receive(self) -> str:
         if self._closed:
@@ -320,16 +350,31 @@ class ServerStream(MessageStream):
     # --- internals -------------------------------------------------------
 
     async def _write(self, event: Event) -> None:
-        async with self._send_lock:
+        await self._lock()
+        try:
             try:
                 data = self._ws.send(event)
             except LocalProtocolError:
                 # The close handshake has begun: nothing but a close may be sent.
                 raise self._closed_error() from None
-            try:
-                await self._wire.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise self._closed_error() from exc
+            await self._write_bytes(data)
+        finally:
+            self._send_lock.release()
+
+    async def _write_bytes(self, data: bytes | bytearray) -> None:
+        try:
+            await self._wire.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise self._closed_error() from exc
+
+    async def _lock(self) -> None:
+        """Take the send lock (the caller releases it): without a trip
+        through the scheduler when nobody holds it — the common case, one
+        writer task per connection."""
+        try:
+            self._send_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._send_lock.acquire()
 
     async def _write_quietly(self, event: Event) -> None:
         """Write a control frame the connection can do without (a pong, a

@@ -17,6 +17,8 @@ because of two facts about ``trio.abc.Stream.send_all``:
 
 from __future__ import annotations
 
+import os
+
 import trio
 
 #: Bytes asked of the socket per read.
@@ -56,6 +58,14 @@ class FrameSafeStream(trio.abc.Stream):
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
+        sent = self._send_nowait(view)
+        if sent:
+            view = view[sent:]
+            if not view:
+                # Trio's checkpoint contract, without the trip through the
+                # scheduler the write did not need.
+                await trio.lowlevel.checkpoint_if_cancelled()
+                return
         for start in range(0, max(len(view), 1), WRITE_CHUNK):
             # Our caller's deadline (-inf once cancelled) is honoured, with
             # ``grace`` seconds more to finish the frame; the peer's progress
@@ -74,6 +84,28 @@ class FrameSafeStream(trio.abc.Stream):
                 raise trio.BrokenResourceError(self.stall_reason)
         # The shield swallowed any cancellation that arrived meanwhile; deliver it now.
         await trio.lowlevel.checkpoint_if_cancelled()
+
+    def _send_nowait(self, data: memoryview) -> int:
+        """Write what the socket takes at once, without waiting: the bytes
+        written (0 when it would block, on TLS, or on any error — the
+        shielded path below then writes the rest and reports errors).
+
+        Trio's own ``send_all`` pays a scheduler round trip and several
+        context managers around each ``send()`` (about three quarters of a
+        loopback write's cost, profiled with 100 watchers on a session);
+        a frame the kernel takes whole needs none of that. The fd is asked
+        for at each call (-1 once the socket is closed), so a closed and
+        reused fd number is never written to."""
+        stream = self.transport_stream
+        if not data or not isinstance(stream, trio.SocketStream) or stream.socket.did_shutdown_SHUT_WR:
+            return 0
+        fd = stream.socket.fileno()
+        if fd < 0:
+            return 0
+        try:
+            return os.write(fd, data)
+        except OSError:  # BlockingIOError (full), a broken peer: the slow path says which
+            return 0
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.transport_stream.wait_send_all_might_not_block()

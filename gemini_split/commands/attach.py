@@ -60,12 +60,12 @@ def add_attach_parser(commands: Any) -> None:
         "attach",
         description="Join one of your sessions that is running elsewhere (another terminal, another\n"
                     "machine, a script): the REPL on it, with its last turn replayed. Every attached\n"
-                    "client sees the same events; any of them may prompt or cancel. Options of the\n"
-                    "client (--server, --token, …) go before 'attach'.",
+                    "client sees the same events; any of them may prompt or cancel. The client's\n"
+                    "options (--server, --token, -m, …) may come before or after 'attach'.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  gemini-split --server ws://host:8080 attach latest        the REPL on your latest session\n"
-               "  gemini-split --server ws://host:8080 attach s-5f1c… --watch   follow it, read-only\n"
+               "  gemini-split attach s-5f1c… --watch --server ws://host:8080   follow it, read-only\n"
                "  gemini-split attach latest --watch -o stream-json --since 10m   events as JSON lines\n"
                "\n"
                "A server refuses an attach by id alone to a session with clients attached unless it\n"
@@ -82,6 +82,30 @@ def add_attach_parser(commands: Any) -> None:
                    help="how the other clients see this one (default: the host name)")
     p.add_argument("-o", "--output-format", dest="attach_output", choices=["text", "stream-json"],
                    default="text", help="text (default) or stream-json: one JSON line per session event")
+    _add_client_options(p)
+
+
+def _add_client_options(p: argparse.ArgumentParser) -> None:
+    """The client's options a user types after ``attach ID`` too. Their
+    default is to leave what the main parser set (an option given before
+    ``attach``, or its default) untouched; after ``attach`` wins."""
+    from gemini_split.client.approval_mode import ApprovalMode
+
+    keep = argparse.SUPPRESS
+    group = p.add_argument_group("client options (also taken before 'attach'; see gemini-split --help)")
+    group.add_argument("--server", metavar="ADDRESS|PROFILE", default=keep,
+                       help="the server the session is on (default: this machine's session store)")
+    group.add_argument("--token", default=keep, help="server token (default: $GEMINI_SERVER_TOKEN)")
+    group.add_argument("--ca", metavar="FILE", default=keep, help="CA certificate to trust for wss:// and grpcs://")
+    group.add_argument("--insecure", action="store_true", default=keep,
+                       help="do not verify the server's TLS certificate (testing only)")
+    group.add_argument("-m", "--model", default=keep, help="Gemini model for your prompts")
+    group.add_argument("--approval-mode", choices=[m.value for m in ApprovalMode], default=keep,
+                       help="what asks before it runs (default, auto_edit, yolo, plan)")
+    group.add_argument("-y", "--yolo", action="store_true", default=keep, help="shortcut for --approval-mode yolo")
+    group.add_argument("--workspace", metavar="DIR", default=keep,
+                       help="directory the local tools may use (default: the current directory)")
+    group.add_argument("-d", "--debug", action="store_true", default=keep, help="log details to stderr")
 
 
 def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:

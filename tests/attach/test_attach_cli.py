@@ -37,6 +37,20 @@ def test_since_accepts_unix_ms_a_duration_ago_and_iso_8601():
 
 
 @pytest.mark.timeout(120)
+def test_the_clients_options_may_come_after_attach_and_win_there():
+    from gemini_split.cli import build_parser
+
+    parser = build_parser()
+    after = parser.parse_args(["attach", "s-1", "--watch", "--server", "ws://h:1", "--token", "t", "-m", "pro",
+                               "-y", "--workspace", "/w"])
+    assert (after.session, after.watch, after.server, after.token, after.model, after.yolo, after.workspace) == \
+        ("s-1", True, "ws://h:1", "t", "pro", True, "/w")
+    before = parser.parse_args(["--server", "ws://a:1", "-m", "flash", "attach", "latest"])
+    assert (before.server, before.model, before.yolo) == ("ws://a:1", "flash", False)
+    both = parser.parse_args(["--server", "ws://a:1", "--token", "t", "attach", "--server", "ws://b:2"])
+    assert (both.server, both.token) == ("ws://b:2", "t")
+
+
 def test_a_watcher_replays_the_last_turn_as_json_lines_and_another_user_gets_unknown_session(
         tmp_path, auth_config):
     work = tmp_path / "client"
@@ -70,7 +84,8 @@ def test_a_watcher_replays_the_last_turn_as_json_lines_and_another_user_gets_unk
         stolen = client(["--server", address, "--token", BOB, "attach", "latest", "-o", "stream-json"],
                         cwd=work, in_process=False)
         session_id = first_session(address, work)
-        guessed = client(["--server", address, "--token", BOB, "attach", session_id, "--watch"], cwd=work,
+        # The client's options after 'attach', where people type them.
+        guessed = client(["attach", session_id, "--watch", "--server", address, "--token", BOB], cwd=work,
                          in_process=False)
     assert events[0]["type"] == "request_started" and events[0]["prompt"] == "say hello"
     assert all(e.get("replayed") for e in events)

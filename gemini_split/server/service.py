@@ -369,6 +369,7 @@ class AgentService:
             if plan is not None or replay_from is not None:
                 session.catch_up(view, point.last_seq)
             while True:
+                texts = []
                 for event, text in await view.take():
                     if not conn.announced and isinstance(event, _V12_EVENTS):
                         continue  # a 1.1 client knows nothing of them
@@ -378,7 +379,9 @@ class AgentService:
                         # A bug on our side: never put it on the wire.
                         log.exception("session %s: not sending %s", session.id, type(event).__name__)
                         continue
-                    await stream.send(text)
+                    texts.append(text)
+                if texts:  # all a view that fell behind has queued, in one write
+                    await stream.send_many(texts)
         except (ConnectionClosed, ConnectionBroken):
             scope.cancel()
 

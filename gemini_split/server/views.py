@@ -46,9 +46,9 @@ class View:
     """One connection attached to a session, and its own outbox.
 
     ``close(reason)`` closes the connection. ``limit`` events or
-    ``max_bytes`` characters of encoded text may wait unsent; an offer past
-    either is refused and the session cuts the view off (:attr:`cut_off`
-    says why). ``role`` is ``driver`` or ``observer``: an observer is
+    ``max_bytes`` characters of encoded text may wait unsent; a view still
+    past either when the next batch comes is refused it and the session
+    cuts the view off (:attr:`cut_off` says why). ``role`` is ``driver`` or ``observer``: an observer is
     read-only — the connection's :class:`~gemini_split.protocol.Connection`
     refuses its prompts, cancels and tool answers, and anything else that
     takes a decision from a view (server-side approvals) must check
@@ -99,19 +99,24 @@ class View:
         return self.tools is None or any(spec.name == tool for spec in self.tools)
 
     def offer(self, batch: list[tuple[ServerEvent, str]]) -> bool:
-        """Queue logged events; False when they overflow this view's outbox
-        (the session then cuts the view off). An empty outbox takes any
-        batch: only a view still behind by more than its bounds is refused.
+        """Queue logged events; False (nothing queued) when this view is
+        still behind by more than its bounds — more than ``limit`` distinct
+        events or ``max_bytes`` characters wait unsent — and the session then
+        cuts it off. Any other view takes the batch, so a view holds at most
+        its bounds plus one of the session's batches (themselves bounded by
+        the session's outbox): a client a batch or two behind while the
+        session runs at a faster view's pace is not cut off.
 
         A view that is behind (events wait unsent) gets adjacent deltas of
         one stream merged into one event, as the session's outbox merges
         them before they are logged: the merged event carries the last
         one's ``seq`` (a client resuming after it misses nothing) and is
         encoded for this view alone, once, when its writer takes it. So a
-        slow client gets the same text in fewer frames, and only a view
-        holding more than ``limit`` distinct events or ``max_bytes`` of text
-        is cut off."""
+        slow client gets the same text in fewer frames, and is cut off for
+        what it holds, not for how many deltas made it."""
         was_empty = not self._queue
+        if not was_empty and (len(self._queue) > self.limit or self._bytes > self.max_bytes):
+            return False
         for event, text in batch:
             if not was_empty and isinstance(event, _DELTAS) and same_stream(self._queue[-1][0], event) \
                     and self._run_size + len(event.content) <= MERGE_LIMIT:
@@ -125,7 +130,7 @@ class View:
                 self._append(event, text)
             self._bytes += len(text)
         self._readable.set()
-        return was_empty or (len(self._queue) <= self.limit and self._bytes <= self.max_bytes)
+        return True
 
     def _append(self, event: ServerEvent, text: str) -> None:
         self._close_run()

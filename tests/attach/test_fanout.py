@@ -60,6 +60,7 @@ def test_a_view_behind_by_more_than_its_bytes_is_refused_even_when_merged():
             refused = True
             break
     assert refused and len(view) == 1  # one merged event, but too much text waiting
+    assert view._bytes <= 1000 + 300  # its bounds, plus one batch at most
 
 
 def test_a_session_hands_many_views_fewer_batches():

@@ -5,7 +5,9 @@ line editor, an approval key) is a prompt-toolkit ``Application`` run with
 ``app.run()`` in a Trio worker thread (``trio.to_thread.run_sync``): the
 application gets its own asyncio loop in that thread for as long as it runs,
 and the Trio loop in the main thread is never blocked. Nothing else writes to
-the terminal while a prompt runs: the REPL waits for the answer.
+the terminal while a prompt runs but through :meth:`LineReader.above` (what
+other clients attached to the session do), which prints above the prompt and
+draws it again.
 
 While a prompt runs the terminal is in raw mode, so Ctrl-C arrives as a key
 (clear the line; at an approval question: refuse and cancel the turn). Between
@@ -209,6 +211,39 @@ class LineReader:
             # _on_resize erases and redraws at the new size; invalidate is
             # the public fallback should it ever go away.
             loop.call_soon_threadsafe(getattr(app, "_on_resize", app.invalidate))
+
+    async def above(self, show: Callable[[], None], *, wait: float = 2.0) -> None:
+        """Run ``show`` (which prints to the terminal) so that what it
+        prints lands above the prompt showing now, which is then drawn
+        again below it, whole — prompt-toolkit's ``run_in_terminal``, in
+        the prompt's own thread; at once when no prompt shows. For what
+        arrives while the user types (another client's prompt and answer).
+        Called from the Trio thread; ``show`` runs exactly once, here if
+        the prompt's loop has not run it within ``wait`` seconds."""
+        app = self._session.app
+        loop = app.loop
+        if not (app.is_running and loop is not None and not loop.is_closed()):
+            show()
+            return
+        claimed = threading.Lock()
+        shown = trio.Event()
+        token = trio.lowlevel.current_trio_token()
+
+        def show_once() -> None:
+            if claimed.acquire(blocking=False):
+                try:
+                    show()
+                finally:
+                    token.run_sync_soon(shown.set)
+
+        try:
+            loop.call_soon_threadsafe(lambda: run_in_terminal(show_once, in_executor=False))
+        except RuntimeError:  # the prompt's loop closed in between
+            show_once()
+        with trio.move_on_after(wait):
+            await shown.wait()
+        if not shown.is_set() and claimed.acquire(blocking=False):
+            show()  # the prompt went away before its loop got to it
 
     def invalidate(self) -> None:
         """Redraw the prompt (and its toolbar) if one is showing; safe from

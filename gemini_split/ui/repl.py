@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import logging
 import signal
 import time
@@ -431,9 +432,18 @@ class Repl:
         if view is not None and (event.request_id is None or event.request_id == own) \
                 and not isinstance(event, ClientsChanged):
             view.on_event(event)
-        elif self.client is not None:
+        else:
+            # Also before self.client is set: an attach's replay can arrive
+            # while open_client is still returning (it was dropped then).
             self.attached_clients()  # the list starts from connected
-            self.follower.on_event(event, own_request=own)
+            show = functools.partial(self.follower.on_event, event, own_request=own)
+            if isinstance(self.reader, LineReader):
+                # Another client's prompt or answer while this one types:
+                # above the open prompt, which is drawn again under it.
+                await self.reader.above(show)
+                self.reader.invalidate()  # the toolbar's attached count
+            else:
+                show()
 
     def attached_clients(self) -> list[tuple[str, str]]:
         """Who is attached to this session now: ``[(label, role)]``."""

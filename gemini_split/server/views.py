@@ -15,13 +15,8 @@ from dataclasses import dataclass, field
 
 import trio
 
-from msgspec.structs import replace
-
-from gemini_split.protocol import ClientInfo, ServerEvent, TextDelta, ThinkingDelta, ToolDelta, ToolSpec, encode
-from gemini_split.protocol.state import MERGE_LIMIT, same_stream
+from gemini_split.protocol import ClientInfo, ServerEvent, ToolSpec, encode
 from gemini_split.stamping import stamp
-
-_DELTAS = (TextDelta, ThinkingDelta, ToolDelta)
 
 DRIVER = "driver"
 OBSERVER = "observer"
@@ -71,11 +66,6 @@ class View:
     #: Called when the writer has written everything (the pump's pacing).
     on_caught_up: Callable[[], None] | None = None
     _queue: list[tuple[ServerEvent, str]] = field(default_factory=list)
-    #: Contents of the deltas merged into the last queued event, and the
-    #: last of them (see :meth:`offer`); ``_run_size``: its characters.
-    _run: list[str] = field(default_factory=list)
-    _run_last: ServerEvent | None = None
-    _run_size: int = 0
     _bytes: int = 0
     _writing: bool = False
     _readable: trio.Event = field(default_factory=trio.Event)
@@ -100,57 +90,26 @@ class View:
 
     def offer(self, batch: list[tuple[ServerEvent, str]]) -> bool:
         """Queue logged events; False (nothing queued) when this view is
-        still behind by more than its bounds — more than ``limit`` distinct
-        events or ``max_bytes`` characters wait unsent — and the session then
-        cuts it off. Any other view takes the batch, so a view holds at most
-        its bounds plus one of the session's batches (themselves bounded by
-        the session's outbox): a client a batch or two behind while the
-        session runs at a faster view's pace is not cut off.
-
-        A view that is behind (events wait unsent) gets adjacent deltas of
-        one stream merged into one event, as the session's outbox merges
-        them before they are logged: the merged event carries the last
-        one's ``seq`` (a client resuming after it misses nothing) and is
-        encoded for this view alone, once, when its writer takes it. So a
-        slow client gets the same text in fewer frames, and is cut off for
-        what it holds, not for how many deltas made it."""
-        was_empty = not self._queue
-        if not was_empty and (len(self._queue) > self.limit or self._bytes > self.max_bytes):
+        still behind by more than its bounds — more than ``limit`` events
+        or ``max_bytes`` characters wait unsent — and the session then cuts
+        it off. Any other view takes the batch, so a view holds at most its
+        bounds plus one of the session's batches (themselves bounded by the
+        session's outbox): a client a batch or two behind while the session
+        runs at a faster view's pace is not cut off. Every view gets the
+        same events, each the session's own text (encoded once)."""
+        if self._queue and (len(self._queue) > self.limit or self._bytes > self.max_bytes):
             return False
-        for event, text in batch:
-            if not was_empty and isinstance(event, _DELTAS) and same_stream(self._queue[-1][0], event) \
-                    and self._run_size + len(event.content) <= MERGE_LIMIT:
-                if not self._run:
-                    self._run = [self._queue[-1][0].content]
-                    self._run_size = len(self._run[0])
-                self._run.append(event.content)
-                self._run_size += len(event.content)
-                self._run_last = event
-            else:
-                self._append(event, text)
-            self._bytes += len(text)
+        self._queue.extend(batch)
+        self._bytes += sum(len(text) for _, text in batch)
         self._readable.set()
         return True
-
-    def _append(self, event: ServerEvent, text: str) -> None:
-        self._close_run()
-        self._queue.append((event, text))
-        self._run_size = len(event.content) if isinstance(event, _DELTAS) else 0
-
-    def _close_run(self) -> None:
-        """Encode the merged delta that ends the queue (if one does)."""
-        if self._run:
-            assert self._run_last is not None
-            merged = replace(self._run_last, content="".join(self._run))
-            self._queue[-1] = (merged, encode(merged))
-            self._run, self._run_last = [], None
 
     def send_direct(self, event: ServerEvent) -> None:
         """Queue an event for this connection only (a reply): stamped,
         unnumbered, never logged; whatever the limit."""
         event = stamp(event)
         text = encode(event)
-        self._append(event, text)
+        self._queue.append((event, text))
         self._bytes += len(text)
         self._readable.set()
 
@@ -163,8 +122,7 @@ class View:
                 self.on_caught_up()
             self._readable = trio.Event()
             await self._readable.wait()
-        self._close_run()
-        batch, self._queue, self._bytes, self._run_size = self._queue, [], 0, 0
+        batch, self._queue, self._bytes = self._queue, [], 0
         self._writing = True
         return batch
 

@@ -27,6 +27,10 @@ from functools import partial
 import pytest
 import trio
 
+# Tests import grpc themselves (third-party stubs) before the plugin does:
+# the same fork-safety setting as plugins/gemini_split_grpc/__init__.py.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 #: Seconds a Trio test may run (on the Trio clock) before it fails.
 TRIO_DEADLINE = 20.0
 #: The Trio deadline fires this long before pytest-timeout's, so a hung Trio

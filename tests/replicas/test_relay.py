@@ -194,8 +194,13 @@ async def test_a_client_joining_mid_answer_through_the_relay_gets_every_event_on
             await local.send(GenerateContentRequest(prompt="long"))
             for _ in range(3):
                 await local.receive_until(lambda m: isinstance(m, TextDelta))
-            async with hello(at_b, session_id=first.session_id, label="late") as (late, connected):
-                got = await late.receive_until(lambda m: isinstance(m, Finished))
+            async with trio.open_nursery() as nursery:
+                # The laptop keeps reading: the session keeps the pace of its
+                # fastest local view, and a view that stops reading (but is not
+                # yet past its bounds) would hold the relayed client up too.
+                nursery.start_soon(local.receive_until, lambda m: isinstance(m, Finished))
+                async with hello(at_b, session_id=first.session_id, label="late") as (late, connected):
+                    got = await late.receive_until(lambda m: isinstance(m, Finished))
     seqs = [e.seq for e in got if e.seq is not None]
     assert got[0].TYPE == "request_started" and got[0].replayed
     assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs

@@ -362,12 +362,34 @@ async def open_grpc_stream(address: str, options: ConnectOptions) -> GrpcClientS
                                       options=channel_options)
     else:
         channel = grpc.insecure_channel(where.netloc, options=channel_options)
-    ready = grpc.channel_ready_future(channel)
-    try:
-        await trio.to_thread.run_sync(lambda: ready.result(timeout=options.connect_timeout), abandon_on_cancel=True)
-    except grpc.FutureTimeoutError:
+    state = await _first_outcome(channel, options.connect_timeout)
+    if state is not grpc.ChannelConnectivity.READY:
         channel.close()
         hint = " (is it serving grpcs:// with a certificate your CA file trusts? pass --ca FILE)" if where.secure else ""
-        raise ConnectFailed(f"could not reach the gRPC server at {where.url} within "
-                            f"{options.connect_timeout:g} s{hint}") from None
+        why = (f"within {options.connect_timeout:g} s" if state is None
+               else "(the connection was refused or failed)")
+        raise ConnectFailed(f"could not reach the gRPC server at {where.url} {why}{hint}") from None
     return GrpcClientStream(where, channel, options)
+
+
+async def _first_outcome(channel: grpc.Channel, timeout: float) -> grpc.ChannelConnectivity | None:
+    """The channel's first attempt to connect: READY, TRANSIENT_FAILURE
+    (refused, unreachable, TLS failed: said at once, as ws:// does, rather
+    than after grpcio's retries fill the whole timeout), or None when
+    neither came within ``timeout`` seconds."""
+    seen: list[grpc.ChannelConnectivity] = []
+    settled = threading.Event()
+    final = (grpc.ChannelConnectivity.READY, grpc.ChannelConnectivity.TRANSIENT_FAILURE,
+             grpc.ChannelConnectivity.SHUTDOWN)
+
+    def watch(state: grpc.ChannelConnectivity) -> None:  # on a grpcio thread
+        if state in final and not settled.is_set():
+            seen.append(state)
+            settled.set()
+
+    channel.subscribe(watch, try_to_connect=True)
+    try:
+        await trio.to_thread.run_sync(settled.wait, timeout, abandon_on_cancel=True)
+    finally:
+        channel.unsubscribe(watch)
+    return seen[0] if seen else None

@@ -3,7 +3,8 @@
 No trio here, no file descriptors: bytes in, lines out, so the rules are
 tested without an event loop.
 
-The rule (the stdio plugin's docstring says why; the ``unix:`` plugin uses it too):
+The rule (the stdio plugin's docstring says why; the ``unix:`` plugin uses it too),
+and :class:`LineWriter`, which both use to write whole lines:
 
 * A message that is not empty, does not start with ``"`` and contains no
   ``\\n`` or ``\\r`` goes on the wire **as is**, followed by ``\\n``. Every
@@ -19,6 +20,7 @@ The rule (the stdio plugin's docstring says why; the ``unix:`` plugin uses it to
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 
@@ -125,3 +127,48 @@ class LineSplitter:
         """What is left that no newline ended (at end of input, a torn line
         that is not delivered as a message)."""
         return b"" if self._discarding else bytes(self._buffer)
+
+
+class LineWriter:
+    """Writes whole lines to a non-blocking file descriptor or socket, so
+    that a cancelled send never leaves half a line on the wire.
+
+    ``write(data) -> int`` writes what the kernel takes now (raising
+    ``BlockingIOError`` when it takes nothing); ``wait_writable()`` waits
+    until it may take more. A line cancelled before its first byte went out
+    is dropped, as if never sent; one cancelled after that is finished first
+    by the next :meth:`write_line`, so the peer always reads whole lines.
+    ``OSError`` from ``write`` (other than ``BlockingIOError``) drops the rest
+    of the line and propagates; every other exception propagates as is."""
+
+    def __init__(self, write: Callable[[memoryview], int], wait_writable: Callable[[], Awaitable[None]]):
+        self._write = write
+        self._wait_writable = wait_writable
+        self._unsent: memoryview | None = None
+        self._started = False
+
+    async def write_line(self, line: bytes) -> None:
+        if self._unsent is not None:
+            await self._flush()  # the rest of a line a cancelled send began
+        self._unsent = memoryview(line)
+        self._started = False
+        try:
+            await self._flush()
+        except BaseException:
+            if not self._started:
+                self._unsent = None  # not a byte went out: as if never sent
+            raise
+
+    async def _flush(self) -> None:
+        while self._unsent:
+            try:
+                written = self._write(self._unsent)
+            except BlockingIOError:
+                await self._wait_writable()
+                continue
+            except OSError:
+                self._unsent = None
+                raise
+            self._unsent = self._unsent[written:]
+            self._started = True
+        self._unsent = None

@@ -2,6 +2,6 @@
 :mod:`gemini_split.framing` (sans-IO, no trio), so a transport that needs only
 the framing does not import this plugin's process code."""
 
-from gemini_split.framing import LineSplitter, LineTooLong, decode_line, encode_line
+from gemini_split.framing import LineSplitter, LineTooLong, LineWriter, decode_line, encode_line
 
-__all__ = ["LineSplitter", "LineTooLong", "decode_line", "encode_line"]
+__all__ = ["LineSplitter", "LineTooLong", "LineWriter", "decode_line", "encode_line"]

@@ -21,7 +21,7 @@ from gemini_split.transport import (
     MessageTooLarge,
 )
 
-from ._framing import LineSplitter, LineTooLong, decode_line, encode_line
+from ._framing import LineSplitter, LineTooLong, LineWriter, decode_line, encode_line
 
 log = logging.getLogger("gemini_split_stdio")
 
@@ -90,8 +90,7 @@ class _LineStream(MessageStream):
         self._writer = writer
         self._lines = LineSplitter(max_message_size)
         self._send_lock = trio.Lock()
-        self._unsent: memoryview | None = None
-        self._line_started = False
+        self._lines_out = LineWriter(self._write, lambda: trio.lowlevel.wait_writable(self._writer.fileno()))
         self._closed = False
         self._input_error: ConnectionBroken | None = None
         self._output_error: ConnectionBroken | None = None
@@ -147,43 +146,20 @@ class _LineStream(MessageStream):
             if self._output_error is not None:
                 raise self._output_error
             try:
-                await self._write_line(line)
+                await self._lines_out.write_line(line)
             except trio.ClosedResourceError:
                 raise ConnectionClosed("connection closed") from None
-            except trio.BrokenResourceError as exc:
+            except OSError as exc:
+                if exc.errno == errno.EBADF:
+                    raise ConnectionClosed("connection closed") from None
                 self._output_error = await self._output_broken()
                 raise self._output_error from exc
 
-    async def _write_line(self, line: bytes) -> None:
-        if self._unsent is not None:
-            await self._write_unsent()  # the rest of a line a cancelled send began
-        self._unsent = memoryview(line)
-        self._line_started = False
-        try:
-            await self._write_unsent()
-        except trio.Cancelled:
-            if not self._line_started:
-                self._unsent = None  # not a byte went out: as if never sent
-            raise
-
-    async def _write_unsent(self) -> None:
-        while self._unsent:
-            fd = self._writer.fileno()
-            if fd < 0:
-                raise trio.ClosedResourceError
-            try:
-                written = os.write(fd, self._unsent)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(fd)
-                continue
-            except OSError as exc:
-                self._unsent = None
-                if exc.errno == errno.EBADF:
-                    raise trio.ClosedResourceError from None
-                raise trio.BrokenResourceError(str(exc)) from exc
-            self._unsent = self._unsent[written:]
-            self._line_started = True
-        self._unsent = None
+    def _write(self, data: memoryview) -> int:
+        fd = self._writer.fileno()
+        if fd < 0:
+            raise trio.ClosedResourceError
+        return os.write(fd, data)
 
     # -- closing
 

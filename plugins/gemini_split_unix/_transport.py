@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from gemini_split.framing import LineSplitter, LineTooLong, decode_line, encode_line
+from gemini_split.framing import LineSplitter, LineTooLong, LineWriter, decode_line, encode_line
 from gemini_split.transport import (
     ConnectFailed,
     ConnectionBroken,
@@ -74,8 +74,7 @@ class UnixStream(MessageStream):
         self._sock = sock
         self._lines = LineSplitter(max_message_size)
         self._send_lock = trio.Lock()
-        self._unsent: memoryview | None = None
-        self._line_started = False
+        self._lines_out = LineWriter(self._sock.send, lambda: trio.lowlevel.wait_writable(self._sock))
         self._closed = False
         self._eof: ConnectionBroken | None = None
         self._broken: ConnectionBroken | None = None
@@ -130,36 +129,15 @@ class UnixStream(MessageStream):
                 raise ConnectionClosed("connection closed")
             if self._broken is not None:
                 raise self._broken
-            if self._unsent is not None:
-                await self._write_unsent()  # the rest of a line a cancelled send began
-            self._unsent = memoryview(line)
-            self._line_started = False
             try:
-                await self._write_unsent()
-            except trio.Cancelled:
-                if not self._line_started:
-                    self._unsent = None  # not a byte went out: as if never sent
-                raise
-
-    async def _write_unsent(self) -> None:
-        while self._unsent:
-            try:
-                written = self._sock.send(self._unsent)
-            except BlockingIOError:
-                try:
-                    await trio.lowlevel.wait_writable(self._sock)
-                except trio.ClosedResourceError:
-                    raise ConnectionClosed("connection closed") from None
-                continue
+                await self._lines_out.write_line(line)
+            except trio.ClosedResourceError:
+                raise ConnectionClosed("connection closed") from None
             except OSError as exc:
-                self._unsent = None
                 if self._closed or exc.errno == errno.EBADF:
                     raise ConnectionClosed("connection closed") from None
                 self._broken = ConnectionBroken(f"{self.peer} stopped reading: {exc.strerror or exc}")
                 raise self._broken from exc
-            self._unsent = self._unsent[written:]
-            self._line_started = True
-        self._unsent = None
 
     async def aclose(self, reason: str = "closed") -> None:
         if not self._closed:

@@ -88,3 +88,31 @@ def test_commands_split_like_a_shell_without_one():
 def test_an_address_without_a_usable_command_is_refused(address):
     with pytest.raises(ConnectFailed):
         parse_command(address)
+
+
+async def test_the_line_writer_finishes_a_cancelled_line_and_drops_one_never_begun():
+    import trio
+
+    from gemini_split.framing import LineWriter
+
+    wire = bytearray()
+    room = [0]  # bytes the "kernel" takes before it blocks
+
+    def write(data):
+        if not room[0]:
+            raise BlockingIOError
+        taken = min(room[0], len(data))
+        room[0] -= taken
+        wire.extend(data[:taken])
+        return taken
+
+    writer = LineWriter(write, trio.sleep_forever)
+    room[0] = 3
+    with trio.move_on_after(0.01):
+        await writer.write_line(b"first line\n")  # 3 bytes out, then cancelled
+    with trio.move_on_after(0.01):
+        room[0] = 0
+        await writer.write_line(b"never\n")  # cancelled while the first line still waits: never begun
+    room[0] = 1000
+    await writer.write_line(b"second\n")
+    assert bytes(wire) == b"first line\nsecond\n"

@@ -17,7 +17,6 @@ whose text says what to change.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -25,6 +24,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
 import trio
 
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
@@ -406,7 +406,7 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
                                  insecure=not profile.reject_unauthorized, extra=_spawn_extra(env))
     if base is None:
         return ClientSettings(workspace=env.cwd, server=address, connect=connect)
-    return dataclasses.replace(base, server=address, connect=connect, embedded=None)
+    return msgspec.structs.replace(base, server=address, connect=connect, embedded=None)
 
 
 

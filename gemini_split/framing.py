@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+
+import msgspec
 
 
 def encode_line(message: str) -> bytes:
@@ -61,8 +62,7 @@ def decode_line(line: bytes) -> str | None:
     return text
 
 
-@dataclass(frozen=True)
-class LineTooLong:
+class LineTooLong(msgspec.Struct, frozen=True):
     """A line went over the limit; its bytes are being (or were) discarded.
 
     ``size`` is the line's length when known (it ended within the data

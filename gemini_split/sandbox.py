@@ -43,8 +43,9 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from gemini_split.errors import ConfigurationError
 
@@ -60,8 +61,7 @@ class SandboxUnavailable(ConfigurationError):
     and what to do (install bwrap, or ``--sandbox none``)."""
 
 
-@dataclass(frozen=True)
-class Sandbox:
+class Sandbox(msgspec.Struct, frozen=True):
     """How tool commands are confined. ``Sandbox.none()`` runs them as is;
     :meth:`resolve` picks one for a mode. Immutable: share it freely."""
 

@@ -28,12 +28,9 @@ The schema is a tree of msgspec Structs whose field names are gemini-cli's
 camelCase keys; gemini-split's own keys live under ``"geminiSplit"``.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
@@ -192,8 +189,7 @@ class Settings(_Section):
 # Loading.
 
 
-@dataclass(frozen=True)
-class SettingsFile:
+class SettingsFile(msgspec.Struct, frozen=True):
     scope: Literal["system-defaults", "user", "project", "system"]
     path: Path
     #: The file's object after ``$VAR`` expansion (empty when absent).
@@ -204,8 +200,7 @@ class SettingsFile:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass
-class LoadedSettings:
+class LoadedSettings(msgspec.Struct):
     """The merged settings and where they came from."""
 
     merged: Settings
@@ -213,7 +208,7 @@ class LoadedSettings:
     #: Whether the project's ``.gemini/settings.json`` was allowed to apply.
     trusted: bool
     #: Lines for the user (e.g. a project file ignored in an untrusted folder).
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
 
 def load_settings(env: Environment, cwd: Path | None = None, *, trust: bool | None = None) -> LoadedSettings:

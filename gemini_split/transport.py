@@ -23,9 +23,10 @@ import logging
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+import msgspec
 
 from gemini_split.entry_points import EntryPoint, entry_points
 from gemini_split.errors import ConfigurationError, GeminiSplitError
@@ -154,8 +155,7 @@ class MessageStream(ABC):
         await self.aclose()
 
 
-@dataclass(frozen=True)
-class Principal:
+class Principal(msgspec.Struct, frozen=True):
     """An authenticated user of a server."""
 
     user_id: str
@@ -169,8 +169,7 @@ refuse. Must compare in constant time."""
 ConnectionHandler = Callable[[MessageStream], Awaitable[None]]
 
 
-@dataclass
-class ConnectOptions:
+class ConnectOptions(msgspec.Struct):
     """How a client connects. Transports ignore what does not apply to them."""
 
     token: str | None = None
@@ -178,11 +177,10 @@ class ConnectOptions:
     insecure: bool = False
     max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
     connect_timeout: float = 10.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass
-class ServeOptions:
+class ServeOptions(msgspec.Struct):
     """How a server listens. ``authenticate`` is None when auth is off."""
 
     authenticate: Authenticator | None = None
@@ -200,7 +198,7 @@ class ServeOptions:
     ready: Callable[[], bool] | None = None
     #: ``GET /metrics``: Prometheus text exposition; None: 404.
     metrics: Callable[[], str] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class Transport(ABC):

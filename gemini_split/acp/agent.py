@@ -26,7 +26,6 @@ connection using a session gets its updates; each session keeps a
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from collections.abc import Callable
@@ -597,10 +596,10 @@ class AcpAgent:
         if self.settings_for_cwd is not None:
             base = self.settings_for_cwd(path)
         elif self.local_tools:
-            base = dataclasses.replace(self.settings, workspace=path.resolve())
+            base = msgspec.structs.replace(self.settings, workspace=path.resolve())
         else:
             base = self.settings  # the client's files are not here: its workspace stays the placeholder
-        settings = dataclasses.replace(
+        settings = msgspec.structs.replace(
             base, server=self._address, embedded=None, resume=resume, reconnect_timeout=(
                 base.reconnect_timeout if self.settings.server is not None else 0),
             mcp_servers={**base.mcp_servers, **_mcp_servers(mcp_servers)},
@@ -612,7 +611,7 @@ class AcpAgent:
         session = AcpSession(self, owner, settings, os.path.normpath(cwd) if not self.local_tools
                              else str(path.resolve()))
         if self.connect_as is not None:
-            session.settings = dataclasses.replace(settings, connect=self.connect_as(session, peer))
+            session.settings = msgspec.structs.replace(settings, connect=self.connect_as(session, peer))
         assert self._nursery is not None
         try:
             await self._nursery.start(session.run)

@@ -44,9 +44,10 @@ the narrowest prefix that does the job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
+
+import msgspec
 
 from gemini_split.policy import (  # noqa: F401  (Decision, Verdict, parse_allowed_tools re-exported)
     Decision,
@@ -70,8 +71,7 @@ class Answer(Enum):
     ALWAYS = "always"  # yes, and do not ask again for this kind of call this session
 
 
-@dataclass(frozen=True)
-class ApprovalRequest:
+class ApprovalRequest(msgspec.Struct, frozen=True):
     call_id: str
     tool: Tool
     args: dict[str, Any]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
 
 from gemini_split._trio_util import single_exceptions
@@ -45,15 +45,14 @@ from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
 
 
-@dataclass
-class ClientSettings:
+class ClientSettings(msgspec.Struct):
     """Everything needed to open a session, resolved from flags, environment
     and profiles by the CLI."""
 
     workspace: Path
     #: A transport address (ws://…, stdio:…), or None for embedded mode.
     server: str | None = None
-    connect: ConnectOptions = field(default_factory=ConnectOptions)
+    connect: ConnectOptions = msgspec.field(default_factory=ConnectOptions)
     approval_mode: ApprovalMode = ApprovalMode.DEFAULT
     allowed_tools: tuple[str, ...] = ()
     #: The policy files' rules (``gemini_split.policy.Policy``); None: the
@@ -92,7 +91,7 @@ class ClientSettings:
     embedded: Any = None
     #: gemini-cli's ``mcpServers`` (name → ``MCPServerSettings``): MCP servers
     #: whose tools join the local ones (see :mod:`gemini_split.client.mcp`).
-    mcp_servers: Mapping[str, Any] = field(default_factory=dict)
+    mcp_servers: Mapping[str, Any] = msgspec.field(default_factory=dict)
     #: ``--allowed-mcp-server-names`` / ``mcp.allowed``: only these servers (None: all).
     mcp_allowed: tuple[str, ...] | None = None
     #: ``mcp.excluded``: never these servers.

@@ -32,10 +32,10 @@ import datetime
 import os
 import platform
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+import msgspec
 import trio
 
 from gemini_split.protocol import ContextFile as WireContextFile
@@ -53,20 +53,18 @@ LISTING_SKIPPED_FOLDERS = frozenset({"node_modules", ".git", "dist", "__pycache_
 Scope = Literal["global", "project", "subdirectory"]
 
 
-@dataclass(frozen=True)
-class ContextFile:
+class ContextFile(msgspec.Struct, frozen=True):
     path: Path
     scope: Scope
     content: str
 
 
-@dataclass
-class ProjectContext:
+class ProjectContext(msgspec.Struct):
     """The context files for a session, in the order they apply (global,
     then project root first)."""
 
-    files: list[ContextFile] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    files: list[ContextFile] = msgspec.field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     def paths(self) -> list[Path]:
         return [f.path for f in self.files]
@@ -224,12 +222,11 @@ def _os_name() -> str:
     return {"windows": "win32"}.get(system, system)
 
 
-@dataclass
-class _Folder:
+class _Folder(msgspec.Struct):
     path: Path
     name: str
-    files: list[str] = field(default_factory=list)
-    folders: list["_Folder"] = field(default_factory=list)
+    files: list[str] = msgspec.field(default_factory=list)
+    folders: list["_Folder"] = msgspec.field(default_factory=list)
     more_files: bool = False
     more_folders: bool = False
     skipped: bool = False

@@ -21,8 +21,9 @@ Git's rules (gitignore(5)), as far as a file walker needs them:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from gemini_split.regex import compile_linear, escape_char
 
@@ -106,8 +107,7 @@ def compile_glob(pattern: str, *, braces: bool = False, case_sensitive: bool = T
     return compile_linear(f"(?s:{glob_to_regex(pattern, braces=braces)})\\z", case_sensitive=case_sensitive)
 
 
-@dataclass(frozen=True)
-class _Rule:
+class _Rule(msgspec.Struct, frozen=True):
     base: str  # directory of the .gitignore, relative to the walk root ('' = root)
     regex: Any  # an RE2 pattern: a .gitignore is file content a model may have written
     negated: bool

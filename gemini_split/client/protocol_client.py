@@ -17,9 +17,9 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import trio
 
 from gemini_split import __version__
@@ -88,8 +88,7 @@ CLIENT_CAPABILITIES = ["client_tools", "tool_deltas"]
 APPROVALS_CAPABILITY = "tool_approvals"
 
 
-@dataclass(frozen=True)
-class ServerToolChoice:
+class ServerToolChoice(msgspec.Struct, frozen=True):
     """``--tools server``: the session's tools run on the server, in the
     allowlisted ``project`` (None: a fresh workspace), in ``approval_mode``
     (None: the server's choice — ``default`` when this client can answer
@@ -118,8 +117,7 @@ class RequestFailed(TransportError):
         self.code = code
 
 
-@dataclass
-class TurnOutcome:
+class TurnOutcome(msgspec.Struct):
     """How a request ended: exactly one of ``finished`` and ``error``."""
 
     request_id: str
@@ -772,8 +770,7 @@ class ProtocolClient:
                 done.set()
 
 
-@dataclass(frozen=True)
-class _ServerTool:
+class _ServerTool(msgspec.Struct, frozen=True):
     """A tool the server runs, as an approval question names it (the UI
     reads ``name`` and ``kind``)."""
 

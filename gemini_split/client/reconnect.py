@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+
+import msgspec
 
 DEFAULT_RECONNECT_TIMEOUT = 120.0
 
 
-@dataclass
-class Backoff:
+class Backoff(msgspec.Struct):
     initial: float = 0.2
     maximum: float = 10.0
     timeout: float = DEFAULT_RECONNECT_TIMEOUT
-    rng: random.Random = field(default_factory=random.Random)
+    rng: random.Random = msgspec.field(default_factory=random.Random)
 
     def delays(self) -> Iterator[float]:
         """The waits before attempt 1, 2, 3…, ending when the next wait

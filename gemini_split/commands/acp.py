@@ -14,12 +14,12 @@ state directory), rotated at 2 MB to ``.old``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import logging.handlers
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import trio
 
 from gemini_split.app import attach_context, hold_embedded, resolve_client_settings
@@ -85,7 +85,7 @@ def settings_for_cwd(base: ClientSettings, env: Environment) -> Callable[[Path],
     workspace, and that folder's context files (``GEMINI.md``…)."""
 
     def for_cwd(cwd: Path) -> ClientSettings:
-        settings = dataclasses.replace(base, workspace=cwd.resolve())
+        settings = msgspec.structs.replace(base, workspace=cwd.resolve())
         attach_context(settings, Environment(stdin=env.stdin, stdout=env.stderr, stderr=env.stderr,
                                              environ=env.environ, cwd=cwd), interactive=True)
         return settings

@@ -11,12 +11,13 @@ JSON line (the protocol's wire form) for scripts.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import sys
 import time
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
@@ -116,7 +117,7 @@ def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
     replay = None
     if args.limit is not None or args.since is not None:
         replay = Replay(limit=args.limit, since=args.since)
-    settings = dataclasses.replace(
+    settings = msgspec.structs.replace(
         settings, resume=args.session, attach=True, role="observer" if args.watch else "driver",
         replay=replay, label=args.label if args.label is not None else _host_label(),
     )

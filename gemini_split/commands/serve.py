@@ -10,7 +10,6 @@ close with a reason, and the process exits 0.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import logging
 import signal
@@ -272,9 +271,11 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         stop_log = open_log(log_path(args, env))
     listeners = [(address, options)] if address else []
     if grpc_address:
+        import msgspec
+
         from gemini_split.server.model_names import check_model_name
 
-        listeners.append((grpc_address, dataclasses.replace(options, extra={
+        listeners.append((grpc_address, msgspec.structs.replace(options, extra={
             "check_model": functools.partial(check_model_name, allowed=config.allowed_models, default=config.model),
             "allowed_config": _grpc_config_keys(args.grpc_allow_config),
             "max_streams": args.grpc_max_streams,

@@ -33,8 +33,9 @@ that would be allowed is asked about instead, in every mode but yolo.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from .builtin import default_rules
 from .rules import SHELL_ALIASES, SHELL_TOOL, Decision, Rule, Verdict, normalize_mode, stable_args
@@ -42,8 +43,7 @@ from .rules import SHELL_ALIASES, SHELL_TOOL, Decision, Rule, Verdict, normalize
 _MAX_WRAPPER_DEPTH = 5
 
 
-@dataclass(frozen=True)
-class _Call:
+class _Call(msgspec.Struct, frozen=True):
     tool_name: str
     mode: str
     interactive: bool

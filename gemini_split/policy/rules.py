@@ -13,9 +13,10 @@ Nothing here touches the file system; see :mod:`.files` for loading.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+import msgspec
 
 #: gemini-cli's priority tiers (``packages/core/src/policy/config.ts``).
 DEFAULT_TIER = 1
@@ -67,8 +68,7 @@ class Decision(Enum):
         return {"allow": 0, "ask_user": 1, "deny": 2}[self.value]
 
 
-@dataclass(frozen=True, eq=False, repr=False)
-class Rule:
+class Rule(msgspec.Struct, frozen=True, eq=False):
     """One checked rule. Equality is identity: two rules written alike in
     two files are still two rules (each is named in messages).
 
@@ -110,12 +110,12 @@ class Rule:
     #: inside the sandbox (:mod:`gemini_split.sandbox`), as if
     #: ``--sandbox-network`` were given for it alone.
     allow_network: bool = False
-    _name_patterns: tuple[Any, ...] = field(default=(), repr=False)
+    _name_patterns: tuple[Any, ...] = ()
 
     def __post_init__(self) -> None:
         names = tuple(SHELL_TOOL if n in SHELL_ALIASES else n for n in self.tool_names)
-        object.__setattr__(self, "tool_names", names)
-        object.__setattr__(self, "_name_patterns", tuple(_name_pattern(n) for n in names))
+        msgspec.structs.force_setattr(self, "tool_names", names)
+        msgspec.structs.force_setattr(self, "_name_patterns", tuple(_name_pattern(n) for n in names))
 
     def __repr__(self) -> str:
         return f"<Rule {self.describe()} priority={self.priority:.3f} from {self.source}>"
@@ -166,8 +166,7 @@ def _name_pattern(name: str) -> re.Pattern[str] | None:
     return re.compile(".*".join(re.escape(piece) for piece in name.split("*")), re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """The decision for one call: ``rule`` decided it (None: the approval
     mode's default), ``reason`` says why when it is not ALLOW (for the
     question asked or the refusal the model gets)."""

@@ -54,9 +54,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+import msgspec
 
 from .codec import DEFAULT_MAX_MESSAGE_SIZE, check_version, decode, encode
 from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
@@ -108,15 +109,14 @@ class Phase(Enum):
     CLOSED = "closed"
 
 
-@dataclass
-class RequestState:
+class RequestState(msgspec.Struct):
     """The request a session is running, as both ends see it."""
 
     request_id: str
     #: ``tool_execution_request`` ids the client has not answered yet.
-    pending_calls: set[str] = field(default_factory=set)
+    pending_calls: set[str] = msgspec.field(default_factory=set)
     #: ``tool_awaiting_approval`` call ids no ``tool_decided`` has settled yet.
-    awaiting_decision: set[str] = field(default_factory=set)
+    awaiting_decision: set[str] = msgspec.field(default_factory=set)
 
 
 class _Breach(Exception):
@@ -131,14 +131,13 @@ class _Breach(Exception):
         self.names_message = names_message
 
 
-@dataclass
-class _Conversation:
+class _Conversation(msgspec.Struct):
     """The state both ends agree on; what the rules read and change."""
 
     phase: Phase = Phase.AWAITING_HELLO
     request: RequestState | None = None
     #: ids of get_state/get_history, and of refused requests, owed a reply.
-    owed_replies: set[str] = field(default_factory=set)
+    owed_replies: set[str] = msgspec.field(default_factory=set)
     last_seq: int = 0
     #: 1.2 on both ends: requests are announced by ``request_started``.
     announced: bool = False
@@ -150,7 +149,7 @@ class _Conversation:
     #: Approval call ids settled already, and how (``decided``, ``expired``,
     #: ``ended``): a late or replayed ``tool_decision`` is told which. The
     #: most recent :data:`DECIDED_KEPT` are kept.
-    decided: dict[str, str] = field(default_factory=dict)
+    decided: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 #: Settled approval call ids a connection remembers (see ``decided``).

@@ -33,9 +33,10 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import IO, Any
+
+import msgspec
 
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.protocol import (
@@ -64,32 +65,29 @@ def _decisions() -> dict[str, int]:
     return dict.fromkeys(DECISIONS, 0)
 
 
-@dataclass
-class _ToolStats:
+class _ToolStats(msgspec.Struct):
     count: int = 0
     success: int = 0
     fail: int = 0
     duration_ms: int = 0
-    decisions: dict[str, int] = field(default_factory=_decisions)
+    decisions: dict[str, int] = msgspec.field(default_factory=_decisions)
 
 
-@dataclass
-class _ApiStats:
+class _ApiStats(msgspec.Struct):
     requests: int = 0
     errors: int = 0
     latency_ms: int = 0
-    errors_by_type: dict[str, int] = field(default_factory=dict)
+    errors_by_type: dict[str, int] = msgspec.field(default_factory=dict)
 
 
-@dataclass
-class RunStats:
+class RunStats(msgspec.Struct):
     """What a one-shot run did, computed as gemini-cli computes its stats."""
 
     model: str = ""
-    usage: Usage = field(default_factory=Usage)
-    api: _ApiStats = field(default_factory=_ApiStats)
-    started: float = field(default_factory=time.monotonic)
-    tools: dict[str, _ToolStats] = field(default_factory=dict)
+    usage: Usage = msgspec.field(default_factory=Usage)
+    api: _ApiStats = msgspec.field(default_factory=_ApiStats)
+    started: float = msgspec.field(default_factory=time.monotonic)
+    tools: dict[str, _ToolStats] = msgspec.field(default_factory=dict)
     lines_added: int = 0
     lines_removed: int = 0
 

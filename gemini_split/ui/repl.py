@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+import msgspec
 import trio
 from prompt_toolkit.formatted_text import AnyFormattedText
 from prompt_toolkit.input import Input
@@ -509,7 +510,7 @@ class Repl:
         if target is None:
             settings, label = self._fresh(self.settings), self.server_label
         elif target == "embedded":
-            settings = dataclasses.replace(self.settings, server=None, connect=ConnectOptions(),
+            settings = msgspec.structs.replace(self.settings, server=None, connect=ConnectOptions(),
                                            embedded=self._embedded_service())
             label = "embedded"
         else:
@@ -526,7 +527,7 @@ class Repl:
     async def resume(self, target: str) -> bool:
         """Continue an earlier session (an id or ``latest``) on the current
         server, and redraw its conversation."""
-        settings = dataclasses.replace(self._fresh(self.settings), resume=target)
+        settings = msgspec.structs.replace(self._fresh(self.settings), resume=target)
         try:
             opened = await self.interruptible(self._open(settings, self.server_label), f"Resuming {target}…")
         except (TransportError, ConfigurationError) as exc:
@@ -564,7 +565,7 @@ class Repl:
         # Embedded or not, a new connection to the same server: the embedded
         # service (and its model) is this process's one. A new session, not
         # the one --resume or --session-id named at start.
-        return dataclasses.replace(settings, resume=None, new_session_id=None)
+        return msgspec.structs.replace(settings, resume=None, new_session_id=None)
 
     def _embedded_service(self) -> Any:
         """This process's embedded service, built on first use (the key is

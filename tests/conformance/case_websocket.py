@@ -3,10 +3,11 @@ trustme certificate authority."""
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 from functools import cache
 from pathlib import Path
+
+import msgspec
 
 from gemini_split.testing.conformance import TransportCase, echo_handler
 from gemini_split.transport import ConnectOptions, ServeOptions, default_registry
@@ -34,7 +35,7 @@ async def _start_ws(nursery, options: ServeOptions) -> str:
 
 async def _start_wss(nursery, options: ServeOptions) -> str:
     files = tls_files()
-    options = dataclasses.replace(options, tls_cert=files["cert"], tls_key=files["key"])
+    options = msgspec.structs.replace(options, tls_cert=files["cert"], tls_key=files["key"])
     transport = default_registry().get("wss")
     return await nursery.start(transport.serve, "wss://127.0.0.1:0", echo_handler, options)
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
+
+import msgspec
 
 from ..gitignore import MAX_IGNORE_FILE_CHARS, IgnoreRules
 from .base import ToolFailed
@@ -124,19 +125,17 @@ def _add_gitignore(rules: IgnoreRules, workspace: Workspace, directory: Path, di
         rules.add_lines(text, "" if base == "." else base.replace(os.sep, "/"))
 
 
-@dataclass
-class WalkStats:
+class WalkStats(msgspec.Struct):
     """What a walk left out, for the notes tools add to their results."""
 
     ignored: int = 0
     outside_links: int = 0
     truncated: bool = False
     timed_out: bool = False
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = msgspec.field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class WalkedFile:
+class WalkedFile(msgspec.Struct, frozen=True):
     """One regular file met by :func:`walk_files`.
 
     ``dir_fd`` is the open directory holding ``name`` and is valid only

@@ -20,10 +20,10 @@ import signal
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
 
 from .base import Tool, ToolContext, ToolFailed, ToolKind
@@ -38,14 +38,13 @@ DEFAULT_LINES = 50
 MAX_DELAY_MS = 30_000
 
 
-@dataclass
-class _Entry:
+class _Entry(msgspec.Struct):
     pid: int
     command: str
     directory: str
     log: Path
     process: subprocess.Popen[bytes]
-    started: float = field(default_factory=time.monotonic)
+    started: float = msgspec.field(default_factory=time.monotonic)
 
     def status(self) -> str:
         code = self.process.poll()

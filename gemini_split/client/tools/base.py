@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import msgspec
 
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import ToolFailure, ToolSpec
@@ -57,8 +58,7 @@ async def _discard_output(text: str, stream: str) -> None:
     return None
 
 
-@dataclass
-class ToolContext:
+class ToolContext(msgspec.Struct):
     """What a running tool may use.
 
     Cancellation is Trio's: a cancelled turn cancels ``run``; a tool that
@@ -68,7 +68,7 @@ class ToolContext:
     workspace: Workspace
     emit_output: OutputSink = _discard_output
     call_id: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 class Tool(ABC):

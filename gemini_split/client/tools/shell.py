@@ -18,7 +18,6 @@ bad ``dir_path`` and a timeout (``timeout``, with the output so far).
 from __future__ import annotations
 
 import codecs
-import dataclasses
 import os
 import shutil
 import signal
@@ -26,6 +25,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import trio
 
 from .background import BackgroundProcesses, tail, wait_ms
@@ -131,7 +131,7 @@ class RunShellCommandTool(Tool):
         env["PATH"] = _absolute_path_entries(env.get("PATH", os.defpath))
         sandbox = self.sandbox
         if ctx.extra.get("network") and not sandbox.network:
-            sandbox = dataclasses.replace(sandbox, network=True)  # a policy's allowNetwork rule
+            sandbox = msgspec.structs.replace(sandbox, network=True)  # a policy's allowNetwork rule
         argv = sandbox.command([self.shell, "-c", command], cwd=cwd, writable=ctx.workspace.roots)
         if args.get("is_background"):
             return await self._run_in_background(argv, command, cwd, env, args, ctx)

@@ -124,6 +124,9 @@ class Session:
         #: Whether the store has this session yet: it is written at its
         #: first request (a connection that never prompts leaves nothing).
         self.persisted = False
+        #: While that first record is being written (:meth:`_record_start`):
+        #: every event logged so far, handed to the store once it exists.
+        self._unstored: list[StoredEvent] | None = None
         self.model = model
         self.config = config
         self.model_name = config.model
@@ -165,13 +168,44 @@ class Session:
 
     # --- lifetime ------------------------------------------------------------
 
-    async def _persist(self) -> None:
-        """Record this session in the store (raises StoreError)."""
-        now = time.time()
-        await self.store.create(SessionRecord(
-            id=self.id, owner=self.owner, token_hash=self.token_hash,
-            created=now, updated=now, model=self.model_name,
-        ))
+    async def _record_start(self, request_id: str, done: trio.Event) -> None:
+        """Write to the store that ``request_id`` runs — with the session's
+        record itself at its first request (then the events logged so far
+        follow it) — and set ``done`` however that ends. A failure is said
+        to the clients (``storage_error``) and the request goes on.
+
+        It runs beside the request, not before it: a store write waits its
+        turn behind every other session's (one writer thread, or a Redis
+        round trip), and 1,000 sessions starting at once made each first
+        delta wait seconds for it. What a client is promised is unchanged:
+        the request's ``finished`` waits for this (and for the turn's own
+        write, ``save_turn``), and the session's events reach the store in
+        order, after its record."""
+        try:
+            if self.persisted:
+                await self.store.set_running(self.id, request_id, updated=time.time())
+                return
+            # Every event logged until the record exists is kept here (the
+            # in-memory log is bounded; the store must get them all).
+            self._unstored = [StoredEvent(e.seq or 0, e.request_id, encode(e), _ms(e.timestamp), e.TYPE)
+                              for e in self.log.kept()]
+            now = time.time()
+            try:
+                await self.store.create(SessionRecord(
+                    id=self.id, owner=self.owner, token_hash=self.token_hash,
+                    created=now, updated=now, model=self.model_name, running_request=request_id,
+                ))
+            except BaseException:
+                self._unstored = None
+                raise
+            # No await from here on: log_events hands over what comes next.
+            self.store.append_events(self.id, self._unstored)
+            self._unstored = None
+            self.persisted = True
+        except StoreError as exc:
+            self._storage_failed(request_id, exc)
+        finally:
+            done.set()
 
     def log_events(self, events: list[ServerEvent]) -> list[tuple[ServerEvent, str]]:
         """Number events taken from the outbox and encode each once (the
@@ -200,9 +234,12 @@ class Session:
                 self._logged_request = None
                 self._logged_calls.clear()
                 self._logged_questions.clear()
-        if self.persisted:
-            self.store.append_events(self.id, [StoredEvent(e.seq or 0, e.request_id, text, _ms(e.timestamp), e.TYPE)
-                                               for e, text in batch])
+        if self.persisted or self._unstored is not None:
+            stored = [StoredEvent(e.seq or 0, e.request_id, text, _ms(e.timestamp), e.TYPE) for e, text in batch]
+            if self.persisted:
+                self.store.append_events(self.id, stored)
+            else:
+                self._unstored.extend(stored)
         return batch
 
     @property
@@ -452,18 +489,9 @@ class Session:
         error: tuple[ErrorCode, str] | None = None
         if not self.title:
             self.title = make_title(request.prompt)
-        try:
-            if not self.persisted:
-                await self._persist()
-                # The events logged before (clients joining…), with no
-                # await in between: from here on log_events hands them over.
-                self.store.append_events(self.id, [StoredEvent(e.seq or 0, e.request_id, encode(e),
-                                                               _ms(e.timestamp), e.TYPE)
-                                                   for e in self.log.kept()])
-                self.persisted = True
-            await self.store.set_running(self.id, request.id, updated=time.time())
-        except StoreError as exc:
-            self._storage_failed(request.id, exc)
+        recorded = trio.Event()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._record_start, request.id, recorded)
         try:
             with active.scope:
                 if self.tool_host is not None:
@@ -488,6 +516,10 @@ class Session:
                     log.exception("request %s failed", request.id)
                     error = (ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         finally:
+            # What follows (the turn's save, the next request's start) is
+            # written after the record of this one's start.
+            with trio.CancelScope(shield=True):
+                await recorded.wait()
             self._active = None
         if active.scope.cancelled_caught and active.stopped_because is not None:
             error = active.stopped_because

@@ -783,6 +783,13 @@ def main() -> None:
     chunks = args.chunks or (5000 if args.quick else 20000)
     runs = args.runs or (5 if args.quick else 7)
     raise_fd_limit(max(clients) * 2 + 256)
+    # (c)'s clients all live in this process (each would have a process of
+    # its own): with the collector's defaults its full passes over a
+    # thousand clients' objects paused every client's clock (1.4 s per
+    # 1,000-client run). The daemon does the same (server/gc_policy.py).
+    from gemini_split.server.gc_policy import settle_for_serving
+
+    settle_for_serving()
 
     workdir = Path(tempfile.mkdtemp(prefix="bench-serve-"))
     workspace = workdir / "workspace"

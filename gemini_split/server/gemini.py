@@ -40,7 +40,7 @@ from google.genai import errors as genai_errors
 from google.genai import models as genai_models
 from google.genai import types
 
-from gemini_split.protocol import Usage
+from gemini_split.protocol import ToolSpec, Usage
 
 from .model import (
     Chunk,
@@ -122,6 +122,14 @@ class GeminiModel(Model):
         #: see :meth:`_prepared`.
         self._prepared_cache: OrderedDict[tuple, _Prepared] = OrderedDict()
         self._tools_cache: OrderedDict[tuple, Any] = OrderedDict()
+
+    def warm_up(self, model: str) -> None:
+        """google-genai builds its request types' validators on first use
+        (tens of ms; more on a loaded machine): have it build them for a
+        request with a tool and a system instruction, as sessions send."""
+        if is_valid_model_name(model):
+            self._prepared(ModelRequest(model=model, contents=[], system_instruction=".", tools=[ToolSpec(
+                name="warm_up", description=".", parameters={"type": "object", "properties": {}})]))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         # The name becomes part of the request's URL path: never let one

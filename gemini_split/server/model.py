@@ -113,5 +113,10 @@ class Model(ABC):
         ``google_search`` request's answer carries grounding metadata. Raises :class:`ModelError` on failure. Cancelling
         the consumer stops the call at once."""
 
+    def warm_up(self, model: str) -> None:
+        """Build now, before the first request, whatever the first call of
+        ``model`` would otherwise build on its way (a server calls it once
+        at start). No I/O."""
+
     async def aclose(self) -> None:
         """Release connections. Idempotent."""

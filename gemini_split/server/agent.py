@@ -37,6 +37,7 @@ from gemini_split.protocol import (
 
 from . import web_search
 from .config import ServerConfig
+from .priority import Pace
 from .prompts import ContextBlock, PromptFacts, system_instruction
 from .model import (
     FunctionCallChunk,
@@ -114,6 +115,9 @@ class AgentRun:
     #: Tools the server runs itself that the client asked for
     #: (``tool_discovery.server_tools``): names in :data:`SERVER_TOOLS`.
     server_tools: tuple[str, ...] = ()
+    #: Its place among the server's requests (``server/priority.py``):
+    #: after each delta it lets requests that have not answered go first.
+    pace: Pace | None = None
 
 
 #: The tools a server runs itself for any session, by name (announced in
@@ -181,6 +185,7 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
         log.debug("system instruction (%d characters):", len(text))
         for line in text.splitlines():
             log.debug("  | %s", line)
+    pace = run.pace
     attempt = 1
     while True:
         parts: list[dict[str, Any]] = []
@@ -193,10 +198,16 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
                     parts.append(chunk.part)
                 elif isinstance(chunk, TextChunk):
                     await emit(TextDelta(request_id=run.request_id, content=chunk.text))
+                    if pace is not None:
+                        await pace.pace()
                 elif isinstance(chunk, ThoughtChunk):
                     await emit(ThinkingDelta(request_id=run.request_id, content=chunk.text))
+                    if pace is not None:
+                        await pace.pace()
                 elif isinstance(chunk, FunctionCallChunk):
                     calls.append(chunk)
+                    if pace is not None:
+                        pace.output()
                 elif isinstance(chunk, UsageChunk):
                     # Streaming APIs report running totals; the last one counts.
                     usage = chunk.usage

@@ -59,6 +59,7 @@ from gemini_split.transport import (
 from .callers import CallerModels, CallerRefused, accept_caller
 from .config import ServerConfig
 from .model import Model
+from .priority import AnswerFirst
 from .session import Session
 from .sessions import LATEST, RemoteSession, SessionManager
 from .views import OBSERVER, AttachPoint, View
@@ -95,6 +96,8 @@ class AgentService:
         #: service (``serve``, embedded mode).
         self.store = store if store is not None else MemoryStore(replay_capacity=config.replay_capacity)
         self._store_opened = False
+        #: Requests that have not answered go before streams (server/priority.py).
+        self.priority = AnswerFirst(max_wait=config.answer_first_wait, busy_tasks=config.answer_first_busy_tasks)
         self.manager = SessionManager(self.store, self._new_session, detached_grace=config.detached_grace,
                                       allow_attach_by_id=config.allow_attach_by_id)
         #: Every attached connection (by its view): its stream and protocol state.
@@ -128,7 +131,7 @@ class AgentService:
     def _new_session(self, *, principal: Principal | None, record: SessionRecord | None = None,
                      session_id: str | None = None) -> Session:
         return Session(model=self.model, config=self.config, principal=principal, store=self.store, record=record,
-                       session_id=session_id)
+                       session_id=session_id, priority=self.priority)
 
     async def create_session(self, principal: Principal | None, *, tools: ToolChoice | None = None) -> Session:
         """Open a new session of ``principal`` in this service: the one call

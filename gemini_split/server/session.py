@@ -69,6 +69,7 @@ from .config import ServerConfig
 from .model import Model, ModelAuthError, ModelError
 from .model_names import ModelNameRefused, check_model_name
 from .outbox import Outbox
+from .priority import AnswerFirst
 from .store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
 from .store.memory import MemoryStore
 from .tool_host import ToolHost
@@ -110,7 +111,7 @@ class Session:
 
     def __init__(self, *, model: Model, config: ServerConfig, principal: Principal | None = None,
                  store: SessionStore | None = None, record: SessionRecord | None = None,
-                 session_id: str | None = None):
+                 session_id: str | None = None, priority: AnswerFirst | None = None):
         self.id = session_id or "s-" + secrets.token_hex(8)
         #: The resume token; None for a session restored from the store
         #: until a client presents it (the store keeps only its hash).
@@ -129,6 +130,10 @@ class Session:
         self._unstored: list[StoredEvent] | None = None
         self.model = model
         self.config = config
+        #: The server's requests in answer-first order (server/priority.py);
+        #: a session of its own has its own.
+        self.priority = priority if priority is not None else AnswerFirst(
+            max_wait=config.answer_first_wait, busy_tasks=config.answer_first_busy_tasks)
         self.model_name = config.model
         self.history: list[dict[str, Any]] = []
         self.tools: list[ToolSpec] = []
@@ -485,7 +490,7 @@ class Session:
             self.context = request.context
         run = AgentRun(request_id=request.id, model_name=self.model_name, history=self.history,
                        tools=list(self.tools), context=self.context,
-                       server_tools=self.server_tools)
+                       server_tools=self.server_tools, pace=self.priority.request())
         error: tuple[ErrorCode, str] | None = None
         if not self.title:
             self.title = make_title(request.prompt)
@@ -518,6 +523,7 @@ class Session:
         finally:
             # What follows (the turn's save, the next request's start) is
             # written after the record of this one's start.
+            run.pace.done()
             with trio.CancelScope(shield=True):
                 await recorded.wait()
             self._active = None

@@ -1,0 +1,137 @@
+"""Requests that have not answered go before streams (server/priority.py).
+
+A request already streaming lets the server's unanswered requests go first
+after each delta it hands on — only while the loop is busy, and never for
+more than ``answer_first_wait`` seconds a step, so a stream is never
+starved whatever keeps arriving. Real service, real loopback connections,
+the scripted model (each chunk a scheduling point, like a model read from
+the network).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+
+from gemini_split.protocol import Finished, GenerateContentRequest, TextDelta
+from gemini_split.server.config import ServerConfig
+from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.service import AgentService
+from gemini_split.transport import ServeOptions, get_transport
+
+from .helpers import raw_client
+
+STREAMERS = 20
+LONG = {"text": "".join(f"t{i:04d} " for i in range(3000)), "chunks": 3000, "chunk_delay": 1e-9}
+
+
+async def _serve(nursery, model: ScriptedModel, **config) -> tuple[AgentService, str]:
+    service = AgentService(model, ServerConfig(model="scripted", **config))
+    await nursery.start(service.run)
+    address = await nursery.start(get_transport("loopback:").serve, "loopback:", service.handle_connection,
+                                  ServeOptions())
+    return service, address
+
+
+async def _read_all(client, sink: list) -> None:
+    while True:
+        sink.append(await client.receive())
+
+
+@pytest.mark.timeout(60)
+async def test_streams_hold_while_a_new_turn_has_not_answered(tmp_path):
+    """20 sessions stream long answers; a new prompt's model takes 0.3 s to
+    answer. Meanwhile (a busy loop) each stream takes at most a step or two
+    — without answer-first they streamed on (hundreds of deltas each)."""
+    slow_to_answer = {"text": "at last", "delay": 0.3}
+    model = ScriptedModel([LONG] * STREAMERS + [slow_to_answer])
+    async with trio.open_nursery() as nursery:
+        service, address = await _serve(nursery, model, answer_first_wait=10.0, answer_first_busy_tasks=0)
+        async with trio.open_nursery() as readers:
+            seen: list[list] = []
+            clients = []
+            for _ in range(STREAMERS):
+                client = await readers.start(_open, address)  # type: ignore[arg-type]
+                clients.append(client)
+                await client.send(GenerateContentRequest(prompt="stream"))
+                with trio.fail_after(10):
+                    await client.receive_until(lambda m: isinstance(m, TextDelta))
+                seen.append([])
+                readers.start_soon(_read_all, client, seen[-1])
+            sessions = list(service.sessions.values())
+            async with raw_client(address) as newcomer:
+                before = [s.log.last_seq for s in sessions]
+                await newcomer.send(GenerateContentRequest(prompt="and me?"))
+                with trio.fail_after(10):
+                    answer = await newcomer.receive_until(lambda m: isinstance(m, TextDelta))
+                grown = [s.log.last_seq - b for s, b in zip(sessions, before)]
+                assert answer[-1].content == "at last"
+                # A step or two each (what was on its way), not 0.3 s of streaming.
+                assert max(grown) <= 4, grown
+                # And then they stream on to the end.
+                with trio.fail_after(30):
+                    while not all(any(isinstance(m, Finished) for m in s) for s in seen):
+                        await trio.sleep(0.05)
+            readers.cancel_scope.cancel()
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(60)
+async def test_a_stream_is_never_starved_by_turns_that_never_answer(tmp_path):
+    """A prompt whose model never answers stays unanswered; a stream (the
+    loop counted busy throughout) still takes a step every
+    ``answer_first_wait`` seconds, to the end."""
+    wait = 0.05
+    deltas = 30
+    never = {"text": "too late", "delay": 120}
+    stream = {"text": "".join(f"s{i:02d} " for i in range(deltas)), "chunks": deltas, "chunk_delay": 1e-9}
+    model = ScriptedModel([never, stream])
+    async with trio.open_nursery() as nursery:
+        _, address = await _serve(nursery, model, answer_first_wait=wait, answer_first_busy_tasks=0)
+        async with raw_client(address) as waiting, raw_client(address) as streaming:
+            await waiting.send(GenerateContentRequest(prompt="think forever"))
+            await trio.sleep(0)  # its request is taken first (the script's order)
+            with trio.fail_after(5):
+                while not model.requests:
+                    await trio.sleep(0.01)
+            started = time.monotonic()
+            await streaming.send(GenerateContentRequest(prompt="stream"))
+            with trio.fail_after(deltas * wait * 10 + 10):
+                got = await streaming.receive_until(lambda m: isinstance(m, Finished))
+            took = time.monotonic() - started
+            assert "".join(m.content for m in got if isinstance(m, TextDelta)) == stream["text"]
+            # Paced (it did wait for the unanswered request) but bounded.
+            assert took >= (deltas - 1) * wait * 0.8
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(60)
+async def test_on_a_quiet_server_a_stream_does_not_wait_for_an_unanswered_turn(tmp_path):
+    """The loop is not busy (a model thinking is no CPU): the stream goes
+    at full speed although a request has not answered."""
+    deltas = 40
+    slow = {"text": "slow", "delay": 5}
+    stream = {"text": "".join(f"q{i:02d} " for i in range(deltas)), "chunks": deltas, "chunk_delay": 1e-9}
+    model = ScriptedModel([slow, stream])
+    async with trio.open_nursery() as nursery:
+        _, address = await _serve(nursery, model, answer_first_wait=1.0)
+        async with raw_client(address) as waiting, raw_client(address) as streaming:
+            await waiting.send(GenerateContentRequest(prompt="think a while"))
+            with trio.fail_after(5):
+                while not model.requests:
+                    await trio.sleep(0.01)
+            await streaming.send(GenerateContentRequest(prompt="stream"))
+            # Paced at 1 s a delta it would need 40 s; the slow one answers at 5 s.
+            with trio.fail_after(4):
+                got = await streaming.receive_until(lambda m: isinstance(m, Finished))
+            assert "".join(m.content for m in got if isinstance(m, TextDelta)) == stream["text"]
+        nursery.cancel_scope.cancel()
+
+
+async def _open(address: str, *, task_status=trio.TASK_STATUS_IGNORED):
+    """A raw client kept open until cancelled (started in a nursery)."""
+    async with raw_client(address) as client:
+        task_status.started(client)
+        await trio.sleep_forever()

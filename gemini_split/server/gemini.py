@@ -229,7 +229,9 @@ class GeminiModel(Model):
         in the same block become one part and one text chunk: they arrived
         at the same instant, so nobody waits for the joined text; the
         history would join them anyway (``merge_text_parts``), and the
-        agent loop handles one delta instead of hundreds."""
+        agent loop handles one delta instead of hundreds. The request's
+        first such text is yielded alone, before the rest of its block is
+        read: that is the time to first delta."""
         hop = state.hop
         batch: list[Chunk] = []
         run: list[str] = []  # texts of the plain parts just read
@@ -249,6 +251,14 @@ class GeminiModel(Model):
                             _close_run(batch, run, run_kind)
                         run.append(meaning.text)
                         run_kind = kind
+                        if not state.answered:
+                            # The answer's first text goes on at once, alone:
+                            # the rest of its block (maybe hundreds of events)
+                            # is read after it (see server/priority.py).
+                            state.answered = True
+                            _close_run(batch, run, run_kind)
+                            yield batch
+                            batch = []
                         continue
             else:
                 if run:
@@ -519,6 +529,8 @@ class _Continuation:
     resume_token: bytes | None = None
     reconnects_without_progress: int = 0
     last_error: Exception | None = None
+    #: Whether a text (or thought) of the answer was yielded yet.
+    answered: bool = False
 
     def start_hop(self) -> _Hop:
         self.hop = _Hop(start_token=self.resume_token)

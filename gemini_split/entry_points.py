@@ -61,6 +61,10 @@ def entry_points(group: str) -> list[EntryPoint]:
     """Every entry point in ``group`` of the distributions on ``sys.path``."""
     found: list[EntryPoint] = []
     seen: set[str] = set()
+    # Read as bytes and parsed only when the group is named in it: most
+    # distributions' entry points are other groups' (half the time of text
+    # reads of ~90 files, on every thin client's start).
+    wanted = group.encode()
     for entry in sys.path:
         try:
             names = sorted(os.listdir(entry or "."))
@@ -75,11 +79,12 @@ def entry_points(group: str) -> list[EntryPoint]:
             seen.add(key)
             path = os.path.join(entry or ".", name)
             try:
-                with open(os.path.join(path, "entry_points.txt"), encoding="utf-8") as f:
-                    text = f.read()
+                with open(os.path.join(path, "entry_points.txt"), "rb") as f:
+                    data = f.read()
             except OSError:
                 continue
-            found.extend(EntryPoint(n, v, group, path) for n, v in _section(text, group))
+            if wanted in data:
+                found.extend(EntryPoint(n, v, group, path) for n, v in _section(data.decode("utf-8"), group))
     return found
 
 

@@ -42,7 +42,6 @@ Everything here is synchronous: it runs before the client's event loop.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -52,6 +51,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import msgspec
 
 from gemini_split import __version__
 from gemini_split.environment import Environment
@@ -361,7 +362,8 @@ def _listener_pid(path: Path) -> int | None:
 
 def _read_info(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        # msgspec (the protocol's, loaded anyway), not the json module (~1.5 ms to import).
+        data = msgspec.json.decode(path.read_bytes())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -370,8 +372,8 @@ def _read_info(path: Path) -> dict:
 def write_info(paths: DaemonPaths, *, address: str) -> None:
     """The daemon's ``daemon.json``, written atomically once it listens."""
     temporary = paths.info.with_name(f".daemon.json.{os.getpid()}")
-    temporary.write_text(json.dumps({"pid": os.getpid(), "version": __version__, "address": address,
-                                     "started": time.time()}))
+    temporary.write_bytes(msgspec.json.encode({"pid": os.getpid(), "version": __version__, "address": address,
+                                               "started": time.time()}))
     os.replace(temporary, paths.info)
 
 

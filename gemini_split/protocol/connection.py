@@ -179,13 +179,13 @@ def _hello(c: _Conversation, m: Hello) -> None:
     c.phase = Phase.AWAITING_CONNECTED
 
 
-_CHOSEN_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_CHOSEN_SESSION_ID = r"[A-Za-z0-9_-]{1,128}"  # compiled on first use (not at import)
 
 
 def is_chosen_session_id(value: str) -> bool:
     """Whether ``value`` may name a new session (``hello.new_session_id``,
     gemini-cli's ``--session-id`` rule plus a length limit)."""
-    return _CHOSEN_SESSION_ID.fullmatch(value) is not None
+    return re.fullmatch(_CHOSEN_SESSION_ID, value) is not None
 
 
 def _connected(c: _Conversation, m: Connected) -> None:

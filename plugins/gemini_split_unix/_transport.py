@@ -4,7 +4,6 @@ driven by Trio's low-level readiness waits (no trio.socket wrappers)."""
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import socket
@@ -290,6 +289,8 @@ async def _refuse(sock: socket.socket, uid: int) -> None:
     in answer to its hello), let the client's hello arrive (a peer whose
     hello met a closed socket would see a broken pipe, not the reason), then
     close."""
+    import json  # the server side only: a client's start-up never needs it
+
     line = json.dumps({
         "type": "error", "id": "refused", "timestamp": 0, "code": "unauthorized", "fatal": True,
         "message": f"this server only serves its own user; uid {uid} is refused",

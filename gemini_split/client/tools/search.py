@@ -16,7 +16,6 @@ walk opened.
 from __future__ import annotations
 
 import base64
-import json
 import os
 import subprocess
 import time
@@ -389,6 +388,8 @@ class _Search:
                     return
 
     def _take(self, raw: bytes, by_path, current):
+        import json  # here: loading the tools never needs it (~1.5 ms to import)
+
         try:
             event = json.loads(raw)
         except ValueError:

@@ -1,0 +1,62 @@
+"""Start-up's imports run with the cyclic garbage collector paused
+(``cli._collection_paused``), only in a process that is ours: the
+collector runs again afterwards, and a program (or test) that calls
+``main`` in its own process keeps its collector exactly as it was."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ..inprocess import cli
+
+#: ``gemini-split ARGV`` through the console script's ``run()``; at exit
+#: (an ``atexit`` handler, which ``run()`` still calls) it writes on stderr
+#: whether the collector is on, how many objects are frozen, and whether a
+#: cycle made after start-up is still collected.
+RUN = textwrap.dedent("""
+    import atexit, gc, sys, weakref
+    from gemini_split import cli
+
+    def report():
+        class Node:
+            pass
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        alive = weakref.ref(a)
+        del a, b
+        gc.collect()
+        sys.stderr.write(f"enabled={gc.isenabled()} frozen={gc.get_freeze_count()} "
+                         f"cycle_freed={alive() is None}\\n")
+
+    atexit.register(report)
+    sys.argv = ["gemini-split", *sys.argv[1:]]
+    cli.run()
+""")
+
+
+@pytest.mark.timeout(90)
+def test_a_prompt_runs_with_the_collector_on_after_its_imports(environ, tmp_path):
+    result = subprocess.run([sys.executable, "-c", RUN, "-p", "hi"], env=environ, cwd=tmp_path,
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Echo: hi\n"
+    report = result.stderr.strip().splitlines()[-1]
+    fields = dict(item.split("=") for item in report.split())
+    assert fields["enabled"] == "True" and fields["cycle_freed"] == "True"
+    assert int(fields["frozen"]) > 10_000  # start-up's modules, frozen once loaded
+
+
+@pytest.mark.timeout(60)
+def test_main_inside_another_process_leaves_its_collector_alone(tmp_path):
+    frozen = gc.get_freeze_count()
+    environ = {"GEMINI_SPLIT_HOME": str(tmp_path), "GEMINI_API_KEY": "k"}
+    # The one-shot path's imports (and a connection that fails), in this process.
+    result = cli(["-p", "hi", "--server", f"unix:{tmp_path}/none.sock"], environ=environ, cwd=tmp_path)
+    assert result.returncode != 0 and "none.sock" in result.stderr
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemini_split.testing.fake_gemini import FakeGemini, build_chunks, sse_events, validate_turn
+from gemini_split.testing.fake_gemini import FakeGemini, build_chunks, sse_body, sse_events, validate_turn
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -61,6 +61,33 @@ def test_the_fast_events_are_the_plain_encoding_byte_for_byte(turn, body, model,
         except ValueError:
             return
     assert list(sse_events(turn, body, model, response_id)) == plain_events(turn, body, model, response_id)
+
+
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(st.one_of(turn, raw_turn, st.none()), body, st.sampled_from(["gemini-2.5-flash", 'we"ird\u00e9']),
+       st.text(alphabet=st.sampled_from(list('ab"\\\x7fé😀-0')), max_size=6))
+def test_the_whole_body_at_once_is_the_plain_events_framed_byte_for_byte(turn, body, model, response_id):
+    """Also a response id with the cache's mark byte, quotes or non-ASCII,
+    and texts holding the mark (then nothing is cached)."""
+    if turn is not None:
+        try:
+            validate_turn(turn)
+        except ValueError:
+            return
+    expected = plain_events(turn, body, model, response_id)
+    for _ in range(2):  # the second time from the cache
+        data, count = sse_body(turn, body, model, response_id)
+        assert data == b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in expected) and count == len(expected)
+
+
+@pytest.mark.timeout(30)
+def test_a_text_holding_the_cache_mark_is_written_right():
+    turn = {"text": "a\x7f\x7fb" * 10, "chunks": 10}
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
+    data, count = sse_body(turn, body, "m", "id")
+    expected = plain_events(turn, body, "m", "id")
+    assert data == b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in expected) and count == 10
 
 
 def _raw_stream(url: str, n: int) -> bytes:

@@ -17,7 +17,10 @@ one Trio run.
       daemon has served requests before), then all running one streamed
       turn at once:
       completions, p50/p99 TTFD, the daemon's peak RSS (VmHWM), the CPU each
-      process used (to see which one is the bottleneck);
+      process used (to see which one is the bottleneck); with fake-gemini,
+      its floor too: the same N requests (the daemon's request body) sent
+      straight to the fake at once from this process by a minimal raw
+      HTTP client — what the fake and the machine allow before the daemon;
   (d) a one-shot thin client process ``python -m gemini_split --server ws://…
       -p …``: median wall time and peak RSS (wait4 rusage), and whether it
       imported google.genai (one extra run with ``-X importtime``).
@@ -635,6 +638,9 @@ def measure_concurrency(workdir: Path, workspace: Path, fake: FakeGeminiProcess,
         # pydantic schemas on a process's first request, ~0.3 s of CPU that
         # every session of the burst would otherwise wait behind).
         trio.run(warm_up, workspace, daemon.url)
+        # The warm-up's model request, as the daemon sent it: the floor
+        # below sends the fake the same bytes.
+        sample = http_json("GET", f"{fake.url}/_requests")[-1] if backend == FAKE else None
         idle_mb = daemon.rss_mb()
         cpu = {"daemon": cpu_seconds(daemon.pid), "fake": cpu_seconds(fake.pid), "bench": self_cpu_seconds()}
         at_peak: dict[str, float] = {}
@@ -657,9 +663,66 @@ def measure_concurrency(workdir: Path, workspace: Path, fake: FakeGeminiProcess,
             daemon_cpu_ms_per_client=1e3 * used["daemon"] / n,
             daemon_problems=daemon.problems()[:5],
         )
+        if sample is not None:
+            fake.forget_requests()
+            fake.add_turns([CONCURRENT_TURN] * n)
+            result["floor"] = trio.run(raw_concurrent, fake, sample, n, timeout)
+            fake.forget_requests()
         return result
     finally:
         daemon.close()
+
+
+async def raw_concurrent(fake: FakeGeminiProcess, sample: dict, n: int, timeout: float) -> dict:
+    """(c)'s floor: the same ``n`` model requests (the daemon's own request
+    body, the prompt changed) sent straight to the fake at once from this
+    process, by the least client there is — a TCP connection each, the
+    request written by hand, the first ``data:`` event awaited — with no
+    daemon, google-genai, httpx or WebSocket: what the fake and this
+    machine give before the daemon adds anything."""
+    from urllib.parse import urlsplit
+
+    where = urlsplit(fake.url)
+    body = dict(sample["body"])
+    first: list[float] = []
+    failures: dict[str, int] = {}
+    go = trio.Event()
+
+    async def one(i: int) -> None:
+        contents = [*body["contents"][:-1], {"role": "user", "parts": [{"text": f"client {i} asks"}]}]
+        payload = json.dumps({**body, "contents": contents}).encode()
+        head = (f"POST {sample['path']}?alt=sse HTTP/1.1\r\nHost: {where.netloc}\r\n"
+                f"x-goog-api-key: {API_KEY}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(payload)}\r\n\r\n").encode()
+        await go.wait()
+        t0 = time.perf_counter()
+        try:
+            stream = await trio.open_tcp_stream(where.hostname, where.port)
+            async with stream:
+                await stream.send_all(head + payload)
+                got = b""
+                while b"\ndata: " not in got:
+                    block = await stream.receive_some(1 << 16)
+                    if not block:
+                        raise ConnectionError("closed before the first event")
+                    got += block
+                first.append(time.perf_counter() - t0)
+                while not got.endswith(b"\r\n0\r\n\r\n"):
+                    block = await stream.receive_some(1 << 16)
+                    if not block:
+                        break
+                    got = got[-16:] + block
+        except OSError as exc:
+            failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+
+    with trio.move_on_after(timeout):
+        async with trio.open_nursery() as nursery:
+            for i in range(n):
+                nursery.start_soon(one, i)
+            await trio.sleep(0.2)
+            go.set()
+    return {"complete": len(first), "failures": failures,
+            "ttfd_p50_ms": pct(first, 50) * 1e3, "ttfd_p99_ms": pct(first, 99) * 1e3}
 
 
 # (d) ----------------------------------------------------------------------------
@@ -895,8 +958,9 @@ def verdicts(r: dict) -> list[tuple[str, str, str]]:
     for row in r["c"]:
         if row["clients"] == 1000:
             ok = row["complete"] == 1000 and row["ttfd_p99_ms"] <= 1000 and row["hwm_mb"] <= 600
+            floor = f" (the fake alone: {row['floor']['ttfd_p99_ms']:,.0f})" if row.get("floor") else ""
             out.append((f"(c) {row['backend']}: {TARGETS['c']}",
-                        f"{row['complete']} done, p99 {row['ttfd_p99_ms']:,.0f} ms, {row['hwm_mb']:.0f} MB",
+                        f"{row['complete']} done, p99 {row['ttfd_p99_ms']:,.0f} ms{floor}, {row['hwm_mb']:.0f} MB",
                         "MET" if ok else "MISSED"))
     for row in r["d"]:
         if row["case"].startswith("gemini-split"):
@@ -956,6 +1020,13 @@ def report(r: dict, as_json: bool) -> None:
                   f"{row['daemon_cpu_ms_per_client']:.1f} ms")
             if row["failures"]:
                 print(f"      failures: {row['failures']}")
+            floor = row.get("floor")
+            if floor:
+                print(f"  {'  floor: the fake alone, raw HTTP':34} {row['clients']:>5} {floor['complete']:>5} "
+                      f"{floor['ttfd_p50_ms']:>6.0f} ms {floor['ttfd_p99_ms']:>6.0f} ms   (the same requests "
+                      "straight from this process: no daemon, google-genai or WebSocket)")
+                if floor["failures"]:
+                    print(f"      failures: {floor['failures']}")
             if row["daemon_problems"]:
                 print(f"      daemon log: {row['daemon_problems']}")
     if r["d"]:

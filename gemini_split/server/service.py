@@ -107,6 +107,11 @@ class AgentService:
         self.shutting_down = False
 
     @property
+    def _capabilities(self) -> list[str]:
+        """What ``connected`` says this server can do (a relay says the same)."""
+        return SERVER_CAPABILITIES + (["server_tools"] if self.server_tools else [])
+
+    @property
     def sessions(self) -> dict[str, Session]:
         """The sessions live in memory now (attached or not)."""
         return self.manager.live
@@ -161,7 +166,7 @@ class AgentService:
         now). Raises :class:`OSError`."""
         assert self.server_tools is not None
         host = self.server_tools.open_host(session.id, choice)
-        session.use_server_tools(host, approval_timeout=self.server_tools.approval_timeout)
+        session.use_server_tools(host, choice, approval_timeout=self.server_tools.approval_timeout)
         log.info("session %s: tools run on the server (%s, %s)", session.id, choice.approval_mode,
                  f"project {choice.project}" if choice.project else "own workspace")
 
@@ -275,6 +280,15 @@ class AgentService:
         if caller is not None:
             session.model = caller[0] or self.model
             session.model_name = caller[1] or session.model_name
+        if session.tool_host is None and session.tool_choice is not None:
+            # Restored from the store (after a restart, or taken over from
+            # another replica): its tools run where they ran, whatever this
+            # connection asks.
+            try:
+                choice = self._check_tools(session.tool_choice)
+            except ServerToolsRefused as exc:
+                await _send_fatal(stream, conn, exc.code, f"this session runs its tools on the server: {exc}")
+                return
         if choice is not None and session.tool_host is None:
             try:
                 self.use_server_tools(session, choice)
@@ -302,7 +316,7 @@ class AgentService:
                 await stream.send(conn.send(stamp(Connected(
                     server=f"gemini-split/{__version__}", session_id=session.id,
                     resume_token=session.resume_token, model=session.model_name,
-                    capabilities=SERVER_CAPABILITIES + (["server_tools"] if self.server_tools else []),
+                    capabilities=self._capabilities,
                     resumed=resumed, clients=len(point.clients), label=view.label, role=view.role,  # type: ignore[arg-type]
                     attached=point.clients, last_seq=point.last_seq,
                     active_request_id=point.active_request_id, pending_tool_calls=point.pending_tool_calls,
@@ -330,7 +344,7 @@ class AgentService:
 
         relay = Relay(self.manager.replica, stream, conn, remote.record, remote.holder, principal,
                       resume_token=hello.resume_token, last_seq=hello.last_seq,
-                      capabilities=SERVER_CAPABILITIES, manager=self.manager)
+                      capabilities=self._capabilities, manager=self.manager)
         relay.role, relay.label = hello.role, hello.label or "client"
         self.relays += 1
         try:

@@ -72,7 +72,7 @@ from .outbox import Outbox
 from .priority import AnswerFirst
 from .store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
 from .store.memory import MemoryStore
-from .tool_host import ToolHost
+from .tool_host import ToolChoice, ToolHost
 from .views import AttachPoint, View
 
 log = logging.getLogger(__name__)
@@ -142,12 +142,16 @@ class Session:
         #: The client's latest SessionContext (context files, approval mode…).
         self.context: SessionContext | None = None
         self.log = EventLog(config.replay_capacity, config.replay_bytes)
+        #: Where its tools run, as the store keeps it: server-side tools so
+        #: chosen, or None (the client's). A restored session keeps it.
+        self.tool_choice: ToolChoice | None = None
         if record is not None:  # restored from the store
             self.id, self.owner, self.token_hash = record.id, record.owner, record.token_hash
             self.resume_token = None
             self.title, self.turns, self.history = record.title, record.turns, record.history
             self.model_name = record.model or config.model
             self.log.last_seq = record.last_seq
+            self.tool_choice = ToolChoice.from_record(record.approval)
             self.persisted = True
         self.outbox = Outbox(config.outbox_limit, max_bytes=config.outbox_bytes)
         #: Server-side tools (``hello.tools = "server"``), or None: the
@@ -199,6 +203,7 @@ class Session:
                 await self.store.create(SessionRecord(
                     id=self.id, owner=self.owner, token_hash=self.token_hash,
                     created=now, updated=now, model=self.model_name, running_request=request_id,
+                    approval=self.tool_choice.to_record() if self.tool_choice is not None else {},
                 ))
             except BaseException:
                 self._unstored = None
@@ -355,11 +360,12 @@ class Session:
         except StoreError as exc:
             log.error("session %s: %s", self.id, exc)
 
-    def use_server_tools(self, host: ToolHost, *, approval_timeout: float) -> None:
+    def use_server_tools(self, host: ToolHost, choice: ToolChoice, *, approval_timeout: float) -> None:
         """Run this session's tools on the server through ``host`` (closed
-        when the session stops), asking approvals for up to
-        ``approval_timeout`` seconds each."""
+        when the session stops; opened for ``choice``), asking approvals for
+        up to ``approval_timeout`` seconds each."""
         self.tool_host = host
+        self.tool_choice = choice
         self.tools = host.specs()
         self.approvals.timeout = approval_timeout
 

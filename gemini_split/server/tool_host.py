@@ -148,6 +148,26 @@ class ToolChoice:
     core_tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] = ()
 
+    def to_record(self) -> dict[str, Any]:
+        """What the session store keeps of it (``SessionRecord.approval``),
+        so a session restored after a restart or on another replica runs its
+        tools where it ran them."""
+        return {"tools": "server", "approval_mode": self.approval_mode, "project": self.project,
+                "core_tools": None if self.core_tools is None else list(self.core_tools),
+                "exclude_tools": list(self.exclude_tools)}
+
+    @classmethod
+    def from_record(cls, approval: dict[str, Any]) -> ToolChoice | None:
+        """The choice a stored session made (None: the client's tools, as
+        for sessions stored before this was kept)."""
+        if not isinstance(approval, dict) or approval.get("tools") != "server":
+            return None
+        core = approval.get("core_tools")
+        return cls(approval_mode=str(approval.get("approval_mode") or "reject_dangerous"),
+                   project=approval.get("project"),
+                   core_tools=None if core is None else tuple(map(str, core)),
+                   exclude_tools=tuple(map(str, approval.get("exclude_tools") or ())))
+
 
 @dataclass
 class ServerTools:

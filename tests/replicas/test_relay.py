@@ -39,9 +39,11 @@ pytestmark = [pytest.mark.skipif(not rs.available(), reason=rs.MISSING), pytest.
 
 
 @asynccontextmanager
-async def two_replicas(redis_server, script, **config):
+async def two_replicas(redis_server, script, server_tools=None, **config):
     """Replicas A and B on one Redis (their own key prefix); yields their
-    addresses, A's service first. Sessions opened on A run on A."""
+    addresses, A's service first. Sessions opened on A run on A.
+    ``server_tools``: both replicas run tools for sessions that ask (as
+    ``serve --server-tools`` on each)."""
     url = redis_server.url_with_prefix()
     transport = get_transport("loopback:")
     model = ScriptedModel(script)
@@ -49,7 +51,8 @@ async def two_replicas(redis_server, script, **config):
     async with trio.open_nursery() as nursery:
         addresses = []
         for name in ("a", "b"):
-            service = AgentService(model, ServerConfig(model="scripted", **config), store=RedisStore(url))
+            service = AgentService(model, ServerConfig(model="scripted", **config), store=RedisStore(url),
+                                   server_tools=server_tools)
             service.manager.replica = Replica(service.store, replica_id=f"replica-{name}", lease_ttl=1.5)
             await nursery.start(service.run)
             services.append(service)

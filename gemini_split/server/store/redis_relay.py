@@ -70,6 +70,7 @@ from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
 
 from ..replay import DEFAULT_ATTACH_REPLAY, plan_replay, replay_from_query
+from ..tool_host import APPROVALS_CAPABILITY
 from ..views import View
 from . import SessionRecord, StoreError, hash_token, token_matches
 from .redis_replica import RelayedClient, Replica
@@ -109,6 +110,11 @@ class Relay:
         self.relay_id = secrets.token_hex(8)
         self.role = "driver"
         self.label = "client"
+
+    @property
+    def _client_capabilities(self) -> tuple[str, ...]:
+        hello = self.conn.hello
+        return tuple(hello.capabilities) if hello is not None else ()
 
     @property
     def replay(self) -> Replay | None:
@@ -160,6 +166,7 @@ class Relay:
             clients=len(attached), attached=attached, last_seq=upto,
             active_request_id=joined["active_request_id"],
             pending_tool_calls=tuple(joined["pending_tool_calls"]),
+            pending_approvals=tuple(joined.get("pending_approvals", ())),
             replay_truncated=plan is not None and plan.truncated,
         ))))
         log.info("session %s: relayed to replica %s", sid, self.holder)
@@ -181,7 +188,8 @@ class Relay:
         """Ask the runner to take this client in; its answer (the attach
         point), or None when it did not answer or refused."""
         await self.replica.send(self.holder, self.record.id, "join", owner=self.record.owner, relay=self.relay_id,
-                                replica=self.replica.id, role=self.role, label=self.label)
+                                replica=self.replica.id, role=self.role, label=self.label,
+                                approves="1" if APPROVALS_CAPABILITY in self._client_capabilities else "")
         reply = await self.replica.control_reply(self.relay_id, JOIN_TIMEOUT)
         if reply is None or "joined" not in reply[1]:
             log.warning("session %s: the runner %s did not take the relayed client in (%s)", self.record.id,
@@ -369,11 +377,13 @@ async def run_forwarded(manager: Any, command: tuple[str, str, dict[str, str]]) 
                 return
             replica.reply_soon(relay_id, json.dumps({"joined": {
                 "last_seq": point.last_seq, "active_request_id": point.active_request_id,
-                "pending_tool_calls": list(point.pending_tool_calls), "label": entry.view.label,
+                "pending_tool_calls": list(point.pending_tool_calls),
+                "pending_approvals": list(point.pending_approvals), "label": entry.view.label,
                 "clients": [{"label": c.label, "role": c.role} for c in point.clients]}}), control=True)
-            # Calls whose client left are this one's to answer too (after
-            # the joined answer: the relay sends them after its replay).
-            session.hand_over_calls(entry.view)
+            # Calls whose client left are this one's to answer too, and the
+            # approval questions still open are asked again (after the
+            # joined answer: the relay sends them after its replay).
+            session.catch_up(entry.view, point.last_seq)
             return
     try:
         message = decode(fields.get("text", ""))
@@ -397,7 +407,7 @@ def _attach(manager: Any, session: Any, relay_id: str, fields: dict[str, str]) -
         old.detach()
     role = fields.get("role") if fields.get("role") in ("driver", "observer") else "driver"
     label = (fields.get("label") or "client")[:64]
-    view = RelayedView(replica, relay_id, role=role, label=label)
+    view = RelayedView(replica, relay_id, role=role, label=label, approves=fields.get("approves") == "1")
     point = manager.attach(session, view)
     entry = RelayedClient(replica=fields.get("replica", ""), view=view,
                           detach=lambda: manager.detach(session, view), point=point)

@@ -56,7 +56,7 @@ from .model import (
     UsageChunk,
 )
 from . import h11_chunks
-from .gemini_wire import fast_chunks, wire_content
+from .gemini_wire import fast_chunks, plain_text, wire_content
 from .model_names import is_valid_model_name
 
 log = logging.getLogger(__name__)
@@ -237,6 +237,21 @@ class GeminiModel(Model):
         run: list[str] = []  # texts of the plain parts just read
         run_kind: type = TextChunk
         for event in events:
+            text = plain_text(event)
+            if text is not None:
+                # What fast_chunks would give, [PartChunk, TextChunk], taken
+                # straight into the run (most events of a long answer).
+                hop.received_any_chunk = hop.has_yielded_content = True
+                if run and run_kind is not TextChunk:
+                    _close_run(batch, run, run_kind)
+                run.append(text)
+                run_kind = TextChunk
+                if not state.answered:
+                    state.answered = True  # the first text goes on alone (below)
+                    _close_run(batch, run, run_kind)
+                    yield batch
+                    batch = []
+                continue
             fast = fast_chunks(event)
             if fast is not None:
                 chunks = fast.chunks

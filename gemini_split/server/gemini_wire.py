@@ -135,6 +135,36 @@ def fast_chunks(data: str | bytes) -> FastChunk | None:
     return FastChunk(out, finish_reason)
 
 
+def plain_text(data: str | bytes) -> str | None:
+    """The text of a streamed response that is one plain text part and
+    nothing else (most of a long answer's events): no usage, finish
+    reason, thought flag or signature, one candidate; ``None`` for any
+    other response. Whenever it returns a text, :func:`fast_chunks` returns
+    ``[PartChunk({"text": text}), TextChunk(text)]`` and no finish reason
+    for the same bytes (tests/gemini checks it) — without building them."""
+    try:
+        response = _decode_response(data)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    candidates = response.candidates
+    if (candidates is None or len(candidates) != 1 or response.usageMetadata is not None
+            or response.error is not None or response.promptFeedback is not None):
+        return None
+    candidate = candidates[0]
+    content = candidate.content
+    if (content is None or candidate.finishReason is not None or candidate.continuationToken is not None
+            or candidate.groundingMetadata is not None):
+        return None
+    parts = content.parts
+    if parts is None or len(parts) != 1:
+        return None
+    part = parts[0]
+    text = part.text
+    if not text or part.thought is not None or part.thoughtSignature is not None or part.functionCall is not None:
+        return None
+    return text
+
+
 def _part_dump(part: _Part) -> dict[str, Any] | None:
     """``Part.model_dump(mode="json", exclude_none=True)`` for our shapes."""
     out: dict[str, Any] = {}

@@ -24,6 +24,7 @@ itself). :mod:`.gemini` installs it when a server first talks to Gemini.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import h11
@@ -86,19 +87,19 @@ def _take_whole_chunks(buf: Any, pieces: list, limit: int) -> int:
 
     One scan and one cut of h11's buffer instead of three extractions and
     an event per chunk (what h11's reader does, and what :meth:`__call__`
-    falls back to for the rest)."""
+    falls back to for the rest). A header taken here is a plain size
+    (:data:`_PLAIN_HEADER`, what servers send); one with an extension or
+    padding is left to h11's reader."""
     data = buf._data
     pos = taken = 0
     end_of_data = len(data)
-    while taken < limit and data[pos:pos + 2] == b"\r\n":
-        eol = data.find(b"\r\n", pos + 2)
-        if eol < 0:
-            break
-        header = _readers.chunk_header_re.fullmatch(data, pos + 2, eol + 2)
+    match = _PLAIN_HEADER.match
+    while taken < limit:
+        header = match(data, pos)
         if header is None:
             break
-        size = int(header["chunk_size"], 16)
-        start = eol + 2
+        size = int(header[1], 16)
+        start = header.end()
         if size == 0 or start + size > end_of_data:
             break
         pieces.append(data[start:start + size])
@@ -108,6 +109,10 @@ def _take_whole_chunks(buf: Any, pieces: list, limit: int) -> int:
         buf._extract(pos)
     return taken
 
+
+#: The previous chunk's footer and a chunk header that is a size alone (h11's
+#: ``chunk_header`` without extension or padding), in one match.
+_PLAIN_HEADER = re.compile(rb"\r\n([0-9A-Fa-f]{1,20})\r\n")
 
 _installed = False
 

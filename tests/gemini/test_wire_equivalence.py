@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gemini_split.server.gemini import _typed_response, chunks_of
-from gemini_split.server.gemini_wire import fast_chunks, wire_content
+from gemini_split.server.gemini_wire import FastChunk, fast_chunks, plain_text, wire_content
 from gemini_split.server.model import FunctionCallChunk, PartChunk, TextChunk, ThoughtChunk, UsageChunk
 
 MODEL = "gemini-2.5-flash"
@@ -137,6 +137,37 @@ def test_the_usual_shapes_take_the_fast_path(data):
 ])
 def test_unusual_chunks_go_to_google_genai(data):
     assert fast_chunks(json.dumps(data)) is None
+    assert plain_text(json.dumps(data)) is None
+
+
+plain_response = st.fixed_dictionaries(
+    {"candidates": st.just([{"content": {"role": "model", "parts": [{"text": "a plain piece"}]}, "index": 0}])},
+    optional={"modelVersion": st.text(max_size=5), "responseId": st.text(max_size=5)})
+
+
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(st.one_of(response, plain_response))
+def test_a_plain_text_is_what_the_fast_path_reads(data):
+    """plain_text's shortcut (one plain text part, nothing else) gives
+    exactly what fast_chunks gives, or leaves the response to it."""
+    encoded = json.dumps(data)
+    text = plain_text(encoded)
+    if text is not None:
+        assert fast_chunks(encoded) == FastChunk([PartChunk({"text": text}), TextChunk(text)], None)
+        assert_same(encoded)
+
+
+@pytest.mark.parametrize("data", [
+    {"candidates": [{"content": {"parts": [{"text": ""}]}}]},
+    {"candidates": [{"content": {"parts": [{"text": "a", "thought": False}]}}]},
+    {"candidates": [{"content": {"parts": [{"text": "a"}]}, "finishReason": "STOP"}]},
+    {"candidates": [{"content": {"parts": [{"text": "a"}]}}], "usageMetadata": {"promptTokenCount": 1}},
+    {"candidates": [{"content": {"parts": [{"text": "a"}, {"text": "b"}]}}]},
+    {"candidates": [{"content": {"parts": [{"text": "a"}]}}, {"content": {"parts": [{"text": "b"}]}}]},
+])
+def test_anything_more_than_one_plain_text_is_not_plain(data):
+    assert plain_text(json.dumps(data)) is None
 
 
 def test_a_full_chunk_gives_part_then_meaning_then_usage():

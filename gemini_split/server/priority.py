@@ -48,6 +48,8 @@ class AnswerFirst:
         self._all_answered.set()
         self._busy_at = -1.0
         self._was_busy = False
+        #: Set when the streams holding now may go (see :meth:`_hold`).
+        self._release: trio.Event | None = None
 
     def request(self) -> Pace:
         """A request starts: unanswered until its first output (or its end:
@@ -61,6 +63,26 @@ class AnswerFirst:
         self.unanswered -= 1
         if not self.unanswered:
             self._all_answered.set()
+
+    async def _hold(self) -> None:
+        """Wait until every request has answered, at most ``max_wait``
+        seconds. The streams that hold together share one timer: the first
+        waits (a cancel scope with a deadline) and releases the others when
+        it wakes — a thousand streams' own timeouts firing every
+        ``max_wait`` were ~8% of a burst's CPU (trio's cancellation is not
+        cheap). Whoever joins later is released with them: never later than
+        ``max_wait`` after it began to wait."""
+        release = self._release
+        if release is not None:
+            await release.wait()
+            return
+        release = self._release = trio.Event()
+        try:
+            with trio.move_on_after(self.max_wait):
+                await self._all_answered.wait()
+        finally:
+            self._release = None
+            release.set()
 
     def _busy(self) -> bool:
         now = trio.current_time()
@@ -91,8 +113,7 @@ class Pace:
         self.output()
         owner = self._owner
         if owner.unanswered and owner._busy():
-            with trio.move_on_after(owner.max_wait):
-                await owner._all_answered.wait()
+            await owner._hold()
 
     def done(self) -> None:
         """The request ended (idempotent)."""

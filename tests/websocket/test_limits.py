@@ -22,6 +22,9 @@ from .helpers import DEADLINE, Recorder, authenticate, start, tls_files
 
 # Short keepalive so a dead peer is found in well under a second.
 KEEPALIVE = {"keepalive_interval": 0.1, "keepalive_timeout": 0.3}
+#: For the dead-peer test: the live peer must answer every ping in time on a
+#: loaded machine too (a 0.3 s timeout dropped it now and then).
+PING_KEEPALIVE = {"keepalive_interval": 0.2, "keepalive_timeout": 1.0}
 
 
 async def _connect(address: str, token: str | None = None, **options) -> MessageStream:
@@ -72,7 +75,7 @@ async def test_a_client_that_answers_no_pings_is_dropped(over):
     recorder = Recorder()
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
-            address = await start(nursery, recorder, **KEEPALIVE, **over)
+            address = await start(nursery, recorder, **PING_KEEPALIVE, **over)
             lively = await _connect(address)
             echoing = trio.CancelScope()
             nursery.start_soon(_keep_echoing, lively, echoing)
@@ -80,10 +83,10 @@ async def test_a_client_that_answers_no_pings_is_dropped(over):
             dead = await _connect(address)
             started = time.monotonic()
             await recorder.ended.wait()
-            assert time.monotonic() - started < 1.5  # interval + timeout + slack
+            assert time.monotonic() - started < 3.0  # interval + timeout + slack
             [ending] = recorder.endings
-            assert "no answer to a ping within 0.3s" in str(ending)
-            await trio.sleep(0.5)  # several keepalive rounds
+            assert "no answer to a ping within 1s" in str(ending)
+            await trio.sleep(0.7)  # several keepalive rounds
             assert recorder.started == 2 and len(recorder.endings) == 1  # lively survives
             with pytest.raises(ConnectionBroken):
                 await dead.receive()

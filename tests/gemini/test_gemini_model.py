@@ -255,6 +255,34 @@ async def test_many_concurrent_requests_spread_over_connection_pools_and_one_use
     assert model._in_flight == [0, 0, 0]
 
 
+@pytest.mark.timeout(90)
+async def test_three_hundred_concurrent_requests_are_all_in_flight_at_once():
+    """No cap on concurrent model requests (a burst of sessions must not
+    queue on the way to the model): 300 requests whose answers take long
+    all reach the fake before any is answered."""
+    import trio
+
+    from gemini_split.server import gemini
+
+    n = 300
+    with FakeGemini([{"text": "slow", "delay": 60}] * n, api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+
+        async def one():
+            await new_stream(model, request())
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(n):
+                nursery.start_soon(one)
+            seen = await trio.to_thread.run_sync(
+                lambda: fake.wait_for_requests(lambda rs: len(rs) == n, timeout=60))
+            assert not any(r["completed"] for r in seen)
+            assert sum(model._in_flight) == n and len(model._pools) == -(-n // gemini.POOL_REQUESTS)
+            nursery.cancel_scope.cancel()
+        await model.aclose()
+    assert sum(model._in_flight) == 0
+
+
 @pytest.mark.timeout(30)
 async def test_text_that_arrives_together_is_one_chunk_and_text_that_arrives_apart_is_not():
     long = {"text": "".join(f"w{i} " for i in range(2000)), "chunks": 2000}

@@ -33,7 +33,7 @@ DEFAULT_MAX_WAIT = 0.5
 DEFAULT_BUSY_TASKS = 100
 #: Seconds a reading of the run queue's length is used for (Trio's
 #: statistics also count every file descriptor's waiters: O(connections)).
-BUSY_CHECK_INTERVAL = 0.01
+BUSY_CHECK_INTERVAL = 0.05
 
 
 class AnswerFirst:

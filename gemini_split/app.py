@@ -37,6 +37,7 @@ from gemini_split.client.context import (
 )
 from gemini_split.client.tools.session_tools import default_memory_file
 from gemini_split.client.reconnect import DEFAULT_RECONNECT_TIMEOUT
+from gemini_split.collector import paused_collection
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, ProfileError, SettingsError
 from gemini_split.settings import LoadedSettings, Settings, load_settings
@@ -458,13 +459,14 @@ def embedded_service(args: argparse.Namespace, env: Environment, loaded: LoadedS
     already read, if the caller has them."""
     s = (loaded or load_settings(env, trust=True if getattr(args, "skip_trust", False) else None)).merged
     max_turns = args.max_turns or (s.model.max_session_turns if s.model.max_session_turns > 0 else None)
-    from gemini_split.server.config import ServerConfig
-    from gemini_split.server.service import AgentService
+    with paused_collection(env.owns_process):  # the server and google-genai load here
+        from gemini_split.server.config import ServerConfig
+        from gemini_split.server.service import AgentService
 
-    model_name, model = open_model(
-        resolve_model(args, env, s), env, missing_key_hint=", or use --server to reach a server that has one."
-    )
-    from gemini_split.server.store import open_store
+        model_name, model = open_model(
+            resolve_model(args, env, s), env, missing_key_hint=", or use --server to reach a server that has one."
+        )
+        from gemini_split.server.store import open_store
 
     config = ServerConfig(model=model_name)
     if max_turns:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 from gemini_split import __version__
 from gemini_split.argtypes import positive_int
 from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.collector import paused_collection
 
 #: Seed 001's names, accepted beside gemini-cli's: ``reject_dangerous``
 #: (never ask: refuse what would need approval) and ``auto_approve`` (yolo).
@@ -339,7 +340,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     (default: this process's streams, environment and directory, which also
     makes this run own the process: its signals)."""
     owns_process = env is None
-    env = env or Environment()
+    env = env or Environment(owns_process=True)
     parser = build_parser()
     try:
         argv, words = split_prompt_words(parser, sys.argv[1:] if argv is None else list(argv))
@@ -386,7 +387,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         if owns_process:
             # Here, not in run(): the tools package would load the protocol
             # on --version's path. SIGTERM/SIGHUP: no tool process outlives us.
-            with _collection_paused(owns_process):  # the protocol and msgspec
+            with paused_collection(owns_process):  # the protocol and msgspec
                 from gemini_split.client.tools.processes import install_signal_cleanup
 
             install_signal_cleanup()
@@ -446,7 +447,7 @@ def _run_client(args: argparse.Namespace, env: Environment, owns_process: bool =
         from gemini_split.commands.sessions import run_delete_session, run_list_sessions
 
         return run_delete_session(args, env) if args.delete_session else run_list_sessions(args, env)
-    with _collection_paused(owns_process):  # the bulk of start-up: trio, the client
+    with paused_collection(owns_process):  # the bulk of start-up: trio, the client
         from gemini_split.commands.oneshot import read_prompt, run_oneshot
 
     prompt = read_prompt(args, env)
@@ -455,41 +456,6 @@ def _run_client(args: argparse.Namespace, env: Environment, owns_process: bool =
 
         return run_repl(args, env)
     return run_oneshot(args, env, prompt)
-
-
-class _collection_paused:
-    """Python's cyclic garbage collector paused for a block of imports, in
-    a process that is ours (``owns_process``; otherwise nothing changes).
-
-    A module's functions, classes and constants are made to be kept, yet
-    their allocations set off a collection every few hundred: ~40 while
-    trio, msgspec, the protocol and the client load, ~7 ms of a one-shot
-    call's CPU, finding almost nothing to free. Paused, and what exists at
-    the end frozen (``gc.freeze``: never scanned again, so the next
-    collection does not walk it all at once), a one-shot call through the
-    local daemon spends ~4 ms less CPU (bench/oneshot.py). The price: the
-    few thousand objects those imports left as cyclic garbage are frozen
-    too, never freed (a few hundred KB), which only the process's owner may
-    decide — not when :func:`main` runs inside another program or a test."""
-
-    def __init__(self, owns_process: bool):
-        self._active = owns_process
-        self._was_enabled = False
-
-    def __enter__(self) -> None:
-        if self._active:
-            import gc
-
-            self._was_enabled = gc.isenabled()
-            gc.disable()
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._active:
-            import gc
-
-            gc.freeze()
-            if self._was_enabled:
-                gc.enable()
 
 
 def _log_to(env: Environment, debug: bool) -> Callable[[], None]:

@@ -31,12 +31,18 @@ class Environment:
         stderr: IO[str] | None = None,
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
+        *,
+        owns_process: bool = False,
     ):
         self.stdin: IO[str] = sys.stdin if stdin is None else stdin
         self.stdout: IO[str] = sys.stdout if stdout is None else stdout
         self.stderr: IO[str] = sys.stderr if stderr is None else stderr
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         self.cwd: Path = Path.cwd() if cwd is None else cwd
+        #: This run owns the process (the console script), not a program or
+        #: test calling ``main``: it may change process-wide state such as
+        #: the garbage collector's (:mod:`gemini_split.collector`).
+        self.owns_process = owns_process
 
     def __repr__(self) -> str:
         return f"Environment(cwd={str(self.cwd)!r}, stdin={self.stdin!r}, stdout={self.stdout!r})"

@@ -10,7 +10,7 @@ import trio.testing
 from gemini_split.protocol import ClientsChanged, Finished, GenerateContentRequest, TextDelta
 from gemini_split.protocol.state import EventLog
 from gemini_split.server.scripted import ScriptedModel
-from gemini_split.server.views import View, fan_out_interval
+from gemini_split.server.views import FAN_OUT_INTERVAL_PER_VIEW, MIN_BATCH_INTERVAL, View, fan_out_interval
 from gemini_split.stamping import stamp
 
 from .test_attach_server import _text, _words, hello, serving
@@ -51,9 +51,29 @@ def test_a_view_still_behind_by_more_than_its_bounds_is_refused():
     assert [e.seq for e, _ in view._queue] == list(range(1, offered + 1))
 
 
-def test_a_session_hands_many_views_fewer_batches():
-    assert fan_out_interval(2) < 0.001  # one or two clients: no difference
-    assert fan_out_interval(101) == pytest.approx(100 * fan_out_interval(1.01))
+def test_a_session_hands_its_views_at_most_one_batch_per_interval_longer_for_many():
+    # One client or twenty: a batch per millisecond at most (a fast model's
+    # deltas merge meanwhile); more views: 50 µs more per view.
+    assert fan_out_interval(1) == fan_out_interval(20) == MIN_BATCH_INTERVAL == 0.001
+    assert fan_out_interval(101) == pytest.approx(101 * FAN_OUT_INTERVAL_PER_VIEW) == pytest.approx(0.00505)
+
+
+async def test_a_fast_model_reaches_one_client_whole_in_order_in_far_fewer_deltas(autojump_clock):
+    """A model chunk every 0.1 ms (faster than any eye, and than a write per
+    chunk can keep up with): the client gets the text exactly, in order, in
+    about one delta per millisecond — and so the session logs, stores and
+    writes ten times fewer events."""
+    chunks = 400
+    model = ScriptedModel([{"text": _words(chunks), "chunks": chunks, "chunk_delay": 0.0001}])
+    async with serving(model) as (_, address):
+        async with hello(address) as (driver, _):
+            await driver.send(GenerateContentRequest(prompt="stream"))
+            events = await driver.receive_until(lambda m: isinstance(m, Finished), limit=100_000)
+    assert _text(events) == _words(chunks)
+    seqs = [e.seq for e in events if e.seq is not None]
+    assert seqs == sorted(set(seqs))
+    deltas = sum(isinstance(e, TextDelta) for e in events)
+    assert 2 <= deltas <= chunks // 5, deltas  # 40 ms of answer: about 40 batches
 
 
 async def test_forty_watchers_get_the_whole_answer_in_order_in_fewer_frames(autojump_clock):

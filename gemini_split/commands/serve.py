@@ -343,7 +343,7 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
     connection) ends it; ``ops`` (/ready, /metrics) watches the store."""
     import trio
 
-    from gemini_split.server.gc_policy import settle_for_serving
+    from gemini_split.collector import settle_for_serving
     from gemini_split.transport import get_transport
 
     try:
@@ -351,7 +351,7 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
             async with trio.open_nursery() as nursery:
                 # Before listening: a bad state directory must stop us, not a client.
                 await nursery.start(service.run)
-                # Built once, and then out of the collector's way (server/gc_policy.py).
+                # Built once, and then out of the collector's way (gemini_split/collector.py).
                 service.model.warm_up(service.config.model)
                 settle_for_serving()
 

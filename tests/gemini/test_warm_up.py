@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gemini_split.server import gc_policy
+from gemini_split import collector
 from gemini_split.server.gemini import GeminiModel
 
 
@@ -28,12 +28,12 @@ def test_warm_up_builds_the_request_state_without_any_io():
 @pytest.mark.timeout(60)
 def test_settle_for_serving_freezes_start_up_and_raises_the_young_threshold():
     # In a process of its own: this one's collector is left alone.
-    script = ("import gc, json; from gemini_split.server.gc_policy import settle_for_serving; "
+    script = ("import gc, json; from gemini_split.collector import settle_for_serving; "
               "import gemini_split.server.gemini; settle_for_serving(); "
               "print(json.dumps([gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()]))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=50)
     threshold, frozen, enabled = __import__("json").loads(out.stdout)
-    assert threshold == [gc_policy.YOUNG_THRESHOLD, gc_policy.MIDDLE_THRESHOLD, gc_policy.OLD_THRESHOLD]
-    assert gc_policy.YOUNG_THRESHOLD > 700
+    assert threshold == [collector.YOUNG_THRESHOLD, collector.MIDDLE_THRESHOLD, collector.OLD_THRESHOLD]
+    assert collector.YOUNG_THRESHOLD > 700
     assert frozen > 50_000  # google-genai, pydantic, trio… all frozen
     assert enabled  # cyclic garbage is still collected

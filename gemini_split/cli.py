@@ -339,7 +339,6 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     """Run the command line ``argv`` (default: ``sys.argv[1:]``) in ``env``
     (default: this process's streams, environment and directory, which also
     makes this run own the process: its signals)."""
-    owns_process = env is None
     env = env or Environment(owns_process=True)
     parser = build_parser()
     try:
@@ -384,14 +383,14 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             from gemini_split.commands.completions import run_completions
 
             return run_completions(args, env, parser)
-        if owns_process:
+        if env.owns_process:
             # Here, not in run(): the tools package would load the protocol
             # on --version's path. SIGTERM/SIGHUP: no tool process outlives us.
-            with paused_collection(owns_process):  # the protocol and msgspec
+            with paused_collection(env.owns_process):  # the protocol and msgspec
                 from gemini_split.client.tools.processes import install_signal_cleanup
 
             install_signal_cleanup()
-        return _run_client(args, env, owns_process)
+        return _run_client(args, env)
     except ConfigurationError as exc:
         env.warn(f"gemini-split: {exc}")
         return exit_status_for(exc)
@@ -438,7 +437,7 @@ def split_prompt_words(parser: argparse.ArgumentParser, argv: list[str]) -> tupl
     return rest, words
 
 
-def _run_client(args: argparse.Namespace, env: Environment, owns_process: bool = False) -> ExitStatus:
+def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if args.acp:
         from gemini_split.commands.acp import run_acp
 
@@ -447,7 +446,7 @@ def _run_client(args: argparse.Namespace, env: Environment, owns_process: bool =
         from gemini_split.commands.sessions import run_delete_session, run_list_sessions
 
         return run_delete_session(args, env) if args.delete_session else run_list_sessions(args, env)
-    with paused_collection(owns_process):  # the bulk of start-up: trio, the client
+    with paused_collection(env.owns_process):  # the bulk of start-up: trio, the client
         from gemini_split.commands.oneshot import read_prompt, run_oneshot
 
     prompt = read_prompt(args, env)

@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 
+from bench.procs import stop  # noqa: E402
 from gemini_split.protocol import (  # noqa: E402
     ClientsChanged,
     Finished,
@@ -106,13 +106,7 @@ class FakeGemini:
             raise SystemExit(f"the fake Gemini server did not start: {self.url!r}")
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
 
 
 class Daemon:
@@ -153,12 +147,7 @@ class Daemon:
         threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop(self.proc)
 
 
 async def _open(address: str, **hello: object):

@@ -31,7 +31,6 @@ import importlib.resources
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -45,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 
+from bench.procs import stop  # noqa: E402
 from gemini_split.client.connect import ClientSettings, open_client  # noqa: E402
 from gemini_split.protocol import TextDelta  # noqa: E402
 
@@ -186,8 +186,7 @@ def main() -> None:
         try:
             result = trio.run(run, args, pb, stubs, ws, grpc_address, workdir)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(15)
+            stop(proc, 15)
     ws_r, grpc_r = result["ws"], result["grpc"]
     rows = [
         ("(a) median time to first text", "<= 2x WebSocket + 1 ms",

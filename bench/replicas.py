@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -52,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 
+from bench.procs import stop  # noqa: E402
 from gemini_split.testing import nginx as ngx  # noqa: E402
 from gemini_split.testing import redis_server as rs  # noqa: E402
 
@@ -85,12 +85,7 @@ class Serve:
         raise RuntimeError(f"{name} did not start")
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop(self.proc, 15)
         self.log.close()
 
 

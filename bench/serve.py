@@ -60,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 
+from bench.procs import stop  # noqa: E402
 from gemini_split.app import hold_embedded  # noqa: E402
 from gemini_split.client.connect import ClientSettings, open_client  # noqa: E402
 from gemini_split.protocol import TextDelta  # noqa: E402
@@ -205,13 +206,7 @@ class FakeGeminiProcess:
         http_json("DELETE", f"{self.url}/_requests")
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc)
         self._log.close()
 
 
@@ -285,13 +280,7 @@ class Daemon:
             except OSError:
                 PROFILES[self.name] = {"samples": 0, "self": [], "inclusive": [], "error": complaint}
             self.sampler = None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop(self.proc, 15)
         self._log.close()
 
 
@@ -849,8 +838,8 @@ def main() -> None:
     # (c)'s clients all live in this process (each would have a process of
     # its own): with the collector's defaults its full passes over a
     # thousand clients' objects paused every client's clock (1.4 s per
-    # 1,000-client run). The daemon does the same (server/gc_policy.py).
-    from gemini_split.server.gc_policy import settle_for_serving
+    # 1,000-client run). The daemon does the same (gemini_split/collector.py).
+    from gemini_split.collector import settle_for_serving
 
     settle_for_serving()
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -51,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 
+from bench.procs import stop  # noqa: E402
 from gemini_split.client.connect import ClientSettings, open_client  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -112,12 +112,7 @@ class Daemon:
             time.sleep(0.05)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop(self.proc, 15)
         self._log.close()
 
 
@@ -225,7 +220,9 @@ def bench_writer(workdir: Path, events: int) -> dict:
 
         def write(batch: list[StoredEvent]) -> None:
             conn.execute("BEGIN")
-            conn.executemany("INSERT INTO events VALUES ('s', ?, ?, ?)", [(e.seq, e.request_id, e.data) for e in batch])
+            conn.executemany("INSERT INTO events (session_id, seq, request_id, data, timestamp, type) "
+                             "VALUES ('s', ?, ?, ?, ?, ?)",
+                             [(e.seq, e.request_id, e.data, e.timestamp, e.type) for e in batch])
             conn.execute("UPDATE sessions SET last_seq = ? WHERE id = 's'", (batch[-1].seq,))
             conn.execute("COMMIT")
 

@@ -218,7 +218,10 @@ class Daemon:
         self.backend = backend
         port = free_port()
         self.url = f"ws://127.0.0.1:{port}"
-        cmd = [PY, "-m", "gemini_split", "serve", "--listen", f"127.0.0.1:{port}"]
+        # Its own session store, not the user's (~/.gemini/sessions): the
+        # burst leaves a thousand sessions behind each run.
+        cmd = [PY, "-m", "gemini_split", "serve", "--listen", f"127.0.0.1:{port}",
+               "--state-dir", str(workdir / f"{name}-state")]
         if backend == SCRIPTED:
             script_path = workdir / f"{name}-script.json"
             script_path.write_text(json.dumps(script or []))

@@ -106,9 +106,10 @@ def _keep_bytecode(config: pytest.Config) -> None:
         return
     prefix = os.environ.get("PYTHONPYCACHEPREFIX")
     if not prefix:
-        if config.cache is None:  # -p no:cacheprovider: nowhere of pytest's to put it
+        cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+        if cache is None:  # nowhere of pytest's to put it
             return
-        prefix = str(config.cache.mkdir("pycache"))
+        prefix = str(cache.mkdir("pycache"))
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["PYTHONPYCACHEPREFIX"] = prefix
     sys.dont_write_bytecode = False

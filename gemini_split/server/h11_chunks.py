@@ -8,7 +8,9 @@ spends. :class:`MergingChunkedReader` reads the chunks with h11's own
 :class:`h11._readers.ChunkedReader` (same parsing, same errors) but keeps
 going while the receive buffer holds more, and returns one ``Data`` with
 all their bytes: the body is byte for byte the same, in fewer, larger
-pieces (each piece then costs what one event did). An end of message or an
+pieces (each piece then costs what one event did). The body's first chunk
+is the exception: it is handed over alone, so a reader gets the answer's
+first event without waiting for the rest to be scanned. An end of message or an
 error found while merging is held back and reported by the next call, after
 the data before it, exactly as h11 would have (tests/gemini checks both
 readers give the same body, trailers and errors for any split of the input).
@@ -41,6 +43,8 @@ class MergingChunkedReader(_readers.ChunkedReader):
         super().__init__()
         #: An EndOfMessage or an error met while merging: the next call's.
         self._held: Any = None
+        #: The body's first chunk has been handed over (alone: see below).
+        self._started = False
 
     def __call__(self, buf: Any) -> h11.Data | h11.EndOfMessage | None:
         held = self._held
@@ -50,6 +54,13 @@ class MergingChunkedReader(_readers.ChunkedReader):
                 raise held
             return held
         first = super().__call__(buf)
+        if not self._started:
+            # The body's first chunk goes on alone, before the rest of the
+            # buffer is scanned: it carries the answer's first event, what
+            # its reader waits for (the time to first delta). A busy server
+            # finds whole answers buffered; the rest is read next call.
+            self._started = type(first) is h11.Data
+            return first
         if type(first) is not h11.Data or self._bytes_in_chunk or not buf:
             return first
         pieces = [first.data]

@@ -95,7 +95,25 @@ def test_buffered_chunks_come_as_one_data_event():
     sizes = [130] * 600
     body, trailers, end, datas = read(HEAD + chunked(sizes, ext=False, trailer=True), [], MergingChunkedReader)
     assert len(body) == 130 * 600 and end == "end" and trailers == [(b"x-trailer", b"yes")]
-    assert datas == 2  # 64 KiB at most in one (78,000 bytes)
+    assert datas == 3  # the first chunk alone, then 64 KiB at most in one (78,000 bytes)
+
+
+@pytest.mark.timeout(10)
+def test_the_first_chunk_is_handed_over_before_the_rest_is_read():
+    table = _readers.READERS[h11.SEND_BODY]
+    saved, table["chunked"] = table["chunked"], MergingChunkedReader
+    try:
+        conn = h11.Connection(h11.CLIENT)
+        conn.send(h11.Request(method="GET", target="/", headers=[("Host", "x")]))
+        conn.send(h11.EndOfMessage())
+        conn.receive_data(HEAD + chunked([100] * 500, ext=False, trailer=False))
+        assert type(conn.next_event()) is h11.Response
+        first = conn.next_event()
+        assert len(first.data) == 100  # alone, though 499 more chunks are buffered
+        assert len(conn.next_event().data) == 100 * 499  # the rest, merged
+        assert type(conn.next_event()) is h11.EndOfMessage
+    finally:
+        table["chunked"] = saved
 
 
 @pytest.mark.timeout(10)

@@ -30,3 +30,14 @@ def test_the_shell_imports_no_trio_protocol_or_transport(args, tmp_path):
     assert "gemini_split.cli" in modules  # the measurement saw our imports at all
     heavy = sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
     assert heavy == [], f"gemini-split {' '.join(args)} imported {heavy}"
+
+
+@pytest.mark.timeout(10)
+def test_serves_help_states_the_stores_own_defaults():
+    """commands/serve.py copies the store's defaults (importing the store would
+    slow ``serve --help``): the copies must say what the store does."""
+    from gemini_split.commands import serve
+    from gemini_split.server import store
+
+    assert serve.DEFAULT_SESSION_TTL == store.DEFAULT_SESSION_TTL
+    assert serve.DEFAULT_REPLAY_CAPACITY == store.DEFAULT_REPLAY_CAPACITY

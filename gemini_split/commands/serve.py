@@ -23,7 +23,8 @@ from gemini_split.exit_status import ExitStatus
 
 log = logging.getLogger("gemini_split.serve")
 
-# Mirrors gemini_split.server.store (not imported here: --help stays fast).
+# Mirrors gemini_split.server.store (not imported here: --help stays fast;
+# tests/test_cli_start.py checks the copies agree).
 DEFAULT_REPLAY_CAPACITY = 2000
 DEFAULT_SESSION_TTL = 7 * 24 * 3600.0
 #: Seconds between two sweeps of idle sessions.

@@ -20,7 +20,11 @@ one Trio run.
       process used (to see which one is the bottleneck); with fake-gemini,
       its floor too: the same N requests (the daemon's request body) sent
       straight to the fake at once from this process by a minimal raw
-      HTTP client — what the fake and the machine allow before the daemon;
+      HTTP client — what the fake and the machine allow before the daemon —
+      and the same requests by the daemon's model layer (GeminiModel:
+      google-genai's request over httpx2 on Trio) in this process, with its
+      CPU per request — what the model side costs before sessions, store
+      and WebSocket;
   (d) a one-shot thin client process ``python -m gemini_split --server ws://…
       -p …``: median wall time and peak RSS (wait4 rusage), and whether it
       imported google.genai (one extra run with ``-X importtime``).
@@ -660,6 +664,9 @@ def measure_concurrency(workdir: Path, workspace: Path, fake: FakeGeminiProcess,
             fake.add_turns([CONCURRENT_TURN] * n)
             result["floor"] = trio.run(raw_concurrent, fake, sample, n, timeout)
             fake.forget_requests()
+            fake.add_turns([CONCURRENT_TURN] * (n + 1))
+            result["model_floor"] = trio.run(model_concurrent, fake, sample, n, timeout)
+            fake.forget_requests()
         return result
     finally:
         daemon.close()
@@ -715,6 +722,72 @@ async def raw_concurrent(fake: FakeGeminiProcess, sample: dict, n: int, timeout:
             go.set()
     return {"complete": len(first), "failures": failures,
             "ttfd_p50_ms": pct(first, 50) * 1e3, "ttfd_p99_ms": pct(first, 99) * 1e3}
+
+
+async def model_concurrent(fake: FakeGeminiProcess, sample: dict, n: int, timeout: float) -> dict:
+    """(c)'s second floor: the same ``n`` model requests (the daemon's tools
+    and system instruction, read back from its request) sent at once by the
+    daemon's own model layer, :class:`GeminiModel` (google-genai's request,
+    httpx2 on Trio), in this process, after one warm-up request: what the
+    model side costs before the daemon's sessions, store and WebSocket.
+    Reports its CPU per request up to the last first chunk too."""
+    from gemini_split.protocol import ToolSpec
+    from gemini_split.server.gemini import GeminiModel
+    from gemini_split.server.model import ModelRequest, TextChunk
+
+    body = sample["body"]
+    tools = [ToolSpec(name=d["name"], description=d.get("description", ""),
+                      parameters=d.get("parameters_json_schema") or d.get("parameters") or {})
+             for t in body.get("tools", ()) for d in t.get("functionDeclarations", ())]
+    instruction = "".join(p.get("text", "") for p in body.get("systemInstruction", {}).get("parts", ())) or None
+    model = GeminiModel(API_KEY, base_url=fake.url)
+
+    def request(prompt: str) -> ModelRequest:
+        return ModelRequest(model=MODEL, contents=[{"role": "user", "parts": [{"text": prompt}]}],
+                            tools=tools, system_instruction=instruction)
+
+    async for _ in model.stream(request("warm up")):
+        pass
+    first: list[float] = []
+    failures: dict[str, int] = {}
+    go = trio.Event()
+    all_first = trio.Event()  # every request has its first text (or failed)
+    cpu: dict[str, float] = {}
+
+    def settled() -> None:
+        if len(first) + sum(failures.values()) == n:
+            cpu["first"] = time.process_time() - cpu["start"]
+            all_first.set()
+
+    async def one(i: int) -> None:
+        await go.wait()
+        t0 = time.perf_counter()
+        seen = False
+        try:
+            async for chunk in model.stream(request(f"client {i} asks")):
+                if not seen and type(chunk) is TextChunk:
+                    seen = True
+                    first.append(time.perf_counter() - t0)
+                    settled()
+                    # The rest of the answer waits until every request has
+                    # its first text, as the daemon's streams wait (server/
+                    # priority.py): only the way to a first chunk is timed.
+                    await all_first.wait()
+        except Exception as exc:  # noqa: BLE001 - counted and reported
+            failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
+            if not seen:
+                settled()
+
+    with trio.move_on_after(timeout):
+        async with trio.open_nursery() as nursery:
+            for i in range(n):
+                nursery.start_soon(one, i)
+            await trio.sleep(0.2)
+            cpu["start"] = time.process_time()
+            go.set()
+    return {"complete": len(first), "failures": failures,
+            "ttfd_p50_ms": pct(first, 50) * 1e3, "ttfd_p99_ms": pct(first, 99) * 1e3,
+            "cpu_ms_per_request": 1e3 * cpu.get("first", float("nan")) / max(n, 1)}
 
 
 # (d) ----------------------------------------------------------------------------
@@ -950,7 +1023,10 @@ def verdicts(r: dict) -> list[tuple[str, str, str]]:
     for row in r["c"]:
         if row["clients"] == 1000:
             ok = row["complete"] == 1000 and row["ttfd_p99_ms"] <= 1000 and row["hwm_mb"] <= 600
-            floor = f" (the fake alone: {row['floor']['ttfd_p99_ms']:,.0f})" if row.get("floor") else ""
+            floor = f" (the fake alone: {row['floor']['ttfd_p99_ms']:,.0f}" if row.get("floor") else ""
+            if floor and row.get("model_floor"):
+                floor += f"; GeminiModel alone: {row['model_floor']['ttfd_p99_ms']:,.0f}"
+            floor += ")" if floor else ""
             out.append((f"(c) {row['backend']}: {TARGETS['c']}",
                         f"{row['complete']} done, p99 {row['ttfd_p99_ms']:,.0f} ms{floor}, {row['hwm_mb']:.0f} MB",
                         "MET" if ok else "MISSED"))
@@ -1019,6 +1095,14 @@ def report(r: dict, as_json: bool) -> None:
                       "straight from this process: no daemon, google-genai or WebSocket)")
                 if floor["failures"]:
                     print(f"      failures: {floor['failures']}")
+            model_floor = row.get("model_floor")
+            if model_floor:
+                print(f"  {'  floor: GeminiModel alone':34} {row['clients']:>5} {model_floor['complete']:>5} "
+                      f"{model_floor['ttfd_p50_ms']:>6.0f} ms {model_floor['ttfd_p99_ms']:>6.0f} ms   (the same "
+                      "requests by the daemon's model layer in this process: no daemon or WebSocket; "
+                      f"{model_floor['cpu_ms_per_request']:.2f} ms CPU per request to the last first chunk)")
+                if model_floor["failures"]:
+                    print(f"      failures: {model_floor['failures']}")
             if row["daemon_problems"]:
                 print(f"      daemon log: {row['daemon_problems']}")
     if r["d"]:

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import trio
 
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy
 from gemini_split.client.executor import ToolExecutor
@@ -193,6 +194,11 @@ class Listener:
             self.accepted.set()
             conn.close()
 
+    async def was_reached(self, timeout: float = 5.0) -> bool:
+        """Whether a connection came (one the kernel took may reach this
+        listener's accept a moment after its client already went on)."""
+        return await trio.to_thread.run_sync(self.accepted.wait, timeout)
+
     def close(self):
         self.stop.set()
         self.thread.join(2)
@@ -210,7 +216,7 @@ async def test_no_network_unless_asked(box):
         out = await run_shell(box, NET_PROBE.format(port=listener.port))
         assert "CONNECTED" not in out and not listener.accepted.is_set()
         out = await run_shell(box, NET_PROBE.format(port=listener.port), network=True)
-        assert "CONNECTED" in out and listener.accepted.is_set()  # the control: --sandbox-network
+        assert "CONNECTED" in out and await listener.was_reached()  # the control: --sandbox-network
     finally:
         listener.close()
 
@@ -229,7 +235,7 @@ async def test_a_policy_rule_with_allow_network_gives_exactly_its_commands_the_n
     try:
         probe = NET_PROBE.format(port=listener.port)
         out = await run_shell(box, probe, policy=policy)
-        assert "CONNECTED" in out and listener.accepted.is_set()
+        assert "CONNECTED" in out and await listener.was_reached()
         listener.accepted.clear()
         # a part allowed by a rule without allowNetwork: no network for any part
         out = await run_shell(box, "true && " + probe, policy=policy)

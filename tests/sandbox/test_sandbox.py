@@ -90,9 +90,9 @@ def box():
     base = Path("/var/tmp") / f"gemini-split-sandbox-{uuid.uuid4().hex[:8]}"
     (base / "ws").mkdir(parents=True)
     (base / "home" / ".ssh").mkdir(parents=True)
-    (base / "home" / ".ssh" / "id_ed25519").write_text(CANARY)
+    (base / "home" / ".ssh" / "id_ed25519").write_text(secret(base))
     (base / "outside").mkdir()
-    (base / "outside" / "canary.txt").write_text(CANARY)
+    (base / "outside" / "canary.txt").write_text(secret(base))
     yield base
     shutil.rmtree(base, ignore_errors=True)
 
@@ -123,10 +123,16 @@ async def run_shell(box: Path, command: str, *, network: bool = False, backgroun
             os.environ["HOME"] = old_home
 
 
+def secret(box: Path) -> str:
+    """What this box's key and canary hold: its own, because the sandbox
+    shows /var/tmp (read-only), where other tests' boxes may exist."""
+    return f"{CANARY}-{box.name}"
+
+
 def canary_intact(box: Path) -> bool:
     return (sorted(p.name for p in (box / "outside").iterdir()) == ["canary.txt"]
-            and (box / "outside" / "canary.txt").read_text() == CANARY
-            and (box / "home" / ".ssh" / "id_ed25519").read_text() == CANARY)
+            and (box / "outside" / "canary.txt").read_text() == secret(box)
+            and (box / "home" / ".ssh" / "id_ed25519").read_text() == secret(box))
 
 
 @needs_bwrap
@@ -163,7 +169,7 @@ async def test_the_workspace_is_writable(box):
 ])
 async def test_home_is_hidden(box, command):
     out = await run_shell(box, command.format(base=box))
-    assert CANARY not in out
+    assert secret(box) not in out
 
 
 @needs_bwrap
@@ -253,7 +259,7 @@ async def test_background_commands_are_sandboxed_too(box):
     try:
         out = await run_shell(box, f"echo pwned > {box}/outside/canary.txt; cat ~/.ssh/id_ed25519; "
                                    + NET_PROBE.format(port=listener.port), background=True)
-        assert canary_intact(box) and CANARY not in out and not listener.accepted.is_set()
+        assert canary_intact(box) and secret(box) not in out and not listener.accepted.is_set()
     finally:
         listener.close()
 

@@ -24,7 +24,7 @@ from gemini_split.transport import ServeOptions, get_transport
 from .helpers import raw_client
 
 STREAMERS = 20
-LONG = {"text": "".join(f"t{i:04d} " for i in range(3000)), "chunks": 3000, "chunk_delay": 1e-9}
+LONG = {"text": "".join(f"t{i:04d} " for i in range(1000)), "chunks": 1000, "chunk_delay": 1e-9}
 
 
 async def _serve(nursery, model: ScriptedModel, **config) -> tuple[AgentService, str]:

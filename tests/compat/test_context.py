@@ -207,6 +207,7 @@ def test_plan_mode_asks_the_model_for_a_plan(box):
     assert "plan mode" in system.lower() and "implementation plan" in system
 
 
+@pytest.mark.timeout(60)  # a real embedded -p starts (google-genai): slow on a loaded machine
 def test_debug_shows_the_context_files_and_the_system_instruction(box):
     """In a subprocess: --debug configures the process's logging."""
     import subprocess

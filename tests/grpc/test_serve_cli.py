@@ -11,6 +11,7 @@ import sys
 import time
 
 import grpc
+import pytest
 
 from gemini_split.testing.fake_gemini import FakeGemini
 
@@ -24,6 +25,7 @@ def _env(**extra):
     return env
 
 
+@pytest.mark.timeout(60)  # a serve with gRPC starts; 25 s is too tight on a loaded 2-core machine
 def test_serve_grpc_serves_chat_streams_and_stops_on_sigterm(third_party, tmp_path):
     tp = third_party
     with FakeGemini() as fake:

@@ -57,13 +57,14 @@ def serve(tmp_path, fake, state, port, *args, name="serve"):
         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
     )
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 60  # a loaded machine starts Python slowly
+        while True:
             assert proc.poll() is None, (tmp_path / f"{name}.log").read_text()
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break
             except OSError:
+                assert time.monotonic() < deadline, f"serve did not listen on {port} within 60 s"
                 time.sleep(0.05)
         yield proc
     finally:

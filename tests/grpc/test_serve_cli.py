@@ -35,12 +35,13 @@ def test_serve_grpc_serves_chat_streams_and_stops_on_sigterm(third_party, tmp_pa
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             addresses = []
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 50
             while len(addresses) < 2 and time.monotonic() < deadline:
                 line = proc.stderr.readline()
                 if not line:
                     break
                 addresses += re.findall(r"serving on (\S+)", line)
+            assert any(a.startswith("grpc://") for a in addresses), addresses
             grpc_address = next(a for a in addresses if a.startswith("grpc://"))
             assert any(a.startswith("ws://") for a in addresses)  # beside the WebSocket listener
             outcome = chat_sync(tp, grpc_address, [start(tp, "from another language")])

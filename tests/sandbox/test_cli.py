@@ -32,6 +32,7 @@ def home(tmp_path):
 
 
 @needs_bwrap
+@pytest.mark.timeout(60)  # a real embedded -p starts (google-genai): slow on a loaded machine
 @pytest.mark.parametrize("in_process", [True, False])
 def test_bare_s_sandboxes_and_keeps_the_prompt(tmp_path, home, in_process):
     outside = Path("/var/tmp") / f"gemini-split-cli-{uuid.uuid4().hex[:8]}"

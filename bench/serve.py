@@ -777,6 +777,10 @@ async def model_concurrent(fake: FakeGeminiProcess, sample: dict, n: int, timeou
             failures[type(exc).__name__] = failures.get(type(exc).__name__, 0) + 1
             if not seen:
                 settled()
+            return
+        if not seen:  # an answer without text: counted, so the others go on
+            failures["no text"] = failures.get("no text", 0) + 1
+            settled()
 
     with trio.move_on_after(timeout):
         async with trio.open_nursery() as nursery:

@@ -1001,6 +1001,15 @@ def main() -> None:
     report(results, args.json)
 
 
+#: (c)'s floors beside the daemon: result key, label, what the row measures.
+FLOOR_ROWS = (
+    ("floor", "the fake alone, raw HTTP",
+     "the same requests straight from this process: no daemon, google-genai or WebSocket"),
+    ("model_floor", "GeminiModel alone",
+     "the same requests by the daemon's model layer in this process: no daemon or WebSocket"),
+)
+
+
 def verdicts(r: dict) -> list[tuple[str, str, str]]:
     """(goal, figure, MET / MISSED) per target and backend. (b) is judged on
     model chunks/s delivered: merging deltas for a lagging client is by
@@ -1027,10 +1036,9 @@ def verdicts(r: dict) -> list[tuple[str, str, str]]:
     for row in r["c"]:
         if row["clients"] == 1000:
             ok = row["complete"] == 1000 and row["ttfd_p99_ms"] <= 1000 and row["hwm_mb"] <= 600
-            floor = f" (the fake alone: {row['floor']['ttfd_p99_ms']:,.0f}" if row.get("floor") else ""
-            if floor and row.get("model_floor"):
-                floor += f"; GeminiModel alone: {row['model_floor']['ttfd_p99_ms']:,.0f}"
-            floor += ")" if floor else ""
+            floors = "; ".join(f"{label}: {row[key]['ttfd_p99_ms']:,.0f}" for key, label, _ in FLOOR_ROWS
+                               if row.get(key))
+            floor = f" ({floors})" if floors else ""
             out.append((f"(c) {row['backend']}: {TARGETS['c']}",
                         f"{row['complete']} done, p99 {row['ttfd_p99_ms']:,.0f} ms{floor}, {row['hwm_mb']:.0f} MB",
                         "MET" if ok else "MISSED"))
@@ -1092,21 +1100,16 @@ def report(r: dict, as_json: bool) -> None:
                   f"{row['daemon_cpu_ms_per_client']:.1f} ms")
             if row["failures"]:
                 print(f"      failures: {row['failures']}")
-            floor = row.get("floor")
-            if floor:
-                print(f"  {'  floor: the fake alone, raw HTTP':34} {row['clients']:>5} {floor['complete']:>5} "
-                      f"{floor['ttfd_p50_ms']:>6.0f} ms {floor['ttfd_p99_ms']:>6.0f} ms   (the same requests "
-                      "straight from this process: no daemon, google-genai or WebSocket)")
+            for key, label, what in FLOOR_ROWS:
+                floor = row.get(key)
+                if not floor:
+                    continue
+                cpu_note = (f"; {floor['cpu_ms_per_request']:.2f} ms CPU per request to the last first chunk"
+                            if "cpu_ms_per_request" in floor else "")
+                print(f"  {'  floor: ' + label:34} {row['clients']:>5} {floor['complete']:>5} "
+                      f"{floor['ttfd_p50_ms']:>6.0f} ms {floor['ttfd_p99_ms']:>6.0f} ms   ({what}{cpu_note})")
                 if floor["failures"]:
                     print(f"      failures: {floor['failures']}")
-            model_floor = row.get("model_floor")
-            if model_floor:
-                print(f"  {'  floor: GeminiModel alone':34} {row['clients']:>5} {model_floor['complete']:>5} "
-                      f"{model_floor['ttfd_p50_ms']:>6.0f} ms {model_floor['ttfd_p99_ms']:>6.0f} ms   (the same "
-                      "requests by the daemon's model layer in this process: no daemon or WebSocket; "
-                      f"{model_floor['cpu_ms_per_request']:.2f} ms CPU per request to the last first chunk)")
-                if model_floor["failures"]:
-                    print(f"      failures: {model_floor['failures']}")
             if row["daemon_problems"]:
                 print(f"      daemon log: {row['daemon_problems']}")
     if r["d"]:

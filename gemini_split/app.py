@@ -16,10 +16,9 @@ whose text says what to change.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,10 +35,10 @@ from gemini_split.client.context import (
     session_context_text,
 )
 from gemini_split.client.tools.session_tools import default_memory_file
-from gemini_split.client.reconnect import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.collector import paused_collection
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, ProfileError, SettingsError
+from gemini_split.options import ClientOptions, ServerToolsOptions
 from gemini_split.settings import LoadedSettings, Settings, load_settings
 from gemini_split.protocol import Caller
 from gemini_split.transport import ConnectOptions
@@ -56,26 +55,26 @@ DEFAULT_SERVER_PORT = 8080
 log = logging.getLogger(__name__)
 
 
-def resolve_client_settings(args: argparse.Namespace, env: Environment,
+def resolve_client_settings(options: ClientOptions, env: Environment,
                             loaded: LoadedSettings | None = None, *, interactive: bool = False) -> ClientSettings:
-    """Flags, environment, settings files and profiles → :class:`ClientSettings`.
+    """Flags (``options``), environment, settings files and profiles → :class:`ClientSettings`.
 
     ``loaded`` is the already-read settings, if the caller has them;
     ``interactive``: the REPL (a person approves and reads along)."""
     if loaded is None:
-        loaded = load_settings(env, trust=True if getattr(args, "skip_trust", False) else None)
+        loaded = _load_settings(options, env)
         for line in loaded.warnings:
             env.warn(line)
     s = loaded.merged
-    workspace = Path(args.workspace).expanduser() if args.workspace else env.cwd
+    workspace = Path(options.workspace).expanduser() if options.workspace else env.cwd
     workspace = workspace if workspace.is_absolute() else env.cwd / workspace
     if not workspace.is_dir():
         raise BadInput(f"workspace {workspace} is not a directory")
-    server_arg = args.server
+    server_arg = options.server
     if not server_arg and not env.environ.get("GEMINI_SERVER_MODE"):
         server_arg = s.gemini_split.server
     server = resolve_server_address(server_arg, env)
-    connect = _connect_options(args, server_arg, env)
+    connect = _connect_options(options, server_arg, env)
     if connect.insecure:
         env.warn("WARNING: --insecure: the server's TLS certificate is NOT verified; "
                  "anyone on the network path can read and change this session.")
@@ -83,24 +82,24 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         workspace=Path(os.path.realpath(workspace)),
         server=server,
         connect=connect,
-        approval_mode=resolve_approval_mode(args, env, s),
-        allowed_tools=_allowed_tools(args, s),
-        policy=resolve_policy(args, env, loaded),
-        sandbox=resolve_sandbox(args, env, s),
-        include_dirs=resolve_include_dirs(args, env, s),
+        approval_mode=resolve_approval_mode(options, env, s),
+        allowed_tools=_allowed_tools(options, s),
+        policy=resolve_policy(options, env, loaded),
+        sandbox=resolve_sandbox(options, env, s),
+        include_dirs=resolve_include_dirs(options, env, s),
         core_tools=_tool_names("tools.core", s.tools.core),
         exclude_tools=_tool_names("tools.exclude", s.tools.exclude) or (),
-        model=resolve_model(args, env, s),
+        model=resolve_model(options, env, s),
         loaded_settings=loaded,
         mcp_servers=s.mcp_servers,
-        mcp_allowed=_mcp_allowed(args, s),
+        mcp_allowed=_mcp_allowed(options, s),
         mcp_excluded=tuple(s.mcp.excluded),
-        resume=getattr(args, "resume", None),
-        new_session_id=getattr(args, "session_id", None),
-        reconnect_timeout=getattr(args, "reconnect_timeout", DEFAULT_RECONNECT_TIMEOUT),
-        reject_dangerous=_rejects_dangerous(args, env),
-        tools=getattr(args, "tools", "client") or "client",
-        project=getattr(args, "project", None),
+        resume=options.resume,
+        new_session_id=options.session_id,
+        reconnect_timeout=options.reconnect_timeout,
+        reject_dangerous=_rejects_dangerous(options, env),
+        tools=options.tools,
+        project=options.project,
     )
     if server is not None and server.startswith("unix:"):
         settings.caller = local_caller(env, settings.model)
@@ -112,8 +111,13 @@ def resolve_client_settings(args: argparse.Namespace, env: Environment,
         raise ConfigurationError("--project needs --tools server")
     attach_context(settings, env, interactive=interactive)
     if server is None:
-        settings.embedded = embedded_service(args, env, loaded)
+        settings.embedded = embedded_service(options, env, loaded)
     return settings
+
+
+def _load_settings(options: ClientOptions, env: Environment) -> LoadedSettings:
+    """The settings files, the current folder trusted for this run with ``--skip-trust``."""
+    return load_settings(env, trust=True if options.skip_trust else None)
 
 
 def attach_context(settings: ClientSettings, env: Environment, *, interactive: bool) -> None:
@@ -145,13 +149,13 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     log.debug("context files: %s", ", ".join(str(p) for p in project.paths()) or "none")
 
 
-def resolve_include_dirs(args: argparse.Namespace, env: Environment, s: Settings) -> tuple[Path, ...]:
+def resolve_include_dirs(options: ClientOptions, env: Environment, s: Settings) -> tuple[Path, ...]:
     """``context.includeDirectories`` then ``--include-directories`` (comma
     separated or repeated), as in gemini-cli: relative to the current
     directory, ``~`` expanded. A missing directory from the command line is
     an error; one from settings is skipped with a warning, as gemini-cli does."""
     found: list[Path] = []
-    flagged = [d.strip() for value in getattr(args, "include_directories", None) or [] for d in value.split(",")]
+    flagged = [d.strip() for value in options.include_directories for d in value.split(",")]
     for source, entries in (("settings context.includeDirectories", s.context.include_directories),
                             ("--include-directories", flagged)):
         for entry in entries:
@@ -170,27 +174,27 @@ def resolve_include_dirs(args: argparse.Namespace, env: Environment, s: Settings
     return tuple(found)
 
 
-def _mcp_allowed(args: argparse.Namespace, s: Settings) -> tuple[str, ...] | None:
+def _mcp_allowed(options: ClientOptions, s: Settings) -> tuple[str, ...] | None:
     """``--allowed-mcp-server-names`` (repeated or comma-separated), else
     ``mcp.allowed``; None: every configured server may start."""
-    names = [n.strip() for value in getattr(args, "allowed_mcp_server_names", None) or [] for n in value.split(",")]
+    names = [n.strip() for value in options.allowed_mcp_server_names for n in value.split(",")]
     if any(names):
         return tuple(n for n in names if n)
     return tuple(s.mcp.allowed) if s.mcp.allowed is not None else None
 
 
-def resolve_model(args: argparse.Namespace, env: Environment, s: Settings) -> str | None:
+def resolve_model(options: ClientOptions, env: Environment, s: Settings) -> str | None:
     """``--model``, ``$GEMINI_MODEL``, ``model.name``; None: the server's default."""
-    return args.model or env.environ.get("GEMINI_MODEL") or s.model.name or None
+    return options.model or env.environ.get("GEMINI_MODEL") or s.model.name or None
 
 
-def resolve_approval_mode(args: argparse.Namespace, env: Environment, s: Settings | None = None) -> ApprovalMode:
+def resolve_approval_mode(options: ClientOptions, env: Environment, s: Settings | None = None) -> ApprovalMode:
     """``--approval-mode``, ``--yolo``, ``$GEMINI_APPROVAL_MODE``, then
     ``general.defaultApprovalMode`` — where, as in gemini-cli, ``yolo`` is
     ignored: yolo is only ever asked for on the command line."""
-    if getattr(args, "yolo", False):
+    if options.yolo:
         return ApprovalMode.YOLO
-    source, text = "--approval-mode", args.approval_mode
+    source, text = "--approval-mode", options.approval_mode
     if not text and env.environ.get("GEMINI_APPROVAL_MODE"):
         source, text = "GEMINI_APPROVAL_MODE", env.environ["GEMINI_APPROVAL_MODE"]
     if not text and s is not None and s.general.default_approval_mode not in (None, "yolo"):
@@ -212,27 +216,27 @@ def resolve_approval_mode(args: argparse.Namespace, env: Environment, s: Setting
     return mode
 
 
-def _rejects_dangerous(args: argparse.Namespace, env: Environment) -> bool:
+def _rejects_dangerous(options: ClientOptions, env: Environment) -> bool:
     """Whether ``--approval-mode`` (or ``$GEMINI_APPROVAL_MODE``) is
     ``reject_dangerous``: nothing is asked, what would be is refused."""
-    if getattr(args, "yolo", False):
+    if options.yolo:
         return False
-    text = getattr(args, "approval_mode", None) or env.environ.get("GEMINI_APPROVAL_MODE") or ""
+    text = options.approval_mode or env.environ.get("GEMINI_APPROVAL_MODE") or ""
     return text.strip().lower().replace("-", "_") == "reject_dangerous"
 
 
-def _allowed_tools(args: argparse.Namespace, s: Settings) -> tuple[str, ...]:
+def _allowed_tools(options: ClientOptions, s: Settings) -> tuple[str, ...]:
     """``--allowed-tools`` replaces ``tools.allowed`` (it does not add to it),
     as in gemini-cli."""
-    if args.allowed_tools or not s.tools.allowed:
-        return resolve_allowed_tools(args.allowed_tools)
+    if options.allowed_tools or not s.tools.allowed:
+        return resolve_allowed_tools(options.allowed_tools)
     try:
         return resolve_allowed_tools(s.tools.allowed)
     except ConfigurationError as exc:
         raise SettingsError(str(exc).replace("--allowed-tools", "settings tools.allowed", 1)) from None
 
 
-def resolve_policy(args: argparse.Namespace, env: Environment, loaded: LoadedSettings) -> Policy:
+def resolve_policy(options: ClientOptions, env: Environment, loaded: LoadedSettings) -> Policy:
     """The policy files' rules (:func:`gemini_split.policy.load_policy`):
     the user's (or ``--policy``'s), the admin's (and ``--admin-policy``'s),
     and a trusted project's. A malformed file is a :class:`PolicyError`
@@ -240,15 +244,14 @@ def resolve_policy(args: argparse.Namespace, env: Environment, loaded: LoadedSet
     from gemini_split.policy import load_policy
 
     policy = load_policy(config_dir=env.config_dir, cwd=env.cwd, trusted=loaded.trusted,
-                         policy_paths=getattr(args, "policy", None) or (),
-                         admin_policy_paths=getattr(args, "admin_policy", None) or (),
+                         policy_paths=options.policy, admin_policy_paths=options.admin_policy,
                          environ=env.environ)
     for line in policy.warnings:
         env.warn(line)
     return policy
 
 
-def resolve_sandbox(args: argparse.Namespace, env: Environment, s: Settings) -> Sandbox | None:
+def resolve_sandbox(options: ClientOptions, env: Environment, s: Settings) -> Sandbox | None:
     """Where shell commands run: ``$GEMINI_SANDBOX``, ``-s``/``--sandbox[=MODE]``,
     settings ``tools.sandbox`` (gemini-cli's order), default none; with
     ``--sandbox-network`` they may use the network. Raises
@@ -256,10 +259,10 @@ def resolve_sandbox(args: argparse.Namespace, env: Environment, s: Settings) -> 
     asked for and bwrap cannot provide it: never run unconfined silently."""
     from gemini_split.sandbox import Sandbox, sandbox_mode_from
 
-    mode = sandbox_mode_from(getattr(args, "sandbox", None), env.environ, s.tools.sandbox, warn=env.warn)
+    mode = sandbox_mode_from(options.sandbox, env.environ, s.tools.sandbox, warn=env.warn)
     if mode == "none":
         return None
-    return Sandbox.resolve(mode, network=getattr(args, "sandbox_network", False), environ=env.environ)
+    return Sandbox.resolve(mode, network=options.sandbox_network, environ=env.environ)
 
 
 def _tool_names(key: str, entries: list[str] | None) -> tuple[str, ...] | None:
@@ -278,7 +281,7 @@ def _tool_names(key: str, entries: list[str] | None) -> tuple[str, ...] | None:
     return tuple(entry.strip() for entry in entries if entry.strip())
 
 
-def resolve_allowed_tools(values: list[str]) -> tuple[str, ...]:
+def resolve_allowed_tools(values: Iterable[str]) -> tuple[str, ...]:
     """``--allowed-tools`` entries (repeated and/or comma-separated), checked
     now so a typo is a usage error, not a surprise mid-turn."""
     entries = tuple(entry for value in values for entry in parse_allowed_tools(value))
@@ -366,10 +369,10 @@ def _find_profile(name: str, env: Environment) -> ServerProfile:
     return profile
 
 
-def _connect_options(args: argparse.Namespace, server_arg: str | None, env: Environment) -> ConnectOptions:
+def _connect_options(options: ClientOptions, server_arg: str | None, env: Environment) -> ConnectOptions:
     """Token, CA and TLS checking: a flag beats the profile named by
     ``--server`` (or ``geminiSplit.server``), which beats ``$GEMINI_SERVER_TOKEN``."""
-    token, ca, insecure = args.token, args.ca, args.insecure
+    token, ca, insecure = options.token, options.ca, options.insecure
     if server_arg and ":" not in server_arg and server_arg != "local":
         profile = _find_profile(server_arg, env)
         token = token or profile.resolve_token(env.environ)
@@ -445,7 +448,7 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
         raise ConfigurationError(f"cannot set up model {name!r}: {exc}") from None
 
 
-def embedded_service(args: argparse.Namespace, env: Environment, loaded: LoadedSettings | None = None) -> AgentService:
+def embedded_service(options: ClientOptions, env: Environment, loaded: LoadedSettings | None = None) -> AgentService:
     """The server side for embedded mode (the key is checked first).
 
     Resource handling: the service owns its model (one Gemini client, one
@@ -457,14 +460,14 @@ def embedded_service(args: argparse.Namespace, env: Environment, loaded: LoadedS
     The model comes from :func:`resolve_model`, the turn limit from
     ``--max-turns`` or ``model.maxSessionTurns``; ``loaded`` is the settings
     already read, if the caller has them."""
-    s = (loaded or load_settings(env, trust=True if getattr(args, "skip_trust", False) else None)).merged
-    max_turns = args.max_turns or (s.model.max_session_turns if s.model.max_session_turns > 0 else None)
+    s = (loaded or _load_settings(options, env)).merged
+    max_turns = options.max_turns or (s.model.max_session_turns if s.model.max_session_turns > 0 else None)
     with paused_collection(env.owns_process):  # the server and google-genai load here
         from gemini_split.server.config import ServerConfig
         from gemini_split.server.service import AgentService
 
         model_name, model = open_model(
-            resolve_model(args, env, s), env, missing_key_hint=", or use --server to reach a server that has one."
+            resolve_model(options, env, s), env, missing_key_hint=", or use --server to reach a server that has one."
         )
         from gemini_split.server.store import open_store
 
@@ -491,7 +494,7 @@ async def hold_embedded(settings: ClientSettings) -> AsyncIterator[ClientSetting
                 await settings.embedded.aclose()
 
 
-def server_tools_from(args: argparse.Namespace, env: Environment) -> ServerTools | None:
+def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTools | None:
     """``serve --server-tools`` and its options as the server's
     :class:`~gemini_split.server.tool_host.ServerTools`, whose tool hosts
     run this program's own tool registry (:mod:`gemini_split.client.tool_host`);
@@ -499,8 +502,8 @@ def server_tools_from(args: argparse.Namespace, env: Environment) -> ServerTools
     for a bad option, a workspace root that cannot be used, or a sandbox
     that does not work (``--sandbox auto``, the default, refuses to start;
     ``--sandbox none`` must be said explicitly)."""
-    if not args.server_tools:
-        given = [flag for flag, value in (("--workspace-root", args.workspace_root), ("--project", args.serve_projects))
+    if not options.enabled:
+        given = [flag for flag, value in (("--workspace-root", options.workspace_root), ("--project", options.projects))
                  if value]
         if given:
             raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
@@ -509,27 +512,26 @@ def server_tools_from(args: argparse.Namespace, env: Environment) -> ServerTools
     from gemini_split.server.tool_host import ServerTools
 
     projects: dict[str, Path] = {}
-    for entry in args.serve_projects:
+    for entry in options.projects:
         name, sep, path = entry.partition("=")
         if not sep or not name.strip() or not path.strip():
             raise ConfigurationError(f"--project {entry!r}: expected NAME=PATH")
         if name.strip() in projects:
             raise ConfigurationError(f"--project {name.strip()!r} is given twice")
         projects[name.strip()] = Path(os.path.realpath(Path(path.strip()).expanduser()))
-    root = Path(args.workspace_root).expanduser() if args.workspace_root else env.config_dir / "workspaces"
+    root = Path(options.workspace_root).expanduser() if options.workspace_root else env.config_dir / "workspaces"
     from gemini_split.policy import load_policy
 
     # The server's own rules (no project's: a client cannot bring rules along).
     policy = load_policy(config_dir=env.config_dir, cwd=None,
-                         policy_paths=getattr(args, "policy", None) or (),
-                         admin_policy_paths=getattr(args, "admin_policy", None) or (), environ=env.environ)
+                         policy_paths=options.policy, admin_policy_paths=options.admin_policy, environ=env.environ)
     for line in policy.warnings:
         env.warn(line)
     try:
         tools = ServerTools(
             factory=open_tool_host, workspace_root=root, projects=projects,
-            approval_timeout=args.approval_timeout, max_approval_mode=args.max_approval_mode,
-            sandbox=resolve_server_sandbox(args.serve_sandbox, network=args.serve_sandbox_network, env=env),
+            approval_timeout=options.approval_timeout, max_approval_mode=options.max_approval_mode,
+            sandbox=resolve_server_sandbox(options.sandbox, network=options.sandbox_network, env=env),
             policy=policy,
         )
         tools.prepare()

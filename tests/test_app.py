@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gemini_split.app import resolve_client_settings
 from gemini_split.cli import build_parser
+from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.ui.repl import Repl
 
@@ -104,6 +105,24 @@ def test_runtime_code_never_imports_the_testing_package():
     assert wrong == []
 
 
+def test_nothing_below_the_commands_reads_parsed_arguments():
+    # Each command turns its argparse.Namespace into a typed options record
+    # (gemini_split/commands/options.py); below the commands only the parsers'
+    # own type callables (argtypes) know argparse.
+    allowed = {"gemini_split.cli", "gemini_split.argtypes"}
+    wrong = [f"{path.relative_to(PACKAGE.parent)}:{line}"
+             for path in _runtime_modules()
+             for line, name in _all_imports(path)
+             if name == "argparse" and _module_name(path) not in allowed
+             and not _module_name(path).startswith("gemini_split.commands.")]
+    assert wrong == []
+
+
+def _all_imports(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(node.lineno, alias.name) for node in ast.walk(tree) if isinstance(node, ast.Import)
+            for alias in node.names]
+
 def test_clear_and_connect_embedded_are_new_connections_to_the_one_embedded_service(tmp_path):
     # A scripted model answers each model call with the script's next turn:
     # if /clear or /server connect embedded built a new model (a new Gemini
@@ -114,13 +133,13 @@ def test_clear_and_connect_embedded_are_new_connections_to_the_one_embedded_serv
     stdout, stderr = StringIO(), StringIO()
     env = Environment(stdin=stdin, stdout=stdout, stderr=stderr, cwd=tmp_path,
                       environ={"GEMINI_SPLIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"})
-    args = build_parser().parse_args(["--model", f"scripted:{script}"])
-    settings = resolve_client_settings(args, env)
+    options = client_options(build_parser().parse_args(["--model", f"scripted:{script}"]))
+    settings = resolve_client_settings(options, env)
     service = settings.embedded
 
     import trio
 
-    status = trio.run(Repl(args, env, settings).run)
+    status = trio.run(Repl(options, env, settings).run)
 
     out = stdout.getvalue()
     assert status == 0, out + stderr.getvalue()

@@ -3,7 +3,6 @@ name given to --server becomes an address, a token and a CA."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import stat
 from io import StringIO
@@ -12,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from gemini_split.cli import build_parser, main
+from gemini_split.commands.options import client_options
+from gemini_split.options import ClientOptions
 from gemini_split.client.profiles import ProfileStore, ServerProfile, profile_store
 from gemini_split.app import resolve_client_settings
 from gemini_split.environment import Environment
@@ -139,8 +140,8 @@ def test_token_env_is_read_when_connecting(tmp_path):
         ServerProfile.from_address("p", "ws://h:1", token="t", token_env="V")
 
 
-def _args(argv: list[str]) -> argparse.Namespace:
-    return build_parser().parse_args(argv)
+def _args(argv: list[str]) -> ClientOptions:
+    return client_options(build_parser().parse_args(argv))
 
 
 def test_server_profile_name_resolves_to_address_token_and_ca(tmp_path):

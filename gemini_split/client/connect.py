@@ -20,6 +20,7 @@ import trio
 from gemini_split._trio_util import single_exceptions
 from gemini_split.errors import GeminiSplitError
 from gemini_split.exit_status import ExitStatus, exit_status_for
+from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,
@@ -39,7 +40,6 @@ from .protocol_client import (
     RequestFailed,
     ServerToolChoice,
 )
-from .reconnect import DEFAULT_RECONNECT_TIMEOUT
 from .tools.base import ToolKind
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace

@@ -58,6 +58,7 @@ from gemini_split.protocol import (
     ToolExecutionRequest,
     ToolExecutionResponse,
 )
+from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.stamping import stamp
 from gemini_split.transport import (
     ConnectFailed,
@@ -70,8 +71,8 @@ from gemini_split.transport import (
 
 from .approval import Answer, ApprovalRequest
 from .executor import ToolExecutor
+from .reconnect import Backoff
 from .tools.base import ToolFailed, ToolKind
-from .reconnect import DEFAULT_RECONNECT_TIMEOUT, Backoff
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-DEFAULT_RECONNECT_TIMEOUT = 120.0
+from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
 
 
 class Backoff(msgspec.Struct):

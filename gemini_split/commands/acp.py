@@ -23,6 +23,7 @@ import msgspec
 import trio
 
 from gemini_split.app import attach_context, hold_embedded, resolve_client_settings
+from gemini_split.commands.options import client_options
 from gemini_split.client.connect import ClientSettings
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
@@ -74,7 +75,7 @@ def log_path(args: argparse.Namespace, env: Environment) -> Path:
 def run_acp(args: argparse.Namespace, env: Environment) -> ExitStatus:
     stop = open_log(log_path(args, env), level=logging.DEBUG if args.debug else logging.INFO)
     try:
-        settings = resolve_client_settings(args, env, interactive=True)
+        settings = resolve_client_settings(client_options(args), env, interactive=True)
         return trio.run(_serve_stdio, settings, env)
     finally:
         stop()

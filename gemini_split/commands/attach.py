@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 
@@ -113,7 +114,8 @@ def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
     from gemini_split.app import resolve_client_settings
     from gemini_split.protocol import Replay
 
-    settings = resolve_client_settings(args, env, interactive=not args.watch and args.attach_output == "text")
+    options = client_options(args)
+    settings = resolve_client_settings(options, env, interactive=not args.watch and args.attach_output == "text")
     replay = None
     if args.limit is not None or args.since is not None:
         replay = Replay(limit=args.limit, since=args.since)
@@ -129,7 +131,7 @@ def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     from gemini_split.ui.repl import Repl
 
-    return trio.run(Repl(args, env, settings).run)
+    return trio.run(Repl(options, env, settings).run)
 
 
 async def _follow(settings: Any, env: Environment, as_json: bool) -> ExitStatus:

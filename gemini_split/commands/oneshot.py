@@ -16,6 +16,7 @@ from typing import Any
 import trio
 
 from gemini_split.app import hold_embedded, resolve_client_settings
+from gemini_split.commands.options import client_options
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.protocol_client import ProtocolClient  # noqa: I001 (apart: fewer merge conflicts)
 from gemini_split.protocol import Attachment  # noqa: I001
@@ -139,7 +140,7 @@ def _ready_within(stream: Any, seconds: float) -> bool:
 
 
 def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> ExitStatus:
-    settings = resolve_client_settings(args, env)
+    settings = resolve_client_settings(client_options(args), env)
     merged = settings.loaded_settings.merged
     output_format = args.output_format or merged.output.format or "text"
     screen_reader = args.screen_reader or merged.ui.accessibility.screen_reader

@@ -12,13 +12,15 @@ import argparse
 import trio
 
 from gemini_split.app import resolve_client_settings
+from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 
 
 
 def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    settings = resolve_client_settings(args, env, interactive=True)
+    options = client_options(args)
+    settings = resolve_client_settings(options, env, interactive=True)
     from gemini_split.ui.repl import Repl
 
-    return trio.run(Repl(args, env, settings).run)
+    return trio.run(Repl(options, env, settings).run)

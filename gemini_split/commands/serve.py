@@ -244,8 +244,9 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     store = open_store(redis_url or state_dir(args.state_dir, env), replay_capacity=args.replay_capacity,
                        exclusive=not args.stdio)
     from gemini_split.app import server_tools_from
+    from gemini_split.commands.options import server_tools_options
 
-    server_tools = server_tools_from(args, env)
+    server_tools = server_tools_from(server_tools_options(args), env)
     service = AgentService(model, config, authenticate=authenticate, store=store, server_tools=server_tools)
     if redis_url is not None:
         from gemini_split.server.store.redis_replica import DEFAULT_LEASE_TTL, Replica

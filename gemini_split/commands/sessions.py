@@ -10,6 +10,7 @@ import unicodedata
 
 import trio
 
+from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 
@@ -29,7 +30,7 @@ def _run(args: argparse.Namespace, env: Environment, delete: str | None) -> Exit
 
     from gemini_split.app import hold_embedded, resolve_client_settings
 
-    settings = resolve_client_settings(args, env)
+    settings = resolve_client_settings(client_options(args), env)
 
     async def main() -> ExitStatus:
         try:

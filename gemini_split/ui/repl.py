@@ -21,7 +21,6 @@ waits on the network it abandons the command.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import logging
@@ -48,6 +47,7 @@ from gemini_split.client.connect import ClientSettings, describe_connect_error, 
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
+from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, ServerEvent, Usage
 from gemini_split.transport import ConnectOptions, TransportError
 
@@ -80,7 +80,7 @@ HISTORY_FILE = "repl_history"
 class Repl:
     def __init__(
         self,
-        args: argparse.Namespace,
+        options: ClientOptions,
         env: Environment,
         settings: ClientSettings,
         *,
@@ -88,12 +88,12 @@ class Repl:
         input: Input | None = None,
         output: Output | None = None,
     ):
-        self.args = args
+        self.options = options
         self.env = env
         self.settings = settings
         #: The embedded service, once there is one: opened once per process.
         self._embedded: Any = settings.embedded
-        self.server_label = args.server or ("embedded" if settings.server is None else settings.server)
+        self.server_label = options.server or ("embedded" if settings.server is None else settings.server)
         #: settings.json's "ui" section (theme, hideBanner, hideTips).
         self.ui_settings = _ui_settings(settings)
         self.code_theme, self.theme_warning = code_theme_for(self.ui_settings.theme)
@@ -286,7 +286,7 @@ class Repl:
 
     async def _loop(self) -> None:
         # -i/--prompt-interactive (or a prompt given at a terminal): the first turn.
-        first = getattr(self.args, "prompt_interactive", None)
+        first = self.options.prompt_interactive
         while True:
             text, first = (first, None) if first else (await self._next_input(), None)
             if text is None:
@@ -571,7 +571,7 @@ class Repl:
         """This process's embedded service, built on first use (the key is
         checked then) and closed when the REPL ends."""
         if self._embedded is None:
-            self._embedded = embedded_service(self.args, self.env)
+            self._embedded = embedded_service(self.options, self.env)
         return self._embedded
 
     async def _open(self, settings: ClientSettings, label: str) -> bool:

@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from gemini_split.app import resolve_client_settings
+from gemini_split.commands.options import client_options
 from gemini_split.cli import build_parser
 from gemini_split.client.connect import open_client
 from gemini_split.environment import Environment
@@ -36,8 +37,8 @@ def _fully_gone(pid: int, timeout: float = 15.0) -> None:
 @pytest.mark.timeout(60)
 async def test_a_daemon_that_died_after_it_was_found_is_started_again(environ, home, tmp_path):
     env = Environment(environ=environ, cwd=tmp_path)
-    args = build_parser().parse_args(["-p", "after the crash"])
-    settings = await trio.to_thread.run_sync(resolve_client_settings, args, env)  # finds (starts) the daemon
+    options = client_options(build_parser().parse_args(["-p", "after the crash"]))
+    settings = await trio.to_thread.run_sync(resolve_client_settings, options, env)  # finds (starts) the daemon
     old = info(home)["pid"]
     os.kill(old, signal.SIGKILL)
     await trio.to_thread.run_sync(_fully_gone, old)

@@ -5,26 +5,26 @@ second is yolo."""
 
 from __future__ import annotations
 
-import argparse
-
 from gemini_split.app import resolve_approval_mode
 from gemini_split.cli import build_parser
 from gemini_split.client.approval_mode import ApprovalMode
 from gemini_split.client.connect import ClientSettings, server_tool_choice
+from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
+from gemini_split.options import ClientOptions
 
 
 def _settings(tmp_path, *argv, environ=None):
     from gemini_split.app import resolve_client_settings
 
-    args = build_parser().parse_args(list(argv))
+    options = client_options(build_parser().parse_args(list(argv)))
     env = Environment(environ=environ or {}, cwd=tmp_path)
-    return args, env, resolve_client_settings(args, env)
+    return options, env, resolve_client_settings(options, env)
 
 
 def test_auto_approve_is_yolo_and_reject_dangerous_is_default_with_nobody_asked(tmp_path):
-    args = argparse.Namespace(yolo=False, approval_mode="auto_approve")
-    assert resolve_approval_mode(args, Environment(environ={}, cwd=tmp_path)) is ApprovalMode.YOLO
+    options = ClientOptions(approval_mode="auto_approve")
+    assert resolve_approval_mode(options, Environment(environ={}, cwd=tmp_path)) is ApprovalMode.YOLO
     _, _, settings = _settings(tmp_path, "--server", "ws://127.0.0.1:9", "--approval-mode", "reject_dangerous",
                                "--tools", "server")
     assert settings.approval_mode is ApprovalMode.DEFAULT and settings.reject_dangerous

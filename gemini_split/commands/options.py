@@ -1,0 +1,58 @@
+"""Parsed arguments → the typed options records of :mod:`gemini_split.options`.
+
+The one place that reads a client command's or ``serve``'s
+``argparse.Namespace`` for what goes below the commands: every attribute
+is read by name, so a flag renamed in a parser fails here at once instead of
+silently becoming its default further down.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from gemini_split.options import ClientOptions, ServerToolsOptions
+
+
+def client_options(args: argparse.Namespace) -> ClientOptions:
+    """The top-level parser's client flags (``attach`` overrides some of
+    them with its own, into the same names)."""
+    return ClientOptions(
+        workspace=args.workspace,
+        server=args.server,
+        token=args.token,
+        ca=args.ca,
+        insecure=args.insecure,
+        model=args.model,
+        approval_mode=args.approval_mode,
+        yolo=args.yolo,
+        allowed_tools=tuple(args.allowed_tools),
+        allowed_mcp_server_names=tuple(args.allowed_mcp_server_names or ()),
+        policy=tuple(args.policy or ()),
+        admin_policy=tuple(args.admin_policy or ()),
+        sandbox=args.sandbox,
+        sandbox_network=args.sandbox_network,
+        include_directories=tuple(args.include_directories),
+        max_turns=args.max_turns,
+        skip_trust=args.skip_trust,
+        tools=args.tools or "client",
+        project=args.project,
+        reconnect_timeout=args.reconnect_timeout,
+        resume=args.resume,
+        session_id=args.session_id,
+        prompt_interactive=args.prompt_interactive,
+    )
+
+
+def server_tools_options(args: argparse.Namespace) -> ServerToolsOptions:
+    """``serve``'s ``--server-tools`` and the flags that go with it."""
+    return ServerToolsOptions(
+        enabled=args.server_tools,
+        workspace_root=args.workspace_root,
+        projects=tuple(args.serve_projects),
+        approval_timeout=args.approval_timeout,
+        max_approval_mode=args.max_approval_mode,
+        sandbox=args.serve_sandbox,
+        sandbox_network=args.serve_sandbox_network,
+        policy=tuple(args.policy or ()),
+        admin_policy=tuple(args.admin_policy or ()),
+    )

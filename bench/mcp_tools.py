@@ -65,7 +65,7 @@ async def _start(configs, cwd: Path) -> float:
 async def _connected(home: Path, cwd: Path, script: Path) -> float:
     """Seconds from nothing to a connected client (embedded, scripted model):
     when the REPL shows its first prompt."""
-    from gemini_split.app import hold_embedded, resolve_client_settings
+    from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
     from gemini_split.cli import build_parser
     from gemini_split.commands.options import client_options
     from gemini_split.client.connect import open_client
@@ -73,8 +73,10 @@ async def _connected(home: Path, cwd: Path, script: Path) -> float:
 
     env = Environment(environ={"PATH": os.environ["PATH"], "HOME": str(home), "GEMINI_SPLIT_HOME": str(home)}, cwd=cwd)
     t0 = time.perf_counter()
-    settings = resolve_client_settings(client_options(build_parser().parse_args(["-m", f"scripted:{script}"])), env)
-    async with hold_embedded(settings), open_client(settings) as client:
+    options = client_options(build_parser().parse_args(["-m", f"scripted:{script}"]))
+    settings = resolve_client_settings(options, env)
+    async with hold_embedded(settings, embedded_service_for(options, env, settings)) as settings, \
+            open_client(settings) as client:
         elapsed = time.perf_counter() - t0
         assert client.connected is not None
     return elapsed

@@ -7,7 +7,7 @@ the clients: the real :class:`ProtocolClient` opened with ``open_client``, in
 one Trio run.
 
   (a) time to first delta (TTFD) over WebSocket minus the same in embedded
-      mode (``ClientSettings(server=None, embedded=AgentService(...))``),
+      mode (``hold_embedded(ClientSettings(server=None), AgentService(...))``),
       median over many turns; the two modes alternate, a connection at a time;
   (b) deltas per second delivered to one client: one long answer of many
       small model chunks; protocol messages/s and model chunks/s (the server
@@ -324,9 +324,12 @@ class Recorder:
         return "".join(self.parts)
 
 
-def embedded_settings(workspace: Path, backend: str, fake_url: str, script: list[dict] | None = None) -> ClientSettings:
-    """What ``gemini_split.app.embedded_service`` builds, for a fake-gemini or
-    scripted model. A fresh service per use; ``hold_embedded`` closes it."""
+def embedded_settings(workspace: Path, backend: str, fake_url: str,
+                      script: list[dict] | None = None) -> tuple[ClientSettings, Any]:
+    """Client settings for embedded mode and the service
+    ``gemini_split.app.embedded_service`` builds, for a fake-gemini or
+    scripted model. A fresh service per use; ``hold_embedded`` serves and
+    closes it."""
     from gemini_split.server.config import ServerConfig
     from gemini_split.server.scripted import ScriptedModel
     from gemini_split.server.service import AgentService, create_model
@@ -337,7 +340,7 @@ def embedded_settings(workspace: Path, backend: str, fake_url: str, script: list
     else:
         model = create_model(MODEL, api_key=API_KEY, base_url=fake_url)
         config = ServerConfig(model=MODEL)
-    return ClientSettings(workspace=workspace, server=None, embedded=AgentService(model, config))
+    return ClientSettings(workspace=workspace, server=None), AgentService(model, config)
 
 
 async def timed_turn(client: Any, rec: Recorder, prompt: str) -> tuple[float, float, Any]:
@@ -383,8 +386,8 @@ async def measure_ttfd(workspace: Path, daemon_url: str, backend: str, fake_url:
     paired: list[float] = []
     for _ in range(ttfd_rounds(turns, per_connection)):
         recs = {"embedded": Recorder(), "ws": Recorder()}
-        embedded = embedded_settings(workspace, backend, fake_url, [TTFD_TURN] * (per_connection + 1))
-        async with hold_embedded(embedded), open_client(embedded, on_event=recs["embedded"].on_event) as emb_client, \
+        embedded, service = embedded_settings(workspace, backend, fake_url, [TTFD_TURN] * (per_connection + 1))
+        async with hold_embedded(embedded, service) as embedded, open_client(embedded, on_event=recs["embedded"].on_event) as emb_client, \
                 open_client(ClientSettings(workspace=workspace, server=daemon_url),
                             on_event=recs["ws"].on_event) as ws_client:
             clients = {"embedded": emb_client, "ws": ws_client}
@@ -413,10 +416,10 @@ async def measure_ttfd(workspace: Path, daemon_url: str, backend: str, fake_url:
 # (b) ----------------------------------------------------------------------------
 
 
-async def measure_stream(workspace: Path, settings: ClientSettings, chunks: int, expected: str,
+async def measure_stream(workspace: Path, embedded: tuple[ClientSettings, Any | None], chunks: int, expected: str,
                          backend: str, mode: str) -> dict:
     rec = Recorder()
-    async with hold_embedded(settings), open_client(settings, on_event=rec.on_event) as client:
+    async with hold_embedded(*embedded) as settings, open_client(settings, on_event=rec.on_event) as client:
         t0, t_end, outcome = await timed_turn(client, rec, "warm up")  # first request: cold pool
         check_outcome(outcome, f"(b) {mode} warm-up")
         t0, t_end, outcome = await timed_turn(client, rec, "stream a long answer")
@@ -445,7 +448,7 @@ def daemon_stream(daemon: Daemon, workspace: Path, chunks: int, expected: str, b
     (three turns: warm-up, the long answer, a short one): a figure a busy
     machine disturbs far less than a rate."""
     before = cpu_seconds(daemon.pid)
-    row = trio.run(measure_stream, workspace, ClientSettings(workspace=workspace, server=daemon.url),
+    row = trio.run(measure_stream, workspace, (ClientSettings(workspace=workspace, server=daemon.url), None),
                    chunks, expected, backend, "ws")
     row["daemon_cpu_us_per_chunk"] = (cpu_seconds(daemon.pid) - before) / chunks * 1e6
     return row

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
+from gemini_split._trio_util import single_exceptions
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.connect import ClientSettings
 from gemini_split.client.context import (
@@ -37,11 +38,18 @@ from gemini_split.client.context import (
 from gemini_split.client.tools.session_tools import default_memory_file
 from gemini_split.collector import paused_collection
 from gemini_split.environment import Environment
-from gemini_split.errors import BadInput, ConfigurationError, MissingApiKey, ProfileError, SettingsError
+from gemini_split.errors import (
+    BadInput,
+    ConfigurationError,
+    GeminiSplitError,
+    MissingApiKey,
+    ProfileError,
+    SettingsError,
+)
 from gemini_split.options import ClientOptions, ServerToolsOptions
 from gemini_split.settings import LoadedSettings, Settings, load_settings
 from gemini_split.protocol import Caller
-from gemini_split.transport import ConnectOptions
+from gemini_split.transport import ConnectFailed, ConnectOptions, ServeOptions, get_transport
 
 if TYPE_CHECKING:
     from gemini_split.client.profiles import ServerProfile
@@ -110,9 +118,16 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
     if settings.project is not None and settings.tools != "server":
         raise ConfigurationError("--project needs --tools server")
     attach_context(settings, env, interactive=interactive)
-    if server is None:
-        settings.embedded = embedded_service(options, env, loaded)
     return settings
+
+
+def embedded_service_for(options: ClientOptions, env: Environment, settings: ClientSettings) -> AgentService | None:
+    """The embedded service when ``settings`` name no server (its key is
+    checked now, before anything is shown), else None: the command holds it
+    around its sessions with :func:`hold_embedded`."""
+    if settings.server is not None:
+        return None
+    return embedded_service(options, env, settings.loaded_settings)
 
 
 def _load_settings(options: ClientOptions, env: Environment) -> LoadedSettings:
@@ -410,7 +425,7 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
                                  insecure=not profile.reject_unauthorized, extra=_spawn_extra(env))
     if base is None:
         return ClientSettings(workspace=env.cwd, server=address, connect=connect)
-    return msgspec.structs.replace(base, server=address, connect=connect, embedded=None)
+    return msgspec.structs.replace(base, server=address, connect=connect, embedded_address=None)
 
 
 
@@ -481,17 +496,49 @@ def embedded_service(options: ClientOptions, env: Environment, loaded: LoadedSet
 
 
 @asynccontextmanager
-async def hold_embedded(settings: ClientSettings) -> AsyncIterator[ClientSettings]:
-    """Keep the embedded service of ``settings`` (if any) for the block and
-    close it at the end, even when cancelled: the one-shot command's whole
-    life. (The REPL holds its own: it may open one later, on ``/server
-    connect embedded``.)"""
-    try:
+async def hold_embedded(settings: ClientSettings, service: AgentService | None) -> AsyncIterator[ClientSettings]:
+    """Serve ``service`` (embedded mode's server side) for the block, and
+    yield ``settings`` whose ``embedded_address`` reaches it; with no
+    service, ``settings`` as they are. The service is closed at the end,
+    even when cancelled: the command's whole life. (The REPL holds its
+    own: it may open one later, on ``/server connect embedded``.)
+
+    Raises :class:`~gemini_split.transport.ConnectFailed` when the session
+    store cannot be opened."""
+    if service is None:
         yield settings
+        return
+    try:
+        with single_exceptions():
+            async with trio.open_nursery() as nursery:
+                address = await nursery.start(serve_embedded, service)
+                yield msgspec.structs.replace(settings, embedded_address=address)
+                nursery.cancel_scope.cancel()
     finally:
-        if settings.embedded is not None:
-            with trio.CancelScope(shield=True):
-                await settings.embedded.aclose()
+        with trio.CancelScope(shield=True):
+            await service.aclose()
+
+
+async def serve_embedded(service: AgentService, *, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve ``service`` on a private ``loopback:`` name (given to
+    ``task_status.started``) until cancelled: its store open, its sessions
+    run here, and every ``open_client`` of this process a new connection to
+    it. The service (and its model) outlives this: its owner closes it.
+
+    Raises :class:`~gemini_split.transport.ConnectFailed` when the session
+    store cannot be opened (a one-line reason naming the file)."""
+    transport = get_transport("loopback:")
+    try:
+        await service.open_store()
+    except GeminiSplitError as exc:
+        raise ConnectFailed(f"cannot start the embedded server: {exc}") from None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        await transport.serve(
+            "loopback:", service.handle_connection,
+            ServeOptions(max_message_size=service.config.max_message_size),
+            task_status=task_status,
+        )
 
 
 def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTools | None:

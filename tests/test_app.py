@@ -8,7 +8,7 @@ import json
 from io import StringIO
 from pathlib import Path
 
-from gemini_split.app import resolve_client_settings
+from gemini_split.app import embedded_service_for, resolve_client_settings
 from gemini_split.cli import build_parser
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
@@ -135,11 +135,11 @@ def test_clear_and_connect_embedded_are_new_connections_to_the_one_embedded_serv
                       environ={"GEMINI_SPLIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"})
     options = client_options(build_parser().parse_args(["--model", f"scripted:{script}"]))
     settings = resolve_client_settings(options, env)
-    service = settings.embedded
+    service = embedded_service_for(options, env, settings)
 
     import trio
 
-    status = trio.run(Repl(options, env, settings).run)
+    status = trio.run(Repl(options, env, settings, embedded=service).run)
 
     out = stdout.getvalue()
     assert status == 0, out + stderr.getvalue()

@@ -37,7 +37,7 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.client.approval import Answer, ApprovalMode, ApprovalRequest
-from gemini_split.client.connect import ClientSettings, open_client, serve_embedded
+from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.client.protocol_client import HandshakeFailed, ProtocolClient, RequestFailed
 from gemini_split.client.tools.base import ToolFailed
 from gemini_split.client.tools.registry import ToolRegistry
@@ -442,17 +442,15 @@ class AcpAgent:
         self.settings_for_cwd = settings_for_cwd
         self.sessions: dict[tuple[str, str], AcpSession] = {}
         self._nursery: trio.Nursery | None = None
-        self._address: str | None = settings.server
+        self._address: str | None = settings.server or settings.embedded_address
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the sessions (and the embedded server, if the settings have
-        one) until cancelled."""
+        """Own the sessions until cancelled. Their server is the settings'
+        (in embedded mode, the service the command holds)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            if self.settings.server is None:
-                if self.settings.embedded is None:
-                    raise ConnectFailed("no server address and no embedded service")
-                self._address = await nursery.start(serve_embedded, self.settings.embedded)
+            if self._address is None:
+                raise ConnectFailed("no server address and no embedded service")
             task_status.started()
             try:
                 await trio.sleep_forever()
@@ -600,7 +598,7 @@ class AcpAgent:
         else:
             base = self.settings  # the client's files are not here: its workspace stays the placeholder
         settings = msgspec.structs.replace(
-            base, server=self._address, embedded=None, resume=resume, reconnect_timeout=(
+            base, server=self._address, embedded_address=None, resume=resume, reconnect_timeout=(
                 base.reconnect_timeout if self.settings.server is not None else 0),
             mcp_servers={**base.mcp_servers, **_mcp_servers(mcp_servers)},
         )

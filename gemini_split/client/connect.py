@@ -1,10 +1,12 @@
 """Opening a client connection: embedded (loopback, in this process) or remote.
 
 :func:`open_client` is the one place a front end (one-shot, REPL) gets a
-connected :class:`ProtocolClient`: it starts the embedded server when no
-server address is given, connects through whichever transport plugin serves
-the address, runs the handshake and the client's reader task, and tears all
-of it down on exit.
+connected :class:`ProtocolClient`: it connects through whichever transport
+plugin serves the address (the server's, or in embedded mode the private
+loopback name the embedded service's holder serves it on), runs the
+handshake and the client's reader task, and tears all of it down on exit.
+It never starts or stops a server: that is the holder's
+(:func:`gemini_split.app.hold_embedded`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ import msgspec
 import trio
 
 from gemini_split._trio_util import single_exceptions
-from gemini_split.errors import GeminiSplitError
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.transport import (
@@ -26,7 +27,6 @@ from gemini_split.transport import (
     ConnectFailed,
     ConnectOptions,
     MessageStream,
-    ServeOptions,
     get_transport,
 )
 
@@ -84,11 +84,11 @@ class ClientSettings(msgspec.Struct):
     #: Subdirectory context files found as tools reach into the tree
     #: (a ``client.context.SubdirectoryContext``), or None.
     context_tracker: Any = None
-    #: Embedded mode only: the server side in this process (an
-    #: ``AgentService``; typed loosely so the client never imports the
-    #: server). Each ``open_client`` is a new connection to it; it is not
-    #: closed here (see :func:`gemini_split.app.embedded_service`).
-    embedded: Any = None
+    #: Embedded mode only: where the server side in this process listens
+    #: (a private ``loopback:`` name) while its holder serves it
+    #: (:func:`gemini_split.app.hold_embedded`). Each ``open_client`` is a
+    #: new connection to it; the service's life is its holder's.
+    embedded_address: str | None = None
     #: gemini-cli's ``mcpServers`` (name → ``MCPServerSettings``): MCP servers
     #: whose tools join the local ones (see :mod:`gemini_split.client.mcp`).
     mcp_servers: Mapping[str, Any] = msgspec.field(default_factory=dict)
@@ -178,9 +178,10 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                      on_connection: ConnectionCallback | None) -> AsyncIterator[ProtocolClient]:
     with single_exceptions():
         async with open_mcp_tools(settings) as mcp, trio.open_nursery() as nursery:
-            address = settings.server
+            address = settings.server or settings.embedded_address
             if address is None:
-                address = await nursery.start(_serve_embedded, settings.embedded)
+                raise ConnectFailed("embedded mode: no embedded service is being served "
+                                    "(hold it with gemini_split.app.hold_embedded)")
             transport = get_transport(address)
             try:
                 stream = await transport.open_connection(address, settings.connect)
@@ -302,34 +303,6 @@ def _joining_mcp_tools(
         await client.announce_tools()
 
     return join
-
-
-async def serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve ``service`` on a private ``loopback:`` name (given to
-    ``task_status.started``) until cancelled: for a front end that opens
-    several connections to it at once (the ACP agent, one per editor
-    session), where ``open_client``'s own embedded server serves one."""
-    await _serve_embedded(service, task_status=task_status)
-
-
-async def _serve_embedded(service: Any, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve this connection on a private loopback name, from the service in
-    this process. The service (and its model) outlives the connection: its
-    owner closes it."""
-    transport = get_transport("loopback:")
-    try:
-        await service.open_store()
-    except GeminiSplitError as exc:  # the session store: a one-line reason naming the file
-        raise ConnectFailed(f"cannot start the embedded server: {exc}") from None
-    async with trio.open_nursery() as nursery:
-        # The sessions of this process run here while it is connected; a
-        # later connection finds them again in the store.
-        await nursery.start(service.run)
-        await transport.serve(
-            "loopback:", service.handle_connection,
-            ServeOptions(max_message_size=service.config.max_message_size),
-            task_status=task_status,
-        )
 
 
 def describe_connect_error(exc: BaseException) -> tuple[str, str | None, ExitStatus]:

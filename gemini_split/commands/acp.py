@@ -18,17 +18,21 @@ import logging
 import logging.handlers
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import trio
 
-from gemini_split.app import attach_context, hold_embedded, resolve_client_settings
+from gemini_split.app import attach_context, embedded_service_for, hold_embedded, resolve_client_settings
 from gemini_split.commands.options import client_options
 from gemini_split.client.connect import ClientSettings
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.log_limits import limit_log_handler
 from gemini_split.transport import ServeOptions, get_transport
+
+if TYPE_CHECKING:
+    from gemini_split.server.service import AgentService
 
 #: The log is rotated to ``.old`` beyond this many bytes (seed 003).
 LOG_MAX_BYTES = 2 * 1024 * 1024
@@ -75,8 +79,9 @@ def log_path(args: argparse.Namespace, env: Environment) -> Path:
 def run_acp(args: argparse.Namespace, env: Environment) -> ExitStatus:
     stop = open_log(log_path(args, env), level=logging.DEBUG if args.debug else logging.INFO)
     try:
-        settings = resolve_client_settings(client_options(args), env, interactive=True)
-        return trio.run(_serve_stdio, settings, env)
+        options = client_options(args)
+        settings = resolve_client_settings(options, env, interactive=True)
+        return trio.run(_serve_stdio, settings, embedded_service_for(options, env, settings), env)
     finally:
         stop()
 
@@ -94,14 +99,14 @@ def settings_for_cwd(base: ClientSettings, env: Environment) -> Callable[[Path],
     return for_cwd
 
 
-async def _serve_stdio(settings: ClientSettings, env: Environment) -> ExitStatus:
+async def _serve_stdio(settings: ClientSettings, embedded: AgentService | None, env: Environment) -> ExitStatus:
     from gemini_split.acp.agent import AcpAgent
     from gemini_split.acp.peer import RpcPeer
 
-    agent = AcpAgent(settings, model=settings.model if settings.server else None,
-                     settings_for_cwd=settings_for_cwd(settings, env))
     transport = get_transport("stdio:-")
-    async with hold_embedded(settings), trio.open_nursery() as nursery:
+    async with hold_embedded(settings, embedded) as settings, trio.open_nursery() as nursery:
+        agent = AcpAgent(settings, model=settings.model if settings.server else None,
+                         settings_for_cwd=settings_for_cwd(settings, env))
         await nursery.start(agent.run)
 
         async def handler(stream) -> None:

@@ -111,11 +111,12 @@ def _add_client_options(p: argparse.ArgumentParser) -> None:
 
 
 def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    from gemini_split.app import resolve_client_settings
+    from gemini_split.app import embedded_service_for, resolve_client_settings
     from gemini_split.protocol import Replay
 
     options = client_options(args)
     settings = resolve_client_settings(options, env, interactive=not args.watch and args.attach_output == "text")
+    embedded = embedded_service_for(options, env, settings)
     replay = None
     if args.limit is not None or args.since is not None:
         replay = Replay(limit=args.limit, since=args.since)
@@ -126,15 +127,15 @@ def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if args.attach_output == "stream-json" or args.watch:
         import trio
 
-        return trio.run(_follow, settings, env, args.attach_output == "stream-json")
+        return trio.run(_follow, settings, embedded, env, args.attach_output == "stream-json")
     import trio
 
     from gemini_split.ui.repl import Repl
 
-    return trio.run(Repl(options, env, settings).run)
+    return trio.run(Repl(options, env, settings, embedded=embedded).run)
 
 
-async def _follow(settings: Any, env: Environment, as_json: bool) -> ExitStatus:
+async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool) -> ExitStatus:
     """Print the session's events until the connection ends or Ctrl-C."""
     import signal
 
@@ -159,7 +160,7 @@ async def _follow(settings: Any, env: Environment, as_json: bool) -> ExitStatus:
 
     try:
         with trio.open_signal_receiver(signal.SIGINT) as signals:
-            async with hold_embedded(settings), open_client(settings, on_event=on_event) as client:
+            async with hold_embedded(settings, embedded) as held, open_client(held, on_event=on_event) as client:
                 if follower is not None and client.connected is not None:
                     follower.attached = [(c.label, c.role) for c in client.connected.attached]
                     env.warn(f"Attached to session {client.connected.session_id} ({follower.summary()}); "

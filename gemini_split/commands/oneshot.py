@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from gemini_split.app import hold_embedded, resolve_client_settings
+from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
 from gemini_split.commands.options import client_options
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.protocol_client import ProtocolClient  # noqa: I001 (apart: fewer merge conflicts)
@@ -28,6 +28,9 @@ from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.protocol import ErrorCode
 from gemini_split.transport import AuthenticationFailed, ConnectFailed, TransportError
 from gemini_split.ui.oneshot import OneShotRenderer, StatusLine, make_renderer
+
+if TYPE_CHECKING:
+    from gemini_split.server.service import AgentService
 
 
 #: Seconds to wait for the server to confirm a cancel before leaving anyway.
@@ -140,7 +143,9 @@ def _ready_within(stream: Any, seconds: float) -> bool:
 
 
 def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> ExitStatus:
-    settings = resolve_client_settings(client_options(args), env)
+    options = client_options(args)
+    settings = resolve_client_settings(options, env)
+    embedded = embedded_service_for(options, env, settings)
     merged = settings.loaded_settings.merged
     output_format = args.output_format or merged.output.format or "text"
     screen_reader = args.screen_reader or merged.ui.accessibility.screen_reader
@@ -151,16 +156,17 @@ def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> Exit
                              stderr_is_terminal=env.stderr_isatty and not screen_reader,
                              raw_output=args.raw_output)
     try:
-        return trio.run(_oneshot, settings, renderer, prompt, settings.model)
+        return trio.run(_oneshot, settings, embedded, renderer, prompt, settings.model)
     except BrokenPipeError:
         # The reader of our output went away (`| head`): not our failure.
         return ExitStatus.SUCCESS
 
 
-async def _oneshot(settings: ClientSettings, renderer: OneShotRenderer, prompt: str, model: str | None) -> ExitStatus:
+async def _oneshot(settings: ClientSettings, embedded: AgentService | None, renderer: OneShotRenderer, prompt: str,
+                   model: str | None) -> ExitStatus:
     interrupted = False
     try:
-        async with hold_embedded(settings), open_client(
+        async with hold_embedded(settings, embedded) as settings, open_client(
                 settings, on_event=renderer.on_event,
                 on_notice=lambda line: renderer.stderr.write(f"gemini-split: {visible(line)}\n"),
                 on_connection=_reconnect_notice(renderer.stderr)) as client:

@@ -11,7 +11,7 @@ import argparse
 
 import trio
 
-from gemini_split.app import resolve_client_settings
+from gemini_split.app import embedded_service_for, resolve_client_settings
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
@@ -21,6 +21,7 @@ from gemini_split.exit_status import ExitStatus
 def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:
     options = client_options(args)
     settings = resolve_client_settings(options, env, interactive=True)
+    embedded = embedded_service_for(options, env, settings)
     from gemini_split.ui.repl import Repl
 
-    return trio.run(Repl(options, env, settings).run)
+    return trio.run(Repl(options, env, settings, embedded=embedded).run)

@@ -28,13 +28,15 @@ def _run(args: argparse.Namespace, env: Environment, delete: str | None) -> Exit
     from gemini_split.client.protocol_client import RequestFailed
     from gemini_split.transport import ConnectFailed, TransportError
 
-    from gemini_split.app import hold_embedded, resolve_client_settings
+    from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
 
-    settings = resolve_client_settings(client_options(args), env)
+    options = client_options(args)
+    settings = resolve_client_settings(options, env)
+    embedded = embedded_service_for(options, env, settings)
 
     async def main() -> ExitStatus:
         try:
-            async with hold_embedded(settings), open_client(settings) as client:
+            async with hold_embedded(settings, embedded) as held, open_client(held) as client:
                 if delete is not None:
                     await client.delete_session(delete)
                     env.warn(f"Deleted session {delete}.")

@@ -27,7 +27,7 @@ import logging
 import signal
 import time
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import trio
@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gemini_split import __version__
-from gemini_split.app import embedded_service, settings_for
+from gemini_split.app import embedded_service, serve_embedded, settings_for
 from gemini_split._trio_util import single_exceptions
 from gemini_split.client.approval import ApprovalMode
 from gemini_split.client.profiles import ProfileStore, profile_store
@@ -68,6 +68,9 @@ from .render import TurnView, code_theme_for, error_panel, make_console, usage_l
 from .safe_text import visible
 from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, run_command
 
+if TYPE_CHECKING:
+    from gemini_split.server.service import AgentService
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -84,6 +87,7 @@ class Repl:
         env: Environment,
         settings: ClientSettings,
         *,
+        embedded: AgentService | None = None,
         console: Console | None = None,
         input: Input | None = None,
         output: Output | None = None,
@@ -91,8 +95,11 @@ class Repl:
         self.options = options
         self.env = env
         self.settings = settings
-        #: The embedded service, once there is one: opened once per process.
-        self._embedded: Any = settings.embedded
+        #: The embedded service, once there is one: opened once per process,
+        #: served from the REPL's nursery (at ``_embedded_address``) and
+        #: closed when the REPL ends.
+        self._embedded = embedded
+        self._embedded_address: str | None = None
         self.server_label = options.server or ("embedded" if settings.server is None else settings.server)
         #: settings.json's "ui" section (theme, hideBanner, hideTips).
         self.ui_settings = _ui_settings(settings)
@@ -510,8 +517,8 @@ class Repl:
         if target is None:
             settings, label = self._fresh(self.settings), self.server_label
         elif target == "embedded":
-            settings = msgspec.structs.replace(self.settings, server=None, connect=ConnectOptions(),
-                                           embedded=self._embedded_service())
+            self._embedded_service()  # the key is checked now
+            settings = msgspec.structs.replace(self.settings, server=None, connect=ConnectOptions())
             label = "embedded"
         else:
             settings, label = settings_for(target, self.env, self.settings), target
@@ -567,17 +574,27 @@ class Repl:
         # the one --resume or --session-id named at start.
         return msgspec.structs.replace(settings, resume=None, new_session_id=None)
 
-    def _embedded_service(self) -> Any:
+    def _embedded_service(self) -> AgentService:
         """This process's embedded service, built on first use (the key is
         checked then) and closed when the REPL ends."""
         if self._embedded is None:
             self._embedded = embedded_service(self.options, self.env)
         return self._embedded
 
+    async def _serve_embedded(self) -> str:
+        """Where this process's embedded service listens: served from the
+        REPL's nursery from its first use until the REPL ends."""
+        assert self._nursery is not None
+        if self._embedded_address is None:
+            self._embedded_address = await self._nursery.start(serve_embedded, self._embedded_service())
+        return self._embedded_address
+
     async def _open(self, settings: ClientSettings, label: str) -> bool:
         """Connect to ``settings``; on success close the old connection and
         make the new one current."""
         assert self._nursery is not None
+        if settings.server is None:
+            settings = msgspec.structs.replace(settings, embedded_address=await self._serve_embedded())
         with single_exceptions():
             client, scope = await self._nursery.start(self._hold, settings)
         old = self._connection_scope

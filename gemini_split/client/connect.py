@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -44,6 +44,14 @@ from .tools.base import ToolKind
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
 
+if TYPE_CHECKING:  # annotations only
+    from gemini_split.policy import Policy
+    from gemini_split.protocol import Caller, Replay, SessionContext
+    from gemini_split.sandbox import Sandbox
+    from gemini_split.settings import LoadedSettings, MCPServerSettings
+
+    from .context import ProjectContext, SubdirectoryContext
+
 
 class ClientSettings(msgspec.Struct):
     """Everything needed to open a session, resolved from flags, environment
@@ -57,9 +65,9 @@ class ClientSettings(msgspec.Struct):
     allowed_tools: tuple[str, ...] = ()
     #: The policy files' rules (``gemini_split.policy.Policy``); None: the
     #: approval modes' rules only.
-    policy: Any = None
+    policy: Policy | None = None
     #: Where shell commands run (a ``gemini_split.sandbox.Sandbox``); None: unconfined.
-    sandbox: Any = None
+    sandbox: Sandbox | None = None
     #: Where ``save_memory`` appends facts (the user's global context file);
     #: None: no ``save_memory`` tool.
     memory_file: Path | None = None
@@ -74,16 +82,16 @@ class ClientSettings(msgspec.Struct):
     model: str | None = None
     #: The settings files this was resolved from (``gemini_split.settings``'s
     #: ``LoadedSettings``), for the front ends' own keys; None when built by hand.
-    loaded_settings: Any = None
+    loaded_settings: LoadedSettings | None = None
     #: The ``SessionContext`` sent with each request (context files, approval
     #: mode, the first turn's environment); None: send none.
-    context: Any = None
+    context: SessionContext | None = None
     #: What was read for it (a ``client.context.ProjectContext``), for
     #: ``/memory`` and ``--debug``.
-    project_context: Any = None
+    project_context: ProjectContext | None = None
     #: Subdirectory context files found as tools reach into the tree
     #: (a ``client.context.SubdirectoryContext``), or None.
-    context_tracker: Any = None
+    context_tracker: SubdirectoryContext | None = None
     #: Embedded mode only: where the server side in this process listens
     #: (a private ``loopback:`` name) while its holder serves it
     #: (:func:`gemini_split.app.hold_embedded`). Each ``open_client`` is a
@@ -91,7 +99,7 @@ class ClientSettings(msgspec.Struct):
     embedded_address: str | None = None
     #: gemini-cli's ``mcpServers`` (name → ``MCPServerSettings``): MCP servers
     #: whose tools join the local ones (see :mod:`gemini_split.client.mcp`).
-    mcp_servers: Mapping[str, Any] = msgspec.field(default_factory=dict)
+    mcp_servers: Mapping[str, MCPServerSettings] = msgspec.field(default_factory=dict)
     #: ``--allowed-mcp-server-names`` / ``mcp.allowed``: only these servers (None: all).
     mcp_allowed: tuple[str, ...] | None = None
     #: ``mcp.excluded``: never these servers.
@@ -108,7 +116,7 @@ class ClientSettings(msgspec.Struct):
     #: ``"observer"`` watches read-only (``attach --watch``).
     role: str = "driver"
     #: What an attach replays (None: the server's default, the last turn).
-    replay: Any = None
+    replay: Replay | None = None
     #: This client's name to the others attached ("" : the server's).
     label: str = ""
     #: Seconds to keep trying to reconnect after the connection to a server
@@ -117,7 +125,7 @@ class ClientSettings(msgspec.Struct):
     #: Our key, endpoint and model for a local daemon (a
     #: ``protocol.Caller``), sent only to a server that the transport proved
     #: runs as our own user (``MessageStream.same_user``); None: send none.
-    caller: Any = None
+    caller: Caller | None = None
     #: The local daemon (``--server local``): called (in a thread) when the
     #: first connection is refused — the daemon died after it was found —
     #: to start it again; returns its address. None: no second try.

@@ -26,6 +26,16 @@ these run code), compound commands and reserved words (``if``, ``for``,
 ``{ … }``, ``[[ … ]]``, ``function``, ``!``, ``time``…), function definitions,
 unbalanced quotes or parentheses, and anything else unexpected.
 
+What wrappers run (:func:`inner_commands`), for the policy's deny rules:
+``eval`` and ``bash -c`` strings; the command after an exec wrapper and its
+options (``env``, ``command``, ``exec``, ``nice``, ``nohup``, ``timeout``,
+``setsid``, ``stdbuf``, ``ionice``, ``taskset``, ``flock``, ``script -c``,
+``sudo``, ``doas``, ``chroot``, ``su -c``, ``runuser``, ``watch``, ``time``,
+``busybox``); ``xargs``'s command (the words it adds are unknown) and
+``find -exec``'s; and which shells and interpreters read their program
+from standard input, which cannot be seen. :func:`without_git_options`
+gives ``git -C . push`` as ``git push``.
+
 Nothing here imports trio or touches the system.
 """
 
@@ -40,10 +50,13 @@ __all__ = [
     "Redirect",
     "ShellParseError",
     "SimpleCommand",
+    "Inner",
     "Word",
     "command_allowed",
+    "inner_commands",
     "parse_prefix",
     "split_command",
+    "without_git_options",
     "wrapped_command",
 ]
 
@@ -575,3 +588,650 @@ def command_allowed(command: str, prefixes: Iterable[Sequence[str]], *, _depth: 
         else:
             reasons.append(f"'{part}' is not an allowed command")
     return not reasons, reasons
+
+
+# --- what a wrapper runs ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Inner:
+    """What a wrapper command runs, as far as it can be seen.
+
+    Exactly one of: ``text``, a shell command string (``bash -c``, ``eval``,
+    ``flock FILE -c``, ``su -c``, ``watch``…); ``command``, the words it runs
+    directly (``env``, ``nice``, ``find -exec``…), where a word made only
+    when it runs (``xargs``'s arguments from its input, ``find``'s ``{}``)
+    is not literal; or ``unseen``, why the program it runs cannot be seen
+    (a shell reading its commands from standard input, an option this
+    module does not know).
+
+    ``transparent``: the wrapper does nothing but run ``text`` (``bash -c``,
+    ``eval``), so what ``text`` runs may stand for it; every other wrapper
+    changes how its command runs (user, environment, files it creates)."""
+
+    text: str | None = None
+    command: SimpleCommand | None = None
+    unseen: str | None = None
+    transparent: bool = False
+
+
+class _Unseen(Exception):
+    """A wrapper's arguments this module cannot follow (the reason)."""
+
+
+@dataclass(frozen=True)
+class _Made(Word):
+    """A word a wrapper makes when it runs (``xargs``'s input, ``find``'s
+    ``{}``): it could be anything."""
+
+    literal: bool = False
+
+
+_UNKNOWN = _Made("…")
+
+
+def _fixed(word: Word) -> str | None:
+    """The word's text if bash passes it unchanged: a literal word, or one
+    whose only non-literal part is ``{}`` (which bash does not expand; find
+    and xargs replace it)."""
+    if word.literal:
+        return word.text
+    if isinstance(word, _Made):
+        return None
+    rest = word.text.replace("{}", "")
+    if rest.startswith("~") or any(c in rest for c in "*?[]{}$`"):
+        return None
+    return word.text
+
+
+def _maybe_option(word: Word) -> bool:
+    """Whether a word only known when it runs could turn out to be an
+    option (start with ``-``) or empty: it starts with an expansion, a glob
+    or ``-`` itself."""
+    return isinstance(word, _Made) or not word.text or word.text[0] in "-$`*?[{~\\"
+
+
+def _assignment(word: Word) -> bool:
+    """``NAME=VALUE`` as ``env`` reads it: anything with ``=`` after a
+    name that is itself (the value may be only known when it runs)."""
+    name, eq, _ = word.text.partition("=")
+    return bool(eq) and bool(name) and not any(c in name for c in "$`*?[{~\\")
+
+
+@dataclass(frozen=True)
+class _Opts:
+    """A getopt-style option table. Short options: ``flags`` take no value,
+    ``with_arg`` take one (attached or the next word), ``optional`` only an
+    attached one. Long options: ``long_flags`` (``--x`` or ``--x=v``),
+    ``long_with_arg`` (``--x v`` or ``--x=v``); unambiguous prefixes are
+    accepted, as getopt_long does. ``permute``: options may follow operands
+    (GNU getopt without ``+``). ``numeric``: ``-5`` is ``-n 5`` (nice)."""
+
+    flags: str = ""
+    with_arg: str = ""
+    optional: str = ""
+    long_flags: frozenset[str] = frozenset()
+    long_with_arg: frozenset[str] = frozenset()
+    permute: bool = False
+    numeric: bool = False
+
+
+def _opts(flags: str = "", with_arg: str = "", optional: str = "", long_flags: str = "", long_with_arg: str = "",
+          **kw: bool) -> _Opts:
+    return _Opts(flags, with_arg, optional, frozenset(long_flags.split()), frozenset(long_with_arg.split()), **kw)
+
+
+def _parse(args: Sequence[Word], spec: _Opts) -> tuple[dict[str, str | None], list[Word]]:
+    """Options (name → value, None for a flag; the long name for long
+    options) and the words after them (all operands, if ``spec.permute``).
+    Raises :class:`_Unseen` for an unknown option or a word only known when
+    it runs where an option could be."""
+    seen: dict[str, str | None] = {}
+    operands: list[Word] = []
+    i = 0
+    while i < len(args):
+        text = _fixed(args[i])
+        if text is None:
+            if spec.permute or _maybe_option(args[i]):
+                raise _Unseen(f"'{args[i].text}' is only known when it runs")
+            operands.extend(args[i:])
+            break
+        if text == "--":
+            operands.extend(args[i + 1 :])
+            break
+        if text.startswith("--"):
+            key, eq, value = text.partition("=")
+            names = spec.long_flags | spec.long_with_arg
+            if key not in names:
+                matches = [n for n in names if n.startswith(key)]
+                if len(matches) != 1:
+                    raise _Unseen(f"the option {key}")
+                key = matches[0]
+            if key in spec.long_with_arg and not eq:
+                i += 1
+                value = _fixed(args[i]) if i < len(args) else None
+                if value is None:
+                    raise _Unseen(f"the value of {key}")
+            seen[key] = value if (eq or key in spec.long_with_arg) else None
+            i += 1
+            continue
+        if text.startswith("-") and len(text) > 1:
+            if spec.numeric and text[1:].isascii() and text[1:].isdigit():
+                seen["-n"] = text[1:]
+                i += 1
+                continue
+            j = 1
+            while j < len(text):
+                c = text[j]
+                if c in spec.with_arg or c in spec.optional:
+                    value = text[j + 1 :]
+                    if not value and c in spec.with_arg:
+                        i += 1
+                        value = _fixed(args[i]) if i < len(args) else None
+                        if value is None:
+                            raise _Unseen(f"the value of -{c}")
+                    seen["-" + c] = value
+                    break
+                if c not in spec.flags:
+                    raise _Unseen(f"the option -{c}")
+                seen["-" + c] = None
+                j += 1
+            i += 1
+            continue
+        if not spec.permute:
+            operands.extend(args[i:])
+            break
+        operands.append(args[i])
+        i += 1
+    return seen, operands
+
+
+def _runs(command: SimpleCommand, words: Sequence[Word], assignments: Sequence[Word] = ()) -> list[Inner]:
+    """``words`` as the command a wrapper runs (none: it runs nothing)."""
+    if not words:
+        return []
+    return [Inner(command=SimpleCommand(tuple(words), (*command.assignments, *assignments), command.redirects))]
+
+
+def _has(seen: dict[str, str | None], *names: str) -> bool:
+    return any(n in seen for n in names)
+
+
+# Options as GNU coreutils, util-linux, procps, findutils, sudo and doas
+# document them; an option not listed makes the command unseen (asked about
+# when a deny rule could match), never allowed past such a rule.
+_ENV = _opts("i0v", "uCSa", long_flags="--ignore-environment --null --debug --ignore-signal --default-signal "
+             "--block-signal --list-signal-handling --help --version",
+             long_with_arg="--unset --chdir --split-string --argv0")
+_COMMAND = _opts("pvV")
+_EXEC = _opts("cl", "a")
+_NOHUP = _opts(long_flags="--help --version")
+_NICE = _opts("", "n", long_flags="--help --version", long_with_arg="--adjustment", numeric=True)
+_TIMEOUT = _opts("v", "sk", long_flags="--preserve-status --foreground --verbose --help --version",
+                 long_with_arg="--signal --kill-after")
+_SETSID = _opts("cfw", long_flags="--ctty --fork --wait --help --version")
+_STDBUF = _opts("", "ioe", long_flags="--help --version", long_with_arg="--input --output --error")
+_IONICE = _opts("tVh", "cnpPu", long_flags="--ignore --help --version",
+                long_with_arg="--class --classdata --pid --pgid --uid")
+_TASKSET = _opts("acpVh", long_flags="--all-tasks --cpu-list --pid --help --version")
+_FLOCK = _opts("sexnoFuvhV", "wE", long_flags="--shared --exclusive --nonblock --nb --close --unlock --no-fork "
+               "--verbose --help --version", long_with_arg="--wait --timeout --conflict-exit-code")
+_SCRIPT = _opts("aefqhV", "cEIOBTmo", "t", long_flags="--append --return --flush --force --quiet --timing "
+                "--help --version", long_with_arg="--command --echo --log-in --log-out --log-io --log-timing "
+                "--logging-format --output-limit", permute=True)
+_SUDO = _opts("AbEeHiKklnPSsVvN", "ughpCDrtTUR", long_flags="--askpass --background --preserve-env --edit "
+              "--set-home --login --remove-timestamp --reset-timestamp --list --non-interactive "
+              "--preserve-groups --stdin --shell --version --validate --help --bell",
+              long_with_arg="--user --group --host --prompt --close-from --chdir --role --type "
+              "--command-timeout --other-user --chroot")
+_DOAS = _opts("nsL", "uC")
+_CHROOT = _opts(long_flags="--skip-chdir --help --version", long_with_arg="--userspec --groups")
+_SU = _opts("flmpPhV", "cgGswCu", long_flags="--fast --login --preserve-environment --pty --help --version",
+            long_with_arg="--command --session-command --group --supp-group --shell --whitelist-environment "
+            "--user", permute=True)
+_WATCH = _opts("bcCefgtxprwhv", "nq", "d", long_flags="--beep --color --no-color --differences --errexit "
+               "--chgexit --precise --no-rerun --no-title --no-wrap --no-linewrap --exec --help --version",
+               long_with_arg="--interval --equexit")
+_TIME = _opts("apqvV", "fo", long_flags="--append --portability --quiet --verbose --help --version",
+              long_with_arg="--format --output")
+_XARGS = _opts("0rtpxo", "aEIdLnPs", "eil", long_flags="--null --interactive --no-run-if-empty --verbose --exit "
+               "--open-tty --show-limits --eof --replace --max-lines --help --version",
+               long_with_arg="--arg-file --delimiter --max-args --max-procs --max-chars --process-slot-var")
+
+
+def _env(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, rest = _parse(args, _ENV)
+    if _has(seen, "-S", "--split-string"):
+        raise _Unseen("splits a string into its command (env -S)")
+    while rest and rest[0].literal and rest[0].text == "-":  # 'env -': the same as -i
+        rest = rest[1:]
+    assignments: list[Word] = []
+    while rest and _assignment(rest[0]):
+        assignments.append(rest[0])
+        rest = rest[1:]
+    return _runs(command, rest, assignments)
+
+
+def _sudo(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, rest = _parse(args, _SUDO)
+    if _has(seen, "-e", "--edit", "-l", "--list", "-v", "--validate", "-K", "-V", "--version", "--help"):
+        return []
+    assignments: list[Word] = []
+    while rest and _ASSIGNMENT.match(rest[0].text):
+        assignments.append(rest[0])
+        rest = rest[1:]
+    if not rest and _has(seen, "-s", "--shell", "-i", "--login"):
+        raise _Unseen("runs a shell that reads its commands from standard input")
+    return _runs(command, rest, assignments)
+
+
+def _doas(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, rest = _parse(args, _DOAS)
+    if _has(seen, "-C"):
+        return []
+    if not rest:
+        raise _Unseen("runs a shell that reads its commands from standard input")
+    return _runs(command, rest)
+
+
+def _simple(spec: _Opts, *, operands: int = 0, no_command: tuple[str, ...] = ()):
+    """A wrapper that runs the words after its options and ``operands``
+    (timeout's DURATION, taskset's MASK); ``no_command`` options make it
+    run nothing (``taskset -p``, ``command -v``)."""
+
+    def handler(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+        seen, rest = _parse(args, spec)
+        if _has(seen, *no_command, "--help", "--version"):
+            return []
+        return _runs(command, rest[operands:]) if len(rest) > operands else []
+
+    return handler
+
+
+def _flock(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, rest = _parse(args, _FLOCK)
+    if _has(seen, "--help", "--version", "-h", "-V") or len(rest) < 2:
+        return []  # 'flock 9': locks a descriptor, runs nothing
+    if rest[1].literal and rest[1].text in ("-c", "--command"):
+        return _string(rest[2:], "flock -c")
+    return _runs(command, rest[1:])
+
+
+def _string(rest: Sequence[Word], what: str, *, transparent: bool = False) -> list[Inner]:
+    if not rest:
+        return []
+    if not rest[0].literal:
+        raise _Unseen(f"runs a command string only known when it runs ({what})")
+    return [Inner(text=rest[0].text, transparent=transparent)]
+
+
+def _script(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, _ = _parse(args, _SCRIPT)
+    code = seen.get("-c", seen.get("--command"))
+    if code is not None:
+        return [Inner(text=code)]
+    if _has(seen, "-h", "-V", "--help", "--version"):
+        return []
+    raise _Unseen("runs a shell that reads its commands from standard input")
+
+
+def _su(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, rest = _parse(args, _SU)
+    code = next((seen[k] for k in ("-c", "--command", "--session-command") if k in seen), None)
+    if code is not None:
+        return [Inner(text=code)]
+    if _has(seen, "-h", "-V", "--help", "--version"):
+        return []
+    if _has(seen, "-u", "--user"):  # runuser -u USER COMMAND…
+        return _runs(command, rest)
+    raise _Unseen("runs a shell that reads its commands from standard input")
+
+
+def _chroot(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, rest = _parse(args, _CHROOT)
+    if _has(seen, "--help", "--version") or not rest:
+        return []
+    if len(rest) == 1:
+        raise _Unseen("runs a shell that reads its commands from standard input")
+    return _runs(command, rest[1:])
+
+
+def _watch(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, rest = _parse(args, _WATCH)
+    if _has(seen, "-h", "-v", "--help", "--version") or not rest:
+        return []
+    if _has(seen, "-x", "--exec"):
+        return _runs(command, rest)
+    if not all(w.literal for w in rest):
+        raise _Unseen("runs a command string only known when it runs (watch)")
+    return [Inner(text=" ".join(w.text for w in rest))]  # watch runs its words with sh -c
+
+
+def _command(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, rest = _parse(args, _COMMAND)
+    return [] if _has(seen, "-v", "-V") else _runs(command, rest)
+
+
+def _builtin(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    return _runs(command, args)
+
+
+def _eval(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    if not args:
+        return []
+    if not all(w.literal for w in args):
+        raise _Unseen("evaluates a string only known when it runs")
+    return [Inner(text=" ".join(w.text for w in args), transparent=True)]
+
+
+def _xargs(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    seen, rest = _parse(args, _XARGS)
+    if _has(seen, "--help", "--version", "--show-limits"):
+        return []
+    replace = seen.get("-I") or seen.get("-i") or seen.get("--replace") or (
+        "{}" if _has(seen, "-i", "--replace") else None)
+    words = list(rest) or [Word("echo")]
+    if replace:
+        # Each word holding the replace string gets a line of the input.
+        words = [_Made(w.text) if replace in w.text else w for w in words]
+    else:
+        words.append(_UNKNOWN)  # the arguments read from its input
+    return _runs(command, words)
+
+
+_FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+#: find primaries whose next word is their argument, never a primary.
+_FIND_ARG = frozenset(
+    "-name -iname -path -ipath -wholename -iwholename -regex -iregex -lname -ilname -type -xtype -user -group "
+    "-uid -gid -perm -size -newer -anewer -cnewer -mtime -mmin -atime -amin -ctime -cmin -used -links -inum "
+    "-samefile -fstype -context -maxdepth -mindepth -printf -fprint -fprint0 -fls -regextype -files0-from "
+    "-D -O".split())
+
+
+def _find(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    inners: list[Inner] = []
+    i = 0
+    while i < len(args):
+        text = _fixed(args[i])
+        if text is None:
+            if i and args[i - 1].literal and args[i - 1].text in _FIND_ARG:
+                i += 1
+                continue
+            raise _Unseen(f"'{args[i].text}' is only known when it runs (it could be -exec or end one)")
+        if text == "-fprintf":
+            i += 3
+            continue
+        if text not in _FIND_EXEC:
+            i += 1
+            continue
+        words: list[Word] = []
+        i += 1
+        while i < len(args):
+            word = args[i]
+            text = _fixed(word)
+            if text is None:
+                raise _Unseen(f"'{word.text}' is only known when it runs (it could end {args[i - 1].text})")
+            i += 1
+            if text == ";" or (text == "+" and words and words[-1].text == "{}"):
+                break
+            words.append(_Made(text) if "{}" in text else Word(text, word.literal))
+        inners += _runs(command, words)
+    return inners
+
+
+_SH_LIKE = frozenset("sh bash dash zsh ksh ksh93 mksh pdksh oksh lksh ash rbash yash posh busybox-sh".split())
+_OTHER_SHELLS = frozenset("fish csh tcsh xonsh nu elvish pwsh rc es".split())
+_SHELL_LONG_WITH_ARG = frozenset({"--rcfile", "--init-file"})
+
+
+def _is_device(path: str) -> bool:
+    """Whether ``path`` names standard input or another descriptor or
+    terminal (``/dev/stdin``, ``/dev/fd/0``, ``/proc/self/fd/0``…)."""
+    norm = re.sub("/+", "/", path)
+    return norm in ("-",) or norm.startswith(("/dev/", "/proc/"))
+
+
+def _shell(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    """bash-like option parsing: ``-c`` anywhere among the options makes
+    the first operand the command string; ``-s``, no operand, or an operand
+    naming a device reads the commands from standard input."""
+    name = command.words[0].text.rsplit("/", 1)[-1]
+    mode_c = mode_s = False
+    i = 0
+    while i < len(args):
+        text = _fixed(args[i])
+        if text is None:
+            if _maybe_option(args[i]):
+                raise _Unseen(f"'{args[i].text}' is only known when it runs")
+            break
+        if text in ("--", "-"):
+            i += 1
+            break
+        if text.startswith("--"):
+            i += 2 if text in _SHELL_LONG_WITH_ARG else 1
+            continue
+        if text[0] in "-+" and len(text) > 1:
+            for c in text[1:]:
+                if c == "c":
+                    mode_c = True
+                elif c == "s":
+                    mode_s = True
+                elif c in "oO":
+                    i += 1  # the option's name
+            i += 1
+            continue
+        break
+    rest = args[i:]
+    if mode_c:
+        return _string(rest, f"{name} -c", transparent=True)
+    if mode_s or not rest:
+        raise _Unseen("reads its commands from standard input")
+    script = _fixed(rest[0])
+    if script is None or _is_device(script):
+        raise _Unseen(f"reads its commands from {rest[0].text}")
+    return []  # a script file: what it runs is not in the command
+
+
+def _other_shell(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    raise _Unseen("runs commands in a shell language this policy does not read")
+
+
+def _source(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    if args and args[0].literal and args[0].text == "--":
+        args = args[1:]
+    if not args:
+        return []
+    path = _fixed(args[0])
+    if path is None or _is_device(path):
+        raise _Unseen(f"reads its commands from {args[0].text}")
+    return []  # a script file
+
+
+@dataclass(frozen=True)
+class _Interp:
+    """How an interpreter takes its program: ``code`` options give it in an
+    argument (``python -c``, ``perl -e``), ``interactive`` ones read more
+    of it from standard input; ``with_arg`` options take a value (attached
+    or the next word), ``optional`` ones only an attached value."""
+
+    code: str = ""
+    interactive: str = ""
+    with_arg: str = ""
+    optional: str = ""
+    long_with_arg: frozenset[str] = frozenset()
+    long_code: frozenset[str] = frozenset()
+
+
+_INTERPRETERS: list[tuple[re.Pattern[str], _Interp]] = [
+    (re.compile(r"(python|pypy)[0-9.]*"),
+     _Interp("cm", "i", "WX", long_with_arg=frozenset({"--check-hash-based-pycs"}))),
+    (re.compile(r"perl[0-9.]*"), _Interp("eE", "", "", "IMmxil0CdDF")),
+    (re.compile(r"ruby[0-9.]*"), _Interp("e", "", "rICEF", "xi0TWK")),
+    (re.compile(r"node(js)?[0-9.]*"), _Interp("ep", "i", "rC", long_code=frozenset({"--eval", "--print"}),
+                                             long_with_arg=frozenset({"--require", "--import", "--loader",
+                                                                      "--experimental-loader", "--input-type",
+                                                                      "--conditions", "--title"}))),
+    (re.compile(r"php[0-9.]*"), _Interp("rBREfF", "a", "dcz")),
+    (re.compile(r"lua(jit)?[0-9.]*"), _Interp("e", "i", "l")),
+    (re.compile(r"(tclsh|wish)[0-9.]*"), _Interp()),
+]
+
+
+def _interpreter(command: SimpleCommand, args: Sequence[Word], spec: _Interp) -> list[Inner]:
+    """An interpreter runs a program it reads from standard input when it
+    is given none (no program file, no code option), ``-`` or a device
+    path, or an interactive option; a program in a file or an argument is
+    not a command this module reads ([])."""
+    i = 0
+    while i < len(args):
+        text = _fixed(args[i])
+        if text is None:
+            if _maybe_option(args[i]):
+                raise _Unseen(f"'{args[i].text}' is only known when it runs")
+            return []  # the program file
+        if text == "-" or _is_device(text):
+            raise _Unseen(f"reads its program from {text}")
+        if text == "--":
+            if i + 1 >= len(args):
+                break
+            program = _fixed(args[i + 1])
+            if program is None or _is_device(program):
+                raise _Unseen(f"reads its program from {args[i + 1].text}")
+            return []
+        if text in ("-h", "-V", "--help", "--version"):
+            return []
+        if text.startswith("--"):
+            key, eq, _ = text.partition("=")
+            if key in spec.long_code:
+                return []
+            i += 2 if key in spec.long_with_arg and not eq else 1
+            continue
+        if text.startswith("-"):
+            letters = text[1:]
+            skip = 1
+            for j, c in enumerate(letters):
+                if c in spec.interactive:
+                    raise _Unseen("reads more of its program from standard input (interactive)")
+                if c in spec.code:
+                    return []
+                if c in spec.with_arg:
+                    skip = 1 if letters[j + 1 :] else 2
+                    break
+                if c in spec.optional:
+                    break
+            i += skip
+            continue
+        return []  # the program file
+    raise _Unseen("reads its program from standard input")
+
+
+_HANDLERS = {
+    "eval": _eval,
+    "env": _env,
+    "command": _command,
+    "builtin": _builtin,
+    "busybox": _builtin,  # busybox APPLET ARGS…
+    "toybox": _builtin,
+    "exec": _simple(_EXEC),
+    "nohup": _simple(_NOHUP),
+    "nice": _simple(_NICE),
+    "timeout": _simple(_TIMEOUT, operands=1),
+    "setsid": _simple(_SETSID),
+    "stdbuf": _simple(_STDBUF),
+    "ionice": _simple(_IONICE, no_command=("-p", "-P", "-u", "--pid", "--pgid", "--uid")),
+    "taskset": _simple(_TASKSET, operands=1, no_command=("-p", "--pid")),
+    "flock": _flock,
+    "script": _script,
+    "sudo": _sudo,
+    "doas": _doas,
+    "chroot": _chroot,
+    "su": _su,
+    "runuser": _su,
+    "watch": _watch,
+    "time": _simple(_TIME),
+    "xargs": _xargs,
+    "find": _find,
+    ".": _source,
+    "source": _source,
+    **{name: _shell for name in _SH_LIKE},
+    **{name: _other_shell for name in _OTHER_SHELLS},
+}
+
+
+def inner_commands(command: SimpleCommand) -> list[Inner]:
+    """What ``command`` runs besides itself, when it is an exec wrapper
+    (``env``, ``nice``, ``timeout``, ``sudo``…), ``eval``, a shell or an
+    interpreter, ``xargs`` or ``find -exec``; ``[]`` for any other command,
+    or one of those that runs nothing else (``command -v git``, ``env``
+    alone, ``bash script.sh``: a script file is not part of the command).
+
+    Never raises: what cannot be followed (an unknown option, a word only
+    known when it runs where an option could be, a program read from
+    standard input) is one :class:`Inner` with ``unseen`` set."""
+    words = command.words
+    if command.group or not words or not words[0].literal:
+        return []
+    name = words[0].text.rsplit("/", 1)[-1]
+    handler = _HANDLERS.get(name)
+    try:
+        if handler is not None:
+            return handler(command, words[1:])
+        for pattern, spec in _INTERPRETERS:
+            if pattern.fullmatch(name):
+                return _interpreter(command, words[1:], spec)
+    except _Unseen as exc:
+        return [Inner(unseen=f"{name}: {exc}")]
+    return []
+
+
+#: git's global options (``git [OPTIONS] COMMAND``): with a value (the next
+#: word, or after ``=`` for the long ones), and without.
+_GIT_WITH_ARG = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env",
+                           "--super-prefix", "--attr-source"})
+_GIT_FLAGS = frozenset({"-p", "-P", "--paginate", "--no-pager", "--bare", "--no-replace-objects", "--no-lazy-fetch",
+                        "--no-optional-locks", "--no-advice", "--literal-pathspecs", "--glob-pathspecs",
+                        "--noglob-pathspecs", "--icase-pathspecs", "--exec-path", "--html-path", "--man-path",
+                        "--info-path", "--list-cmds"})
+#: Configuration that can make a git command name mean another command.
+_GIT_ALIASING = re.compile(r"(alias|include|includeif)\.", re.IGNORECASE)
+
+
+def without_git_options(command: SimpleCommand) -> SimpleCommand | None:
+    """``git -C dir -c a=b --no-pager push …`` as ``git push …``: the git
+    command with git's global options removed, for deny rules to match.
+    The subcommand is not literal when the command line could make it an
+    alias (``-c alias.p=push``, ``--config-env``, ``GIT_CONFIG_*``
+    assignments), or when an option is only known when it runs. None when
+    ``command`` is not git or has nothing to remove."""
+    words = command.words
+    if not words or not words[0].literal or words[0].text.rsplit("/", 1)[-1] != "git":
+        return None
+    aliasing = any(w.text.startswith("GIT_CONFIG") for w in command.assignments)
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if not word.literal:
+            return SimpleCommand((words[0], _UNKNOWN), command.assignments, command.redirects)
+        key, eq, value = word.text.partition("=")
+        if key in _GIT_WITH_ARG:
+            if not eq or key in ("-c", "-C"):
+                i += 1
+                if i >= len(words):
+                    return None
+                value = words[i].text if not eq else word.text[len(key) + 1 :]
+                if not words[i].literal:
+                    aliasing = True
+            if key in ("-c", "--config-env") and _GIT_ALIASING.match(value):
+                aliasing = True
+            i += 1
+            continue
+        if key in _GIT_FLAGS:
+            i += 1
+            continue
+        break
+    if i == 1 and not aliasing:
+        return None
+    rest = words[i:]
+    if aliasing and rest:
+        rest = (Word(rest[0].text, False), *rest[1:])
+    return SimpleCommand((words[0], *rest), command.assignments, command.redirects)

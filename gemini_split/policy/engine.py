@@ -20,10 +20,20 @@ one way:
 - a ``deny`` or ``ask_user`` rule matches the words alone (``FOO=1 rm``,
   ``rm > log`` and ``/bin/rm`` all match ``commandPrefix = "rm"``), and
   also the whole command line for ``commandRegex``;
+- ``deny``/``ask_user`` rules also see what a wrapper runs: the command
+  after ``env``, ``nice``, ``timeout``, ``sudo``… and their options,
+  ``find -exec``'s and ``xargs``'s (the words ``xargs`` adds are unknown),
+  and git without its global options (``git -C . push`` is ``git push``);
+  a denied command inside denies the whole, whatever allows the wrapper.
+  ``allow`` rules do not: a wrapper changes how its command runs (its
+  user, environment, files), so it is allowed by its own name only
+  (``bash -c`` and ``eval``, which change nothing, excepted);
 - a part that cannot be checked against a ``deny``/``ask_user`` rule (the
-  command cannot be parsed, or a word is only known when it runs, such as
-  ``$cmd`` or ``r$(echo m)``) is at least asked about, never allowed by a
-  lower rule.
+  command cannot be parsed, a word is only known when it runs, such as
+  ``$cmd`` or ``r$(echo m)``, or a wrapper runs a program that cannot be
+  seen: a shell or interpreter reading it from standard input) is at least
+  asked about, never allowed by a lower rule, nor by an allow rule for
+  the wrapper.
 
 Then the one gemini-split heuristic: an edit of a file that runs code later
 (a git hook, ``.envrc``…; see :func:`gemini_split.client.approval.executes_later`)
@@ -40,7 +50,7 @@ import msgspec
 from .builtin import default_rules
 from .rules import SHELL_ALIASES, SHELL_TOOL, Decision, Rule, Verdict, normalize_mode, stable_args
 
-_MAX_WRAPPER_DEPTH = 5
+_MAX_WRAPPER_DEPTH = 8
 
 
 class _Call(msgspec.Struct, frozen=True):
@@ -164,7 +174,7 @@ class Policy:
 
     def _decide_part(self, rules: list[Rule], call: _Call, part: Any, depth: int,
                      whole: Rule | None = None) -> Verdict:
-        from gemini_split.shell_split import ShellParseError, split_command, wrapped_command
+        from gemini_split.shell_split import inner_commands, without_git_options
 
         if part.group:
             if all(r.harmless for r in part.redirects):
@@ -172,6 +182,9 @@ class Policy:
             return _opaque(rules, call, f"'{part}' redirects to or from a file")
         if not part.words or not part.words[0].literal:
             return _opaque(rules, call, f"'{part}' runs a command only known when it runs")
+        # deny/ask rules also see git without its global options.
+        git = without_git_options(part)
+        views = (part,) if git is None else (part, git)
         uncertain: Rule | None = None
         own: Rule | None = None
         for rule in rules:
@@ -183,46 +196,86 @@ class Policy:
             if not rule.constrained:
                 own = rule
                 break
-            hit = _part_matches(rule, part)
+            hit = _part_matches(rule, part) if rule.decision is Decision.ALLOW else _any_view_matches(rule, views)
             if hit is None:
                 uncertain = uncertain or rule
                 continue
             if hit:
                 own = rule
                 break
-        try:
-            inner = wrapped_command(part)
-        except ShellParseError as exc:
-            inner, inner_error = None, exc
-        else:
-            inner_error = None
-        if inner_error is not None or (inner is not None and depth >= _MAX_WRAPPER_DEPTH):
-            if own is not None and own.constrained:
+        inners = inner_commands(part)
+        if inners and depth >= _MAX_WRAPPER_DEPTH:
+            if own is not None and own.constrained and own.decision is not Decision.ALLOW:
                 return _verdict(own, call)
-            return _opaque(rules, call, f"'{part}' cannot be checked ({inner_error or 'nested too deeply'})")
-        if inner is not None:
-            try:
-                inner_parts = split_command(inner)
-            except ShellParseError as exc:
-                inner_verdict = _opaque(rules, call, f"'{inner}' cannot be checked ({exc})")
-            else:
-                inner_verdict = _strictest([self._decide_part(rules, call, p, depth + 1) for p in inner_parts]
-                                           or [_opaque(rules, call, "the command is empty")], rules, call)
+            inner_verdict = _unseen(rules, call, f"'{part}' cannot be checked (wrappers nested too deeply)")
+            transparent = False
+        else:
+            inner_verdict = _strictest([self._decide_inner(rules, call, part, inner, depth) for inner in inners],
+                                       rules, call) if inners else None
+            transparent = bool(inners) and all(i.transparent for i in inners)
+        if inner_verdict is not None:
             if inner_verdict.decision is Decision.DENY:
                 return inner_verdict
+            # A deny or ask rule that matches (or may match) what the wrapper
+            # runs is not overruled by the wrapper's own allow.
+            objection = inner_verdict if _objects(inner_verdict) else None
             if own is not None and own.constrained:
-                return _verdict(own, call)  # the wrapper itself is allowed (or asked about) by name
-            verdict = inner_verdict
+                verdict = _verdict(own, call)  # the wrapper itself, by name
+            elif transparent:
+                verdict = inner_verdict  # bash -c / eval: their commands decide
+            else:
+                # Any other wrapper changes how its command runs, so an
+                # allow rule for the command does not cover it wrapped.
+                verdict = _verdict(own, call) if own is not None else _default(call, f"'{part}'")
+            if objection is not None and verdict.decision is Decision.ALLOW:
+                return objection
         else:
             verdict = _verdict(own, call) if own is not None else _default(call, f"'{part}'")
+        # A rule that may match (a word only known when it runs) asks where
+        # the verdict would allow, and names the question where nothing but
+        # the approval mode asks (so a wrapper's allow cannot overrule it).
         if uncertain is not None and (own is None or uncertain.priority > own.priority) \
-                and verdict.decision is Decision.ALLOW:
+                and (verdict.decision is Decision.ALLOW
+                     or verdict.decision is Decision.ASK_USER and verdict.rule is None):
             return Verdict(Decision.ASK_USER, f"'{part}' cannot be checked against {uncertain.describe()} "
                                               f"({uncertain.source})", uncertain)
         if verdict.decision is Decision.ALLOW and own is not None and own.constrained \
                 and not own.allow_redirection and not all(r.harmless for r in part.redirects):
             return Verdict(Decision.ASK_USER, f"'{part}' redirects to or from a file", own)
         return verdict
+
+    def _decide_inner(self, rules: list[Rule], call: _Call, part: Any, inner: Any, depth: int) -> Verdict:
+        """The verdict for what a wrapper ``part`` runs (one
+        :class:`~gemini_split.shell_split.Inner`)."""
+        from gemini_split.shell_split import ShellParseError, split_command
+
+        if inner.command is not None:
+            return self._decide_part(rules, call, inner.command, depth + 1)
+        if inner.text is None:
+            return _unseen(rules, call, f"'{part}' cannot be seen into ({inner.unseen})")
+        try:
+            inner_parts = split_command(inner.text)
+        except ShellParseError as exc:
+            return _opaque(rules, call, f"'{inner.text}' cannot be checked ({exc})")
+        return _strictest([self._decide_part(rules, call, p, depth + 1) for p in inner_parts]
+                          or [_opaque(rules, call, "the command is empty")], rules, call)
+
+
+def _any_view_matches(rule: Rule, views: Sequence[Any]) -> bool | None:
+    """A deny/ask rule against a part seen several ways (as written, git
+    without its global options): True if any matches, else None if any may."""
+    results = [_part_matches(rule, view) for view in views]
+    if any(results):
+        return True
+    return None if None in results else False
+
+
+def _objects(verdict: Verdict) -> bool:
+    """Whether ``verdict`` asks or denies because of a deny or ask rule
+    about commands (rather than because nothing allowed it)."""
+    rule = verdict.rule
+    return verdict.decision is not Decision.ALLOW and rule is not None and rule.constrained \
+        and rule.decision is not Decision.ALLOW
 
 
 def _part_matches(rule: Rule, part: Any) -> bool | None:
@@ -295,20 +348,35 @@ def _default(call: _Call, part: str | None = None) -> Verdict:
 
 def _opaque(rules: list[Rule], call: _Call, why: str) -> Verdict:
     """The verdict for a part that cannot be split into words: only rules
-    that ignore the command decide it; if one allows it while a command
-    rule above it might deny or ask, it is asked about."""
+    that ignore the command decide it; a command rule that might deny or
+    ask and outranks the one deciding makes it a question about that rule."""
     best = next((r for r in rules if not r.constrained and r.args_pattern is None), None)
     verdict = _verdict(best, call) if best is not None else _default(call)
-    if verdict.decision is Decision.ALLOW:
-        risky = next((r for r in rules if r.constrained and r.decision is not Decision.ALLOW
-                      and (best is None or r.priority > best.priority)), None)
-        if risky is not None:
-            return Verdict(Decision.ASK_USER, f"{why}, so it cannot be checked against {risky.describe()} "
-                                              f"({risky.source})", risky)
+    if verdict.decision is Decision.DENY:
         return verdict
-    if verdict.rule is None:
-        return Verdict(verdict.decision, f"{why}; {verdict.reason}" if verdict.reason else why)
-    return verdict
+    risky = next((r for r in rules if r.constrained and r.decision is not Decision.ALLOW
+                  and (best is None or r.priority > best.priority)), None)
+    if risky is not None:
+        return Verdict(Decision.ASK_USER, f"{why}, so it cannot be checked against {risky.describe()} "
+                                          f"({risky.source})", risky)
+    if verdict.decision is Decision.ALLOW or verdict.rule is not None:
+        return verdict
+    return Verdict(verdict.decision, f"{why}; {verdict.reason}" if verdict.reason else why)
+
+
+def _unseen(rules: list[Rule], call: _Call, why: str) -> Verdict:
+    """The verdict for a program a wrapper runs that cannot be seen (a shell
+    reading standard input, ``xargs``'s input): asked about when a deny or
+    ask rule about commands could match it (one that outranks every rule
+    allowing any command), else no objection (ALLOW: the wrapper's own
+    rule decides)."""
+    best = next((r for r in rules if not r.constrained and r.args_pattern is None), None)
+    risky = next((r for r in rules if r.constrained and r.decision is not Decision.ALLOW
+                  and (best is None or r.priority > best.priority)), None)
+    if risky is None:
+        return Verdict(Decision.ALLOW)
+    return Verdict(Decision.ASK_USER, f"{why}, so it cannot be checked against {risky.describe()} "
+                                      f"({risky.source})", risky)
 
 
 def _strictest(verdicts: list[Verdict], rules: list[Rule], call: _Call) -> Verdict:
@@ -320,7 +388,10 @@ def _strictest(verdicts: list[Verdict], rules: list[Rule], call: _Call) -> Verdi
     chosen = [v for v in verdicts if v.decision.strictness == worst]
     if worst == Decision.ASK_USER.strictness:
         reasons = list(dict.fromkeys(v.reason for v in chosen if v.reason))
-        return Verdict(Decision.ASK_USER, "; ".join(reasons) or None, chosen[0].rule)
+        # A rule that objects (deny/ask about commands) names the question
+        # and keeps a wrapper's own allow from overruling it.
+        rule = next((v.rule for v in chosen if _objects(v)), chosen[0].rule)
+        return Verdict(Decision.ASK_USER, "; ".join(reasons) or None, rule)
     if worst == Decision.ALLOW.strictness:
         # The network only when every part's rule grants it.
         return Verdict(Decision.ALLOW, None, chosen[0].rule, network=all(v.network for v in chosen))

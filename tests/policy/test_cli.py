@@ -99,3 +99,46 @@ def test_project_policies_apply_only_in_a_trusted_folder(tmp_path, home):
     with FakeGemini(script=script, api_key=API_KEY) as fake:
         run_cli(["-p", "go", "--yolo"], cwd=work, fake=fake, env_extra={**home, "GEMINI_CLI_TRUST_WORKSPACE": "true"})
     assert not (work / "FLAG").exists()
+
+
+def _git(*args, cwd):
+    import subprocess
+
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "HOME": str(cwd), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True,
+                          timeout=30).stdout.strip()
+
+
+@pytest.mark.timeout(120)
+def test_a_git_push_deny_rule_holds_under_yolo_for_all_77_spellings_of_the_attack(tmp_path, home):
+    """Issue 35 item 3 as it was run: a real policy file, ``--yolo``, one
+    model turn calling every spelling, a real repository whose upstream
+    would take the push. Nothing reaches the remote; the controls run."""
+    from .test_wrappers import BYPASSED_BEFORE, DENIED_BEFORE, DENY_PUSH
+
+    policy = tmp_path / "team.toml"
+    policy.write_text(DENY_PUSH)
+    remote, work = tmp_path / "remote.git", tmp_path / "work"
+    _git("init", "-q", "--bare", "-b", "main", str(remote), cwd=tmp_path)
+    _git("init", "-q", "-b", "main", str(work), cwd=tmp_path)
+    _git("commit", "-q", "--allow-empty", "-m", "first", cwd=work)
+    _git("push", "-q", "-u", str(remote), "main", cwd=work)
+    pushed = _git("rev-parse", "main", cwd=remote)
+    _git("commit", "-q", "--allow-empty", "-m", "second, never pushed", cwd=work)
+    spellings = DENIED_BEFORE + [c for c, _ in BYPASSED_BEFORE]
+    controls = ["env git status --short --branch", "nice git log --oneline -1", "git -C . status --short"]
+    calls = [{"name": "run_shell_command", "args": {"command": c}} for c in spellings + controls]
+    with FakeGemini(script=[{"function_calls": calls}, {"text": "done"}], api_key=API_KEY) as fake:
+        result = run_cli(["-p", "push it", "--yolo", "--policy", str(policy)], cwd=work, fake=fake,
+                         env_extra=home)
+    assert result.returncode == 0, result.stderr
+    responses = _responses(fake)
+    assert len(responses) == len(calls)
+    for command, response in zip(spellings, responses):
+        error = response["response"].get("error")
+        assert error is not None and error["code"] == "refused", (command, response)
+        assert "push yourself" in error["message"] or "cannot" in error["message"], (command, error)
+    status, log, short = (json.dumps(r["response"]) for r in responses[len(spellings):])
+    assert "main" in status and "second, never pushed" in log and "error" not in short
+    assert _git("rev-parse", "main", cwd=remote) == pushed  # nothing was pushed

@@ -93,3 +93,35 @@ def test_a_deny_rule_of_the_servers_policy_beats_a_clients_yolo(tmp_path, client
     assert not (workspace / "denied.txt").exists() and (workspace / "ok.txt").read_text() == "allowed\n"
     refusal = fake.requests[1]["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]["error"]
     assert refusal["code"] == "refused" and "team.toml" in refusal["message"]
+
+
+@pytest.mark.timeout(90)
+def test_the_servers_deny_rule_sees_through_exec_wrappers_and_unseen_programs(tmp_path, client_dir):
+    """Issue 35 item 3 on the server: the operator's ``serve --policy`` is
+    decided by the same engine, so a user's yolo session cannot wrap a
+    denied command (``env``, ``nice``, ``find -exec``) or hide it from the
+    policy (``xargs``, a shell reading a pipe)."""
+    policy = tmp_path / "team.toml"
+    policy.write_text('[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "touch"\n'
+                      'decision = "deny"\npriority = 1\n')
+    root = tmp_path / "workspaces"
+    wrapped = ["env FOO=1 touch a.txt", "nice -n 5 touch b.txt", "find . -maxdepth 0 -exec touch c.txt \\;",
+               "echo d.txt | xargs touch", "echo touch e.txt | sh"]
+    script = _calls(*(("run_shell_command", {"command": c}) for c in wrapped),
+                    ("run_shell_command", {"command": "env echo allowed > ok.txt"})) + [{"text": "done"}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake, daemon(
+            tmp_path, fake, "--server-tools", "--workspace-root", str(root), "--sandbox", "none",
+            "--policy", str(policy)) as (_, address):
+        result = client(["--server", address, "--tools", "server", "--yolo", "-p", "go", "-o", "json"],
+                        cwd=client_dir, in_process=False)
+    assert result.returncode == 0, result.stderr
+    stats = json.loads(result.stdout)["stats"]["tools"]["byName"]["run_shell_command"]
+    assert stats["fail"] == len(wrapped) and stats["success"] == 1
+    (workspace,) = root.iterdir()
+    assert sorted(p.name for p in workspace.iterdir()) == ["ok.txt"]
+    refusals = [fake.requests[i]["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]["error"]
+                for i in range(1, len(wrapped) + 1)]
+    # Denied where the command is in plain sight; the pipe into sh is a
+    # question, which a one-shot client cannot answer: not run either.
+    assert all(r["code"] == "refused" and "touch" in r["message"] for r in refusals[:-1]), refusals
+    assert refusals[-1]["code"] == "not_approved", refusals

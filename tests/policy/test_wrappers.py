@@ -1,0 +1,312 @@
+"""A ``deny`` rule sees through exec wrappers (issue 35, item 3).
+
+The attack run wrote ``commandPrefix = "git push"``, ``decision = "deny"``
+and ran with ``--yolo`` (the case deny rules exist for): 32 of 77 spellings
+of ``git push`` ran. Every spelling below must be denied, or asked about
+where the policy cannot see what runs (a shell reading its program from a
+pipe, ``xargs`` adding words) — never allowed. The engine alone here; the
+same table through the real command line is in ``test_cli.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gemini_split.policy import Decision, Policy, allowed_tools_rules, read_policy_file
+
+ALLOW, DENY, ASK = Decision.ALLOW, Decision.DENY, Decision.ASK_USER
+
+DENY_PUSH = ('[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "git push"\ndecision = "deny"\n'
+             'priority = 200\ndenyMessage = "push yourself"\n')
+
+#: The 45 spellings the engine denied before the fix; they stay denied.
+DENIED_BEFORE = [
+    "git push",
+    "git  push origin main",
+    "git push origin main",
+    "git push --force",
+    "git push -u origin feature",
+    "git push --dry-run",
+    "(git push)",
+    "( (git push) )",
+    "(cd . && git push)",
+    "true && git push",
+    "false || git push",
+    "git push; ls",
+    "ls; git push",
+    "ls | git push",
+    "git push &",
+    "git push && echo done",
+    "ls\ngit push",
+    "echo hi && git push origin HEAD:main",
+    "$(git push)",
+    "echo $(git push)",
+    'echo "$(git push)"',
+    "x=$(git push)",
+    'cat <<< "$(git push)"',
+    "`git push`",
+    "echo `git push`",
+    "bash -c 'git push'",
+    'sh -c "git push"',
+    "dash -c 'git push'",
+    "sh -c 'cd /tmp && git push'",
+    "bash -c \"bash -c 'git push'\"",
+    "eval git push",
+    "eval 'git push'",
+    'eval "eval git push"',
+    "GIT_DIR=x git push",
+    "FOO=1 BAR=2 git push",
+    "/usr/bin/git push",
+    "/bin/git push",
+    '"git" push',
+    "'git' 'push'",
+    "g\\it push",
+    "git pu\\sh",
+    'git "push"',
+    "git push > /dev/null 2>&1",
+    "git push > log",
+    "git push 2>&1 | tee log",
+]
+
+#: The 32 spellings that ran ``git push`` before the fix, and what they get
+#: now: denied where the command is in plain sight, asked where it is not.
+BYPASSED_BEFORE = [
+    ("env git push", DENY),
+    ("env FOO=1 git push", DENY),
+    ("/usr/bin/env git push", DENY),
+    ("env -i git push", DENY),
+    ("env -u HOME git push", DENY),
+    ("command git push", DENY),
+    ("command -p git push", DENY),
+    ("exec git push", DENY),
+    ("nice git push", DENY),
+    ("nice -n 5 git push", DENY),
+    ("nohup git push", DENY),
+    ("timeout 5 git push", DENY),
+    ("timeout -s KILL 5 git push", DENY),
+    ("setsid git push", DENY),
+    ("stdbuf -oL git push", DENY),
+    ("ionice -c 3 git push", DENY),
+    ("taskset 1 git push", DENY),
+    ("flock /tmp/lock git push", DENY),
+    ("script -qc 'git push' /dev/null", DENY),
+    ("find . -exec git push \\;", DENY),
+    ("git -C . push", DENY),
+    ("git -c a.b=c push", DENY),
+    ("git --no-pager push", DENY),
+    ("git --git-dir=.git push", DENY),
+    ("zsh -c 'git push'", DENY),
+    ("echo push | xargs git", ASK),
+    ("xargs -I{} git {} <<< push", ASK),
+    ("echo git push | sh", ASK),
+    ("sh <<< 'git push'", ASK),
+    ("printf 'git push' | bash", ASK),
+    (". /dev/stdin <<< 'git push'", ASK),
+    ("python3 - <<< 'import os; os.system(\"git push\")'", ASK),
+]
+
+#: More spellings of the same kinds: wrapper options, wrappers in wrappers.
+MORE = [
+    ("env -- git push", DENY),
+    ("env -i PATH=/usr/bin HOME=/ git push", DENY),
+    ("env --unset=HOME -C . git push", DENY),
+    ("env -S 'git push'", ASK),
+    ("env $OPT git push", ASK),
+    ("command -- git push", DENY),
+    ("builtin eval git push", DENY),
+    ("exec -a x git push", DENY),
+    ("exec -cl git push", DENY),
+    ("nice -n5 git push", DENY),
+    ("nice -5 git push", DENY),
+    ("nice --adjustment=5 -- git push", DENY),
+    ("nice $N git push", ASK),
+    ("nohup -- git push", DENY),
+    ("timeout --signal=KILL -k 1 5s git push", DENY),
+    ("timeout --foreground --preserve-status 5 git push", DENY),
+    ("setsid -fw git push", DENY),
+    ("stdbuf -o L -e0 git push", DENY),
+    ("ionice -c3 -n 7 -t git push", DENY),
+    ("taskset -c 0,1 git push", DENY),
+    ("flock -w 3 -x /tmp/lock git push", DENY),
+    ("flock /tmp/lock -c 'git push'", DENY),
+    ("script -q -c 'git push'", DENY),
+    ("script --command 'git push' out.log", DENY),
+    ("script /dev/null -qc 'git push'", DENY),
+    ("script -q out.log <<< 'git push'", ASK),
+    ("sudo git push", DENY),
+    ("sudo -u bob -E FOO=1 git push", DENY),
+    ("sudo -s <<< 'git push'", ASK),
+    ("doas -u bob git push", DENY),
+    ("chroot / git push", DENY),
+    ("chroot --userspec=1:1 / git push", DENY),
+    ("su -c 'git push' bob", DENY),
+    ("runuser -u bob -- git push", DENY),
+    ("watch -n 1 git push", DENY),
+    ("/usr/bin/time -v git push", DENY),
+    ("nohup nice -n 5 timeout 5 env FOO=1 git push", DENY),
+    ("exec env git -C . push", DENY),
+    ("find . -name x -execdir git push \\;", DENY),
+    ("find . -ok git push \\;", DENY),
+    ("find . -exec true \\; -exec git push {} +", DENY),
+    ("find . -exec sh -c 'git push' \\;", DENY),
+    ("find . -exec git {} \\;", ASK),
+    ("xargs git push < /dev/null", DENY),
+    ("xargs -n 1 -P 2 git <<< push", ASK),
+    ("xargs -0 -a list git", ASK),
+    ("xargs sh -c 'git push'", DENY),
+    ("xargs sh", ASK),
+    ("bash -s <<< 'git push'", ASK),
+    ("bash - <<< 'git push'", ASK),
+    ("bash /dev/stdin <<< 'git push'", ASK),
+    ("bash -eo pipefail -c 'git push'", DENY),
+    ("bash -lc 'git push'", DENY),
+    ("bash --norc -c 'git push'", DENY),
+    ("bash -c \"$CMD\"", ASK),
+    ("zsh <<< 'git push'", ASK),
+    ("ksh -c 'git push'", DENY),
+    ("fish -c 'git push'", ASK),
+    ("source /dev/stdin <<< 'git push'", ASK),
+    (". /dev/fd/0 <<< 'git push'", ASK),
+    (". $F", ASK),
+    ("python3 <<< 'import os; os.system(\"git push\")'", ASK),
+    ("python3 -u -W ignore - <<< 'import os'", ASK),
+    ("perl <<< 'system q(git push)'", ASK),
+    ("node < script.js", ASK),
+    ("python3 -Wignore -i x.py <<< 'import os'", ASK),
+    ("perl -Mfeature=say <<< 'system q(git push)'", ASK),
+    ("node --require x <<< 'x'", ASK),
+    ("python3 -- /dev/stdin <<< 'x'", ASK),
+    ("busybox sh -c 'git push'", DENY),
+    ("busybox env git push", DENY),
+    ("git -C . -c x.y=z --no-pager --git-dir .git --work-tree . push", DENY),
+    ("git --exec-path=. -p push", DENY),
+    ("git -c alias.p=push p", ASK),
+    ("git --config-env=alias.p=X p", ASK),
+    ("git -c include.path=x p", ASK),
+    ("git $OPT push", ASK),
+    ("env " * 200 + "git push", ASK),  # deeper than the engine follows: asked, never allowed
+]
+
+#: With only ``git push`` denied these still run under yolo.
+CONTROLS = [
+    "env git status",
+    "env FOO=1 git fetch",
+    "nice git log",
+    "nice -n 5 git log",
+    "timeout 5 git fetch",
+    "git -C . status",
+    "git -c color.ui=never log",
+    "git --no-pager log",
+    "git push-helper",  # whole words
+    "echo git push",
+    "grep -r 'git push' .",
+    "command -v git",
+    "env",
+    "nice",
+    "bash -c 'git status'",
+    "sh build.sh",
+    "python3 script.py",
+    "python3 -m json.tool < data.json",
+    "python3 -c 'print(1)'",
+    "python3 -Wignore script.py -",
+    "perl -ne 'print' file.txt",
+    "node --require ts-node/register app.ts",
+    "echo a b | xargs ls",
+    "find . -name '*.py' -exec grep -l push {} +",
+    "sudo -l",
+    "flock 9",
+]
+
+
+def yolo_policy(tmp_path, text: str = DENY_PUSH) -> Policy:
+    path = tmp_path / "p.toml"
+    path.write_text(text)
+    return Policy().with_rules(read_policy_file(path, 4))
+
+
+def decide(policy: Policy, command: str, mode: str = "yolo"):
+    return policy.decide("run_shell_command", {"command": command}, mode, kind="execute")
+
+
+def test_the_table_has_the_77_spellings_of_the_attack():
+    assert len(DENIED_BEFORE) == 45 and len(BYPASSED_BEFORE) == 32
+    assert len({*DENIED_BEFORE, *(c for c, _ in BYPASSED_BEFORE)}) == 77
+
+
+@pytest.mark.parametrize("command", DENIED_BEFORE)
+def test_ordinary_spellings_of_a_denied_command_stay_denied_under_yolo(tmp_path, command):
+    verdict = decide(yolo_policy(tmp_path), command)
+    assert verdict.decision is DENY, (command, verdict)
+    assert "push yourself" in verdict.reason
+
+
+@pytest.mark.parametrize("command, decision", BYPASSED_BEFORE + MORE)
+def test_exec_wrappers_git_options_and_unseen_programs_never_run_a_denied_command(tmp_path, command, decision):
+    verdict = decide(yolo_policy(tmp_path), command)
+    assert verdict.decision is decision, (command, verdict)
+    if decision is DENY:
+        assert "push yourself" in verdict.reason
+    else:  # the question says why the policy cannot see it, and which rule it is about
+        assert "git push" in verdict.reason and "cannot" in verdict.reason
+
+
+@pytest.mark.parametrize("command", CONTROLS)
+def test_wrapped_commands_a_deny_rule_does_not_cover_still_run_under_yolo(tmp_path, command):
+    assert decide(yolo_policy(tmp_path), command).decision is ALLOW, command
+
+
+def test_an_ask_user_rule_sees_through_wrappers_too(tmp_path):
+    p = yolo_policy(tmp_path, DENY_PUSH.replace('"deny"', '"ask_user"'))
+    for command in ("env git push", "git -C . push", "echo push | xargs git", "echo git push | sh"):
+        assert decide(p, command).decision is ASK, command
+    assert decide(p, "env git status").decision is ALLOW
+
+
+def test_a_command_regex_deny_rule_sees_through_wrappers_and_git_options(tmp_path):
+    p = yolo_policy(tmp_path, '[[rule]]\ntoolName = "run_shell_command"\ncommandRegex = "git +push"\n'
+                              'decision = "deny"\npriority = 1\n')
+    for command in ("env git push", "nice -n 5 git push", "git -C . push", "find . -exec git push \\;"):
+        assert decide(p, command).decision is DENY, command
+    assert decide(p, "env git status").decision is ALLOW
+
+
+def test_allow_rules_do_not_reach_through_wrappers(tmp_path):
+    """A wrapper changes what its command does (``sudo`` its user, ``env``
+    its PATH, ``flock`` creates a file), so an allow rule for ``git status``
+    does not allow it wrapped: the wrapper is asked about, as before."""
+    p = Policy().with_rules(allowed_tools_rules(["run_shell_command(git status)"]))
+    assert decide(p, "git status", "default").decision is ALLOW
+    for command in ("env git status", "env PATH=/tmp git status", "sudo git status", "git -C /etc status",
+                    "flock /etc/x git status", "echo status | xargs git"):
+        assert decide(p, command, "default").decision is ASK, command
+
+
+def test_an_allowed_wrapper_does_not_allow_what_it_runs_past_a_deny_rule(tmp_path):
+    p = yolo_policy(tmp_path, DENY_PUSH + '[[rule]]\ntoolName = "run_shell_command"\n'
+                                          'commandPrefix = ["env", "xargs", "sh", "find"]\ndecision = "allow"\n'
+                                          'priority = 300\n')
+    assert decide(p, "env git status", "default").decision is ALLOW
+    assert decide(p, "env git push", "default").decision is DENY
+    assert decide(p, "echo push | xargs git", "default").decision is ASK
+    assert decide(p, "sh <<< 'git push'", "default").decision is ASK
+    assert decide(p, "sh -c 'git push'", "default").decision is DENY
+    assert decide(p, "find . -exec foo \\; -exec git {} \\;", "default").decision is ASK
+    assert decide(p, "env FOO=1 $cmd", "default").decision is ASK
+
+
+def test_unseen_programs_run_under_yolo_when_no_rule_could_object(tmp_path):
+    p = Policy()
+    for command in ("echo git push | sh", "echo push | xargs git", "python3 - <<< 'print(1)'"):
+        assert decide(p, command).decision is ALLOW, command
+        assert decide(p, command, "default").decision is ASK, command
+
+
+def test_a_long_wrapper_chain_is_decided_quickly(tmp_path):
+    import time
+
+    p = yolo_policy(tmp_path)
+    start = time.monotonic()
+    for command in ("env " * 20_000 + "git push", "nice " * 5_000 + "true", "xargs " * 5_000,
+                    "find . " + "-exec true \\; " * 5_000 + "-exec git push \\;"):
+        assert decide(p, command).decision is not ALLOW
+    assert time.monotonic() - start < 10

@@ -1158,30 +1158,128 @@ _HANDLERS = {
 }
 
 
+def _alias(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    """``alias p='git push'``: the body runs wherever ``p`` is used (bash
+    expands aliases with ``shopt -s expand_aliases``, sh always), with
+    words only known then after it."""
+    inners: list[Inner] = []
+    for word in args:
+        name, eq, body = word.text.partition("=")
+        if not eq or name.startswith("-"):
+            continue
+        if not word.literal:
+            raise _Unseen("defines an alias only known when it runs")
+        inners.append(Inner(text=body + " $_"))  # '$_': the words it will be used with
+    return inners
+
+
+def _hash(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    """``hash -p /usr/bin/git g``: ``g`` runs that program from then on."""
+    seen, _ = _parse(args, _opts("rdlt", "p"))
+    path = seen.get("-p")
+    return _runs(command, [Word(path), _UNKNOWN]) if path else []
+
+
+def _trap(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    """``trap 'git push' EXIT``: the action is a command string."""
+    rest = list(args)
+    if rest and rest[0].literal and rest[0].text in ("-p", "-l", "-P"):
+        return []
+    if rest and rest[0].literal and rest[0].text == "--":
+        rest = rest[1:]
+    if len(rest) < 2 or rest[0].literal and rest[0].text in ("", "-"):
+        return []  # one word is a signal to reset
+    return _string(rest, "trap")
+
+
+def _stdin_scheduler(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    """``at``/``batch`` read the commands they schedule from standard input
+    (``-f FILE``: from a file; ``-l``, ``-r``…: no command)."""
+    if any(w.literal and w.text.startswith("-") and any(c in w.text[1:] for c in "lrdcVf") for w in args):
+        return []
+    raise _Unseen("reads the commands it schedules from standard input")
+
+
+def _runs_unread(what: str):
+    def handler(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+        raise _Unseen(what)
+
+    return handler
+
+
+_HANDLERS.update({
+    "alias": _alias,
+    "hash": _hash,
+    "trap": _trap,
+    "at": _stdin_scheduler,
+    "batch": _stdin_scheduler,
+    "tmux": _runs_unread("runs commands in a terminal multiplexer, which this policy does not read"),
+    "screen": _runs_unread("runs commands in a terminal multiplexer, which this policy does not read"),
+    "parallel": _runs_unread("builds its commands from its arguments and input, which this policy does not read"),
+})
+
+#: Variables whose value a program runs as a command (an editor, a pager,
+#: git's ssh…), or a shell expands with command substitution (prompts).
+_COMMAND_VARIABLES = frozenset(
+    "EDITOR VISUAL PAGER MANPAGER BROWSER GIT_EDITOR GIT_SEQUENCE_EDITOR GIT_PAGER GIT_SSH GIT_SSH_COMMAND "
+    "GIT_EXTERNAL_DIFF GIT_ASKPASS SSH_ASKPASS LESSOPEN LESSCLOSE PROMPT_COMMAND PS0 PS1 PS2 PS3 PS4".split())
+#: Variables that make a shell run code from elsewhere (a file, a function).
+_CODE_VARIABLES = frozenset({"BASH_ENV", "ENV"})
+_DECLARING = frozenset({"export", "declare", "typeset", "local", "readonly"})
+
+
+def _variables(words: Iterable[Word]) -> list[Inner]:
+    """What assignments among ``words`` make run: a command in
+    ``GIT_EDITOR='…'`` or ``PS4='$(…)'``; ``BASH_ENV``, ``ENV`` and
+    exported functions (``BASH_FUNC_x%%``) cannot be seen."""
+    inners: list[Inner] = []
+    for word in words:
+        name, eq, value = word.text.partition("=")
+        if not eq:
+            continue
+        name = name.removesuffix("+")
+        if name in _COMMAND_VARIABLES:
+            if word.literal:
+                inners.append(Inner(text=value))
+            else:
+                inners.append(Inner(unseen=f"sets {name} to a command only known when it runs"))
+        elif name in _CODE_VARIABLES or name.startswith("BASH_FUNC_"):
+            inners.append(Inner(unseen=f"sets {name}, which makes a shell run code from elsewhere"))
+    return inners
+
+
 def inner_commands(command: SimpleCommand) -> list[Inner]:
     """What ``command`` runs besides itself, when it is an exec wrapper
     (``env``, ``nice``, ``timeout``, ``sudo``…), ``eval``, a shell or an
-    interpreter, ``xargs`` or ``find -exec``; ``[]`` for any other command,
-    or one of those that runs nothing else (``command -v git``, ``env``
-    alone, ``bash script.sh``: a script file is not part of the command).
+    interpreter, ``xargs`` or ``find -exec``, git running commands (``git
+    bisect run``, ``submodule foreach``, ``rebase --exec``, a ``-c`` editor
+    or pager), an alias, ``hash -p`` or a trap, or a variable a program runs
+    (``GIT_EDITOR=…``, ``PS4=…``); ``[]`` for any other command, or one of
+    those that runs nothing else (``command -v git``, ``env`` alone, ``bash
+    script.sh``: a script file is not part of the command).
 
     Never raises: what cannot be followed (an unknown option, a word only
     known when it runs where an option could be, a program read from
-    standard input) is one :class:`Inner` with ``unseen`` set."""
+    standard input) is an :class:`Inner` with ``unseen`` set."""
     words = command.words
     if command.group or not words or not words[0].literal:
         return []
     name = words[0].text.rsplit("/", 1)[-1]
+    inners = _variables(command.assignments)
+    if name in _DECLARING:
+        inners += _variables(words[1:])
     handler = _HANDLERS.get(name)
     try:
         if handler is not None:
-            return handler(command, words[1:])
+            return inners + handler(command, words[1:])
+        if name == "git" or name.startswith("git-"):
+            return inners + _git(command)
         for pattern, spec in _INTERPRETERS:
             if pattern.fullmatch(name):
-                return _interpreter(command, words[1:], spec)
+                return inners + _interpreter(command, words[1:], spec)
     except _Unseen as exc:
-        return [Inner(unseen=f"{name}: {exc}")]
-    return []
+        return [*inners, Inner(unseen=f"{name}: {exc}")]
+    return inners
 
 
 #: git's global options (``git [OPTIONS] COMMAND``): with a value (the next
@@ -1194,44 +1292,132 @@ _GIT_FLAGS = frozenset({"-p", "-P", "--paginate", "--no-pager", "--bare", "--no-
                         "--info-path", "--list-cmds"})
 #: Configuration that can make a git command name mean another command.
 _GIT_ALIASING = re.compile(r"(alias|include|includeif)\.", re.IGNORECASE)
+#: Configuration whose value git runs as a command (``core.sshCommand``,
+#: ``core.pager``, ``pager.log``, ``diff.x.textconv``, ``credential.helper``…).
+_GIT_COMMAND_KEY = re.compile(
+    r"(pager\..*|.*\.(sshcommand|pager|editor|askpass|fsmonitor|external|program|helper|clean|smudge|process"
+    r"|textconv|command|driver|packobjectshook|receivepack|uploadpack))", re.IGNORECASE)
 
 
-def without_git_options(command: SimpleCommand) -> SimpleCommand | None:
-    """``git -C dir -c a=b --no-pager push …`` as ``git push …``: the git
-    command with git's global options removed, for deny rules to match.
-    The subcommand is not literal when the command line could make it an
-    alias (``-c alias.p=push``, ``--config-env``, ``GIT_CONFIG_*``
-    assignments), or when an option is only known when it runs. None when
-    ``command`` is not git or has nothing to remove."""
+@dataclass
+class _GitLine:
+    view: SimpleCommand  # git SUBCOMMAND ARGS…
+    stripped: bool  # global options were removed, or the subcommand made unknown
+    configs: list[tuple[str, str]]  # -c KEY=VALUE pairs
+
+
+def _git_line(command: SimpleCommand) -> _GitLine | None:
     words = command.words
-    if not words or not words[0].literal or words[0].text.rsplit("/", 1)[-1] != "git":
+    if not words or not words[0].literal:
+        return None
+    base = words[0].text.rsplit("/", 1)[-1]
+    if base != "git":
+        if base.startswith("git-") and len(base) > 4:  # /usr/lib/git-core/git-push
+            view = SimpleCommand((Word("git"), Word(base[4:]), *words[1:]), command.assignments, command.redirects)
+            return _GitLine(view, True, [])
         return None
     aliasing = any(w.text.startswith("GIT_CONFIG") for w in command.assignments)
+    configs: list[tuple[str, str]] = []
     i = 1
     while i < len(words):
         word = words[i]
         if not word.literal:
-            return SimpleCommand((words[0], _UNKNOWN), command.assignments, command.redirects)
+            return _GitLine(SimpleCommand((words[0], _UNKNOWN), command.assignments, command.redirects), True,
+                            configs)
         key, eq, value = word.text.partition("=")
         if key in _GIT_WITH_ARG:
             if not eq or key in ("-c", "-C"):
                 i += 1
                 if i >= len(words):
-                    return None
-                value = words[i].text if not eq else word.text[len(key) + 1 :]
+                    break
+                value = words[i].text
                 if not words[i].literal:
                     aliasing = True
-            if key in ("-c", "--config-env") and _GIT_ALIASING.match(value):
-                aliasing = True
+            if key in ("-c", "--config-env"):
+                if _GIT_ALIASING.match(value):
+                    aliasing = True
+                if key == "-c":
+                    name, _, setting = value.partition("=")
+                    configs.append((name, setting))
             i += 1
             continue
         if key in _GIT_FLAGS:
             i += 1
             continue
         break
-    if i == 1 and not aliasing:
-        return None
     rest = words[i:]
     if aliasing and rest:
-        rest = (Word(rest[0].text, False), *rest[1:])
-    return SimpleCommand((words[0], *rest), command.assignments, command.redirects)
+        rest = (_Made(rest[0].text), *rest[1:])
+    view = SimpleCommand((words[0], *rest), command.assignments, command.redirects)
+    return _GitLine(view, i > 1 or aliasing, configs)
+
+
+def without_git_options(command: SimpleCommand) -> SimpleCommand | None:
+    """``git -C dir -c a=b --no-pager push …`` (or ``git-push …``) as ``git
+    push …``: the git command with git's global options removed, for deny
+    rules to match. The subcommand is not literal when the command line
+    could make it an alias (``-c alias.p=push``, ``--config-env``,
+    ``GIT_CONFIG_*`` assignments), or when an option is only known when it
+    runs. None when ``command`` is not git or has nothing to remove."""
+    line = _git_line(command)
+    return line.view if line is not None and line.stripped else None
+
+
+def _git(command: SimpleCommand) -> list[Inner]:
+    """The commands a git command line runs: ``-c`` settings git runs as a
+    command, ``bisect run CMD…``, ``submodule foreach CMD``, ``rebase
+    --exec CMD``."""
+    line = _git_line(command)
+    if line is None:
+        return []
+    inners = [Inner(text=value.removeprefix("!")) for key, value in line.configs if _GIT_COMMAND_KEY.fullmatch(key)]
+    words = line.view.words
+    sub = words[1].text if len(words) > 1 and words[1].literal else None
+    rest = list(words[2:])
+    if sub == "bisect" and rest and rest[0].literal and rest[0].text == "run":
+        inners += _runs(command, rest[1:])
+    elif sub == "submodule":
+        while rest and rest[0].literal and rest[0].text.startswith("-"):
+            rest = rest[1:]
+        if rest and rest[0].literal and rest[0].text == "foreach":
+            rest = rest[1:]
+            while rest and rest[0].literal and rest[0].text in ("--recursive", "--quiet", "-q", "--"):
+                rest = rest[1:]
+            if rest:
+                if not all(w.literal for w in rest):
+                    raise _Unseen("submodule foreach runs a command only known when it runs")
+                inners.append(Inner(text=" ".join(w.text for w in rest)))
+    elif sub == "rebase":
+        for k, word in enumerate(rest):
+            text = word.text
+            value: Word | None = None
+            if text in ("-x", "--exec") and k + 1 < len(rest):
+                value = rest[k + 1]
+            elif text.startswith("--exec="):
+                value = Word(text[len("--exec="):], word.literal)
+            elif text.startswith("-x") and len(text) > 2:
+                value = Word(text[2:], word.literal)
+            if value is not None:
+                inners += _string([value], "rebase --exec")
+    return inners
+
+
+#: Commands that never run their arguments as a command.
+_DATA_COMMANDS = frozenset(
+    "echo printf grep egrep fgrep rg ag ack man info whatis apropos which type whereis cat head tail less more wc "
+    "sort uniq ls cd pwd mkdir rmdir touch rm cp mv ln chmod chown stat file basename dirname realpath readlink "
+    "test [ true false : diff cmp cut tr tee jq".split())
+
+
+def follows_arguments(command: SimpleCommand) -> bool:
+    """Whether what ``command`` runs is known: it is one of the wrappers,
+    shells, interpreters and git forms :func:`inner_commands` follows, or a
+    command that never runs its arguments (``echo``, ``grep``…). For any
+    other command a denied command among its words (``strace -f git
+    push``) may be what it runs."""
+    words = command.words
+    if not words or not words[0].literal:
+        return True
+    name = words[0].text.rsplit("/", 1)[-1]
+    return (name in _HANDLERS or name in _DATA_COMMANDS or name == "git" or name.startswith("git-")
+            or any(pattern.fullmatch(name) for pattern, _ in _INTERPRETERS))

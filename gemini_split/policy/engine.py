@@ -174,7 +174,7 @@ class Policy:
 
     def _decide_part(self, rules: list[Rule], call: _Call, part: Any, depth: int,
                      whole: Rule | None = None) -> Verdict:
-        from gemini_split.shell_split import inner_commands, without_git_options
+        from gemini_split.shell_split import follows_arguments, inner_commands, without_git_options
 
         if part.group:
             if all(r.harmless for r in part.redirects):
@@ -185,6 +185,9 @@ class Policy:
         # deny/ask rules also see git without its global options.
         git = without_git_options(part)
         views = (part,) if git is None else (part, git)
+        # An unknown program with a denied command among its words
+        # (strace -f git push, unshare -r git push) may run it.
+        unknown = not follows_arguments(part)
         uncertain: Rule | None = None
         own: Rule | None = None
         for rule in rules:
@@ -196,7 +199,12 @@ class Policy:
             if not rule.constrained:
                 own = rule
                 break
-            hit = _part_matches(rule, part) if rule.decision is Decision.ALLOW else _any_view_matches(rule, views)
+            if rule.decision is Decision.ALLOW:
+                hit = _part_matches(rule, part)
+            else:
+                hit = _any_view_matches(rule, views)
+                if hit is False and unknown and _later_match(rule, part):
+                    hit = None
             if hit is None:
                 uncertain = uncertain or rule
                 continue
@@ -268,6 +276,21 @@ def _any_view_matches(rule: Rule, views: Sequence[Any]) -> bool | None:
     if any(results):
         return True
     return None if None in results else False
+
+
+def _later_match(rule: Rule, part: Any) -> bool:
+    """Whether a deny/ask rule matches the words of ``part`` from its
+    second word on (``commandRegex``: from one of its first 16)."""
+    from gemini_split.shell_split import SimpleCommand
+
+    words = part.words
+    if rule.command_prefixes is not None:
+        firsts = {prefix[0] for prefix in rule.command_prefixes if prefix}
+        starts = [k for k in range(1, len(words))
+                  if words[k].literal and words[k].text.rsplit("/", 1)[-1] in firsts]
+    else:
+        starts = list(range(1, min(len(words), 17)))
+    return any(_part_matches(rule, SimpleCommand(words[k:])) for k in starts)
 
 
 def _objects(verdict: Verdict) -> bool:

@@ -10,7 +10,11 @@ same table through the real command line is in ``test_cli.py``.
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gemini_split.policy import Decision, Policy, allowed_tools_rules, read_policy_file
 
@@ -185,6 +189,35 @@ MORE = [
     ("git -c include.path=x p", ASK),
     ("git $OPT push", ASK),
     ("env " * 200 + "git push", ASK),  # deeper than the engine follows: asked, never allowed
+    # Renaming: an alias, a hashed path, git's dashed programs.
+    ("shopt -s expand_aliases\nalias p='git push'\np", DENY),
+    ("alias p=git; p push", ASK),
+    ("hash -p /usr/bin/git g; g push", ASK),
+    ("/usr/lib/git-core/git-push origin", DENY),
+    # Commands that run a command given as a string or in a variable.
+    ("trap 'git push' EXIT", DENY),
+    ("GIT_EDITOR='git push' git commit", DENY),
+    ("PS4='$(git push)' bash -xc true", DENY),
+    ("export PROMPT_COMMAND='git push'", DENY),
+    ("BASH_ENV=/dev/stdin bash -c true <<< 'git push'", ASK),
+    ("env 'BASH_FUNC_git%%=() { command git push; }' bash -c 'git status'", ASK),
+    ("git -c core.pager='git push' log", DENY),
+    ("git -c core.sshCommand='sh -c \"git push\"' fetch", DENY),
+    ("git -c credential.helper='!git push' fetch", DENY),
+    ("git bisect run git push", DENY),
+    ("git submodule foreach --recursive git push", DENY),
+    ("git rebase -x 'git push' HEAD~1", DENY),
+    ("git rebase --exec='git push' HEAD~1", DENY),
+    # Programs that read the commands they run from their input.
+    ("echo 'git push' | at now", ASK),
+    ("tmux new -d 'git push'", ASK),
+    # Wrappers not modelled one by one: a denied command among the words of
+    # a program that is not known to leave its arguments alone.
+    ("strace -f -o /dev/null git push", ASK),
+    ("unshare -r git push", ASK),
+    ("chrt 1 git push", ASK),
+    ("prlimit --nofile=100 /usr/bin/git push", ASK),
+    ("fakeroot -- git push origin main", ASK),
 ]
 
 #: With only ``git push`` denied these still run under yolo.
@@ -215,6 +248,12 @@ CONTROLS = [
     "find . -name '*.py' -exec grep -l push {} +",
     "sudo -l",
     "flock 9",
+    "GIT_EDITOR=true git commit --amend",
+    "git rebase -x 'make test' main",
+    "git -c core.pager=cat log",
+    "alias ll='ls -l'",
+    "trap 'rm -f tmp' EXIT",
+    "hash -r",
 ]
 
 
@@ -310,3 +349,33 @@ def test_a_long_wrapper_chain_is_decided_quickly(tmp_path):
                     "find . " + "-exec true \\; " * 5_000 + "-exec git push \\;"):
         assert decide(p, command).decision is not ALLOW
     assert time.monotonic() - start < 10
+
+
+_EXEC_LAYERS = ["env", "env -i", "env FOO=1", "/usr/bin/env -u X --", "command", "command -p", "exec", "exec -a x",
+                "nice", "nice -n 5", "nohup", "timeout 5", "timeout -k 1 -s TERM 2s", "setsid -f", "stdbuf -oL",
+                "ionice -c 3", "taskset 1", "flock /tmp/l", "sudo -u bob", "doas", "chroot /", "runuser -u bob --",
+                "/usr/bin/time -p", "busybox"]
+_STRING_LAYERS = ["bash -c {}", "sh -ec {}", "zsh -c {}", "eval {}", "script -qc {} /dev/null", "flock /tmp/l -c {}",
+                  "su -c {} bob", "find . -exec sh -c {} \\;"]
+_GIT_OPTIONS = ["", "-C .", "-c a.b=c", "--no-pager", "--git-dir=.git", "-P", "--work-tree .", "--namespace x"]
+
+
+@st.composite
+def _wrapped(draw, subcommand: str) -> str:
+    command = f"git {draw(st.sampled_from(_GIT_OPTIONS))} {subcommand}"
+    for _ in range(draw(st.integers(0, 4))):
+        if draw(st.booleans()):
+            command = f"{draw(st.sampled_from(_EXEC_LAYERS))} {command}"
+        else:
+            command = draw(st.sampled_from(_STRING_LAYERS)).format(shlex.quote(command))
+    return command
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_stack_of_wrappers_around_a_denied_command_is_denied_and_around_another_runs(tmp_path, data):
+    p = yolo_policy(tmp_path)
+    pushed = data.draw(_wrapped("push origin main"))
+    assert decide(p, pushed).decision is DENY, pushed
+    status = data.draw(_wrapped("status"))
+    assert decide(p, status).decision is ALLOW, status

@@ -20,11 +20,16 @@ one way:
 - a ``deny`` or ``ask_user`` rule matches the words alone (``FOO=1 rm``,
   ``rm > log`` and ``/bin/rm`` all match ``commandPrefix = "rm"``), and
   also the whole command line for ``commandRegex``;
-- ``deny``/``ask_user`` rules also see what a wrapper runs: the command
-  after ``env``, ``nice``, ``timeout``, ``sudo``… and their options,
-  ``find -exec``'s and ``xargs``'s (the words ``xargs`` adds are unknown),
-  and git without its global options (``git -C . push`` is ``git push``);
-  a denied command inside denies the whole, whatever allows the wrapper.
+- ``deny``/``ask_user`` rules also see what a wrapper runs
+  (:func:`gemini_split.shell_split.inner_commands`): the command after
+  ``env``, ``nice``, ``timeout``, ``sudo``… and their options, ``find
+  -exec``'s and ``xargs``'s (the words ``xargs`` adds are unknown), traps,
+  aliases, variables a program runs (``GIT_EDITOR``, ``PS4``…), the
+  commands git runs, and git without its global options (``git -C . push``
+  is ``git push``); a denied command inside denies the whole, whatever
+  allows the wrapper. A program not known to leave its arguments alone
+  with a denied command among its words (``strace -f git push``) is asked
+  about.
   ``allow`` rules do not: a wrapper changes how its command runs (its
   user, environment, files), so it is allowed by its own name only
   (``bash -c`` and ``eval``, which change nothing, excepted);

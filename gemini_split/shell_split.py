@@ -1207,7 +1207,43 @@ def _runs_unread(what: str):
     return handler
 
 
+def _callback(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    """``compgen -C CMD`` / ``complete -C CMD`` / ``mapfile -C CMD``: a
+    command string they run."""
+    inners: list[Inner] = []
+    for k, word in enumerate(args):
+        if word.literal and word.text == "-C" and k + 1 < len(args):
+            inners += _string([args[k + 1]], f"{command.words[0].text} -C")
+        elif word.literal and word.text.startswith("-") and "C" in word.text[1:] and not word.text.startswith("--"):
+            raise _Unseen("-C among other options")
+    return inners
+
+
+def _sets_variable(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    """``read PS4``, ``printf -v PS4 …``: a variable a shell runs, set from
+    what cannot be seen."""
+    for word in args:
+        if word.text.removeprefix("-v") in _COMMAND_VARIABLES | _CODE_VARIABLES:
+            raise _Unseen(f"sets {word.text.removeprefix('-v')} from its input or arguments, which this policy "
+                          "does not read")
+    return []
+
+
+def _fc(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    """``fc -s``/``fc`` re-run commands from the shell's history."""
+    if any(w.literal and w.text.startswith("-") and "l" in w.text[1:] for w in args):
+        return []
+    raise _Unseen("re-runs a command from the shell's history")
+
+
 _HANDLERS.update({
+    "compgen": _callback,
+    "complete": _callback,
+    "mapfile": _callback,
+    "readarray": _callback,
+    "read": _sets_variable,
+    "printf": _sets_variable,
+    "fc": _fc,
     "alias": _alias,
     "hash": _hash,
     "trap": _trap,
@@ -1331,8 +1367,8 @@ def _git_line(command: SimpleCommand) -> _GitLine | None:
                 if i >= len(words):
                     break
                 value = words[i].text
-                if not words[i].literal:
-                    aliasing = True
+                if not words[i].literal and key == "-c":
+                    aliasing = True  # a setting only known when it runs
             if key in ("-c", "--config-env"):
                 if _GIT_ALIASING.match(value):
                     aliasing = True

@@ -218,6 +218,13 @@ MORE = [
     ("chrt 1 git push", ASK),
     ("prlimit --nofile=100 /usr/bin/git push", ASK),
     ("fakeroot -- git push origin main", ASK),
+    ("ssh localhost git push", ASK),
+    # Bash builtins that run a command string, or set a variable a shell runs.
+    ("compgen -C 'git push' x", DENY),
+    ("mapfile -C 'git push' -c 1 lines <<< x", DENY),
+    ("read PS4 <<< '$(git push)'; set -x; true", ASK),
+    ("set -o history; history -s 'git push'; fc -s git", ASK),
+    ('git -C "$PWD" push', DENY),
 ]
 
 #: With only ``git push`` denied these still run under yolo.
@@ -254,6 +261,9 @@ CONTROLS = [
     "alias ll='ls -l'",
     "trap 'rm -f tmp' EXIT",
     "hash -r",
+    "fc -l",
+    "read -r line < notes.txt",
+    "mapfile -t lines < notes.txt",
 ]
 
 

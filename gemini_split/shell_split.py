@@ -41,6 +41,7 @@ Nothing here imports trio or touches the system.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -987,8 +988,8 @@ _SHELL_LONG_WITH_ARG = frozenset({"--rcfile", "--init-file"})
 def _is_device(path: str) -> bool:
     """Whether ``path`` names standard input or another descriptor or
     terminal (``/dev/stdin``, ``/dev/fd/0``, ``/proc/self/fd/0``…)."""
-    norm = re.sub("/+", "/", path)
-    return norm in ("-",) or norm.startswith(("/dev/", "/proc/"))
+    norm = posixpath.normpath(re.sub("/+", "/", path))
+    return norm == "-" or norm.startswith(("/dev/", "/proc/"))
 
 
 def _shell(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:

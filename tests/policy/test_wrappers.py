@@ -389,3 +389,22 @@ def test_any_stack_of_wrappers_around_a_denied_command_is_denied_and_around_anot
     assert decide(p, pushed).decision is DENY, pushed
     status = data.draw(_wrapped("status"))
     assert decide(p, status).decision is ALLOW, status
+
+
+_TOKENS = ["git", "push", "status", "env", "-i", "-u", "X=1", "nice", "-n", "5", "timeout", "sudo", "-s", "flock",
+           "-c", "-C", "--", "-", "xargs", "-I{}", "{}", "find", ".", "-exec", "\\;", "+", "sh", "bash", "-o",
+           "python3", "-W", "/dev/stdin", "$x", '"$(git push)"', "'git push'", "script", "-q", "su", "watch", "-x",
+           "alias", "p=git", "trap", "EXIT", "hash", "-p", "PS4=x", "GIT_EDITOR=vi", "compgen", "mapfile",
+           "--exec=", "rebase", "bisect", "run", "submodule", "foreach", "-ccore.pager=x", "strace", "|", "&&",
+           "<<<", "at", "busybox", "command", "exec", "-a", "--git-dir", "taskset", "ionice", "stdbuf", "-oL",
+           "chroot", "/", "runuser", "env -S", "--sp=x", "--adj", "perl", "-e", "node", "--require", "fc", "read"]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tokens=st.lists(st.sampled_from(_TOKENS), max_size=14))
+def test_any_jumble_of_wrappers_and_options_gets_a_verdict_and_never_raises(tmp_path, tokens):
+    command = " ".join(tokens)
+    verdict = decide(yolo_policy(tmp_path), command)
+    assert verdict.decision in (ALLOW, DENY, ASK)
+    if tokens[:2] == ["git", "push"]:
+        assert verdict.decision is not ALLOW  # denied, or asked where the rest cannot be parsed

@@ -706,13 +706,13 @@ def _parse(args: Sequence[Word], spec: _Opts) -> tuple[dict[str, str | None], li
             if key not in names:
                 matches = [n for n in names if n.startswith(key)]
                 if len(matches) != 1:
-                    raise _Unseen(f"the option {key}")
+                    raise _Unseen(f"an option not known here: {key}")
                 key = matches[0]
             if key in spec.long_with_arg and not eq:
                 i += 1
                 value = _fixed(args[i]) if i < len(args) else None
                 if value is None:
-                    raise _Unseen(f"the value of {key}")
+                    raise _Unseen(f"the value of {key} is not known now")
             seen[key] = value if (eq or key in spec.long_with_arg) else None
             i += 1
             continue
@@ -730,11 +730,11 @@ def _parse(args: Sequence[Word], spec: _Opts) -> tuple[dict[str, str | None], li
                         i += 1
                         value = _fixed(args[i]) if i < len(args) else None
                         if value is None:
-                            raise _Unseen(f"the value of -{c}")
+                            raise _Unseen(f"the value of -{c} is not known now")
                     seen["-" + c] = value
                     break
                 if c not in spec.flags:
-                    raise _Unseen(f"the option -{c}")
+                    raise _Unseen(f"an option not known here: -{c}")
                 seen["-" + c] = None
                 j += 1
             i += 1
@@ -1315,7 +1315,7 @@ def inner_commands(command: SimpleCommand) -> list[Inner]:
             if pattern.fullmatch(name):
                 return inners + _interpreter(command, words[1:], spec)
     except _Unseen as exc:
-        return [*inners, Inner(unseen=f"{name}: {exc}")]
+        return [*inners, Inner(unseen=str(exc))]
     return inners
 
 

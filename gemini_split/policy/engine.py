@@ -184,9 +184,9 @@ class Policy:
         if part.group:
             if all(r.harmless for r in part.redirects):
                 return Verdict(Decision.ALLOW)  # its contents are parts of their own
-            return _opaque(rules, call, f"'{part}' redirects to or from a file")
+            return _opaque(rules, call, f"{_q(part)} redirects to or from a file")
         if not part.words or not part.words[0].literal:
-            return _opaque(rules, call, f"'{part}' runs a command only known when it runs")
+            return _opaque(rules, call, f"{_q(part)} runs a command only known when it runs")
         # deny/ask rules also see git without its global options.
         git = without_git_options(part)
         views = (part,) if git is None else (part, git)
@@ -220,7 +220,7 @@ class Policy:
         if inners and depth >= _MAX_WRAPPER_DEPTH:
             if own is not None and own.constrained and own.decision is not Decision.ALLOW:
                 return _verdict(own, call)
-            inner_verdict = _unseen(rules, call, f"'{part}' cannot be checked (wrappers nested too deeply)")
+            inner_verdict = _unseen(rules, call, f"what {_q(part)} runs is nested too deeply to follow")
             transparent = False
         else:
             inner_verdict = _strictest([self._decide_inner(rules, call, part, inner, depth) for inner in inners],
@@ -239,22 +239,22 @@ class Policy:
             else:
                 # Any other wrapper changes how its command runs, so an
                 # allow rule for the command does not cover it wrapped.
-                verdict = _verdict(own, call) if own is not None else _default(call, f"'{part}'")
+                verdict = _verdict(own, call) if own is not None else _default(call, f"{_q(part)}")
             if objection is not None and verdict.decision is Decision.ALLOW:
                 return objection
         else:
-            verdict = _verdict(own, call) if own is not None else _default(call, f"'{part}'")
+            verdict = _verdict(own, call) if own is not None else _default(call, f"{_q(part)}")
         # A rule that may match (a word only known when it runs) asks where
         # the verdict would allow, and names the question where nothing but
         # the approval mode asks (so a wrapper's allow cannot overrule it).
         if uncertain is not None and (own is None or uncertain.priority > own.priority) \
                 and (verdict.decision is Decision.ALLOW
                      or verdict.decision is Decision.ASK_USER and verdict.rule is None):
-            return Verdict(Decision.ASK_USER, f"'{part}' cannot be checked against {uncertain.describe()} "
+            return Verdict(Decision.ASK_USER, f"{_q(part)} cannot be checked against {uncertain.describe()} "
                                               f"({uncertain.source})", uncertain)
         if verdict.decision is Decision.ALLOW and own is not None and own.constrained \
                 and not own.allow_redirection and not all(r.harmless for r in part.redirects):
-            return Verdict(Decision.ASK_USER, f"'{part}' redirects to or from a file", own)
+            return Verdict(Decision.ASK_USER, f"{_q(part)} redirects to or from a file", own)
         return verdict
 
     def _decide_inner(self, rules: list[Rule], call: _Call, part: Any, inner: Any, depth: int) -> Verdict:
@@ -265,13 +265,24 @@ class Policy:
         if inner.command is not None:
             return self._decide_part(rules, call, inner.command, depth + 1)
         if inner.text is None:
-            return _unseen(rules, call, f"'{part}' cannot be seen into ({inner.unseen})")
+            return _unseen(rules, call, f"what {_q(part)} runs cannot be seen ({_clip(inner.unseen)})")
         try:
             inner_parts = split_command(inner.text)
         except ShellParseError as exc:
-            return _opaque(rules, call, f"'{inner.text}' cannot be checked ({exc})")
+            return _opaque(rules, call, f"{_q(inner.text)} cannot be checked ({exc})")
         return _strictest([self._decide_part(rules, call, p, depth + 1) for p in inner_parts]
                           or [_opaque(rules, call, "the command is empty")], rules, call)
+
+
+def _q(part: Any) -> str:
+    """A part quoted for a message, shortened: a hostile command can be
+    megabytes long."""
+    text = str(part)
+    return f"'{text}'" if len(text) <= 200 else f"'{text[:200]}…'"
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= 300 else text[:300] + "…"
 
 
 def _any_view_matches(rule: Rule, views: Sequence[Any]) -> bool | None:

@@ -1201,6 +1201,24 @@ def _stdin_scheduler(command: SimpleCommand, args: Sequence[Word]) -> list[Inner
     raise _Unseen("reads the commands it schedules from standard input")
 
 
+def _make(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
+    """make runs its makefile's recipes (a file, not seen); one read from
+    standard input or given with ``--eval`` cannot be seen either."""
+    for k, word in enumerate(args):
+        text = word.text
+        if text in ("-f", "--file", "--makefile") and k + 1 < len(args):
+            target = _fixed(args[k + 1])
+            if target is None or _is_device(target):
+                raise _Unseen(f"reads its makefile from {args[k + 1].text}")
+        elif text.startswith(("--file=", "--makefile=")) or (text.startswith("-f") and len(text) > 2):
+            target = text.partition("=")[2] if text.startswith("--") else text[2:]
+            if not word.literal or _is_device(target):
+                raise _Unseen(f"reads its makefile from {target}")
+        elif text.startswith(("--eval", "-E")):
+            raise _Unseen("evaluates makefile text (--eval), which this policy does not read")
+    return []
+
+
 def _runs_unread(what: str):
     def handler(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
         raise _Unseen(what)
@@ -1238,6 +1256,8 @@ def _fc(command: SimpleCommand, args: Sequence[Word]) -> list[Inner]:
 
 
 _HANDLERS.update({
+    "make": _make,
+    "gmake": _make,
     "compgen": _callback,
     "complete": _callback,
     "mapfile": _callback,
@@ -1424,18 +1444,36 @@ def _git(command: SimpleCommand) -> list[Inner]:
                 if not all(w.literal for w in rest):
                     raise _Unseen("submodule foreach runs a command only known when it runs")
                 inners.append(Inner(text=" ".join(w.text for w in rest)))
-    elif sub == "rebase":
-        for k, word in enumerate(rest):
-            text = word.text
-            value: Word | None = None
-            if text in ("-x", "--exec") and k + 1 < len(rest):
-                value = rest[k + 1]
-            elif text.startswith("--exec="):
-                value = Word(text[len("--exec="):], word.literal)
-            elif text.startswith("-x") and len(text) > 2:
-                value = Word(text[2:], word.literal)
-            if value is not None:
-                inners += _string([value], "rebase --exec")
+    if sub is not None:
+        inners += _git_command_options(sub, rest)
+    return inners
+
+
+#: git options whose value git runs as a shell command (``rebase --exec``,
+#: ``filter-branch --tree-filter``, ``fetch --upload-pack``, ``grep -O``…),
+#: and the short ones per subcommand.
+_GIT_COMMAND_OPTIONS = frozenset(
+    "--exec --extcmd --upload-pack --receive-pack --tree-filter --index-filter --msg-filter --env-filter "
+    "--commit-filter --parent-filter --tag-name-filter --to-cmd --cc-cmd --header-cmd --sendmail-cmd "
+    "--open-files-in-pager".split())
+_GIT_COMMAND_SHORT = {"rebase": "-x", "difftool": "-x", "clone": "-u", "grep": "-O"}
+
+
+def _git_command_options(sub: str, rest: Sequence[Word]) -> list[Inner]:
+    short = _GIT_COMMAND_SHORT.get(sub)
+    inners: list[Inner] = []
+    for k, word in enumerate(rest):
+        text = word.text
+        key, eq, attached = text.partition("=")
+        value: Word | None = None
+        if key in _GIT_COMMAND_OPTIONS:
+            value = Word(attached, word.literal) if eq else (rest[k + 1] if k + 1 < len(rest) else None)
+        elif short and text == short and sub != "grep":
+            value = rest[k + 1] if k + 1 < len(rest) else None
+        elif short and text.startswith(short) and len(text) > 2:
+            value = Word(text[2:], word.literal)
+        if value is not None:
+            inners += _string([value], f"git {sub} {key}")
     return inners
 
 

@@ -225,6 +225,14 @@ MORE = [
     ("read PS4 <<< '$(git push)'; set -x; true", ASK),
     ("set -o history; history -s 'git push'; fc -s git", ASK),
     ('git -C "$PWD" push', DENY),
+    # More git options whose value git runs, and make reading a pipe.
+    ("git filter-branch --tree-filter 'git push' HEAD", DENY),
+    ("git difftool --extcmd='git push' HEAD", DENY),
+    ("git fetch --upload-pack 'git push' origin", DENY),
+    ("git grep -O'git push' x", DENY),
+    ("git clone -u 'git push' ../remote", DENY),
+    ("make -f /dev/stdin <<< 'x'", ASK),
+    ("make --eval 'x: ; git push' x", ASK),
 ]
 
 #: With only ``git push`` denied these still run under yolo.
@@ -264,6 +272,9 @@ CONTROLS = [
     "fc -l",
     "read -r line < notes.txt",
     "mapfile -t lines < notes.txt",
+    "make -j4 test",
+    "git grep -n push",
+    "git clone -q ../remote",
 ]
 
 

@@ -1477,22 +1477,22 @@ def _git_command_options(sub: str, rest: Sequence[Word]) -> list[Inner]:
     return inners
 
 
-#: Commands that never run their arguments as a command.
-_DATA_COMMANDS = frozenset(
-    "echo printf grep egrep fgrep rg ag ack man info whatis apropos which type whereis cat head tail less more wc "
-    "sort uniq ls cd pwd mkdir rmdir touch rm cp mv ln chmod chown stat file basename dirname realpath readlink "
-    "test [ true false : diff cmp cut tr tee jq".split())
+#: Programs that run a command given among their words, whose options are
+#: not modelled one by one: a denied command among their words may run.
+_RUNS_ITS_WORDS = frozenset(
+    "strace ltrace valgrind gdb perf unshare nsenter chrt prlimit setpriv capsh firejail bwrap fakeroot fakechroot "
+    "faketime torsocks torify proxychains proxychains4 tsocks numactl cpulimit trickle chpst softlimit setuidgid "
+    "envdir setlock runcon sg newgrp pkexec gosu su-exec dumb-init tini dbus-run-session dbus-launch xvfb-run "
+    "systemd-run systemd-inhibit catchsegv ssh sshpass unbuffer rlwrap caffeinate eatmydata nocache ccache "
+    "chronic ifne entr timelimit daemonize start-stop-daemon schroot proot flatpak-spawn toolbox distrobox "
+    "nix-shell direnv pipenv poetry uv uvx npx pnpx bunx pdm hatch conda mamba micromamba pixi rye".split())
 
 
-def follows_arguments(command: SimpleCommand) -> bool:
-    """Whether what ``command`` runs is known: it is one of the wrappers,
-    shells, interpreters and git forms :func:`inner_commands` follows, or a
-    command that never runs its arguments (``echo``, ``grep``…). For any
-    other command a denied command among its words (``strace -f git
-    push``) may be what it runs."""
+def runs_its_words(command: SimpleCommand) -> bool:
+    """Whether ``command`` is a program known to run a command given among
+    its words whose options this module does not model (``strace -f git
+    push``, ``unshare -r git push``, ``ssh host git push``, ``poetry run git
+    push``): a deny rule matching some of its later words may be what it
+    runs."""
     words = command.words
-    if not words or not words[0].literal:
-        return True
-    name = words[0].text.rsplit("/", 1)[-1]
-    return (name in _HANDLERS or name in _DATA_COMMANDS or name == "git" or name.startswith("git-")
-            or any(pattern.fullmatch(name) for pattern, _ in _INTERPRETERS))
+    return bool(words) and words[0].literal and words[0].text.rsplit("/", 1)[-1] in _RUNS_ITS_WORDS

@@ -27,9 +27,9 @@ one way:
   aliases, variables a program runs (``GIT_EDITOR``, ``PS4``…), the
   commands git runs, and git without its global options (``git -C . push``
   is ``git push``); a denied command inside denies the whole, whatever
-  allows the wrapper. A program not known to leave its arguments alone
-  with a denied command among its words (``strace -f git push``) is asked
-  about.
+  allows the wrapper. A program that runs a command among its words,
+  options not modelled (``strace -f git push``, ``ssh host git push``), is
+  asked about when a denied command is among them.
   ``allow`` rules do not: a wrapper changes how its command runs (its
   user, environment, files), so it is allowed by its own name only
   (``bash -c`` and ``eval``, which change nothing, excepted);
@@ -179,7 +179,7 @@ class Policy:
 
     def _decide_part(self, rules: list[Rule], call: _Call, part: Any, depth: int,
                      whole: Rule | None = None) -> Verdict:
-        from gemini_split.shell_split import follows_arguments, inner_commands, without_git_options
+        from gemini_split.shell_split import inner_commands, runs_its_words, without_git_options
 
         if part.group:
             if all(r.harmless for r in part.redirects):
@@ -190,9 +190,9 @@ class Policy:
         # deny/ask rules also see git without its global options.
         git = without_git_options(part)
         views = (part,) if git is None else (part, git)
-        # An unknown program with a denied command among its words
-        # (strace -f git push, unshare -r git push) may run it.
-        unknown = not follows_arguments(part)
+        # A program that runs a command among its words (strace -f git
+        # push, unshare -r git push) may run a denied one.
+        unknown = runs_its_words(part)
         uncertain: Rule | None = None
         own: Rule | None = None
         for rule in rules:

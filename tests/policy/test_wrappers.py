@@ -211,14 +211,15 @@ MORE = [
     # Programs that read the commands they run from their input.
     ("echo 'git push' | at now", ASK),
     ("tmux new -d 'git push'", ASK),
-    # Wrappers not modelled one by one: a denied command among the words of
-    # a program that is not known to leave its arguments alone.
+    # Wrappers whose options are not modelled one by one: a denied command
+    # among their words is asked about.
     ("strace -f -o /dev/null git push", ASK),
     ("unshare -r git push", ASK),
     ("chrt 1 git push", ASK),
     ("prlimit --nofile=100 /usr/bin/git push", ASK),
     ("fakeroot -- git push origin main", ASK),
     ("ssh localhost git push", ASK),
+    ("poetry run git push", ASK),
     # Bash builtins that run a command string, or set a variable a shell runs.
     ("compgen -C 'git push' x", DENY),
     ("mapfile -C 'git push' -c 1 lines <<< x", DENY),
@@ -273,6 +274,7 @@ CONTROLS = [
     "read -r line < notes.txt",
     "mapfile -t lines < notes.txt",
     "make -j4 test",
+    "npm run push",
     "git grep -n push",
     "git clone -q ../remote",
 ]
@@ -313,6 +315,16 @@ def test_exec_wrappers_git_options_and_unseen_programs_never_run_a_denied_comman
 @pytest.mark.parametrize("command", CONTROLS)
 def test_wrapped_commands_a_deny_rule_does_not_cover_still_run_under_yolo(tmp_path, command):
     assert decide(yolo_policy(tmp_path), command).decision is ALLOW, command
+
+
+def test_a_deny_rule_for_rm_follows_wrappers_but_not_other_programs_subcommands(tmp_path):
+    p = yolo_policy(tmp_path, '[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "rm"\n'
+                              'decision = "deny"\npriority = 1\n')
+    for command in ("sudo rm -rf /", "find . -name '*.o' -exec rm {} +", "echo x | xargs rm", "nohup rm x"):
+        assert decide(p, command).decision is DENY, command
+    assert decide(p, "strace -f rm x").decision is ASK
+    for command in ("docker rm c1", "npm rm left-pad", "git rm --cached x", "cargo rm serde"):
+        assert decide(p, command).decision is ALLOW, command
 
 
 def test_an_ask_user_rule_sees_through_wrappers_too(tmp_path):

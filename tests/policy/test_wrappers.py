@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemini_split.policy import Decision, Policy, allowed_tools_rules, read_policy_file
@@ -280,6 +280,12 @@ CONTROLS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def deny_push(tmp_path_factory) -> Policy:
+    """The attack's policy, read once for the property tests' many examples."""
+    return yolo_policy(tmp_path_factory.mktemp("policy"))
+
+
 def yolo_policy(tmp_path, text: str = DENY_PUSH) -> Policy:
     path = tmp_path / "p.toml"
     path.write_text(text)
@@ -373,6 +379,7 @@ def test_unseen_programs_run_under_yolo_when_no_rule_could_object(tmp_path):
         assert decide(p, command, "default").decision is ASK, command
 
 
+@pytest.mark.timeout(60)
 def test_a_long_wrapper_chain_is_decided_quickly(tmp_path):
     import time
 
@@ -406,10 +413,11 @@ def _wrapped(draw, subcommand: str) -> str:
     return command
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.timeout(120)
+@settings(max_examples=300, deadline=None)
 @given(data=st.data())
-def test_any_stack_of_wrappers_around_a_denied_command_is_denied_and_around_another_runs(tmp_path, data):
-    p = yolo_policy(tmp_path)
+def test_any_stack_of_wrappers_around_a_denied_command_is_denied_and_around_another_runs(deny_push, data):
+    p = deny_push
     pushed = data.draw(_wrapped("push origin main"))
     assert decide(p, pushed).decision is DENY, pushed
     status = data.draw(_wrapped("status"))
@@ -425,11 +433,12 @@ _TOKENS = ["git", "push", "status", "env", "-i", "-u", "X=1", "nice", "-n", "5",
            "chroot", "/", "runuser", "env -S", "--sp=x", "--adj", "perl", "-e", "node", "--require", "fc", "read"]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@pytest.mark.timeout(120)
+@settings(max_examples=400, deadline=None)
 @given(tokens=st.lists(st.sampled_from(_TOKENS), max_size=14))
-def test_any_jumble_of_wrappers_and_options_gets_a_verdict_and_never_raises(tmp_path, tokens):
+def test_any_jumble_of_wrappers_and_options_gets_a_verdict_and_never_raises(deny_push, tokens):
     command = " ".join(tokens)
-    verdict = decide(yolo_policy(tmp_path), command)
+    verdict = decide(deny_push, command)
     assert verdict.decision in (ALLOW, DENY, ASK)
     if tokens[:2] == ["git", "push"]:
         assert verdict.decision is not ALLOW  # denied, or asked where the rest cannot be parsed

@@ -104,6 +104,9 @@ class ClientSettings(msgspec.Struct):
     mcp_allowed: tuple[str, ...] | None = None
     #: ``mcp.excluded``: never these servers.
     mcp_excluded: tuple[str, ...] = ()
+    #: Where the MCP servers' tool declarations are cached (see
+    #: :mod:`gemini_split.client.mcp.cache`); None: every server is started.
+    mcp_cache: Path | None = None
     #: Continue an earlier session (its id, or ``"latest"``) instead of
     #: opening a new one.
     resume: str | None = None
@@ -276,7 +279,9 @@ def _offers(settings: ClientSettings, name: str, *, read_only: bool) -> bool:
 async def open_mcp_tools(settings: ClientSettings) -> AsyncIterator[Any]:
     """The configured MCP servers, starting in parallel in the background:
     yields their :class:`~gemini_split.client.mcp.sources.McpServers` at
-    once (None when none is configured, so the SDK is never imported)."""
+    once (None when none is configured, so the SDK is never imported).
+    Servers whose tools are in ``settings.mcp_cache`` start only when one
+    of their tools is called."""
     if not settings.mcp_servers:
         yield None
         return
@@ -284,7 +289,7 @@ async def open_mcp_tools(settings: ClientSettings) -> AsyncIterator[Any]:
 
     async with open_mcp_servers(
         settings.mcp_servers, cwd=settings.workspace,
-        allowed=settings.mcp_allowed, excluded=settings.mcp_excluded, wait=False,
+        allowed=settings.mcp_allowed, excluded=settings.mcp_excluded, wait=False, cache_dir=settings.mcp_cache,
     ) as servers:
         yield servers
 

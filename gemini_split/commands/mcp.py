@@ -103,7 +103,9 @@ def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
         return ExitStatus.SUCCESS
 
     async def probe() -> list[Any]:
-        async with open_mcp_servers(configs, cwd=env.cwd) as servers:
+        # Live status: every server is started (and its cached tools refreshed).
+        async with open_mcp_servers(configs, cwd=env.cwd, cache_dir=env.config_dir / "mcp-cache") as servers:
+            await servers.start_all()
             return servers.statuses()
 
     statuses = trio.run(probe)

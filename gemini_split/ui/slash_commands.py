@@ -267,8 +267,9 @@ async def _chat(repl: Repl, args: list[str]) -> None:
 
 
 async def _mcp(repl: Repl, args: list[str]) -> None:
-    """The MCP servers of this session: status (ready with N tools, or why
-    it failed) and, with ``/mcp tools`` or ``/mcp desc``, their tools."""
+    """The MCP servers of this session: live status (ready with N tools, or
+    why it failed; servers declared from the cache are started for it) and,
+    with ``/mcp tools`` or ``/mcp desc``, their tools."""
     if args not in ([], ["tools"], ["desc"]):
         raise CommandUsage("/mcp [tools|desc]")
     client = repl.require_client()
@@ -277,6 +278,7 @@ async def _mcp(repl: Repl, args: list[str]) -> None:
         repl.console.print(Text("No MCP servers configured (mcpServers in settings.json; "
                                 "see 'gemini-split mcp add --help').", style="dim"))
         return
+    await servers.start_all()
     for status in servers.statuses():
         ok = status.state == "ready"
         line = Text("● " if ok else "✗ ", style="green" if ok else "red")

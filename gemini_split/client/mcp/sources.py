@@ -3,7 +3,14 @@
 :func:`open_mcp_servers` starts every configured server at once (each in a
 task of its own, each under a start timeout), waits until each is ready or
 has failed, and yields an :class:`McpServers` whose :meth:`~McpServers.tools`
-join the local tool registry. A server that cannot start, prints garbage,
+join the local tool registry.
+
+With a cache directory (:mod:`.cache`), a server whose tools were listed
+before (same configuration, same files) is not started at all: its tools
+are declared from the cache, and the server is started when the model first
+calls one of them (or :meth:`McpServers.start_all` asks, for ``/mcp`` and
+``gemini-split mcp list``). A server that then fails to start fails that
+call with a tool error saying why, and its entry is dropped. A server that cannot start, prints garbage,
 exits, or dies later is reported by name in its :class:`ServerStatus` and
 the others go on. On exit every server is stopped; a stdio server's whole
 process group is ended (:mod:`.stdio`: stdin closed, SIGTERM, SIGKILL).
@@ -26,7 +33,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import tempfile
 from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -37,6 +43,7 @@ import trio
 
 from gemini_split.client.tools.base import ToolFailed
 
+from . import cache
 from .results import content_to_text
 from .tool import McpTool
 
@@ -59,7 +66,7 @@ class ServerStatus:
     name: str
     transport: str  # stdio | http | sse
     target: str  # the command line or the URL
-    state: str = "connecting"  # connecting | ready | failed | stopped
+    state: str = "connecting"  # cached | connecting | ready | failed | stopped
     tools: list[str] = field(default_factory=list)
     error: str | None = None
     #: Tools the server offered that cannot be used, and why.
@@ -70,13 +77,16 @@ class ServerStatus:
             return f"ready, {len(self.tools)} tool{'s' if len(self.tools) != 1 else ''}"
         if self.state == "failed":
             return f"failed: {self.error}"
+        if self.state == "cached":
+            return f"not started, {len(self.tools)} tool{'s' if len(self.tools) != 1 else ''} (cached)"
         return self.state
 
 
 class McpServer:
     """One configured server and, once started, its connection."""
 
-    def __init__(self, name: str, config: MCPServerSettings, *, cwd: Path, start_timeout: float = START_TIMEOUT):
+    def __init__(self, name: str, config: MCPServerSettings, *, cwd: Path, start_timeout: float = START_TIMEOUT,
+                 cache_dir: Path | None = None):
         self.name = name
         self.config = config
         self.cwd = cwd
@@ -87,16 +97,54 @@ class McpServer:
         transport, target = _transport_of(config)
         self.status = ServerStatus(name, transport, target)
         self.tools: list[McpTool] = []
-        self.ready = trio.Event()  # set when ready or failed
+        #: Set when the tools are known: from the cache, or once the server
+        #: is ready or has failed.
+        self.ready = trio.Event()
+        #: Set once a start has ended (ready or failed).
+        self.started = trio.Event()
+        #: Starts :meth:`serve` in the servers' nursery (set by :func:`open_mcp_servers`).
+        self.launch: Any = None
+        self.launched = False
         self._client: Any = None
         #: Cancels a start still under way when the servers are closed.
         self._starting = trio.CancelScope()
+        self._cache_dir = cache_dir
+        self._cache_key: str | None = None
+        if cache_dir is not None:
+            self._cache_key = cache.cache_key(config, transport, self.server_cwd)
+            cached = cache.load(cache_dir, self._cache_key)
+            if cached is not None:
+                self._declare(cached)
+                self.status.state = "cached"
+                self.ready.set()
+
+    @property
+    def server_cwd(self) -> Path:
+        """Where a stdio server runs: its ``cwd`` (relative to the workspace) or the workspace."""
+        if not self.config.cwd:
+            return self.cwd
+        cwd = Path(os.path.expanduser(self.config.cwd))
+        return cwd if cwd.is_absolute() else self.cwd / cwd
 
     # --- lifetime ------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the server if nobody has, and wait until it is ready or has
+        failed (see :attr:`status`)."""
+        if not self.launched:
+            if self.launch is None:
+                raise RuntimeError(f"MCP server {self.name} is not open")
+            self.launch(self)
+        await self.started.wait()
 
     async def serve(self, stop: trio.Event) -> None:
         """Connect, list the tools, then hold the connection until ``stop``.
         Never raises for the server's failures: they land in :attr:`status`."""
+        import tempfile  # only when a server is started
+
+        self.launched = True
+        self.status.state = "connecting"
+        self.status.error = None
         errlog = tempfile.TemporaryFile()  # the server writes to its fd directly
         try:
             with self._starting:
@@ -110,6 +158,7 @@ class McpServer:
         finally:
             self._client = None
             self.ready.set()
+            self.started.set()
             errlog.close()
 
     async def _serve(self, stop: trio.Event, errlog: Any) -> None:
@@ -119,11 +168,15 @@ class McpServer:
             async with Client(self._open_transport(errlog), client_info=_client_info()) as client:
                 listed = await _list_all_tools(client)
                 starting.deadline = math.inf
-                self.tools = self._select(listed)
-                self.status.tools = [t.name for t in self.tools]
+                found = [cache.CachedTool(t.name, t.description or "", getattr(t, "input_schema", None),
+                                          _schema_problem(getattr(t, "input_schema", None))) for t in listed]
+                if self._cache_dir is not None and self._cache_key is not None:
+                    cache.store(self._cache_dir, self._cache_key, found)
+                self._declare(found)
                 self.status.state = "ready"
                 self._client = client
                 self.ready.set()
+                self.started.set()
                 await stop.wait()
         if starting.cancelled_caught and self.status.state == "connecting":
             self._fail(f"did not start within {self.start_timeout:g} s", errlog)
@@ -134,11 +187,8 @@ class McpServer:
         if kind == "stdio":
             from .stdio import open_stdio_transport
 
-            cwd = Path(os.path.expanduser(config.cwd)) if config.cwd else self.cwd
-            if not cwd.is_absolute():
-                cwd = self.cwd / cwd
             return open_stdio_transport(config.command or "", list(config.args), env=dict(config.env),
-                                        cwd=cwd, errlog=errlog)
+                                        cwd=self.server_cwd, errlog=errlog)
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         url = self.status.target
@@ -151,20 +201,23 @@ class McpServer:
 
         return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
 
-    def _select(self, listed: list[Any]) -> list[McpTool]:
+    def _declare(self, listed: list[cache.CachedTool]) -> None:
+        """Make :attr:`tools` (and the status's names) from what the server
+        listed, keeping what ``includeTools``/``excludeTools`` select."""
         include = self.config.include_tools
         exclude = set(self.config.exclude_tools or ())
         tools = []
+        skipped = []
         for remote in listed:
             if remote.name in exclude or (include is not None and remote.name not in include):
                 continue
-            schema = getattr(remote, "input_schema", None)
-            problem = _schema_problem(schema)
-            if problem:
-                self.status.skipped.append(f"{remote.name}: its input schema is invalid ({problem})")
+            if remote.problem:
+                skipped.append(f"{remote.name}: its input schema is invalid ({remote.problem})")
                 continue
-            tools.append(McpTool(self, remote.name, remote.description or "", schema))
-        return tools
+            tools.append(McpTool(self, remote.name, remote.description, remote.input_schema))
+        self.tools = tools
+        self.status.tools = [t.name for t in tools]
+        self.status.skipped = skipped
 
     def _fail(self, why: str, errlog: Any) -> None:
         tail = _tail(errlog)
@@ -173,13 +226,21 @@ class McpServer:
         self.status.tools = []
         self.tools = []
         log.info("MCP server %s failed: %s", self.name, self.status.error)
+        if self._cache_dir is not None and self._cache_key is not None:
+            cache.forget(self._cache_dir, self._cache_key)
 
     # --- calls ------------------------------------------------------------------
 
     async def call(self, tool: str, args: dict[str, Any]) -> str:
-        """Call ``tool`` with ``args``; the model's text, or :class:`ToolFailed`."""
+        """Call ``tool`` with ``args``; the model's text, or :class:`ToolFailed`.
+        A server declared from the cache is started first."""
+        if self._client is None and not self.started.is_set():
+            await self.start()
         client = self._client
         if client is None:
+            if self.status.state == "failed":
+                raise ToolFailed("unavailable", f"the MCP server '{self.name}' could not be started: "
+                                 f"{self.status.error}", "do not retry this tool")
             raise ToolFailed("unavailable", f"the MCP server '{self.name}' is not running ({self.status.summary()})",
                              "do not retry this tool")
         result = None
@@ -209,10 +270,17 @@ class McpServers:
         self.servers = servers
 
     async def wait_started(self) -> None:
-        """Until every server is ready or has failed (each within its start
-        timeout)."""
+        """Until every server's tools are known: from the cache, or the
+        server ready or failed (each within its start timeout)."""
         for server in self.servers:
             await server.ready.wait()
+
+    async def start_all(self) -> None:
+        """Start every server not started yet (those declared from the
+        cache) and wait until each is ready or has failed: live status."""
+        async with trio.open_nursery() as nursery:
+            for server in self.servers:
+                nursery.start_soon(server.start)
 
     @property
     def started(self) -> bool:
@@ -247,6 +315,7 @@ async def open_mcp_servers(
     excluded: Collection[str] = (),
     start_timeout: float = START_TIMEOUT,
     wait: bool = True,
+    cache_dir: Path | None = None,
 ) -> AsyncIterator[McpServers]:
     """Start the servers of ``configs`` in parallel and wait for each to be
     ready or failed (at most its start timeout). ``allowed`` (gemini-cli's
@@ -254,9 +323,12 @@ async def open_mcp_servers(
     those names; ``excluded`` (``mcp.excluded``) drops names. A server not
     ready within ``start_timeout`` seconds is stopped and reported failed.
     With ``wait=False`` it yields at once, the servers still starting
-    (:meth:`McpServers.wait_started` waits for them)."""
+    (:meth:`McpServers.wait_started` waits for them).
+
+    With ``cache_dir``, servers whose tools are cached there are not started
+    (see the module's docstring) and the others' listings are stored."""
     servers = [
-        McpServer(name, config, cwd=cwd, start_timeout=start_timeout)
+        McpServer(name, config, cwd=cwd, start_timeout=start_timeout, cache_dir=cache_dir)
         for name, config in configs.items()
         if (allowed is None or name in allowed) and name not in excluded
     ]
@@ -265,8 +337,16 @@ async def open_mcp_servers(
         return
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
+
+        def launch(server: McpServer) -> None:
+            if not server.launched:
+                server.launched = True
+                nursery.start_soon(server.serve, stop, name=f"mcp:{server.name}")
+
         for server in servers:
-            nursery.start_soon(server.serve, stop, name=f"mcp:{server.name}")
+            server.launch = launch
+            if server.status.state != "cached":
+                launch(server)
         try:
             started = McpServers(servers)
             if wait:
@@ -275,7 +355,7 @@ async def open_mcp_servers(
         finally:
             stop.set()
             for server in servers:  # one still starting would hold the exit up to its start timeout
-                if not server.ready.is_set():
+                if server.launched and not server.started.is_set():
                     server._starting.cancel()
 
 

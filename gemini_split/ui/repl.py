@@ -336,19 +336,21 @@ class Repl:
             self.print_usage(self.theme_warning)
 
     def _toolbar(self) -> AnyFormattedText:
+        """The bottom line: state that matters first (the connection while it
+        is being re-established, who else is attached), hints last; what
+        does not fit the terminal's width is left out, least important first."""
         connected = self.client.connected if self.client else None
         session = connected.session_id[:8] if connected else "not connected"
-        return [
-            ("class:bottom-toolbar", " server "), ("class:bottom-toolbar.key", self.server_label),
-            ("class:bottom-toolbar", " · session "), ("class:bottom-toolbar.key", session),
-            ("class:bottom-toolbar", " · model "), ("class:bottom-toolbar.key", _short_model(self.model)),
-            ("class:bottom-toolbar", " · approval "), ("class:bottom-toolbar.key", self.approval_mode.value),
-            *([("class:bottom-toolbar", " · attached "),
-               ("class:bottom-toolbar.key", str(len(self.attached_clients())))]
-              if len(self.attached_clients()) > 1 else []),
-            ("class:bottom-toolbar", "  │ Alt+Enter newline · /help "),
-            *([("class:bottom-toolbar.key", f" {self.connection_note} ")] if self.connection_note else []),
-        ]
+        attached = len(self.attached_clients())
+        # (label, value, rank): the lowest rank is left out first.
+        fields: list[tuple[str, str, int]] = []
+        if self.connection_note:
+            fields.append(("", self.connection_note, 9))
+        if attached > 1:
+            fields.append(("attached ", str(attached), 8))
+        fields += [("server ", self.server_label, 3), ("session ", session, 5),
+                   ("model ", _short_model(self.model), 2), ("approval ", self.approval_mode.value, 7)]
+        return fit_toolbar(fields, "Alt+Enter newline · /help", _terminal_columns())
 
     # --- turns -----------------------------------------------------------------------------
 
@@ -684,6 +686,54 @@ def _history_lines(content: dict[str, Any]) -> list[Text]:
 
 def _visible(text: str) -> str:
     return "".join(ch if ch in "\n\t" or ch.isprintable() else "?" for ch in text)
+
+
+def fit_toolbar(fields: list[tuple[str, str, int]], hints: str, width: int) -> list[tuple[str, str]]:
+    """The toolbar's fragments for ``fields`` (``(label, value, rank)``, in
+    display order) and ``hints`` (last), in at most ``width`` columns: when
+    space runs out the hints go first, then the fields of lowest rank; the
+    last field left, if still wider than the line, is cut with ``…``."""
+    from prompt_toolkit.utils import get_cwidth
+
+    bar, key = "class:bottom-toolbar", "class:bottom-toolbar.key"
+
+    def fragments(shown: list[tuple[str, str, int]], with_hints: bool) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        for i, (label, value, _) in enumerate(shown):
+            out += [(bar, (" · " if i else " ") + label), (key, value)]
+        if with_hints:
+            out.append((bar, f"  │ {hints} "))
+        return out
+
+    def columns(frags: list[tuple[str, str]]) -> int:
+        return sum(get_cwidth(text) for _, text in frags)
+
+    shown = list(fields)
+    with_hints = True
+    while True:
+        frags = fragments(shown, with_hints)
+        if columns(frags) <= width:
+            return frags
+        if with_hints:
+            with_hints = False
+        elif len(shown) > 1:
+            shown.remove(min(shown, key=lambda field: field[2]))
+        else:
+            break
+    label, value, _ = shown[0] if shown else ("", "", 0)
+    room = max(1, width - 1 - get_cwidth(label))
+    return [(bar, " " + label), (key, value[:room - 1] + "…" if get_cwidth(value) > room else value)]
+
+
+def _terminal_columns() -> int:
+    """The width the toolbar is drawn in (80 when unknown)."""
+    from prompt_toolkit.application.current import get_app_or_none
+
+    app = get_app_or_none()
+    try:
+        return app.output.get_size().columns if app is not None else 80
+    except Exception:  # noqa: BLE001 - an output that cannot say: the classic width
+        return 80
 
 
 def _short_model(name: str, limit: int = 32) -> str:

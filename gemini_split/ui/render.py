@@ -108,6 +108,10 @@ def _short_value(value: Any) -> str:
 
 
 def usage_line(usage: Usage, seconds: float) -> Text:
+    """The dim line after an answer: its tokens and time. A server that
+    reported no usage (gemini.v1 over gRPC) gets the time alone, not zeros."""
+    if not (usage.prompt_tokens or usage.total_tokens):
+        return Text(f"{seconds:.1f} s · token counts not reported by the server", style="dim")
     parts = [f"{usage.prompt_tokens:,} in", f"{usage.output_tokens:,} out"]
     if usage.thinking_tokens:
         parts.append(f"{usage.thinking_tokens:,} thinking")

@@ -161,11 +161,16 @@ async def _stats(repl: Repl, args: list[str]) -> None:
                if st.last_turn_single_call else
                f"at most {st.last_prompt_tokens:,} tokens, {share:.1f}% of the model's {CONTEXT_WINDOW:,} "
                "(the last turn made several model calls; their inputs are summed)")
+    tokens = (f"{u.prompt_tokens:,} in · {u.output_tokens:,} out · {u.thinking_tokens:,} thinking · "
+              f"{u.cached_tokens:,} cached · {u.total_tokens:,} total")
+    if st.turns and not (u.prompt_tokens or u.total_tokens):
+        # A server that reports no usage (gemini.v1 over gRPC has no field
+        # for it) has not spent zero tokens: say that it did not tell.
+        tokens = context = "not reported by the server"
     rows = [
         ("session", f"{minutes} min {seconds} s · {st.turns} turn{'s' * (st.turns != 1)} · "
                     f"{st.tool_calls} tool call{'s' * (st.tool_calls != 1)} · {st.model_time:.1f} s answering"),
-        ("tokens", f"{u.prompt_tokens:,} in · {u.output_tokens:,} out · {u.thinking_tokens:,} thinking · "
-                   f"{u.cached_tokens:,} cached · {u.total_tokens:,} total"),
+        ("tokens", tokens if st.turns else "nothing sent yet"),
         ("context", context if st.turns else "nothing sent yet"),
         ("model", repl.model or "the server default"),
     ]

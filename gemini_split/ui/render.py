@@ -508,8 +508,13 @@ def block_boundary(text: str) -> int:
 
 
 def _result_summary(result: Any) -> str:
+    """A tool result's first line, and how many more there are: a file of
+    one line ending in a newline is one line, not "+1 lines"."""
     text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
-    lines = visible(text).split("\n") or [""]
+    lines = visible(text).split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()  # the final newline ends the last line; it starts none
     first = lines[0] if len(lines[0]) <= 100 else lines[0][:99] + "…"
-    more = f"  (+{len(lines) - 1} lines)" if len(lines) > 1 else ""
+    extra = len(lines) - 1
+    more = f"  (+{extra} more line{'s' if extra != 1 else ''})" if extra else ""
     return f"{first}{more}"

@@ -9,6 +9,9 @@ sequence in a prompt or an answer is displayed, never obeyed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from rich.console import Console
 from rich.text import Text
 
@@ -32,7 +35,13 @@ PROMPT_SHOWN = 200
 class Follower:
     """``live``: write answers as they stream (watch mode, nothing else on
     the screen); otherwise print each answer whole when it ends (the REPL,
-    whose prompt must not be broken up)."""
+    whose prompt must not be broken up). Either way, text the model wrote
+    before a tool call is shown before the tool's line, and streamed text
+    is written as it came: the terminal wraps it, never rich (an answer
+    that is JSON stays copyable).
+
+    :meth:`hold` keeps what would be printed until :meth:`release` (the
+    REPL holds an attach's replay until its banner is out)."""
 
     def __init__(self, console: Console, *, live: bool):
         self.console = console
@@ -42,6 +51,57 @@ class Follower:
         #: The session ``attached`` is about (set by whoever fills it).
         self.session: str | None = None
         self._answer: dict[str, list[str]] = {}
+        #: Live: whether the last thing written was streamed text not yet
+        #: ended by a newline.
+        self._mid_line = False
+        self._held: list[Callable[[], None]] | None = None
+
+    def hold(self) -> None:
+        """Keep everything shown from now on until :meth:`release`."""
+        if self._held is None:
+            self._held = []
+
+    def release(self) -> None:
+        """Show what was held, in order, and stop holding."""
+        held, self._held = self._held or [], None
+        for show in held:
+            show()
+
+    def _print(self, *objects: Any, **kwargs: Any) -> None:
+        def show() -> None:
+            if self._mid_line:
+                self.console.file.write("\n")
+                self._mid_line = False
+            self.console.print(*objects, **kwargs)
+
+        self._emit(show)
+
+    def _write(self, text: str) -> None:
+        """Streamed text, as it came (the terminal wraps it)."""
+        def show() -> None:
+            self.console.file.write(text)
+            self.console.file.flush()
+            self._mid_line = not text.endswith("\n")
+
+        self._emit(show)
+
+    def _end_line(self) -> None:
+        if self._mid_line:
+            self.console.file.write("\n")
+            self.console.file.flush()
+            self._mid_line = False
+
+    def _emit(self, show: Callable[[], None]) -> None:
+        if self._held is not None:
+            self._held.append(show)
+        else:
+            show()
+
+    def _flush_answer(self, request_id: str | None) -> None:
+        """Print the text held for ``request_id`` so far (not live)."""
+        text = "".join(self._answer.pop(request_id or "", []))
+        if text.strip():
+            self._print(Text(visible(text.strip("\n"))))
 
     def on_event(self, event: ServerEvent, *, own_request: str | None = None) -> None:
         """Show ``event`` unless it belongs to ``own_request`` (this
@@ -55,34 +115,33 @@ class Follower:
             elif entry in self.attached:
                 self.attached.remove(entry)
             watching = " (watching)" if event.client.role == "observer" else ""
-            self.console.print(Text(f"· {visible(event.client.label)}{watching} {event.change} · "
+            self._print(Text(f"· {visible(event.client.label)}{watching} {event.change} · "
                                     f"{event.clients} attached", style="dim"))
             return
         if event.request_id is not None and event.request_id == own_request:
             return
         if isinstance(event, RequestStarted):
             prompt = visible(event.prompt[:PROMPT_SHOWN]) + ("…" if len(event.prompt) > PROMPT_SHOWN else "")
-            self.console.print(Text.assemble((f"» {visible(event.client) or 'someone'}: ", "bold cyan"), prompt))
+            self._print(Text.assemble((f"» {visible(event.client) or 'someone'}: ", "bold cyan"), prompt))
             self._answer[event.request_id or ""] = []
         elif isinstance(event, TextDelta):
             if self.live:
-                self.console.print(Text(visible(event.content)), end="")
+                self._write(visible(event.content))
             else:
                 self._answer.setdefault(event.request_id or "", []).append(event.content)
         elif isinstance(event, ToolExecutionRequest) and not event.handover:
-            self.console.print(Text(f"  ⚙ {visible(event.tool)}", style="dim"))
+            self._flush_answer(event.request_id)  # what the model said before calling it comes first
+            self._print(Text(f"  ⚙ {visible(event.tool)}", style="dim"))
         elif isinstance(event, ToolCallAnswered):
             pass
         elif isinstance(event, Finished | Error) and event.request_id is not None:
-            text = "".join(self._answer.pop(event.request_id, []))
+            self._flush_answer(event.request_id)
             if self.live:
-                self.console.print()
-            elif text:
-                self.console.print(Text(visible(text)))
+                self._emit(self._end_line)
             if isinstance(event, Error):
-                self.console.print(Text(f"  error ({visible(event.code)}): {visible(event.message)}", style="red"))
+                self._print(Text(f"  error ({visible(event.code)}): {visible(event.message)}", style="red"))
             elif event.reason == "cancelled":
-                self.console.print(Text("  cancelled", style="yellow"))
+                self._print(Text("  cancelled", style="yellow"))
 
     def summary(self) -> str:
         """``laptop, phone (watching)``: who is attached."""

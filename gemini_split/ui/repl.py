@@ -238,9 +238,13 @@ class Repl:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     nursery.start_soon(self._watch_signals, signals)
+                    if self.settings.attach:
+                        self.follower.hold()  # an attach's replay goes under the banner
                     status = await self._first_connection()
                     if status is None:
                         self._banner()
+                    self.follower.release()
+                    if status is None:
                         if self.settings.resume and not self.settings.attach:
                             await self.show_history()
                         await self._loop()

@@ -35,3 +35,25 @@ def test_mcp_servers_show_in_the_repl_and_join_at_the_first_prompt(start_repl, t
     repl.expect(r"broken \(stdio\) — failed: command not found")
     ask(repl, "/tools")
     repl.expect(r"mcp_odd_add\s+execute\s+asks first")
+
+
+def test_mcp_shows_live_status_when_the_tools_came_from_the_cache(start_repl, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"mcpServers": {
+        "odd": {"command": sys.executable, "args": [ODDBALL]}}}))
+    first = start_repl([{"text": "first answer"}])
+    ask(first, "hello")
+    first.expect(r"first answer", timeout=30)
+    first.expect(PROMPT)
+    first.send("\x04")
+    assert first.wait(timeout=20) == 0
+    assert len(list((home / "mcp-cache").glob("*.json"))) == 1  # its tools are cached now
+
+    repl = start_repl([{"text": "second answer"}])
+    ask(repl, "hello again")
+    repl.expect(r"second answer", timeout=30)
+    repl.expect(PROMPT)
+    ask(repl, "/mcp")
+    repl.expect(r"odd \(stdio\) — ready, 7 tools", timeout=30)  # started for /mcp, not "cached"
+    repl.expect(r"skipped bad schema!: its input schema is invalid")

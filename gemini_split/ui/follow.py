@@ -24,6 +24,7 @@ from gemini_split.protocol import (
     TextDelta,
     ToolCallAnswered,
     ToolExecutionRequest,
+    ToolStarted,
 )
 
 from .safe_text import visible
@@ -129,8 +130,11 @@ class Follower:
                 self._write(visible(event.content))
             else:
                 self._answer.setdefault(event.request_id or "", []).append(event.content)
-        elif isinstance(event, ToolExecutionRequest) and not event.handover:
-            self._flush_answer(event.request_id)  # what the model said before calling it comes first
+        elif isinstance(event, ToolExecutionRequest | ToolStarted) and not getattr(event, "handover", False):
+            # A client's tool is asked for (tool_execution_request), a
+            # server's starts (tool_started, the only event of it others
+            # see): what the model said before calling it comes first.
+            self._flush_answer(event.request_id)
             self._print(Text(f"  ⚙ {visible(event.tool)}", style="dim"))
         elif isinstance(event, ToolCallAnswered):
             pass

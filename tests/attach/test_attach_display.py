@@ -122,3 +122,27 @@ def test_watch_output_is_never_hard_wrapped(tmp_path, output):
     else:
         objects = [json.loads(line) for line in lines if line.strip()]
         assert {"text_delta", "finished"} <= {o["type"] for o in objects}
+
+
+@pytest.mark.parametrize("live", [False, True])
+def test_a_server_side_tool_of_another_client_splits_its_text_too(live):
+    """In a session whose tools run on the server, the others see the tool
+    as ``tool_started`` (no ``tool_execution_request``)."""
+    import io
+
+    from rich.console import Console
+
+    from gemini_split.protocol import Finished, RequestStarted, TextDelta, ToolCompleted, ToolStarted
+    from gemini_split.ui.follow import Follower
+
+    out = io.StringIO()
+    follower = Follower(Console(file=out, width=40, force_terminal=False, color_system=None), live=live)
+    for event in (RequestStarted(request_id="r1", prompt="go", client="phone"),
+                  TextDelta(request_id="r1", content="I am calling a tool"),
+                  ToolStarted(request_id="r1", call_id="c1", tool="run_shell_command", parameters={}),
+                  ToolCompleted(request_id="r1", call_id="c1", tool="run_shell_command", result="ok"),
+                  TextDelta(request_id="r1", content="TOOL-RESULT is ok."),
+                  Finished(request_id="r1")):
+        follower.on_event(event)
+    lines = out.getvalue().splitlines()
+    assert lines == ["» phone: go", "I am calling a tool", "  ⚙ run_shell_command", "TOOL-RESULT is ok."], lines

@@ -14,7 +14,7 @@ _shtab_gemini_split_daemon_subparsers=(start restart run stop status)
 _shtab_gemini_split_mcp_subparsers=(list add remove serve)
 _shtab_gemini_split_subparsers=(serve attach server completions protocol daemon mcp)
 
-_shtab_gemini_split_serve_option_strings=(-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --max-connections-per-user --max-message-size --tool-timeout -m --model --allowed-models --max-turns --acp-ws --acp-ring --log-file --state-dir --store --lease-ttl --replay-capacity --session-ttl --grpc --no-websocket --grpc-allow-config --grpc-max-streams --allow-attach-by-id --no-allow-attach-by-id --server-tools --workspace-root --project --approval-timeout --max-approval-mode --policy --admin-policy --sandbox --sandbox-network --debug)
+_shtab_gemini_split_serve_option_strings=(-h --help --listen --stdio --auth-config --insecure-no-auth --tls-cert --tls-key --allow-origin --trusted-proxy --max-connections-per-user --max-message-size --tool-timeout -m --model --allowed-models --max-turns --acp-ws --acp-ring --log-file --state-dir --store --lease-ttl --replay-capacity --session-ttl --grpc --no-websocket --grpc-allow-config --grpc-max-streams --allow-attach-by-id --no-allow-attach-by-id --server-tools --workspace-root --project --approval-timeout --max-approval-mode --policy --admin-policy --sandbox --sandbox-network --debug)
 _shtab_gemini_split_attach_option_strings=(-h --help --watch --limit --since --label -o --output-format --server --token --ca --insecure -m --model --approval-mode -y --yolo --workspace -d --debug)
 _shtab_gemini_split_server_list_option_strings=(-h --help --names)
 _shtab_gemini_split_server_add_option_strings=(-h --help --token --token-env --ca --insecure)

@@ -198,6 +198,10 @@ class ServeOptions(msgspec.Struct):
     ready: Callable[[], bool] | None = None
     #: ``GET /metrics``: Prometheus text exposition; None: 404.
     metrics: Callable[[], str] | None = None
+    #: Proxies (CIDR or address strings) whose ``X-Forwarded-For`` /
+    #: ``X-Real-IP`` say which client a request is from, for the failed-token
+    #: throttle (``serve --trusted-proxy``; :func:`gemini_split.throttle.client_source`).
+    trusted_proxies: tuple[str, ...] = ()
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 

@@ -63,6 +63,10 @@ def add_serve_parser(commands: Any) -> None:
     p.add_argument("--tls-key", metavar="FILE", help="private key (PEM) for --tls-cert")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="browser Origin allowed to connect (repeatable)")
+    p.add_argument("--trusted-proxy", action="append", default=[], metavar="CIDR",
+                   help="a reverse proxy (address or CIDR) whose X-Forwarded-For / X-Real-IP name the "
+                        "client that wrong tokens are counted against (repeatable; default: none, the "
+                        "connecting address counts)")
     p.add_argument("--max-connections-per-user", type=int, default=8, metavar="N",
                    help="open connections one token may have (default 8; 0 = no cap)")
     p.add_argument("--max-message-size", type=int, default=16 * 1024 * 1024, metavar="BYTES",
@@ -224,6 +228,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         allowed_origins=tuple(args.allow_origin),
         max_message_size=args.max_message_size,
         max_connections_per_user=args.max_connections_per_user,
+        trusted_proxies=_trusted_proxies(args.trusted_proxy),
     )
     if not args.debug:
         # A daemon's operator wants sessions opening and closing in the log.
@@ -406,6 +411,18 @@ def _grpc_address(args: argparse.Namespace, authenticate: Any) -> str:
             "and --auth-config FILE, or --insecure-no-auth if you really mean it."
         )
     return f"{'grpcs' if args.tls_cert else 'grpc'}://{_bracket(host)}:{port}"
+
+
+def _trusted_proxies(entries: list[str]) -> tuple[str, ...]:
+    """``--trusted-proxy`` entries, checked now (a typo must stop the start,
+    not silently count every client as the proxy)."""
+    from gemini_split.throttle import parse_networks
+
+    try:
+        parse_networks(entries)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+    return tuple(entries)
 
 
 def _grpc_config_keys(text: str) -> tuple[str, ...]:

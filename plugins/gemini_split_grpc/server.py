@@ -47,7 +47,7 @@ import grpc
 import trio
 
 from gemini_split.errors import ConfigurationError
-from gemini_split.throttle import FailedAuthThrottle
+from gemini_split.throttle import FailedAuthThrottle, Network, client_source, parse_networks
 from gemini_split.transport import ConnectionHandler, Principal, ServeOptions, TransportError
 
 from . import gemini_pb2 as pb
@@ -199,14 +199,18 @@ class _Authenticate(grpc.ServerInterceptor):
     """Binds each ``Chat`` call to the principal its bearer token proves;
     refuses the call (``UNAUTHENTICATED``) when there is none. Token
     guessing is slowed per client address as on the WebSocket listener
-    (:class:`~gemini_split.throttle.FailedAuthThrottle`): an address out of
-    tries gets ``RESOURCE_EXHAUSTED`` with a ``retry-after`` trailer before
-    its token is looked at."""
+    (:class:`~gemini_split.throttle.FailedAuthThrottle`, the address a
+    trusted proxy reports in ``x-forwarded-for`` / ``x-real-ip``): the token
+    is always checked, a correct one always accepted, and a wrong one from
+    an address out of tries gets ``RESOURCE_EXHAUSTED`` with a
+    ``retry-after`` trailer instead of ``UNAUTHENTICATED``."""
 
-    def __init__(self, service: _ChatService, authenticate: Any, throttle: FailedAuthThrottle | None = None):
+    def __init__(self, service: _ChatService, authenticate: Any, throttle: FailedAuthThrottle | None = None,
+                 trusted_proxies: tuple[Network, ...] = ()):
         self.service = service
         self.authenticate = authenticate
         self.throttle = throttle or FailedAuthThrottle()
+        self.trusted_proxies = trusted_proxies
         self._lock = threading.Lock()  # interceptors run on grpcio's threads
 
     def intercept_service(self, continuation: Any, details: grpc.HandlerCallDetails) -> Any:
@@ -214,22 +218,29 @@ class _Authenticate(grpc.ServerInterceptor):
             return continuation(details)  # grpcio answers UNIMPLEMENTED
         if self.authenticate is None:
             return self._handler(None)
-        token = _bearer(details.invocation_metadata)
+        metadata = details.invocation_metadata
+        token = _bearer(metadata)
 
         def admit(requests: Any, context: grpc.ServicerContext) -> Any:
-            host = _peer_host(context.peer())
-            with self._lock:
-                wait = self.throttle.retry_after(host, time.monotonic())
-            if wait:
-                context.set_trailing_metadata((("retry-after", str(wait)),))
-                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                              f"too many failed tokens from this address; retry in {wait}s")
             principal = self.authenticate(token)
             if principal is None:
+                host = _peer_host(context.peer())
+                wait = 0
                 if token:
+                    source = client_source(host, forwarded_for=_metadata(metadata, "x-forwarded-for"),
+                                           real_ip=_metadata(metadata, "x-real-ip"), trusted=self.trusted_proxies)
                     with self._lock:
-                        self.throttle.failed(host, time.monotonic())
-                log.info("gRPC: refused a stream from %s with a missing or invalid token", host)
+                        wait = self.throttle.retry_after(source, time.monotonic())
+                        if not wait:
+                            self.throttle.failed(source, time.monotonic())
+                if wait:
+                    log.info("gRPC: refused a stream from %s: too many failed tokens", host,
+                             extra={"refusal": "gRPC throttled"})
+                    context.set_trailing_metadata((("retry-after", str(wait)),))
+                    context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                  f"too many failed tokens from this address; retry in {wait}s")
+                log.info("gRPC: refused a stream from %s with a missing or invalid token", host,
+                         extra={"refusal": "gRPC unauthenticated"})
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, "unauthorized: missing or invalid token")
             yield from self.service.chat(requests, context, principal)
 
@@ -254,6 +265,12 @@ def _peer_host(peer: str) -> str:
     if kind == "ipv6":
         return rest.rpartition(":")[0].strip("[]")
     return peer
+
+
+def _metadata(metadata: Any, name: str) -> str | None:
+    """Every value of ``name`` in the call's metadata, joined by commas."""
+    values = [value for key, value in metadata or () if key == name and isinstance(value, str)]
+    return ", ".join(values) if values else None
 
 
 def _bearer(metadata: Any) -> str | None:
@@ -295,6 +312,10 @@ async def serve(address: str, handler: ConnectionHandler, options: ServeOptions,
     if unknown:
         raise ConfigurationError(f"--grpc-allow-config: {unknown[0]!r} is not an advanced_config key this "
                                  f"server knows (known: {', '.join(sorted(CONFIG_KEYS))})")
+    try:
+        trusted_proxies = parse_networks(options.trusted_proxies)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
     service = _ChatService(handler, policy, options, max_streams)
     credentials = _credentials(options) if where.secure else None
     limit = options.max_message_size + SIZE_SLACK
@@ -303,7 +324,7 @@ async def serve(address: str, handler: ConnectionHandler, options: ServeOptions,
         interceptors=[_Authenticate(service, options.authenticate, FailedAuthThrottle(
             burst=int(extra.get("auth_failure_burst", 10)),
             refill_per_second=float(extra.get("auth_failure_refill_per_second", 1 / 6)),
-        ))],
+        ), trusted_proxies)],
         maximum_concurrent_rpcs=max_streams,
         options=[
             ("grpc.max_receive_message_length", limit),

@@ -29,7 +29,7 @@ import trio
 from wsproto.utilities import generate_accept_token
 
 from gemini_split.errors import ConfigurationError
-from gemini_split.throttle import FailedAuthThrottle
+from gemini_split.throttle import FailedAuthThrottle, client_source, parse_networks
 from gemini_split.transport import (
     ConnectionBroken,
     ConnectionClosed,
@@ -134,6 +134,10 @@ class _Server:
             burst=int(extra.get("auth_failure_burst", 10)),
             refill_per_second=float(extra.get("auth_failure_refill_per_second", 1 / 6)),
         )
+        try:
+            self.trusted_proxies = parse_networks(options.trusted_proxies)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
 
     async def handle_connection(self, tcp: trio.abc.Stream) -> None:
         """Serve one TCP connection start to end. Raises nothing but Cancelled."""
@@ -221,32 +225,41 @@ class _Server:
 
     def _admit(self, head: RequestHead, host: str) -> Principal | None:
         """The principal to run the connection as (None when auth is off);
-        raises _Refusal (403, 429 with Retry-After, 401, 500)."""
+        raises _Refusal (403, 401, 429 with Retry-After, 500).
+
+        The token is always checked: a correct one is accepted even from an
+        address that has run out of tries (someone else's wrong guesses never
+        lock a user out, e.g. behind one proxy); a wrong one from such an
+        address gets 429 instead of 401."""
         refusal = origin_refusal(head.header("origin"), self.options.allowed_origins)
         if refusal is not None:
             raise _Refusal(403, refusal)
         if self.options.authenticate is None:
             return None
-        wait = self.throttle.retry_after(host, trio.current_time())
-        if wait:
-            raise _Refusal(
-                429, f"too many failed tokens from this address; retry in {wait}s",
-                [("Retry-After", str(wait))],
-            )
         token = presented_token(head.header("authorization"), head.target)
         try:
             principal = self.options.authenticate(token)
         except Exception:
             log.exception("the authenticator failed for a request from %s", host)
             raise _Refusal(500, "internal error while checking the token") from None
-        if principal is None:
-            if token:
-                self.throttle.failed(host, trio.current_time())
-            raise _Refusal(
-                401, "invalid token" if token else "a token is required",
-                [("WWW-Authenticate", 'Bearer realm="gemini-split"')],
-            )
-        return principal
+        if principal is not None:
+            return principal
+        if token:
+            source = client_source(host, forwarded_for=head.header("x-forwarded-for"),
+                                   real_ip=head.header("x-real-ip"), trusted=self.trusted_proxies)
+            now = trio.current_time()
+            wait = self.throttle.retry_after(source, now)
+            if not wait:
+                self.throttle.failed(source, now)
+            else:
+                raise _Refusal(
+                    429, f"too many failed tokens from this address; retry in {wait}s",
+                    [("Retry-After", str(wait))],
+                )
+        raise _Refusal(
+            401, "invalid token" if token else "a token is required",
+            [("WWW-Authenticate", 'Bearer realm="gemini-split"')],
+        )
 
     async def _refuse(self, tcp: trio.abc.Stream, peer: str, head: RequestHead, refusal: _Refusal) -> None:
         # head.path, never head.target: the query may hold ?auth=TOKEN.

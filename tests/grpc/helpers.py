@@ -34,13 +34,14 @@ def write_auth_config(path) -> str:
 
 @asynccontextmanager
 async def grpc_server(fake, *, auth_config=None, tls=None, extra=None, config=None, max_message_size=None,
-                      per_user=0, server_tools=None):
+                      per_user=0, server_tools=None, trusted_proxies=()):
     """Serve ``gemini.v1`` on a free loopback port; yields ``(service, address)``.
     ``tls``: ``(cert_file, key_file)`` for grpcs://."""
     authenticate = load_auth_config(auth_config) if auth_config else None
     service = AgentService(GeminiModel("test-key", base_url=fake.url), config or ServerConfig(),
                            authenticate=authenticate, server_tools=server_tools)
-    options = ServeOptions(authenticate=authenticate, extra=dict(extra or {}), max_connections_per_user=per_user)
+    options = ServeOptions(authenticate=authenticate, extra=dict(extra or {}), max_connections_per_user=per_user,
+                           trusted_proxies=tuple(trusted_proxies))
     if tls:
         options.tls_cert, options.tls_key = tls
     if max_message_size:
@@ -80,11 +81,11 @@ def open_channel(address: str, *, ca: bytes | None = None) -> grpc.Channel:
 
 
 def chat_sync(tp, address: str, requests, *, token: str | None = None, ca: bytes | None = None,
-              timeout: float = 15, raw: bool = False) -> Outcome:
+              timeout: float = 15, raw: bool = False, metadata: list[tuple[str, str]] = ()) -> Outcome:
     """Run one Chat stream to its end; ``requests`` are ClientRequest
-    messages (or bytes with ``raw``)."""
+    messages (or bytes with ``raw``); ``metadata`` is sent besides the token."""
     outcome = Outcome()
-    metadata = [("authorization", f"Bearer {token}")] if token else None
+    metadata = ([("authorization", f"Bearer {token}")] if token else []) + list(metadata) or None
     with open_channel(address, ca=ca) as channel:
         if raw:
             call = channel.stream_stream("/gemini.v1.GeminiService/Chat", request_serializer=lambda b: b,

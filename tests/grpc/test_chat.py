@@ -86,7 +86,7 @@ async def test_a_wrong_or_missing_token_is_unauthenticated_before_any_session(th
     assert right.code == grpc.StatusCode.OK and right.text() == "Echo: hi"
 
 
-async def test_token_guessing_is_throttled_per_address_and_a_right_token_never_spends_a_try(third_party, tmp_path):
+async def test_token_guessing_is_throttled_per_address_and_a_right_token_is_always_accepted(third_party, tmp_path):
     tp = third_party
     auth = write_auth_config(tmp_path / "auth.json")
     with FakeGemini() as fake:
@@ -94,12 +94,31 @@ async def test_token_guessing_is_throttled_per_address_and_a_right_token_never_s
                                                               "auth_failure_refill_per_second": 0.001}) as (_, address):
             right = await chat(tp, address, [start(tp, "hi")], token=ALICE)
             guesses = [await chat(tp, address, [start(tp, "hi")], token=f"guess-{i}") for i in range(3)]
-            # out of tries: refused before the token is looked at, even a right one
+            # Out of tries: a wrong token is refused, a right one still goes in
+            # (whoever guessed wrong from this address, it was not alice).
             after = await chat(tp, address, [start(tp, "hi")], token=ALICE)
+            still = await chat(tp, address, [start(tp, "hi")], token="guess-again")
     assert right.code == grpc.StatusCode.OK
     assert [g.code for g in guesses] == [grpc.StatusCode.UNAUTHENTICATED] * 2 + [grpc.StatusCode.RESOURCE_EXHAUSTED]
     assert "too many failed tokens" in guesses[2].details and int(guesses[2].trailers["retry-after"]) > 0
-    assert after.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert after.code == grpc.StatusCode.OK and after.text() == "Echo: hi"
+    assert still.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+
+async def test_behind_a_trusted_proxy_guesses_count_against_the_client_it_reports(third_party, tmp_path):
+    tp = third_party
+    auth = write_auth_config(tmp_path / "auth.json")
+    guesser = [("x-forwarded-for", "198.51.100.7")]
+    with FakeGemini() as fake:
+        async with grpc_server(fake, auth_config=auth, trusted_proxies=("127.0.0.0/8",),
+                               extra={"auth_failure_burst": 2, "auth_failure_refill_per_second": 0.001}) as (_, address):
+            guesses = [await chat(tp, address, [start(tp, "hi")], token=f"guess-{i}", metadata=guesser)
+                       for i in range(3)]
+            # Another client of the same proxy has its own budget.
+            other = await chat(tp, address, [start(tp, "hi")], token="typo",
+                               metadata=[("x-forwarded-for", "203.0.113.9")])
+    assert [g.code for g in guesses] == [grpc.StatusCode.UNAUTHENTICATED] * 2 + [grpc.StatusCode.RESOURCE_EXHAUSTED]
+    assert other.code == grpc.StatusCode.UNAUTHENTICATED
 
 
 async def test_a_tool_call_in_a_tool_less_session_is_an_error_response_and_the_turn_goes_on(third_party):

@@ -1,7 +1,8 @@
 """Token guessing is throttled per address (issue 13 §10): after a burst of
-failures an address gets 429 with Retry-After — before its token is even
-looked at — while other addresses, and correct tokens from them, are never
-slowed. Time is Trio's mock clock, moved by hand."""
+failures an address's wrong tokens get 429 with Retry-After, while other
+addresses are never slowed and a correct token is always accepted (issue 35
+§5: tests/websocket/test_throttle_proxy.py). Time is Trio's mock clock,
+moved by hand."""
 
 from __future__ import annotations
 

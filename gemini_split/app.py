@@ -551,7 +551,8 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
     that does not work (``--sandbox auto``, the default, refuses to start;
     ``--sandbox none`` must be said explicitly)."""
     if not options.enabled:
-        given = [flag for flag, value in (("--workspace-root", options.workspace_root), ("--project", options.projects))
+        given = [flag for flag, value in (("--workspace-root", options.workspace_root), ("--project", options.projects),
+                                          ("--web-fetch-allow", options.web_fetch_allow))
                  if value]
         if given:
             raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
@@ -567,6 +568,12 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
         if name.strip() in projects:
             raise ConfigurationError(f"--project {name.strip()!r} is given twice")
         projects[name.strip()] = Path(os.path.realpath(Path(path.strip()).expanduser()))
+    from gemini_split.client.tools.web_guard import AddressGuard
+
+    try:
+        AddressGuard(options.web_fetch_allow)  # checked now: a typo stops the start
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
     root = Path(options.workspace_root).expanduser() if options.workspace_root else env.config_dir / "workspaces"
     from gemini_split.policy import load_policy
 
@@ -580,7 +587,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
             factory=open_tool_host, workspace_root=root, projects=projects,
             approval_timeout=options.approval_timeout, max_approval_mode=options.max_approval_mode,
             sandbox=resolve_server_sandbox(options.sandbox, network=options.sandbox_network, env=env),
-            policy=policy,
+            policy=policy, web_fetch_allow=options.web_fetch_allow,
         )
         tools.prepare()
     except ValueError as exc:

@@ -86,3 +86,6 @@ class ServerToolsOptions(msgspec.Struct, frozen=True, kw_only=True):
     #: ``--policy`` and ``--admin-policy``: the server's own rules.
     policy: tuple[str, ...] = ()
     admin_policy: tuple[str, ...] = ()
+    #: ``--web-fetch-allow``: what server-side web_fetch may reach beyond
+    #: public addresses (CIDRs, addresses, host names).
+    web_fetch_allow: tuple[str, ...] = ()

@@ -71,8 +71,13 @@ def open_tool_host(spec: Any) -> LocalToolHost:
 def _offered(spec: Any) -> ToolRegistry:
     """The built-in tools (no ``save_memory``: the server's own context
     files are nobody's memory) minus ``core_tools`` / ``exclude_tools``; in
-    plan mode the read-only ones only."""
-    tools = default_tools(sandbox=spec.sandbox)
+    plan mode the read-only ones only. ``web_fetch`` reaches public
+    addresses and ``spec.web_fetch_allow`` only: it runs on the server's
+    network, not the user's."""
+    from .tools.web_guard import AddressGuard
+
+    guard = AddressGuard(getattr(spec, "web_fetch_allow", ()))
+    tools = default_tools(sandbox=spec.sandbox, web_guard=guard)
     core = set(spec.core_tools) if spec.core_tools is not None else None
     offered = ToolRegistry(
         tool for tool in tools

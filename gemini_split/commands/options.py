@@ -55,4 +55,5 @@ def server_tools_options(args: argparse.Namespace) -> ServerToolsOptions:
         sandbox_network=args.serve_sandbox_network,
         policy=tuple(args.policy or ()),
         admin_policy=tuple(args.admin_policy or ()),
+        web_fetch_allow=tuple(args.web_fetch_allow),
     )

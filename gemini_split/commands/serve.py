@@ -148,6 +148,9 @@ def add_serve_parser(commands: Any) -> None:
     tools.add_argument("--sandbox", dest="serve_sandbox", choices=("auto", "bwrap", "none"), default="auto",
                        help="run server-side shell commands under bubblewrap: auto (the default) uses it "
                             "and refuses to start when it does not work; none runs them unsandboxed")
+    tools.add_argument("--web-fetch-allow", action="append", default=[], metavar="CIDR|HOST",
+                       help="let server-side web_fetch reach this network or host name although it is "
+                            "loopback, private or link-local (repeatable; default: public addresses only)")
     tools.add_argument("--sandbox-network", dest="serve_sandbox_network", action="store_true",
                        help="let sandboxed server-side commands reach the network (default: no network)")
     # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.

@@ -100,6 +100,9 @@ class ToolHostSpec:
     #: ``--admin-policy``, the server user's ``~/.gemini/policies``);
     #: None: the approval mode's own. A deny rule refuses even in yolo.
     policy: Any = None
+    #: Beyond public addresses, what ``web_fetch`` may connect to from here
+    #: (``serve --web-fetch-allow``: CIDRs, addresses, host names).
+    web_fetch_allow: tuple[str, ...] = ()
 
 
 class ToolHost(Protocol):
@@ -189,6 +192,8 @@ class ServerTools:
     #: The policy rules every session's calls are decided by (see
     #: :attr:`ToolHostSpec.policy`).
     policy: Any = None
+    #: See :attr:`ToolHostSpec.web_fetch_allow`.
+    web_fetch_allow: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         self.workspace_root = Path(self.workspace_root).expanduser().absolute()
@@ -266,7 +271,7 @@ class ServerTools:
         return self.factory(ToolHostSpec(
             workspace=workspace, approval_mode=choice.approval_mode, core_tools=choice.core_tools,
             exclude_tools=tuple(dict.fromkeys(self.exclude_tools + choice.exclude_tools)),
-            sandbox=self.sandbox, policy=self.policy,
+            sandbox=self.sandbox, policy=self.policy, web_fetch_allow=tuple(self.web_fetch_allow),
         ))
 
     def remove_workspace(self, session_id: str) -> None:

@@ -13,6 +13,8 @@ from .base import Tool
 if TYPE_CHECKING:
     from gemini_split.sandbox import Sandbox
 
+    from .web_guard import AddressGuard
+
 
 class ToolRegistry:
     """Tools by name, in the order they were registered."""
@@ -57,7 +59,7 @@ class ToolRegistry:
 
 
 def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | None = None,
-                  sandbox: Sandbox | None = None) -> ToolRegistry:
+                  sandbox: Sandbox | None = None, web_guard: AddressGuard | None = None) -> ToolRegistry:
     """Every built-in local tool, with default limits. To change a limit,
     build the registry with the tool constructed differently, e.g.
     ``RunShellCommandTool(timeout=600)``.
@@ -70,7 +72,10 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
     context file); without it there is no ``save_memory``.
 
     ``sandbox``: where shell commands (background ones too) run
-    (:class:`gemini_split.sandbox.Sandbox`); default: unconfined."""
+    (:class:`gemini_split.sandbox.Sandbox`); default: unconfined.
+
+    ``web_guard``: the addresses ``web_fetch`` may connect to
+    (:class:`~.web_guard.AddressGuard`, a server's tools); default: any."""
     from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
     from .search import GlobTool, GrepSearchTool
     from .background import BackgroundProcesses, ListBackgroundProcessesTool, ReadBackgroundOutputTool
@@ -88,7 +93,7 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
         WriteFileTool(),
         ReplaceTool(),
         RunShellCommandTool(env_allow=shell_env_allow, background=background, sandbox=sandbox),
-        WebFetchTool(),
+        WebFetchTool(guard=web_guard),
         ListBackgroundProcessesTool(background),
         ReadBackgroundOutputTool(background),
         WriteTodosTool(),

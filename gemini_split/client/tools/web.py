@@ -11,6 +11,10 @@ Only ``http`` and ``https`` URLs (redirects included, at most
 ``max_redirects``); the download stops at ``max_bytes`` and the whole fetch
 at ``timeout`` seconds; HTML becomes text (:func:`html_to_text`), other
 textual types are returned as they are, binary content is refused.
+
+With a ``guard`` (a server running the tool, :mod:`.web_guard`) every
+connection, redirects included, goes only to addresses the guard allows:
+public ones and the operator's allow-list.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..workspace import Workspace
+    from .web_guard import AddressGuard
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
@@ -68,7 +73,10 @@ class WebFetchTool(Tool):
     """``web_fetch(prompt)``. ``timeout`` (seconds for the whole fetch),
     ``max_bytes`` (downloaded at most), ``max_chars`` (text returned at
     most) and ``max_redirects`` are the client's settings. ``transport`` is
-    an optional ``httpx.AsyncBaseTransport`` (tests, proxies)."""
+    an optional ``httpx.AsyncBaseTransport`` (tests, proxies). ``guard``
+    (:class:`~.web_guard.AddressGuard`): connect only to the addresses it
+    allows, checked on every connection (a server's tools; ``transport`` is
+    then not used)."""
 
     name = "web_fetch"
     kind = ToolKind.NETWORK
@@ -98,12 +106,14 @@ class WebFetchTool(Tool):
         max_chars: int = DEFAULT_MAX_CHARS,
         max_redirects: int = 5,
         transport: httpx.AsyncBaseTransport | None = None,
+        guard: AddressGuard | None = None,
     ):
         self.timeout = timeout
         self.max_bytes = max_bytes
         self.max_chars = max_chars
         self.max_redirects = max_redirects
         self.transport = transport
+        self.guard = guard
 
     def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
         urls = urls_in(str(args.get("prompt", ""))) or ["(no URL)"]
@@ -140,6 +150,9 @@ class WebFetchTool(Tool):
         url = _check_url(url)
         import httpx  # not needed until a page is fetched: keeps client start-up fast
 
+        from .web_guard import AddressRefused, guarded_transport  # imports httpcore, as httpx does
+
+        transport = guarded_transport(self.guard) if self.guard is not None else self.transport
         body = b""
         truncated = False
         with trio.move_on_after(self.timeout) as deadline:
@@ -149,7 +162,8 @@ class WebFetchTool(Tool):
                     max_redirects=self.max_redirects,
                     timeout=httpx.Timeout(self.timeout),
                     headers={"User-Agent": "gemini-split web_fetch", "Accept": "text/html,text/*;q=0.9,*/*;q=0.5"},
-                    transport=self.transport,
+                    transport=transport,
+                    trust_env=self.guard is None,
                 ) as client:
                     async with client.stream("GET", url) as response:
                         final_url = str(response.url)
@@ -164,6 +178,14 @@ class WebFetchTool(Tool):
                                 truncated = True
                                 break
                         body = b"".join(chunks)[: self.max_bytes]
+            except AddressRefused as exc:
+                raise ToolFailed(
+                    "address_refused",
+                    f"{url} was not fetched: {exc}; web_fetch on this server reaches public addresses only "
+                    "(redirects included)",
+                    "the page is on the server's own or a private network; the server's operator can allow it "
+                    "with serve --web-fetch-allow",
+                ) from None
             except httpx.TooManyRedirects:
                 raise ToolFailed("fetch_failed", f"{url}: more than {self.max_redirects} redirects") from None
             except httpx.UnsupportedProtocol as exc:

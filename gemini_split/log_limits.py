@@ -18,6 +18,14 @@ Two logging filters, put on the handler that writes the program's log
     the window is preceded by one summary: ``… 9,812 more refused (HTTP 401)
     in the last 60 s``. So 10,000 wrong tokens write a handful of lines,
     and the operator still sees that they happened.
+
+:class:`LibraryRecords`
+    Records of other libraries' loggers (trio, grpc, h11, …: anything not
+    ``gemini_split*``) are held to the same bounds, since what a peer sends
+    can make a library log too (grpcio logs every message it cannot
+    deserialize, with its traceback): their exception becomes part of the
+    one line (type and message, no traceback), and those at WARNING or above
+    are rate-limited like refusals, per logger and exception type.
 """
 
 from __future__ import annotations
@@ -102,9 +110,32 @@ class RefusalDigest(logging.Filter):
                 self.handler.handle(summary)  # filters run again: no refusal mark, so it passes
 
 
+class LibraryRecords(logging.Filter):
+    """Bounds records of loggers that are not this program's (see the module
+    doc). Runs before :class:`RefusalDigest`, which then limits them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "gemini_split" or record.name.startswith(("gemini_split.", "gemini_split_")):
+            return True
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.exc_info or record.stack_info:
+            try:
+                message = record.getMessage()
+            except Exception:  # a broken format string: let logging report it
+                return True
+            if exc is not None:
+                message = f"{message} ({type(exc).__name__}: {exc})" if str(exc) else f"{message} ({type(exc).__name__})"
+            record.msg, record.args = message, None
+            record.exc_info = record.exc_text = record.stack_info = None
+        if record.levelno >= logging.WARNING and getattr(record, "refusal", None) is None:
+            record.refusal = f"{record.name}" + (f" {type(exc).__name__}" if exc is not None else "")
+        return True
+
+
 def limit_log_handler(handler: logging.Handler) -> None:
-    """Put both filters on ``handler`` (once)."""
+    """Put the filters on ``handler`` (once)."""
     if any(isinstance(f, RefusalDigest) for f in handler.filters):
         return
+    handler.addFilter(LibraryRecords())
     handler.addFilter(RefusalDigest(handler))
     handler.addFilter(BoundedLines())

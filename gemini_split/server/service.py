@@ -23,6 +23,7 @@ from gemini_split.protocol import (
     ClientMessage,
     Connected,
     Connection,
+    Phase,
     Error,
     ErrorCode,
     DeleteSession,
@@ -387,7 +388,10 @@ class AgentService:
                 session.catch_up(view, point.last_seq)
             while True:
                 texts = []
-                for event, text in await view.take():
+                taken = await view.take()
+                if conn.phase is Phase.CLOSED:
+                    return  # the client ended the protocol (a fatal error): nothing more goes out
+                for event, text in taken:
                     if not conn.announced and isinstance(event, _V12_EVENTS):
                         continue  # a 1.1 client knows nothing of them
                     try:
@@ -486,7 +490,13 @@ class AgentService:
                 continue
             assert isinstance(message, ClientMessage) or isinstance(message, Error)
             if isinstance(message, Error):
-                log.warning("session %s: client reported %s: %s", session.id, message.code, message.message)
+                log.warning("session %s: client reported %s: %s%s", session.id, message.code, message.message,
+                            " (fatal: the connection ends)" if message.fatal else "",
+                            extra={"refusal": "client error"})
+                if message.fatal:
+                    # The client has closed the protocol: nothing more may be
+                    # sent (the writer is cancelled before it runs again).
+                    return
                 continue
             if isinstance(message, ListSessions | DeleteSession):
                 await self._answer_sessions(session, view, message)

@@ -13,6 +13,7 @@ from typing import Any
 
 import trio
 
+from gemini_split._trio_util import ACCEPT_CAPACITY_ERRNOS, AcceptBackoff
 from gemini_split.framing import LineSplitter, LineTooLong, LineWriter, decode_line, encode_line
 from gemini_split.transport import (
     ConnectFailed,
@@ -181,6 +182,7 @@ class UnixTransport(Transport):
         allowed = {os.geteuid(), *options.extra.get("allowed_uids", ())}
         listener = _listen(path)
         bound = os.stat(path).st_ino
+        backoff = AcceptBackoff(path, log)
         try:
             async with trio.open_nursery() as nursery:
                 task_status.started(f"unix:{path}")
@@ -191,11 +193,11 @@ class UnixTransport(Transport):
                     except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                         continue
                     except OSError as exc:
-                        if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                            log.warning("cannot accept a connection on %s: %s", path, exc)
-                            await trio.sleep(0.1)
+                        if exc.errno in ACCEPT_CAPACITY_ERRNOS:
+                            await backoff.failed(exc)  # one bounded line per run, not one per 0.1 s
                             continue
                         raise
+                    backoff.succeeded()
                     uid = peer_uid(sock)
                     if uid not in allowed:
                         log.warning("refused a connection on %s from uid %d", path, uid,

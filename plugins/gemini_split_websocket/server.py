@@ -28,6 +28,7 @@ from typing import Any
 import trio
 from wsproto.utilities import generate_accept_token
 
+from gemini_split._trio_util import serve_listeners_quietly
 from gemini_split.errors import ConfigurationError
 from gemini_split.throttle import FailedAuthThrottle, client_source, parse_networks
 from gemini_split.transport import (
@@ -105,9 +106,10 @@ async def serve(
     bound = WebSocketAddress(scheme, where.host or "0.0.0.0", port).public
     server = _Server(handler, options)
     async with trio.open_nursery() as nursery:
-        await nursery.start(
-            partial(trio.serve_listeners, server.handle_connection, listeners, handler_nursery=nursery)
-        )
+        # Not trio.serve_listeners: at the file-descriptor limit it logs a
+        # traceback every 0.1 s.
+        await nursery.start(partial(serve_listeners_quietly, server.handle_connection, listeners,
+                                    where=f"{where.host or '0.0.0.0'}:{port}", logger=log, handler_nursery=nursery))
         log.info(
             "listening on %s (auth %s, max message %d bytes)",
             bound,

@@ -276,6 +276,8 @@ class Relay:
                 await self._send(Error(code=exc.code.value, message=str(exc)))
                 continue
             if isinstance(message, Error):
+                if message.fatal:
+                    return  # the client ended the protocol: nothing more goes out
                 continue
             if isinstance(message, ListSessions | DeleteSession):
                 await self._answer_sessions(message)

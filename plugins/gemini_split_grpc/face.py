@@ -451,7 +451,31 @@ def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(value, default=str))
 
 
-def _kind(request: pb.ClientRequest) -> str:
+class Undecodable:
+    """What :func:`parse_request` returns for bytes that are not a
+    ``ClientRequest``: ``reason`` says why (protobuf's words)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def parse_request(data: bytes) -> pb.ClientRequest | Undecodable:
+    """The listener's request deserializer: a ``ClientRequest``, or
+    :class:`Undecodable`, which the face refuses like any bad request
+    (``INVALID_ARGUMENT`` / ``invalid_message``). Never raises: when a
+    deserializer fails, grpcio logs a traceback per message and answers the
+    RPC itself, and the handler's own end then sends a second status that
+    the call never completes, so the server's stop waits forever."""
+    try:
+        return pb.ClientRequest.FromString(data)
+    except Exception as exc:  # DecodeError, or whatever else the parser raises: the peer's doing
+        return Undecodable(f"{type(exc).__name__}: {exc}")
+
+
+def _kind(request: pb.ClientRequest | Undecodable) -> str:
+    if isinstance(request, Undecodable):
+        raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, "invalid_message",
+                       f"the message is not a gemini.v1.ClientRequest protobuf ({request.reason[:200]})")
     kind = request.WhichOneof("request")
     if kind is None:
         raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, "unknown_request",

@@ -52,7 +52,7 @@ from gemini_split.transport import ConnectionHandler, Principal, ServeOptions, T
 
 from . import gemini_pb2 as pb
 from .address import GrpcAddress
-from .face import CONFIG_KEYS, End, FacePolicy, error_response, run_chat
+from .face import CONFIG_KEYS, End, FacePolicy, error_response, parse_request, run_chat
 
 log = logging.getLogger(__name__)
 
@@ -245,13 +245,13 @@ class _Authenticate(grpc.ServerInterceptor):
             yield from self.service.chat(requests, context, principal)
 
         return grpc.stream_stream_rpc_method_handler(
-            admit, request_deserializer=pb.ClientRequest.FromString,
+            admit, request_deserializer=parse_request,
             response_serializer=pb.ServerResponse.SerializeToString)
 
     def _handler(self, principal: Principal | None) -> Any:
         return grpc.stream_stream_rpc_method_handler(
             lambda requests, context: self.service.chat(requests, context, principal),
-            request_deserializer=pb.ClientRequest.FromString,
+            request_deserializer=parse_request,
             response_serializer=pb.ServerResponse.SerializeToString,
         )
 

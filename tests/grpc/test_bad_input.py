@@ -195,3 +195,44 @@ async def test_a_token_over_its_stream_cap_is_resource_exhausted_and_others_go_o
     _refused(second, grpc.StatusCode.RESOURCE_EXHAUSTED, "too_many_streams")
     assert other.code == grpc.StatusCode.OK and other.text() == "Echo: bob here"
     assert after.code == grpc.StatusCode.OK  # the cap counts open streams only
+
+
+async def test_garbage_that_is_not_protobuf_is_invalid_argument_logs_no_traceback_and_the_server_still_stops(
+        third_party):
+    """Issue 35 §8: grpcio logged each message it could not deserialize with
+    its traceback, and (racing the stream's own end) sent a second status
+    that never completed, so the listener's stop hung. Now the face refuses
+    such a message like any bad request, and the log stays quiet."""
+    import io
+    import logging
+
+    import trio
+
+    from gemini_split.log_limits import limit_log_handler
+
+    tp = third_party
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    limit_log_handler(handler)
+    root = logging.getLogger()
+    saved = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        with FakeGemini() as fake:
+            with trio.fail_after(20):  # the stop included
+                async with grpc_server(fake) as (_, address):
+                    garbage = [await chat(tp, address, [b"\xff\xff\xff\xff not protobuf"], raw=True)
+                               for _ in range(20)]
+                    later = await chat(tp, address, [start(tp).SerializeToString(), b"\x0a\xff"], raw=True)
+                    await _still_serves(tp, address)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(saved)
+    for outcome in garbage:
+        _refused(outcome, grpc.StatusCode.INVALID_ARGUMENT, "invalid_message")
+    assert "not a gemini.v1.ClientRequest protobuf" in garbage[0].details
+    assert later.kinds() == ["session_info", "error"]
+    _refused(later, grpc.StatusCode.INVALID_ARGUMENT, "invalid_message")
+    log = out.getvalue()
+    assert "Traceback" not in log and "deserializing" not in log, log

@@ -190,3 +190,28 @@ def test_serve_refuses_a_bad_allow_list_entry_and_one_without_server_tools(tmp_p
     assert bad.returncode == 2 and "--web-fetch-allow 'http://wiki': expected an address" in bad.stderr
     alone = cli(["serve", "--listen", "127.0.0.1:0", "--web-fetch-allow", "10.0.0.0/8"], environ=env, cwd=tmp_path)
     assert alone.returncode == 2 and "--web-fetch-allow need --server-tools" in alone.stderr
+
+
+async def test_the_connection_goes_to_the_address_that_was_checked_not_to_the_name_again(internal):
+    """No second lookup between the check and the connection (what DNS
+    rebinding needs): the backend underneath is handed the checked address."""
+    import httpcore
+    import httpx
+
+    from gemini_split.client.tools.web_guard import GuardedBackend
+
+    secret_port, _ = internal
+    asked: list[str] = []
+
+    class Recording(httpcore.TrioBackend):
+        async def connect_tcp(self, host, port, **kwargs):
+            asked.append(host)
+            return await super().connect_tcp(host, port, **kwargs)
+
+    guard = AddressGuard(["127.0.0.1", "::1"])
+    transport = httpx.AsyncHTTPTransport(trust_env=False)
+    transport._pool = httpcore.AsyncConnectionPool(network_backend=GuardedBackend(guard, Recording()))
+    async with httpx.AsyncClient(transport=transport) as client:
+        answer = await client.get(f"http://localhost:{secret_port}/admin.txt")
+    assert answer.text == SECRET
+    assert asked and set(asked) <= {"127.0.0.1", "::1"} and "localhost" not in asked

@@ -63,11 +63,14 @@ class _Refusal(Exception):
     """Admission said no: the status, the reason (for the log and the body)
     and extra headers."""
 
-    def __init__(self, status: int, reason: str, headers: list[tuple[str, str]] | None = None):
+    def __init__(self, status: int, reason: str, headers: list[tuple[str, str]] | None = None,
+                 source: str | None = None):
         super().__init__(reason)
         self.status = status
         self.reason = reason
         self.headers = headers or []
+        #: The client a trusted proxy reported, when it is not the peer.
+        self.source = source
 
 
 async def serve(
@@ -246,6 +249,7 @@ class _Server:
             raise _Refusal(500, "internal error while checking the token") from None
         if principal is not None:
             return principal
+        source = None
         if token:
             source = client_source(host, forwarded_for=head.header("x-forwarded-for"),
                                    real_ip=head.header("x-real-ip"), trusted=self.trusted_proxies)
@@ -256,18 +260,19 @@ class _Server:
             else:
                 raise _Refusal(
                     429, f"too many failed tokens from this address; retry in {wait}s",
-                    [("Retry-After", str(wait))],
+                    [("Retry-After", str(wait))], source=source if source != host else None,
                 )
         raise _Refusal(
             401, "invalid token" if token else "a token is required",
-            [("WWW-Authenticate", 'Bearer realm="gemini-split"')],
+            [("WWW-Authenticate", 'Bearer realm="gemini-split"')], source=source if source != host else None,
         )
 
     async def _refuse(self, tcp: trio.abc.Stream, peer: str, head: RequestHead, refusal: _Refusal) -> None:
         # head.path, never head.target: the query may hold ?auth=TOKEN.
         log.warning(
-            "refused a WebSocket from %s on %s: %s (HTTP %d)", peer, head.path, refusal.reason, refusal.status,
-            extra={"refusal": f"HTTP {refusal.status}"},
+            "refused a WebSocket from %s%s on %s: %s (HTTP %d)", peer,
+            f" (client {refusal.source}, as the proxy says)" if refusal.source else "", head.path, refusal.reason,
+            refusal.status, extra={"refusal": f"HTTP {refusal.status}"},
         )
         with trio.move_on_after(self.handshake_timeout):
             await tcp.send_all(plain_response(refusal.status, text(refusal.reason), headers=refusal.headers))

@@ -71,7 +71,7 @@ async def _status(port: int, token: str, *, source: str, headers: bytes = b"") -
 
 @pytest.mark.skipif(not ngx.available(), reason=ngx.MISSING)
 @pytest.mark.parametrize("trusted", [("127.0.0.1",), ()], ids=["trusted-proxy", "untrusted-proxy"])
-async def test_behind_nginx_wrong_guesses_never_lock_out_a_correct_token(tmp_path, trusted):
+async def test_behind_nginx_wrong_guesses_never_lock_out_a_correct_token(tmp_path, trusted, caplog):
     recorder = Recorder()
     async with trio.open_nursery() as nursery:
         port = port_of(await start(nursery, recorder, authenticate=authenticate, trusted_proxies=trusted))
@@ -96,4 +96,30 @@ async def test_behind_nginx_wrong_guesses_never_lock_out_a_correct_token(tmp_pat
                 # nginx appends the real address, which is what counts.
                 forged = b"X-Forwarded-For: 192.0.2.99\r\n"
                 assert await _status(proxy.port, "guess-forged", source="127.0.0.2", headers=forged) == 429
+                # The log names the client nginx reported, not only nginx.
+                assert "(client 127.0.0.2, as the proxy says)" in caplog.text
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.skipif(not ngx.available(), reason=ngx.MISSING)
+async def test_serve_trusted_proxy_behind_nginx_end_to_end(tmp_path):
+    """The flag as an operator gives it: `gemini-split serve --trusted-proxy`
+    behind the real nginx, a guesser locked out, another client not."""
+    import json
+
+    from gemini_split.testing.fake_gemini import FakeGemini
+
+    from ..test_serve_e2e import daemon
+
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": {"alice-token-0123456789": {"userId": "alice"}}}))
+    with FakeGemini(api_key=API_KEY) as fake, daemon(tmp_path, fake, "--auth-config", str(tokens),
+                                                      "--trusted-proxy", "127.0.0.1/32") as (_, address):
+        port = int(address.rsplit(":", 1)[1])
+        with ngx.Nginx(tmp_path / "nginx", [port]) as proxy:
+            guesses = [await _status(proxy.port, f"guess-{i}", source="127.0.0.2") for i in range(11)]
+            typo = await _status(proxy.port, "alice-tokn", source="127.0.0.3")
+            alice = await _status(proxy.port, "alice-token-0123456789", source="127.0.0.2")
+    assert guesses == [401] * 10 + [429]
+    assert typo == 401  # another client of the same nginx: its own budget
+    assert alice == 101

@@ -234,3 +234,20 @@ async def test_a_grpc_stream_on_another_replica_continues_a_session_the_runner_k
     assert outcome.responses[0].session_info.session_id == first.session_id
     # The local client saw the relayed prompt run (where the session runs).
     assert any(isinstance(e, RequestStarted) and e.prompt == "second" for e in seen_local)
+
+
+async def test_a_fatal_error_from_a_relayed_client_ends_its_connection(redis_server):
+    """Issue 35 §8: a client's ``error`` with ``fatal: true`` ends the
+    protocol; the relay stops forwarding instead of serving on."""
+    from gemini_split.transport import ConnectionBroken, ConnectionClosed
+
+    async with two_replicas(redis_server, [{"text": "hi"}]) as (_, (at_a, at_b)):
+        async with hello(at_a) as (local, first):
+            *_, done = await _turn(local, "first")
+            async with hello(at_b, session_id=first.session_id, last_seq=done.seq) as (relayed, second):
+                assert isinstance(second, Connected)
+                await relayed.send(Error(code="internal", message="client gives up", fatal=True))
+                with trio.fail_after(5):
+                    with pytest.raises((ConnectionBroken, ConnectionClosed)):
+                        while True:
+                            await relayed.receive()

@@ -102,6 +102,7 @@ async def test_behind_nginx_wrong_guesses_never_lock_out_a_correct_token(tmp_pat
 
 
 @pytest.mark.skipif(not ngx.available(), reason=ngx.MISSING)
+@pytest.mark.timeout(60)  # a serve process and nginx start; loaded machines are slow
 async def test_serve_trusted_proxy_behind_nginx_end_to_end(tmp_path):
     """The flag as an operator gives it: `gemini-split serve --trusted-proxy`
     behind the real nginx, a guesser locked out, another client not."""

@@ -4,8 +4,9 @@ reply out; a message out, text.
 :func:`decode` is the only way text from an ACP peer becomes a message. It
 never raises for the peer's mistakes: what cannot be handled comes back as
 an :class:`Invalid` carrying the JSON-RPC error to answer with (``-32700``
-for text that is not JSON, ``-32600`` for JSON that is not one request —
-an array (batches are not part of ACP), no ``"jsonrpc": "2.0"``, an ``id``
+for text that is not JSON or is nested too deeply to decode, ``-32600``
+for JSON that is not one request — an array (batches are not part of
+ACP), no ``"jsonrpc": "2.0"``, an ``id``
 that is neither a string nor an integer, a ``method`` that is not a string,
 ``params`` that are not an object — and for a message over the size limit).
 Method dispatch adds ``-32601`` (no such method) and ``-32602`` (wrong
@@ -102,6 +103,10 @@ def decode(text: str | bytes, *, max_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> Re
         data = _decoder.decode(text)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         return Invalid(RpcError(PARSE_ERROR, f"parse error: {exc}"))
+    except RecursionError:
+        # msgspec decodes nested values recursively and stops at the
+        # interpreter's limit (about 1,000 levels), as the native codec does.
+        return Invalid(RpcError(PARSE_ERROR, "parse error: the message is nested too deeply"))
     if isinstance(data, list):
         return Invalid(RpcError(INVALID_REQUEST, "batch requests are not supported: send one object per message"))
     if not isinstance(data, dict):

@@ -57,10 +57,11 @@ from gemini_split.transport import ConnectFailed
 from . import updates as u
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, Request, RpcError
 from .peer import PeerGone, RpcPeer
-from .ring import Ring
+from .ring import DEFAULT_BUDGET, Budget, Ring
 from .tools import client_path, lend_editor_tools
 
 log = logging.getLogger(__name__)
+_encoder = msgspec.json.Encoder()
 
 PROTOCOL_VERSION = 1
 """The ACP protocol version spoken (the schema's ``PROTOCOL_VERSION``)."""
@@ -78,6 +79,8 @@ _ID_BY_MODE = {m[3]: m[0] for m in MODES}
 #: live sessions one user may have.
 IDLE_CLOSE = 600.0
 MAX_SESSIONS_PER_OWNER = 32
+#: The longest ``cwd`` taken (Linux's PATH_MAX, in bytes): a session keeps it.
+PATH_MAX = 4096
 
 #: Permission options (gemini-cli's option ids).
 ALLOW_ONCE = {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"}
@@ -148,7 +151,7 @@ class AcpSession:
         self.subscribers: list[RpcPeer] = []
         #: The connection whose prompt is running: its editor runs the tools.
         self.prompter: RpcPeer | None = None
-        self.ring = Ring(agent.ring_capacity)
+        self.ring = Ring(agent.ring_capacity, agent.budget_of(owner))
         self._diffs: dict[str, tuple[str, str | None, str]] = {}
         self._lent: list[Any] = []
         self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -233,7 +236,8 @@ class AcpSession:
         """Send ``update`` to every connection watching (but ``skip``), and
         keep it for late joiners. A connection that has gone is dropped."""
         params = {"sessionId": self.id, "update": update}
-        self.ring.append(params, user_turn=update.get("sessionUpdate") == "user_message_chunk")
+        self.ring.append(params, user_turn=update.get("sessionUpdate") == "user_message_chunk",
+                         size=len(_encoder.encode(params)))
         for peer in list(self.subscribers):
             if peer is skip:
                 continue
@@ -433,6 +437,12 @@ class AcpAgent:
         self.idle_close = IDLE_CLOSE
         #: Live sessions one owner may have at once (shared mode).
         self.max_sessions_per_owner = MAX_SESSIONS_PER_OWNER
+        #: Bytes of updates all the sessions of one owner keep for late
+        #: joiners together (:class:`~.ring.Budget`); with at most
+        #: ``max_sessions_per_owner`` sessions and a ``cwd`` of at most
+        #: :data:`PATH_MAX` each, what one user makes the agent hold is bounded.
+        self.max_replay_bytes_per_owner = DEFAULT_BUDGET
+        self._budgets: dict[str, Budget] = {}
         #: The bridge: ``connect_as(session, peer)`` → the ``ConnectOptions``
         #: under which the session's native connection proves its owner.
         self.connect_as = connect_as
@@ -471,9 +481,22 @@ class AcpAgent:
 
         self._nursery.start_soon(quietly)
 
+    def budget_of(self, owner: str) -> Budget:
+        """The replay bytes ``owner``'s sessions share."""
+        budget = self._budgets.get(owner)
+        if budget is None:
+            budget = self._budgets[owner] = Budget(self.max_replay_bytes_per_owner)
+        return budget
+
     def forget(self, session: AcpSession) -> None:
+        """``session`` has ended: it is no longer found, and what its ring
+        held is given back to its owner's budget."""
         if self.sessions.get((session.owner, session.id)) is session:
             del self.sessions[(session.owner, session.id)]
+        session.ring.release()
+        budget = self._budgets.get(session.owner)
+        if budget is not None and not budget.rings:
+            del self._budgets[session.owner]
 
     async def serve_peer(self, peer: RpcPeer) -> None:
         """Run one connection until it ends; then its sessions (unless
@@ -556,6 +579,7 @@ class AcpAgent:
 
     async def load_session(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
         params = _params(request, LoadSessionParams)
+        _checked_cwd(params.cwd)
         live = self.sessions.get((self.owner_of(peer), params.session_id))
         session = live if live is not None and self.shared else None
         if session is None:
@@ -588,8 +612,8 @@ class AcpAgent:
         if mcp_servers and not self.local_tools:
             raise RpcError(INVALID_PARAMS, "the bridge does not start MCP servers for its clients (they would "
                                            "run on the server); configure them in the server's settings")
-        path = Path(cwd)
-        if not path.is_absolute() or (self.local_tools and not path.is_dir()) or "\x00" in cwd:
+        path = _checked_cwd(cwd)
+        if self.local_tools and not _is_dir(path):
             raise RpcError(INVALID_PARAMS, f"cwd must be the absolute path of a directory: {cwd[:200]!r}")
         if self.settings_for_cwd is not None:
             base = self.settings_for_cwd(path)
@@ -622,6 +646,26 @@ class AcpAgent:
         self.sessions[(owner, session.id)] = session
         session.subscribe(peer)
         return session
+
+
+def _checked_cwd(cwd: str) -> Path:
+    """``cwd`` as a path, if it can be one: absolute, without NUL, at most
+    :data:`PATH_MAX` bytes (no system takes a longer one, and a session
+    keeps it); else -32602."""
+    size = len(cwd.encode("utf-8", "surrogatepass"))
+    if size > PATH_MAX:
+        raise RpcError(INVALID_PARAMS, f"cwd is {size} bytes long: a path has at most {PATH_MAX} (PATH_MAX)")
+    path = Path(cwd)
+    if not path.is_absolute() or "\x00" in cwd:
+        raise RpcError(INVALID_PARAMS, f"cwd must be the absolute path of a directory: {cwd[:200]!r}")
+    return path
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name over NAME_MAX, a directory we may not enter…
+        return False
 
 
 def _mcp_servers(servers: list[dict[str, Any]]) -> dict[str, Any]:

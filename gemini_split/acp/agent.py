@@ -56,7 +56,7 @@ from gemini_split.transport import ConnectFailed
 
 from . import updates as u
 from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, Request, RpcError
-from .peer import PeerGone, RpcPeer
+from .peer import AnswerThen, PeerGone, RpcPeer
 from .ring import DEFAULT_BUDGET, Budget, Ring
 from .tools import client_path, lend_editor_tools
 
@@ -546,19 +546,32 @@ class AcpAgent:
 
     async def join(self, peer: RpcPeer, session: AcpSession) -> None:
         """``peer`` watches ``session`` from now on; a late joiner first gets
-        the replay its query asked for (``limit``, ``since``, ``before``)."""
-        if peer in session.subscribers:
+        the replay its query asked for (``limit``, ``since``, ``before``),
+        then every later update, none missed or sent twice: the replay is
+        taken and the peer subscribed at once, and the replay is sent
+        before any update that follows it."""
+        if peer in session.subscribers or session.ended.is_set():
             return
         replay = peer.state.get("replay")
-        if replay is not None:
-            for params in session.ring.replay(replay):
-                await peer.notify("session/update", params)
+        kept = session.ring.replay(replay) if replay is not None else []
         session.subscribe(peer)
+        if kept:
+            try:
+                await peer.notify_many("session/update", kept)
+            except PeerGone:
+                session.unsubscribe(peer)
 
-    async def initialize(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
+    def join_on_initialize(self, peer: RpcPeer, session: AcpSession) -> None:
+        """``peer`` connected asking to join ``session`` (``?sessionId=``):
+        it joins once its ``initialize`` has been answered, so the replay
+        never comes before that answer (or at its first use of the session,
+        if that comes first)."""
+        peer.state["join_on_initialize"] = session
+
+    async def initialize(self, request: Request, peer: RpcPeer) -> dict[str, Any] | AnswerThen:
         params = _params(request, InitializeParams)
         peer.state["capabilities"] = params.client_capabilities
-        return {
+        result = {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": True,
@@ -568,6 +581,10 @@ class AcpAgent:
             "authMethods": [],
             "agentInfo": {"name": "gemini-split", "title": "gemini-split", "version": __version__},
         }
+        joining = peer.state.pop("join_on_initialize", None)
+        if joining is not None:
+            return AnswerThen(result, lambda: self.join(peer, joining))
+        return result
 
     async def authenticate(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
         return {}

@@ -12,7 +12,8 @@ sessions, stored the same way.
   every connection using it gets its updates.
 - **Late joiners.** Each session keeps its last ``ring_capacity`` (2000)
   ``session/update``\\ s. Connecting with ``?sessionId=ID`` joins that session
-  at once; ``limit=N`` (the last N whole turns), ``since=MS``, ``before=MS``
+  (its updates start right after the answer to its ``initialize``);
+  ``limit=N`` (the last N whole turns), ``since=MS``, ``before=MS``
   (Unix ms) choose what is replayed to a joining connection first: read and
   decided exactly as the native listener's ``?limit=&since=&before=``
   (``server/replay.py``: one implementation, the same refusals).
@@ -123,5 +124,5 @@ async def _serve_connection(agent: AcpAgent, stream: Any, max_message_size: int)
             await peer.notify_error(jsonrpc.RpcError(jsonrpc.RESOURCE_NOT_FOUND,
                                                      f"unknown session {wanted[:100]!r}"))
         else:
-            await agent.join(peer, session)
+            agent.join_on_initialize(peer, session)
     await agent.serve_peer(peer)

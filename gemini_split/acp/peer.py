@@ -13,6 +13,10 @@ before it.
 The stream is any transport's: the process's stdin/stdout for ``--acp``
 (one message per line), a WebSocket for the bridge (one per text frame).
 
+A handler that must send something right *after* its answer (a late
+joiner's replay follows its ``initialize`` result) returns
+:class:`AnswerThen`.
+
 Error handling: what the peer sends that is not JSON-RPC gets the error the
 codec names (:mod:`.jsonrpc`) and the peer goes on; a handler raising
 :class:`RpcError` answers with it; any other exception is logged and
@@ -23,7 +27,8 @@ ended, :meth:`request` and :meth:`notify` raise :class:`PeerGone`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -44,6 +49,15 @@ MAX_CONCURRENT_REQUESTS = 64
 
 class PeerGone(GeminiSplitError):
     """The connection to the ACP peer has ended (it closed, or we did)."""
+
+
+@dataclass(frozen=True)
+class AnswerThen:
+    """A handler's ``result``, and ``then``: awaited once the answer has been
+    sent (whatever it sends comes after the answer)."""
+
+    result: Any
+    then: Callable[[], Awaitable[None]]
 
 
 class RpcPeer:
@@ -124,8 +138,18 @@ class RpcPeer:
                     await self._send_quietly(jsonrpc.encode_error(
                         request.id, RpcError(INTERNAL_ERROR, f"internal error in {request.method}")))
                 return
+            then = None
+            if isinstance(result, AnswerThen):
+                result, then = result.result, result.then
             if request.id is not None:
                 await self._send_quietly(jsonrpc.encode_result(request.id, result))
+            if then is not None:
+                try:
+                    await then()
+                except PeerGone:
+                    pass
+                except (RpcError, GeminiSplitError) as exc:
+                    log.info("after answering %s: %s", request.method, exc)
         finally:
             self._slots.release()
 
@@ -159,6 +183,19 @@ class RpcPeer:
     async def notify(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification. Raises :class:`PeerGone`."""
         await self._send(jsonrpc.encode_request(method, params))
+
+    async def notify_many(self, method: str, params: Sequence[dict[str, Any]]) -> None:
+        """Send notifications in order, with nothing else between them: a
+        send started after this call began (before its first ``await``)
+        goes after them all. Raises :class:`PeerGone`."""
+        if self._gone is not None:
+            raise PeerGone(self._gone)
+        async with self._send_lock:
+            try:
+                await self.stream.send_many([jsonrpc.encode_request(method, p) for p in params])
+            except (ConnectionBroken, ConnectionClosed) as exc:
+                self._end(f"the connection ended: {exc.reason}")
+                raise PeerGone(self._gone or "the connection ended") from None
 
     async def notify_error(self, error: RpcError) -> None:
         """An error that answers no request (``"id": null``), e.g. a bad

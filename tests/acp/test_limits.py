@@ -141,3 +141,30 @@ async def test_a_users_sessions_keep_at_most_their_byte_budget_for_late_joiners(
         texts = [m["update"]["content"]["text"] for m in messages]
         assert texts[-1] == "answer " + str(10 + sessions.index(session))  # the newest stays
         assert any(t.startswith("prompt 5 ") for t in texts) and not any(t.startswith("prompt 0 ") for t in texts)
+
+
+# --- issue 34: a late joiner hears its initialize answer before the replay ------------------------
+
+
+def test_a_late_joiner_gets_its_initialize_answer_before_the_replayed_updates(tmp_path):
+    with FakeGemini(script=[{"text": "the first answer"}], api_key=API_KEY) as fake:
+        bridge = Bridge(fake, tmp_path)
+        try:
+            with connect(bridge.url, open_timeout=30) as first:
+                assert "result" in _ws_call(first, _initialize(0))
+                session = _ws_call(first, _new(1, "/home/someone/project"))["result"]["sessionId"]
+                first.send(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {
+                    "sessionId": session, "prompt": [{"type": "text", "text": "hello"}]}}))
+                while json.loads(first.recv(timeout=30)).get("id") != 2:
+                    pass
+                with connect(f"{bridge.url}/?sessionId={session}&limit=1", open_timeout=30) as late:
+                    late.send(_initialize("init"))
+                    seen = [json.loads(late.recv(timeout=30))]
+                    while len([m for m in seen if m.get("method") == "session/update"]) < 2:
+                        seen.append(json.loads(late.recv(timeout=30)))
+        finally:
+            bridge.close()
+    assert seen[0].get("id") == "init" and seen[0]["result"]["protocolVersion"] == 1, seen[0]
+    replayed = [m["params"]["update"] for m in seen[1:]]
+    assert replayed[0] == {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hello"}}
+    assert replayed[1]["content"]["text"] == "the first answer"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,16 @@ from gemini_split.protocol import (
 from gemini_split.transport import ConnectFailed
 
 from . import updates as u
-from .jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, Request, RpcError
+from .jsonrpc import (
+    AUTH_REQUIRED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    RESOURCE_NOT_FOUND,
+    Request,
+    RpcError,
+)
 from .peer import AnswerThen, PeerGone, RpcPeer
 from .ring import DEFAULT_BUDGET, Budget, Ring
 from .tools import client_path, lend_editor_tools
@@ -81,6 +91,17 @@ IDLE_CLOSE = 600.0
 MAX_SESSIONS_PER_OWNER = 32
 #: The longest ``cwd`` taken (Linux's PATH_MAX, in bytes): a session keeps it.
 PATH_MAX = 4096
+
+#: gemini-cli's authentication method for a Gemini API key (its id, name,
+#: description and ``_meta``); ``authenticate`` takes the key from
+#: ``_meta["api-key"]``, as gemini-cli does. The only one offered: this agent
+#: has no Google login, Vertex AI or gateway.
+API_KEY_METHOD = {
+    "id": "gemini-api-key",
+    "name": "Gemini API key",
+    "description": "Use an API key with Gemini Developer API",
+    "_meta": {"api-key": {"provider": "google"}},
+}
 
 #: Permission options (gemini-cli's option ids).
 ALLOW_ONCE = {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"}
@@ -123,6 +144,11 @@ class SessionParams(_Params):
 class SetModeParams(_Params):
     session_id: str
     mode_id: str
+
+
+class AuthenticateParams(_Params):
+    method_id: str
+    meta: dict[str, Any] = msgspec.field(default_factory=dict, name="_meta")
 
 
 def _params(request: Request, kind: type[msgspec.Struct]) -> Any:
@@ -424,12 +450,23 @@ class AcpAgent:
     ``cwd`` becomes its workspace); ``model`` is sent with each prompt to a
     remote server (None: the server's). With ``shared`` (the bridge),
     sessions outlive the connection that opened them and any connection of
-    the same owner may use them."""
+    the same owner may use them.
+
+    ``login(api_key)`` (embedded mode) is an async context manager that
+    serves an embedded service with that key and yields its address: what
+    ``authenticate`` with a key from the editor uses. Until some service is
+    there (the agent started without a key), ``session/new`` and
+    ``session/load`` fail with -32000 (authentication required) and
+    ``missing_key`` as the message."""
 
     def __init__(self, settings: ClientSettings, *, model: str | None = None, shared: bool = False,
                  ring_capacity: int = 2000, settings_for_cwd: Callable[[Path], ClientSettings] | None = None,
-                 local_tools: bool = True, connect_as: Callable[[AcpSession, RpcPeer], Any] | None = None):
+                 local_tools: bool = True, connect_as: Callable[[AcpSession, RpcPeer], Any] | None = None,
+                 login: Callable[[str], AbstractAsyncContextManager[str]] | None = None,
+                 missing_key: str | None = None):
         self.settings = settings
+        self.login = login
+        self.missing_key = missing_key
         #: Tools the client cannot serve run here (``--acp``), or fail (the bridge).
         self.local_tools = local_tools
         #: Seconds a shared session nobody watches stays open (a page reload
@@ -456,10 +493,11 @@ class AcpAgent:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Own the sessions until cancelled. Their server is the settings'
-        (in embedded mode, the service the command holds)."""
+        (in embedded mode, the service the command holds; without a key, the
+        one :meth:`authenticate` opens with ``login``)."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            if self._address is None:
+            if self._address is None and self.login is None:
                 raise ConnectFailed("no server address and no embedded service")
             task_status.started()
             try:
@@ -578,7 +616,9 @@ class AcpAgent:
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
                 "mcpCapabilities": {"http": True, "sse": True},
             },
-            "authMethods": [],
+            # The key is ours to get only when the model runs here; with
+            # --server it is the server's.
+            "authMethods": [API_KEY_METHOD] if self.settings.server is None else [],
             "agentInfo": {"name": "gemini-split", "title": "gemini-split", "version": __version__},
         }
         joining = peer.state.pop("join_on_initialize", None)
@@ -587,7 +627,45 @@ class AcpAgent:
         return result
 
     async def authenticate(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
+        """gemini-cli's ``gemini-api-key`` method: the key in
+        ``_meta["api-key"]`` opens the model for the sessions opened from now
+        on (those already open keep theirs); without one, the key this
+        agent started with, if any. Anything else is -32602; a key that
+        cannot be used, -32000."""
+        params = _params(request, AuthenticateParams)
+        if self.settings.server is not None:
+            raise RpcError(INVALID_PARAMS, "this agent offers no authentication: the model runs on the server "
+                                           f"{self.settings.server}, with its key")
+        if params.method_id != API_KEY_METHOD["id"]:
+            raise RpcError(INVALID_PARAMS, f"unknown authentication method {params.method_id[:100]!r}: "
+                                           f"this agent offers {API_KEY_METHOD['id']!r}")
+        key = params.meta.get("api-key")
+        if key is not None and (not isinstance(key, str) or not key.strip() or len(key) > 1024):
+            raise RpcError(INVALID_PARAMS, '_meta["api-key"] must be a non-empty string (the Gemini API key)')
+        if key is None:
+            if self._address is None:
+                raise RpcError(AUTH_REQUIRED, self._auth_missing())
+            return {}
+        if self.login is None or self._nursery is None:
+            raise RpcError(AUTH_REQUIRED, "this agent cannot take a key from the editor")
+        try:
+            self._address = await self._nursery.start(self._serve_with_key, key.strip())
+        except GeminiSplitError as exc:
+            raise RpcError(AUTH_REQUIRED, f"the key cannot be used: {exc}") from None
+        log.info("authenticated with a Gemini API key from the editor")
         return {}
+
+    async def _serve_with_key(self, api_key: str, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the service ``login`` opens with ``api_key`` until the
+        agent ends (sessions opened on it keep it; a later key opens
+        another for the sessions after it)."""
+        assert self.login is not None
+        async with self.login(api_key) as address:
+            task_status.started(address)
+            await trio.sleep_forever()
+
+    def _auth_missing(self) -> str:
+        return self.missing_key or "authentication required: authenticate with method 'gemini-api-key'"
 
     async def new_session(self, request: Request, peer: RpcPeer) -> dict[str, Any]:
         params = _params(request, NewSessionParams)
@@ -632,6 +710,8 @@ class AcpAgent:
         path = _checked_cwd(cwd)
         if self.local_tools and not _is_dir(path):
             raise RpcError(INVALID_PARAMS, f"cwd must be the absolute path of a directory: {cwd[:200]!r}")
+        if self._address is None:
+            raise RpcError(AUTH_REQUIRED, self._auth_missing())
         if self.settings_for_cwd is not None:
             base = self.settings_for_cwd(path)
         elif self.local_tools:

@@ -6,6 +6,13 @@ embedded service (default) or on a ``serve`` daemon (``--server``): the
 editor talks to a thin local process while the model loop may run
 elsewhere. See ``docs/acp.md``.
 
+Without an API key the agent still starts and answers ``initialize`` (an
+editor starts it with a trimmed environment): it advertises gemini-cli's
+``gemini-api-key`` authentication method, ``session/new`` fails with
+ACP's auth-required error (-32000) saying what is missing, and
+``authenticate`` with ``_meta: {"api-key": KEY}`` opens the model with that
+key (never logged, never in a tool's environment).
+
 Nothing but protocol reaches stdout (the stdio transport moves stray output
 to stderr); logs go to ``--log-file`` (default ``gemini-acp.log`` in the
 state directory), rotated at 2 MB to ``.old``.
@@ -16,19 +23,28 @@ from __future__ import annotations
 import argparse
 import logging
 import logging.handlers
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
 import trio
 
-from gemini_split.app import attach_context, embedded_service_for, hold_embedded, resolve_client_settings
+from gemini_split.app import (
+    attach_context,
+    embedded_service,
+    embedded_service_for,
+    hold_embedded,
+    resolve_client_settings,
+)
 from gemini_split.commands.options import client_options
 from gemini_split.client.connect import ClientSettings
 from gemini_split.environment import Environment
+from gemini_split.errors import MissingApiKey
 from gemini_split.exit_status import ExitStatus
 from gemini_split.log_limits import limit_log_handler
+from gemini_split.options import ClientOptions
 from gemini_split.transport import ServeOptions, get_transport
 
 if TYPE_CHECKING:
@@ -37,6 +53,11 @@ if TYPE_CHECKING:
 #: The log is rotated to ``.old`` beyond this many bytes (seed 003).
 LOG_MAX_BYTES = 2 * 1024 * 1024
 LOG_NAME = "gemini-acp.log"
+#: What ``session/new`` says (with ACP's auth-required code) until the
+#: editor authenticates, when the agent started without a key.
+MISSING_KEY = ("Gemini API key is missing: set GEMINI_API_KEY (or GOOGLE_API_KEY) in this agent's environment "
+               "(the editor's settings for it, e.g. Zed's agent_servers \"env\"), or authenticate with method "
+               "'gemini-api-key' and _meta {\"api-key\": KEY}. Get a key at https://aistudio.google.com/apikey")
 
 
 def open_log(path: Path, *, level: int = logging.INFO) -> Callable[[], None]:
@@ -81,9 +102,37 @@ def run_acp(args: argparse.Namespace, env: Environment) -> ExitStatus:
     try:
         options = client_options(args)
         settings = resolve_client_settings(options, env, interactive=True)
-        return trio.run(_serve_stdio, settings, embedded_service_for(options, env, settings), env)
+        missing = None
+        try:
+            embedded = embedded_service_for(options, env, settings)
+        except MissingApiKey:
+            # The editor is told at session/new (it never shows our stderr).
+            embedded, missing = None, MISSING_KEY
+            logging.getLogger(__name__).warning("no Gemini API key: waiting for the editor to authenticate")
+            env.warn("gemini-split: no Gemini API key (GEMINI_API_KEY): the editor is told at session/new "
+                     "and may authenticate with one")
+        login = _key_login(options, env, settings) if settings.server is None else None
+        return trio.run(_serve_stdio, settings, embedded, env, login, missing)
     finally:
         stop()
+
+
+def _key_login(options: ClientOptions, env: Environment,
+               settings: ClientSettings) -> Callable[[str], AbstractAsyncContextManager[str]]:
+    """How ``authenticate`` serves an embedded service with the editor's
+    key: the key joins this command's environment for the model only (the
+    process's environment, which tools start from, never has it)."""
+
+    @asynccontextmanager
+    async def serve_with_key(api_key: str) -> AsyncIterator[str]:
+        keyed = Environment(stdin=env.stdin, stdout=env.stderr, stderr=env.stderr, cwd=env.cwd,
+                            environ={**env.environ, "GEMINI_API_KEY": api_key})
+        service = embedded_service(options, keyed, settings.loaded_settings)
+        async with hold_embedded(settings, service) as held:
+            assert held.embedded_address is not None
+            yield held.embedded_address
+
+    return serve_with_key
 
 
 def settings_for_cwd(base: ClientSettings, env: Environment) -> Callable[[Path], ClientSettings]:
@@ -99,14 +148,16 @@ def settings_for_cwd(base: ClientSettings, env: Environment) -> Callable[[Path],
     return for_cwd
 
 
-async def _serve_stdio(settings: ClientSettings, embedded: AgentService | None, env: Environment) -> ExitStatus:
+async def _serve_stdio(settings: ClientSettings, embedded: AgentService | None, env: Environment,
+                       login: Callable[[str], AbstractAsyncContextManager[str]] | None,
+                       missing_key: str | None) -> ExitStatus:
     from gemini_split.acp.agent import AcpAgent
     from gemini_split.acp.peer import RpcPeer
 
     transport = get_transport("stdio:-")
     async with hold_embedded(settings, embedded) as settings, trio.open_nursery() as nursery:
         agent = AcpAgent(settings, model=settings.model if settings.server else None,
-                         settings_for_cwd=settings_for_cwd(settings, env))
+                         settings_for_cwd=settings_for_cwd(settings, env), login=login, missing_key=missing_key)
         await nursery.start(agent.run)
 
         async def handler(stream) -> None:

@@ -12,7 +12,8 @@ PLAN (a JSON file) says how to reach the agent and what to do:
      "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "prompt", "text": "hi"},
                {"do": "prompt", "text": "...", "cancel_after": "agent_message_chunk"},
                {"do": "load", "session": "ID"}, {"do": "set_mode", "mode": "yolo"},
-               {"do": "use", "session": "ID"}, {"do": "wait_updates", "count": N}]}
+               {"do": "use", "session": "ID"}, {"do": "wait_updates", "count": N},
+               {"do": "authenticate", "method": "gemini-api-key", "key": "..."}]}  # key: _meta["api-key"]
 
 It prints one JSON object: ``results`` (each step's answer, or its error),
 ``updates`` (every session/update, in order) and ``calls`` (every request
@@ -109,6 +110,9 @@ async def run_steps(conn: Any, editor: Editor, plan: dict[str, Any]) -> list[Any
                     fs=FileSystemCapabilities(read_text_file=fs.get("readTextFile", False),
                                               write_text_file=fs.get("writeTextFile", False)),
                     terminal=caps.get("terminal", False)))
+            elif do == "authenticate":
+                meta = {"api-key": step["key"]} if "key" in step else {}
+                reply = await conn.authenticate(method_id=step.get("method", "gemini-api-key"), **meta)
             elif do == "new":
                 reply = await conn.new_session(cwd=step.get("cwd", plan["cwd"]), mcp_servers=[])
                 session_id = reply.session_id

@@ -218,7 +218,6 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
             client.caller = settings.caller
             if mcp is not None:
                 client.mcp_servers = mcp
-                client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)
             try:
                 replay = settings.replay
                 if settings.resume is not None and not settings.attach and replay is None:
@@ -229,12 +228,43 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 await client.handshake(token=settings.connect.token, session_id=settings.resume,
                                        new_session_id=settings.new_session_id,
                                        role=settings.role, label=settings.label, replay=replay)
+                runs_ours = _runs_client_tools(client)
+                for line in _tools_elsewhere(settings, client, runs_ours):
+                    if on_notice is not None:
+                        on_notice(line)
+                if mcp is not None and runs_ours:
+                    client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)
                 await nursery.start(client.run)
                 yield client
             finally:
                 with trio.CancelScope(shield=True):
                     await client.aclose()
                 nursery.cancel_scope.cancel()
+
+
+def _runs_client_tools(client: ProtocolClient) -> bool:
+    """Whether the server calls this client's tools (``client_tools`` in
+    ``connected.capabilities``): a server of another protocol behind a
+    translating transport (seed 001's gRPC service) runs its own."""
+    return client.connected is not None and "client_tools" in client.connected.capabilities
+
+
+def _tools_elsewhere(settings: ClientSettings, client: ProtocolClient, runs_ours: bool) -> list[str]:
+    """What to tell the user, once, at the start of a connection to a
+    server that runs no tools of ours although we meant to run them: the
+    files and commands the model reaches are the server's, and the MCP
+    servers configured here are not used."""
+    if runs_ours or settings.tools != "client":
+        return []
+    server = (client.connected.server if client.connected is not None else "") or "the server"
+    lines = [f"tools run on the server ({server}), in the session's workspace there: the model does not see "
+             f"this directory ({settings.workspace}) or run anything on this machine"]
+    names = [n for n in sorted(settings.mcp_servers) if n not in settings.mcp_excluded
+             and (settings.mcp_allowed is None or n in settings.mcp_allowed)]
+    if names:
+        lines.append(f"the MCP servers in settings.json ({', '.join(names)}) are not used: this server runs "
+                     "its own tools and takes none from this client")
+    return lines
 
 
 def server_tool_choice(settings: ClientSettings, *, can_ask: bool) -> ServerToolChoice | None:

@@ -127,6 +127,7 @@ def test_the_repl_talks_to_a_grpc_server_turn_after_turn(tmp_path):
                     repl.expect(PROMPT)
                 (session,) = server.service.sessions.values()
                 assert len(session.history) == 4  # one conversation, two turns
+                assert repl.text.count("tools run on the server") == 1  # said once, at the start
             finally:
                 repl.close()
 
@@ -160,3 +161,26 @@ def test_ctrl_c_in_the_repl_cancels_the_turn_on_the_grpc_server_and_the_session_
                 assert not session.busy
             finally:
                 repl.close()
+
+
+@pytest.mark.timeout(60)
+def test_over_grpc_the_client_says_once_that_tools_run_on_the_server_and_its_mcp_servers_are_not_used(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"mcpServers": {
+        "time": {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]},
+        "git": {"httpUrl": "http://127.0.0.1:9/mcp"}}}))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("my project\n")
+    with FakeGemini([{"text": "first"}, {"text": "second"}]) as fake:
+        with ServerThread(fake) as server:
+            result = _cli(["--server", server.address, "-p", "list the files here"], project,
+                          GEMINI_SPLIT_HOME=str(home))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "first\n"
+    lines = result.stderr.splitlines()
+    (tools,) = [line for line in lines if "tools run on the server" in line]
+    assert str(project) in tools  # what the user might have expected them to see
+    (mcp,) = [line for line in lines if "MCP" in line]
+    assert "git, time" in mcp and "not used" in mcp

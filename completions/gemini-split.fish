@@ -220,7 +220,7 @@ complete -c gemini-split -n '_shtab_gemini_split_using mcp add' -l exclude-tools
 complete -c gemini-split -n '_shtab_gemini_split_using mcp; and test $_shtab_gemini_split_npos -eq 0' -a remove -d 'remove a server from settings.json'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp remove' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp remove' -s s -l scope -xka "project user" -d scope
-complete -c gemini-split -n '_shtab_gemini_split_using mcp; and test $_shtab_gemini_split_npos -eq 0' -a serve -d 'Serve gemini-split'"'"'s tools (read_file, write_file, replace, list_directory, glob, grep_search, run_shell_command, web_fetch) to an MCP host, confined to the workspace. Calls that would need approval are refused unless the approval mode or --allowed-tools allows them.'
+complete -c gemini-split -n '_shtab_gemini_split_using mcp; and test $_shtab_gemini_split_npos -eq 0' -a serve -d 'Serve gemini-split'"'"'s tools (read_file, list_directory, glob, grep_search, write_file, replace, run_shell_command, web_fetch, list_background_processes, read_background_output, write_todos) to an MCP host, confined to the workspace. Calls that would need approval are refused unless the approval mode or --allowed-tools allows them.'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l workspace -xka "(__fish_complete_directories)" -d 'the directory the tools may use (default: here)'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l approval-mode -x -d 'default (read-only tools run, others refused), auto_edit (edits run too), yolo'

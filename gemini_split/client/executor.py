@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -38,6 +39,30 @@ EventSink = Callable[[ServerEvent], Awaitable[None]]
 AfterRun = Callable[[str, dict[str, Any], Any], Awaitable[Any]]
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """How a call that needs approval is refused when nobody can be asked,
+    in the words of the face that runs the executor, so the model and the
+    user read the mode they really chose (``REJECT_DANGEROUS_TOOLS`` over
+    gRPC, ``mcp serve --approval-mode default``), not a mode that asks."""
+
+    #: Why nobody is asked, naming the mode as the user set it.
+    why: str
+    #: Replaces "<mode> approval mode asks before" in the policy's reason,
+    #: e.g. "approval mode default refuses" ("": the reason as it is).
+    mode_refuses: str
+    #: How the user can allow the call.
+    hint: str
+
+
+#: The one-shot command line's refusal (no terminal, nobody to ask).
+ONE_SHOT_REFUSAL = Refusal(
+    why="there is no one to ask (non-interactive mode)",
+    mode_refuses="",
+    hint="do not retry; tell the user which action you need so they can run it with --approval-mode or --allowed-tools",
+)
+
+
 class ToolExecutor:
     def __init__(
         self,
@@ -46,11 +71,14 @@ class ToolExecutor:
         policy: ApprovalPolicy | None = None,
         asker: Asker | None = None,
         after_run: AfterRun | None = None,
+        refusal: Refusal = ONE_SHOT_REFUSAL,
     ):
         self.registry = registry
         self.workspace = workspace
         self.policy = policy or ApprovalPolicy()
         self.asker = asker
+        #: The words of a refusal when ``asker`` is None.
+        self.refusal = refusal
         #: ``await after_run(tool_name, args, result)`` → the result the model
         #: gets (e.g. with newly found subdirectory context appended).
         self.after_run = after_run
@@ -132,12 +160,14 @@ class ToolExecutor:
             )
         if verdict.decision is Decision.ASK:
             if self.asker is None:
+                refusal, reason = self.refusal, verdict.reason
+                if reason and refusal.mode_refuses:
+                    mode = getattr(self.policy.mode, "value", self.policy.mode)
+                    reason = reason.replace(f"{mode} approval mode asks before ", f"{refusal.mode_refuses} ")
                 raise ToolFailed(
                     "refused",
-                    f"{tool_name} needs the user's approval and there is no one to ask "
-                    "(non-interactive mode)" + (f"; {verdict.reason}" if verdict.reason else ""),
-                    "do not retry; tell the user which action you need so they can run it "
-                    "with --approval-mode or --allowed-tools",
+                    f"{tool_name} needs the user's approval and {refusal.why}" + (f"; {reason}" if reason else ""),
+                    refusal.hint,
                 )
             # describe() may itself fail (a replace that matches nothing):
             # then there is nothing to ask about and the model is told why.

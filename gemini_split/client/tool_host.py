@@ -20,7 +20,7 @@ from gemini_split.protocol import ServerEvent, ToolAwaitingApproval, ToolDecisio
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest
 from .approval_mode import ApprovalMode
-from .executor import ToolExecutor
+from .executor import Refusal, ToolExecutor
 from .tools.base import ToolFailed, ToolKind
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
@@ -37,6 +37,19 @@ _POLICY_MODES = {
     "auto_edit": ApprovalMode.AUTO_EDIT,
     "yolo": ApprovalMode.YOLO,
 }
+
+
+#: ``reject_dangerous`` refuses without asking anyone; the refusal names
+#: that mode by both its names (the native ``reject_dangerous`` and seed
+#: 001's gRPC ``REJECT_DANGEROUS_TOOLS``, which is what most clients of it
+#: chose) and the modes that would run the call.
+REJECT_DANGEROUS_REFUSAL = Refusal(
+    why="there is no one to ask in this session's approval mode, reject_dangerous (gRPC: REJECT_DANGEROUS_TOOLS), "
+        "which runs read-only tools only",
+    mode_refuses="reject_dangerous refuses",
+    hint="do not retry; tell the user which action you need: a session started in approval mode auto_edit or yolo "
+         "(gRPC: AUTO_APPROVE), where this server allows it, would run it",
+)
 
 
 class LocalToolHost:
@@ -56,7 +69,7 @@ class LocalToolHost:
     async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
                       request_id: str | None) -> tuple[Any, ToolFailure | None]:
         asker = None if self.mode == "reject_dangerous" else _WireAsker(ask, self.workspace, request_id)
-        executor = ToolExecutor(self.registry, self.workspace, self.policy, asker)
+        executor = ToolExecutor(self.registry, self.workspace, self.policy, asker, refusal=REJECT_DANGEROUS_REFUSAL)
         return await executor.execute(call_id, name, args, emit, request_id=request_id)
 
     def close(self) -> None:

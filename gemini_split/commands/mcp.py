@@ -56,8 +56,9 @@ def add_mcp_parser(commands: Any) -> None:
 
     serve = sub.add_parser(
         "serve", help="serve gemini-split's tools over MCP (stdio, or --http)",
-        description="Serve gemini-split's tools (read_file, write_file, replace, list_directory, glob, "
-                    "grep_search, run_shell_command, web_fetch) to an MCP host, confined to the workspace. "
+        description="Serve gemini-split's tools (read_file, list_directory, glob, grep_search, write_file, "
+                    "replace, run_shell_command, web_fetch, list_background_processes, read_background_output, "
+                    "write_todos) to an MCP host, confined to the workspace. "
                     "Calls that would need approval are refused unless the approval mode or "
                     "--allowed-tools allows them.",
     )
@@ -241,9 +242,8 @@ def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     import trio
 
     from gemini_split.client.approval import ApprovalPolicy, parse_allowed_tools, parse_approval_mode
-    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.client.executor import Refusal, ToolExecutor
     from gemini_split.client.mcp import serve as mcp_serve
-    from gemini_split.client.tools.registry import default_tools
     from gemini_split.client.workspace import Workspace
 
     try:
@@ -257,7 +257,15 @@ def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if not workspace_dir.is_dir():
         env.warn(f"gemini-split: --workspace {workspace_dir}: not a directory")
         return ExitStatus.USAGE
-    executor = ToolExecutor(default_tools(), Workspace(workspace_dir), policy, asker=None)
+    refusal = Refusal(
+        why=f"nobody can be asked in an MCP session: this server runs as 'gemini-split mcp serve "
+            f"--approval-mode {mode.value}', which refuses what that mode would ask about",
+        mode_refuses=f"approval mode {mode.value} refuses",
+        hint="do not retry; tell the user which action you need: they can allow it by restarting this MCP server "
+             "with --approval-mode auto_edit (file edits) or yolo (everything), or with --allowed-tools "
+             "(e.g. 'run_shell_command(git status)')",
+    )
+    executor = ToolExecutor(mcp_serve.exposed_tools(), Workspace(workspace_dir), policy, asker=None, refusal=refusal)
 
     if not args.http:
         trio.run(mcp_serve.serve_stdio, executor)

@@ -96,3 +96,20 @@ async def test_auto_approve_above_the_servers_cap_is_permission_denied(third_par
             assert service.sessions == {}
     assert outcome.code == grpc.StatusCode.PERMISSION_DENIED
     assert outcome.errors()[0].message.startswith("approval_mode_refused: ")
+
+
+async def test_a_refusal_under_reject_dangerous_tools_names_that_mode_and_auto_approve(third_party, tmp_path):
+    tp = third_party
+    tools = _tools(tmp_path)
+    shell = {"function_calls": [{"name": "run_shell_command", "args": {"command": "echo hi"}}]}
+    with FakeGemini([_write(), shell, {"text": "Could not."}]) as fake:
+        async with grpc_server(fake, server_tools=tools, extra={"server_tools": True}) as (_, address):
+            refused = await chat(tp, address, [start(tp, "write it", approval_mode=tp.pb2.REJECT_DANGEROUS_TOOLS)])
+    summaries = [r.tool_ended.result_summary for r in refused.responses if r.WhichOneof("response") == "tool_ended"]
+    told = [p["functionResponse"]["response"]["error"] for r in fake.requests
+            for p in r["body"]["contents"][-1].get("parts", []) if "functionResponse" in p]
+    assert len(summaries) == len(told) == 2
+    for text in summaries + [f"{e['message']} {e.get('hint', '')}" for e in told]:
+        assert "REJECT_DANGEROUS_TOOLS" in text, text  # the mode the client chose, by the name it knows
+        assert "default approval mode" not in text and "non-interactive" not in text, text
+    assert all("AUTO_APPROVE" in e.get("hint", "") for e in told)  # how the user can allow it

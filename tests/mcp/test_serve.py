@@ -114,3 +114,46 @@ def test_mcp_serve_refuses_a_non_loopback_address_without_tokens(workspace):
                             capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
     assert result.returncode == 2
     assert "without --auth-config" in result.stderr
+
+
+def _exposed_in_docs() -> list[str]:
+    """The tools docs/mcp.md says ``mcp serve`` exposes (its list, in order)."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "mcp.md").read_text()
+    listed = doc[doc.index("speaks MCP on stdio and exposes"):]
+    return re.findall(r"`([a-z_]+)`", listed[:listed.index("with exactly")])
+
+
+async def test_mcp_serve_lists_exactly_the_tools_docs_mcp_md_names_and_no_plan_mode(workspace):
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=GS[0], args=[*GS[1:], "mcp", "serve", "--workspace", str(workspace)],
+                                   env={"PATH": os.environ["PATH"]})
+    with trio.fail_after(60):
+        async with Client(params) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            planned = await client.call_tool("enter_plan_mode", {})
+    assert names == _exposed_in_docs()
+    assert "enter_plan_mode" not in names  # a model's mode switch: meaningless to an MCP host
+    assert planned.is_error
+
+
+async def test_a_refusal_names_mcp_serves_real_approval_mode_and_how_to_allow_it(workspace):
+    from mcp import Client, StdioServerParameters
+
+    texts = {}
+    for mode in ("default", "auto_edit"):
+        params = StdioServerParameters(command=GS[0], args=[
+            *GS[1:], "mcp", "serve", "--workspace", str(workspace), "--approval-mode", mode],
+            env={"PATH": os.environ["PATH"]})
+        with trio.fail_after(60):
+            async with Client(params) as client:
+                refused = await client.call_tool("run_shell_command", {"command": "echo hi"})
+        assert refused.is_error and refused.structured_content["error"]["code"] == "refused"
+        texts[mode] = _text(refused)
+    for mode, text in texts.items():
+        assert f"mcp serve --approval-mode {mode}" in text, text  # the mode it really runs in
+        assert "asks before" not in text and "non-interactive" not in text, text  # nothing here asks anyone
+        assert "--allowed-tools" in text and "yolo" in text, text  # how to allow it

@@ -5,8 +5,10 @@ calls the same tools the agent uses, through the same
 :class:`~gemini_split.client.executor.ToolExecutor` — the same workspace
 confinement, shell command analysis, output caps and structured errors.
 Nobody can be asked in an MCP session, so a call that would need approval is
-refused (the result says why and how to allow it) unless the approval mode
-or ``--allowed-tools`` allows it.
+refused (the result says why, naming ``mcp serve``'s approval mode, and how
+to allow it) unless the approval mode or ``--allowed-tools`` allows it.
+:func:`exposed_tools` is the list: the built-in tools but those that only
+make sense to gemini-split's own model loop (docs/mcp.md names them).
 
 Two transports: stdio (:func:`serve_stdio`, the host spawns us) and
 streamable HTTP (:func:`serve_http`), which requires a bearer token on every
@@ -30,6 +32,20 @@ log = logging.getLogger(__name__)
 
 Authenticate = Callable[[str | None], Any]
 _call_ids = itertools.count(1)
+
+#: Built-in tools an MCP host is not offered: ``enter_plan_mode`` switches
+#: gemini-split's own approval mode for its model, which an MCP session has not.
+NOT_EXPOSED = frozenset({"enter_plan_mode"})
+
+
+def exposed_tools() -> Any:
+    """The tool registry ``mcp serve`` exposes (see :data:`NOT_EXPOSED`)."""
+    from gemini_split.client.tools.registry import ToolRegistry, default_tools
+
+    tools = default_tools()
+    exposed = ToolRegistry(tool for tool in tools if tool.name not in NOT_EXPOSED)
+    exposed.closers = tools.closers
+    return exposed
 
 
 def build_server(executor: ToolExecutor) -> Any:

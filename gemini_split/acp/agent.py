@@ -634,8 +634,8 @@ class AcpAgent:
         cannot be used, -32000."""
         params = _params(request, AuthenticateParams)
         if self.settings.server is not None:
-            raise RpcError(INVALID_PARAMS, "this agent offers no authentication: the model runs on the server "
-                                           f"{self.settings.server}, with its key")
+            raise RpcError(INVALID_PARAMS, "this agent offers no authentication: the model runs on a server, "
+                                           "with that server's key")
         if params.method_id != API_KEY_METHOD["id"]:
             raise RpcError(INVALID_PARAMS, f"unknown authentication method {params.method_id[:100]!r}: "
                                            f"this agent offers {API_KEY_METHOD['id']!r}")

@@ -66,3 +66,17 @@ def test_with_a_key_in_the_environment_nothing_needs_authenticating(tmp_path):
                                      {"do": "prompt", "text": "hi"}]}, tmp_path)
     assert seen["results"][1] in ({}, None)
     assert seen["results"][3] == {"stopReason": "end_turn"}
+
+
+async def test_the_bridge_offers_no_authentication_the_key_is_the_servers(tmp_path):
+    from gemini_split.server.scripted import ScriptedModel
+
+    from .test_agent_inprocess import bridge_agent
+
+    async with bridge_agent(tmp_path, ScriptedModel([])) as (_agent, connect):
+        client = await connect()
+        init = await client.call("initialize", {"protocolVersion": 1})
+        auth = await client.call("authenticate", {"methodId": "gemini-api-key", "_meta": {"api-key": "k-123"}})
+    assert init["result"]["authMethods"] == []
+    assert auth["error"]["code"] == -32602 and "server's key" in auth["error"]["message"]
+    assert "k-123" not in auth["error"]["message"] and "loopback" not in auth["error"]["message"]

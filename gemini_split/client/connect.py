@@ -230,7 +230,8 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                                        role=settings.role, label=settings.label, replay=replay)
                 runs_ours = _runs_client_tools(client)
                 for line in _tools_elsewhere(settings, client, runs_ours):
-                    if on_notice is not None:
+                    if on_notice is not None and line not in _SAID:
+                        _SAID.add(line)  # once a process: /clear reconnects to the same server
                         on_notice(line)
                 if mcp is not None and runs_ours:
                     client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)
@@ -240,6 +241,10 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 with trio.CancelScope(shield=True):
                     await client.aclose()
                 nursery.cancel_scope.cancel()
+
+
+#: Notices already given by this process (see :func:`_tools_elsewhere`).
+_SAID: set[str] = set()
 
 
 def _runs_client_tools(client: ProtocolClient) -> bool:

@@ -184,3 +184,34 @@ def test_over_grpc_the_client_says_once_that_tools_run_on_the_server_and_its_mcp
     assert str(project) in tools  # what the user might have expected them to see
     (mcp,) = [line for line in lines if "MCP" in line]
     assert "git, time" in mcp and "not used" in mcp
+
+
+@pytest.mark.timeout(60)
+def test_clear_in_a_repl_over_grpc_does_not_repeat_the_tools_notice(tmp_path):
+    from ..repl.pty_driver import ENTER, PtyProcess
+    from ..repl.test_repl import PROMPT, _environ
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeGemini([{"text": "One."}, {"text": "Two."}]) as fake:
+        with ServerThread(fake) as server:
+            repl = PtyProcess([sys.executable, "-m", "gemini_split", "--server", server.address],
+                              env=_environ(tmp_path, NO_COLOR="1"), cwd=str(work), rows=40, cols=110)
+            try:
+                repl.expect(r"/help for commands", timeout=20)
+                repl.expect(PROMPT)
+                repl.type("hi")
+                repl.send(ENTER)
+                repl.expect(r"One\.")
+                repl.expect(PROMPT)
+                repl.type("/clear")
+                repl.send(ENTER)
+                repl.expect(PROMPT)
+                repl.type("again")
+                repl.send(ENTER)
+                repl.expect(r"Two\.")
+                repl.expect(PROMPT)
+                assert len(server.service.sessions) == 2  # /clear opened a new session
+            finally:
+                repl.close()
+    assert repl.text.count("tools run on the server") == 1

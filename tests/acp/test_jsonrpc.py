@@ -8,7 +8,7 @@ import pytest
 
 from gemini_split.acp import jsonrpc
 from gemini_split.acp.jsonrpc import Invalid, Request, Response
-from gemini_split.acp.ring import Ring
+from gemini_split.acp.ring import Budget, Ring
 from gemini_split.protocol import ErrorCode, RemoteProtocolError, Replay
 from gemini_split.server.replay import replay_from_query
 
@@ -28,6 +28,8 @@ pytestmark = pytest.mark.timeout(10)
     ('{"jsonrpc": "2.0", "method": 7, "id": 2}', -32600, 2),
     ('{"jsonrpc": "2.0", "method": "session/new", "id": 3, "params": [1]}', -32602, 3),
     ('{"jsonrpc": "2.0", "id": 4}', -32600, 4),
+    ("[" * 5000 + "]" * 5000, -32700, None),  # nested too deeply to decode (issue 35 §6)
+    ('{"jsonrpc": "2.0", "method": "x", "id": 5, "params": {"a": ' + "[" * 5000 + "]" * 5000 + "}}", -32700, None),
 ])
 def test_what_is_not_one_request_gets_the_json_rpc_error_code(text, code, msg_id):
     decoded = jsonrpc.decode(text)
@@ -84,3 +86,22 @@ def test_the_ring_takes_the_native_listeners_query():
         with pytest.raises(RemoteProtocolError, match=next(iter(bad))) as caught:
             replay_from_query(bad)
         assert caught.value.code == ErrorCode.INVALID_FIELD
+
+
+def test_rings_sharing_a_budget_drop_the_oldest_of_the_fullest_and_give_bytes_back_on_release():
+    budget = Budget(100)
+    busy, quiet = Ring(50, budget), Ring(50, budget)
+    quiet.append("q1", user_turn=True, size=20)
+    for i in range(10):
+        busy.append(f"b{i}", size=10)
+    assert budget.used <= 100
+    assert quiet.replay(Replay()) == ["q1"]  # the busy ring paid for its own growth
+    assert busy.replay(Replay()) == [f"b{i}" for i in range(2, 10)]
+    quiet.append("q2", size=30)  # now the busy ring is the fullest: it gives way
+    assert budget.used <= 100 and quiet.replay(Replay()) == ["q1", "q2"]
+    assert busy.replay(Replay())[0] == "b5"
+    too_big = Ring(50, budget)
+    too_big.append("huge", size=500)  # more than the whole budget: not kept at all
+    assert too_big.replay(Replay()) == [] and budget.used <= 100
+    busy.release()
+    assert budget.used == 50 and busy not in budget.rings

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import logging
 import logging.handlers
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -60,14 +61,26 @@ MISSING_KEY = ("Gemini API key is missing: set GEMINI_API_KEY (or GOOGLE_API_KEY
                "'gemini-api-key' and _meta {\"api-key\": KEY}. Get a key at https://aistudio.google.com/apikey")
 
 
+class _PrivateLogHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log whose files are created 0600 whatever the umask (a
+    log names sessions and users)."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        info = os.fstat(fd)
+        if info.st_uid == os.geteuid() and info.st_mode & 0o077:  # left readable by an earlier version
+            os.fchmod(fd, 0o600)
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
 def open_log(path: Path, *, level: int = logging.INFO) -> Callable[[], None]:
     """Log to ``path``, rotated to ``path.old`` at start when it is over
     2 MB and whenever it grows past that while running (the standard
     ``RotatingFileHandler``, one backup). Returns the function that stops.
     Messages are bounded one-liners (``log_limits``); nothing here logs a
     token or a file's content."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.handlers.RotatingFileHandler(path, maxBytes=LOG_MAX_BYTES, backupCount=1,
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    handler = _PrivateLogHandler(path, maxBytes=LOG_MAX_BYTES, backupCount=1,
                                                    encoding="utf-8", delay=False)
     handler.namer = lambda name: name[:-2] + ".old" if name.endswith(".1") else name
     if path.exists() and path.stat().st_size >= LOG_MAX_BYTES:

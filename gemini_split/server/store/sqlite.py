@@ -34,6 +34,7 @@ import logging
 import os
 import queue
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -127,6 +128,7 @@ class SQLiteStore(SessionStore):
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise StoreError(f"{self.directory}: cannot create the state directory: {exc.strerror or exc}") from None
+        self._make_private()
         if self.exclusive:
             self._take_lock()
         try:
@@ -136,6 +138,31 @@ class SQLiteStore(SessionStore):
             raise
         self._thread = threading.Thread(target=self._run, args=(conn,), name="session-store-writer", daemon=True)
         self._thread.start()
+
+    def _make_private(self) -> None:
+        """Every file of ours in the directory 0600, whatever the umask or
+        the directory's mode: the database is created 0600 before SQLite
+        opens it (SQLite gives its -wal, -shm and -journal files the
+        database's mode), and files left 0644 by an earlier version are
+        closed. A directory that others can read is said once at start."""
+        info = os.stat(self.directory)
+        if info.st_mode & 0o044:
+            log.warning("the state directory %s can be listed by other local users (mode %04o): "
+                        "chmod 700 it", self.directory, stat.S_IMODE(info.st_mode))
+        try:
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        except OSError:
+            return  # _connect says what is wrong with it
+        for name in (self.path.name, *(self.path.name + s for s in ("-wal", "-shm", "-journal")), LOCK_NAME):
+            path = self.directory / name
+            try:
+                found = os.lstat(path)
+                if stat.S_ISREG(found.st_mode) and found.st_uid == os.geteuid() and found.st_mode & 0o077:
+                    os.chmod(path, 0o600)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("cannot make %s private: %s", path, exc.strerror or exc)
 
     def _take_lock(self) -> None:
         lock_path = self.directory / LOCK_NAME

@@ -73,7 +73,7 @@ def _serve(tmp_path, *args, timeout=30):
 @pytest.mark.timeout(90)
 def test_a_corrupt_state_database_stops_serve_with_one_line_and_is_left_alone(tmp_path):
     state = tmp_path / "state"
-    state.mkdir()
+    state.mkdir(mode=0o700)  # a 0755 one would add its warning line
     db = state / "sessions.db"
     db.write_bytes(b"SQLite format 3\x00" + bytes(range(256)) * 64)
     before = hashlib.sha256(db.read_bytes()).hexdigest()

@@ -51,7 +51,7 @@ def daemon(tmp_path, fake, *args, env_extra=None, **popen):
             line = proc.stderr.readline()
             if not line:
                 break
-            match = re.search(r"serving on (wss?://\S+)", line)
+            match = re.search(r"serving on (wss?://\S+|unix:\S+)", line)
             if match:
                 address = match.group(1)
                 break

@@ -50,7 +50,9 @@ def add_serve_parser(commands: Any) -> None:
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--listen", metavar="HOST:PORT",
-                       help="address to listen on (default 127.0.0.1:$GEMINI_SERVER_PORT or 8080)")
+                       help="address to listen on (default 127.0.0.1:$GEMINI_SERVER_PORT or 8080), or "
+                            "unix:/PATH: a Unix socket only your own user can connect to (its directory "
+                            "must be 0700)")
     where.add_argument("--stdio", action="store_true",
                        help="serve one session as JSON lines on stdin/stdout (logs go to stderr)")
     p.add_argument("--auth-config", metavar="FILE",
@@ -136,9 +138,10 @@ def add_serve_parser(commands: Any) -> None:
     tools.add_argument("--approval-timeout", type=parse_duration, default=600.0, metavar="DURATION",
                        help="how long a tool call waits for an approval before the model is told it "
                             "was not approved (default 10m)")
-    tools.add_argument("--max-approval-mode", default="yolo", metavar="MODE",
+    tools.add_argument("--max-approval-mode", default="auto_edit", metavar="MODE",
                        help="the most permissive approval mode a client may ask for: plan, "
-                            "reject_dangerous, default, auto_edit or yolo (default: yolo)")
+                            "reject_dangerous, default, auto_edit or yolo (default: auto_edit: "
+                            "commands are asked about)")
     # SUPPRESS: the main parser's --policy/--admin-policy (before `serve`) count too.
     tools.add_argument("--policy", action="append", default=argparse.SUPPRESS, metavar="FILE|DIR",
                        help="policy rules (gemini-cli TOML) for server-side tools instead of "
@@ -190,6 +193,10 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     elif args.no_websocket:
         address = None
         local = False  # gRPC only: attach by id is for loopback WebSocket / stdio
+    elif (args.listen or "").startswith("unix:"):
+        if args.tls_cert:
+            raise ConfigurationError("--tls-cert: a unix: socket is not served over TLS")
+        address = args.listen  # the unix transport checks its path and refuses other uids (SO_PEERCRED)
     else:
         host, port = _parse_listen(args.listen, e.get("GEMINI_SERVER_PORT"))
         if authenticate is None and not _is_loopback(host) and not args.insecure_no_auth:
@@ -214,6 +221,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
             )
         acp_address = f"{'wss' if args.tls_cert else 'ws'}://{_bracket(acp_host)}:{acp_port}"
 
+    notice = _check_who_can_connect(args, authenticate, address, grpc_address, acp_address)
     config = ServerConfig(model=model_name, tool_timeout=args.tool_timeout, max_message_size=args.max_message_size,
                           replay_capacity=args.replay_capacity,
                           allow_attach_by_id=local if args.allow_attach_by_id is None else args.allow_attach_by_id)
@@ -293,7 +301,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         })))
     try:
         with single_exceptions():
-            trio.run(_serve, service, listeners, env, args.session_ttl, acp, options, ops)
+            trio.run(_serve, service, listeners, env, args.session_ttl, acp, options, ops, notice)
     except TransportError as exc:
         env.warn(f"gemini-split serve: cannot serve {' and '.join(a for a, _ in listeners)}: {exc}")
         return ExitStatus.ERROR
@@ -347,10 +355,12 @@ async def _expire_sessions(store: Any, ttl: float, server_tools: Any = None) -> 
 
 
 async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environment, session_ttl: float,
-                 acp: tuple[str, Any, int] | None = None, options: Any = None, ops: Any = None) -> None:
+                 acp: tuple[str, Any, int] | None = None, options: Any = None, ops: Any = None,
+                 notice: str | None = None) -> None:
     """Run ``service`` behind each ``(address, options)`` listener (and the
     ACP bridge, with ``options``) until a signal (or a stdio server's one
-    connection) ends it; ``ops`` (/ready, /metrics) watches the store."""
+    connection) ends it; ``ops`` (/ready, /metrics) watches the store.
+    ``notice``: a warning said once everything listens."""
     import trio
 
     from gemini_split.collector import settle_for_serving
@@ -395,6 +405,8 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
                         serve_acp_ws, service, acp_address, options, approval_mode=mode, ring_capacity=ring))
                     log.info("ACP bridge on %s", acp_bound)
 
+                if notice:
+                    log.warning("%s", notice)
                 nursery.start_soon(stop_on_signal)
                 nursery.start_soon(_expire_sessions, service.store, session_ttl, service.server_tools)
                 if ops is not None:
@@ -402,6 +414,29 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
     finally:
         with trio.CancelScope(shield=True):
             await service.aclose()
+
+
+def _check_who_can_connect(args: argparse.Namespace, authenticate: Any, address: str | None,
+                           grpc_address: str | None, acp_address: str | None) -> str | None:
+    """Refuse ``--server-tools`` where nothing says who connects; → what
+    to say once listening about who can use a server without tokens (None:
+    nothing). Without ``--auth-config``
+    only ``--stdio`` (ssh has authenticated its caller) and ``--listen
+    unix:PATH`` (the kernel tells the peer's uid; other uids are refused)
+    know who is there: a TCP port on loopback carries no peer identity, so
+    every local account could connect."""
+    if authenticate is not None:
+        return None
+    tcp = [a for a in (address, grpc_address, acp_address) if a and not a.startswith(("stdio:", "unix:"))]
+    if not tcp:
+        return None
+    if args.server_tools:
+        raise ConfigurationError(
+            f"refusing --server-tools on {tcp[0]} without authentication: every local account (and anyone "
+            "who can reach it) could run commands as this server's user. Pass --auth-config FILE (or "
+            "GEMINI_AUTH_CONFIG), or serve one user over --listen unix:/PATH (peer uid checked) or --stdio.")
+    return ("no --auth-config: every local account on this machine can use this server (its sessions and "
+            "your API key); give tokens (--auth-config) or use --listen unix:/PATH on a shared machine")
 
 
 def _grpc_address(args: argparse.Namespace, authenticate: Any) -> str:

@@ -5,7 +5,9 @@ exactly what they want in ``hello`` and in their decisions."""
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
+import shutil
+import tempfile
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,18 @@ from ..server.helpers import RawClient
 
 CANARY = "CANARY-SECRET-7d3f"
 APPROVER = ("tool_deltas", "tool_approvals")
+
+
+@contextmanager
+def unix_listener():
+    """``("--listen", "unix:PATH")`` for a ``serve --server-tools`` without
+    tokens (refused on TCP): a socket in a fresh 0700 directory, short
+    enough for ``sun_path``."""
+    directory = tempfile.mkdtemp(prefix="gs-sock-")
+    try:
+        yield ("--listen", f"unix:{directory}/serve.sock")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def make_server_tools(root: Path, **options: Any) -> ServerTools:

@@ -16,6 +16,7 @@ from gemini_split.testing.fake_gemini import FakeGemini
 from ..repl.pty_driver import ENTER, UP, PtyProcess
 from ..repl.test_repl import PROMPT, _environ
 from ..test_serve_e2e import API_KEY, daemon
+from .helpers import unix_listener
 
 
 @pytest.mark.timeout(90)
@@ -28,7 +29,8 @@ def test_the_repl_asks_with_the_diff_and_the_approved_edit_is_made_on_the_server
     shell = {"function_calls": [{"name": "run_shell_command", "args": {"command": "echo built > out.txt"}}]}
     sandbox = ("--sandbox", "auto" if shutil.which("bwrap") else "none")
     with FakeGemini(script=[edit, {"text": "written"}, shell, {"text": "refused, fine"}], api_key=API_KEY) as fake, \
-            daemon(tmp_path, fake, "--server-tools", "--workspace-root", str(root), *sandbox) as (_, address):
+            unix_listener() as listen, \
+            daemon(tmp_path, fake, "--server-tools", "--workspace-root", str(root), *sandbox, *listen) as (_, address):
         repl = PtyProcess([sys.executable, "-m", "gemini_split", "--server", address, "--tools", "server"],
                           env=_environ(tmp_path, NO_COLOR="1"), cwd=str(client_dir))
         try:

@@ -12,6 +12,7 @@ import pytest
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from ..test_serve_e2e import API_KEY, client, daemon
+from .helpers import unix_listener
 
 
 def _calls(*calls):
@@ -35,8 +36,9 @@ def test_one_shot_gets_reject_dangerous_refusals_without_hanging_and_yolo_runs_o
         ("run_shell_command", {"command": "echo ran > ran.txt"})) + [{"text": "done"}]
     # The default sandbox (auto: bubblewrap, which .ci/run installs) where it works.
     sandbox = ("--sandbox", "auto" if shutil.which("bwrap") else "none")
-    with FakeGemini(script=script, api_key=API_KEY) as fake, daemon(
-            tmp_path, fake, "--server-tools", "--workspace-root", str(root), *sandbox) as (_, address):
+    with FakeGemini(script=script, api_key=API_KEY) as fake, unix_listener() as listen, daemon(
+            tmp_path, fake, "--server-tools", "--workspace-root", str(root), *sandbox, *listen,
+            "--max-approval-mode", "yolo") as (_, address):
         refused = client(["--server", address, "--tools", "server", "-p", "write it", "-o", "json"],
                          cwd=client_dir, in_process=False)
         ran = client(["--server", address, "--tools", "server", "--yolo", "-p", "write it", "-o", "json"],
@@ -65,8 +67,9 @@ def test_a_client_asking_for_server_tools_of_a_server_without_them_is_told_how(t
 
 def test_serve_refuses_to_start_server_tools_without_a_sandbox_unless_told(tmp_path):
     # No bwrap on this PATH: the default (auto) refuses, saying what to do.
-    result = client(["serve", "--server-tools", "--workspace-root", str(tmp_path / "w")], cwd=tmp_path,
-                    env_extra={"GEMINI_API_KEY": "k", "PATH": str(tmp_path / "empty")})
+    with unix_listener() as listen:
+        result = client(["serve", "--server-tools", "--workspace-root", str(tmp_path / "w"), *listen], cwd=tmp_path,
+                        env_extra={"GEMINI_API_KEY": "k", "PATH": str(tmp_path / "empty")})
     assert result.returncode != 0
     assert "bwrap is not installed" in result.stderr and "--sandbox none" in result.stderr
     result = client(["serve", "--project", "x=/tmp"], cwd=tmp_path, env_extra={"GEMINI_API_KEY": "k"})
@@ -81,9 +84,9 @@ def test_a_deny_rule_of_the_servers_policy_beats_a_clients_yolo(tmp_path, client
     root = tmp_path / "workspaces"
     script = _calls(("run_shell_command", {"command": "touch denied.txt"}),
                     ("run_shell_command", {"command": "echo allowed > ok.txt"})) + [{"text": "done"}]
-    with FakeGemini(script=script, api_key=API_KEY) as fake, daemon(
+    with FakeGemini(script=script, api_key=API_KEY) as fake, unix_listener() as listen, daemon(
             tmp_path, fake, "--server-tools", "--workspace-root", str(root), "--sandbox", "none",
-            "--policy", str(policy)) as (_, address):
+            "--policy", str(policy), *listen, "--max-approval-mode", "yolo") as (_, address):
         result = client(["--server", address, "--tools", "server", "--yolo", "-p", "go", "-o", "json"],
                         cwd=client_dir, in_process=False)
     assert result.returncode == 0, result.stderr

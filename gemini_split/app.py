@@ -588,6 +588,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
             approval_timeout=options.approval_timeout, max_approval_mode=options.max_approval_mode,
             sandbox=resolve_server_sandbox(options.sandbox, network=options.sandbox_network, env=env),
             policy=policy, web_fetch_allow=options.web_fetch_allow,
+            private_paths=server_private_paths(options, env),
         )
         tools.prepare()
     except ValueError as exc:
@@ -595,6 +596,39 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
     except OSError as exc:
         raise ConfigurationError(f"--workspace-root: {exc}") from None
     return tools
+
+
+#: Directories too general to mask whole because a secret file lies in
+#: them (the file alone is masked): top-level directories and system trees.
+_SHARED_PARENTS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/nix")
+
+
+def server_private_paths(options: ServerToolsOptions, env: Environment) -> tuple[Path, ...]:
+    """What ``serve`` keeps from its server-side commands (besides the
+    workspace root and projects, see
+    :meth:`gemini_split.server.tool_host.ServerTools.confinement`): the
+    state directory, this program's configuration directory
+    (``GEMINI_SPLIT_HOME``), the auth config (``GEMINI_AUTH_CONFIG`` too),
+    TLS certificate and key, the ACP log, the Unix socket,
+    ``GOOGLE_APPLICATION_CREDENTIALS``, the policy files — each file
+    together with the directory holding it (where an environment file such
+    as systemd's ``EnvironmentFile`` is expected to live beside
+    ``tokens.json``), unless that directory is top-level or a system one."""
+    e = env.environ
+    files = [*options.private_files, e.get("GEMINI_AUTH_CONFIG"), e.get("GOOGLE_APPLICATION_CREDENTIALS"),
+             *options.policy, *options.admin_policy]
+    paths: list[Path] = [env.config_dir]
+    if options.state_dir != ":memory:":
+        paths.append(Path(options.state_dir).expanduser() if options.state_dir else env.config_dir / "sessions")
+    for name in files:
+        if not name:
+            continue
+        path = Path(os.path.realpath(Path(name).expanduser()))
+        paths.append(path)
+        parent = path.parent
+        if len(parent.parts) > 2 and not any(parent.is_relative_to(s) for s in _SHARED_PARENTS):
+            paths.append(parent)
+    return tuple(dict.fromkeys(paths))
 
 
 def resolve_server_sandbox(flag: str, *, network: bool = False, env: Environment | None = None) -> Sandbox:

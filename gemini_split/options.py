@@ -89,3 +89,9 @@ class ServerToolsOptions(msgspec.Struct, frozen=True, kw_only=True):
     #: ``--web-fetch-allow``: what server-side web_fetch may reach beyond
     #: public addresses (CIDRs, addresses, host names).
     web_fetch_allow: tuple[str, ...] = ()
+    #: Files the server was started with that no server-side command may
+    #: see (``--auth-config``, ``--tls-cert``, ``--tls-key``, ``--log-file``,
+    #: a ``unix:`` socket): see ``gemini_split.app.server_private_paths``.
+    private_files: tuple[str, ...] = ()
+    #: ``--state-dir`` as given (None: the default; ``:memory:``: none).
+    state_dir: str | None = None

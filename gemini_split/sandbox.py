@@ -11,6 +11,11 @@ A sandboxed command sees:
 - the workspace and any ``--include-directories`` **read-write**, at their
   own paths (bound after the above, so a workspace under ``/tmp`` or ``~``
   stays visible);
+- for server-side tools, the paths in :attr:`Sandbox.hidden` masked too
+  (an empty directory over a directory, an empty file over a file): the
+  server builds that list, and the environment a command keeps
+  (:attr:`Sandbox.env_keep`), in one place,
+  ``gemini_split.server.tool_host.ServerTools.confinement``;
 - no network (``--unshare-all``: its own network namespace with only a
   loopback of its own), unless the sandbox was made with ``network=True``
   (``--sandbox-network``);
@@ -70,6 +75,12 @@ class Sandbox(msgspec.Struct, frozen=True):
     bwrap: str | None = None
     #: Whether sandboxed commands may reach the network.
     network: bool = False
+    #: Further paths a command must not see (masked after the root is bound
+    #: and again after the writable directories, when they lie inside one).
+    hidden: tuple[str, ...] = ()
+    #: When set, the only environment variables a command keeps (shell glob
+    #: patterns of names), whatever the mode: see :meth:`environment`.
+    env_keep: tuple[str, ...] | None = None
 
     @classmethod
     def none(cls) -> Sandbox:
@@ -104,6 +115,15 @@ class Sandbox(msgspec.Struct, frozen=True):
                                      "use --sandbox none to run tool commands without a sandbox")
         return cls("bwrap", path, network)
 
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """``env`` as a command gets it: unchanged, or with only the names
+        :attr:`env_keep` matches."""
+        if self.env_keep is None:
+            return dict(env)
+        from fnmatch import fnmatchcase
+
+        return {k: v for k, v in env.items() if any(fnmatchcase(k, p) for p in self.env_keep)}
+
     def command(self, argv: Sequence[str], *, cwd: str | os.PathLike[str], writable: Sequence[str | os.PathLike[str]],
                 home: str | None = None) -> list[str]:
         """``argv`` as it runs in this sandbox, starting in ``cwd`` with
@@ -126,11 +146,46 @@ class Sandbox(msgspec.Struct, frozen=True):
                 args += ["--tmpfs", path]
         if self.network and os.path.isdir("/run/systemd/resolve"):
             args += ["--ro-bind", "/run/systemd/resolve", "/run/systemd/resolve"]  # resolv.conf's target
-        for path in writable:
-            real = os.path.realpath(path)
+        masked = ["/tmp", *(os.path.realpath(p) for p in hidden if os.path.isdir(p))]
+        inside_writable: list[str] = []
+        binds = [os.path.realpath(p) for p in writable]
+        for real in dict.fromkeys(os.path.realpath(p) for p in self.hidden):
+            if not _maskable(real) or any(_within(real, m) for m in masked):
+                continue  # nothing to mask, or already behind an empty directory
+            args += _mask(real)
+            if os.path.isdir(real):
+                masked.append(real)
+            if any(_within(real, b) and real != b for b in binds):
+                inside_writable.append(real)
+        for real in binds:
             args += ["--bind", real, real]
+        for real in inside_writable:  # a bind above has put it back in sight
+            args += _mask(real)
         args += ["--chdir", os.path.realpath(cwd), "--"]
         return args + list(argv)
+
+
+#: Directories never masked whole, whatever a hidden path says: without
+#: them no command would run.
+_SYSTEM = ("/", "/bin", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/sbin", "/sys", "/usr", "/var")
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _maskable(real: str) -> bool:
+    """Whether ``real`` exists and may be masked (not a system directory
+    or one of their ancestors)."""
+    return os.path.lexists(real) and real not in _SYSTEM and not any(real == "/usr" + s for s in _SYSTEM)
+
+
+def _mask(real: str) -> list[str]:
+    """The bwrap arguments that put an empty directory (or an empty file)
+    over ``real``."""
+    if os.path.isdir(real):
+        return ["--tmpfs", real]
+    return ["--ro-bind", "/dev/null", real]
 
 
 @functools.lru_cache(maxsize=None)

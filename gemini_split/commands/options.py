@@ -56,4 +56,14 @@ def server_tools_options(args: argparse.Namespace) -> ServerToolsOptions:
         policy=tuple(args.policy or ()),
         admin_policy=tuple(args.admin_policy or ()),
         web_fetch_allow=tuple(args.web_fetch_allow),
+        private_files=tuple(f for f in (args.auth_config, args.tls_cert, args.tls_key, getattr(args, "log_file", None),
+                                        _unix_socket(args.listen)) if f),
+        state_dir=args.state_dir,
     )
+
+
+def _unix_socket(listen: str | None) -> str | None:
+    """The socket path of ``--listen unix:/PATH`` (None for anything else)."""
+    if not listen or not listen.startswith("unix:"):
+        return None
+    return "/" + listen.partition(":")[2].lstrip("/")

@@ -51,6 +51,13 @@ log = logging.getLogger(__name__)
 #: approval questions on it.
 APPROVALS_CAPABILITY = "tool_approvals"
 
+#: The environment variables a server-side command keeps (shell glob
+#: patterns; everything else the server was started with, such as
+#: ``GEMINI_AUTH_CONFIG``, a Redis URL with its password or
+#: ``GOOGLE_APPLICATION_CREDENTIALS``, is dropped).
+SERVER_COMMAND_ENVIRONMENT = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ",
+                              "TERM", "GEMINI_CLI")
+
 _MODE_ALIASES = {"auto_approve": "yolo", "reject_dangerous_tools": "reject_dangerous"}
 _PROJECT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -194,6 +201,10 @@ class ServerTools:
     policy: Any = None
     #: See :attr:`ToolHostSpec.web_fetch_allow`.
     web_fetch_allow: tuple[str, ...] = ()
+    #: What the server keeps for itself and no command may see: its state
+    #: directory, auth config, TLS key, credential files, configuration
+    #: directories (``gemini_split.app.server_private_paths`` lists them).
+    private_paths: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         self.workspace_root = Path(self.workspace_root).expanduser().absolute()
@@ -271,8 +282,25 @@ class ServerTools:
         return self.factory(ToolHostSpec(
             workspace=workspace, approval_mode=choice.approval_mode, core_tools=choice.core_tools,
             exclude_tools=tuple(dict.fromkeys(self.exclude_tools + choice.exclude_tools)),
-            sandbox=self.sandbox, policy=self.policy, web_fetch_allow=tuple(self.web_fetch_allow),
+            sandbox=self.confinement(), policy=self.policy, web_fetch_allow=tuple(self.web_fetch_allow),
         ))
+
+    def confinement(self) -> Any:
+        """What a session's shell commands run under: the server's sandbox
+        with everything it must not see masked — the whole workspace root
+        (its own workspace is bound back, read-write, as the command's
+        workspace), every ``--project`` (its own is bound back likewise) and
+        :attr:`private_paths` — and only :data:`SERVER_COMMAND_ENVIRONMENT`
+        kept of its environment. This is the one list of what a server-side
+        command can read; docs/server-tools.md repeats it. None: no sandbox
+        (tests that exercise the tools only)."""
+        if self.sandbox is None:
+            return None
+        import msgspec
+
+        hidden = (self.workspace_root, *self.projects.values(), *self.private_paths)
+        return msgspec.structs.replace(self.sandbox, hidden=tuple(str(p) for p in hidden),
+                                       env_keep=SERVER_COMMAND_ENVIRONMENT)
 
     def remove_workspace(self, session_id: str) -> None:
         """Delete a session's own workspace (projects are never deleted).

@@ -133,6 +133,7 @@ class RunShellCommandTool(Tool):
         if ctx.extra.get("network") and not sandbox.network:
             sandbox = msgspec.structs.replace(sandbox, network=True)  # a policy's allowNetwork rule
         argv = sandbox.command([self.shell, "-c", command], cwd=cwd, writable=ctx.workspace.roots)
+        env = sandbox.environment(env)  # a server-side command keeps only what the server lists
         if args.get("is_background"):
             return await self._run_in_background(argv, command, cwd, env, args, ctx)
         try:

@@ -112,9 +112,9 @@ def test_the_servers_deny_rule_sees_through_exec_wrappers_and_unseen_programs(tm
                "echo d.txt | xargs touch", "echo touch e.txt | sh"]
     script = _calls(*(("run_shell_command", {"command": c}) for c in wrapped),
                     ("run_shell_command", {"command": "env echo allowed > ok.txt"})) + [{"text": "done"}]
-    with FakeGemini(script=script, api_key=API_KEY) as fake, daemon(
+    with FakeGemini(script=script, api_key=API_KEY) as fake, unix_listener() as listen, daemon(
             tmp_path, fake, "--server-tools", "--workspace-root", str(root), "--sandbox", "none",
-            "--policy", str(policy)) as (_, address):
+            "--policy", str(policy), *listen, "--max-approval-mode", "yolo") as (_, address):
         result = client(["--server", address, "--tools", "server", "--yolo", "-p", "go", "-o", "json"],
                         cwd=client_dir, in_process=False)
     assert result.returncode == 0, result.stderr

@@ -185,7 +185,8 @@ def test_allow_list_entries_are_addresses_networks_or_host_names():
 
 def test_serve_refuses_a_bad_allow_list_entry_and_one_without_server_tools(tmp_path):
     env = _env(GEMINI_API_KEY=API_KEY, GEMINI_SPLIT_HOME=str(tmp_path / "home"))
-    bad = cli(["serve", "--listen", "127.0.0.1:0", "--server-tools", "--sandbox", "none",
+    # unix: server-side tools on a token-less TCP port are refused before the list is read.
+    bad = cli(["serve", "--listen", f"unix:{tmp_path}/never.sock", "--server-tools", "--sandbox", "none",
                "--web-fetch-allow", "http://wiki"], environ=env, cwd=tmp_path)
     assert bad.returncode == 2 and "--web-fetch-allow 'http://wiki': expected an address" in bad.stderr
     alone = cli(["serve", "--listen", "127.0.0.1:0", "--web-fetch-allow", "10.0.0.0/8"], environ=env, cwd=tmp_path)

@@ -72,6 +72,7 @@ from .messages import (
 )
 from .messages import Caller  # 1.2: the local daemon's caller
 from .connection import Connection, Phase, RequestState
+from .tracker import RequestTracker
 from .state import EventLog, ReplayUnavailable, coalesce
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -97,6 +97,7 @@ from .messages import (
     ToolStarted,
     is_stamped,
 )
+from .tracker import DECIDED_KEPT, RequestState, RequestTracker  # noqa: F401 (DECIDED_KEPT: said here before)
 
 CLIENT = "client"
 SERVER = "server"
@@ -107,16 +108,6 @@ class Phase(Enum):
     AWAITING_CONNECTED = "awaiting_connected"
     OPEN = "open"
     CLOSED = "closed"
-
-
-class RequestState(msgspec.Struct):
-    """The request a session is running, as both ends see it."""
-
-    request_id: str
-    #: ``tool_execution_request`` ids the client has not answered yet.
-    pending_calls: set[str] = msgspec.field(default_factory=set)
-    #: ``tool_awaiting_approval`` call ids no ``tool_decided`` has settled yet.
-    awaiting_decision: set[str] = msgspec.field(default_factory=set)
 
 
 class _Breach(Exception):
@@ -135,7 +126,9 @@ class _Conversation(msgspec.Struct):
     """The state both ends agree on; what the rules read and change."""
 
     phase: Phase = Phase.AWAITING_HELLO
-    request: RequestState | None = None
+    #: The running request and the approvals settled lately (changed by
+    #: the rules once a message passed their checks).
+    tracker: RequestTracker = msgspec.field(default_factory=RequestTracker)
     #: ids of get_state/get_history, and of refused requests, owed a reply.
     owed_replies: set[str] = msgspec.field(default_factory=set)
     last_seq: int = 0
@@ -146,14 +139,10 @@ class _Conversation(msgspec.Struct):
     #: The client attached read-only (``hello.role == "observer"``).
     observer: bool = False
     hello_version: tuple[int, int] = (0, 0)
-    #: Approval call ids settled already, and how (``decided``, ``expired``,
-    #: ``ended``): a late or replayed ``tool_decision`` is told which. The
-    #: most recent :data:`DECIDED_KEPT` are kept.
-    decided: dict[str, str] = msgspec.field(default_factory=dict)
 
-
-#: Settled approval call ids a connection remembers (see ``decided``).
-DECIDED_KEPT = 1024
+    @property
+    def request(self) -> RequestState | None:
+        return self.tracker.request
 
 
 # --- the rules ---------------------------------------------------------------
@@ -192,7 +181,7 @@ def _connected(c: _Conversation, m: Connected) -> None:
     _check_version(m.protocol_version)
     c.announced = min(c.hello_version, version_tuple(m.protocol_version)) >= ANNOUNCED_REQUESTS_SINCE
     if m.active_request_id is not None:
-        c.request = RequestState(m.active_request_id, set(m.pending_tool_calls), set(m.pending_approvals))
+        c.tracker.restore(RequestState(m.active_request_id, set(m.pending_tool_calls), set(m.pending_approvals)))
     c.phase = Phase.OPEN
 
 
@@ -225,7 +214,7 @@ def _start_request(c: _Conversation, m: GenerateContentRequest) -> None:
     if c.announced:
         c.submitted = m.id
     else:
-        c.request = RequestState(m.id)
+        c.tracker.begin(m.id)
 
 
 def _announce_request(c: _Conversation, m: RequestStarted) -> None:
@@ -239,7 +228,7 @@ def _announce_request(c: _Conversation, m: RequestStarted) -> None:
         c.owed_replies.add(c.submitted)
     c.submitted = None
     if c.request is None:
-        c.request = RequestState(m.request_id)
+        c.tracker.begin(m.request_id)
 
 
 def _cancel(c: _Conversation, m: Cancel) -> None:
@@ -247,9 +236,9 @@ def _cancel(c: _Conversation, m: Cancel) -> None:
 
 
 def _call_answered(c: _Conversation, m: ToolCallAnswered) -> None:
-    request = _running(c, m)
+    _running(c, m)
     _event(c, m)
-    request.pending_calls.discard(m.call_id)
+    c.tracker.call_answered(m.call_id)
 
 
 def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
@@ -260,7 +249,7 @@ def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
             f"no tool call {quote(m.request_id)} is waiting for an answer",
             field="request_id",
         )
-    c.request.pending_calls.discard(m.request_id)
+    c.tracker.call_answered(m.request_id)
 
 
 def _decide(c: _Conversation, m: ToolDecision) -> None:
@@ -270,7 +259,7 @@ def _decide(c: _Conversation, m: ToolDecision) -> None:
                       f"tool_decision.decision must be one of {', '.join(DECISIONS)}, not {quote(m.decision)}",
                       field="decision")
     if c.request is None or m.call_id not in c.request.awaiting_decision:
-        how = c.decided.get(m.call_id)
+        how = c.tracker.decided.get(m.call_id)
         if how == "expired":
             raise _Breach(ErrorCode.APPROVAL_EXPIRED,
                           f"tool call {quote(m.call_id)} is no longer awaiting approval: it expired "
@@ -288,20 +277,12 @@ def _decide(c: _Conversation, m: ToolDecision) -> None:
     # (arguments_changed) leaves the call waiting for a right one.
 
 
-def _settle(c: _Conversation, call_id: str, how: str) -> None:
-    c.decided.pop(call_id, None)
-    c.decided[call_id] = how
-    while len(c.decided) > DECIDED_KEPT:
-        del c.decided[next(iter(c.decided))]
-
-
 def _decided(c: _Conversation, m: ToolDecided) -> None:
     """Another client's decision, an expiry, or the end of the request
     settled an approval: no decision is taken for it any more."""
-    request = _running(c, m)
+    _running(c, m)
     _event(c, m)
-    request.awaiting_decision.discard(m.call_id)
-    _settle(c, m.call_id, "expired" if m.decision == "expired" else "decided")
+    c.tracker.settled(m.call_id, "expired" if m.decision == "expired" else "decided")
 
 
 def _expect_reply(c: _Conversation, m: GetState | GetHistory) -> None:
@@ -363,7 +344,7 @@ def _request_call(c: _Conversation, m: ToolExecutionRequest) -> None:
             return  # asked again of this client: still the same call
         raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {quote(m.id)} was already requested", field="id")
     _event(c, m)
-    request.pending_calls.add(m.id)
+    c.tracker.call_requested(m.id)
 
 
 def _await_decision(c: _Conversation, m: ToolAwaitingApproval) -> None:
@@ -373,19 +354,13 @@ def _await_decision(c: _Conversation, m: ToolAwaitingApproval) -> None:
             return  # asked again of this client after its replay: still the same question
         raise _Breach(ErrorCode.INVALID_FIELD, f"tool call {quote(m.call_id)} already awaits a decision", field="call_id")
     _event(c, m)
-    request.awaiting_decision.add(m.call_id)
+    c.tracker.awaiting(m.call_id)
 
 
 def _end_request(c: _Conversation, m: Finished) -> None:
-    request = _running(c, m)
+    _running(c, m)
     _event(c, m)
-    _end(c, request)
-
-
-def _end(c: _Conversation, request: RequestState) -> None:
-    for call_id in request.awaiting_decision:
-        _settle(c, call_id, "ended")
-    c.request = None
+    c.tracker.end()
 
 
 def _server_error(c: _Conversation, m: Error) -> None:
@@ -401,7 +376,7 @@ def _server_error(c: _Conversation, m: Error) -> None:
         c.submitted = None  # refused before it was announced
     if rid is not None:
         if c.request is not None and c.request.request_id == rid:
-            _end(c, c.request)
+            c.tracker.end()
         c.owed_replies.discard(rid)
     if m.in_reply_to is not None:
         c.owed_replies.discard(m.in_reply_to)
@@ -533,14 +508,9 @@ class Connection:
         ``expired`` / ``ended``: a replayed decision is told so). For a
         resumed session, right after the handshake and before any other
         message."""
-        self._c.request = (
-            None if request is None
-            else RequestState(request.request_id, set(request.pending_calls), set(request.awaiting_decision))
-        )
+        self._c.tracker.restore(request, decided)
         self._c.submitted = None
         self._c.last_seq = last_seq
-        if decided is not None:
-            self._c.decided = dict(decided)
 
     # --- the two directions ----------------------------------------------------
 

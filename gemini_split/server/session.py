@@ -38,6 +38,7 @@ from gemini_split.protocol import (
     ToolCallAnswered,
     ClientMessage,
     RequestState,
+    RequestTracker,
     Error,
     ErrorCode,
     EventLog,
@@ -50,7 +51,6 @@ from gemini_split.protocol import (
     SessionContext,
     State,
     ToolAwaitingApproval,
-    ToolDecided,
     ToolDecision,
     ToolDiscovery,
     ToolExecutionRequest,
@@ -169,11 +169,10 @@ class Session:
         #: the SessionManager).
         self.cut_off: Callable[[View, str], None] = lambda view, reason: None
         self._caught_up = trio.Event()
-        # The request and its unanswered client tool calls as the event log
-        # stands (what a view attaching now sees at the start of its live part).
-        self._logged_request: str | None = None
-        self._logged_calls: set[str] = set()
-        self._logged_questions: set[str] = set()
+        #: The request, its unanswered client tool calls and its open
+        #: approval questions as the event log stands (what a view attaching
+        #: now is told at the start of its live part).
+        self.logged = RequestTracker()
 
     # --- lifetime ------------------------------------------------------------
 
@@ -224,26 +223,12 @@ class Session:
         whoever sends them."""
         batch = [self.log.append(stamp(event)) for event in events]
         for event, _ in batch:
-            if isinstance(event, RequestStarted):
-                self._logged_request = event.request_id
-                self._logged_calls.clear()
-                self._logged_questions.clear()
-            elif isinstance(event, ToolExecutionRequest):
-                self._logged_calls.add(event.id)
+            self.logged.apply(event)
+            if isinstance(event, ToolExecutionRequest):
                 if event.id in self._pending:
                     self._pending[event.id].seq = event.seq
-            elif isinstance(event, ToolCallAnswered):
-                self._logged_calls.discard(event.call_id)
             elif isinstance(event, ToolAwaitingApproval):
-                self._logged_questions.add(event.call_id)
                 self.approvals.logged(event)
-            elif isinstance(event, ToolDecided):
-                self._logged_questions.discard(event.call_id)
-            elif isinstance(event, Finished | Error) and event.request_id is not None \
-                    and event.request_id == self._logged_request:
-                self._logged_request = None
-                self._logged_calls.clear()
-                self._logged_questions.clear()
         if self.persisted or self._unstored is not None:
             stored = [StoredEvent(e.seq or 0, e.request_id, text, _ms(e.timestamp), e.TYPE) for e, text in batch]
             if self.persisted:
@@ -269,9 +254,9 @@ class Session:
         view.on_caught_up = self._caught_up.set
         self.views.append(view)
         return AttachPoint(
-            last_seq=self.log.last_seq, active_request_id=self._logged_request,
-            pending_tool_calls=tuple(sorted(self._logged_calls)),
-            pending_approvals=tuple(sorted(self._logged_questions)), clients=clients,
+            last_seq=self.log.last_seq, active_request_id=self.logged.active_request_id,
+            pending_tool_calls=self.logged.pending_tool_calls,
+            pending_approvals=self.logged.pending_approvals, clients=clients,
         )
 
     def remove_view(self, view: View) -> bool:

@@ -27,6 +27,13 @@ TURN_START = "request_started"
 DEFAULT_ATTACH_REPLAY = Replay(limit=1)
 
 
+def mark_replayed(text: str) -> str:
+    """An encoded event marked ``replayed: true`` (the text is a JSON
+    object encoded by us, never marked yet). Every face that replays (the
+    service, the Redis relay) marks with this one function."""
+    return text[:-1] + ',"replayed":true}'
+
+
 @dataclass(frozen=True)
 class ReplayPlan:
     """The seqs to send (in order), and whether fewer turns or less time

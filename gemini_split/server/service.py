@@ -64,7 +64,7 @@ from .priority import AnswerFirst
 from .session import Session
 from .sessions import LATEST, RemoteSession, SessionManager
 from .views import OBSERVER, AttachPoint, View
-from .replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, plan_replay, replay_from_query
+from .replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
 from .tool_host import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
@@ -74,6 +74,16 @@ log = logging.getLogger(__name__)
 #: ``server_tool:NAME``: a tool this server runs itself, offered to the model
 #: when the client names it in ``tool_discovery.server_tools``.
 SERVER_CAPABILITIES = ["client_tools", "thinking", "cancel", "history", "state", "server_tool:google_web_search"]
+
+
+class Refused(Exception):
+    """A connection is not admitted: the fatal ``error`` it gets (``code``,
+    the message, and the hello it answers when that is known)."""
+
+    def __init__(self, code: ErrorCode, text: str, *, in_reply_to: str | None = None):
+        super().__init__(text)
+        self.code = code
+        self.in_reply_to = in_reply_to
 
 
 class AgentService:
@@ -219,85 +229,14 @@ class AgentService:
         """Serve one connection until it closes. Never raises for the peer's
         mistakes."""
         conn = Connection("server", max_message_size=self.config.max_message_size)
-        hello = await self._handshake(stream, conn)
-        if hello is None:
-            return
-        principal = stream.principal
-        if self.authenticate is not None and principal is None:
-            principal = self.authenticate(hello.token)
-            if principal is None:
-                await _send_fatal(stream, conn, ErrorCode.UNAUTHORIZED, "missing or invalid token")
-                return
-        caller = None
-        if hello.caller is not None:  # the local daemon: the session runs on its caller's key
-            try:
-                caller = accept_caller(self.callers, hello.caller, same_user=stream.same_user,
-                                       default_model=self.config.model, allowed=self.config.allowed_models)
-            except CallerRefused as exc:
-                await _send_fatal(stream, conn, exc.code, str(exc))
-                return
-        if hello.replay is None and stream.replay_query:
-            try:
-                hello = msgspec_replace(hello, replay=replay_from_query(dict(stream.replay_query)))
-            except RemoteProtocolError as exc:
-                await _send_fatal(stream, conn, exc.code, str(exc))
-                return
         try:
-            choice = self._tool_choice(hello)
-        except ServerToolsRefused as exc:
-            await _send_fatal(stream, conn, exc.code, str(exc))
+            admitted = await self._admit(stream, conn)
+        except Refused as refusal:
+            await _send_fatal(stream, conn, refusal.code, str(refusal), in_reply_to=refusal.in_reply_to)
             return
-        try:
-            if hello.session_id is not None:
-                session = await self.manager.find(hello.session_id, hello.resume_token, principal,
-                                                  last_seq=hello.last_seq)
-                if session is None:
-                    # The same answer for an id that never existed, another
-                    # user's session and a wrong token.
-                    await _send_fatal(stream, conn, ErrorCode.UNKNOWN_SESSION, _no_such_session(hello.session_id))
-                    return
-            else:
-                if hello.role == OBSERVER:
-                    await _send_fatal(stream, conn, ErrorCode.INVALID_FIELD,
-                                      "an observer watches an existing session: name it with session_id")
-                    return
-                session = await self.manager.create(principal, session_id=hello.new_session_id)
-                if session is None:
-                    await _send_fatal(stream, conn, ErrorCode.SESSION_EXISTS, (
-                        f"a session with id {quote(hello.new_session_id)} already exists; "
-                        "resume it (--resume), or choose another id"))
-                    return
-        except StoreError as exc:
-            # Replicas on Redis: without the store no session can be opened
-            # safely here (running ones go on).
-            log.warning("refused a session: %s", exc)
-            await _send_fatal(stream, conn, ErrorCode.STORAGE_ERROR,
-                              "the session store is unreachable, so this server opens no session now; "
-                              "try again shortly")
+        if admitted is None:  # relayed to the replica that runs the session
             return
-        if isinstance(session, RemoteSession):
-            await self._relay(stream, conn, hello, principal, session)
-            return
-        if caller is not None:
-            session.model = caller[0] or self.model
-            session.model_name = caller[1] or session.model_name
-        if session.tool_host is None and session.tool_choice is not None:
-            # Restored from the store (after a restart, or taken over from
-            # another replica): its tools run where they ran, whatever this
-            # connection asks.
-            try:
-                choice = self._check_tools(session.tool_choice)
-            except ServerToolsRefused as exc:
-                await _send_fatal(stream, conn, exc.code, f"this session runs its tools on the server: {exc}")
-                return
-        if choice is not None and session.tool_host is None:
-            try:
-                self.use_server_tools(session, choice)
-            except OSError as exc:
-                log.error("session %s: cannot create its workspace: %s", session.id, exc)
-                await _send_fatal(stream, conn, ErrorCode.INTERNAL, "the server cannot create a workspace for "
-                                  "this session; its operator has the details in the log")
-                return
+        hello, principal, session = admitted
         view = View(close=stream.aclose, label=hello.label or "client", role=hello.role,
                     limit=self.config.outbox_limit, max_bytes=self.config.outbox_bytes,
                     approves=APPROVALS_CAPABILITY in hello.capabilities)
@@ -337,6 +276,127 @@ class AgentService:
             self.manager.detach(session, view)
             self._streams.pop(id(view), None)
             log.info("session %s: connection closed (%s)", session.id, view.cut_off or view.label)
+
+    # --- admission: each check raises one Refused, in this order ---------------------
+
+    async def _admit(self, stream: MessageStream,
+                     conn: Connection) -> tuple[Hello, Principal | None, Session] | None:
+        """Admit a new connection: its hello, who it is and the session it
+        gets, checked in a fixed order (the first refusal is the one said).
+        None: the session runs on another replica and the connection was
+        relayed there until it ended. Raises :class:`Refused`."""
+        hello = await self._handshake(stream, conn)
+        principal = self._authenticated(stream, hello)
+        caller = self._caller(stream, hello)
+        hello = self._with_replay_query(stream, hello)
+        choice = self._requested_tools(hello)
+        session = await self._open_session(hello, principal)
+        if isinstance(session, RemoteSession):
+            await self._relay(stream, conn, hello, principal, session)
+            return None
+        if caller is not None:
+            session.model = caller[0] or self.model
+            session.model_name = caller[1] or session.model_name
+        self._give_tools(session, self._restored_tools(session, choice))
+        return hello, principal, session
+
+    async def _handshake(self, stream: MessageStream, conn: Connection) -> Hello:
+        with trio.move_on_after(self.config.hello_timeout) as scope:
+            text = await stream.receive()
+        if scope.cancelled_caught:
+            raise Refused(ErrorCode.UNEXPECTED_MESSAGE, f"no hello within {self.config.hello_timeout:g} seconds")
+        try:
+            message = conn.receive(text)
+        except RemoteProtocolError as exc:
+            raise Refused(exc.code, f"handshake failed: {exc}", in_reply_to=exc.in_reply_to) from None
+        if self.shutting_down:
+            raise Refused(ErrorCode.SHUTTING_DOWN, "the server is shutting down")
+        assert isinstance(message, Hello)
+        return message
+
+    def _authenticated(self, stream: MessageStream, hello: Hello) -> Principal | None:
+        """Who the connection is: as its transport authenticated it, or by
+        the hello's token where this service checks tokens itself."""
+        principal = stream.principal
+        if self.authenticate is not None and principal is None:
+            principal = self.authenticate(hello.token)
+            if principal is None:
+                raise Refused(ErrorCode.UNAUTHORIZED, "missing or invalid token")
+        return principal
+
+    def _caller(self, stream: MessageStream, hello: Hello) -> tuple[Model | None, str | None] | None:
+        """The local daemon: the model on the caller's key its session runs
+        on (None: no caller named)."""
+        if hello.caller is None:
+            return None
+        try:
+            return accept_caller(self.callers, hello.caller, same_user=stream.same_user,
+                                 default_model=self.config.model, allowed=self.config.allowed_models)
+        except CallerRefused as exc:
+            raise Refused(exc.code, str(exc)) from None
+
+    def _with_replay_query(self, stream: MessageStream, hello: Hello) -> Hello:
+        """The hello with the replay its WebSocket query asks for, when the
+        hello names none."""
+        if hello.replay is not None or not stream.replay_query:
+            return hello
+        try:
+            return msgspec_replace(hello, replay=replay_from_query(dict(stream.replay_query)))
+        except RemoteProtocolError as exc:
+            raise Refused(exc.code, str(exc)) from None
+
+    def _requested_tools(self, hello: Hello) -> ToolChoice | None:
+        try:
+            return self._tool_choice(hello)
+        except ServerToolsRefused as exc:
+            raise Refused(exc.code, str(exc)) from None
+
+    async def _open_session(self, hello: Hello, principal: Principal | None) -> Session | RemoteSession:
+        """The session the hello names (to resume or attach), or a new one."""
+        try:
+            if hello.session_id is not None:
+                session = await self.manager.find(hello.session_id, hello.resume_token, principal,
+                                                  last_seq=hello.last_seq)
+                if session is None:
+                    # The same answer for an id that never existed, another
+                    # user's session and a wrong token.
+                    raise Refused(ErrorCode.UNKNOWN_SESSION, _no_such_session(hello.session_id))
+                return session
+            if hello.role == OBSERVER:
+                raise Refused(ErrorCode.INVALID_FIELD,
+                              "an observer watches an existing session: name it with session_id")
+            created = await self.manager.create(principal, session_id=hello.new_session_id)
+            if created is None:
+                raise Refused(ErrorCode.SESSION_EXISTS, (
+                    f"a session with id {quote(hello.new_session_id)} already exists; "
+                    "resume it (--resume), or choose another id"))
+            return created
+        except StoreError as exc:
+            # Replicas on Redis: without the store no session can be opened
+            # safely here (running ones go on).
+            log.warning("refused a session: %s", exc)
+            raise Refused(ErrorCode.STORAGE_ERROR, "the session store is unreachable, so this server opens no "
+                          "session now; try again shortly") from None
+
+    def _restored_tools(self, session: Session, choice: ToolChoice | None) -> ToolChoice | None:
+        """A session restored from the store (after a restart, or taken over
+        from another replica) runs its tools where they ran, whatever this
+        connection asks."""
+        if session.tool_host is None and session.tool_choice is not None:
+            try:
+                return self._check_tools(session.tool_choice)
+            except ServerToolsRefused as exc:
+                raise Refused(exc.code, f"this session runs its tools on the server: {exc}") from None
+        return choice
+
+    def _give_tools(self, session: Session, choice: ToolChoice | None) -> None:
+        if choice is not None and session.tool_host is None:
+            try:
+                self.use_server_tools(session, choice)
+            except OSError as exc:
+                log.error("session %s: cannot create its workspace: %s", session.id, exc)
+                raise Refused(ErrorCode.INTERNAL, "the server cannot create a workspace for "
+                              "this session; its operator has the details in the log") from None
 
     async def _relay(self, stream: MessageStream, conn: Connection, hello: Hello, principal: Principal | None,
                      remote: RemoteSession) -> None:
@@ -454,24 +514,6 @@ class AgentService:
             return self._check_tools(ToolChoice())  # raises server_tools_disabled
         return self.server_tools.choose(hello)
 
-    async def _handshake(self, stream: MessageStream, conn: Connection) -> Hello | None:
-        with trio.move_on_after(self.config.hello_timeout) as scope:
-            text = await stream.receive()
-        if scope.cancelled_caught:
-            await _send_fatal(stream, conn, ErrorCode.UNEXPECTED_MESSAGE,
-                              f"no hello within {self.config.hello_timeout:g} seconds")
-            return None
-        try:
-            message = conn.receive(text)
-        except RemoteProtocolError as exc:
-            await _send_fatal(stream, conn, exc.code, f"handshake failed: {exc}", in_reply_to=exc.in_reply_to)
-            return None
-        if self.shutting_down:
-            await _send_fatal(stream, conn, ErrorCode.SHUTTING_DOWN, "the server is shutting down")
-            return None
-        assert isinstance(message, Hello)
-        return message
-
     async def _read_messages(self, stream: MessageStream, conn: Connection, session: Session, view: View) -> None:
         while True:
             try:
@@ -531,12 +573,6 @@ class AgentService:
 
 #: Events only 1.2 clients know (several clients on one session).
 _V12_EVENTS = (RequestStarted, ClientsChanged, ToolCallAnswered, ToolDecided)
-
-
-def mark_replayed(text: str) -> str:
-    """An encoded event marked ``replayed: true`` (the text is a JSON
-    object encoded by us, never marked yet)."""
-    return text[:-1] + ',"replayed":true}'
 
 
 def _no_such_session(session_id: str) -> str:

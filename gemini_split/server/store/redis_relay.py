@@ -69,7 +69,7 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
 
-from ..replay import DEFAULT_ATTACH_REPLAY, plan_replay, replay_from_query
+from ..replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
 from ..tool_host import APPROVALS_CAPABILITY
 from ..views import View
 from . import SessionRecord, StoreError, hash_token, token_matches
@@ -208,8 +208,6 @@ class Relay:
         """The logged events with ``after < seq <= upto`` (those in
         ``wanted`` only, if given) marked ``replayed`` — or, when they are no
         longer kept, say so and send the history instead."""
-        from ..service import mark_replayed
-
         store = self.replica.store
         cursor = after
         while cursor < upto:

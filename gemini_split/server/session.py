@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +32,6 @@ from msgspec.structs import replace
 
 from gemini_split.protocol import (
     Cancel,
-    ClientsChanged,
     RequestStarted,
     ToolCallAnswered,
     ClientMessage,
@@ -68,6 +66,7 @@ from .approvals import Approvals, DecisionRefused
 from .config import ServerConfig
 from .model import Model, ModelAuthError, ModelError
 from .model_names import ModelNameRefused, check_model_name
+from .broadcast import Broadcast
 from .outbox import Outbox
 from .priority import AnswerFirst
 from .store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
@@ -153,7 +152,11 @@ class Session:
             self.log.last_seq = record.last_seq
             self.tool_choice = ToolChoice.from_record(record.approval)
             self.persisted = True
-        self.outbox = Outbox(config.outbox_limit, max_bytes=config.outbox_bytes)
+        #: The way of its events to every view: outbox, log, views, pump.
+        self.events = Broadcast(self.id, self.log, Outbox(config.outbox_limit, max_bytes=config.outbox_bytes))
+        self.events.on_logged = self._logged
+        self.events.after_fan_out = self._handed_out
+        self.events.on_view_left = self._view_left
         #: Server-side tools (``hello.tools = "server"``), or None: the
         #: client's tools. Set by :meth:`use_server_tools`.
         self.tool_host: ToolHost | None = None
@@ -163,16 +166,6 @@ class Session:
         self._pending: dict[str, _PendingCall] = {}
         self._active: _ActiveRequest | None = None
         self._nursery: trio.Nursery | None = None
-        #: The attached views, in the order they joined.
-        self.views: list[View] = []
-        #: Called with a view cut off for overflowing, to close it (set by
-        #: the SessionManager).
-        self.cut_off: Callable[[View, str], None] = lambda view, reason: None
-        self._caught_up = trio.Event()
-        #: The request, its unanswered client tool calls and its open
-        #: approval questions as the event log stands (what a view attaching
-        #: now is told at the start of its live part).
-        self.logged = RequestTracker()
 
     # --- lifetime ------------------------------------------------------------
 
@@ -216,14 +209,11 @@ class Session:
         finally:
             done.set()
 
-    def log_events(self, events: list[ServerEvent]) -> list[tuple[ServerEvent, str]]:
-        """Number events taken from the outbox and encode each once (the
-        in-memory event log), and hand them to the store's event log
-        (batched off the hot path). Returns them with their text, for
-        whoever sends them."""
-        batch = [self.log.append(stamp(event)) for event in events]
+    def _logged(self, batch: list[tuple[ServerEvent, str]]) -> None:
+        """Events were logged (:meth:`Broadcast.log_events`): note the seq
+        of each pending call and question, and hand them to the store's
+        event log (batched off the hot path)."""
         for event, _ in batch:
-            self.logged.apply(event)
             if isinstance(event, ToolExecutionRequest):
                 if event.id in self._pending:
                     self._pending[event.id].seq = event.seq
@@ -235,71 +225,35 @@ class Session:
                 self.store.append_events(self.id, stored)
             else:
                 self._unstored.extend(stored)
-        return batch
 
     @property
-    def outbox_pending(self) -> bool:
-        return len(self.outbox) > 0
+    def outbox(self) -> Outbox:
+        return self.events.outbox
+
+    @property
+    def views(self) -> list[View]:
+        """The attached views, in the order they joined."""
+        return self.events.views
+
+    @property
+    def logged(self) -> RequestTracker:
+        """The request as the event log stands (what a view attaching now
+        is told at the start of its live part)."""
+        return self.events.logged
 
     # --- views ---------------------------------------------------------------
 
-    def add_view(self, view: View) -> AttachPoint:
-        """Attach ``view``: it gets every event logged from now on; the
-        others hear ``clients_changed``. Returns where its live part starts."""
-        clients = tuple(v.info for v in self.views) + (view.info,)
-        # Logged and handed to the others at once (as the pump would), so
-        # the new view's live part starts after its own arrival.
-        self.fan_out(self.log_events([ClientsChanged(change="joined", client=view.info, clients=len(clients))]))
-        view.attached = True
-        view.on_caught_up = self._caught_up.set
-        self.views.append(view)
-        return AttachPoint(
-            last_seq=self.log.last_seq, active_request_id=self.logged.active_request_id,
-            pending_tool_calls=self.logged.pending_tool_calls,
-            pending_approvals=self.logged.pending_approvals, clients=clients,
-        )
-
-    def remove_view(self, view: View) -> bool:
-        """Detach ``view`` (idempotent; False if it was not attached). The
-        others hear ``clients_changed``; its request's tool calls are
-        handed over to the drivers left."""
-        if not view.attached:
-            return False
-        view.attached = False
-        self.views.remove(view)
-        self._caught_up.set()  # the pump may have been waiting for this one
-        self.emit_nowait(ClientsChanged(change="left", client=view.info, clients=len(self.views)))
+    def _view_left(self, view: View) -> None:
+        """Its request's tool calls are handed over to the drivers left."""
         if self._active is not None and self._active.origin is view:
             self._active.origin = None
             self.hand_over_calls()
-        return True
 
-    def fan_out(self, batch: list[tuple[ServerEvent, str]]) -> None:
-        """Hand logged events to every view; cut off a view that cannot
-        take them (its outbox is full: the client stopped reading)."""
-        if not batch:
-            return
-        for view in list(self.views):
-            if not view.offer(batch):
-                view.cut_off = (f"cut off: this client fell {len(view) + len(batch)} events behind the session "
-                                f"({ErrorCode.SLOW_CONSUMER.value}); reconnect to resume")
-                log.warning("session %s: %s cut off: its outbox is full", self.id, view.label)
-                self.remove_view(view)
-                self.cut_off(view, view.cut_off)
+    def _handed_out(self) -> None:
         if self._active is not None and self._active.origin is None and self._pending:
             # Calls nobody's own (their origin left): now logged, every
             # driver may answer them.
             self.hand_over_calls()
-
-    def new_pace(self) -> trio.Event:
-        """An event set once some view has written everything it had (set
-        already when one has)."""
-        self._caught_up = trio.Event()
-        if any(view.caught_up for view in self.views):
-            self._caught_up.set()
-        for view in self.views:
-            view.on_caught_up = self._caught_up.set
-        return self._caught_up
 
     def catch_up(self, view: View, upto: int) -> None:
         """``view``'s replay (up to seq ``upto``, its attach point) is over:
@@ -335,7 +289,7 @@ class Session:
         resumes, with ``interrupted`` (it is not run again)."""
         # Logged at once, not through the outbox: it is part of what the
         # resuming client replays (its connection state expects it there).
-        self.log_events([Error(
+        self.events.log_events([Error(
             request_id=request_id, code=ErrorCode.INTERRUPTED.value,
             message="interrupted: the server stopped while this request was running; it was not run "
                     "again (the conversation goes on from the last completed answer)",
@@ -430,10 +384,10 @@ class Session:
     # --- outgoing events -------------------------------------------------------
 
     async def emit(self, event: ServerEvent) -> None:
-        await self.outbox.put(event)
+        await self.events.emit(event)
 
     def emit_nowait(self, event: ServerEvent) -> None:
-        self.outbox.put_nowait(event)
+        self.events.emit_nowait(event)
 
     def reply_error(self, code: ErrorCode, text: str, *, in_reply_to: str | None = None,
                     request_id: str | None = None, fatal: bool = False) -> None:

@@ -10,11 +10,13 @@ restart, or once it was unloaded).
 
 Fan-out: one pump per session → N views
 ---------------------------------------
-Events leave a session through its :class:`~.outbox.Outbox`. Exactly one
-task takes them, the session's *pump* (:meth:`SessionManager._pump`),
-whether or not anyone is attached: it numbers each event, encodes it once
-and hands it to the store (:meth:`Session.log_events`), then appends the
-same ``(event, text)`` pairs to every attached :class:`View`'s own bounded
+Events leave a session through its :class:`~.broadcast.Broadcast`, which
+owns their whole way: the session only emits into its
+:class:`~.outbox.Outbox`. Exactly one task takes them, the session's *pump*
+(:meth:`Broadcast.pump`, run here), whether or not anyone is attached: it
+numbers each event, encodes it once, follows it in the session's request
+tracker and has the session hand it to the store, then appends the same
+``(event, text)`` pairs to every attached :class:`View`'s own bounded
 outbox (:meth:`View.offer`). Each view's writer sends from there at its own
 pace. The pump takes the next batch once one view has caught up: the
 session goes at the pace of its *fastest* view — meanwhile a delta stream
@@ -23,8 +25,9 @@ make larger frames, not more of them), and a model that outruns even the
 fastest view waits once that outbox is full. A view that falls further
 behind than its own outbox holds (a client that stopped reading) is cut
 off — removed at once and its connection closed with a reason saying so —
-and never slows the session or the other views. A relay feeding views from elsewhere (another replica)
-would call :meth:`Session.fan_out` the same way.
+and never slows the session or the other views. A relay feeding views from
+elsewhere (another replica) would call :meth:`Broadcast.fan_out` the same
+way.
 
 Replies to one connection (``state``, ``history``, ``sessions``, a ``busy``
 refusal, an error about a bad message) are not session events: they go to
@@ -66,7 +69,7 @@ from gemini_split.transport import Principal
 
 from .session import LOCAL_OWNER, Session
 from .store import SessionStore, SessionSummary, StoredEvent, hash_token, token_matches
-from .views import AttachPoint, View, fan_out_interval
+from .views import AttachPoint, View
 
 __all__ = ["AttachPoint", "LATEST", "SessionManager", "View", "owner_of"]
 
@@ -112,8 +115,6 @@ class RemoteSession:
 class _Live:
     session: Session
     scope: trio.CancelScope
-    #: trio.current_time() of the last sign of life while no view is attached.
-    idle_since: float = 0.0
     view_count: int = 0
 
 
@@ -270,7 +271,7 @@ class SessionManager:
         entry.view_count += 1
         if view.label == "client":
             view.label = f"client {entry.view_count}"
-        return session.add_view(view)
+        return session.events.add_view(view)
 
     def detach(self, session: Session, view: View) -> None:
         """The view's connection ended. The session goes on (detached when
@@ -279,8 +280,8 @@ class SessionManager:
         entry = self._live.get(session.id)
         if entry is None:
             return
-        if session.remove_view(view) and not session.views:
-            entry.idle_since = trio.current_time()
+        if session.events.remove_view(view) and not session.views:
+            session.events.idle_since = trio.current_time()
 
     async def replay(self, session: Session, after: int, upto: int,
                      send: Callable[[StoredEvent], Awaitable[None]]) -> bool:
@@ -307,9 +308,10 @@ class SessionManager:
         if self._nursery is None:
             raise RuntimeError("SessionManager.run must be started first")
         scope = trio.CancelScope()
-        entry = _Live(session, scope, idle_since=trio.current_time())
+        entry = _Live(session, scope)
         self._live[session.id] = entry
-        session.cut_off = self._cut_off
+        session.events.idle_since = trio.current_time()
+        session.events.cut_off = self._cut_off
 
         async def run_session(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
             with scope:
@@ -325,38 +327,12 @@ class SessionManager:
             self._nursery.start_soon(view.close, reason)
 
     async def _pump(self, entry: _Live) -> None:
-        """The session's only taker of events: log each once, hand it to
-        every view; unload the session once it has been detached and idle
-        for ``detached_grace``."""
+        """Run the session's pump (:meth:`Broadcast.pump`); unload the
+        session once it has been detached and idle for ``detached_grace``."""
         session = entry.session
-        while True:
-            if session.views:
-                events = await session.outbox.take()
-            else:
-                events = None
-                with trio.move_on_at(entry.idle_since + self.detached_grace):
-                    events = await session.outbox.take()
-                if events is None:
-                    if session.busy or session.outbox_pending or session.views:
-                        entry.idle_since = trio.current_time()
-                        continue
-                    log.info("session %s: detached and idle for %gs, unloaded", session.id, self.detached_grace)
-                    self._unload(session.id)
-                    return
-                entry.idle_since = trio.current_time()
-            taken = trio.current_time()
-            batch = session.log_events(events)
-            session.fan_out(batch)
-            if session.views:
-                # The session goes at the pace of its fastest view: while
-                # every view is still writing, the model's stream gathers
-                # (and merges) in the outbox, and a model that outruns even
-                # the fastest view waits once the outbox is full.
-                await session.new_pace().wait()
-                # Many views: no more batches than they can share (views.py).
-                next_batch = taken + fan_out_interval(len(session.views))
-                if next_batch > trio.current_time():
-                    await trio.sleep_until(next_batch)
+        await session.events.pump(grace=self.detached_grace, busy=lambda: session.busy)
+        log.info("session %s: detached and idle for %gs, unloaded", session.id, self.detached_grace)
+        self._unload(session.id)
 
     def _unload(self, session_id: str, *, release: bool = True) -> None:
         entry = self._live.pop(session_id, None)

@@ -1,0 +1,168 @@
+"""The way of a session's events, from ``emit`` to every view.
+
+A :class:`Broadcast` owns it whole: the session's :class:`~.outbox.Outbox`
+(where emitted events wait, deltas merge and a model that outruns every
+view waits), its :class:`~gemini_split.protocol.EventLog` (each event
+numbered and encoded once), the :class:`~gemini_split.protocol.RequestTracker`
+run over what was logged (what a view attaching is told), the attached
+:class:`~.views.View` objects, and the one pump task that moves events
+from the outbox to the log and to every view (:meth:`Broadcast.pump`).
+The :class:`~.session.Session` only emits into it, and hears back through
+three hooks (an event logged, a batch handed out, a view gone); the
+:class:`~.sessions.SessionManager` runs the pump and unloads the session
+when the pump returns. See ``server/sessions.py`` for the whole shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from gemini_split.protocol import ClientsChanged, ErrorCode, EventLog, RequestTracker, ServerEvent
+from gemini_split.stamping import stamp
+
+from .outbox import Outbox
+from .views import AttachPoint, View, fan_out_interval
+
+log = logging.getLogger(__name__)
+
+Batch = list[tuple[ServerEvent, str]]
+
+
+class Broadcast:
+    """The events of the session named ``name`` (for the log): ``log``
+    numbers them, ``outbox`` holds them until the pump takes them."""
+
+    def __init__(self, name: str, log: EventLog, outbox: Outbox):
+        self.name = name
+        self.log = log
+        self.outbox = outbox
+        #: The request, its unanswered client tool calls and its open
+        #: approval questions as the event log stands.
+        self.logged = RequestTracker()
+        #: The attached views, in the order they joined.
+        self.views: list[View] = []
+        #: trio.current_time() of the last sign of life while no view is
+        #: attached (kept by the session manager and the pump).
+        self.idle_since = 0.0
+        #: Closes a view cut off for overflowing (set by the session manager).
+        self.cut_off: Callable[[View, str], None] = lambda view, reason: None
+        #: The session's hooks: a batch was logged (before any view has
+        #: it), a batch was handed to the views, a view left.
+        self.on_logged: Callable[[Batch], None] = lambda batch: None
+        self.after_fan_out: Callable[[], None] = lambda: None
+        self.on_view_left: Callable[[View], None] = lambda view: None
+        self._caught_up = trio.Event()
+
+    # --- in ----------------------------------------------------------------------
+
+    async def emit(self, event: ServerEvent) -> None:
+        """Queue ``event`` for every view, waiting while the outbox is full."""
+        await self.outbox.put(event)
+
+    def emit_nowait(self, event: ServerEvent) -> None:
+        self.outbox.put_nowait(event)
+
+    @property
+    def pending(self) -> bool:
+        """Whether emitted events wait for the pump."""
+        return len(self.outbox) > 0
+
+    def log_events(self, events: list[ServerEvent]) -> Batch:
+        """Number events and encode each once (the event log), follow them
+        in the tracker and tell the session (which hands them to the
+        store). Returns them with their text, for whoever sends them."""
+        batch = [self.log.append(stamp(event)) for event in events]
+        for event, _ in batch:
+            self.logged.apply(event)
+        self.on_logged(batch)
+        return batch
+
+    # --- views ---------------------------------------------------------------------
+
+    def add_view(self, view: View) -> AttachPoint:
+        """Attach ``view``: it gets every event logged from now on; the
+        others hear ``clients_changed``. Returns where its live part starts."""
+        clients = tuple(v.info for v in self.views) + (view.info,)
+        # Logged and handed to the others at once (as the pump would), so
+        # the new view's live part starts after its own arrival.
+        self.fan_out(self.log_events([ClientsChanged(change="joined", client=view.info, clients=len(clients))]))
+        view.attached = True
+        view.on_caught_up = self._caught_up.set
+        self.views.append(view)
+        return AttachPoint(
+            last_seq=self.log.last_seq, active_request_id=self.logged.active_request_id,
+            pending_tool_calls=self.logged.pending_tool_calls,
+            pending_approvals=self.logged.pending_approvals, clients=clients,
+        )
+
+    def remove_view(self, view: View) -> bool:
+        """Detach ``view`` (idempotent; False if it was not attached). The
+        others hear ``clients_changed``; the session hears it left."""
+        if not view.attached:
+            return False
+        view.attached = False
+        self.views.remove(view)
+        self._caught_up.set()  # the pump may have been waiting for this one
+        self.emit_nowait(ClientsChanged(change="left", client=view.info, clients=len(self.views)))
+        self.on_view_left(view)
+        return True
+
+    def fan_out(self, batch: Batch) -> None:
+        """Hand logged events to every view; cut off a view that cannot
+        take them (its outbox is full: the client stopped reading)."""
+        if not batch:
+            return
+        for view in list(self.views):
+            if not view.offer(batch):
+                view.cut_off = (f"cut off: this client fell {len(view) + len(batch)} events behind the session "
+                                f"({ErrorCode.SLOW_CONSUMER.value}); reconnect to resume")
+                log.warning("session %s: %s cut off: its outbox is full", self.name, view.label)
+                self.remove_view(view)
+                self.cut_off(view, view.cut_off)
+        self.after_fan_out()
+
+    def new_pace(self) -> trio.Event:
+        """An event set once some view has written everything it had (set
+        already when one has)."""
+        self._caught_up = trio.Event()
+        if any(view.caught_up for view in self.views):
+            self._caught_up.set()
+        for view in self.views:
+            view.on_caught_up = self._caught_up.set
+        return self._caught_up
+
+    # --- the pump ----------------------------------------------------------------------
+
+    async def pump(self, *, grace: float, busy: Callable[[], bool]) -> None:
+        """Be the only taker of events: log each once, hand it to every
+        view. Returns once no view has been attached, nothing was emitted
+        and ``busy()`` was false for ``grace`` seconds (the session may be
+        unloaded then)."""
+        while True:
+            if self.views:
+                events = await self.outbox.take()
+            else:
+                events = None
+                with trio.move_on_at(self.idle_since + grace):
+                    events = await self.outbox.take()
+                if events is None:
+                    if busy() or self.pending or self.views:
+                        self.idle_since = trio.current_time()
+                        continue
+                    return
+                self.idle_since = trio.current_time()
+            taken = trio.current_time()
+            self.fan_out(self.log_events(events))
+            if self.views:
+                # The session goes at the pace of its fastest view: while
+                # every view is still writing, the model's stream gathers
+                # (and merges) in the outbox, and a model that outruns even
+                # the fastest view waits once the outbox is full.
+                await self.new_pace().wait()
+                # Many views: no more batches than they can share (views.py).
+                next_batch = taken + fan_out_interval(len(self.views))
+                if next_batch > trio.current_time():
+                    await trio.sleep_until(next_batch)

@@ -35,7 +35,6 @@ from gemini_split.protocol import (
     RequestStarted,
     ToolCallAnswered,
     ClientMessage,
-    RequestState,
     RequestTracker,
     Error,
     ErrorCode,

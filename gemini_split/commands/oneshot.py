@@ -152,19 +152,21 @@ def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> Exit
     if args.raw_output and not args.accept_raw_output_risk:
         env.warn("WARNING: --raw-output: the model's text reaches your terminal unfiltered; escape "
                  "sequences in it can change what the terminal shows. --accept-raw-output-risk hides this.")
+    prompt, command = _slash_command(args, env, settings, prompt)
     renderer = make_renderer(output_format, env.stdout, env.stderr,
                              stderr_is_terminal=env.stderr_isatty and not screen_reader,
                              raw_output=args.raw_output)
     try:
-        return trio.run(_oneshot, settings, embedded, renderer, prompt, settings.model)
+        return trio.run(_oneshot, settings, embedded, renderer, prompt, settings.model, command)
     except BrokenPipeError:
         # The reader of our output went away (`| head`): not our failure.
         return ExitStatus.SUCCESS
 
 
 async def _oneshot(settings: ClientSettings, embedded: AgentService | None, renderer: OneShotRenderer, prompt: str,
-                   model: str | None) -> ExitStatus:
+                   model: str | None, command: tuple[Any, str] | None = None) -> ExitStatus:
     interrupted = False
+    failed: Exception | None = None
     try:
         async with hold_embedded(settings, embedded) as settings, open_client(
                 settings, on_event=renderer.on_event,
@@ -190,9 +192,18 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                     nursery.start_soon(cancel_on_interrupt)
                     if renderer.status is not None:
                         nursery.start_soon(_spin, renderer.status)
-                    prompt, attachments = await _attach_references(prompt, client, renderer)
-                    outcome = await client.run_turn(prompt, model=model if settings.server else None,
-                                                    attachments=attachments, context=settings.context)
+                    if command is not None:
+                        from gemini_split.ui.command_expansion import CommandFailed
+
+                        try:
+                            prompt, attachments = await _expand_command(prompt, command, client, renderer)
+                        except CommandFailed as exc:
+                            failed = exc
+                    else:
+                        prompt, attachments = await _attach_references(prompt, client, renderer)
+                    if failed is None:
+                        outcome = await client.run_turn(prompt, model=model if settings.server else None,
+                                                        attachments=attachments, context=settings.context)
                     nursery.cancel_scope.cancel()
     except AuthenticationFailed as exc:
         return renderer.finish(error_code=ErrorCode.UNAUTHORIZED.value, error_message=str(exc))
@@ -201,6 +212,8 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
         return renderer.finish(error_code=code, error_message=str(exc))
     except (ConnectFailed, TransportError) as exc:
         return renderer.finish(error_code="connect_failed", error_message=str(exc), status=exit_status_for(exc))
+    if failed is not None:
+        return renderer.finish(error_code="bad_input", error_message=str(failed), status=ExitStatus.BAD_INPUT)
     if interrupted:
         return renderer.finish(error_code=ErrorCode.CANCELLED.value, error_message="cancelled by the user",
                                status=ExitStatus.INTERRUPTED)
@@ -227,6 +240,55 @@ async def _attach_references(prompt: str, client: ProtocolClient,
             renderer.stderr.write(f"gemini-split: {line}\n")
 
     return await attach_references(prompt, client.executor, report)
+
+
+def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientSettings,
+                   prompt: str) -> tuple[str, tuple[Any, str] | None]:
+    """A prompt given as ``/name args`` is a custom command, expanded as in
+    the REPL: returns the prompt and ``(command, line)``. ``//text`` sends
+    ``/text``, as in the REPL. Any other ``/word`` is refused
+    (:class:`BadInput`), never sent as a prompt. Piped input stays in front."""
+    text = args.prompt
+    if text is None or not text.startswith("/"):
+        return prompt, None
+    piped = prompt[:len(prompt) - len(text)]
+    if text.startswith("//"):
+        return piped + text[1:], None
+    from gemini_split.client.custom_commands import split_invocation
+    from gemini_split.ui.command_expansion import load_commands
+    from gemini_split.ui.slash_commands import ALIASES, COMMANDS
+
+    loaded = settings.loaded_settings
+    found = load_commands(env.config_dir, settings.workspace, trusted=bool(loaded is not None and loaded.trusted),
+                          reserved=[*COMMANDS, *ALIASES])
+    for problem in found.problems:
+        env.warn(f"gemini-split: {visible(problem)}")
+    name, _ = split_invocation(text)
+    command = found.get(name)
+    if command is not None:
+        return prompt, (command, text)
+    if ALIASES.get(name, name) in COMMANDS:
+        raise BadInput(f"{visible(name)} is a REPL command; it does nothing with -p (start the prompt with // "
+                       "to send a line that begins with /)")
+    raise BadInput(f"unknown command {visible(name)}: no custom command has that name (.gemini/commands/*.toml); "
+                   "start the prompt with // to send a line that begins with /")
+
+
+async def _expand_command(prompt: str, command: tuple[Any, str], client: ProtocolClient,
+                          renderer: OneShotRenderer) -> tuple[str, tuple[Attachment, ...]]:
+    """The custom command's prompt (with piped input in front), expanded as
+    in the REPL; what is left out is said on stderr."""
+    from gemini_split.ui.command_expansion import run_custom_command
+
+    found, line = command
+    piped = prompt[:len(prompt) - len(line)]
+
+    def report(text: str, warning: bool) -> None:
+        if warning:
+            renderer.stderr.write(f"gemini-split: {text}\n")
+
+    expanded, attachments = await run_custom_command(found, line, client.executor, report)
+    return piped + expanded, attachments
 
 
 def _reconnect_notice(stderr):

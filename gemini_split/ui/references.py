@@ -81,10 +81,13 @@ def find_references(text: str) -> list[str]:
     return [re.sub(r"\\(.)", r"\1", m.group(1)) for m in REFERENCE.finditer(text)]
 
 
-async def expand_references(text: str, workspace: Workspace, read_file: Tool) -> Expanded:
+async def expand_references(text: str, workspace: Workspace, read_file: Tool,
+                            paths: list[str] | None = None) -> Expanded:
     """``text`` with the content of its ``@`` references appended (see the
-    module docstring). Unchanged when it has none that can be read."""
-    paths = find_references(text)
+    module docstring). Unchanged when it has none that can be read.
+    ``paths``: read these instead of the references found in ``text`` (a
+    custom command's ``@{…}``)."""
+    paths = find_references(text) if paths is None else paths
     result = Expanded(text)
     if not paths:
         return result

@@ -167,6 +167,10 @@ class Repl:
             ask_text = plain.read_text
         self.asker = InlineAsker(self.console, ask_choice, ask_text, lambda: self.view, self._start_interrupt,
                                  drain=self._drain_typed_ahead)
+        #: Custom commands (.gemini/commands/*.toml); /commands reload rereads them.
+        from .slash_commands import load_custom_commands
+
+        load_custom_commands(self)
 
     # --- state the commands and the toolbar read -----------------------------------------
 
@@ -382,26 +386,32 @@ class Repl:
         self.console.print(Text(f"(exit status {status}; the command and its output go to the model with "
                                 "your next message)", style="dim"))
 
-    async def _expand(self, client: ProtocolClient, prompt: str) -> tuple[str, tuple[Attachment, ...]]:
-        """The prompt with ``@path`` content and pending ``!command`` output,
-        and the images it attaches."""
+    async def _expand(self, client: ProtocolClient, prompt: str,
+                      references: bool = True) -> tuple[str, tuple[Attachment, ...]]:
+        """The prompt with ``@path`` content (unless ``references`` is
+        false) and pending ``!command`` output, and the images it attaches."""
         from .references import attach_references
 
-        prompt, attachments = await attach_references(
-            prompt, client.executor,
-            lambda line, warning: self.console.print(Text(line, style="yellow" if warning else "dim")))
+        attachments: tuple[Attachment, ...] = ()
+        if references:
+            prompt, attachments = await attach_references(
+                prompt, client.executor,
+                lambda line, warning: self.console.print(Text(line, style="yellow" if warning else "dim")))
         if self.pending_context:
             prompt = "\n\n".join([*self.pending_context, prompt])
             self.pending_context.clear()
         return prompt, attachments
 
-    async def run_turn(self, prompt: str, *, carry_context: bool = True) -> None:
+    async def run_turn(self, prompt: str, *, carry_context: bool = True,
+                       attachments: tuple[Attachment, ...] = (), references: bool = True) -> None:
         """One prompt and its answer. ``carry_context=False`` sends the prompt
-        as is (no @path expansion, pending context kept for later)."""
+        as is (no @path expansion, pending context kept for later);
+        ``references=False`` skips only the @path expansion (a custom
+        command's prompt, already expanded, with its ``attachments``)."""
         client = self.require_client()
-        attachments: tuple[Attachment, ...] = ()
         if carry_context:
-            prompt, attachments = await self._expand(client, prompt)
+            prompt, more = await self._expand(client, prompt, references)
+            attachments = (*attachments, *more)
         view = TurnView(self.console, code_theme=self.code_theme)
         self.view = view
         self._cancel_requested = False

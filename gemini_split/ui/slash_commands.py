@@ -65,6 +65,10 @@ async def _help(repl: Repl, args: list[str]) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
     for command in COMMANDS.values():
         table.add_row(Text(command.usage, style="bold"), command.summary)
+    custom = getattr(repl, "custom_commands", None)
+    for name, cmd in (custom.commands.items() if custom is not None else ()):
+        table.add_row(Text(f"{name} [ARGS]", style="bold"), Text(visible(cmd.description, newlines=False)
+                                                                 + f" ({cmd.scope} command)"))
     repl.console.print(table)
     repl.console.print(Text(
         f"\nKeys: Enter sends · {NEWLINE_KEYS} inserts a newline · Tab completes · "
@@ -537,6 +541,59 @@ def _session_ids(repl: Repl) -> Iterable[str]:
     return ["latest", *repl.known_sessions]
 
 
+async def _commands(repl: Repl, args: list[str]) -> None:
+    """gemini-cli's /commands: ``list`` the custom commands (the default),
+    ``reload`` them from their files."""
+    if args not in ([], ["list"], ["reload"]):
+        raise CommandUsage("/commands [list|reload]")
+    if args == ["reload"]:
+        load_custom_commands(repl)
+        count = len(repl.custom_commands.commands)
+        repl.console.print(Text(f"Reloaded custom commands: {count} command{'s' * (count != 1)}.", style="green"))
+        return
+    commands = repl.custom_commands.commands
+    if not commands:
+        repl.console.print(Text("No custom commands (.toml files in ~/.gemini/commands or .gemini/commands).",
+                                style="dim"))
+        return
+    for name, cmd in commands.items():
+        repl.console.print(Text.assemble((name, "bold"), f"  {visible(cmd.description, newlines=False)}",
+                                         (f"  {visible(str(cmd.path), newlines=False)}", "dim")))
+
+
+def _commands_actions(repl: Repl) -> Iterable[str]:
+    return ["list", "reload"]
+
+
+def load_custom_commands(repl: Repl) -> None:
+    """(Re)read the custom commands for the REPL's workspace into
+    ``repl.custom_commands``; each file left out is said in one line."""
+    from .command_expansion import load_commands
+
+    loaded = repl.settings.loaded_settings
+    repl.custom_commands = load_commands(repl.env.config_dir, repl.settings.workspace,
+                                         trusted=bool(loaded is not None and loaded.trusted),
+                                         reserved=[*COMMANDS, *ALIASES])
+    for problem in repl.custom_commands.problems:
+        repl.print_usage(visible(problem))
+
+
+async def _run_custom(repl: Repl, command: Any, line: str) -> None:
+    """A custom command: expanded here (``!{…}`` asked as the model's shell
+    calls are), then sent as an ordinary prompt."""
+    from .command_expansion import CommandFailed, run_custom_command
+
+    client = repl.require_client()
+    try:
+        prompt, attachments = await run_custom_command(
+            command, line, client.executor,
+            lambda text, warning: repl.console.print(Text(text, style="yellow" if warning else "dim")))
+    except CommandFailed as exc:
+        repl.print_usage(visible(str(exc)))
+        return
+    await repl.run_turn(prompt, attachments=attachments, references=False)
+
+
 def _visible(text: str) -> str:
     return "".join(ch if ch.isprintable() else "?" for ch in text)
 
@@ -564,6 +621,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/memory", "/memory show|refresh|add TEXT", "the context files (GEMINI.md) sent with every prompt",
             _memory, _memory_actions),
     Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
+    Command("/commands", "/commands [list|reload]",
+            "your custom commands (.gemini/commands/*.toml): list them, or reread the files", _commands,
+            _commands_actions),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),
@@ -579,6 +639,12 @@ ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear"}
 async def run_command(repl: Repl, line: str) -> None:
     """Run one slash command line. Raises :class:`QuitRepl` for /quit;
     prints a usage line (never a traceback) for anything wrong."""
+    first = line.split(None, 1)[0] if line.split() else line
+    custom = getattr(repl, "custom_commands", None)
+    found = custom.get(first) if custom is not None and ALIASES.get(first, first) not in COMMANDS else None
+    if found is not None:  # its arguments are the text as typed, quotes and all
+        await _run_custom(repl, found, line)
+        return
     try:
         words = shlex.split(line)
     except ValueError as exc:
@@ -620,6 +686,10 @@ class SlashCompleter(Completer):
             for name, command in COMMANDS.items():
                 if name.startswith(current):
                     yield Completion(name, -len(current), display_meta=command.summary)
+            custom = getattr(self.repl, "custom_commands", None)
+            for name, cmd in (custom.commands.items() if custom is not None else ()):
+                if name.startswith(current):
+                    yield Completion(name, -len(current), display_meta=visible(cmd.description, newlines=False))
             return
         command = COMMANDS.get(ALIASES.get(words[0], words[0]))
         if command is None:

@@ -72,6 +72,18 @@ exit status: 0 ok, 1 error, 2 usage, 41 auth, 42 bad input, 52 bad settings.json
 53 turn limit, 130 interrupted."""
 
 
+#: gemini-cli's subcommands that gemini-split does not offer, by name (and
+#: alias) → why, in one line. Such a first word is refused (exit 2), never
+#: sent to the model as a prompt.
+GEMINI_CLI_ONLY_COMMANDS = {
+    **dict.fromkeys(("extensions", "extension"), "extensions are not supported yet"),
+    **dict.fromkeys(("skills", "skill"), "Agent Skills are not supported yet"),
+    **dict.fromkeys(("hooks", "hook"), "hooks are not supported yet"),
+    "gemma": "gemini-split does not run local Gemma models",
+    "update": "gemini-split does not update itself; upgrade it with the tool that installed it (pip, pipx, uv)",
+}
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors exit with status 2 through ``main``, not ``sys.exit``;
     subcommands (at any depth) are :class:`_Subcommands`."""
@@ -343,6 +355,10 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     parser = build_parser()
     try:
         argv, words = split_prompt_words(parser, sys.argv[1:] if argv is None else list(argv))
+        if words and words[0] in GEMINI_CLI_ONLY_COMMANDS:
+            raise UsageError(f"gemini-split: '{words[0]}' is a gemini-cli command that gemini-split does not "
+                             f"offer: {GEMINI_CLI_ONLY_COMMANDS[words[0]]}. Nothing was sent to the model "
+                             "(to ask the model, use -p).")
         args = parser.parse_args(argv)
         args.query = words
         if args.command is None and args.session_id is not None and args.resume is not None:

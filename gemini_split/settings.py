@@ -236,11 +236,12 @@ def load_settings(env: Environment, cwd: Path | None = None, *, trust: bool | No
     outer = _convert(_merge(defaults.raw, user.raw, system.raw), "the merged system and user settings")
     trusted = trust if trust is not None else is_folder_trusted(cwd, env, enabled=outer.security.folder_trust.enabled)
     layers = [defaults, user, project, system] if trusted else [defaults, user, system]
-    if project.exists and not trusted:
-        warnings.append(
-            f"gemini-split: ignoring {project_path}: this folder is not trusted. Trust it with "
-            f"GEMINI_CLI_TRUST_WORKSPACE=true or in {env.config_dir / TRUSTED_FOLDERS_FILE_NAME}."
-        )
+    if not trusted and not _same_path(cwd, _home(e)):
+        from gemini_split.folder_trust import project_files, untrusted_notice
+
+        ignored = project_files(cwd, env, outer.context_file_names())
+        if ignored:  # never silently: one line naming them (issue 29 §6)
+            warnings.append(untrusted_notice(cwd, ignored, env))
     if trusted:
         warnings.extend(project.warnings)
     merged = _convert(_merge(*(layer.raw for layer in layers)), "the merged settings")
@@ -258,10 +259,16 @@ def is_folder_trusted(folder: Path, env: Environment, *, enabled: bool = True) -
         return flag == "true"
     if not enabled:
         return True
+    return trust_rule(folder, env) in ("TRUST_FOLDER", "TRUST_PARENT")
+
+
+def trust_rule(folder: Path, env: Environment) -> str | None:
+    """The trust level the longest matching rule of ``trustedFolders.json``
+    gives ``folder``, or None when no rule covers it (no decision yet)."""
     path = Path(env.environ.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or env.config_dir / TRUSTED_FOLDERS_FILE_NAME)
     rules = _read_json_object(path)
     if rules is None:
-        return False
+        return None
     location = Path(os.path.realpath(folder))
     best_len, best = -1, None
     for rule_path, level in rules.items():
@@ -273,7 +280,7 @@ def is_folder_trusted(folder: Path, env: Environment, *, enabled: bool = True) -
         if location == effective or effective in location.parents:
             if len(rule_path) > best_len:
                 best_len, best = len(rule_path), level
-    return best in ("TRUST_FOLDER", "TRUST_PARENT")
+    return best
 
 
 def _read(scope: Any, path: Path, environ: Mapping[str, str]) -> SettingsFile:

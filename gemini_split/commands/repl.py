@@ -20,8 +20,63 @@ from gemini_split.exit_status import ExitStatus
 
 def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:
     options = client_options(args)
+    if not options.skip_trust:
+        ask_folder_trust(env)
     settings = resolve_client_settings(options, env, interactive=True)
     embedded = embedded_service_for(options, env, settings)
     from gemini_split.ui.repl import Repl
 
     return trio.run(Repl(options, env, settings, embedded=embedded).run)
+
+
+TRUST_CHOICES = [
+    ("TRUST_FOLDER", "Trust folder ({folder})"),
+    ("TRUST_PARENT", "Trust parent folder ({parent})"),
+    ("DO_NOT_TRUST", "Don't trust"),
+]
+
+
+def ask_folder_trust(env: Environment) -> None:
+    """gemini-cli's trust question, asked once: in a folder with project
+    configuration (``.gemini/``, GEMINI.md…) and no decision yet (no rule in
+    trustedFolders.json, no ``$GEMINI_CLI_TRUST_WORKSPACE``, folder trust
+    enabled), show what the folder holds and ask trust folder / trust parent
+    / don't trust. The answer is recorded in trustedFolders.json, so the
+    settings read next apply it at once. Escape or Ctrl-C decides nothing:
+    this run goes on untrusted and the question comes again next time."""
+    from gemini_split.folder_trust import project_files, record_trust
+    from gemini_split.settings import load_settings, trust_rule
+
+    if env.environ.get("GEMINI_CLI_TRUST_WORKSPACE") in ("true", "false"):
+        return
+    loaded = load_settings(env)
+    if loaded.trusted or not loaded.merged.security.folder_trust.enabled:
+        return
+    folder = env.cwd
+    if trust_rule(folder, env) is not None:
+        return
+    files = project_files(folder, env, loaded.merged.context_file_names())
+    if not files:
+        return
+    from gemini_split.ui.prompt_input import read_choice
+    from gemini_split.ui.safe_text import visible
+
+    shown = "\n".join(f"  • {visible(str(p), newlines=False)}{'/' if p.is_dir() else ''}" for p in files[:12])
+    if len(files) > 12:
+        shown += f"\n  … and {len(files) - 12} more"
+    header = (f"Do you trust this folder?\n{visible(str(folder), newlines=False)} holds project configuration "
+              "that gemini-split applies only in a trusted folder:\n"
+              f"{shown}\nTrusting it lets its settings, context files and custom commands apply "
+              "(settings can run commands, such as MCP servers).")
+    choices = [(value, label.format(folder=folder.name or folder, parent=folder.parent))
+               for value, label in TRUST_CHOICES]
+    no_color = bool(env.environ.get("NO_COLOR"))
+    answer = trio.run(lambda: read_choice(header, choices, default=0, no_color=no_color,
+                                          keys_help="  ↑/↓ and Enter, or a number · Esc: decide later"))
+    if answer not in ("TRUST_FOLDER", "TRUST_PARENT", "DO_NOT_TRUST"):
+        env.warn("gemini-split: no trust decision; this folder stays untrusted for this run.")
+        return
+    path = record_trust(folder, answer, env)
+    said = {"TRUST_FOLDER": f"Trusted {folder}", "TRUST_PARENT": f"Trusted {folder.parent} and its folders",
+            "DO_NOT_TRUST": f"Not trusting {folder}"}[answer]
+    env.warn(f"gemini-split: {said} (recorded in {path}).")

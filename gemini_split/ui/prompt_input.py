@@ -322,7 +322,8 @@ class LineReader:
 
 
 async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], *, default: int,
-                      no_color: bool = False, input: Input | None = None, output: Output | None = None) -> str:
+                      no_color: bool = False, input: Input | None = None, output: Output | None = None,
+                      keys_help: str = "  ↑/↓ and Enter, or a number · Esc: no · Ctrl-C: no, and stop the turn") -> str:
     """A menu of ``choices`` (``(value, label)`` pairs) under ``header``:
     the arrow keys move, Enter picks, a number key picks that line at once.
     Starts on ``default``. Returns the value; Ctrl-C returns
@@ -338,7 +339,7 @@ async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], 
             lines.append(("class:choice.selected" if here else "class:choice",
                           f"{'❯' if here else ' '} {i + 1}. {label}"))
             lines.append(("", "\n"))
-        lines.append(("class:choice.help", "  ↑/↓ and Enter, or a number · Esc: no · Ctrl-C: no, and stop the turn"))
+        lines.append(("class:choice.help", keys_help))
         return lines
 
     def move(step: int) -> Callable[[KeyPressEvent], None]:

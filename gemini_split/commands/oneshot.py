@@ -259,7 +259,7 @@ def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientS
     from gemini_split.ui.slash_commands import ALIASES, COMMANDS
 
     loaded = settings.loaded_settings
-    found = load_commands(env.config_dir, settings.workspace, trusted=bool(loaded is not None and loaded.trusted),
+    found = load_commands(env.config_dir, env.cwd, trusted=bool(loaded is not None and loaded.trusted),
                           reserved=[*COMMANDS, *ALIASES])
     for problem in found.problems:
         env.warn(f"gemini-split: {visible(problem)}")

@@ -566,12 +566,14 @@ def _commands_actions(repl: Repl) -> Iterable[str]:
 
 
 def load_custom_commands(repl: Repl) -> None:
-    """(Re)read the custom commands for the REPL's workspace into
-    ``repl.custom_commands``; each file left out is said in one line."""
+    """(Re)read the custom commands into ``repl.custom_commands``: the
+    user's and, in a trusted folder, the current directory's (where
+    ``.gemini/settings.json`` and the trust decision are read, as in
+    gemini-cli). Each file left out is said in one line."""
     from .command_expansion import load_commands
 
     loaded = repl.settings.loaded_settings
-    repl.custom_commands = load_commands(repl.env.config_dir, repl.settings.workspace,
+    repl.custom_commands = load_commands(repl.env.config_dir, repl.env.cwd,
                                          trusted=bool(loaded is not None and loaded.trusted),
                                          reserved=[*COMMANDS, *ALIASES])
     for problem in repl.custom_commands.problems:

@@ -266,7 +266,9 @@ def test_hostile_prompts_are_parsed_or_refused_clearly(tmp_path):
     (tmp_path / "commands" / "open.toml").write_text('prompt = "x !{echo {"')
     (tmp_path / "commands" / "noprompt.toml").write_text('description = "d"')
     (tmp_path / "commands" / "ok.toml").write_text('prompt = "fine"')
+    os.mkfifo(tmp_path / "commands" / "fifo.toml")  # never opened for a blocking read
     found = load_custom_commands(tmp_path, None, trusted=True)
     assert list(found.commands) == ["/ok"]
+    assert any("fifo.toml: not a regular file" in p for p in found.problems)
     assert any("open.toml: '!{' on line 1 of the prompt is never closed" in p for p in found.problems)
     assert any("noprompt.toml: 'prompt' is missing" in p for p in found.problems)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 import tomllib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ ARGS = "{{args}}"
 MAX_FILE_BYTES = 1024 * 1024
 #: Files one commands directory yields at most.
 MAX_FILES = 2000
+#: Folders one commands directory is walked through at most (a symlink to / stays cheap).
+MAX_DIRS = 500
 
 
 class CommandFailed(BadInput):
@@ -126,9 +129,14 @@ def _command_files(directory: Path, problems: list[str]) -> list[tuple[Path, str
     if not directory.is_dir():
         return []
     out: list[tuple[Path, str]] = []
+    visited = 0
     for root, dirs, files in os.walk(directory, onerror=lambda exc: problems.append(
             f"{exc.filename}: cannot read: {exc.strerror}")):
         dirs.sort()
+        visited += 1
+        if visited > MAX_DIRS:
+            problems.append(f"{directory}: more than {MAX_DIRS} folders; the rest are not read")
+            return out
         for file in sorted(files):
             if not file.endswith(".toml"):
                 continue
@@ -151,7 +159,11 @@ def read_command(path: Path, name: str, scope: str) -> CustomCommand:
     """One command file. Raises ValueError with the reason (the TOML error,
     a missing ``prompt``, an unclosed ``!{``…)."""
     try:
-        with open(path, "rb") as f:
+        # O_NONBLOCK: a FIFO named *.toml must not hang the start-up.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with open(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ValueError("not a regular file")
             data = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None

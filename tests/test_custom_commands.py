@@ -272,3 +272,26 @@ def test_hostile_prompts_are_parsed_or_refused_clearly(tmp_path):
     assert any("fifo.toml: not a regular file" in p for p in found.problems)
     assert any("open.toml: '!{' on line 1 of the prompt is never closed" in p for p in found.problems)
     assert any("noprompt.toml: 'prompt' is missing" in p for p in found.problems)
+
+
+def test_a_recorded_trust_decision_is_read_as_gemini_cli_reads_it_and_keeps_other_rules(tmp_path):
+    from gemini_split.environment import Environment
+    from gemini_split.folder_trust import record_trust
+    from gemini_split.settings import is_folder_trusted, trust_rule
+
+    projects = tmp_path / "projects"
+    (projects / "a").mkdir(parents=True)
+    (projects / "b").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    env = Environment(environ={"GEMINI_SPLIT_HOME": str(tmp_path / "home"), "HOME": str(tmp_path)}, cwd=tmp_path)
+    path = record_trust(tmp_path / "elsewhere", "DO_NOT_TRUST", env)
+    assert trust_rule(projects / "a", env) is None  # no decision yet: the REPL asks
+    record_trust(projects / "a", "TRUST_PARENT", env)
+    assert is_folder_trusted(projects / "b", env)  # the parent's other folders too
+    assert not is_folder_trusted(tmp_path / "elsewhere", env)
+    assert json.loads(path.read_text()) == {str(tmp_path / "elsewhere"): "DO_NOT_TRUST",
+                                            str(projects / "a"): "TRUST_PARENT"}
+    path.write_text("{not json")
+    with pytest.raises(Exception, match="not JSON"):
+        record_trust(projects / "a", "TRUST_FOLDER", env)
+    assert path.read_text() == "{not json"  # nothing lost

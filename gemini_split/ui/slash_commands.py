@@ -585,14 +585,25 @@ async def _run_custom(repl: Repl, command: Any, line: str) -> None:
     calls are), then sent as an ordinary prompt."""
     from .command_expansion import CommandFailed, run_custom_command
 
+    import trio
+
     client = repl.require_client()
-    try:
-        prompt, attachments = await run_custom_command(
-            command, line, client.executor,
-            lambda text, warning: repl.console.print(Text(text, style="yellow" if warning else "dim")))
-    except CommandFailed as exc:
-        repl.print_usage(visible(str(exc)))
+    expanded = None
+    with trio.CancelScope() as scope:  # Ctrl-C stops a slow !{…}, as it stops a !command
+        repl._busy_scope = scope
+        try:
+            expanded = await run_custom_command(
+                command, line, client.executor,
+                lambda text, warning: repl.console.print(Text(text, style="yellow" if warning else "dim")))
+        except CommandFailed as exc:
+            repl.print_usage(visible(str(exc)))
+            return
+        finally:
+            repl._busy_scope = None
+    if expanded is None:
+        repl.print_usage("Interrupted: nothing was sent.")
         return
+    prompt, attachments = expanded
     await repl.run_turn(prompt, attachments=attachments, references=False)
 
 

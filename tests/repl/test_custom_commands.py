@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from .pty_driver import TAB, PtyProcess
+from .pty_driver import CTRL_C, TAB, PtyProcess
 from .test_repl import PROMPT, _environ, ask, start_repl, workdir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(90)
@@ -138,3 +138,16 @@ def test_a_folder_without_project_configuration_is_not_asked_about(start_repl): 
     ask(repl, "hello")
     repl.expect(r"Echo: hello")
     repl.expect(PROMPT)
+
+
+def test_ctrl_c_stops_a_slow_shell_injection_and_nothing_is_sent(start_repl, commands):  # noqa: F811
+    (commands / "slow.toml").write_text('prompt = "waited: !{sleep 30; echo done}"')
+    repl = start_repl([], "--approval-mode", "yolo")
+    ask(repl, "/slow")
+    repl.drain(1.0)
+    repl.send(CTRL_C)
+    repl.expect(r"Interrupted: nothing was sent\.", timeout=10)
+    repl.expect(PROMPT)
+    ask(repl, "still here?")
+    repl.expect(r"Echo: still here\?")
+    assert "waited:" not in repl.text

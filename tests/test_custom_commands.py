@@ -295,3 +295,25 @@ def test_a_recorded_trust_decision_is_read_as_gemini_cli_reads_it_and_keeps_othe
     with pytest.raises(Exception, match="not JSON"):
         record_trust(projects / "a", "TRUST_FOLDER", env)
     assert path.read_text() == "{not json"  # nothing lost
+
+
+def test_every_subcommand_in_gemini_clis_help_is_offered_or_refused():
+    import argparse
+    import re
+
+    from gemini_split.cli import GEMINI_CLI_ONLY_COMMANDS, build_parser
+
+    help_text = (Path(__file__).parent / "compat" / "fixtures" / "gemini-cli-0.61.0-help.txt").read_text()
+    listed = help_text.split("Commands:", 1)[1].split("\n\n", 1)[0]
+    names = []
+    for line in listed.splitlines():
+        m = re.match(r"\s+gemini (\w[\w-]*)", line)
+        if m:
+            names.append(m.group(1))
+            names += re.findall(r"aliases: ([\w, ]+)\]", line)[0].split(", ") if "aliases:" in line else []
+    assert {"mcp", "extensions", "skill", "gemma"} <= set(names)
+    ours = set()
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            ours.update(action.choices)
+    assert [n for n in names if n not in ours and n not in GEMINI_CLI_ONLY_COMMANDS] == []

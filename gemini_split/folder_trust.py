@@ -59,10 +59,18 @@ def project_files(folder: Path, env: Environment, context_file_names: list[str])
 
 def untrusted_notice(folder: Path, files: list[Path], env: Environment) -> str:
     """One line: which files an untrusted folder ignores and how to trust it."""
+    from gemini_split.settings import trust_rule
+
     shown = ", ".join(_short(p, folder) for p in files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
-    return (f"gemini-split: this folder is not trusted, so its project files are ignored: {shown}. "
-            f"Trust it by answering the question in the REPL, in {trusted_folders_path(env)}, "
-            "or for one run with --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
+    path = trusted_folders_path(env)
+    try:
+        decided = trust_rule(folder, env) == DO_NOT_TRUST
+    except SettingsError:
+        decided = False
+    how = (f"it is marked {DO_NOT_TRUST} in {path}; change that rule to trust it" if decided else
+           f"trust it by answering the REPL's question (asked once) or in {path}")
+    return (f"gemini-split: this folder is not trusted, so its project files are ignored: {shown}; "
+            f"{how}, or for one run with --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.")
 
 
 def record_trust(folder: Path, level: str, env: Environment) -> Path:

@@ -196,6 +196,9 @@ def test_an_unknown_slash_word_in_one_shot_is_bad_input_never_a_prompt(setup):
         assert not fake.requests
         done = run(setup, fake, "-p", "//frobnicate is a word")
         assert done.returncode == 0 and sent(fake) == "/frobnicate is a word"
+        # A path is not a command name: it goes to the model as typed.
+        done = run(setup, fake, "-p", "/etc/hosts: what is this file for?")
+        assert done.returncode == 0 and sent(fake) == "/etc/hosts: what is this file for?"
 
 
 def test_a_malformed_file_and_a_built_in_name_are_reported_and_the_others_still_load(setup):

@@ -246,7 +246,8 @@ def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientS
                    prompt: str) -> tuple[str, tuple[Any, str] | None]:
     """A prompt given as ``/name args`` is a custom command, expanded as in
     the REPL: returns the prompt and ``(command, line)``. ``//text`` sends
-    ``/text``, as in the REPL. Any other ``/word`` is refused
+    ``/text``, as in the REPL, and a first word that is a path (another
+    ``/`` in it) is a prompt. Any other ``/word`` is refused
     (:class:`BadInput`), never sent as a prompt. Piped input stays in front."""
     text = args.prompt
     if text is None or not text.startswith("/"):
@@ -255,6 +256,9 @@ def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientS
     if text.startswith("//"):
         return piped + text[1:], None
     from gemini_split.client.custom_commands import split_invocation
+
+    if "/" in split_invocation(text)[0][1:]:
+        return prompt, None  # a path (`/etc/hosts: what is this?`), never a command name (`/git:commit`)
     from gemini_split.ui.command_expansion import load_commands
     from gemini_split.ui.slash_commands import ALIASES, COMMANDS
 

@@ -436,30 +436,38 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
 # remote client (--server ws://…) loads no server code (bench/oneshot.py).
 
 
-def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = "") -> tuple[str, Model]:
+def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = "",
+               selected_type: str | None = None) -> tuple[str, Model]:
     """The model name (``--model``, else ``$GEMINI_MODEL``, else the default)
     and the model behind it; one place for both embedded mode and ``serve``.
 
-    The key is checked before anything else happens (and before google-genai
-    is imported), so a missing key is one clear line and exit status 41.
-    Raises :class:`MissingApiKey` when a Gemini model has no key, and
-    :class:`ConfigurationError` when the model cannot be set up (e.g. a
-    ``scripted:`` file that is missing or malformed)."""
+    The way to Gemini (an API key, or Vertex AI with its credentials; see
+    :func:`gemini_split.server.model_auth.resolve_model_auth`, which
+    ``selected_type``, settings ``security.auth.selectedType``, feeds) is
+    decided before anything else happens (and before google-genai is
+    imported), so missing credentials are one clear message and exit
+    status 41. Raises :class:`MissingApiKey` when a Gemini model has no
+    credentials, and :class:`ConfigurationError` when the model cannot be
+    set up (e.g. a ``scripted:`` file that is missing or malformed)."""
     from gemini_split.server.config import DEFAULT_MODEL
     from gemini_split.server.service import create_model
 
     e = env.environ
     name = flag or e.get("GEMINI_MODEL") or DEFAULT_MODEL
-    api_key = None
+    auth = None
     if not name.startswith("scripted:"):
-        api_key = e.get("GEMINI_API_KEY") or e.get("GOOGLE_API_KEY")
-        if not api_key:
-            raise MissingApiKey(
-                "no Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY). "
-                "Get one at https://aistudio.google.com/apikey" + missing_key_hint
-            )
+        from gemini_split.server.model_auth import NO_CREDENTIALS, resolve_model_auth
+
+        try:
+            auth = resolve_model_auth(e, selected_type=selected_type, home=Path.home())
+        except MissingApiKey as exc:
+            hint = missing_key_hint.lstrip(",; ")
+            if str(exc) == NO_CREDENTIALS and hint:
+                raise MissingApiKey(f"{exc}\n{hint[0].upper()}{hint[1:]}") from None
+            raise
+        log.debug("model %s through %s", name, auth.describe())
     try:
-        return name, create_model(name, api_key=api_key, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None)
+        return name, create_model(name, auth=auth)
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"cannot set up model {name!r}: {exc}") from None
 
@@ -483,7 +491,8 @@ def embedded_service(options: ClientOptions, env: Environment, loaded: LoadedSet
         from gemini_split.server.service import AgentService
 
         model_name, model = open_model(
-            resolve_model(options, env, s), env, missing_key_hint=", or use --server to reach a server that has one."
+            resolve_model(options, env, s), env, missing_key_hint=", or use --server to reach a server that has one.",
+            selected_type=s.security.auth.selected_type,
         )
         from gemini_split.server.store import open_store
 

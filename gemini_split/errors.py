@@ -43,3 +43,9 @@ class BadInput(ConfigurationError):
 
 class MissingApiKey(ConfigurationError):
     """A Gemini model was asked for and there is no API key."""
+
+
+class BadCredentials(MissingApiKey):
+    """A Google Cloud credentials file is missing, unreadable or malformed;
+    the message names the file and what is wrong (exit status 41, as a
+    missing key)."""

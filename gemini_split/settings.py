@@ -123,8 +123,16 @@ class FolderTrustSettings(_Section):
     enabled: bool = True
 
 
+class AuthSettings(_Section):
+    #: ``security.auth.selectedType``: gemini-cli's auth choice
+    #: ("gemini-api-key", "vertex-ai", "compute-default-credentials",
+    #: "oauth-personal"); see gemini_split/server/model_auth.py.
+    selected_type: str | None = None
+
+
 class SecuritySettings(_Section):
     folder_trust: FolderTrustSettings = msgspec.field(default_factory=FolderTrustSettings)
+    auth: AuthSettings = msgspec.field(default_factory=AuthSettings)
     disable_yolo_mode: bool = False
 
 

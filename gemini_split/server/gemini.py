@@ -57,6 +57,7 @@ from .model import (
 )
 from . import h11_chunks
 from .gemini_wire import fast_chunks, plain_text, wire_content
+from .model_auth import AccessTokens, ModelAuth
 from .model_names import is_valid_model_name
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,15 @@ class GeminiModel(Model):
     entries of the usual shapes are written directly, and streamed chunks
     of the usual shapes are read with msgspec instead of pydantic."""
 
-    def __init__(self, api_key: str, *, base_url: str | None = None, timeout: float = 300.0):
+    def __init__(self, api_key: str | None = None, *, base_url: str | None = None, timeout: float = 300.0,
+                 auth: ModelAuth | None = None):
+        if auth is None:
+            if not api_key:
+                raise ValueError("an API key is required for the Gemini API")
+            auth = ModelAuth("api-key", api_key=api_key, key_source="the caller", base_url=base_url)
+        #: How this model reaches Gemini (:meth:`ModelAuth.describe` may be shown).
+        self.auth = auth
+        base_url = auth.base_url
         # One TLS context for everything google-genai would otherwise build
         # three of (sync client, async client, websockets): each load of the
         # CA bundle costs ~20 ms of start-up. Same trust as google-genai's own.
@@ -114,8 +123,24 @@ class GeminiModel(Model):
         )
         if base_url:
             options.base_url = base_url
-        self._client = genai.Client(api_key=api_key, http_options=options)
+        #: The shared bearer token (Vertex AI with credentials), else None.
+        self._tokens: AccessTokens | None = None
+        if not auth.vertex:
+            self._client = genai.Client(api_key=auth.api_key, http_options=options)
+        elif auth.api_key:  # Vertex AI express mode
+            self._client = genai.Client(vertexai=True, api_key=auth.api_key, http_options=options)
+        else:
+            # Project and location passed explicitly: with a base URL and
+            # without them google-genai takes its "API gateway" path (no
+            # project in the path). The token is ours (see AccessTokens):
+            # google-genai's own refresh would block the loop.
+            self._client = genai.Client(vertexai=True, project=auth.project, location=auth.location,
+                                        credentials=auth.credentials, http_options=options)
+            self._tokens = AccessTokens(auth.credentials, auth.credential_source)
+            quota = getattr(auth.credentials, "quota_project_id", None)
+            self._extra_headers = {"x-goog-user-project": quota} if quota else {}
         self._api = self._client._api_client
+        self._vertex = auth.vertex
         #: (model, system instruction, grounding, tool specs' JSON) → the
         #: request's config fields in wire form and the URL path, and
         #: (model, grounding, tool specs' JSON) → the tool declarations;
@@ -144,11 +169,12 @@ class GeminiModel(Model):
                 for chunk in chunks:
                     yield chunk
         except genai_errors.APIError as exc:
-            raise _translate_api_error(exc) from None
+            raise _translate_api_error(exc, self.auth) from None
         except httpx.ConnectError as exc:
             raise ModelError(
-                f"cannot reach the Gemini API at {_base_url(self)}: {exc or 'connection failed'}. "
-                "Check the network, or GOOGLE_GEMINI_BASE_URL if you set it.",
+                f"cannot reach {'Vertex AI' if self._vertex else 'the Gemini API'} at {_base_url(self)}: "
+                f"{exc or 'connection failed'}. Check the network, or "
+                f"{'GOOGLE_VERTEX_BASE_URL' if self._vertex else 'GOOGLE_GEMINI_BASE_URL'} if you set it.",
                 retryable=False,
             ) from None
         except httpx.TimeoutException as exc:
@@ -181,8 +207,11 @@ class GeminiModel(Model):
                 self._in_flight[pool] += 1
                 try:
                     http = self._pools[pool]
+                    headers = prepared.headers
+                    if self._tokens is not None:
+                        headers = {**headers, **self._extra_headers, "Authorization": await self._tokens.header()}
                     sent = http.build_request("POST", prepared.url, content=msgspec.json.encode(body),
-                                              headers=prepared.headers, timeout=prepared.timeout)
+                                              headers=headers, timeout=prepared.timeout)
                     response = await http.send(sent, stream=True)
                 except BaseException:
                     self._in_flight[pool] -= 1
@@ -216,8 +245,7 @@ class GeminiModel(Model):
             return len(in_flight) - 1
         return best
 
-    @staticmethod
-    async def _read_events(events: list[bytes | str], response: Any,
+    async def _read_events(self, events: list[bytes | str], response: Any,
                            state: _Continuation) -> AsyncIterator[list[Chunk]]:
         """The chunks of the streamed responses a block completed (usage
         counting earlier hops): the usual shapes read by
@@ -283,7 +311,7 @@ class GeminiModel(Model):
                     batch = []
                 if isinstance(event, bytes):
                     event = event.decode("utf-8", errors="replace")  # as google-genai decodes lines
-                typed = await _typed_response(event, response)
+                typed = await _typed_response(event, response, vertex=self._vertex)
                 chunks = chunks_of(typed)
                 candidate = typed.candidates[0] if typed.candidates else None
                 hop.observe(
@@ -356,7 +384,9 @@ class GeminiModel(Model):
     def _to_wire(self, model: str, contents: list[Any], config: types.GenerateContentConfig | None) -> dict[str, Any]:
         """What google-genai's ``_generate_content_stream`` sends."""
         parameters = types._GenerateContentParameters(model=model, contents=contents, config=config)
-        body = genai_models._GenerateContentParameters_to_mldev(self._api, parameters, None, parameters)
+        convert = (genai_models._GenerateContentParameters_to_vertex if self._vertex
+                   else genai_models._GenerateContentParameters_to_mldev)
+        body = convert(self._api, parameters, None, parameters)
         return genai_common.encode_unserializable_types(genai_common.convert_to_dict(body))
 
 
@@ -608,7 +638,7 @@ def _config(request: ModelRequest, *, tools: bool = True) -> types.GenerateConte
     )
 
 
-async def _typed_response(event: str, response: Any) -> types.GenerateContentResponse:
+async def _typed_response(event: str, response: Any, *, vertex: bool = False) -> types.GenerateContentResponse:
     """One streamed event read as google-genai reads it: an ``error`` object
     raises its APIError, anything else becomes a typed response."""
     data = genai_api_client.HttpResponse._load_json_from_response(event) if event else {}
@@ -616,7 +646,9 @@ async def _typed_response(event: str, response: Any) -> types.GenerateContentRes
         error = data.get("error")
         await genai_errors.APIError.raise_error_async(
             error.get("code") if isinstance(error, dict) else None, data, response)
-    converted = genai_models._GenerateContentResponse_from_mldev(data, None, None)
+    convert = (genai_models._GenerateContentResponse_from_vertex if vertex
+               else genai_models._GenerateContentResponse_from_mldev)
+    converted = convert(data, None, None)
     return types.GenerateContentResponse._from_response(
         response=converted,
         kwargs={"config": {"response_schema": None, "response_json_schema": None, "include_all_fields": None}},
@@ -681,10 +713,23 @@ def _usage(meta: types.GenerateContentResponseUsageMetadata) -> Usage:
 _KEY_INVALID = re.compile(r"API[_ ]KEY[_ ]INVALID|API key not valid|API key expired", re.IGNORECASE)
 
 
-def _translate_api_error(exc: genai_errors.APIError) -> ModelError:
+def _translate_api_error(exc: genai_errors.APIError, auth: ModelAuth | None = None) -> ModelError:
     status = exc.code
     message = exc.message or exc.status or "no message"
     text = f"Gemini API error {status} {exc.status or ''}: {message}".replace("  ", " ")
+    if auth is not None and auth.vertex and not auth.api_key and status in (401, 403):
+        return ModelAuthError(
+            f"Vertex AI refused {auth.principal() or 'the account'} ({auth.credential_source}) "
+            f"for project {auth.project} "
+            f"({status}): {message}. Check that the account has the Vertex AI User role "
+            "(roles/aiplatform.user) in that project and that the Vertex AI API is enabled there.",
+            status=status,
+        )
+    if auth is not None and auth.vertex and status in (401, 403):
+        return ModelAuthError(
+            f"Vertex AI refused the express-mode API key from {auth.key_source} ({status}): {message}.",
+            status=status,
+        )
     if status in (401, 403) or (status == 400 and _KEY_INVALID.search(str(exc))):
         return ModelAuthError(
             f"the Gemini API refused the API key ({status}): {message}. "

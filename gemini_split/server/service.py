@@ -596,15 +596,17 @@ def _who(principal: Principal | None) -> str:
     return principal.user_id if principal else "anonymous"
 
 
-def create_model(name: str, *, api_key: str | None, base_url: str | None = None) -> Model:
+def create_model(name: str, *, api_key: str | None = None, base_url: str | None = None,
+                 auth: Any = None) -> Model:
     """The model behind a server: ``scripted:FILE`` replays a script,
-    anything else is a Gemini model name (google-genai imported here)."""
+    anything else is a Gemini model name (google-genai imported here),
+    reached with ``auth`` (a :class:`~.model_auth.ModelAuth`) or ``api_key``."""
     if name.startswith("scripted:"):
         from .scripted import ScriptedModel
 
         return ScriptedModel.from_file(name.removeprefix("scripted:"))
     from .gemini import GeminiModel
 
-    if not api_key:
+    if auth is None and not api_key:
         raise ValueError("an API key is required for the Gemini API")
-    return GeminiModel(api_key, base_url=base_url)
+    return GeminiModel(api_key, base_url=base_url, auth=auth)

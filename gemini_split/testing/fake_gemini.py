@@ -57,7 +57,19 @@ a model request whose key is
   "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
   "reason": "API_KEY_INVALID", ...}]}}``;
 
-which is what generativelanguage.googleapis.com answers. google-genai raises
+which is what generativelanguage.googleapis.com answers.
+
+Vertex AI
+---------
+The same model actions answer under Vertex AI's paths,
+``/{v}/projects/{p}/locations/{l}/publishers/google/models/{m}:…`` (and
+express mode's ``/{v}/publishers/google/models/{m}:…``), recorded with
+``project`` and ``location``; point google-genai here with
+``GOOGLE_VERTEX_BASE_URL`` (:attr:`FakeGemini.vertex_env`). Given
+``access_token`` (a predicate, e.g. ``FakeGoogleAuth.valid``), a model
+request must carry ``Authorization: Bearer <valid token>``; otherwise it
+answers ``401`` ``UNAUTHENTICATED`` as Vertex AI does for an expired or
+missing token. google-genai raises
 ``google.genai.errors.ClientError`` (``.code`` 400 or 403, ``.status``
 "INVALID_ARGUMENT" or "PERMISSION_DENIED") for these, ``ServerError`` for 5xx.
 Rejected requests are recorded but consume no turn. A request body that is
@@ -205,7 +217,8 @@ _USAGE_KEYS = {
 }
 _API_PATH = re.compile(r"^/(?P<version>v[0-9][0-9a-z]*)/(?P<rest>.*)$")
 _MODEL_PATH = re.compile(
-    r"^(?P<collection>models|tunedModels)/(?P<model>[^/:]+):(?P<action>[A-Za-z]+)$"
+    r"^(?:projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/)?"
+    r"(?P<collection>models|tunedModels|publishers/google/models)/(?P<model>[^/:]+):(?P<action>[A-Za-z]+)$"
 )
 _MODEL_ACTIONS = ("generateContent", "streamGenerateContent")
 
@@ -215,6 +228,10 @@ _MISSING_KEY_MESSAGE = (
     "call this API."
 )
 _INVALID_KEY_MESSAGE = "API key not valid. Please pass a valid API key."
+_BAD_TOKEN_MESSAGE = (
+    "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other "
+    "valid authentication credential."
+)
 
 
 # --------------------------------------------------------------------------
@@ -670,7 +687,12 @@ class _Handler(BaseHTTPRequestHandler):
             bad_json = True
         else:
             bad_json = False
-        if fake.api_key is None:
+        bearer = self.headers.get("authorization") or ""
+        if fake.access_token is not None:
+            # Vertex AI with credentials: an OAuth access token, no key.
+            token = bearer[len("Bearer "):] if bearer.startswith("Bearer ") else ""
+            auth = "ok" if token and fake.access_token(token) else ("no-token" if not token else "bad-token")
+        elif fake.api_key is None:
             auth = "unchecked"
         elif not key:
             auth = "missing"
@@ -685,6 +707,8 @@ class _Handler(BaseHTTPRequestHandler):
                 "query": query,
                 "api_version": api["version"],
                 "model": target["model"] if target else None,
+                "project": target["project"] if target else None,
+                "location": target["location"] if target else None,
                 "action": action,
                 "stream": action == "streamGenerateContent",
                 "headers": headers,
@@ -703,6 +727,8 @@ class _Handler(BaseHTTPRequestHandler):
             fake._update(record, status=status, completed=True)
             self._send_json(status, google_error(status, message, name, details))
 
+        if auth in ("no-token", "bad-token"):
+            return fail(401, _BAD_TOKEN_MESSAGE, "UNAUTHENTICATED")
         if auth == "missing":
             return fail(403, _MISSING_KEY_MESSAGE)
         if auth == "invalid":
@@ -837,8 +863,13 @@ class FakeGemini:
         host: str = "127.0.0.1",
         port: int = 0,
         verbose: bool = False,
+        access_token: Callable[[str], bool] | None = None,
     ) -> None:
         self.api_key = api_key
+        #: Vertex AI: whether a bearer token is valid (e.g.
+        #: :meth:`FakeGoogleAuth.valid <gemini_split.testing.fake_google_auth.FakeGoogleAuth.valid>`);
+        #: None checks no ``Authorization`` header.
+        self.access_token = access_token
         self.host = host
         self.verbose = verbose
         self._requested_port = port
@@ -906,6 +937,17 @@ class FakeGemini:
         return {
             "GOOGLE_GEMINI_BASE_URL": self.url,
             "GEMINI_API_KEY": self.api_key if self.api_key is not None else "fake-key",
+        }
+
+    def vertex_env(self, project: str = "fake-project", location: str = "us-central1") -> dict[str, str]:
+        """The environment that sends a Vertex AI client here (credentials
+        are the caller's: ``GOOGLE_APPLICATION_CREDENTIALS`` or a metadata
+        server)."""
+        return {
+            "GOOGLE_GENAI_USE_VERTEXAI": "true",
+            "GOOGLE_VERTEX_BASE_URL": self.url,
+            "GOOGLE_CLOUD_PROJECT": project,
+            "GOOGLE_CLOUD_LOCATION": location,
         }
 
     @property

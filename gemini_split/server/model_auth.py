@@ -214,11 +214,18 @@ def load_credentials_file(path: Path, how: str) -> tuple[Any, str, str | None]:
     missing = [name for name in _REQUIRED[kind] if not isinstance(info.get(name), str) or not info.get(name)]
     if missing:
         raise BadCredentials(f"the credentials file {where} ({kind}) lacks {', '.join(missing)}")
-    import google.auth
     from google.auth import exceptions as auth_exceptions
+    from google.oauth2 import credentials as user_credentials
+    from google.oauth2 import service_account
 
+    project = None
     try:
-        credentials, project = google.auth.load_credentials_from_dict(info, scopes=list(SCOPES))
+        # The loader of the one type read, as google-auth advises (no
+        # external-account configs that run commands or fetch URLs).
+        if kind == "service_account":
+            credentials = service_account.Credentials.from_service_account_info(info, scopes=list(SCOPES))
+        else:
+            credentials = user_credentials.Credentials.from_authorized_user_info(info)
     except (auth_exceptions.GoogleAuthError, ValueError, TypeError) as exc:
         # e.g. a private key that is not a key: google-auth's words, never the key.
         raise BadCredentials(f"the credentials file {where} ({kind}) is unusable: {_short(exc)}") from None
@@ -361,7 +368,8 @@ class AccessTokens:
 def _refresh_error(source: str, exc: Any) -> ModelError:
     """A token endpoint's refusal (4xx: the credentials are bad) or failure
     (5xx, garbage: worth another try)."""
-    text = _short(exc)
+    first = exc.args[0] if getattr(exc, "args", None) else None
+    text = _short(first) if isinstance(first, (str, BaseException)) and str(first) else _short(exc)
     if any(reason in text for reason in ("invalid_grant", "invalid_client", "unauthorized_client")):
         return ModelAuthError(f"the token endpoint refused {source}: {text}")
     return ModelError(f"cannot get an access token for {source}: {text}", retryable=True)

@@ -389,6 +389,8 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
                     if not address.startswith("stdio:"):
                         log.info("gemini-split serving on %s (model %s, auth %s)", bound, service.config.model,
                                  "on" if listen_options.authenticate else "off")
+                        if getattr(service.model, "auth_description", ""):
+                            log.info("the model is reached through %s", service.model.auth_description)
 
                 async def stop_on_signal() -> None:
                     async for signum in signals:

@@ -287,6 +287,10 @@ class Connected(ServerMessage, tag="connected", kw_only=True):
     resume_token: str | None = None
     resumed: bool = False
     model: str = ""
+    #: How the server reaches the model ("Vertex AI, project P, location
+    #: L, service account x@…", "Gemini API key from $GEMINI_API_KEY"):
+    #: never a secret. Empty when the server does not say.
+    model_auth: str = ""
     capabilities: tuple[str, ...] = ()
     # 1.2 (attach): who is attached now (this connection included), this
     # connection's label and role; the request running where the live events

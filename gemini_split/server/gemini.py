@@ -82,7 +82,8 @@ class GeminiModel(Model):
         if auth is None:
             if not api_key:
                 raise ValueError("an API key is required for the Gemini API")
-            auth = ModelAuth("api-key", api_key=api_key, key_source="the caller", base_url=base_url)
+            auth = ModelAuth("api-key", api_key=api_key, key_source="the client that opened the session",
+                             base_url=base_url)
         #: How this model reaches Gemini (:meth:`ModelAuth.describe` may be shown).
         self.auth = auth
         base_url = auth.base_url
@@ -147,6 +148,22 @@ class GeminiModel(Model):
         #: see :meth:`_prepared`.
         self._prepared_cache: OrderedDict[tuple, _Prepared] = OrderedDict()
         self._tools_cache: OrderedDict[tuple, Any] = OrderedDict()
+
+    @property
+    def auth_description(self) -> str:
+        """How this model reaches Gemini, for people (never a secret)."""
+        return self.auth.describe()
+
+    async def check_credentials(self) -> bool:
+        """Whether an access token can be had now (``/ready``); True
+        without credentials to refresh (an API key)."""
+        if self._tokens is None:
+            return True
+        try:
+            await self._tokens.header()
+        except ModelError:
+            return False
+        return True
 
     def warm_up(self, model: str) -> None:
         """google-genai builds its request types' validators on first use

@@ -92,8 +92,6 @@ class ModelAuth:
         email = getattr(creds, "service_account_email", None)
         if email and email != "default":
             return f"service account {email}"
-        if email == "default":
-            return "the metadata server's default service account"
         return ""
 
     def describe(self) -> str:
@@ -255,7 +253,7 @@ def _metadata_credentials(e: Mapping[str, str]) -> tuple[Any, str, str | None] |
         except Exception:  # google-auth raises several kinds; the project is then asked for
             project = None
     credentials = compute_engine.Credentials(scopes=list(SCOPES))
-    return credentials, "the metadata server", project
+    return credentials, "the metadata server's service account", project
 
 
 def _short(exc: BaseException) -> str:

@@ -7,8 +7,9 @@ On the WebSocket listener's HTTP side (``plugins/gemini_split_websocket``):
     (Redis) whether it is reachable (``"store": "ok"`` / ``"unreachable"``)
     and its round-trip time.
 ``GET /ready``
-    200 while this server takes new sessions; 503 while it shuts down or
-    its Redis is unreachable (a load balancer sends new connections
+    200 while this server takes new sessions; 503 while it shuts down, while
+    no access token can be had for the model (Vertex AI credentials), or
+    while its Redis is unreachable (a load balancer sends new connections
     elsewhere; running requests go on streaming here).
 ``GET /metrics``
     Prometheus text format: sessions (live, running), attached and relayed
@@ -48,11 +49,35 @@ class Operations:
         self.ping_sum = 0.0
         self.ping_count = 0
         self._pingable = callable(getattr(self.store, "ping", None))
+        #: None until checked; False while no access token can be had for
+        #: the model (Vertex AI credentials).
+        self.credentials_up: bool | None = None
 
     async def run(self) -> None:
-        """Check the store until cancelled."""
+        """Check the store (and the model's credentials) until cancelled."""
+        async with trio.open_nursery() as nursery:
+            check_credentials = getattr(self.service.model, "check_credentials", None)
+            if callable(check_credentials):
+                # Apart from the store checks: a token endpoint may take
+                # its whole timeout to fail.
+                nursery.start_soon(self._watch_credentials, check_credentials)
+            while True:
+                await self.check()
+                await trio.sleep(CHECK_INTERVAL)
+
+    async def _watch_credentials(self, check_credentials: Any) -> None:
+        """Keep :attr:`credentials_up`: an access token can be had (it is
+        refreshed here before it expires, so requests seldom wait)."""
         while True:
-            await self.check()
+            up = await check_credentials()
+            if up != self.credentials_up:
+                if up:
+                    log.info("the model's credentials are working%s",
+                             "" if self.credentials_up is None else " again")
+                else:
+                    log.warning("no access token can be had for the model (see the errors of the requests); "
+                                "/ready answers 503 until one can")
+            self.credentials_up = up
             await trio.sleep(CHECK_INTERVAL)
 
     async def check(self) -> None:
@@ -87,7 +112,7 @@ class Operations:
     # --- what the HTTP side answers --------------------------------------------------
 
     def ready(self) -> bool:
-        return not self.service.shutting_down and self.store_up is not False
+        return not self.service.shutting_down and self.store_up is not False and self.credentials_up is not False
 
     def health(self) -> dict[str, Any]:
         report = dict(self.service.health())

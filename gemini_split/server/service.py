@@ -256,6 +256,7 @@ class AgentService:
                 await stream.send(conn.send(stamp(Connected(
                     server=f"gemini-split/{__version__}", session_id=session.id,
                     resume_token=session.resume_token, model=session.model_name,
+                    model_auth=getattr(session.model, "auth_description", ""),
                     capabilities=self._capabilities,
                     resumed=resumed, clients=len(point.clients), label=view.label, role=view.role,  # type: ignore[arg-type]
                     attached=point.clients, last_seq=point.last_seq,

@@ -477,10 +477,30 @@ async def _server_status(repl: Repl, args: list[str]) -> None:
         ("session", f"{connected.session_id} · model {repl.model or 'unknown'}"),
         ("latency", f"{latency:.1f} ms (get_state round trip)"),
         ("auth", "ok: the token was accepted" if token else "ok: no token needed"),
+        ("model auth", connected.model_auth or "not said by the server"),
         ("attached", ", ".join(visible(label) + (" (watching)" if role == "observer" else "")
                                for label, role in repl.attached_clients()) or "only this client"),
     ]
     _print_rows(repl, rows)
+
+
+async def _about(repl: Repl, args: list[str]) -> None:
+    """gemini-cli's /about: versions, model, how the model is reached
+    (never a secret) and the server."""
+    _no_args(args, "/about")
+    from gemini_split import __version__
+
+    client = repl.require_client()
+    connected = client.connected
+    assert connected is not None
+    address = repl.settings.server or "embedded (the agent loop runs in this process)"
+    _print_rows(repl, [
+        ("version", f"gemini-split {__version__}"),
+        ("model", repl.model or connected.model or "unknown"),
+        ("auth", connected.model_auth or "not said by the server"),
+        ("server", f"{address} · {connected.server or 'unknown'} · protocol {connected.protocol_version}"),
+        ("session", connected.session_id),
+    ])
 
 
 async def _server_test(repl: Repl, args: list[str]) -> None:
@@ -618,6 +638,8 @@ def _no_args(args: list[str], usage: str) -> None:
 
 COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/help", "/help", "this list", _help),
+    Command("/about", "/about", "version, model, how the model is reached (API key or Vertex AI account), server",
+            _about),
     Command("/quit", "/quit", "leave (also Ctrl-D)", _quit),
     Command("/clear", "/clear", "start a new conversation (a fresh session)", _clear),
     Command("/tools", "/tools", "the local tools this client offers, and which ask first", _tools),

@@ -63,6 +63,10 @@ examples:
 environment:
   GEMINI_API_KEY / GOOGLE_API_KEY   Gemini API key (embedded mode and serve)
   GOOGLE_GEMINI_BASE_URL            another Gemini API endpoint
+  GOOGLE_GENAI_USE_VERTEXAI=true    Vertex AI instead, with GOOGLE_CLOUD_PROJECT,
+                                    GOOGLE_CLOUD_LOCATION and Application Default
+                                    Credentials (GOOGLE_APPLICATION_CREDENTIALS,
+                                    gcloud, the metadata server)
   GEMINI_MODEL                      default model (gemini-2.5-flash)
   GEMINI_APPROVAL_MODE              default approval mode
   GEMINI_SERVER_MODE, GEMINI_SERVER_HOST, GEMINI_SERVER_PORT,

@@ -238,3 +238,35 @@ def test_serve_on_vertex_with_a_service_account_logs_the_account_and_is_ready_on
             f"service account {EMAIL}") in text
     assert "no access token can be had for the model" in text
     assert not any(t in text for t in tokens) and "PRIVATE KEY" not in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_about_in_the_repl_names_the_vertex_account_and_the_server(tmp_path):
+    from tests.repl.pty_driver import ENTER, PtyProcess
+
+    with FakeGoogleAuth() as auth, FakeGemini(access_token=auth.valid) as fake:
+        key = auth.service_account_file(tmp_path / "sa.json")
+        env = environ(tmp_path, **fake.vertex_env(), GOOGLE_APPLICATION_CREDENTIALS=str(key), NO_COLOR="1",
+                      TERM="xterm-256color")
+        work = tmp_path / "work"
+        work.mkdir()
+        repl = PtyProcess([sys.executable, "-m", "gemini_split"], env=env, cwd=str(work), rows=40, cols=200)
+        try:
+            repl.expect(r"/help for commands", timeout=20)
+            repl.expect("› ")
+            repl.type("/about")
+            repl.send(ENTER)
+            repl.expect(r"version\s+gemini-split \S+")
+            repl.expect(r"model\s+gemini-2\.5-flash")
+            repl.expect(rf"auth\s+Vertex AI, project fake-project, location us-central1, service account {EMAIL}")
+            repl.expect(r"server\s+embedded")
+            repl.expect("› ")
+            repl.type("/server status")
+            repl.send(ENTER)
+            repl.expect(r"model auth\s+Vertex AI, project fake-project")
+            repl.expect("› ")
+            tokens = auth.issued()
+            assert not any(t in repl.text for t in tokens)
+        finally:
+            repl.close()

@@ -361,9 +361,19 @@ def local_caller(env: Environment, model: str | None) -> Caller | None:
     own user; None when there is no key to send."""
     e = env.environ
     api_key = e.get("GEMINI_API_KEY") or e.get("GOOGLE_API_KEY")
+    if _truthy(e.get("GOOGLE_GENAI_USE_VERTEXAI")):
+        # Vertex AI: where the daemon finds our credentials (it is our
+        # user), not the credentials; the key only for express mode.
+        cloud = {name: e[name] for name in _GOOGLE_CLOUD_VARIABLES if e.get(name)}
+        return Caller(api_key=api_key, google_cloud=cloud, model=model)
     if not api_key:
         return None
     return Caller(api_key=api_key, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None, model=model)
+
+
+#: What a local daemon needs to reach Vertex AI as us (``hello.caller.google_cloud``).
+_GOOGLE_CLOUD_VARIABLES = ("GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
+                           "GOOGLE_VERTEX_BASE_URL", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "HOME")
 
 
 def _profile_address(name: str, env: Environment) -> str:

@@ -72,7 +72,8 @@ MAX_LOG_BYTES = 1024 * 1024
 #: Never handed to the daemon: each session runs on its caller's key,
 #: endpoint and token, sent over the socket (``hello.caller``).
 _CALLER_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GEMINI_SERVER_TOKEN",
-                     "GEMINI_SERVER_MODE")
+                     "GEMINI_SERVER_MODE", "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
+                     "GOOGLE_VERTEX_BASE_URL", "GOOGLE_APPLICATION_CREDENTIALS")
 _UNIX_PATH_MAX = 107
 _CRED = struct.Struct("3i")
 

@@ -192,10 +192,16 @@ class Caller(Struct, frozen=True, kw_only=True, omit_defaults=True):
     api_key: str | None = None
     base_url: str | None = None
     model: str | None = None
+    #: Vertex AI: the caller's ``GOOGLE_GENAI_USE_VERTEXAI``,
+    #: ``GOOGLE_CLOUD_PROJECT``/``_LOCATION``, ``GOOGLE_VERTEX_BASE_URL``,
+    #: ``GOOGLE_APPLICATION_CREDENTIALS``, ``CLOUDSDK_CONFIG`` and ``HOME``
+    #: (no secret: the daemon, the same user, reads the credentials itself).
+    google_cloud: dict[str, str] | None = None
 
     def __repr__(self) -> str:
         key = "<hidden>" if self.api_key else None
-        return f"Caller(api_key={key}, base_url={self.base_url!r}, model={self.model!r})"
+        return (f"Caller(api_key={key}, base_url={self.base_url!r}, model={self.model!r}, "
+                f"google_cloud={self.google_cloud!r})")
 
 
 # --- 1.2: several clients on one session (attach, watch, late joiners) -------

@@ -46,10 +46,15 @@ class CallerModels:
     :meth:`aclose` (a user has a handful of keys at most)."""
 
     def __init__(self) -> None:
-        self._models: dict[tuple[str, str | None], Model] = {}
+        self._models: dict[tuple, Model] = {}
 
     def model_for(self, caller: Caller) -> Model | None:
-        """The model that serves ``caller`` (None when it sent no key)."""
+        """The model that serves ``caller`` (None when it sent no key and
+        no Vertex AI settings). Vertex AI: one model (one shared access
+        token) per set of settings; raises :class:`CallerRefused` with what
+        to do when they lead to no usable credentials."""
+        if caller.google_cloud is not None:
+            return self._vertex_model(caller)
         if not caller.api_key:
             return None
         key = (caller.api_key, caller.base_url)
@@ -58,6 +63,26 @@ class CallerModels:
             from .gemini import GeminiModel
 
             model = self._models[key] = GeminiModel(caller.api_key, base_url=caller.base_url)
+        return model
+
+    def _vertex_model(self, caller: Caller) -> Model:
+        from gemini_split.errors import MissingApiKey
+
+        from .model_auth import resolve_model_auth
+
+        cloud = dict(caller.google_cloud or {})
+        key = ("vertex", tuple(sorted(cloud.items())), caller.api_key)
+        model = self._models.get(key)
+        if model is None:
+            environ = dict(cloud, GOOGLE_API_KEY=caller.api_key) if caller.api_key else cloud
+            try:
+                auth = resolve_model_auth(environ)
+            except MissingApiKey as exc:
+                raise CallerRefused(f"the local daemon cannot reach Vertex AI as you: {exc}",
+                                    code=ErrorCode.MODEL_AUTH) from None
+            from .gemini import GeminiModel
+
+            model = self._models[key] = GeminiModel(auth=auth)
         return model
 
     async def aclose(self) -> None:

@@ -154,11 +154,11 @@ class GeminiModel(Model):
         """How this model reaches Gemini, for people (never a secret)."""
         return self.auth.describe()
 
-    async def check_credentials(self) -> bool:
-        """Whether an access token can be had now (``/ready``); True
+    async def check_credentials(self) -> bool | None:
+        """Whether an access token can be had now (``/ready``); None
         without credentials to refresh (an API key)."""
         if self._tokens is None:
-            return True
+            return None
         try:
             await self._tokens.header()
         except ModelError:

@@ -298,16 +298,6 @@ class AccessTokens:
             assert self._header is not None
             return self._header
 
-    def ready(self) -> bool:
-        """Whether a token is held and not expired (``/ready``)."""
-        import trio
-
-        try:
-            now = trio.current_time()
-        except RuntimeError:
-            return self._header is not None
-        return self._header is not None and now < self._refresh_at + self._margin_left
-
     async def _refresh(self) -> None:
         import trio
 
@@ -348,13 +338,10 @@ class AccessTokens:
             life = max(0.0, (expiry - utcnow).total_seconds())
         else:
             life = 3600.0
-        self._margin_left = min(REFRESH_MARGIN, life / 4)
-        self._refresh_at = now + life - self._margin_left
+        self._refresh_at = now + life - min(REFRESH_MARGIN, life / 4)
         self._header = f"Bearer {token}"
         log.debug("access token for %s refreshed in %.3f s; valid for %.0f s",
                   self._describe(), now - started, life)
-
-    _margin_left = 0.0
 
     def _describe(self) -> str:
         email = getattr(self._credentials, "service_account_email", None)

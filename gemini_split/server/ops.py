@@ -70,6 +70,8 @@ class Operations:
         refreshed here before it expires, so requests seldom wait)."""
         while True:
             up = await check_credentials()
+            if up is None:
+                return  # nothing to refresh (an API key)
             if up != self.credentials_up:
                 if up:
                     log.info("the model's credentials are working%s",

@@ -79,8 +79,10 @@ async def test_the_token_is_refreshed_before_it_expires_across_a_long_session(tm
     assert 2 <= auth.token_requests <= 4  # refreshed, but not per request
 
 
+@pytest.mark.timeout(60)
 async def test_a_hundred_concurrent_sessions_share_one_refresh(tmp_path):
-    with FakeGoogleAuth(lifetime=3) as auth, FakeGemini(access_token=auth.valid) as fake:
+    # Tokens live 8 s (refreshed after 6 s): long enough for a burst on a loaded machine.
+    with FakeGoogleAuth(lifetime=8) as auth, FakeGemini(access_token=auth.valid) as fake:
         model = vertex_model(tmp_path, auth, fake)
         auth.delay = 0.3  # every session arrives while the first refresh runs
 
@@ -91,7 +93,7 @@ async def test_a_hundred_concurrent_sessions_share_one_refresh(tmp_path):
 
         await burst("a")
         assert auth.token_requests == 1
-        await trio.sleep(2.4)  # past the refresh point (3 s - 0.75 s)
+        await trio.sleep(6.1)  # past the refresh point (8 s - 2 s)
         await burst("b")
         assert auth.token_requests == 2
         assert len(fake.requests) == 200 and all(r["status"] == 200 for r in fake.requests)

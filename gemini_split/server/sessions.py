@@ -230,12 +230,16 @@ class SessionManager:
             # new token (the old one stops working).
             session.resume_token = secrets.token_urlsafe(24)
             session.token_hash = hash_token(session.resume_token)
-            await self.store.set_token_hash(session.id, session.token_hash)
         if last_seq is not None and last_seq > session.log.last_seq:
             # The client saw events the crash lost before they were written:
             # number on from what it saw, so nothing new looks old to it.
             session.log.last_seq = last_seq
+        # Live before any await: a connection restoring it meanwhile finds
+        # this one instead of starting a second copy (whose token would
+        # then replace this one's in the store).
         await self._start(session)
+        if resume_token is None:
+            await self.store.set_token_hash(session.id, session.token_hash)
         if record.running_request is not None:
             await session.interrupted(record.running_request)
         return session
@@ -388,5 +392,6 @@ class SessionManager:
         record = await self.store.get(session.id)
         if record is not None and token_matches(resume_token, record.token_hash):
             session.token_hash = record.token_hash
+            session.resume_token = resume_token  # what the next attach by id is given
             return True
         return False

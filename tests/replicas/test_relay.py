@@ -251,3 +251,29 @@ async def test_a_fatal_error_from_a_relayed_client_ends_its_connection(redis_ser
                     with pytest.raises((ConnectionBroken, ConnectionClosed)):
                         while True:
                             await relayed.receive()
+
+
+async def test_watchers_attached_by_id_through_the_relay_reconnect_on_either_replica_with_their_tokens(redis_server):
+    """Issue 34.2: three watchers attached by id through the relay each got
+    a token; a relay that died made them reconnect (nginx: to the runner).
+    Every watcher — and the driver, whose runner may die next — must be let
+    back in: attaching by id never takes the others' tokens away."""
+    async with two_replicas(redis_server, [{"text": "hi"}]) as (_, (at_a, at_b)):
+        async with hello(at_a, label="driver") as (driver, first):
+            *_, done = await _turn(driver, "first")
+            tokens = []
+            for i in range(3):
+                async with hello(at_b, session_id=first.session_id, role="observer", label=f"watcher {i}") as (
+                        _, connected):
+                    assert isinstance(connected, Connected), connected
+                    tokens.append(connected.resume_token)
+            answers = {}
+            for where, address in (("runner", at_a), ("relay", at_b)):
+                for i, token in enumerate([first.resume_token, *tokens]):
+                    async with hello(address, session_id=first.session_id, resume_token=token, role="observer",
+                                     last_seq=done.seq) as (_, again):
+                        answers[where, i] = again
+    refused = {key: reply.message for key, reply in answers.items() if not isinstance(reply, Connected)}
+    assert not refused, refused
+    # The same token as an attach by id on the runner gives: the session's one.
+    assert set(tokens) == {first.resume_token}

@@ -29,6 +29,7 @@ from gemini_split.stamping import stamp
 from gemini_split.server.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.server.store import open_store
+from gemini_split.server.store.memory import MemoryStore
 from gemini_split.transport import ConnectOptions, Principal, ServeOptions, get_transport
 
 from ..server.helpers import RawClient
@@ -223,3 +224,47 @@ async def test_resume_latest_picks_the_callers_most_recent_session():
     assert none_yet.message == "no earlier session to resume"
     assert latest.resumed and latest.session_id == connected.session_id and latest.resume_token
     assert history.messages[0]["parts"][0]["text"] == "newer"
+
+
+class _BusyStore(MemoryStore):
+    """A store whose token writes take a while (a busy Redis or disk)."""
+
+    async def set_token_hash(self, session_id: str, token_hash: str) -> None:
+        await trio.sleep(0.2)
+        await super().set_token_hash(session_id, token_hash)
+
+
+async def test_two_clients_attaching_by_id_at_once_share_one_restored_session_and_both_tokens_work():
+    """Two attaches by id of an unloaded session at the same moment (say,
+    after a replica took it over): one session is restored, both clients
+    are its views, and the token each was given lets it back in."""
+    model = ScriptedModel([{"text": "one"}])
+    async with serving(model, store=_BusyStore(), detached_grace=0.2) as (service, address):
+        async with hello(address) as (raw, first):
+            await raw.send(GenerateContentRequest(prompt="first"))
+            await raw.receive_until(lambda m: isinstance(m, Finished))
+        with trio.fail_after(5):
+            while service.manager.live:  # unloaded once idle and detached
+                await trio.sleep(0.05)
+        replies: list = []
+        both_in = trio.Event()
+
+        async def attach(label: str) -> None:
+            async with hello(address, session_id=first.session_id, label=label) as (_, connected):
+                replies.append(connected)
+                if len(replies) == 2:
+                    both_in.set()
+                await both_in.wait()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(attach, "laptop")
+            nursery.start_soon(attach, "phone")
+        again = []
+        for connected in replies:
+            async with hello(address, session_id=first.session_id, resume_token=connected.resume_token) as (
+                    _, reply):
+                again.append(reply)
+    assert all(isinstance(c, Connected) for c in replies), replies
+    assert sorted(c.clients for c in replies) == [1, 2]  # the second joined the first one's session
+    refused = [r.message for r in again if not isinstance(r, Connected)]
+    assert not refused, refused

@@ -131,20 +131,15 @@ class Relay:
     async def run(self) -> None:
         store = self.replica.store
         sid = self.record.id
-        token = self.resume_token
-        if token is None or not token_matches(token, self.record.token_hash):
-            # Resumed by id: a new token (the store keeps only its hash).
-            token = secrets.token_urlsafe(24)
-            await store.set_token_hash(sid, hash_token(token))
         await self.replica.relay_started(self.relay_id)
         try:
-            await self._run(token)
+            await self._run()
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(store.command_timeout):
                 await self.replica.relay_ended(self.holder, sid, self.relay_id)
         log.info("session %s: relay ended (%s)", sid, self.ended)
 
-    async def _run(self, token: str) -> None:
+    async def _run(self) -> None:
         store = self.replica.store
         sid = self.record.id
         point = await self._join()
@@ -153,6 +148,7 @@ class Relay:
             await self.stream.aclose("the replica running this session does not answer; reconnect")
             return
         reply_cursor, joined = point
+        token = await self._token(joined)
         upto = int(joined["last_seq"])
         replay = self.replay
         plan = None
@@ -184,12 +180,36 @@ class Relay:
         except* (ConnectionClosed, ConnectionBroken):
             self.ended = self.ended or "the client left"
 
+    @property
+    def _has_token(self) -> bool:
+        """Whether the client came with the session's resume token."""
+        return self.resume_token is not None and token_matches(self.resume_token, self.record.token_hash)
+
+    async def _token(self, joined: dict[str, Any]) -> str:
+        """The resume token for ``connected``: the client's own, or — it
+        attached by id — the one the runner's clients hold, as the runner
+        itself answers an attach by id. Never a new one while the session
+        runs: the store keeps one token's hash, so a new token would stop
+        the driver's and every other client's from working on the next
+        reconnect (issue 34). A runner that does not send it (an older
+        version) leaves only the old way: a new token."""
+        if self._has_token:
+            return self.resume_token  # type: ignore[return-value]
+        token = joined.get("resume_token")
+        if isinstance(token, str) and token:
+            return token
+        token = secrets.token_urlsafe(24)
+        await self.replica.store.set_token_hash(self.record.id, hash_token(token))
+        return token
+
     async def _join(self) -> tuple[str, dict[str, Any]] | None:
         """Ask the runner to take this client in; its answer (the attach
-        point), or None when it did not answer or refused."""
+        point, with the session's resume token when the client came
+        without it), or None when it did not answer or refused."""
         await self.replica.send(self.holder, self.record.id, "join", owner=self.record.owner, relay=self.relay_id,
                                 replica=self.replica.id, role=self.role, label=self.label,
-                                approves="1" if APPROVALS_CAPABILITY in self._client_capabilities else "")
+                                approves="1" if APPROVALS_CAPABILITY in self._client_capabilities else "",
+                                token="" if self._has_token else "1")
         reply = await self.replica.control_reply(self.relay_id, JOIN_TIMEOUT)
         if reply is None or "joined" not in reply[1]:
             log.warning("session %s: the runner %s did not take the relayed client in (%s)", self.record.id,
@@ -375,11 +395,17 @@ async def run_forwarded(manager: Any, command: tuple[str, str, dict[str, str]]) 
                 entry.detach()
                 replica.reply_soon(relay_id, json.dumps({"refused": str(exc)}), control=True)
                 return
-            replica.reply_soon(relay_id, json.dumps({"joined": {
+            joined = {
                 "last_seq": point.last_seq, "active_request_id": point.active_request_id,
                 "pending_tool_calls": list(point.pending_tool_calls),
                 "pending_approvals": list(point.pending_approvals), "label": entry.view.label,
-                "clients": [{"label": c.label, "role": c.role} for c in point.clients]}}), control=True)
+                "clients": [{"label": c.label, "role": c.role} for c in point.clients]}
+            if fields.get("token") == "1" and session.resume_token is not None:
+                # Attached by id: the relay hands its client the token this
+                # session's clients hold (the store keeps only its hash).
+                # The relay deletes this reply once read.
+                joined["resume_token"] = session.resume_token
+            replica.reply_soon(relay_id, json.dumps({"joined": joined}), control=True)
             # Calls whose client left are this one's to answer too, and the
             # approval questions still open are asked again (after the
             # joined answer: the relay sends them after its replay).

@@ -332,7 +332,10 @@ class Replica:
 
     async def control_reply(self, relay_id: str, timeout: float) -> tuple[str, dict[str, Any]] | None:
         """The first control reply to relay ``relay_id`` (its stream entry
-        id and content), or None when none comes within ``timeout`` seconds."""
+        id and content), or None when none comes within ``timeout`` seconds.
+        The entry is deleted once read: it may carry the session's resume
+        token, which Redis keeps no longer than that (the store keeps only
+        its hash)."""
         key = self.reply_key(relay_id)
         cursor = "0-0"
         with trio.move_on_after(timeout):
@@ -342,6 +345,11 @@ class Replica:
                 for row in (reply or {}).get(key, ()):
                     cursor = row.identifier
                     if "c" in row.field_values:
+                        try:
+                            async with self.store._command("delete a control reply"):
+                                await self.store.client.xdel(key, [row.identifier])
+                        except StoreError as exc:  # it expires with the stream
+                            log.warning("%s; a control reply to a relay is kept until its stream expires", exc)
                         return row.identifier, json.loads(row.field_values["c"])
         return None
 

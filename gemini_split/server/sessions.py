@@ -190,11 +190,16 @@ class SessionManager:
                 and await self.store.get(session_id) is None):
             session_id = chosen_id(owner, session_id)  # one the caller named (--session-id)
         if session_id == LATEST:
-            # Every session that ever ran a request is in the store.
+            # Every session that ever ran a request is in the store. The
+            # latest conversation is one with an answer (a session stopped
+            # before its first answer is not what the user was having),
+            # or one answering its first prompt here now.
             mine = await self.store.list_sessions(owner)
-            if not mine:
+            latest = next((s for s in mine if s.turns > 0 or (s.id in self._live and self._live[s.id].session.busy)),
+                          None)
+            if latest is None:
                 return None
-            session_id = mine[0].id
+            session_id = latest.id
             resume_token = None  # the caller's own: ownership is the proof
         entry = self._live.get(session_id)
         if entry is not None:

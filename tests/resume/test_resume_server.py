@@ -268,3 +268,38 @@ async def test_two_clients_attaching_by_id_at_once_share_one_restored_session_an
     assert sorted(c.clients for c in replies) == [1, 2]  # the second joined the first one's session
     refused = [r.message for r in again if not isinstance(r, Connected)]
     assert not refused, refused
+
+
+async def test_latest_is_the_last_conversation_with_an_answer_not_a_session_stopped_before_its_first(tmp_path):
+    state_dir = tmp_path / "state"
+    model = ScriptedModel([{"text": "the answer"}, {"text": "y" * 100, "chunks": 100, "chunk_delay": 0.05}])
+    store = open_store(state_dir)
+    async with serving(model, store=store) as (_, address):
+        async with hello(address) as (raw, conversation):
+            await raw.send(GenerateContentRequest(prompt="the conversation"))
+            await raw.receive_until(lambda m: isinstance(m, Finished))
+        async with hello(address) as (raw, stopped):
+            await raw.send(GenerateContentRequest(prompt="never answered"))
+            await raw.receive_until(lambda m: isinstance(m, TextDelta))
+            await store.flush()
+            # the server "dies" mid-answer: that session has no completed turn
+    async with serving(ScriptedModel([]), store=open_store(state_dir)) as (_, address):
+        # Once resumed (it ends interrupted), it is the most recently updated one.
+        async with hello(address, session_id=stopped.session_id, resume_token=stopped.resume_token) as (raw, _):
+            await raw.receive_until(lambda m: isinstance(m, Error))
+        async with hello(address, session_id="latest") as (raw, latest):
+            await raw.send(GetHistory())
+            *_, history = await raw.receive_until(lambda m: isinstance(m, History))
+    assert isinstance(latest, Connected) and latest.session_id == conversation.session_id
+    assert history.messages[0]["parts"][0]["text"] == "the conversation"
+
+
+async def test_latest_finds_a_session_answering_its_first_prompt_now():
+    model = ScriptedModel([{"text": "y" * 100, "chunks": 100, "chunk_delay": 0.02}])
+    async with serving(model) as (_, address):
+        async with hello(address) as (raw, first):
+            await raw.send(GenerateContentRequest(prompt="a long first answer"))
+            await raw.receive_until(lambda m: isinstance(m, TextDelta))
+            async with hello(address, session_id="latest", role="observer") as (_, watching):
+                pass
+    assert isinstance(watching, Connected) and watching.session_id == first.session_id

@@ -80,7 +80,7 @@ complete -c gemini-split -n _shtab_gemini_split_using -l insecure -d 'do not ver
 complete -c gemini-split -n _shtab_gemini_split_using -l tools -xka "client server" -d 'where tools run: here (client, the default) or on the server, in a workspace of its own, asking you to approve over the wire (needs serve --server-tools)'
 complete -c gemini-split -n _shtab_gemini_split_using -l project -x -d 'with --tools server: work in the server'"'"'s project NAME (serve --project) instead of a fresh workspace'
 complete -c gemini-split -n _shtab_gemini_split_using -l reconnect-timeout -x -d 'keep trying to reconnect and resume this long after the connection to a server drops (default 120; 0: give up at once)'
-complete -c gemini-split -n _shtab_gemini_split_using -s r -l resume -x -d 'continue an earlier conversation: the latest (default) or the one with this id, in the REPL or with -p'
+complete -c gemini-split -n _shtab_gemini_split_using -s r -l resume -x -d 'continue an earlier conversation: the latest with an answer (default) or the one with this id (any unambiguous beginning of it, such as the short id the banner shows), in the REPL or with -p'
 complete -c gemini-split -n _shtab_gemini_split_using -l session-id -x -d 'start a new session under this id (letters, digits, '"'"'-'"'"', '"'"'_'"'"'), to --resume it by that id later; an id you already use is refused'
 complete -c gemini-split -n _shtab_gemini_split_using -l list-sessions -d 'list your sessions (id, last update, turns, title), newest first'
 complete -c gemini-split -n _shtab_gemini_split_using -l delete-session -x -d 'delete one of your sessions'

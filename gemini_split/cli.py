@@ -303,8 +303,9 @@ def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
                             "to a server drops (default 120; 0: give up at once)")
     sessions = parser.add_argument_group("sessions (kept by the server, or in $GEMINI_SPLIT_HOME/sessions)")
     sessions.add_argument("-r", "--resume", nargs="?", const="latest", metavar="latest|ID",
-                          help="continue an earlier conversation: the latest (default) or the one with "
-                               "this id, in the REPL or with -p")
+                          help="continue an earlier conversation: the latest with an answer (default) or "
+                               "the one with this id (any unambiguous beginning of it, such as the short "
+                               "id the banner shows), in the REPL or with -p")
     sessions.add_argument("--session-id", type=_session_id, metavar="ID",
                           help="start a new session under this id (letters, digits, '-', '_'), to "
                                "--resume it by that id later; an id you already use is refused")

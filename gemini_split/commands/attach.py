@@ -74,7 +74,8 @@ def add_attach_parser(commands: Any) -> None:
                "allows it (serve --allow-attach-by-id; the default on loopback).",
     )
     p.add_argument("session", nargs="?", default="latest", metavar="SESSION_ID|latest",
-                   help="the session to join (default: your most recently used one)")
+                   help="the session to join: its id or any unambiguous beginning of it "
+                        "(default: your most recently used one with an answer)")
     p.add_argument("--watch", action="store_true",
                    help="watch read-only: follow the session live, never prompt (Ctrl-C leaves)")
     p.add_argument("--limit", type=_replay_limit, metavar="N",

@@ -62,7 +62,7 @@ from .config import ServerConfig
 from .model import Model
 from .priority import AnswerFirst
 from .session import Session
-from .sessions import LATEST, RemoteSession, SessionManager
+from .sessions import LATEST, AmbiguousSession, RemoteSession, SessionManager
 from .views import OBSERVER, AttachPoint, View
 from .replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
@@ -372,6 +372,8 @@ class AgentService:
                     f"a session with id {quote(hello.new_session_id)} already exists; "
                     "resume it (--resume), or choose another id"))
             return created
+        except AmbiguousSession as exc:  # a beginning of several of the caller's ids
+            raise Refused(ErrorCode.UNKNOWN_SESSION, str(exc)) from None
         except StoreError as exc:
             # Replicas on Redis: without the store no session can be opened
             # safely here (running ones go on).

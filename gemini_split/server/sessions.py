@@ -71,7 +71,7 @@ from .session import LOCAL_OWNER, Session
 from .store import SessionStore, SessionSummary, StoredEvent, hash_token, token_matches
 from .views import AttachPoint, View
 
-__all__ = ["AttachPoint", "LATEST", "SessionManager", "View", "owner_of"]
+__all__ = ["AmbiguousSession", "AttachPoint", "LATEST", "SessionManager", "View", "owner_of"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,16 @@ def chosen_id(owner: str, name: str) -> str:
         return name
     digest = hashlib.sha256(owner.encode()).hexdigest()[:10]
     return f"u{digest}-{name}"
+
+
+class AmbiguousSession(Exception):
+    """A session id prefix that begins several of the caller's sessions
+    (``matches``, all of them the caller's own)."""
+
+    def __init__(self, prefix: str, matches: list[str]):
+        self.prefix, self.matches = prefix, matches
+        shown = ", ".join(matches[:10]) + (f" and {len(matches) - 10} more" if len(matches) > 10 else "")
+        super().__init__(f"{prefix!r} begins {len(matches)} of your sessions ({shown}); give more of the id")
 
 
 @dataclass(frozen=True)
@@ -186,9 +196,9 @@ class SessionManager:
         with clients attached where the server does not allow it: never
         said which)."""
         owner = owner_of(principal)
-        if (session_id != LATEST and owner != LOCAL_OWNER and session_id not in self._live
-                and await self.store.get(session_id) is None):
-            session_id = chosen_id(owner, session_id)  # one the caller named (--session-id)
+        live = self._live.get(session_id)
+        if session_id != LATEST and (live is None or live.session.owner != owner):
+            session_id = await self._full_id(session_id, owner)
         if session_id == LATEST:
             # Every session that ever ran a request is in the store. The
             # latest conversation is one with an answer (a session stopped
@@ -248,6 +258,26 @@ class SessionManager:
         if record.running_request is not None:
             await session.interrupted(record.running_request)
         return session
+
+    async def _full_id(self, name: str, owner: str) -> str:
+        """The id of the caller's session that ``name`` stands for: the id
+        itself, the name the caller chose (``--session-id``), or the one id
+        it begins (the short id a client shows); else ``name`` unchanged
+        (refused later, as any unknown id). Only the caller's own sessions
+        are searched, so nothing here says whether another user has one.
+        Raises :class:`AmbiguousSession` when it begins several of them."""
+        record = await self.store.get(name)
+        if record is not None and record.owner == owner:
+            return name
+        named = chosen_id(owner, name) if owner != LOCAL_OWNER else name
+        if named != name and (named in self._live or await self.store.get(named) is not None):
+            return named  # one the caller named (chosen ids are per owner)
+        ids = {s.id for s in await self.store.list_sessions(owner)}
+        ids.update(sid for sid, entry in self._live.items() if entry.session.owner == owner)  # not stored yet
+        matches = sorted(sid for sid in ids if sid.startswith(name) or sid.startswith(named))
+        if len(matches) > 1:
+            raise AmbiguousSession(name, matches)
+        return matches[0] if matches else name
 
     async def list_sessions(self, principal: Principal | None) -> list[SessionSummary]:
         return await self.store.list_sessions(owner_of(principal))

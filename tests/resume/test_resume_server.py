@@ -303,3 +303,35 @@ async def test_latest_finds_a_session_answering_its_first_prompt_now():
             async with hello(address, session_id="latest", role="observer") as (_, watching):
                 pass
     assert isinstance(watching, Connected) and watching.session_id == first.session_id
+
+
+async def test_a_short_id_resumes_the_callers_session_and_an_ambiguous_one_lists_the_candidates():
+    """The banner and toolbar show a short id (``s-74545a``): any prefix
+    that begins exactly one of the caller's sessions stands for it; one that
+    begins several is refused with the candidates — the caller's own only."""
+    alice, bob = Principal("alice"), Principal("bob")
+    tokens = {"alice-token": alice, "bob-token": bob}
+    model = ScriptedModel([{"text": "one"}, {"text": "two"}, {"text": "bob's"}])
+    async with serving(model, authenticate=tokens.get) as (service, address):
+        ids = []
+        for token in ("alice-token", "alice-token", "bob-token"):
+            async with hello(address, token=token) as (raw, connected):
+                await raw.send(GenerateContentRequest(prompt="hi"))
+                await raw.receive_until(lambda m: isinstance(m, Finished))
+                ids.append(connected.session_id)
+        alices, bobs = ids[:2], ids[2:]
+        short = alices[0][:8]
+        assert not alices[1].startswith(short)  # (16 random hex digits: they differ in the first 6)
+        async with hello(address, token="alice-token", session_id=short) as (_, by_prefix):
+            pass
+        async with hello(address, token="alice-token", session_id="s-") as (_, ambiguous):
+            pass
+        async with hello(address, token="alice-token", session_id=bobs[0][:8]) as (_, others):
+            pass
+    assert isinstance(by_prefix, Connected) and by_prefix.session_id == alices[0]
+    assert isinstance(ambiguous, Error) and ambiguous.code == "unknown_session"
+    assert all(sid in ambiguous.message for sid in alices) and bobs[0] not in ambiguous.message
+    assert "begins 2 of your sessions" in ambiguous.message
+    # Bob's session is not found by its prefix: the same answer as no session at all.
+    assert isinstance(others, Error) and others.code == "unknown_session"
+    assert others.message == f"no session {bobs[0][:8]!r} (it may have expired or been deleted)"

@@ -418,6 +418,14 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     except KeyboardInterrupt as exc:
         env.warn("Interrupted.")
         return exit_status_for(exc)
+    except BrokenPipeError:
+        # The reader of our output went away (`| head`): stop quietly, as
+        # tools ended by SIGPIPE do; not our failure.
+        return ExitStatus.SUCCESS
+    except BaseExceptionGroup as group:  # the same, from inside a nursery
+        if group.split(BrokenPipeError)[1] is None:
+            return ExitStatus.SUCCESS
+        raise
     finally:
         if stop_logging is not None:
             stop_logging()
@@ -532,9 +540,9 @@ def exit_without_teardown(status: int) -> None:
     freeing every module and object one by one, which Python does not
     promise to finish anyway (``__del__`` may not run at exit), and which
     costs a one-shot call here about as much CPU as everything it does after
-    its imports (~40 ms; bench/oneshot.py). When a flush fails (a reader
-    that went away) this falls back to ``sys.exit``, so such runs end
-    exactly as before."""
+    its imports (~40 ms; bench/oneshot.py). When a flush fails because the
+    reader went away (``| head``), what is left unwritten is dropped and
+    the status stands, without Python's "Exception ignored" at exit."""
     import atexit
     import threading
 
@@ -546,10 +554,23 @@ def exit_without_teardown(status: int) -> None:
         if thread is not current and not thread.daemon:
             thread.join()
     run_exit_handlers()
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None:
-                stream.flush()
-    except (OSError, ValueError):
-        sys.exit(status)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:
+            continue
+        try:
+            stream.flush()
+        except BrokenPipeError:
+            _discard(stream.fileno())
+        except (OSError, ValueError):
+            sys.exit(status)
     os._exit(status & 0xFF)  # what sys.exit makes of any int
+
+
+def _discard(fd: int) -> None:
+    """Point ``fd`` at /dev/null: its reader is gone, and whatever is still
+    written to it is dropped."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)

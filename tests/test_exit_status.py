@@ -40,3 +40,29 @@ def test_each_error_has_one_exit_status(error, status):
 def test_an_error_carrying_a_protocol_code_gets_that_codes_status():
     assert exit_status_for(HandshakeFailed("refused", code="unauthorized")) is ExitStatus.AUTH
     assert exit_status_for(RequestFailed("too big", code="message_too_large")) is ExitStatus.BAD_INPUT
+
+
+@pytest.mark.parametrize("command", [["--list-sessions"], ["protocol", "schema"], ["completions", "bash"],
+                                     ["-p", "hello"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path, command):
+    """``gemini-split --list-sessions | head -1``: the reader closes the
+    pipe; the command stops without a traceback, as tools do on SIGPIPE."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.json"
+    script.write_text('[{"text": "an answer"}, {"text": "' + "long answer line\\n" * 5000 + '"}]')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+    env.update(GEMINI_SPLIT_HOME=str(tmp_path / "home"), GEMINI_MODEL=f"scripted:{script}")
+    first = subprocess.run([sys.executable, "-m", "gemini_split", "-p", "a first session"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr  # (--list-sessions has one to list)
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before anything is written
+    try:
+        proc = subprocess.run([sys.executable, "-m", "gemini_split", *command], cwd=tmp_path, env=env,
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert proc.stderr == "" and proc.returncode == 0, proc.stderr

@@ -52,3 +52,14 @@ def test_every_example_is_the_wire_form_this_implementation_sends():
         assert at_default == [], f"{text}: shows defaults {at_default}"
         sent = json.loads(encode(message))
         assert list(sent.items()) == list(shown.items()), text
+
+
+def test_the_health_example_in_deployment_md_is_what_a_fresh_server_answers():
+    from gemini_split.server.config import ServerConfig
+    from gemini_split.server.scripted import ScriptedModel
+    from gemini_split.server.service import AgentService
+
+    deployment = (DOC.parent / "deployment.md").read_text()
+    [shown] = re.findall(r"/health` answers\n`(\{.*?\})`", deployment)
+    fresh = AgentService(ScriptedModel([]), ServerConfig(model="scripted")).health()
+    assert json.loads(shown) == fresh

@@ -387,8 +387,9 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
 
                     bound = await nursery.start(serve_then_stop)
                     if not address.startswith("stdio:"):
-                        log.info("gemini-split serving on %s (model %s, auth %s)", bound, service.config.model,
-                                 "on" if listen_options.authenticate else "off")
+                        log.info("gemini-split serving on %s (model %s, auth %s, store %s)", bound,
+                                 service.config.model, "on" if listen_options.authenticate else "off",
+                                 describe_store(service.store))
                         if getattr(service.model, "auth_description", ""):
                             log.info("the model is reached through %s", service.model.auth_description)
 
@@ -502,3 +503,15 @@ def _is_loopback(host: str) -> bool:
 
 def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def describe_store(store: Any) -> str:
+    """Where ``store`` keeps sessions, for the start-up line: the SQLite
+    file, the Redis URL without user, password or query, or memory."""
+    path = getattr(store, "path", None)
+    if path is not None:
+        return f"sqlite {path}"
+    name = getattr(store, "name", None)  # RedisStore: already redacted
+    if name:
+        return str(name)
+    return "memory (nothing kept after exit)"

@@ -60,3 +60,14 @@ def test_store_takes_only_a_redis_url(tmp_path):
         cwd=tmp_path, env=_env(GEMINI_API_KEY=API_KEY), stdin=subprocess.DEVNULL, capture_output=True, text=True,
         timeout=50)
     assert proc.returncode != 0 and "redis://" in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(90)
+def test_a_replicas_start_up_line_names_its_redis_store_without_the_password(tmp_path):
+    with rs.RedisServer(tmp_path / "redis", password="pa55-word") as server, FakeGemini(api_key=API_KEY) as fake:
+        url = f"redis://default:pa55-word@127.0.0.1:{server.port}/0"
+        with replica(tmp_path, fake, url, _free_port(), name="a"):
+            pass
+    log = (tmp_path / "a.log").read_text()
+    assert f"(model gemini-2.5-flash, auth off, store redis://127.0.0.1:{server.port}/0)" in log, log
+    assert "pa55-word" not in log

@@ -116,3 +116,21 @@ def test_a_full_disk_is_an_error_to_the_client_and_the_turn_still_completes(tmp_
     assert "".join(e.get("content", "") for e in events if e.get("type") == "message"
                    and e.get("role") == "assistant") == text
     assert again.returncode == 0 and again.stdout == "still here\n", again.stderr
+
+
+@pytest.mark.timeout(60)
+def test_the_start_up_line_names_the_session_database(tmp_path):
+    state = tmp_path / "state"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gemini_split", "serve", "--listen", "127.0.0.1:0", "--state-dir", str(state)],
+        cwd=tmp_path, env=_env(GEMINI_API_KEY=API_KEY), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "serving on" not in line:
+            line = proc.stderr.readline()
+            assert line, "serve ended before listening"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert f"store sqlite {state / 'sessions.db'})" in line, line

@@ -167,11 +167,13 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                    model: str | None, command: tuple[Any, str] | None = None) -> ExitStatus:
     interrupted = False
     failed: Exception | None = None
+    clients: list[ProtocolClient] = []  # for the reconnect notice
     try:
         async with hold_embedded(settings, embedded) as settings, open_client(
                 settings, on_event=renderer.on_event,
                 on_notice=lambda line: renderer.stderr.write(f"gemini-split: {visible(line)}\n"),
-                on_connection=_reconnect_notice(renderer.stderr)) as client:
+                on_connection=_reconnect_notice(renderer.stderr, clients)) as client:
+            clients.append(client)
             connected = client.connected
             assert connected is not None
             renderer.start(session_id=connected.session_id, model=model or connected.model, prompt=prompt)
@@ -295,15 +297,21 @@ async def _expand_command(prompt: str, command: tuple[Any, str], client: Protoco
     return piped + expanded, attachments
 
 
-def _reconnect_notice(stderr):
+def _reconnect_notice(stderr, clients: list[ProtocolClient]):
     """One line on stderr when the connection drops, one when it is back
-    (stdout stays exactly the answer)."""
+    (stdout stays exactly the answer). "The answer goes on" only when the
+    server says our request still runs: a request that ended meanwhile (a
+    server that died ends it ``interrupted``) says so itself next."""
 
     def notice(state: str, attempt: int, reason: str) -> None:
         if state == "reconnecting" and attempt == 1:
             stderr.write(f"gemini-split: {reason}; reconnecting…\n")
         elif state == "reconnected":
-            stderr.write(f"gemini-split: reconnected (attempt {attempt}); the answer goes on\n")
+            client = clients[0] if clients else None
+            running = client is not None and client.turn_request_id is not None and client.connected is not None \
+                and client.connected.active_request_id == client.turn_request_id
+            stderr.write(f"gemini-split: reconnected (attempt {attempt})"
+                         f"{'; the answer goes on' if running else ''}\n")
         stderr.flush()
 
     return notice

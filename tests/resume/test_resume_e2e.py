@@ -153,6 +153,7 @@ def test_sigkill_mid_turn_then_restart_resume_latest_continues_with_the_earlier_
             out, err = second.communicate(timeout=60)
             assert second.returncode == 1
             assert "reconnecting" in err and "interrupted" in err, err
+            assert "the answer goes on" not in err, err  # it did not: only what is true is said
             assert "Traceback" not in err
             third = client(["--server", address, "--resume", "latest", "-p", "third question"], cwd=tmp_path)
             assert third.returncode == 0 and third.stdout == "The third answer.\n", third.stderr
@@ -186,6 +187,7 @@ async def test_a_one_shot_prompt_through_serve_survives_a_cut_mid_stream(tmp_pat
     assert done.stdout == text
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 2 and "reconnecting" in lines[0] and "reconnected" in lines[1], done.stderr
+    assert lines[1].endswith("; the answer goes on"), done.stderr
     assert proxy.cuts_made == [2999]
 
 

@@ -92,9 +92,26 @@ def compressed_context(summary: str, kept: list[dict[str, Any]]) -> str:
             + "Continue from here.")
 
 
+def first_prompt_line(messages: list[dict[str, Any]]) -> str:
+    """The first line the user typed in a conversation (its title), or ""."""
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        for part in message.get("parts") or []:
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str) and text.strip() and not text.startswith("<session_context>"):
+                return " ".join(text.strip().split("\n", 1)[0].split())
+    return ""
+
+
 def resumed_context(tag: str, messages: list[dict[str, Any]]) -> str:
-    return (f"This conversation resumes one saved as '{tag}'. What was said (tool calls and results in "
-            f"one line each):\n\n{transcript(messages)}\n\nContinue from here.")
+    """The first message of the session that continues the chat saved as
+    ``tag``. Its first line, which the server makes the new session's
+    title, names the chat and its first prompt (not this preamble)."""
+    first = first_prompt_line(messages)
+    return (f"{tag}: {first}\n\n" if first else f"{tag}\n\n") + (
+        f"This conversation resumes one saved as '{tag}'. What was said (tool calls and results in "
+        f"one line each):\n\n{transcript(messages)}\n\nContinue from here.")
 
 
 class ChatStore:

@@ -271,8 +271,14 @@ async def _chat(repl: Repl, args: list[str]) -> None:
         messages = store.load(tag)
         if await repl.reconnect(None, f"resuming {tag}: new session"):
             repl.pending_context.append(resumed_context(tag, messages))
-            repl.console.print(Text(f"The saved conversation ({len(messages)} messages) goes to the model with "
-                                    "your next message.", style="dim"))
+            # Redrawn as /resume ID redraws a session.
+            from .repl import _history_lines
+
+            repl.console.print(Text(f"Resumed chat {tag} ({len(messages)} messages):", style="green"))
+            for content in messages:
+                for line in _history_lines(content):
+                    repl.console.print(line)
+            repl.console.print(Text("It goes to the model with your next message.", style="dim"))
 
 
 async def _mcp(repl: Repl, args: list[str]) -> None:

@@ -464,16 +464,22 @@ def test_compress_and_chat_save_resume(start_repl, tmp_path):
     assert sent.endswith("and Spain?")
     ask(repl, "/chat resume geo")
     repl.expect(r"Resuming geo: new session")
+    # Redrawn as /resume redraws a session.
+    repl.expect(r"Resumed chat geo \(2 messages\):\s+» capital of France\?\s+The capital is Paris\.")
     repl.expect(PROMPT)
     ask(repl, "go on")
-    repl.expect(r"Echo: This conversation resumes one saved as 'geo'")
+    repl.expect(r"Echo: geo: capital of France\?")
     repl.expect(PROMPT)
     ask(repl, "/chat save resumed")
     repl.expect(r"Saved chat resumed")
     repl.expect(PROMPT)
     sent = json.loads((tmp_path / "home" / "chats" / "resumed.json").read_text())["messages"][0]["parts"][-1]["text"]
-    assert sent.startswith("This conversation resumes one saved as 'geo'")
+    assert sent.startswith("geo: capital of France?\n\nThis conversation resumes one saved as 'geo'")
     assert "User: capital of France?\n\nModel: The capital is Paris." in sent
+    # Its title is the chat it continues, not the preamble.
+    ask(repl, "/sessions")
+    repl.expect(r"\(this one\)\s+\S+ \S+\s+1\s+geo: capital of France\?")
+    repl.expect(PROMPT)
     ask(repl, "/chat delete geo")
     repl.expect(r"Deleted chat geo")
     assert not (tmp_path / "home" / "chats" / "geo.json").exists()

@@ -217,3 +217,18 @@ def test_ctrl_c_cancels_the_turn_cleanly_and_exits_130(tmp_path):
     assert "Cancelling" in stderr
     assert "Traceback" not in stderr
     assert len("x" + stdout.strip()) < 200
+
+
+def test_resuming_a_session_started_in_another_directory_says_its_tools_now_run_here(tmp_path):
+    project, other = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    other.mkdir()
+    home = {"GEMINI_SPLIT_HOME": str(tmp_path / "home")}
+    with FakeGemini(script=[{"text": "first"}, {"text": "second"}, {"text": "third"}], api_key=API_KEY) as fake:
+        assert run_cli(["-p", "start here"], cwd=project, fake=fake, env_extra=home).returncode == 0
+        same = run_cli(["-r", "latest", "-p", "go on"], cwd=project, fake=fake, env_extra=home)
+        moved = run_cli(["-r", "latest", "-p", "and here?"], cwd=other, fake=fake, env_extra=home)
+    assert same.returncode == 0 and same.stderr == "", same.stderr
+    assert moved.returncode == 0 and moved.stdout == "third\n", moved.stderr
+    assert moved.stderr == (f"gemini-split: this session was started in {project}; its tools now run here, "
+                            f"in {other}\n")

@@ -207,7 +207,7 @@ def session_context_text(
         "This is gemini-split, a Gemini coding agent. We are setting up the context for our chat.",
         f"Today's date is {date}.",
         f"My operating system is: {_os_name()}",
-        "- **Workspace Directories:**",
+        _WORKSPACE_HEADING,
         *(f"  - {d}" for d in workspace_dirs),
     ]
     if include_listing:
@@ -215,6 +215,36 @@ def session_context_text(
         lines += [folder_structure(d, ignore_files=ignore_files) for d in workspace_dirs]
     lines.append("</session_context>")
     return "\n".join(lines)
+
+
+_WORKSPACE_HEADING = "- **Workspace Directories:**"
+
+
+def started_in(history: list[dict]) -> str | None:
+    """The directory a session was started in: the first workspace
+    directory its first turn's ``<session_context>`` (written by
+    :func:`session_context_text`) names; None when it has none (a session
+    opened by another kind of client, or whose history begins otherwise)."""
+    first = history[0] if history and isinstance(history[0], dict) else {}
+    for part in first.get("parts") or []:
+        text = part.get("text") if isinstance(part, dict) else None
+        if not isinstance(text, str) or not text.startswith("<session_context>"):
+            continue
+        lines = text.splitlines()
+        if _WORKSPACE_HEADING in lines:
+            after = lines[lines.index(_WORKSPACE_HEADING) + 1:]
+            if after and after[0].startswith("  - "):
+                return after[0][4:]
+    return None
+
+
+def runs_elsewhere(history: list[dict], workspace: Path) -> str | None:
+    """Where the session was started, when that is not ``workspace`` (its
+    tools, which run where the client is, would now run in ``workspace``)."""
+    started = started_in(history)
+    if started is None or os.path.realpath(started) == os.path.realpath(workspace):
+        return None
+    return started
 
 
 def _os_name() -> str:

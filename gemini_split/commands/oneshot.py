@@ -18,6 +18,8 @@ import trio
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
 from gemini_split.commands.options import client_options
 from gemini_split.client.protocol_client import HandshakeFailed
+from gemini_split.client.protocol_client import RequestFailed  # noqa: I001
+from gemini_split.client.context import runs_elsewhere  # noqa: I001
 from gemini_split.client.protocol_client import ProtocolClient  # noqa: I001 (apart: fewer merge conflicts)
 from gemini_split.protocol import Attachment  # noqa: I001
 from gemini_split.client.connect import ClientSettings, open_client
@@ -194,6 +196,8 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                     nursery.start_soon(cancel_on_interrupt)
                     if renderer.status is not None:
                         nursery.start_soon(_spin, renderer.status)
+                    if settings.resume and not settings.attach and settings.tools == "client":
+                        await _say_if_started_elsewhere(client, settings, renderer.stderr)
                     if command is not None:
                         from gemini_split.ui.command_expansion import CommandFailed
 
@@ -226,6 +230,19 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
         return renderer.finish(error_code=outcome.error.code, error_message=outcome.error.message,
                                status=exit_status_for(outcome.error.code))
     return renderer.finish()
+
+
+async def _say_if_started_elsewhere(client: ProtocolClient, settings: ClientSettings, stderr: Any) -> None:
+    """A resumed session started in another directory: its tools run here
+    now (they run where the client is), which the user should know."""
+    try:
+        history = await client.get_history()
+    except RequestFailed:
+        return
+    started = runs_elsewhere(history.messages, settings.workspace)
+    if started is not None:
+        stderr.write(f"gemini-split: this session was started in {visible(started)}; its tools now run here, "
+                     f"in {visible(str(settings.workspace))}\n")
 
 
 async def _attach_references(prompt: str, client: ProtocolClient,

@@ -41,6 +41,7 @@ from gemini_split import __version__
 from gemini_split.app import embedded_service, serve_embedded, settings_for
 from gemini_split._trio_util import single_exceptions
 from gemini_split.client.approval import ApprovalMode
+from gemini_split.client.context import runs_elsewhere
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient, RequestFailed
 from gemini_split.client.connect import ClientSettings, describe_connect_error, open_client
@@ -250,7 +251,9 @@ class Repl:
                     self.follower.release()
                     if status is None:
                         if self.settings.resume and not self.settings.attach:
-                            await self.show_history()
+                            if await self.show_history() is False:
+                                nursery.cancel_scope.cancel()
+                                return ExitStatus.SUCCESS
                         await self._loop()
                         status = ExitStatus.SUCCESS
                     nursery.cancel_scope.cancel()
@@ -557,22 +560,39 @@ class Repl:
             message, code, _ = describe_connect_error(exc)
             self.console.print(error_panel(message, code=code, title="Cannot resume"))
             return False
-        if opened:
-            await self.show_history()
+        if opened and await self.show_history() is False:
+            await self.reconnect(None, "new conversation")
+            return False
         return bool(opened)
 
-    async def show_history(self) -> None:
-        """Redraw the conversation of a resumed session from its history."""
+    async def show_history(self) -> bool | None:
+        """Redraw the conversation of a resumed session from its history;
+        if the session was started in another directory, ask whether to go
+        on here (its tools run where we are). False: the user chose not to."""
         client = self.require_client()
         history = await self.interruptible(client.get_history(), "Loading the conversation…")
         if history is None:
-            return
+            return None
         connected = client.connected
         self.console.print(Text(f"Resumed session {connected.session_id if connected else '?'} "
                                 f"({len(history.messages)} messages):", style="green"))
         for content in history.messages:
             for line in _history_lines(content):
                 self.console.print(line)
+        started = runs_elsewhere(history.messages, self.settings.workspace) if self.settings.tools == "client" else None
+        if started is None:
+            return True
+        here = visible(str(self.settings.workspace))
+        # Said in full (a path may be longer than a menu line), then asked.
+        self.console.print(Text(f"This session was started in another directory, {visible(started)}; "
+                                f"its tools would now run here, in {here}.", style="yellow"))
+        choice = await self.asker.read_choice(
+            "Go on here?", [("here", "Continue here (its tools run in this directory)"), ("cancel", "Cancel")], 1)
+        if choice == "here":
+            return True
+        self.console.print(Text(f"Not resumed here: run gemini-split --resume {connected.session_id if connected else ''}"
+                                f" in {visible(started)} to go on where it was.", style="yellow"))
+        return False
 
     def _on_connection(self, state: str, attempt: int, reason: str) -> None:
         if state == "reconnecting":

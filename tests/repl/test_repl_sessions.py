@@ -47,3 +47,50 @@ def test_resume_latest_at_start_continues_the_last_conversation(start_repl, tmp_
     assert re.search(r"Resumed session s-[0-9a-f]{16} \(2 messages\):\s+» remember a colour\s+Remember: blue\.", shown)
     ask(again, "which one?")
     again.expect(r"Echo: which one\?")
+
+
+def _resume_in(tmp_path, directory, script, *keys: str) -> tuple[str, int]:
+    """``gemini-split --resume`` started under a pty in ``directory``;
+    ``keys`` answer what it asks. Returns what it showed and its status."""
+    import json
+    import sys
+
+    from .pty_driver import PtyProcess
+    from .test_repl import _environ
+
+    path = tmp_path / "resume-script.json"
+    path.write_text(json.dumps(script))
+    proc = PtyProcess([sys.executable, "-m", "gemini_split", "-m", f"scripted:{path}", "--resume"],
+                      env=_environ(tmp_path, NO_COLOR="1"), cwd=str(directory))
+    try:
+        proc.expect(r"This session was started in another directory", timeout=15)
+        proc.expect(r"2\. Cancel")
+        for key in keys:
+            proc.send(key)
+        if keys[-1] == "2":
+            proc.expect(r"Not resumed here")
+            return proc.text, proc.wait()
+        proc.expect(PROMPT)
+        ask(proc, "/quit")
+        return proc.text, proc.wait()
+    finally:
+        proc.close()
+
+
+@pytest.mark.timeout(90)
+def test_resuming_a_session_started_in_another_project_asks_before_its_tools_run_here(start_repl, tmp_path, workdir):
+    first = start_repl([{"text": "Planned."}])
+    ask(first, "plan the refactor")
+    first.expect(r"Planned\.")
+    first.expect(PROMPT)
+    first.close()
+    other = tmp_path / "other-project"
+    other.mkdir()
+    shown, status = _resume_in(tmp_path, other, [], "2")
+    said = f"This session was started in another directory, {workdir}; its tools would now run here, in {other}."
+    assert "".join(said.split()) in "".join(shown.split())  # (wrapped at the terminal's width)
+    assert re.search(r"Notresumedhere:rungemini-split--resumes-[0-9a-f]{16}in" + re.escape("".join(str(workdir).split())),
+                     "".join(shown.split()))
+    assert status == 0
+    shown, status = _resume_in(tmp_path, other, [], "1")
+    assert status == 0 and "Not resumed here" not in shown

@@ -232,3 +232,14 @@ def test_resuming_a_session_started_in_another_directory_says_its_tools_now_run_
     assert moved.returncode == 0 and moved.stdout == "third\n", moved.stderr
     assert moved.stderr == (f"gemini-split: this session was started in {project}; its tools now run here, "
                             f"in {other}\n")
+
+
+def test_the_short_id_the_banner_shows_resumes_the_session(tmp_path):
+    home = {"GEMINI_SPLIT_HOME": str(tmp_path / "home")}
+    with FakeGemini(script=[{"text": "first"}, {"text": "second"}], api_key=API_KEY) as fake:
+        first = run_cli(["-p", "remember 7", "-o", "json"], cwd=tmp_path, fake=fake, env_extra=home)
+        session_id = json.loads(first.stdout)["session_id"]
+        again = run_cli(["-r", session_id[:8], "-p", "which number?"], cwd=tmp_path, fake=fake, env_extra=home)
+        contents = fake.requests[-1]["body"]["contents"]
+    assert again.returncode == 0 and again.stdout == "second\n", again.stderr
+    assert any("remember 7" in p.get("text", "") for c in contents for p in c["parts"])  # the same conversation

@@ -277,3 +277,24 @@ async def test_watchers_attached_by_id_through_the_relay_reconnect_on_either_rep
     assert not refused, refused
     # The same token as an attach by id on the runner gives: the session's one.
     assert set(tokens) == {first.resume_token}
+
+
+async def test_attaching_by_id_alone_through_the_relay_is_refused_where_the_runner_would_refuse_it(redis_server):
+    """``serve`` without --allow-attach-by-id: joining a session that has
+    clients attached takes its token, through the relay as on the runner
+    (and the relay never hands the session's token to a client without it)."""
+    async with two_replicas(redis_server, [{"text": "hi"}], allow_attach_by_id=False) as (_, (at_a, at_b)):
+        async with hello(at_a, label="driver") as (driver, first):
+            *_, done = await _turn(driver, "first")
+            replies = {}
+            for where, address in (("runner", at_a), ("relay", at_b)):
+                async with hello(address, session_id=first.session_id) as (_, by_id):
+                    replies[where, "by id"] = by_id
+                async with hello(address, session_id=first.session_id, resume_token=first.resume_token,
+                                 last_seq=done.seq) as (_, with_token):
+                    replies[where, "token"] = with_token
+    for where in ("runner", "relay"):
+        refused = replies[where, "by id"]
+        assert isinstance(refused, Error) and refused.code == "unknown_session" and refused.fatal, (where, refused)
+        assert isinstance(replies[where, "token"], Connected), (where, replies[where, "token"])
+    assert replies["relay", "by id"].message == replies["runner", "by id"].message

@@ -38,7 +38,9 @@ What every backend must guarantee
    replay by turns and times).
 5. **Secrets.** The store holds a hash of each resume token, never the token
    (:func:`hash_token`); callers check a presented token with
-   :func:`token_matches` (constant time).
+   :func:`token_matches` (constant time). A session has one token at a
+   time, shared by its clients: replacing it locks out every client that
+   holds the old one.
 6. **Failures are one exception.** Anything the backend cannot do (disk full,
    I/O error, corrupt file, lock held) is a :class:`StoreError` whose message
    names the file or server and says what went wrong. A failed write leaves

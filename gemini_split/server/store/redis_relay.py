@@ -25,6 +25,13 @@ client left are handed to it as to a local client. When the relay ends it
 *leaves*; if its replica dies, the runner notices (see
 :mod:`.redis_replica`) and drops it.
 
+A client that joins by id alone is judged by the runner as its own would
+be (refused while clients are attached unless the server allows attaching
+by id), and given the resume token the session's other clients hold — the
+runner sends it in its answer, which the relay deletes from Redis once read
+— never a new one: the store keeps one token's hash, and replacing it would
+lock every other client out of its next reconnect (issue 34).
+
 A relay watches the lease. When the runner gives the session up or dies
 (its lease expires), the relay drops the client's connection; the client
 reconnects on its own (through nginx: to any replica) and resumes from its
@@ -142,7 +149,18 @@ class Relay:
     async def _run(self) -> None:
         store = self.replica.store
         sid = self.record.id
-        point = await self._join()
+        try:
+            point = await self._join()
+        except _RefusedById:
+            from ..service import _no_such_session
+
+            self.ended = "refused: attached by id alone to a session with clients attached"
+            hello = self.conn.hello
+            text = _no_such_session(hello.session_id if hello is not None and hello.session_id else sid)
+            await self.stream.send(self.conn.send(stamp(Error(code=ErrorCode.UNKNOWN_SESSION.value, message=text,
+                                                              fatal=True))))
+            await self.stream.aclose(text)
+            return
         if point is None:
             self.ended = "the replica running the session did not take the client in"
             await self.stream.aclose("the replica running this session does not answer; reconnect")
@@ -211,6 +229,8 @@ class Relay:
                                 approves="1" if APPROVALS_CAPABILITY in self._client_capabilities else "",
                                 token="" if self._has_token else "1")
         reply = await self.replica.control_reply(self.relay_id, JOIN_TIMEOUT)
+        if reply is not None and reply[1].get("by_id_refused"):
+            raise _RefusedById
         if reply is None or "joined" not in reply[1]:
             log.warning("session %s: the runner %s did not take the relayed client in (%s)", self.record.id,
                         self.holder, "no answer" if reply is None else reply[1].get("refused"))
@@ -334,6 +354,11 @@ class Relay:
             for s in summaries)))
 
 
+class _RefusedById(Exception):
+    """The runner refused a client attaching by id alone (the server does
+    not allow it while the session has clients attached)."""
+
+
 class RelayedView(View):
     """On the runner: a client connected to another replica, as the session
     sees it — one of its views (counted, handed tool calls), whose events
@@ -380,6 +405,12 @@ async def run_forwarded(manager: Any, command: tuple[str, str, dict[str, str]]) 
             replica.reply_soon(relay_id, json.dumps({"refused": "the session does not run here"}), control=True)
         elif session is not None:
             log.warning("session %s: inbox command refused (%r)", sid, kind)
+        return
+    if kind == "join" and fields.get("token") == "1" and not manager.allow_attach_by_id and session.views:
+        # As for a client of this replica: by id alone, a session with
+        # clients attached only where the server allows it.
+        replica.reply_soon(relay_id, json.dumps({"refused": "attached by id alone", "by_id_refused": True}),
+                           control=True)
         return
     entry = replica.relayed.get((sid, relay_id))
     if kind == "join" or entry is None:

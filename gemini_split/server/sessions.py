@@ -267,7 +267,7 @@ class SessionManager:
         are searched, so nothing here says whether another user has one.
         Raises :class:`AmbiguousSession` when it begins several of them."""
         record = await self.store.get(name)
-        if record is not None and record.owner == owner:
+        if (record is not None and record.owner == owner) or not name:
             return name
         named = chosen_id(owner, name) if owner != LOCAL_OWNER else name
         if named != name and (named in self._live or await self.store.get(named) is not None):

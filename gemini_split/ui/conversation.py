@@ -9,9 +9,11 @@ history (``get_history``), open a new session — and say so:
   summary and the last :data:`KEEP_TURNS` exchanges verbatim. The old
   session's context is freed; what the model knows is the summary.
 * ``/chat save TAG`` writes the history as JSON under
-  ``$GEMINI_SPLIT_HOME/chats/``; ``/chat resume TAG`` starts a new session
-  whose first message carries that conversation as a transcript (text as
-  it was, tool calls and results in one line each); ``list`` and
+  ``$GEMINI_SPLIT_HOME/chats/``; ``/chat resume TAG`` redraws it and
+  starts a new session whose first message carries that conversation as a
+  transcript (text as it was, tool calls and results in one line each),
+  after a line naming the chat and its first prompt (the new session's
+  title); ``list`` and
   ``delete`` do what they say. Tags are names: letters, digits, ``.``,
   ``_``, ``-``.
 """

@@ -51,6 +51,7 @@ def test_the_clients_options_may_come_after_attach_and_win_there():
     assert (both.server, both.token) == ("ws://b:2", "t")
 
 
+@pytest.mark.timeout(90)  # six processes started one after another: a loaded machine takes more than 25 s
 def test_a_watcher_replays_the_last_turn_as_json_lines_and_another_user_gets_unknown_session(
         tmp_path, auth_config):
     work = tmp_path / "client"

@@ -62,7 +62,8 @@ from .config import ServerConfig
 from .model import Model
 from .priority import AnswerFirst
 from .session import Session
-from .sessions import LATEST, AmbiguousSession, RemoteSession, SessionManager
+from .sessions import AmbiguousSession, RemoteSession, SessionManager
+from .sessions import no_such_session as _no_such_session
 from .views import OBSERVER, AttachPoint, View
 from .replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
@@ -576,14 +577,6 @@ class AgentService:
 
 #: Events only 1.2 clients know (several clients on one session).
 _V12_EVENTS = (RequestStarted, ClientsChanged, ToolCallAnswered, ToolDecided)
-
-
-def _no_such_session(session_id: str) -> str:
-    """The one answer for a session that does not exist, is not the
-    caller's, or was named with a wrong token."""
-    if session_id == LATEST:
-        return "no earlier session to resume"
-    return f"no session {session_id!r} (it may have expired or been deleted)"
 
 
 async def _send_fatal(stream: MessageStream, conn: Connection, code: ErrorCode, text: str,

@@ -102,6 +102,15 @@ def chosen_id(owner: str, name: str) -> str:
     return f"u{digest}-{name}"
 
 
+def no_such_session(session_id: str) -> str:
+    """The one answer for a session that does not exist, is not the
+    caller's, or was named with a wrong token (or, through a relay, joined
+    by id where the runner does not allow it)."""
+    if session_id == LATEST:
+        return "no earlier session to resume"
+    return f"no session {session_id!r} (it may have expired or been deleted)"
+
+
 class AmbiguousSession(Exception):
     """A session id prefix that begins several of the caller's sessions
     (``matches``, all of them the caller's own)."""

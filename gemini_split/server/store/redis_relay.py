@@ -76,6 +76,7 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
 
+from ..sessions import no_such_session
 from ..replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
 from ..tool_host import APPROVALS_CAPABILITY
 from ..views import View
@@ -152,11 +153,9 @@ class Relay:
         try:
             point = await self._join()
         except _RefusedById:
-            from ..service import _no_such_session
-
             self.ended = "refused: attached by id alone to a session with clients attached"
             hello = self.conn.hello
-            text = _no_such_session(hello.session_id if hello is not None and hello.session_id else sid)
+            text = no_such_session(hello.session_id if hello is not None and hello.session_id else sid)
             await self.stream.send(self.conn.send(stamp(Error(code=ErrorCode.UNKNOWN_SESSION.value, message=text,
                                                               fatal=True))))
             await self.stream.aclose(text)

@@ -55,6 +55,8 @@ from gemini_split.protocol import (
     ToolDiscovery,
     Replay,
     ToolCallAnswered,
+    ToolCompleted,
+    ToolError,
     ToolExecutionRequest,
     ToolExecutionResponse,
 )
@@ -179,6 +181,10 @@ class ProtocolClient:
         # Server-side approval questions being asked here, by call id, and
         # the ones answered here (their tool_decided is not news to the UI).
         self._asking: dict[str, trio.CancelScope] = {}
+        # The request each question belongs to, and why a question was
+        # withdrawn (told to the asker, so that it ends visibly).
+        self._asking_request: dict[str, str | None] = {}
+        self._withdrawn: dict[str, str] = {}
         self._decided_here: OrderedDict[str, None] = OrderedDict()
         self.on_event: EventCallback = on_event or _ignore
         self.handshake_timeout = handshake_timeout
@@ -328,9 +334,13 @@ class ProtocolClient:
             try:
                 while True:
                     await self._read_loop(nursery)
+                    # A question cannot outlive its connection: a server that
+                    # still waits for it asks again once reconnected.
+                    self._withdraw(list(self._asking), "the connection to the server was lost")
                     if not await self._reconnect(nursery):
                         break
             finally:
+                self._withdraw(list(self._asking), "the connection to the server was closed")
                 self._connection_lost(self._closed_reason or "the connection to the server was closed")
                 self._over.set()
                 nursery.cancel_scope.cancel()
@@ -542,12 +552,23 @@ class ProtocolClient:
             # again, unlogged, after the replay).
             if message.call_id not in self._asking:  # asked again after a reconnect: one question
                 self._asking[message.call_id] = trio.CancelScope()
+                self._asking_request[message.call_id] = message.request_id
                 nursery.start_soon(self._answer_approval, message)
         elif isinstance(message, ToolDecided):
             if message.call_id in self._asking:
-                self._asking[message.call_id].cancel()  # decided elsewhere (or expired): stop asking
+                # Decided elsewhere (the UI shows by whom), expired or cancelled: stop asking.
+                self._withdraw([message.call_id], "" if message.decision in ("approve", "approve_always", "deny")
+                               else f"the call was {message.decision}")
             elif message.call_id in self._decided_here:
                 return
+        elif isinstance(message, ToolCompleted | ToolError | ToolCallAnswered):
+            self._withdraw([message.call_id], "the call ended")
+        elif isinstance(message, Finished | Error) and message.request_id is not None or \
+                isinstance(message, Error) and message.fatal:
+            ended = message.request_id
+            self._withdraw([call for call, request in self._asking_request.items()
+                            if request == ended or ended is None],
+                           "the request was interrupted" if isinstance(message, Error) else "the request ended")
         await self.on_event(message)
         if isinstance(message, Finished | Error) and turn is not None:
             belongs = message.request_id == turn.request_id
@@ -621,6 +642,16 @@ class ProtocolClient:
         except LocalProtocolError as exc:  # the request ended meanwhile, or the call is asked again
             log.info("not answering %s now: %s", request.id, exc)
 
+    def _withdraw(self, call_ids: list[str], reason: str) -> None:
+        """Stop asking about these calls (their question is over: decided
+        elsewhere, the call or request ended, the connection went).
+        ``reason`` is told to the asker ("" when the UI shows it already)."""
+        for call_id in call_ids:
+            scope = self._asking.get(call_id)
+            if scope is not None and not scope.cancel_called:
+                self._withdrawn[call_id] = reason
+                scope.cancel()
+
     async def _answer_approval(self, question: ToolAwaitingApproval) -> None:
         """Ask this client's person about a server-side call (the same
         question as for a local one) and send the decision, unless another
@@ -640,6 +671,10 @@ class ProtocolClient:
                     words = str(refused)
                     message = words.partition(" and said: ")[2] or words
             if scope.cancelled_caught:
+                reason = self._withdrawn.pop(question.call_id, "")
+                withdrawn = getattr(self.executor.asker, "withdrawn", None)
+                if reason and withdrawn is not None:
+                    withdrawn(question.tool, reason)
                 return
             verdict = {Answer.YES: "approve", Answer.ALWAYS: "approve_always"}.get(answer, "deny")
             decision = ToolDecision(
@@ -659,6 +694,8 @@ class ProtocolClient:
                 log.info("not sending the decision on %s: %s", question.call_id, exc)
         finally:
             self._asking.pop(question.call_id, None)
+            self._asking_request.pop(question.call_id, None)
+            self._withdrawn.pop(question.call_id, None)
 
     # --- reconnecting ----------------------------------------------------------
 

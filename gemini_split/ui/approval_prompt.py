@@ -23,7 +23,8 @@ listed and revoked by ``/permissions``.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +104,7 @@ class InlineAsker:
         view: Callable[[], TurnView | None],
         interrupt: Callable[[], None],
         drain: Callable[[], None] = lambda: None,
+        hold_prompt: Callable[[], AbstractAsyncContextManager[None]] | None = None,
     ):
         self.console = console
         self.read_choice = read_choice
@@ -110,12 +112,17 @@ class InlineAsker:
         self.view = view
         self.interrupt = interrupt
         self.drain = drain
+        #: Closes the REPL's line prompt while a question shows (its text
+        #: kept), opened again after: one reader of the keys at a time.
+        self.hold_prompt = hold_prompt or _nothing_to_hold
         #: "Always" answers of this session, oldest first (``/permissions``).
         self.grants: list[Grant] = []
         self._lock = trio.Lock()
 
     async def ask(self, request: ApprovalRequest) -> Answer:
-        async with self._lock:
+        """Ask about ``request``. Cancelled (the call ended, or was decided
+        elsewhere), the menu goes away and nothing typed into it is used."""
+        async with self._lock, self.hold_prompt():
             view = self.view()
             if view is not None:
                 view.pause()
@@ -124,6 +131,12 @@ class InlineAsker:
             finally:
                 if view is not None:
                     view.resume()
+
+    def withdrawn(self, tool: str, reason: str) -> None:
+        """A question asked here ended without an answer from here: say so
+        (the menu has gone already)."""
+        self.console.print(Text(f"· no longer asking about {visible(tool, newlines=False)}: {reason}",
+                                style="yellow"))
 
     async def _ask(self, request: ApprovalRequest) -> Answer:
         self.drain()
@@ -163,6 +176,11 @@ class InlineAsker:
             said = "✓ allowed" if answer is Answer.YES else "✗ refused"
         self.console.print(Text(said, style="green" if answer is not Answer.NO else "yellow"))
         return answer
+
+
+@asynccontextmanager
+async def _nothing_to_hold() -> AsyncIterator[None]:
+    yield
 
 
 def question_line(request: ApprovalRequest) -> str:

@@ -20,6 +20,7 @@ lines instead (no escape codes in a pipe or a log).
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 import select
@@ -32,8 +33,9 @@ from typing import IO, Any
 
 import trio
 from prompt_toolkit import PromptSession
-from prompt_toolkit.application import Application, run_in_terminal
+from prompt_toolkit.application import Application, create_app_session, run_in_terminal
 from prompt_toolkit.completion import Completer
+from prompt_toolkit.document import Document
 from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import AnyFormattedText
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
@@ -60,19 +62,60 @@ _STYLE = Style.from_dict({
 })
 
 
+#: Applications whose worker thread is running them now (normally at most
+#: one; see :func:`run_in_worker`).
+_running: dict[Application[Any], threading.Event] = {}
+_running_lock = threading.Lock()
+#: The context each running application's thread runs it in (its own app
+#: session): what is called into its loop from the Trio thread runs there.
+_contexts: dict[Application[Any], contextvars.Context] = {}
+
+
+def call_in_app(app: Application[Any], callback: Callable[[], Any]) -> bool:
+    """Call ``callback`` soon in ``app``'s event loop, in its app session
+    (so that prompt-toolkit's ``get_app()`` there is ``app``); False when
+    ``app`` is not running (nothing is called). Safe from any thread."""
+    loop = app.loop
+    context = _contexts.get(app)
+    if not app.is_running or loop is None or loop.is_closed() or context is None:
+        return False
+    try:
+        loop.call_soon_threadsafe(callback, context=context)
+    except RuntimeError:  # the loop closed in between
+        return False
+    return True
+
+
 async def run_in_worker(app: Application[Any], call: Callable[[], Any]) -> Any:
     """Run ``call`` (which runs ``app``) in a worker thread.
+
+    One application at a time: one still running (a prompt whose caller
+    was cancelled and whose thread has not finished yet) is asked to exit
+    first, so that two never read the same keys. Each runs in an app session
+    of its own (``create_app_session``): prompt-toolkit finds "the current
+    application" — the one a key binding's ``event.app`` exits — through a
+    process-wide default session otherwise, which two threads would share,
+    and a key answering an approval menu could end the line editor with the
+    menu's answer as the typed prompt.
 
     Cancellation: the application is asked to exit (as if with Ctrl-D) and
     the thread is given a moment to restore the terminal before
     ``trio.Cancelled`` propagates."""
+    await _end_others(app)
     finished = threading.Event()
+    with _running_lock:
+        _running[app] = finished
 
     def target() -> Any:
         try:
-            return call()
+            with create_app_session(input=app.input, output=app.output):
+                _contexts[app] = contextvars.copy_context()
+                return call()
         finally:
+            _contexts.pop(app, None)
             finished.set()
+            with _running_lock:
+                _running.pop(app, None)
 
     try:
         return await trio.to_thread.run_sync(target, abandon_on_cancel=True)
@@ -85,19 +128,30 @@ async def run_in_worker(app: Application[Any], call: Callable[[], Any]) -> Any:
         raise
 
 
+async def _end_others(app: Application[Any]) -> None:
+    """Ask every other application still running to exit, and wait (up to
+    two seconds each) until its thread has finished."""
+    with _running_lock:
+        others = [(other, done) for other, done in _running.items() if other is not app]
+    for other, done in others:
+        with trio.CancelScope(shield=True), trio.move_on_after(2):
+            while not done.is_set():
+                _ask_to_exit(other, done)
+                await trio.sleep(0.02)
+
+
 def _ask_to_exit(app: Application[Any], finished: threading.Event) -> None:
-    loop = app.loop
-    if finished.is_set() or loop is None or loop.is_closed():
+    if finished.is_set():
         return
 
     def exit_now() -> None:
         if app.is_running and not app.future.done():  # type: ignore[union-attr]
+            # Not left on the screen: a prompt its caller gave up on is no
+            # place to type into, and what follows is drawn where it was.
+            app.erase_when_done = True
             app.exit(exception=EOFError())
 
-    try:
-        loop.call_soon_threadsafe(exit_now)
-    except RuntimeError:  # the loop closed in between
-        pass
+    call_in_app(app, exit_now)
 
 
 @contextmanager
@@ -160,6 +214,8 @@ class LineReader:
     ):
         self.hint = ""
         self.shell_mode = False
+        #: What was typed into a prompt whose read was cancelled.
+        self.unsent = ""
         self._on_shift_tab = on_shift_tab
         self._on_ctrl_t = on_ctrl_t
         self._session: PromptSession[str] = PromptSession(
@@ -184,15 +240,27 @@ class LineReader:
 
     async def read(self, default: str = "") -> str | None:
         """The next input, or None when the user ends input (Ctrl-D).
-        ``default`` is put in the line first (text typed ahead)."""
+        ``default`` is put in the line first (text typed ahead).
+
+        Cancelled (an approval question takes the keys), the prompt is
+        erased from the screen and what was typed is kept in
+        :attr:`unsent`, for the next ``read`` to start from."""
         session = self._session
+        self.unsent = ""
+        session.default_buffer.reset(Document(default))  # what a cancel before the prompt shows keeps
         try:
             text = await run_in_worker(session.app, lambda: session.prompt(self._prompt, default=default))
             return "!" + text if self.shell_mode and text.strip() else text
         except EOFError:
             return None
+        except trio.Cancelled:
+            # The worker has finished (or been given up on): the buffer
+            # holds what was typed until the next prompt() resets it.
+            self.unsent = session.default_buffer.text
+            raise
         finally:
             self.hint = ""
+            session.app.erase_when_done = False
 
     def _prompt(self) -> AnyFormattedText:
         return [("class:prompt.shell", "! ")] if self.shell_mode else [("class:prompt", "› ")]
@@ -206,11 +274,9 @@ class LineReader:
         """The terminal changed size (SIGWINCH, seen by the main thread:
         prompt-toolkit cannot install signal handlers in a worker thread)."""
         app = self._session.app
-        loop = app.loop
-        if app.is_running and loop is not None and not loop.is_closed():
-            # _on_resize erases and redraws at the new size; invalidate is
-            # the public fallback should it ever go away.
-            loop.call_soon_threadsafe(getattr(app, "_on_resize", app.invalidate))
+        # _on_resize erases and redraws at the new size; invalidate is
+        # the public fallback should it ever go away.
+        call_in_app(app, getattr(app, "_on_resize", app.invalidate))
 
     async def above(self, show: Callable[[], None], *, wait: float = 2.0) -> None:
         """Run ``show`` (which prints to the terminal) so that what it
@@ -221,10 +287,6 @@ class LineReader:
         Called from the Trio thread; ``show`` runs exactly once, here if
         the prompt's loop has not run it within ``wait`` seconds."""
         app = self._session.app
-        loop = app.loop
-        if not (app.is_running and loop is not None and not loop.is_closed()):
-            show()
-            return
         claimed = threading.Lock()
         shown = trio.Event()
         token = trio.lowlevel.current_trio_token()
@@ -236,10 +298,9 @@ class LineReader:
                 finally:
                     token.run_sync_soon(shown.set)
 
-        try:
-            loop.call_soon_threadsafe(lambda: run_in_terminal(show_once, in_executor=False))
-        except RuntimeError:  # the prompt's loop closed in between
-            show_once()
+        if not call_in_app(app, lambda: run_in_terminal(show_once, in_executor=False)):
+            show_once()  # no prompt showing (or its loop closed in between)
+            return
         with trio.move_on_after(wait):
             await shown.wait()
         if not shown.is_set() and claimed.acquire(blocking=False):
@@ -248,10 +309,7 @@ class LineReader:
     def invalidate(self) -> None:
         """Redraw the prompt (and its toolbar) if one is showing; safe from
         the Trio thread."""
-        app = self._session.app
-        loop = app.loop
-        if app.is_running and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(app.invalidate)
+        call_in_app(self._session.app, self._session.app.invalidate)
 
     def _typing_a_command(self) -> bool:
         text = self._session.default_buffer.text
@@ -349,8 +407,12 @@ async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], 
         return handler
 
     def pick(index: int | None, value: str | None = None) -> Callable[[KeyPressEvent], None]:
+        # Exits this menu's own application (bound below), never whatever
+        # prompt-toolkit takes for the current one: a menu's answer can only
+        # ever be this call's return value.
         def handler(event: KeyPressEvent) -> None:
-            event.app.exit(result=value if value is not None else choices[state["at"] if index is None else index][0])
+            if app.is_running and not app.future.done():  # type: ignore[union-attr]
+                app.exit(result=value if value is not None else choices[state["at"] if index is None else index][0])
 
         return handler
 

@@ -26,7 +26,8 @@ import functools
 import logging
 import signal
 import time
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -166,8 +167,15 @@ class Repl:
                 return await plain.read_choice(header, choices, default=default)
 
             ask_text = plain.read_text
+        #: Approval questions showing now, and the line prompt's read (closed
+        #: while a question shows: one reader of the keys at a time).
+        self._questions = 0
+        self._no_question = trio.Event()
+        self._no_question.set()
+        self._read_scope: trio.CancelScope | None = None
+        self._held_lines: list[Callable[[], None]] = []
         self.asker = InlineAsker(self.console, ask_choice, ask_text, lambda: self.view, self._start_interrupt,
-                                 drain=self._drain_typed_ahead)
+                                 drain=self._drain_typed_ahead, hold_prompt=self._hold_prompt)
         #: Custom commands (.gemini/commands/*.toml); /commands reload rereads them.
         from .slash_commands import load_custom_commands
 
@@ -208,6 +216,25 @@ class Repl:
             return
         self.console.print(Text("✻ Thought:", style="dim italic bold"))
         self.console.print(Text(visible(self.last_thought.strip()), style="dim italic"))
+
+    @asynccontextmanager
+    async def _hold_prompt(self) -> AsyncIterator[None]:
+        """While an approval question shows: the line prompt is closed (what
+        was typed into it is kept) and opens again once no question shows."""
+        self._questions += 1
+        if self._questions == 1:
+            self._no_question = trio.Event()
+        if self._read_scope is not None:
+            self._read_scope.cancel()
+        try:
+            yield
+        finally:
+            self._questions -= 1
+            if not self._questions:
+                held, self._held_lines = self._held_lines, []
+                for show in held:
+                    show()
+                self._no_question.set()
 
     def _drain_typed_ahead(self) -> None:
         """Keys typed during a turn, kept for the next prompt. Only with the
@@ -291,7 +318,15 @@ class Repl:
                                              visible(queued)))
             return queued
         self.typed_ahead = ""
-        return await self.reader.read(default=rest)
+        while True:
+            await self._no_question.wait()
+            with trio.CancelScope() as scope:
+                self._read_scope = scope
+                try:
+                    return await self.reader.read(default=rest)
+                finally:
+                    self._read_scope = None
+            rest = getattr(self.reader, "unsent", rest)  # a question took the keys: then the prompt again
 
     def _context(self) -> Any:
         """The session context to send, with the approval mode as it is now."""
@@ -464,7 +499,11 @@ class Repl:
             # while open_client is still returning (it was dropped then).
             self.attached_clients()  # the list starts from connected
             show = functools.partial(self.follower.on_event, event, own_request=own)
-            if isinstance(self.reader, LineReader):
+            if self._questions:
+                # Not into an approval menu (it would erase the question):
+                # shown once no question is open.
+                self._held_lines.append(show)
+            elif isinstance(self.reader, LineReader):
                 # Another client's prompt or answer while this one types:
                 # above the open prompt, which is drawn again under it.
                 await self.reader.above(show)

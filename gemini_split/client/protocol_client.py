@@ -382,9 +382,19 @@ class ProtocolClient:
                     if not self._may_reconnect():
                         self._connection_lost(f"the connection to the server was lost: {exc.reason}")
                     # else: sent again once reconnected, if the server never got it
-                except LocalProtocolError:
-                    if self._conn.phase is not Phase.CLOSED:
-                        raise  # a turn is running already: the caller's bug
+                except LocalProtocolError as exc:
+                    if exc.code is ErrorCode.BUSY and self._conn.phase is not Phase.CLOSED:
+                        # Another client's request runs in this session (ours
+                        # would be self._turn): the documented refusal, not
+                        # sent, as the server would have answered it.
+                        running = self._conn.request.request_id if self._conn.request is not None else "?"
+                        turn.outcome.error = Error(
+                            request_id=request.id, code=ErrorCode.BUSY.value,
+                            message=f"the session is busy: another client's request ({running}) is still "
+                                    "running; send yours again when it has finished")
+                        turn.done.set()
+                    elif self._conn.phase is not Phase.CLOSED:
+                        raise  # not allowed now for another reason: the caller's bug
                     if not (self._reconnecting or self._may_reconnect() and self._broken):
                         self._connection_lost(self._closed_reason or "the server closed the session")
             await turn.done.wait()

@@ -27,7 +27,7 @@ from gemini_split.ui.safe_text import visible
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
-from gemini_split.protocol import ErrorCode
+from gemini_split.protocol import ErrorCode, ServerEvent
 from gemini_split.transport import AuthenticationFailed, ConnectFailed, TransportError
 from gemini_split.ui.oneshot import OneShotRenderer, StatusLine, make_renderer
 
@@ -169,10 +169,17 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                    model: str | None, command: tuple[Any, str] | None = None) -> ExitStatus:
     interrupted = False
     failed: Exception | None = None
-    clients: list[ProtocolClient] = []  # for the reconnect notice
+    clients: list[ProtocolClient] = []  # for the reconnect notice, and to show our own request only
+
+    async def own_events(event: ServerEvent) -> None:
+        # A one-shot shows its own request only: another client's answer
+        # streaming in the same session is not this command's output.
+        if event.request_id is None or clients and event.request_id == clients[0].turn_request_id:
+            await renderer.on_event(event)
+
     try:
         async with hold_embedded(settings, embedded) as settings, open_client(
-                settings, on_event=renderer.on_event,
+                settings, on_event=own_events,
                 on_notice=lambda line: renderer.stderr.write(f"gemini-split: {visible(line)}\n"),
                 on_connection=_reconnect_notice(renderer.stderr, clients)) as client:
             clients.append(client)

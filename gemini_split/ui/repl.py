@@ -124,6 +124,10 @@ class Repl:
         self._busy_scope: trio.CancelScope | None = None
         #: Keys typed while a turn ran, not yet read by a prompt.
         self.typed_ahead = ""
+        #: Set by a prompt the session refused as ``busy`` (another client's
+        #: request runs): the prompt goes back into the line editor.
+        self.refused_busy = False
+        self._kept_prompt = ""
         #: ``!command`` results, sent ahead of the next prompt (as gemini-cli
         #: adds them to the conversation).
         self.pending_context: list[str] = []
@@ -318,6 +322,8 @@ class Repl:
                                              visible(queued)))
             return queued
         self.typed_ahead = ""
+        if self._kept_prompt:
+            rest, self._kept_prompt = self._kept_prompt + rest, ""
         while True:
             await self._no_question.wait()
             with trio.CancelScope() as scope:
@@ -346,6 +352,7 @@ class Repl:
                 return
             if not text.strip():
                 continue
+            self.refused_busy = False
             try:
                 if text.startswith("!"):
                     await self.run_shell(text[1:])
@@ -364,6 +371,8 @@ class Repl:
                 self.console.print(error_panel(f"{type(exc).__name__}: {exc}", title="Internal error",
                                                hint="This is a bug in gemini-split; the REPL goes on. "
                                                     "--debug logs the details."))
+            if self.refused_busy:
+                self._kept_prompt = text
 
     def _banner(self) -> None:
         connected = self.client.connected if self.client else None
@@ -447,6 +456,7 @@ class Repl:
         ``references=False`` skips only the @path expansion (a custom
         command's prompt, already expanded, with its ``attachments``)."""
         client = self.require_client()
+        pending = list(self.pending_context)
         if carry_context:
             prompt, more = await self._expand(client, prompt, references)
             attachments = (*attachments, *more)
@@ -473,6 +483,13 @@ class Repl:
             error = outcome.error
             if error.code == ErrorCode.CANCELLED:
                 self.console.print(Text("Cancelled.", style="yellow"))
+            elif error.code == ErrorCode.BUSY:
+                # Another client's request runs: nothing was sent, nothing is lost.
+                self.pending_context = pending
+                self.refused_busy = True
+                self.console.print(error_panel(error.message, code=error.code,
+                                               hint="Your prompt is kept below: Enter sends it again once "
+                                                    "that request has finished."))
             else:
                 self.console.print(error_panel(error.message, code=error.code))
                 if error.code == ErrorCode.CONNECTION_LOST or error.fatal:

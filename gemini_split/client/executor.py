@@ -95,14 +95,26 @@ class ToolExecutor:
         """Run one call. Returns ``(result, None)`` or ``(None, failure)``.
 
         Never raises for a tool's failure; Trio cancellation propagates (the
-        caller reports a cancelled call)."""
+        caller reports a cancelled call).
+
+        ``tool_started`` goes out once the call may run (after its approval:
+        a UI never shows a call running while it waits for a yes), or just
+        before the ``tool_error`` of a call refused or failed before that."""
         params = args if isinstance(args, dict) else {}
-        await emit(ToolStarted(request_id=request_id, call_id=call_id, tool=tool_name, parameters=params))
+        started: list[bool] = []
+
+        async def start() -> None:
+            if not started:
+                started.append(True)
+                await emit(ToolStarted(request_id=request_id, call_id=call_id, tool=tool_name, parameters=params))
+
         try:
-            result = await self._run(call_id, tool_name, args, emit, request_id)
+            result = await self._run(call_id, tool_name, args, emit, request_id, start)
         except ToolFailed as failed:
             failure = failed.to_failure()
         except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await start()
             await self._report_cancelled(emit, call_id, tool_name, request_id)
             raise
         except Exception as exc:  # a tool bug must not kill the session
@@ -111,11 +123,14 @@ class ToolExecutor:
         except BaseExceptionGroup as group:
             # A tool's nursery may deliver the cancellation as a group of Cancelled.
             if group.split(trio.Cancelled)[1] is None:
+                with trio.CancelScope(shield=True):
+                    await start()
                 await self._report_cancelled(emit, call_id, tool_name, request_id)
             raise
         else:
             await emit(ToolCompleted(request_id=request_id, call_id=call_id, tool=tool_name, result=result))
             return result, None
+        await start()
         await emit(ToolError(request_id=request_id, call_id=call_id, tool=tool_name, error=failure))
         return None, failure
 
@@ -141,7 +156,8 @@ class ToolExecutor:
                 error=ToolFailure(code="cancelled", message="cancelled by the user"),
             ))
 
-    async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None) -> Any:
+    async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None,
+                   start: Callable[[], Awaitable[None]]) -> Any:
         tool = self.registry.get(tool_name)
         if tool is None:
             raise ToolFailed(
@@ -181,6 +197,8 @@ class ToolExecutor:
                 raise ToolFailed("refused", f"the user declined to run {tool_name}", "ask the user how to proceed")
             if answer is Answer.ALWAYS:
                 self.policy.remember(tool, args)
+
+        await start()
 
         async def output(text: str, stream: str = "stdout") -> None:
             await emit(ToolDelta(request_id=request_id, call_id=call_id, content=text, stream=stream))

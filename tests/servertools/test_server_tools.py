@@ -100,7 +100,7 @@ async def test_an_edit_asks_every_client_with_its_diff_and_an_approval_runs_it_o
             assert "+hi there" in question.description and "hello.txt" in question.description
             assert question.parameters == {"file_path": "hello.txt", "content": "hi there\n"}
             assert len(question.parameters_hash) == 64 and question.expires_at > 0
-            assert [e.call_id for e in before if isinstance(e, ToolStarted)] == [question.call_id]
+            assert not [e for e in before if isinstance(e, ToolStarted)]  # not running while it waits (issue 34)
             workspace = root / connected.session_id
             assert not (workspace / "hello.txt").exists()  # nothing runs before the decision
             await raw.send(ToolDecision(call_id=question.call_id, decision="approve",
@@ -108,6 +108,8 @@ async def test_an_edit_asks_every_client_with_its_diff_and_an_approval_runs_it_o
             rest = await finish(raw)
     decided = [e for e in rest if isinstance(e, ToolDecided)]
     assert [(d.call_id, d.decision, d.by) for d in decided] == [(question.call_id, "approve", "laptop")]
+    started = [i for i, e in enumerate(rest) if isinstance(e, ToolStarted)]
+    assert [rest[i].call_id for i in started] == [question.call_id] and started[0] > rest.index(decided[0])
     completed = [e for e in rest if isinstance(e, ToolCompleted)]
     assert [(c.call_id, c.agent_id) for c in completed] == [(question.call_id, 0)]
     assert (workspace / "hello.txt").read_text() == "hi there\n"

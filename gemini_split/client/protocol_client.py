@@ -185,6 +185,7 @@ class ProtocolClient:
         # withdrawn (told to the asker, so that it ends visibly).
         self._asking_request: dict[str, str | None] = {}
         self._withdrawn: dict[str, str] = {}
+        self._asked: dict[str, trio.Event] = {}  # set once the question is off the screen
         self._decided_here: OrderedDict[str, None] = OrderedDict()
         self.on_event: EventCallback = on_event or _ignore
         self.handshake_timeout = handshake_timeout
@@ -563,12 +564,18 @@ class ProtocolClient:
             if message.call_id not in self._asking:  # asked again after a reconnect: one question
                 self._asking[message.call_id] = trio.CancelScope()
                 self._asking_request[message.call_id] = message.request_id
+                self._asked[message.call_id] = trio.Event()
                 nursery.start_soon(self._answer_approval, message)
         elif isinstance(message, ToolDecided):
             if message.call_id in self._asking:
                 # Decided elsewhere (the UI shows by whom), expired or cancelled: stop asking.
                 self._withdraw([message.call_id], "" if message.decision in ("approve", "approve_always", "deny")
                                else f"the call was {message.decision}")
+                asked = self._asked.get(message.call_id)
+                if asked is not None:
+                    # Said once the menu has gone, not drawn over its last lines.
+                    with trio.move_on_after(5):
+                        await asked.wait()
             elif message.call_id in self._decided_here:
                 return
         elif isinstance(message, ToolCompleted | ToolError | ToolCallAnswered):
@@ -706,6 +713,9 @@ class ProtocolClient:
             self._asking.pop(question.call_id, None)
             self._asking_request.pop(question.call_id, None)
             self._withdrawn.pop(question.call_id, None)
+            asked = self._asked.pop(question.call_id, None)
+            if asked is not None:
+                asked.set()
 
     # --- reconnecting ----------------------------------------------------------
 

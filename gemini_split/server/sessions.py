@@ -319,6 +319,9 @@ class SessionManager:
         entry.view_count += 1
         if view.label == "client":
             view.label = f"client {entry.view_count}"
+        elif any(other.label == view.label for other in session.views):
+            # Two clients from one host ("vm" and "vm"): told apart by number.
+            view.label = f"{view.label}#{entry.view_count}"
         return session.events.add_view(view)
 
     def detach(self, session: Session, view: View) -> None:

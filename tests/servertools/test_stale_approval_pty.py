@@ -15,7 +15,6 @@ request log is the judge: it must hold the one prompt the user sent.
 
 from __future__ import annotations
 
-import socket
 import sys
 
 import pyte
@@ -26,15 +25,10 @@ from gemini_split.testing.fake_gemini import FakeGemini
 from ..repl.pty_driver import ENTER, PtyProcess
 from ..repl.test_repl import PROMPT, _environ
 from ..test_serve_e2e import API_KEY, daemon
+from .helpers import unix_listener
 
 ROWS, COLS = 40, 110
 CTRL_U = "\x15"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _screen(proc: PtyProcess) -> str:
@@ -55,13 +49,14 @@ def _user_texts(requests: list[dict]) -> list[str]:
 
 @pytest.mark.timeout(150)
 def test_a_question_whose_server_died_ends_and_keys_typed_later_never_become_a_prompt(tmp_path):
-    port = _free_port()
-    listen = ("--listen", f"127.0.0.1:{port}", "--state-dir", str(tmp_path / "state"),
-              "--workspace-root", str(tmp_path / "workspaces"), "--sandbox", "none", "--server-tools")
+    options = ("--state-dir", str(tmp_path / "state"), "--workspace-root", str(tmp_path / "workspaces"),
+               "--sandbox", "none", "--server-tools")
     shell = {"function_calls": [{"name": "run_shell_command", "args": {"command": "echo pending2"}}]}
     client_dir = tmp_path / "client"
     client_dir.mkdir()
-    with FakeGemini(script=[shell, {"text": "never"}, {"text": "never"}], api_key=API_KEY) as fake:
+    with FakeGemini(script=[shell, {"text": "never"}, {"text": "never"}], api_key=API_KEY) as fake, \
+            unix_listener() as listen:
+        listen = (*listen, *options)  # the same socket path for the restarted server
         with daemon(tmp_path, fake, *listen) as (first, address):
             repl = PtyProcess([sys.executable, "-m", "gemini_split", "--server", address, "--tools", "server"],
                               env=_environ(tmp_path, NO_COLOR="1"), cwd=str(client_dir), rows=ROWS, cols=COLS)

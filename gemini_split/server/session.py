@@ -408,13 +408,15 @@ class Session:
                         "cancel it or wait",
             ))
             return
-        self.emit_nowait(RequestStarted(request_id=request.id, prompt=request.prompt, client=view.label))
         if not request.prompt.strip():
-            self.emit_nowait(Error(
+            # Refused before it starts: a reply to the asker, not a session
+            # event every attached client would see (and the log would keep).
+            view.send_direct(Error(
                 request_id=request.id, in_reply_to=request.id, code=ErrorCode.INVALID_REQUEST.value,
                 message="the prompt is empty",
             ))
             return
+        self.emit_nowait(RequestStarted(request_id=request.id, prompt=request.prompt, client=view.label))
         if request.model:
             try:
                 self.model_name = check_model_name(

@@ -9,6 +9,7 @@ from gemini_split.protocol import (
     Finished,
     GenerateContentRequest,
     GetState,
+    RequestStarted,
     State,
     TextDelta,
     ToolDecision,
@@ -60,3 +61,16 @@ async def test_a_busy_refusal_names_the_refused_request_and_the_running_one_ends
     assert busy.seq is None and state.seq is None
     seqs = [m.seq for m in seen if m.seq is not None]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+
+
+async def test_an_empty_prompt_is_refused_to_its_sender_alone_and_never_logged():
+    async with serving(ScriptedModel([])) as (_, address), raw_client(address) as raw:
+        empty = stamp(GenerateContentRequest(prompt="  \n "))
+        await raw.send(empty)
+        error = await raw.receive()
+        assert (error.code, error.request_id, error.in_reply_to) == ("invalid_request", empty.id, empty.id)
+        assert error.seq is None  # a reply, not a session event: attached clients never see it
+        await raw.send(GenerateContentRequest(prompt="now a real one"))
+        seen = await raw.receive_until(lambda m: isinstance(m, Finished))
+    # The session's log starts with the real request: nothing of the empty one.
+    assert [m.prompt for m in seen if isinstance(m, RequestStarted)] == ["now a real one"]

@@ -148,6 +148,7 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
     from gemini_split.transport import ConnectFailed, TransportError
     from gemini_split.ui.follow import Follower
     from gemini_split.ui.render import make_console
+    from gemini_split.ui.safe_text import visible
 
     out = env.stdout
     follower = None if as_json else Follower(make_console(out, env.environ), live=True)
@@ -162,9 +163,14 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
     try:
         with trio.open_signal_receiver(signal.SIGINT) as signals:
             async with hold_embedded(settings, embedded) as held, open_client(held, on_event=on_event) as client:
-                if follower is not None and client.connected is not None:
-                    follower.attached = [(c.label, c.role) for c in client.connected.attached]
-                    env.warn(f"Attached to session {client.connected.session_id} ({follower.summary()}); "
+                connected = client.connected
+                if follower is not None and connected is not None:
+                    # Who this is, apart from who else is here: a label the
+                    # server gave ("client 1") is never read as someone else's.
+                    follower.attached = [(c.label, c.role) for c in connected.attached]
+                    others = follower.summary(excluding=connected.label)
+                    env.warn(f"Attached to session {connected.session_id} as {visible(connected.label)} (watching); "
+                             f"{'also attached: ' + others if others else 'nobody else is attached'}. "
                              "Ctrl-C leaves.")
                 interrupted = False
                 async with trio.open_nursery() as nursery:

@@ -147,7 +147,12 @@ class Follower:
             elif event.reason == "cancelled":
                 self._print(Text("  cancelled", style="yellow"))
 
-    def summary(self) -> str:
-        """``laptop, phone (watching)``: who is attached."""
+    def summary(self, *, excluding: str | None = None) -> str:
+        """``laptop, phone (watching)``: who is attached (``excluding``: all
+        but one client of that label, this one)."""
+        attached = list(self.attached)
+        mine = next((entry for entry in attached if entry[0] == excluding), None)
+        if mine is not None:
+            attached.remove(mine)
         return ", ".join(visible(label) + (" (watching)" if role == "observer" else "")
-                         for label, role in self.attached)
+                         for label, role in attached)

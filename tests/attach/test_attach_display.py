@@ -146,3 +146,29 @@ def test_a_server_side_tool_of_another_client_splits_its_text_too(live):
         follower.on_event(event)
     lines = out.getvalue().splitlines()
     assert lines == ["» phone: go", "I am calling a tool", "  ⚙ run_shell_command", "TOOL-RESULT is ok."], lines
+
+
+def test_a_watchers_banner_says_who_it_is_apart_from_who_else_is_attached(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    with FakeGemini(script=[{"text": "Hello."}], api_key=API_KEY) as fake, \
+            daemon(tmp_path, fake, "--state-dir", str(tmp_path / "state")) as (_, address):
+        assert client(["--server", address, "-p", "hello"], cwd=work, in_process=False).returncode == 0
+        first = PtyProcess([sys.executable, "-m", "gemini_split", "attach", "latest", "--watch", "--label", "laptop",
+                            "--server", address], env=_environ(tmp_path, NO_COLOR="1"), cwd=str(work),
+                           rows=ROWS, cols=160)
+        try:
+            first.expect(r"Ctrl-C leaves", timeout=30)
+            second = PtyProcess([sys.executable, "-m", "gemini_split", "attach", "latest", "--watch",
+                                 "--label", "phone", "--server", address],
+                                env=_environ(tmp_path, NO_COLOR="1"), cwd=str(work), rows=ROWS, cols=160)
+            try:
+                second.expect(r"Ctrl-C leaves", timeout=30)
+            finally:
+                second.close()
+        finally:
+            first.close()
+    alone = " ".join(screen_of(first, 160))
+    assert "as laptop (watching); nobody else is attached." in alone, alone
+    banner = " ".join(screen_of(second, 160))
+    assert "as phone (watching); also attached: laptop (watching)." in banner, banner

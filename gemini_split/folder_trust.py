@@ -10,10 +10,11 @@ object of absolute folder path → ``TRUST_FOLDER``, ``TRUST_PARENT`` or
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from pathlib import Path
+
+import msgspec
 
 from gemini_split.environment import Environment
 from gemini_split.errors import SettingsError
@@ -89,8 +90,8 @@ def record_trust(folder: Path, level: str, env: Environment) -> Path:
         raise SettingsError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if text.strip():
         try:
-            loaded = json.loads(text)
-        except ValueError as exc:
+            loaded = msgspec.json.decode(text)
+        except msgspec.DecodeError as exc:
             raise SettingsError(f"{path}: not JSON ({exc}); fix or remove it to record a trust decision") from None
         if not isinstance(loaded, dict):
             raise SettingsError(f"{path}: expected a JSON object of folder → trust level")
@@ -100,8 +101,7 @@ def record_trust(folder: Path, level: str, env: Environment) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=".trustedFolders.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(rules, f, indent=2)
-            f.write("\n")
+            f.write(msgspec.json.format(msgspec.json.encode(rules), indent=2).decode("utf-8") + "\n")
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import trio
 
 from gemini_split.protocol import (
@@ -39,8 +39,7 @@ EventSink = Callable[[ServerEvent], Awaitable[None]]
 AfterRun = Callable[[str, dict[str, Any], Any], Awaitable[Any]]
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(msgspec.Struct, frozen=True, kw_only=True):
     """How a call that needs approval is refused when nobody can be asked,
     in the words of the face that runs the executor, so the model and the
     user read the mode they really chose (``REJECT_DANGEROUS_TOOLS`` over

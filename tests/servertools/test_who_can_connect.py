@@ -47,7 +47,10 @@ def test_server_tools_on_a_loopback_port_without_tokens_are_refused_at_start(tmp
 @pytest.mark.timeout(60)
 def test_a_loopback_serve_without_tokens_says_every_local_account_can_use_it(tmp_path):
     with FakeGemini(api_key=API_KEY) as fake, daemon(tmp_path, fake) as (proc, _):
-        line = proc.stderr.readline()
+        lines = []
+        while len(lines) < 5 and not any("every local account" in line for line in lines):
+            lines.append(proc.stderr.readline())  # other start-up lines (the model's auth) may come first
+    (line,) = [line for line in lines if "every local account" in line]
     assert "every local account on this machine can use this server" in line
     assert "--listen unix:/PATH" in line
 

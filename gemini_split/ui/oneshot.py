@@ -38,16 +38,16 @@ from typing import IO, Any
 import msgspec
 
 from gemini_split.exit_status import ExitStatus, exit_status_for
-from gemini_split.protocol import (
-    Error,
-    Finished,
-    Retrying,
-    ServerEvent,
-    TextDelta,
-    ToolCompleted,
-    ToolError,
-    ToolStarted,
-    Usage,
+from gemini_split.protocol import ServerEvent, Usage
+from gemini_split.protocol.turn import (
+    Change,
+    Notice,
+    RetryScheduled,
+    TextAdded,
+    ToolCallEnded,
+    ToolCallStarted,
+    Turn,
+    TurnEnded,
 )
 
 from .output_formats import OUTPUT_FORMATS  # re-exported: the renderers below are these
@@ -181,7 +181,8 @@ class RunStats(msgspec.Struct):
 
 
 class OneShotRenderer:
-    """Base: tracks stats and the answer; subclasses decide what to print.
+    """Base: folds the run's events in a :class:`Turn` and counts stats from
+    its changes; subclasses decide what to print for each change.
 
     Call :meth:`start` once connected, feed every event to :meth:`on_event`,
     then :meth:`finish` (with the request's final event, or an error text for
@@ -197,63 +198,64 @@ class OneShotRenderer:
         self.stderr = stderr
         self.raw_output = raw_output
         self.stats = RunStats()
-        #: Text of the model's messages since the last tool call.
-        self.response: list[str] = []
+        #: The run's request, folded (its text since the last tool call is
+        #: gemini-cli's ``response``).
+        self.turn = Turn()
         self.warnings: list[str] = []
         self.session_id = ""
-        self._tool_started: dict[str, float] = {}
-        self._retries = 0
+
+    @property
+    def response(self) -> str:
+        """The text of the model's messages since the last tool call."""
+        return self.turn.text
 
     def start(self, *, session_id: str, model: str, prompt: str) -> None:
         self.session_id = session_id
         self.stats.model = model
 
     async def on_event(self, event: ServerEvent) -> None:
+        for change in self.turn.apply(event, now=time.monotonic()):
+            self._count(change)
+            self.show(change)
+
+    def _count(self, change: Change) -> None:
         stats = self.stats
-        if isinstance(event, TextDelta):
-            self.response.append(event.content)
-        elif isinstance(event, ToolStarted):
-            self.response.clear()  # gemini-cli's response is the text after the last tool call
-            stats.tool(event.tool).count += 1
-            self._tool_started[event.call_id] = time.monotonic()
-        elif isinstance(event, (ToolCompleted, ToolError)):
-            t = stats.tool(event.tool)
-            began = self._tool_started.pop(event.call_id, None)
-            if began is not None:
-                t.duration_ms += int((time.monotonic() - began) * 1000)
+        if isinstance(change, ToolCallStarted):
+            stats.tool(change.name).count += 1
+        elif isinstance(change, ToolCallEnded):
+            t = stats.tool(change.name)
+            if change.duration is not None:
+                t.duration_ms += int(change.duration * 1000)
             # gemini-cli counts a call that was allowed to run as "accept"
             # (whether it then succeeded or not), a refused one as "reject".
-            refused = isinstance(event, ToolError) and event.error.code == "refused"
+            refused = change.error is not None and change.error.code == "refused"
             t.decisions["reject" if refused else "accept"] += 1
-            if isinstance(event, ToolCompleted):
+            if change.ok:
                 t.success += 1
-                stats.count_edit(event.result)
+                stats.count_edit(change.result)
             else:
                 t.fail += 1
-        elif isinstance(event, Retrying):
-            self._retries += 1
-        elif isinstance(event, Finished):
-            self._add_request_totals(event)
-        elif isinstance(event, Error) and event.request_id:
-            self._add_request_totals(event)
-        self.show(event)
+        elif isinstance(change, TurnEnded):
+            self._add_request_totals(change)
 
-    def _add_request_totals(self, event: Any) -> None:
-        api = getattr(event, "api", None)
-        usage = getattr(event, "usage", None)
+    def _add_request_totals(self, ended: TurnEnded) -> None:
+        api: Any = ended.api
         if api is None:
             # A server that does not report per-call stats: count what the
             # events show (each retry was a failed call).
-            turns = getattr(event, "turns", 0)
-            failed = isinstance(event, Error)
-            errors = self._retries + (1 if failed else 0)
-            api = _ApiStats(requests=turns + self._retries + (1 if failed and not turns else 0),
+            turns = ended.turns
+            failed = ended.reason == "error"
+            errors = ended.retries + (1 if failed else 0)
+            api = _ApiStats(requests=turns + ended.retries + (1 if failed and not turns else 0),
                             errors=errors, errors_by_type={"model_error": errors} if errors else {})
-        self.stats.add_usage(usage or Usage(), api)
-        self._retries = 0
+        self.stats.add_usage(ended.usage or Usage(), api)
 
-    def show(self, event: ServerEvent) -> None:
-        """Print what this format prints for an event as it arrives."""
+    def show(self, change: Change) -> None:
+        """Print what this format prints for a change as it happens."""
+
+    def _retry_note(self, change: RetryScheduled) -> None:
+        self._note(f"Model call failed ({change.error}); retry {change.attempt}/{change.max_attempts} "
+                   f"in {change.delay:.1f}s")
 
     def finish(self, *, error_code: str | None = None, error_message: str | None = None,
                status: ExitStatus | None = None) -> ExitStatus:
@@ -279,34 +281,33 @@ class TextRenderer(OneShotRenderer):
         self._at_line_start = True
         self.status = StatusLine(stderr) if stderr_is_terminal else None
 
-    def show(self, event: ServerEvent) -> None:
-        if isinstance(event, TextDelta):
-            if not event.content:
+    def show(self, change: Change) -> None:
+        if isinstance(change, TextAdded):
+            if not change.text:
                 return
             if self.status is not None:
                 self.status.clear(done_waiting=True)
-            self.stdout.write(event.content if self.raw_output else _safe(event.content))
+            self.stdout.write(change.text if self.raw_output else _safe(change.text))
             self.stdout.flush()
             self._wrote_any = True
-            self._at_line_start = event.content.endswith("\n")
-        elif isinstance(event, ToolStarted):
+            self._at_line_start = change.text.endswith("\n")
+        elif isinstance(change, ToolCallStarted):
             self._end_line()
             if self.status is not None:
-                self.status.set(f"{event.tool}({_short_args(event.parameters)})")
+                self.status.set(f"{change.name}({_short_args(change.args)})")
             else:
-                self._note(f"→ {event.tool}({_short_args(event.parameters)})")
-        elif isinstance(event, ToolCompleted):
+                self._note(f"→ {change.name}({_short_args(change.args)})")
+        elif isinstance(change, ToolCallEnded) and change.ok:
             if self.status is not None:
                 self.status.set(None)
-        elif isinstance(event, ToolError):
+        elif isinstance(change, ToolCallEnded):
             if self.status is not None:
                 self.status.clear()
-            self._note(f"✗ {event.tool}: {event.error.message}")
-        elif isinstance(event, Retrying):
+            self._note(f"✗ {change.name}: {change.error.message if change.error else ''}")
+        elif isinstance(change, RetryScheduled):
             if self.status is not None:
                 self.status.clear()
-            self._note(f"Model call failed ({event.error}); retry {event.attempt}/{event.max_attempts} "
-                       f"in {event.delay:.1f}s")
+            self._retry_note(change)
 
     def _end_line(self) -> None:
         """gemini-cli's ensureTrailingNewline before tools run, so the next
@@ -325,15 +326,14 @@ class TextRenderer(OneShotRenderer):
 
 
 class JsonRenderer(OneShotRenderer):
-    def show(self, event: ServerEvent) -> None:
-        if isinstance(event, Retrying):
-            self._note(f"Model call failed ({event.error}); retry {event.attempt}/{event.max_attempts} "
-                       f"in {event.delay:.1f}s")
+    def show(self, change: Change) -> None:
+        if isinstance(change, RetryScheduled):
+            self._retry_note(change)
 
     def end(self, status: ExitStatus, error_code: str | None, error_message: str | None) -> None:
         out: dict[str, Any] = {"session_id": self.session_id}
         if not error_message:
-            out["response"] = "".join(self.response)
+            out["response"] = self.response
         out["stats"] = self.stats.as_gemini_cli_stats()
         if self.warnings:
             out["warnings"] = list(self.warnings)
@@ -351,25 +351,25 @@ class StreamJsonRenderer(OneShotRenderer):
         self._line({"type": "init", "session_id": session_id, "model": model})
         self._line({"type": "message", "role": "user", "content": prompt})
 
-    def show(self, event: ServerEvent) -> None:
-        if isinstance(event, TextDelta):
-            self._line({"type": "message", "role": "assistant", "content": event.content, "delta": True})
-        elif isinstance(event, ToolStarted):
-            self._line({"type": "tool_use", "tool_name": event.tool, "tool_id": event.call_id,
-                        "parameters": event.parameters})
-        elif isinstance(event, ToolCompleted):
-            self._line({"type": "tool_result", "tool_id": event.call_id, "status": "success",
-                        "output": _as_text(event.result)})
-        elif isinstance(event, ToolError):
+    def show(self, change: Change) -> None:
+        if isinstance(change, TextAdded):
+            self._line({"type": "message", "role": "assistant", "content": change.text, "delta": True})
+        elif isinstance(change, ToolCallStarted):
+            self._line({"type": "tool_use", "tool_name": change.name, "tool_id": change.call_id,
+                        "parameters": change.args})
+        elif isinstance(change, ToolCallEnded) and change.error is None:
+            self._line({"type": "tool_result", "tool_id": change.call_id, "status": "success",
+                        "output": _as_text(change.result)})
+        elif isinstance(change, ToolCallEnded):
+            error = change.error
             self._line({
-                "type": "tool_result", "tool_id": event.call_id, "status": "error",
-                "output": event.error.message, "error": {"type": event.error.code, "message": event.error.message},
+                "type": "tool_result", "tool_id": change.call_id, "status": "error",
+                "output": error.message, "error": {"type": error.code, "message": error.message},
             })
-        elif isinstance(event, Retrying):
-            self._note(f"Model call failed ({event.error}); retry {event.attempt}/{event.max_attempts} "
-                       f"in {event.delay:.1f}s")
-        elif isinstance(event, Error) and not event.request_id:
-            self._line({"type": "error", "severity": "warning", "message": event.message})
+        elif isinstance(change, RetryScheduled):
+            self._retry_note(change)
+        elif isinstance(change, Notice):
+            self._line({"type": "error", "severity": "warning", "message": change.message})
 
     def end(self, status: ExitStatus, error_code: str | None, error_message: str | None) -> None:
         result: dict[str, Any] = {"type": "result", "status": "success" if status == ExitStatus.SUCCESS else "error"}

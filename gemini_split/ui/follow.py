@@ -15,17 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from gemini_split.protocol import (
-    ClientsChanged,
-    Error,
-    Finished,
-    RequestStarted,
-    ServerEvent,
-    TextDelta,
-    ToolCallAnswered,
-    ToolExecutionRequest,
-    ToolStarted,
-)
+from gemini_split.protocol import ClientsChanged, ServerEvent
+from gemini_split.protocol.turn import TextAdded, ToolCallRequested, ToolCallStarted, Turn, TurnBegan, TurnEnded
 
 from .safe_text import visible
 
@@ -51,7 +42,9 @@ class Follower:
         self.attached: list[tuple[str, str]] = []
         #: The session ``attached`` is about (set by whoever fills it).
         self.session: str | None = None
-        self._answer: dict[str, list[str]] = {}
+        #: The other clients' turn being shown (their text waits here
+        #: until a tool call or the end, unless live).
+        self.turn = Turn()
         #: Live: whether the last thing written was streamed text not yet
         #: ended by a newline.
         self._mid_line = False
@@ -98,10 +91,10 @@ class Follower:
         else:
             show()
 
-    def _flush_answer(self, request_id: str | None) -> None:
-        """Print the text held for ``request_id`` so far (not live)."""
-        text = "".join(self._answer.pop(request_id or "", []))
-        if text.strip():
+    def _show_answer(self, text: str) -> None:
+        """Print the turn's text up to here, whole (not live: live wrote it
+        as it came)."""
+        if not self.live and text.strip():
             self._print(Text(visible(text.strip("\n"))))
 
     def on_event(self, event: ServerEvent, *, own_request: str | None = None) -> None:
@@ -121,31 +114,28 @@ class Follower:
             return
         if event.request_id is not None and event.request_id == own_request:
             return
-        if isinstance(event, RequestStarted):
-            prompt = visible(event.prompt[:PROMPT_SHOWN]) + ("…" if len(event.prompt) > PROMPT_SHOWN else "")
-            self._print(Text.assemble((f"» {visible(event.client) or 'someone'}: ", "bold cyan"), prompt))
-            self._answer[event.request_id or ""] = []
-        elif isinstance(event, TextDelta):
-            if self.live:
-                self._write(visible(event.content))
-            else:
-                self._answer.setdefault(event.request_id or "", []).append(event.content)
-        elif isinstance(event, ToolExecutionRequest | ToolStarted) and not getattr(event, "handover", False):
-            # A client's tool is asked for (tool_execution_request), a
-            # server's starts (tool_started, the only event of it others
-            # see): what the model said before calling it comes first.
-            self._flush_answer(event.request_id)
-            self._print(Text(f"  ⚙ {visible(event.tool)}", style="dim"))
-        elif isinstance(event, ToolCallAnswered):
-            pass
-        elif isinstance(event, Finished | Error) and event.request_id is not None:
-            self._flush_answer(event.request_id)
-            if self.live:
-                self._emit(self._end_line)
-            if isinstance(event, Error):
-                self._print(Text(f"  error ({visible(event.code)}): {visible(event.message)}", style="red"))
-            elif event.reason == "cancelled":
-                self._print(Text("  cancelled", style="yellow"))
+        for change in self.turn.apply(event):
+            if isinstance(change, TurnBegan):
+                prompt = visible(change.prompt[:PROMPT_SHOWN]) + ("…" if len(change.prompt) > PROMPT_SHOWN else "")
+                self._print(Text.assemble((f"» {visible(change.client) or 'someone'}: ", "bold cyan"), prompt))
+            elif isinstance(change, TextAdded):
+                if self.live:
+                    self._write(visible(change.text))
+            elif isinstance(change, ToolCallStarted | ToolCallRequested) and not getattr(change, "handover", False):
+                # A client's tool is asked for (tool_execution_request), a
+                # server's starts (tool_started, the only event of it others
+                # see): what the model said before calling it comes first.
+                self._show_answer(change.text_before)
+                self._print(Text(f"  ⚙ {visible(change.name)}", style="dim"))
+            elif isinstance(change, TurnEnded) and change.request_id is not None:
+                self._show_answer(change.text)
+                if self.live:
+                    self._emit(self._end_line)
+                if change.reason == "error":
+                    self._print(Text(f"  error ({visible(change.error_code or '')}): "
+                                     f"{visible(change.error_message or '')}", style="red"))
+                elif change.reason == "cancelled":
+                    self._print(Text("  cancelled", style="yellow"))
 
     def summary(self, *, excluding: str | None = None) -> str:
         """``laptop, phone (watching)``: who is attached (``excluding``: all

@@ -56,21 +56,25 @@ from gemini_split.protocol import (
     ContextFile,
     Error,
     ErrorCode,
-    Finished,
     GenerateContentRequest,
     Hello,
     LocalProtocolError,
     Message,
     RemoteProtocolError,
+    ServerEvent,
     SessionContext,
-    TextDelta,
-    ThinkingDelta,
-    ToolCompleted,
-    ToolError,
-    ToolExecutionRequest,
     ToolExecutionResponse,
     ToolFailure,
-    ToolStarted,
+)
+from gemini_split.protocol.turn import (
+    Notice,
+    TextAdded,
+    ThoughtAdded,
+    ToolCallEnded,
+    ToolCallRequested,
+    ToolCallStarted,
+    Turn,
+    TurnEnded,
 )
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, ConnectionHandler, MessageTooLarge, Principal, run_handler
@@ -181,6 +185,8 @@ class _Chat:
         self.receive_request = receive_request
         self.send_response = send_response
         self.conn = Connection("client", max_message_size=policy.max_message_size)
+        #: The stream's turns, folded: _relay renders the changes.
+        self.turn = Turn()
         self.session_id = ""
         self.context: SessionContext | None = None
         self.model: str | None = None
@@ -358,37 +364,41 @@ class _Chat:
     async def _relay(self, event: Message, request_id: str) -> bool:
         """Send what ``event`` means to the gRPC client; True at the end of
         the turn."""
-        if isinstance(event, TextDelta):
-            await self.send_response(pb.ServerResponse(text_response=pb.TextResponse(content=event.content)))
-        elif isinstance(event, ThinkingDelta):
-            await self.send_response(pb.ServerResponse(thought_response=pb.ThoughtResponse(thought=event.content)))
-        elif isinstance(event, ToolStarted):
-            started = pb.ToolStartedResponse(name=event.tool)
-            started.args.update(_json_safe(event.parameters))
-            await self.send_response(pb.ServerResponse(tool_started=started))
-        elif isinstance(event, ToolCompleted):
-            await self.send_response(pb.ServerResponse(tool_ended=pb.ToolEndedResponse(
-                name=event.tool, result_summary=summarize(event.result))))
-        elif isinstance(event, ToolError):
-            await self.send_response(pb.ServerResponse(tool_ended=pb.ToolEndedResponse(
-                name=event.tool, result_summary=f"error: {event.error.code}: {event.error.message}")))
-        elif isinstance(event, ToolExecutionRequest):
-            await self._no_client_tools(event)
-        elif isinstance(event, Finished):
-            return event.request_id == request_id
-        elif isinstance(event, Error):
-            if event.fatal:
-                raise _Refused(grpc.StatusCode.UNAVAILABLE, event.code, event.message)
-            await self.send_response(error_response(_status_of(event.code), event.code, event.message))
-            return event.request_id == request_id
-        return False
+        if not isinstance(event, ServerEvent):
+            return False
+        ended = False
+        for change in self.turn.apply(event):
+            if isinstance(change, TextAdded):
+                await self.send_response(pb.ServerResponse(text_response=pb.TextResponse(content=change.text)))
+            elif isinstance(change, ThoughtAdded):
+                await self.send_response(pb.ServerResponse(thought_response=pb.ThoughtResponse(thought=change.text)))
+            elif isinstance(change, ToolCallStarted):
+                started = pb.ToolStartedResponse(name=change.name)
+                started.args.update(_json_safe(change.args))
+                await self.send_response(pb.ServerResponse(tool_started=started))
+            elif isinstance(change, ToolCallEnded):
+                summary = (summarize(change.result) if change.error is None
+                           else f"error: {change.error.code}: {change.error.message}")
+                await self.send_response(pb.ServerResponse(tool_ended=pb.ToolEndedResponse(
+                    name=change.name, result_summary=summary)))
+            elif isinstance(change, ToolCallRequested):
+                await self._no_client_tools(change.call_id, change.name)
+            elif isinstance(change, Notice | TurnEnded):
+                code, message, fatal = ((change.code, change.message, change.fatal) if isinstance(change, Notice)
+                                        else (change.error_code, change.error_message, change.fatal))
+                if code is not None:
+                    if fatal:
+                        raise _Refused(grpc.StatusCode.UNAVAILABLE, code, message or "")
+                    await self.send_response(error_response(_status_of(code), code, message or ""))
+                ended = isinstance(change, TurnEnded) and change.request_id == request_id
+        return ended
 
-    async def _no_client_tools(self, event: ToolExecutionRequest) -> None:
+    async def _no_client_tools(self, call_id: str, tool: str) -> None:
         """A gRPC client runs no tools: the model is told, and so is the
         client."""
-        message = (f"the model asked for the tool {_quote(event.tool)}, but this server runs no tools for "
+        message = (f"the model asked for the tool {_quote(tool)}, but this server runs no tools for "
                    "gRPC sessions (its operator can enable them with serve --server-tools)")
-        await self._send(ToolExecutionResponse(request_id=event.id, error=ToolFailure(
+        await self._send(ToolExecutionResponse(request_id=call_id, error=ToolFailure(
             code="no_tools", message="no tools are available in this session",
             hint="answer from what you know, without tools")))
         await self.send_response(error_response(grpc.StatusCode.UNIMPLEMENTED, "no_tools", message))

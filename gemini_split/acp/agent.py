@@ -44,15 +44,8 @@ from gemini_split.client.tools.base import ToolFailed
 from gemini_split.client.tools.registry import ToolRegistry
 from gemini_split.client.workspace import Workspace
 from gemini_split.errors import GeminiSplitError
-from gemini_split.protocol import (
-    Error,
-    ServerEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCompleted,
-    ToolError,
-    ToolStarted,
-)
+from gemini_split.protocol import ServerEvent
+from gemini_split.protocol.turn import Notice, TextAdded, ThoughtAdded, ToolCallEnded, ToolCallStarted, Turn
 from gemini_split.transport import ConnectFailed
 
 from . import updates as u
@@ -180,7 +173,8 @@ class AcpSession:
         self.ring = Ring(agent.ring_capacity, agent.budget_of(owner))
         self._diffs: dict[str, tuple[str, str | None, str]] = {}
         self._lent: list[Any] = []
-        self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        #: The running prompt, folded: _on_event renders its changes.
+        self.turn = Turn()
         self._closing = trio.Event()
         self.ended = trio.Event()
 
@@ -287,28 +281,27 @@ class AcpSession:
     # --- native events → updates --------------------------------------------------
 
     async def _on_event(self, event: ServerEvent) -> None:
-        if isinstance(event, TextDelta):
-            await self.update(u.text_chunk("agent_message_chunk", event.content))
-        elif isinstance(event, ThinkingDelta):
-            await self.update(u.text_chunk("agent_thought_chunk", event.content))
-        elif isinstance(event, ToolStarted):
-            self._calls[event.call_id] = (event.tool, dict(event.parameters))
-            await self.update(u.tool_call_start(self.workspace, event.call_id, event.tool, dict(event.parameters)))
-        elif isinstance(event, ToolCompleted):
-            await self.update(self._finished_call(event.call_id, event.tool, "completed", event.result))
-        elif isinstance(event, ToolError):
-            text = f"{event.error.message}" + (f" ({event.error.hint})" if event.error.hint else "")
-            self._diffs.pop(event.call_id, None)
-            self._calls.pop(event.call_id, None)
-            await self.update({"sessionUpdate": "tool_call_update", "toolCallId": event.call_id,
-                               "status": "failed", "content": [u.text_content(text)],
-                               "rawOutput": {"error": {"code": event.error.code, "message": event.error.message}}})
-        elif isinstance(event, Error) and event.request_id is None:
-            log.warning("session %s: %s (%s)", self.id, event.message, event.code)
+        for change in self.turn.apply(event):
+            if isinstance(change, TextAdded):
+                await self.update(u.text_chunk("agent_message_chunk", change.text))
+            elif isinstance(change, ThoughtAdded):
+                await self.update(u.text_chunk("agent_thought_chunk", change.text))
+            elif isinstance(change, ToolCallStarted):
+                await self.update(u.tool_call_start(self.workspace, change.call_id, change.name, change.args))
+            elif isinstance(change, ToolCallEnded) and change.error is None:
+                await self.update(self._finished_call(change.call_id, change.name, "completed", change.result))
+            elif isinstance(change, ToolCallEnded):
+                error = change.error
+                text = f"{error.message}" + (f" ({error.hint})" if error.hint else "")
+                self._diffs.pop(change.call_id, None)
+                await self.update({"sessionUpdate": "tool_call_update", "toolCallId": change.call_id,
+                                   "status": "failed", "content": [u.text_content(text)],
+                                   "rawOutput": {"error": {"code": error.code, "message": error.message}}})
+            elif isinstance(change, Notice):
+                log.warning("session %s: %s (%s)", self.id, change.message, change.code)
 
     def _finished_call(self, call_id: str, tool: str, status: str, result: Any) -> dict[str, Any]:
         update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}
-        self._calls.pop(call_id, None)
         diff = self._diffs.pop(call_id, None)
         if diff is not None:
             update["content"] = [u.diff_content(*diff)]

@@ -198,15 +198,28 @@ Change = (TurnBegan | TextAdded | ThoughtAdded | ToolCallRequested | ToolCallSta
 class ToolCall:
     """A call the turn saw start; still running while in :attr:`Turn.running`."""
 
-    __slots__ = ("call_id", "name", "args", "started_at", "output")
+    __slots__ = ("call_id", "name", "args", "started_at", "lines", "partial", "streamed")
 
     def __init__(self, call_id: str, name: str, args: dict[str, Any], started_at: float | None):
         self.call_id = call_id
         self.name = name
         self.args = args
         self.started_at = started_at
-        #: Its streamed output so far, in pieces as they came.
-        self.output: list[str] = []
+        #: Its streamed output so far: the complete lines, and the last,
+        #: unfinished one.
+        self.lines: list[str] = []
+        self.partial = ""
+        #: Whether output came as ``tool_delta`` events.
+        self.streamed = False
+
+    def add_output(self, text: str) -> None:
+        pieces = (self.partial + text).split("\n")
+        self.partial = pieces.pop()
+        self.lines.extend(pieces)
+
+    def all_lines(self) -> list[str]:
+        """Its output so far, the unfinished line included."""
+        return self.lines + ([self.partial] if self.partial else [])
 
     def __repr__(self) -> str:
         return f"ToolCall({self.call_id!r}, {self.name!r})"
@@ -215,14 +228,18 @@ class ToolCall:
 class Turn:
     """The turn so far. :meth:`apply` each event; read the state here.
 
-    One turn at a time: after its end, the next event of a turn (or a
-    ``request_started``) starts the next one afresh."""
+    One turn at a time: after its end, an event of another request (or a
+    ``request_started``) starts the next one afresh; a late event of the
+    same request still counts in it."""
 
     def __init__(self) -> None:
         self.request_id: str | None = None
         self.prompt = ""
         self.client = ""
         self._text: list[str] = []
+        #: All of the model's text, its messages before and after a tool
+        #: call apart by a blank line.
+        self.answer = ""
         #: Calls started and not ended, by call id, in the order they started.
         self.running: dict[str, ToolCall] = {}
         #: How many tool calls started in this turn.
@@ -236,7 +253,7 @@ class Turn:
         return "".join(self._text)
 
     def _begin_if_ended(self, request_id: str | None = None) -> None:
-        if self.ended is not None:
+        if self.ended is not None and request_id != self.request_id:
             self.__init__()  # type: ignore[misc]
             self.request_id = request_id
 
@@ -265,6 +282,7 @@ class Turn:
             self.request_id = rid
         if isinstance(event, TextDelta):
             self._text.append(event.content)
+            self.answer += event.content
             return [TextAdded(request_id=rid, text=event.content)]
         if isinstance(event, ThinkingDelta):
             return [ThoughtAdded(request_id=rid, text=event.content)]
@@ -278,12 +296,15 @@ class Turn:
             call = ToolCall(event.call_id, event.tool, dict(event.parameters), now)
             self.running[event.call_id] = call
             self.tool_calls += 1
+            if self.answer and not self.answer.endswith("\n\n"):
+                self.answer = self.answer.rstrip("\n") + "\n\n"
             return [ToolCallStarted(request_id=rid, call_id=event.call_id, name=event.tool,
                                     args=call.args, text_before=self._take_text())]
         if isinstance(event, ToolDelta):
             call = self.running.get(event.call_id)
             if call is not None:
-                call.output.append(event.content)
+                call.streamed = True
+                call.add_output(event.content)
             return [ToolCallOutput(request_id=rid, call_id=event.call_id, text=event.content,
                                    stream=event.stream, call=call)]
         if isinstance(event, (ToolCompleted, ToolError)):
@@ -304,6 +325,11 @@ class Turn:
         self.retries += 1
         return [RetryScheduled(request_id=rid, attempt=event.attempt, max_attempts=event.max_attempts,
                                delay=event.delay, error=event.error)]
+
+    def forget(self, call_id: str) -> ToolCall | None:
+        """Stop counting ``call_id`` as running: its end will not come (a
+        view closes while it runs). The call, if it was running."""
+        return self.running.pop(call_id, None)
 
     def _end(self, event: Finished | Error) -> TurnEnded:
         if isinstance(event, Finished):

@@ -63,9 +63,12 @@ def test_a_tool_call_hands_over_the_text_before_it_and_the_text_starts_afresh():
 def test_tool_output_and_end_carry_the_call_and_its_duration_from_the_given_clock():
     turn = Turn()
     turn.apply(ToolStarted(request_id="r1", call_id="c1", tool="run_shell_command"), now=10.0)
-    [out] = turn.apply(ToolDelta(request_id="r1", call_id="c1", content="ok\n"))
-    assert isinstance(out, ToolCallOutput) and out.text == "ok\n" and out.call is not None
-    assert out.call.output == ["ok\n"]
+    [out] = turn.apply(ToolDelta(request_id="r1", call_id="c1", content="ok\npart"))
+    assert isinstance(out, ToolCallOutput) and out.text == "ok\npart" and out.call is not None
+    assert (out.call.lines, out.call.partial, out.call.all_lines(), out.call.streamed) == (
+        ["ok"], "part", ["ok", "part"], True)
+    turn.apply(ToolDelta(request_id="r1", call_id="c1", content="ial\n"))
+    assert out.call.all_lines() == ["ok", "partial"]
     [ended] = turn.apply(ToolCompleted(request_id="r1", call_id="c1", tool="run_shell_command", result="ok"),
                          now=12.5)
     assert isinstance(ended, ToolCallEnded)
@@ -118,6 +121,30 @@ def test_an_error_naming_a_request_ends_the_turn_and_one_naming_none_is_a_notice
     [ended] = turn.apply(Error(request_id="r1", code="model_error", message="boom", fatal=False))
     assert (ended.reason, ended.error_code, ended.error_message, ended.usage) == (
         "error", "model_error", "boom", None)
+
+
+def test_the_answer_keeps_every_message_apart_by_a_blank_line():
+    turn = Turn()
+    turn.apply(TextDelta(request_id="r1", content="Looking.\n"))
+    turn.apply(ToolStarted(request_id="r1", call_id="c1", tool="glob"))
+    turn.apply(ToolStarted(request_id="r1", call_id="c2", tool="glob"))
+    turn.apply(TextDelta(request_id="r1", content="Found it."))
+    assert turn.answer == "Looking.\n\nFound it." and turn.text == "Found it."
+
+
+def test_a_late_event_of_the_ended_request_still_counts_in_it():
+    turn = Turn()
+    turn.apply(ToolStarted(request_id="r1", call_id="c1", tool="glob"))
+    turn.apply(Finished(request_id="r1"))
+    turn.apply(ToolDecided(request_id="r1", call_id="c9", decision="cancelled"))
+    assert turn.tool_calls == 1 and turn.ended is not None
+
+
+def test_a_call_forgotten_is_no_longer_running():
+    turn = Turn()
+    turn.apply(ToolStarted(request_id="r1", call_id="c1", tool="glob"))
+    assert turn.forget("c1").name == "glob"
+    assert turn.running == {} and turn.forget("c1") is None
 
 
 def test_the_next_turn_starts_afresh_after_an_end():

@@ -20,7 +20,6 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from rich.console import Console, Group, RenderableType
@@ -31,19 +30,18 @@ from rich.spinner import Spinner
 from rich.syntax import Syntax
 from rich.text import Text
 
-from gemini_split.protocol import (
-    Error,
-    ErrorCode,
-    Retrying,
-    ServerEvent,
-    TextDelta,
-    ThinkingDelta,
-    ToolCompleted,
-    ToolDecided,
-    ToolDelta,
-    ToolError,
-    ToolStarted,
-    Usage,
+from gemini_split.protocol import ErrorCode, ServerEvent, Usage
+from gemini_split.protocol.turn import (
+    ApprovalDecided,
+    Notice,
+    RetryScheduled,
+    TextAdded,
+    ThoughtAdded,
+    ToolCall,
+    ToolCallEnded,
+    ToolCallOutput,
+    ToolCallStarted,
+    Turn,
 )
 
 from .safe_text import visible
@@ -151,22 +149,25 @@ def error_panel(message: str, *, code: str | None = None, hint: str | None = Non
 # --- one turn -------------------------------------------------------------------
 
 
-@dataclass
 class _ToolCall:
-    call_id: str
-    name: str
-    params: dict[str, Any]
-    output: list[str] = field(default_factory=list)  # complete lines
-    partial: str = ""
-    streamed: bool = False  # output came as tool_delta events
+    """How the REPL shows one of the turn's calls (:class:`ToolCall`): its
+    header line and the tail of its output."""
 
-    def add_output(self, text: str) -> None:
-        pieces = (self.partial + text).split("\n")
-        self.partial = pieces.pop()
-        self.output.extend(pieces)
+    __slots__ = ("call",)
+
+    def __init__(self, call: ToolCall):
+        self.call = call
+
+    @property
+    def name(self) -> str:
+        return self.call.name
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.call.args
 
     def all_lines(self) -> list[str]:
-        return self.output + ([self.partial] if self.partial else [])
+        return self.call.all_lines()
 
     def header(self, status: str, style: str, detail: str = "") -> Text:
         text = Text()
@@ -210,16 +211,25 @@ class TurnView:
         self._plain_written = 0  # of _text, written without live (non-terminal)
         self._thinking = ""
         self._thinking_shown = False
-        self._tools: dict[str, _ToolCall] = {}
+        #: The turn, folded: the running calls, the answer, the count of calls.
+        self.turn = Turn()
         self._last_render = 0.0
         self._status = "Waiting for the model…"
         self._show_status = False
-        #: What the turn produced, for /stats, /copy and Ctrl-T.
-        self.answer = ""  # all of the model's text, as it came
+        #: What the turn produced, for Ctrl-T (the answer and the count
+        #: of calls, for /stats and /copy, are the turn model's).
         self.last_thought = ""
-        self.tool_calls = 0
         #: The turn's tool calls that ended, in order (``/output``).
         self.finished_tools: list[_ToolCall] = []
+
+    @property
+    def answer(self) -> str:
+        """All of the model's text, its messages apart by a blank line."""
+        return self.turn.answer
+
+    @property
+    def tool_calls(self) -> int:
+        return self.turn.tool_calls
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -249,8 +259,9 @@ class TurnView:
         """End of the turn: print whatever is still moving, for good."""
         self._flush_text(final=True)
         self._flush_thinking()
-        for call in list(self._tools.values()):
-            self._end_tool(call, "cancelled", "yellow")
+        for call in list(self.turn.running.values()):
+            self.turn.forget(call.call_id)
+            self._end_tool(_ToolCall(call), "cancelled", "yellow")
         if self._live is not None:
             self._live.stop()
             self._live = None
@@ -273,67 +284,60 @@ class TurnView:
     # --- events ------------------------------------------------------------------
 
     def on_event(self, event: ServerEvent) -> None:
-        if isinstance(event, TextDelta):
+        for change in self.turn.apply(event, now=time.monotonic()):
+            self._show(change)
+
+    def _show(self, change: Any) -> None:
+        if isinstance(change, TextAdded):
             self._got_output = True
             self._flush_thinking()
-            self._text += event.content
-            self.answer += event.content
+            self._text += change.text
             if self._live is None:
                 self._write_plain_text()
             else:
                 self._refresh()
-        elif isinstance(event, ThinkingDelta):
+        elif isinstance(change, ThoughtAdded):
             self._got_output = True
-            self._thinking += event.content
+            self._thinking += change.text
             self._refresh()
-        elif isinstance(event, ToolStarted):
+        elif isinstance(change, ToolCallStarted):
             self._got_output = True
             self._flush_thinking()
             self._flush_text(final=True)
             self._text, self._printed_lines, self._plain_written = "", 0, 0
-            call = _ToolCall(event.call_id, event.tool, dict(event.parameters))
-            self._tools[event.call_id] = call
-            self.tool_calls += 1
-            if self.answer and not self.answer.endswith("\n\n"):
-                self.answer = self.answer.rstrip("\n") + "\n\n"
             if self._live is None:
-                self.console.print(call.header("running", "yellow"))
+                self.console.print(_ToolCall(self.turn.running[change.call_id]).header("running", "yellow"))
             self._refresh(force=True)
-        elif isinstance(event, ToolDelta):
-            call = self._tools.get(event.call_id)
-            if call is not None:
+        elif isinstance(change, ToolCallOutput):
+            if change.call is not None:
                 if self._live is None:
-                    self.console.file.write(visible(event.content))
+                    self.console.file.write(visible(change.text))
                     self.console.file.flush()
-                call.streamed = True
-                call.add_output(event.content)
                 self._refresh()
-        elif isinstance(event, ToolCompleted):
-            call = self._tools.get(event.call_id)
-            if call is not None:
+        elif isinstance(change, ToolCallEnded) and change.call is not None:
+            call = _ToolCall(change.call)
+            if change.error is None:
                 if not call.all_lines():
-                    call.add_output(_result_summary(event.result))
+                    change.call.add_output(_result_summary(change.result))
                 self._end_tool(call, "done", "green")
-        elif isinstance(event, ToolError):
-            call = self._tools.get(event.call_id)
-            if call is not None:
-                code = event.error.code
+            else:
+                code = change.error.code
                 status = code if code in ("refused", "cancelled") else "failed"
                 style = {"refused": "yellow", "cancelled": "yellow"}.get(status, "red")
-                self._end_tool(call, status, style, detail=event.error.message)
-        elif isinstance(event, Retrying):
+                self._end_tool(call, status, style, detail=change.error.message)
+        elif isinstance(change, RetryScheduled):
             self._print(Text(
-                f"↻ model call failed ({visible(event.error, newlines=False)}); retry {event.attempt}/{event.max_attempts} "
-                f"in {event.delay:.1f} s", style="yellow"))
-        elif isinstance(event, Error) and not event.request_id and not event.fatal:
-            self._print(Text(f"warning from the server: {visible(event.message)}", style="yellow"))
-        elif isinstance(event, ToolDecided) and event.decision != "cancelled":
+                f"↻ model call failed ({visible(change.error, newlines=False)}); retry {change.attempt}/{change.max_attempts} "
+                f"in {change.delay:.1f} s", style="yellow"))
+        elif isinstance(change, Notice) and not change.fatal:
+            self._print(Text(f"warning from the server: {visible(change.message)}", style="yellow"))
+        elif isinstance(change, ApprovalDecided) and change.decision != "cancelled":
             # A server-side call's question settled elsewhere (this client's
             # own answers are said by the approval menu).
-            by = visible(event.by, newlines=False) or "another client"
+            by = visible(change.by, newlines=False) or "another client"
             said = {"approve": f"✓ approved by {by}", "approve_always": f"✓ approved (always) by {by}",
                     "deny": f"✗ refused by {by}", "expired": "✗ nobody approved it in time"}
-            self._print(Text(said.get(event.decision, visible(event.decision, newlines=False)), style="yellow"))
+            self._print(Text(said.get(change.decision, visible(change.decision, newlines=False)), style="yellow"))
 
     # --- internals -------------------------------------------------------------------
 
@@ -344,13 +348,12 @@ class TurnView:
             self.console.print(renderable)
 
     def _end_tool(self, call: _ToolCall, status: str, style: str, detail: str = "") -> None:
-        self._tools.pop(call.call_id, None)
         self.finished_tools.append(call)
         parts: list[RenderableType] = [call.header(status, style, detail)]
         if self._live is None:
-            if call.partial:
+            if call.call.partial:
                 self.console.file.write("\n")  # the streamed output's last line
-            if not call.streamed and call.all_lines():
+            if not call.call.streamed and call.all_lines():
                 parts.append(call.tail(TOOL_TAIL))
         elif call.all_lines():
             parts.append(call.tail(TOOL_TAIL))
@@ -450,7 +453,8 @@ class TurnView:
         if self._thinking:
             last = visible(" ".join(self._thinking.split()))[-max(20, self.console.width - 16):]
             parts.append(Text(f"✻ Thinking… {last}", style="dim italic", no_wrap=True, overflow="ellipsis"))
-        for call in self._tools.values():
+        for running in self.turn.running.values():
+            call = _ToolCall(running)
             parts.append(Spinner("dots", call.header("running", "yellow"), style="yellow"))
             if call.all_lines():
                 parts.append(call.tail(TOOL_TAIL))

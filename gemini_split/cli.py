@@ -504,7 +504,11 @@ def _log_to(env: Environment, debug: bool) -> Callable[[], None]:
     root = logging.getLogger()
     httpx = logging.getLogger("httpx")
     mcp = logging.getLogger("mcp")
-    saved = root.level, httpx.level, mcp.level
+    # Every level this run may change (serve and daemon raise ours to INFO),
+    # put back at the end: a later run in the same process (an embedding
+    # program, a test) must not inherit them.
+    touched = [root, httpx, mcp, logging.getLogger("gemini_split"), logging.getLogger("gemini_split_unix")]
+    saved = [logger.level for logger in touched]
     root.addHandler(handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
     if not debug:
@@ -516,9 +520,8 @@ def _log_to(env: Environment, debug: bool) -> Callable[[], None]:
 
     def stop() -> None:
         root.removeHandler(handler)
-        root.setLevel(saved[0])
-        httpx.setLevel(saved[1])
-        mcp.setLevel(saved[2])
+        for logger, level in zip(touched, saved):
+            logger.setLevel(level)
 
     return stop
 

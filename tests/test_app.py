@@ -146,3 +146,19 @@ def test_clear_and_connect_embedded_are_new_connections_to_the_one_embedded_serv
     assert [word for word in ("first", "second", "third") if word in out] == ["first", "second", "third"]
     assert out.count("New conversation") == 1 and out.count("Connected: embedded") == 1
     assert len(service.model.requests) == 3  # all three turns reached the one model
+
+
+def test_a_run_in_this_process_leaves_the_logger_levels_as_it_found_them():
+    # serve raises gemini_split's logger to INFO for its run; a one-shot run
+    # later in the same process (an embedding program, a test worker) would
+    # otherwise print the embedded server's INFO lines on its stderr.
+    import logging
+
+    from gemini_split.cli import _log_to
+
+    ours = logging.getLogger("gemini_split")
+    before = ours.level
+    stop = _log_to(Environment(stdout=StringIO(), stderr=StringIO()), debug=False)
+    ours.setLevel(logging.INFO)  # what run_serve does
+    stop()
+    assert ours.level == before

@@ -1,10 +1,32 @@
-"""Replacing a file so that a crash never leaves half of it."""
+"""The small files gemini-split reads and writes itself (settings, policies,
+profiles, commands): read bounded and without blocking, replaced whole."""
 
 from __future__ import annotations
 
+import errno
 import os
-import secrets
+import stat
 from pathlib import Path
+
+
+def read_bounded(path: str | Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the regular file ``path``, so a caller
+    can tell a file over ``limit`` from one at it.
+
+    The file is opened without blocking and checked before it is read: a
+    FIFO, a device or a directory named like a configuration file raises
+    ``OSError`` with ``strerror`` "not a regular file" instead of hanging
+    the start-up or reading forever. Other failures raise as ``open`` does
+    (``FileNotFoundError``, ``PermissionError`` …)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    with open(fd, "rb") as f:
+        return f.read(limit + 1)
 
 
 def replace_atomically(path: Path, data: bytes, *, mode: int | None = None, dir_fd: int | None = None) -> None:
@@ -26,7 +48,7 @@ def replace_atomically(path: Path, data: bytes, *, mode: int | None = None, dir_
     if dir_fd is not None and (path.parent != Path(".") or path.name in ("", ".", "..")):
         raise ValueError("with dir_fd, path must be a plain name")
     parent = path.parent
-    tmp = parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    tmp = parent / f".{path.name}.{os.urandom(6).hex()}.tmp"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(tmp, flags, 0o600 if mode is not None else 0o666, dir_fd=dir_fd)
     try:

@@ -11,13 +11,14 @@ object of absolute folder path → ``TRUST_FOLDER``, ``TRUST_PARENT`` or
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import msgspec
 
 from gemini_split.environment import Environment
 from gemini_split.errors import SettingsError
+from gemini_split.files import read_bounded, replace_atomically
+from gemini_split.settings import MAX_SETTINGS_BYTES, trust_rule
 
 TRUST_FOLDER = "TRUST_FOLDER"
 TRUST_PARENT = "TRUST_PARENT"
@@ -60,8 +61,6 @@ def project_files(folder: Path, env: Environment, context_file_names: list[str])
 
 def untrusted_notice(folder: Path, files: list[Path], env: Environment) -> str:
     """One line: which files an untrusted folder ignores and how to trust it."""
-    from gemini_split.settings import trust_rule
-
     shown = ", ".join(_short(p, folder) for p in files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
     path = trusted_folders_path(env)
     try:
@@ -83,14 +82,16 @@ def record_trust(folder: Path, level: str, env: Environment) -> Path:
     path = trusted_folders_path(env)
     rules: dict[str, str] = {}
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_bounded(path, MAX_SETTINGS_BYTES)
     except FileNotFoundError:
-        text = ""
+        data = b""
     except OSError as exc:
         raise SettingsError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if text.strip():
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise SettingsError(f"{path}: larger than {MAX_SETTINGS_BYTES // (1024 * 1024)} MiB; not read")
+    if data.strip():
         try:
-            loaded = msgspec.json.decode(text)
+            loaded = msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
             raise SettingsError(f"{path}: not JSON ({exc}); fix or remove it to record a trust decision") from None
         if not isinstance(loaded, dict):
@@ -98,14 +99,7 @@ def record_trust(folder: Path, level: str, env: Environment) -> Path:
         rules = loaded
     rules[os.path.realpath(folder)] = level
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".trustedFolders.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(msgspec.json.format(msgspec.json.encode(rules), indent=2).decode("utf-8") + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    replace_atomically(path, msgspec.json.format(msgspec.json.encode(rules), indent=2) + b"\n", mode=0o600)
     return path
 
 

@@ -37,6 +37,7 @@ import msgspec
 
 from gemini_split.environment import Environment
 from gemini_split.errors import SettingsError
+from gemini_split.files import read_bounded
 
 SETTINGS_FILE_NAME = "settings.json"
 PROJECT_DIR_NAME = ".gemini"
@@ -328,8 +329,7 @@ def _read_json_object(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path`` (comments allowed), or None if there is no
     file."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_SETTINGS_BYTES + 1)
+        data = read_bounded(path, MAX_SETTINGS_BYTES)
     except FileNotFoundError:
         return None
     except NotADirectoryError:

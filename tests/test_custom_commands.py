@@ -272,7 +272,7 @@ def test_hostile_prompts_are_parsed_or_refused_clearly(tmp_path):
     os.mkfifo(tmp_path / "commands" / "fifo.toml")  # never opened for a blocking read
     found = load_custom_commands(tmp_path, None, trusted=True)
     assert list(found.commands) == ["/ok"]
-    assert any("fifo.toml: not a regular file" in p for p in found.problems)
+    assert any("fifo.toml: cannot read: not a regular file" in p for p in found.problems)
     assert any("open.toml: '!{' on line 1 of the prompt is never closed" in p for p in found.problems)
     assert any("noprompt.toml: 'prompt' is missing" in p for p in found.problems)
 

@@ -38,6 +38,7 @@ from typing import Literal
 import msgspec
 import trio
 
+from gemini_split.files import read_bounded
 from gemini_split.protocol import ContextFile as WireContextFile
 from gemini_split.protocol import SessionContext
 
@@ -174,8 +175,7 @@ def _read_context_file(path: Path, scope: Scope, seen: set[tuple[int, int]],
         return None
     seen.add(key)
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_CONTEXT_FILE_BYTES + 1)
+        data = read_bounded(path, MAX_CONTEXT_FILE_BYTES)
     except OSError as exc:
         warnings.append(f"gemini-split: cannot read context file {path}: {exc.strerror or exc}")
         return None

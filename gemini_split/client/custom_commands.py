@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import stat
 import tomllib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gemini_split.errors import BadInput
+from gemini_split.files import read_bounded
 
 COMMANDS_DIR = "commands"
 ARGS = "{{args}}"
@@ -159,12 +159,7 @@ def read_command(path: Path, name: str, scope: str) -> CustomCommand:
     """One command file. Raises ValueError with the reason (the TOML error,
     a missing ``prompt``, an unclosed ``!{``…)."""
     try:
-        # O_NONBLOCK: a FIFO named *.toml must not hang the start-up.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with open(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise ValueError("not a regular file")
-            data = f.read(MAX_FILE_BYTES + 1)
+        data = read_bounded(path, MAX_FILE_BYTES)
     except OSError as exc:
         raise ValueError(f"cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:

@@ -39,6 +39,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from gemini_split.errors import ProfileError
+from gemini_split.files import read_bounded, replace_atomically
 
 # `gemini-split server list --names` reads this module on every Tab, so it
 # imports neither typing nor dataclasses (with inspect, a third of that
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 FILE_NAME = "servers.json"
+MAX_PROFILES_BYTES = 4 * 1024 * 1024
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _KNOWN_KEYS = {"name", "host", "port", "secure", "path", "transport", "command", "authentication", "tlsConfig"}
@@ -297,11 +299,15 @@ class ProfileStore:
     def load(self) -> list[ServerProfile]:
         """Every profile, in file order; ``[]`` when the file does not exist."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            data = read_bounded(self.path, MAX_PROFILES_BYTES)
+            text = data.decode("utf-8")
         except FileNotFoundError:
             return []
         except (OSError, UnicodeDecodeError) as exc:
             raise ProfileError(f"cannot read {self.path}: {exc}") from None
+        if len(data) > MAX_PROFILES_BYTES:
+            raise ProfileError(f"{self.path}: larger than {MAX_PROFILES_BYTES // (1024 * 1024)} MiB; "
+                               "it was left as it is: fix it or move it away")
         if not text.strip():
             return []
         try:
@@ -356,9 +362,6 @@ class ProfileStore:
 
     def save(self, profiles: list[ServerProfile]) -> None:
         """Write the file atomically with mode 0600."""
-        # Imported here: reading (`server list --names`, on every Tab) needs none of it.
-        from gemini_split.files import replace_atomically
-
         data = {"profiles": [p.to_json() for p in profiles]}
         text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
         try:

@@ -41,6 +41,7 @@ from typing import Any, Literal
 import msgspec
 
 from gemini_split.errors import ConfigurationError
+from gemini_split.files import read_bounded
 
 from .builtin import allowed_tools_rules, excluded_tools_rules
 from .engine import Policy
@@ -149,8 +150,7 @@ def read_policy_file(path: Path, tier: int) -> list[Rule]:
     """The rules of one policy file at ``tier``. Raises :class:`PolicyError`."""
     tier_name = _TIER_NAMES.get(tier, "default")
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_POLICY_BYTES + 1)
+        data = read_bounded(path, MAX_POLICY_BYTES)
     except OSError as exc:
         raise PolicyError(f"policy file {path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_POLICY_BYTES:
@@ -281,7 +281,7 @@ def _policy_files(path: Path, *, explicit: bool) -> list[Path]:
             return sorted(p for p in path.iterdir() if p.suffix == ".toml" and p.is_file())
     except OSError as exc:
         raise PolicyError(f"policy directory {path}: cannot read: {exc.strerror or exc}") from None
-    if path.is_file():
+    if path.is_file() or (explicit and path.exists()):  # a given FIFO is refused when read, by name
         if explicit and path.suffix != ".toml":
             raise PolicyError(f"policy file {path}: policy files end in .toml")
         return [path] if path.suffix == ".toml" else []

@@ -221,10 +221,15 @@ def executes_later(rel_path: str) -> str | None:
 
 def _root_commands(command: Any) -> list[str]:
     """The first word of each part of ``command`` (inside eval / bash -c
-    too), if every part has a literal one; else []."""
+    too), if every part has a literal one and runs no other command; else [].
+
+    A part that runs another command (``env git status``, ``find -exec``,
+    ``xargs``, ``timeout 5 make``) has no root to remember: an allow rule
+    covers a wrapper by its own name, so ALWAYS for ``env`` would allow
+    ``env rm -rf ~`` unasked — more than the user saw."""
     if not isinstance(command, str):
         return []
-    from gemini_split.shell_split import ShellParseError, split_command, wrapped_command
+    from gemini_split.shell_split import ShellParseError, inner_commands, split_command, wrapped_command
 
     roots: list[str] = []
     pending = [command]
@@ -246,6 +251,8 @@ def _root_commands(command: Any) -> list[str]:
                     inner = wrapped_command(part)
                     if inner is not None:
                         nxt.append(inner)
+                    elif inner_commands(part):
+                        return []
                     elif part.words[0].text not in roots:
                         roots.append(part.words[0].text)
             pending = nxt

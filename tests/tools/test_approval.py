@@ -116,6 +116,9 @@ def test_always_for_shell_remembers_root_commands_only():
     assert policy.decide(shell, {"command": "rm x"}) is Decision.ASK
     assert policy.always_scope(shell, {"command": "echo $(("}) is None  # cannot parse: no ALWAYS
     assert policy.always_scope(shell, {"command": "echo x > f"}) is None  # would not cover it
+    for wrapper in ("env git status", "timeout 5 make", "find . -name x -exec cat {} ;", "git status; xargs ls"):
+        # ALWAYS for the wrapper would allow whatever it runs next: never offered
+        assert policy.always_scope(shell, {"command": wrapper}) is None, wrapper
     write = TOOLS.get("write_file")
     assert policy.always_scope(write, ARGS["write_file"]) == "write_file"
     policy.remember(write, ARGS["write_file"])

@@ -243,3 +243,30 @@ def test_the_short_id_the_banner_shows_resumes_the_session(tmp_path):
         contents = fake.requests[-1]["body"]["contents"]
     assert again.returncode == 0 and again.stdout == "second\n", again.stderr
     assert any("remember 7" in p.get("text", "") for c in contents for p in c["parts"])  # the same conversation
+
+
+def test_with_json_output_a_missing_key_still_prints_the_json_error_object(tmp_path):
+    with FakeGemini(script=[{"text": "never"}]) as fake:
+        result = run_cli(["-p", "hi", "-o", "json"], cwd=tmp_path, fake=fake, drop=("GEMINI_API_KEY",),
+                         in_process=False)
+    assert result.returncode == 41
+    out = json.loads(result.stdout)
+    assert out["error"]["type"] == "auth" and out["error"]["code"] == 41
+    assert "GEMINI_API_KEY" in out["error"]["message"] and "GEMINI_API_KEY" in result.stderr
+    assert fake.requests == []
+
+
+def test_stream_json_names_a_failed_tool_call_as_gemini_cli_does(tmp_path):
+    script = [
+        {"function_calls": [{"name": "read_file", "args": {"file_path": "missing.txt"}},
+                            {"name": "no_such_tool", "args": {}}]},
+        {"text": "Gone."},
+    ]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        result = run_cli(["-p", "go", "-o", "stream-json"], cwd=tmp_path, fake=fake)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    types = {e["tool_id"]: e["error"]["type"] for e in events if e["type"] == "tool_result"}
+    names = {e["tool_id"]: e["tool_name"] for e in events if e["type"] == "tool_use"}
+    assert {names[i]: t for i, t in types.items()} == {"read_file": "file_not_found",
+                                                        "no_such_tool": "tool_not_registered"}

@@ -145,6 +145,26 @@ def _ready_within(stream: Any, seconds: float) -> bool:
 
 
 def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> ExitStatus:
+    """Answer ``prompt`` once. With ``-o json``, a failure before the answer
+    starts (no key, bad settings, a bad flag value) is still the JSON
+    object a script parses, with its ``error`` and exit code (also printed
+    on stderr as a line, as without JSON)."""
+    try:
+        return _run_oneshot(args, env, prompt)
+    except ConfigurationError as exc:
+        if args.output_format != "json":
+            raise
+        import json  # only on this failure: the thin -p path does not load it
+
+        status = exit_status_for(exc)
+        env.warn(f"gemini-split: {exc}")
+        error = {"type": status.name.lower(), "message": str(exc), "code": int(status)}
+        env.stdout.write(json.dumps({"error": error}, ensure_ascii=False, indent=2) + "\n")
+        env.stdout.flush()
+        return status
+
+
+def _run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> ExitStatus:
     options = client_options(args)
     settings = resolve_client_settings(options, env)
     embedded = embedded_service_for(options, env, settings)

@@ -51,6 +51,7 @@ from gemini_split.protocol.turn import (
 )
 
 from .output_formats import OUTPUT_FORMATS  # re-exported: the renderers below are these
+from .output_formats import gemini_cli_error_type
 from .safe_text import visible
 
 #: gemini-cli's ToolCallDecision values, in its order.
@@ -364,7 +365,8 @@ class StreamJsonRenderer(OneShotRenderer):
             error = change.error
             self._line({
                 "type": "tool_result", "tool_id": change.call_id, "status": "error",
-                "output": error.message, "error": {"type": error.code, "message": error.message},
+                "output": error.message,
+                "error": {"type": gemini_cli_error_type(error.code, change.name), "message": error.message},
             })
         elif isinstance(change, RetryScheduled):
             self._retry_note(change)

@@ -329,11 +329,14 @@ def _built_instruction(tools: tuple[tuple[str, str], ...], context: tuple | None
 
 
 def _backoff(attempt: int, config: ServerConfig, retry_after: float | None) -> float:
+    """The wait before retry ``attempt + 1``, as gemini-cli waits: the base
+    delay doubling per attempt up to the ceiling, ±30 % jitter (it spreads
+    many sessions retrying after one outage); a wait the API asked for
+    (``RetryInfo``) is waited at least, plus up to 20 %."""
+    delay = min(config.retry_base_delay * (2 ** (attempt - 1)), config.retry_max_delay)
     if retry_after is not None:
-        return min(retry_after, config.retry_max_delay)
-    delay = config.retry_base_delay * (2 ** (attempt - 1))
-    # Jitter spreads many sessions retrying after the same outage.
-    return min(delay * random.uniform(0.8, 1.2), config.retry_max_delay)
+        return max(delay, retry_after) * (1 + 0.2 * random.random())
+    return delay * random.uniform(0.7, 1.3)
 
 
 async def _run_tools(

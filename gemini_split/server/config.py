@@ -22,9 +22,11 @@ class ServerConfig:
     #: Seconds the client has to answer a tool_execution_request (approval
     #: time included).
     tool_timeout: float = 900.0
-    #: Attempts of one model call (1 = no retry) on 429/5xx.
-    max_attempts: int = 4
-    retry_base_delay: float = 1.0
+    #: Attempts of one model call (1 = no retry) on 429/5xx, and the wait
+    #: before the first retry, doubling up to the ceiling: gemini-cli's
+    #: figures, so a persistent 429 is ridden out for minutes (~3.5 min).
+    max_attempts: int = 10
+    retry_base_delay: float = 5.0
     retry_max_delay: float = 30.0
     #: A fixed system instruction for every session; None (the default):
     #: one built per session from its tools, approval mode, workspace and

@@ -62,7 +62,7 @@ from .model_names import is_valid_model_name
 
 log = logging.getLogger(__name__)
 
-RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+RETRYABLE_STATUSES = frozenset({429, 499, 500, 502, 503, 504})
 
 
 class GeminiModel(Model):
@@ -753,21 +753,64 @@ def _translate_api_error(exc: genai_errors.APIError, auth: ModelAuth | None = No
             "Check GEMINI_API_KEY (or GOOGLE_API_KEY).",
             status=status,
         )
-    return ModelError(
-        text,
-        status=status,
-        retryable=status in RETRYABLE_STATUSES,
-        retry_after=_retry_delay(getattr(exc, "details", None)),
-    )
+    if status not in QUOTA_STATUSES:
+        return ModelError(text, status=status, retryable=status in RETRYABLE_STATUSES)
+    details = _error_details(getattr(exc, "details", None))
+    if _LIMIT_ZERO.search(message.lower()):
+        return ModelError(f"{text} (this model has no quota for this project; waiting will not help)",
+                          status=status)
+    if any("PerDay" in quota or "Daily" in quota for quota in _quota_ids(details)):
+        return ModelError(f"You have exhausted your daily quota on this model. {text}", status=status)
+    delay = _retry_delay(details, message)
+    if delay is not None and delay > MAX_RETRYABLE_DELAY:
+        return ModelError(f"{text} (the API asks to wait {delay:.0f} s: too long to wait here)", status=status)
+    return ModelError(text, status=status, retryable=True, retry_after=delay)
 
 
-def _retry_delay(details: Any) -> float | None:
-    """Google puts ``RetryInfo.retryDelay`` ("20s") in a 429's details."""
+#: Statuses that are rate limits or overload, read as gemini-cli reads them.
+QUOTA_STATUSES = frozenset({429, 499, 503})
+#: A wait longer than this (gemini-cli's figure) is a quota, not a burst.
+MAX_RETRYABLE_DELAY = 300.0
+_LIMIT_ZERO = re.compile(r"limit:\s*0(?!\d|\.\d)")
+_RETRY_IN = re.compile(r"Please retry in ([0-9.]+(?:ms|s))")
+
+
+def _error_details(details: Any) -> list[dict[str, Any]]:
+    """The ``details`` list of a Google API error body (``[]`` if none)."""
     try:
-        for item in details["error"]["details"]:
-            delay = item.get("retryDelay")
-            if isinstance(delay, str) and delay.endswith("s"):
-                return float(delay[:-1])
-    except (KeyError, TypeError, ValueError):
-        pass
-    return None
+        found = details["error"]["details"]
+    except (KeyError, TypeError):
+        return []
+    return [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
+
+
+def _quota_ids(details: list[dict[str, Any]]) -> list[str]:
+    """The ``quotaId`` of every ``QuotaFailure`` violation."""
+    return [str(v.get("quotaId", "")) for d in details
+            if d.get("@type") == "type.googleapis.com/google.rpc.QuotaFailure"
+            for v in (d.get("violations") or []) if isinstance(v, dict)]
+
+
+def _retry_delay(details: list[dict[str, Any]], message: str) -> float | None:
+    """The wait the API asks for: ``RetryInfo.retryDelay`` ("20s") in the
+    details, else "Please retry in 12.5s" in the message (as gemini-cli)."""
+    for item in details:
+        delay = _seconds(item.get("retryDelay"))
+        if delay is not None:
+            return delay
+    found = _RETRY_IN.search(message)
+    return _seconds(found.group(1)) if found else None
+
+
+def _seconds(duration: Any) -> float | None:
+    """``"7s"``, ``"1.5s"`` or ``"500ms"`` in seconds; None if not one."""
+    if not isinstance(duration, str):
+        return None
+    number, scale = (duration[:-2], 0.001) if duration.endswith("ms") else (duration[:-1], 1.0)
+    if not duration.endswith("s"):
+        return None
+    try:
+        value = float(number) * scale
+    except ValueError:
+        return None
+    return value if 0 <= value < float("inf") else None

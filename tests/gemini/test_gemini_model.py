@@ -293,3 +293,38 @@ async def test_text_that_arrives_together_is_one_chunk_and_text_that_arrives_apa
         spaced = [c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk)]
     assert "".join(together) == long["text"] and len(together) < 100  # a few blocks, not 2,000 chunks
     assert spaced == ["one ", "two ", "three"]  # nothing waits for what comes later
+
+
+QUOTA = "type.googleapis.com/google.rpc.QuotaFailure"
+RETRY = "type.googleapis.com/google.rpc.RetryInfo"
+
+
+@pytest.mark.timeout(40)
+@pytest.mark.parametrize("error, retryable, retry_after, says", [
+    ({"status": 429, "message": "Resource exhausted", "details": [{"@type": RETRY, "retryDelay": "12s"}]},
+     True, 12.0, None),
+    ({"status": 429, "message": "Quota exceeded. Please retry in 1.5s."}, True, 1.5, None),
+    ({"status": 429, "message": "Please retry in 800ms"}, True, 0.8, None),
+    ({"status": 503, "message": "The model is overloaded"}, True, None, None),
+    ({"status": 429, "message": "Quota exceeded", "details": [
+        {"@type": QUOTA, "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]},
+        {"@type": RETRY, "retryDelay": "20s"}]}, False, None, "daily quota"),
+    ({"status": 429, "message": "Quota exceeded for metric x, limit: 0, model: gemini-2.5-pro"},
+     False, None, "no quota"),
+    ({"status": 429, "message": "busy", "details": [{"@type": RETRY, "retryDelay": "3600s"}]},
+     False, None, "too long to wait"),
+    ({"status": 429, "message": "busy", "details": [{"@type": RETRY, "retryDelay": "soon"}, "junk"]},
+     True, None, None),
+])
+async def test_rate_limits_are_read_as_gemini_cli_reads_them(error, retryable, retry_after, says):
+    with FakeGemini([{"error": error}], api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+        try:
+            with pytest.raises(ModelError) as raised:
+                await new_stream(model, request())
+        finally:
+            await model.aclose()
+    assert raised.value.retryable is retryable
+    assert raised.value.retry_after == retry_after
+    if says:
+        assert says in str(raised.value)

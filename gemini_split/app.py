@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -112,6 +112,9 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
     )
     if server is not None and server.startswith("unix:"):
         settings.caller = local_caller(env, settings.model)
+    elif options.send_api_key:
+        settings.caller = sent_api_key(env, server)
+        settings.send_api_key = True
     if server is not None and _names_local_daemon(server_arg, env):
         settings.restart_server = lambda: _local_daemon_address(env)
     if settings.tools == "server" and server is None:
@@ -371,6 +374,19 @@ def local_caller(env: Environment, model: str | None) -> Caller | None:
     return Caller(api_key=api_key, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None, model=model)
 
 
+def sent_api_key(env: Environment, server: str | None) -> Caller:
+    """``--send-api-key``: our Gemini API key for a server that takes its
+    clients' keys (``serve --allow-client-credentials``): the key alone,
+    no endpoint and no model. Raises when there is no server or no key."""
+    if server is None:
+        raise ConfigurationError("--send-api-key goes with --server: without one, this process uses your key itself")
+    e = env.environ
+    api_key = e.get("GEMINI_API_KEY") or e.get("GOOGLE_API_KEY")
+    if not api_key:
+        raise MissingApiKey("--send-api-key: set GEMINI_API_KEY (or GOOGLE_API_KEY) to the key to send")
+    return Caller(api_key=api_key)
+
+
 #: What a local daemon needs to reach Vertex AI as us (``hello.caller.google_cloud``).
 _GOOGLE_CLOUD_VARIABLES = ("GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
                            "GOOGLE_VERTEX_BASE_URL", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "HOME")
@@ -447,7 +463,7 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
 
 
 def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = "",
-               selected_type: str | None = None) -> tuple[str, Model]:
+               selected_type: str | None = None, environ: Mapping[str, str] | None = None) -> tuple[str, Model]:
     """The model name (``--model``, else ``$GEMINI_MODEL``, else the default)
     and the model behind it; one place for both embedded mode and ``serve``.
 
@@ -458,11 +474,13 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
     imported), so missing credentials are one clear message and exit
     status 41. Raises :class:`MissingApiKey` when a Gemini model has no
     credentials, and :class:`ConfigurationError` when the model cannot be
-    set up (e.g. a ``scripted:`` file that is missing or malformed)."""
+    set up (e.g. a ``scripted:`` file that is missing or malformed).
+    ``environ`` replaces ``env``'s environment for choosing (``serve
+    --auth-method``)."""
     from gemini_split.server.config import DEFAULT_MODEL
     from gemini_split.server.service import create_model
 
-    e = env.environ
+    e = env.environ if environ is None else environ
     name = flag or e.get("GEMINI_MODEL") or DEFAULT_MODEL
     auth = None
     if not name.startswith("scripted:"):

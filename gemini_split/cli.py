@@ -292,6 +292,9 @@ def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ca", metavar="FILE", help="CA certificate to trust for wss:// and grpcs://")
     group.add_argument("--insecure", action="store_true",
                        help="do not verify the server's TLS certificate (testing only)")
+    group.add_argument("--send-api-key", action="store_true",
+                       help="give the server your own Gemini API key ($GEMINI_API_KEY) for your sessions "
+                            "(needs serve --allow-client-credentials; sent only over wss:// or to this machine)")
     group.add_argument("--tools", choices=("client", "server"), default="client",
                        help="where tools run: here (client, the default) or on the server, in a workspace of "
                             "its own, asking you to approve over the wire (needs serve --server-tools)")

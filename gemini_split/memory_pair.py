@@ -28,6 +28,8 @@ class _Link:
 class MemoryStream(MessageStream):
     """One end of :func:`open_memory_pair`."""
 
+    private = True  # the same process
+
     def __init__(self, send: trio.MemorySendChannel[str], receive: trio.MemoryReceiveChannel[str], link: _Link,
                  *, peer: str, max_message_size: int):
         self._send = send

@@ -35,6 +35,8 @@ class ClientOptions(msgspec.Struct, frozen=True, kw_only=True):
     token: str | None = None
     ca: str | None = None
     insecure: bool = False
+    #: ``--send-api-key``: give the server our own key for our sessions.
+    send_api_key: bool = False
     #: ``-m/--model``.
     model: str | None = None
     #: ``--approval-mode`` as typed (gemini-cli's and seed 001's names), and ``-y/--yolo``.

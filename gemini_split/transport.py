@@ -123,6 +123,12 @@ class MessageStream(ABC):
     #: process (a Unix socket's ``SO_PEERCRED``). Only then may a ``hello``
     #: hand the server the caller's own key and settings (``hello.caller``).
     same_user: bool = False
+    #: A secret may cross this stream: it is encrypted (TLS) or never leaves
+    #: this machine (a loopback address, a Unix socket, pipes to a local
+    #: command, the same process). A client sends its own API key
+    #: (``--send-api-key``) only over such a stream, and a server takes one
+    #: only from such a stream.
+    private: bool = False
     #: Late-joiner replay parameters the transport received outside the
     #: protocol (the WebSocket URL's ``?limit=&since=&before=``), as text;
     #: ``hello.replay`` wins over them. Never credentials.
@@ -153,6 +159,19 @@ class MessageStream(ABC):
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or an address, without brackets) is this
+    machine's loopback: ``localhost``, ``127.0.0.0/8``, ``::1``."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Principal(msgspec.Struct, frozen=True):

@@ -129,6 +129,9 @@ class ClientSettings(msgspec.Struct):
     #: ``protocol.Caller``), sent only to a server that the transport proved
     #: runs as our own user (``MessageStream.same_user``); None: send none.
     caller: Caller | None = None
+    #: ``--send-api-key``: send ``caller`` (our key alone) to any server,
+    #: over a private stream only (``MessageStream.private``).
+    send_api_key: bool = False
     #: The local daemon (``--server local``): called (in a thread) when the
     #: first connection is refused — the daemon died after it was found —
     #: to start it again; returns its address. None: no second try.
@@ -216,6 +219,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
             )
             client.wants_server_tool = lambda name: _offers(settings, name, read_only=True)
             client.caller = settings.caller
+            client.send_api_key = settings.send_api_key
             if mcp is not None:
                 client.mcp_servers = mcp
             try:

@@ -215,6 +215,9 @@ class ProtocolClient:
         #: The local daemon's caller (our key, endpoint and model): sent in
         #: ``hello`` only on a stream that proved the server is our own user.
         self.caller: Caller | None = None
+        #: ``--send-api-key``: send ``caller`` to this server too, over a
+        #: private stream only.
+        self.send_api_key = False
         self._role = "driver"
         self._label = ""
         #: Set when the peer or the network ended the connection (not us, not
@@ -260,6 +263,20 @@ class ProtocolClient:
         finally:
             self._handshaking = False
 
+    def _caller_for_hello(self) -> Caller | None:
+        """What ``hello.caller`` carries: ours for a server the transport
+        proved is our own user, or (``--send-api-key``) for a server over a
+        private stream. Raises :class:`ConnectFailed` rather than send a key
+        over a stream that is neither TLS nor on this machine."""
+        if self.caller is None or self.stream.same_user:
+            return self.caller
+        if not self.send_api_key:
+            return None
+        if not self.stream.private:
+            raise ConnectFailed(f"--send-api-key: not sending your API key to {self.stream.peer}: the connection "
+                                "is neither TLS (wss://) nor to this machine")
+        return self.caller
+
     @property
     def turn_request_id(self) -> str | None:
         """The request of this client's own running turn, if any."""
@@ -280,7 +297,7 @@ class ProtocolClient:
         await self._send(Hello(client=f"gemini-split/{__version__}", capabilities=capabilities, token=token,
                                session_id=session_id, resume_token=resume_token, last_seq=last_seq,
                                new_session_id=new_session_id,
-                               caller=self.caller if self.stream.same_user else None,
+                               caller=self._caller_for_hello(),
                                tools="server" if choice is not None else "client",
                                project=choice.project if choice is not None else None,
                                approval_mode=choice.approval_mode if choice is not None else None,

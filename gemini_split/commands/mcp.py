@@ -271,13 +271,13 @@ def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         trio.run(mcp_serve.serve_stdio, executor)
         return ExitStatus.SUCCESS
 
-    from gemini_split.commands.serve import _is_loopback  # one definition of 'loopback' for both servers
+    from gemini_split.transport import is_loopback_host
     from gemini_split.server.auth import load_auth_config
 
     host, port = _parse_host_port(args.http)
     auth_path = args.auth_config or env.environ.get("GEMINI_AUTH_CONFIG")
     authenticate = load_auth_config(auth_path) if auth_path else None
-    if authenticate is None and not _is_loopback(host) and not args.insecure_no_auth:
+    if authenticate is None and not is_loopback_host(host) and not args.insecure_no_auth:
         env.warn(f"gemini-split: refusing to serve MCP on {host} without --auth-config "
                  "(only loopback addresses may go without tokens; --insecure-no-auth overrides)")
         return ExitStatus.USAGE

@@ -22,6 +22,7 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
         token=args.token,
         ca=args.ca,
         insecure=args.insecure,
+        send_api_key=args.send_api_key,
         model=args.model,
         approval_mode=args.approval_mode,
         yolo=args.yolo,

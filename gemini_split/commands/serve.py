@@ -75,6 +75,14 @@ def add_serve_parser(commands: Any) -> None:
                    help="largest message accepted (default 16 MiB)")
     p.add_argument("--tool-timeout", type=float, default=900.0, metavar="SECONDS",
                    help="how long a client has to answer a tool request (default 900)")
+    p.add_argument("--auth-method", choices=("api-key", "vertex-ai"),
+                   help="how this server reaches Gemini, whatever the environment says: api-key "
+                        "($GEMINI_API_KEY) or vertex-ai (GOOGLE_CLOUD_PROJECT with Application Default "
+                        "Credentials, or express mode's GOOGLE_API_KEY); default: as gemini-cli chooses")
+    p.add_argument("--allow-client-credentials", action="store_true",
+                   help="let each client bring its own Gemini API key (gemini-split --send-api-key) for "
+                        "its sessions, kept in memory only; taken over TLS or from this machine only. "
+                        "The server then needs no credentials of its own")
     p.add_argument("-m", "--model", dest="serve_model", metavar="MODEL",
                    help="default model for sessions (default: $GEMINI_MODEL or gemini-2.5-flash)")
     p.add_argument("--allowed-models", metavar="NAMES",
@@ -167,16 +175,15 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     import trio
 
     from gemini_split.server.auth import load_auth_config
-    from gemini_split.app import open_model
     from gemini_split.server.config import ServerConfig
     from gemini_split.server.model_names import parse_allowed_models
     from gemini_split._trio_util import single_exceptions
-    from gemini_split.transport import ServeOptions, TransportError
+    from gemini_split.transport import ServeOptions, TransportError, is_loopback_host
 
     e = env.environ
     # The key first, before anything else (this also builds the model, which
     # imports google-genai).
-    model_name, model = open_model(args.serve_model, env, missing_key_hint="; the server needs it to talk to Gemini.")
+    model_name, model = _serve_model(args, env)
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ConfigurationError("--tls-cert and --tls-key go together")
 
@@ -199,13 +206,13 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         address = args.listen  # the unix transport checks its path and refuses other uids (SO_PEERCRED)
     else:
         host, port = _parse_listen(args.listen, e.get("GEMINI_SERVER_PORT"))
-        if authenticate is None and not _is_loopback(host) and not args.insecure_no_auth:
+        if authenticate is None and not is_loopback_host(host) and not args.insecure_no_auth:
             raise ConfigurationError(
                 f"refusing to listen on {host} without authentication: anyone who can reach it "
                 "could use your API key. Pass --auth-config FILE (or GEMINI_AUTH_CONFIG), or "
                 "--insecure-no-auth if you really mean it."
             )
-        local = _is_loopback(host)
+        local = is_loopback_host(host)
         scheme = "wss" if args.tls_cert else "ws"
         address = f"{scheme}://{_bracket(host)}:{port}"
 
@@ -214,7 +221,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         if args.stdio:
             raise ConfigurationError("--acp-ws needs a listening server, not --stdio")
         acp_host, acp_port = _parse_listen(args.acp_ws or None, e.get("GEMINI_PORT") or "4444")
-        if authenticate is None and not _is_loopback(acp_host) and not args.insecure_no_auth:
+        if authenticate is None and not is_loopback_host(acp_host) and not args.insecure_no_auth:
             raise ConfigurationError(
                 f"refusing to serve ACP on {acp_host} without authentication: pass --auth-config FILE "
                 "(or GEMINI_AUTH_CONFIG), or --insecure-no-auth if you really mean it."
@@ -263,7 +270,13 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     from gemini_split.commands.options import server_tools_options
 
     server_tools = server_tools_from(server_tools_options(args), env)
-    service = AgentService(model, config, authenticate=authenticate, store=store, server_tools=server_tools)
+    client_model = None
+    if args.allow_client_credentials:
+        from gemini_split.server.callers import network_caller_model
+
+        client_model = functools.partial(network_caller_model, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None)
+    service = AgentService(model, config, authenticate=authenticate, store=store, server_tools=server_tools,
+                           client_model=client_model)
     if redis_url is not None:
         from gemini_split.server.store.redis_replica import DEFAULT_LEASE_TTL, Replica
 
@@ -312,6 +325,37 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         if stop_log is not None:
             stop_log()
     return ExitStatus.SUCCESS
+
+
+def _serve_model(args: argparse.Namespace, env: Environment) -> tuple[str, Any]:
+    """The server's own model name and model: with ``--auth-method``, only
+    by that method; with ``--allow-client-credentials`` and no credentials
+    at all, none (each session runs on its client's key)."""
+    from gemini_split.app import open_model
+    from gemini_split.errors import MissingApiKey
+
+    environ = dict(env.environ)
+    selected = None
+    if args.auth_method == "api-key":
+        environ.pop("GOOGLE_GENAI_USE_VERTEXAI", None)
+    elif args.auth_method == "vertex-ai":
+        if args.allow_client_credentials:
+            raise ConfigurationError("--allow-client-credentials takes Gemini API keys from clients; it does not "
+                                     "go with --auth-method vertex-ai (every session on Vertex AI)")
+        selected = "vertex-ai"
+    try:
+        return open_model(args.serve_model, env, environ=environ, selected_type=selected,
+                          missing_key_hint="; the server needs it to talk to Gemini"
+                          + (", or --allow-client-credentials to take each client's own key."
+                             if not args.allow_client_credentials else "."))
+    except MissingApiKey:
+        if not args.allow_client_credentials or args.auth_method == "vertex-ai" \
+                or environ.get("GOOGLE_GENAI_USE_VERTEXAI"):
+            raise
+    from gemini_split.server.callers import SERVER_HAS_NO_KEY, KeylessModel
+    from gemini_split.server.config import DEFAULT_MODEL
+
+    return args.serve_model or environ.get("GEMINI_MODEL") or DEFAULT_MODEL, KeylessModel(SERVER_HAS_NO_KEY)
 
 
 def state_dir(value: str | None, env: Environment) -> str:
@@ -445,8 +489,10 @@ def _check_who_can_connect(args: argparse.Namespace, authenticate: Any, address:
 def _grpc_address(args: argparse.Namespace, authenticate: Any) -> str:
     """``--grpc HOST:PORT`` as a grpc:// or grpcs:// address. A
     non-loopback address needs TLS and tokens unless --insecure-no-auth."""
+    from gemini_split.transport import is_loopback_host
+
     host, port = _parse_listen(args.grpc, None)
-    if not _is_loopback(host) and not (authenticate is not None and args.tls_cert) and not args.insecure_no_auth:
+    if not is_loopback_host(host) and not (authenticate is not None and args.tls_cert) and not args.insecure_no_auth:
         raise ConfigurationError(
             f"refusing to serve gRPC on {host} without TLS and authentication: pass --tls-cert/--tls-key "
             "and --auth-config FILE, or --insecure-no-auth if you really mean it."
@@ -488,17 +534,6 @@ def _parse_listen(listen: str | None, env_port: str | None) -> tuple[str, int]:
     except ValueError:
         raise ConfigurationError(f"{port_text!r} is not a port number (0-65535)") from None
     return host, port
-
-
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _bracket(host: str) -> str:

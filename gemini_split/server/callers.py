@@ -1,4 +1,4 @@
-"""The local daemon's sessions run on their callers' keys.
+"""Sessions that run on their callers' own keys.
 
 A per-user daemon (``gemini-split daemon``) has no API key of its own: each
 client sends its own in ``hello.caller`` over the Unix socket
@@ -7,19 +7,32 @@ resumes talks to Gemini with that key, endpoint and model.
 :class:`CallerModels` keeps one model (one HTTP connection pool) per key and
 endpoint, so a script calling ``-p`` in a loop reuses warm connections.
 
+A ``serve`` started with ``--allow-client-credentials`` takes a client's
+Gemini API key too (``gemini-split --server … --send-api-key``), from any
+authenticated connection that is private (TLS, or this machine): only the
+key, never an endpoint or Vertex AI settings (the server would send the key
+where the client says, or read its own disk for them). Such a model belongs
+to the session it was sent for (:func:`network_caller_model`), which closes
+it when it unloads: the key goes with it.
+
 Keys are held in memory only, never logged or stored; the session store
 keeps the model's name, not the key.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from gemini_split.errors import ConfigurationError
 from gemini_split.protocol import Caller, ErrorCode
 
 from .model import Chunk, Model, ModelAuthError, ModelRequest
 from .model_names import ModelNameRefused, check_model_name
+
+#: ``(hello.caller, whether the connection is private) → the session's own
+#: model`` (:func:`network_caller_model` with this server's endpoint).
+ClientModel = Callable[[Caller, bool], Model]
+
 
 class CallerRefused(ConfigurationError):
     """A ``hello.caller`` cannot open a session here; ``code`` is the
@@ -30,14 +43,25 @@ class CallerRefused(ConfigurationError):
         self.code = code
 
 
+DAEMON_HAS_NO_KEY = ("this local daemon has no API key of its own: the client sends its key with each "
+                     "session, and this one sent none (set GEMINI_API_KEY where you run gemini-split)")
+SERVER_HAS_NO_KEY = ("this server has no credentials of its own: its clients bring their own Gemini API key, "
+                     "and this session's client sent none (connect with --send-api-key and GEMINI_API_KEY set)")
+
+
 class KeylessModel(Model):
-    """The daemon's own model: it has no key, so a session whose client sent
-    none gets a clear error instead of a request made with someone's key."""
+    """The model of a server without credentials of its own (the local
+    daemon; a ``serve --allow-client-credentials`` with none): a session
+    whose client sent no key gets ``message`` instead of a request made with
+    someone else's key."""
+
+    auth_description = "none (each client sends its own key)"
+
+    def __init__(self, message: str = DAEMON_HAS_NO_KEY):
+        self.message = message
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
-        raise ModelAuthError(
-            "this local daemon has no API key of its own: the client sends its key with each "
-            "session, and this one sent none (set GEMINI_API_KEY where you run gemini-split)")
+        raise ModelAuthError(self.message)
         yield  # pragma: no cover (an async generator that raises at once)
 
 
@@ -105,14 +129,36 @@ def caller_model_name(caller: Caller, default: str, allowed: tuple[str, ...] = (
 
 def accept_caller(callers: CallerModels | None, caller: Caller, *, same_user: bool,
                   default_model: str, allowed: tuple[str, ...] = ()) -> tuple[Model | None, str | None]:
-    """Check a ``hello.caller``: the (model, model name) its session runs
-    with (None: the daemon's own / the session's own). Raises
-    :class:`CallerRefused` with the protocol code to answer, when the
-    connection is not the daemon's own user on its Unix socket (a key is
-    never accepted over the network) or the model is not a Gemini model."""
+    """Check a ``hello.caller`` on the local daemon: the (model, model
+    name) its session runs with (None: the daemon's own / the session's
+    own). Raises :class:`CallerRefused` with the protocol code to answer,
+    when the connection is not the daemon's own user on its Unix socket or
+    the model is not a Gemini model."""
     if callers is None or not same_user:
         raise CallerRefused(
             "hello.caller (an API key) is accepted only by a local daemon over its Unix socket, "
-            "from its own user; this connection is not one", code=ErrorCode.UNAUTHORIZED)
+            "from its own user, or by a server started with --allow-client-credentials; this one is neither",
+            code=ErrorCode.UNAUTHORIZED)
     name = caller_model_name(caller, default_model, allowed) if caller.model else None
     return callers.model_for(caller), name
+
+
+def network_caller_model(caller: Caller, private: bool, *, base_url: str | None) -> Model:
+    """The model a ``serve --allow-client-credentials`` session runs on
+    for a client that sent its key: a new one of the session's own, on this
+    server's endpoint ``base_url``. Raises :class:`CallerRefused` for a key
+    that came over a connection that is not private, and for anything but a
+    key (an endpoint, Vertex AI settings, a model name)."""
+    if not private:
+        raise CallerRefused("an API key is taken only over TLS (wss://) or from this machine; "
+                            "this connection is neither, so the key was not used", code=ErrorCode.UNAUTHORIZED)
+    if caller.google_cloud is not None or caller.base_url or caller.model:
+        raise CallerRefused("a server takes only an API key from its clients (hello.caller.api_key): "
+                            "not an endpoint, Vertex AI settings or a model (send the model with each prompt)")
+    if not caller.api_key:
+        raise CallerRefused("hello.caller carries no API key")
+    from .gemini import GeminiModel
+    from .model_auth import ModelAuth
+
+    return GeminiModel(auth=ModelAuth("api-key", api_key=caller.api_key, key_source="the client",
+                                      base_url=base_url))

@@ -57,7 +57,7 @@ from gemini_split.transport import (
     Principal,
 )
 
-from .callers import CallerModels, CallerRefused, accept_caller
+from .callers import CallerModels, CallerRefused, ClientModel, accept_caller
 from .config import ServerConfig
 from .model import Model
 from .priority import AnswerFirst
@@ -95,11 +95,14 @@ class AgentService:
 
     def __init__(self, model: Model, config: ServerConfig, *, authenticate: Authenticator | None = None,
                  store: SessionStore | None = None, callers: CallerModels | None = None,
-                 server_tools: ServerTools | None = None):
+                 server_tools: ServerTools | None = None, client_model: ClientModel | None = None):
         self.model = model
         #: The local daemon's models by its callers' keys (``hello.caller``);
-        #: None: this server takes no caller's key (every other server).
+        #: None: this server takes no caller's key that way.
         self.callers = callers
+        #: ``serve --allow-client-credentials``: the model a session runs on
+        #: for a client that sent its own key (None: a sent key is refused).
+        self.client_model = client_model
         self.config = config
         self.authenticate = authenticate
         #: ``serve --server-tools``: sessions may run tools here (None: never).
@@ -290,13 +293,25 @@ class AgentService:
         hello = await self._handshake(stream, conn)
         principal = self._authenticated(stream, hello)
         caller = self._caller(stream, hello)
-        hello = self._with_replay_query(stream, hello)
-        choice = self._requested_tools(hello)
-        session = await self._open_session(hello, principal)
+        try:
+            hello = self._with_replay_query(stream, hello)
+            choice = self._requested_tools(hello)
+            session = await self._open_session(hello, principal)
+        except BaseException:
+            if isinstance(caller, Model):  # the client's key: never kept without its session
+                with trio.CancelScope(shield=True):
+                    await caller.aclose()
+            raise
         if isinstance(session, RemoteSession):
+            if isinstance(caller, Model):
+                # Its key stays here: the replica that runs the session
+                # never sees it (nothing of a key goes through Redis).
+                await caller.aclose()
             await self._relay(stream, conn, hello, principal, session)
             return None
-        if caller is not None:
+        if isinstance(caller, Model):
+            session.use_client_model(caller)
+        elif caller is not None:
             session.model = caller[0] or self.model
             session.model_name = caller[1] or session.model_name
         self._give_tools(session, self._restored_tools(session, choice))
@@ -326,12 +341,16 @@ class AgentService:
                 raise Refused(ErrorCode.UNAUTHORIZED, "missing or invalid token")
         return principal
 
-    def _caller(self, stream: MessageStream, hello: Hello) -> tuple[Model | None, str | None] | None:
-        """The local daemon: the model on the caller's key its session runs
-        on (None: no caller named)."""
+    def _caller(self, stream: MessageStream, hello: Hello) -> Model | tuple[Model | None, str | None] | None:
+        """The model on the caller's own key its session runs on: the local
+        daemon's (model, model name), or a model of the session's own from
+        a client of ``serve --allow-client-credentials`` (None: no caller
+        named)."""
         if hello.caller is None:
             return None
         try:
+            if self.client_model is not None and not (self.callers is not None and stream.same_user):
+                return self.client_model(hello.caller, stream.private)
             return accept_caller(self.callers, hello.caller, same_user=stream.same_user,
                                  default_model=self.config.model, allowed=self.config.allowed_models)
         except CallerRefused as exc:

@@ -127,6 +127,8 @@ class Session:
         #: every event logged so far, handed to the store once it exists.
         self._unstored: list[StoredEvent] | None = None
         self.model = model
+        #: Models made from clients' own keys (:meth:`use_client_model`).
+        self._client_models: list[Model] = []
         self.config = config
         #: The server's requests in answer-first order (server/priority.py);
         #: a session of its own has its own.
@@ -308,7 +310,8 @@ class Session:
         self.approvals.timeout = approval_timeout
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Own the session's request tasks until cancelled."""
+        """Own the session's request tasks until cancelled; then close the
+        models made from its clients' keys (the keys go with them)."""
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -317,6 +320,18 @@ class Session:
         finally:
             if self.tool_host is not None:
                 self.tool_host.close()
+            models, self._client_models = self._client_models, []
+            with trio.CancelScope(shield=True):
+                for model in models:
+                    await model.aclose()
+
+    def use_client_model(self, model: Model) -> None:
+        """Talk to Gemini through ``model``, made from the key the client
+        that just attached sent (``serve --allow-client-credentials``), until
+        another client's replaces it. It is this session's alone: closed
+        when the session unloads, never stored."""
+        self._client_models.append(model)
+        self.model = model
 
     @property
     def busy(self) -> bool:

@@ -77,6 +77,10 @@ class _LineStream(MessageStream):
     torn line; one cancelled before any byte went out sends nothing.
     """
 
+    # Pipes to a process on this machine; what that process does with the
+    # bytes (ssh encrypts them) is the user's choice of command.
+    private = True
+
     def __init__(
         self,
         reader: trio.lowlevel.FdStream,

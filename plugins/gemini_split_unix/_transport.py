@@ -67,6 +67,8 @@ class UnixStream(MessageStream):
     line; one cancelled before any byte went out sends nothing. ``aclose``
     closes the socket at once (the peer reads end-of-file)."""
 
+    private = True  # never leaves this machine
+
     def __init__(self, sock: socket.socket, *, max_message_size: int, peer: str, same_user: bool):
         sock.setblocking(False)
         self.peer = peer

@@ -36,6 +36,7 @@ from wsproto.events import (
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
 from gemini_split.transport import (
+    is_loopback_host,
     AuthenticationFailed,
     ConnectFailed,
     ConnectionBroken,
@@ -108,10 +109,12 @@ async def _connect(
     except BaseException:
         await trio.aclose_forcefully(stream)
         raise
-    return ClientStream(
+    client = ClientStream(
         wire, ws, peer=where.public,
         max_message_size=options.max_message_size, close_timeout=close_timeout,
     )
+    client.private = where.scheme == "wss" or is_loopback_host(where.host)
+    return client
 
 
 async def _read_handshake_answer(

@@ -32,6 +32,7 @@ from gemini_split._trio_util import serve_listeners_quietly
 from gemini_split.errors import ConfigurationError
 from gemini_split.throttle import FailedAuthThrottle, client_source, parse_networks
 from gemini_split.transport import (
+    is_loopback_host,
     ConnectionBroken,
     ConnectionClosed,
     ConnectionHandler,
@@ -212,6 +213,7 @@ class _Server:
             close_timeout=self.close_timeout,
             message_queue_size=self.message_queue_size,
         )
+        stream.private = isinstance(tcp, trio.SSLStream) or _is_loopback_peer(tcp)
         stream.query = query_parameters(head.target)
         # Late-joiner replay (issue 11), as the seeds' ACP bridge takes it.
         stream.replay_query = {k: v for k, v in stream.query.items() if k in ("limit", "since", "before")}
@@ -328,6 +330,17 @@ def _host_of(stream: trio.abc.Stream) -> str:
         return str(inner.socket.getpeername()[0])
     except (AttributeError, OSError, IndexError):
         return "?"
+
+
+def _is_loopback_peer(stream: trio.abc.Stream) -> bool:
+    """Whether the TCP peer is on this machine (a proxy in front of us
+    included: the client refuses to send a secret over ws:// elsewhere)."""
+    inner = getattr(stream, "transport_stream", stream)
+    try:
+        host = inner.socket.getpeername()[0]
+    except (AttributeError, OSError, IndexError):
+        return False
+    return is_loopback_host(host)
 
 
 def _peer_of(stream: trio.abc.Stream) -> str:

@@ -168,7 +168,7 @@ async def _latency(url: str, count: int) -> list[float]:
     CLOCK_MONOTONIC: one clock for every process on the machine)."""
     from gemini_split.server.store import SessionRecord, hash_token
     from gemini_split.server.store.redis import RedisStore
-    from gemini_split.server.store.redis_replica import Replica
+    from gemini_split.server.replicas.replica import Replica
 
     reader = RedisStore(url)
     await reader.open()

@@ -331,7 +331,7 @@ def embedded_settings(workspace: Path, backend: str, fake_url: str,
     scripted model. A fresh service per use; ``hold_embedded`` serves and
     closes it."""
     from gemini_split.server.config import ServerConfig
-    from gemini_split.server.scripted import ScriptedModel
+    from gemini_split.server.model.scripted import ScriptedModel
     from gemini_split.server.service import AgentService, create_model
 
     if backend == SCRIPTED:
@@ -458,8 +458,8 @@ async def scripted_model_alone(chunks: int) -> dict:
     """The scripted model's own ceiling in this run: the same long turn (one
     ``trio.sleep`` pause per chunk) streamed in-process with nothing reading
     it but a counter. The daemon cannot deliver chunks faster than this."""
-    from gemini_split.server.model import ModelRequest, TextChunk
-    from gemini_split.server.scripted import ScriptedModel
+    from gemini_split.server.model.base import ModelRequest, TextChunk
+    from gemini_split.server.model.scripted import ScriptedModel
 
     text = "tok " * chunks
     model = ScriptedModel([{"text": text, "chunks": chunks, "chunk_delay": 1e-9}])
@@ -735,8 +735,8 @@ async def model_concurrent(fake: FakeGeminiProcess, sample: dict, n: int, timeou
     model side costs before the daemon's sessions, store and WebSocket.
     Reports its CPU per request up to the last first chunk too."""
     from gemini_split.protocol import ToolSpec
-    from gemini_split.server.gemini import GeminiModel
-    from gemini_split.server.model import ModelRequest, TextChunk
+    from gemini_split.server.model.gemini import GeminiModel
+    from gemini_split.server.model.base import ModelRequest, TextChunk
 
     body = sample["body"]
     tools = [ToolSpec(name=d["name"], description=d.get("description", ""),

@@ -119,9 +119,9 @@ def cpu_per_chunk(rounds: int, chunks: int) -> dict[str, object]:
 def refresh_pauses(lifetime: float, refresh_delay: float) -> dict[str, object]:
     import trio
 
-    from gemini_split.server.gemini import GeminiModel
-    from gemini_split.server.model import ModelRequest, TextChunk
-    from gemini_split.server.model_auth import resolve_model_auth
+    from gemini_split.server.model.gemini import GeminiModel
+    from gemini_split.server.model.base import ModelRequest, TextChunk
+    from gemini_split.server.model.credentials import resolve_model_auth
 
     work = Path(tempfile.mkdtemp(prefix="bench-vertex-"))
 

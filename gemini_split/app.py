@@ -55,9 +55,9 @@ if TYPE_CHECKING:
     from gemini_split.client.profiles import ServerProfile
     from gemini_split.policy import Policy
     from gemini_split.sandbox import Sandbox
-    from gemini_split.server.model import Model
+    from gemini_split.server.model.base import Model
     from gemini_split.server.service import AgentService
-    from gemini_split.server.tool_host import ServerTools
+    from gemini_split.server.session.server_tools import ServerTools
 
 DEFAULT_SERVER_PORT = 8080
 log = logging.getLogger(__name__)
@@ -468,7 +468,7 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
     and the model behind it; one place for both embedded mode and ``serve``.
 
     The way to Gemini (an API key, or Vertex AI with its credentials; see
-    :func:`gemini_split.server.model_auth.resolve_model_auth`, which
+    :func:`gemini_split.server.model.credentials.resolve_model_auth`, which
     ``selected_type``, settings ``security.auth.selectedType``, feeds) is
     decided before anything else happens (and before google-genai is
     imported), so missing credentials are one clear message and exit
@@ -484,7 +484,7 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
     name = flag or e.get("GEMINI_MODEL") or DEFAULT_MODEL
     auth = None
     if not name.startswith("scripted:"):
-        from gemini_split.server.model_auth import NO_CREDENTIALS, resolve_model_auth
+        from gemini_split.server.model.credentials import NO_CREDENTIALS, resolve_model_auth
 
         try:
             auth = resolve_model_auth(e, selected_type=selected_type, home=Path.home())
@@ -581,7 +581,7 @@ async def serve_embedded(service: AgentService, *, task_status: trio.TaskStatus[
 
 def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTools | None:
     """``serve --server-tools`` and its options as the server's
-    :class:`~gemini_split.server.tool_host.ServerTools`, whose tool hosts
+    :class:`~gemini_split.server.session.server_tools.ServerTools`, whose tool hosts
     run this program's own tool registry (:mod:`gemini_split.client.tool_host`);
     None without ``--server-tools``. Raises :class:`ConfigurationError`
     for a bad option, a workspace root that cannot be used, or a sandbox
@@ -595,7 +595,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
             raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
         return None
     from gemini_split.client.tool_host import open_tool_host
-    from gemini_split.server.tool_host import ServerTools
+    from gemini_split.server.session.server_tools import ServerTools
 
     projects: dict[str, Path] = {}
     for entry in options.projects:
@@ -643,7 +643,7 @@ _SHARED_PARENTS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/nix")
 def server_private_paths(options: ServerToolsOptions, env: Environment) -> tuple[Path, ...]:
     """What ``serve`` keeps from its server-side commands (besides the
     workspace root and projects, see
-    :meth:`gemini_split.server.tool_host.ServerTools.confinement`): the
+    :meth:`gemini_split.server.session.server_tools.ServerTools.confinement`): the
     state directory, this program's configuration directory
     (``GEMINI_SPLIT_HOME``), the auth config (``GEMINI_AUTH_CONFIG`` too),
     TLS certificate and key, the ACP log, the Unix socket,

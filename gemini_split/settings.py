@@ -127,7 +127,7 @@ class FolderTrustSettings(_Section):
 class AuthSettings(_Section):
     #: ``security.auth.selectedType``: gemini-cli's auth choice
     #: ("gemini-api-key", "vertex-ai", "compute-default-credentials",
-    #: "oauth-personal"); see gemini_split/server/model_auth.py.
+    #: "oauth-personal"); see gemini_split/server/model/credentials.py.
     selected_type: str | None = None
 
 

@@ -36,9 +36,31 @@ LAYERS = {
     "gemini_split_loopback": 6,
     "gemini_split_websocket": 6,
     "gemini_split_stdio": 6,
+    "gemini_split_unix": 6,
     "gemini_split_grpc": 6,
     "gemini_split.protocol": 7,
 }
+
+#: Inside the server, the same rule by sub-package: the service (a
+#: connection's way in, operations, tokens) → replicas → the session core →
+#: the model and the store, which never import each other → config, a leaf.
+SERVER_LAYERS = {
+    "gemini_split.server.service": 0,
+    "gemini_split.server.ops": 0,
+    "gemini_split.server.auth": 0,
+    "gemini_split.server.replicas": 1,
+    "gemini_split.server.session": 2,
+    "gemini_split.server.model": 3,
+    "gemini_split.server.store": 3,
+    "gemini_split.server.config": 4,
+}
+
+
+def _server_layer(module: str) -> tuple[str, int] | None:
+    for prefix, level in SERVER_LAYERS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix, level
+    return None
 
 
 def _layer(module: str) -> tuple[str, int]:
@@ -94,6 +116,26 @@ def test_imports_only_run_downward():
                 continue
             if target_level < level or sideways:
                 wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({layer}) imports {imported} ({target})")
+    assert wrong == []
+
+
+def test_inside_the_server_imports_run_down_the_sub_packages():
+    """The old cycles (the store's relay importing the service, the session
+    manager importing the relay) and any new one fail here."""
+    wrong = []
+    server = PACKAGE / "server"
+    for path in server.rglob("*.py"):
+        module = _module_name(path)
+        own = _server_layer(module)
+        if own is None:
+            assert module == "gemini_split.server", f"{module} belongs to no server sub-package: add it to SERVER_LAYERS"
+            continue
+        for line, imported in _imports(path, module):
+            target = _server_layer(imported)
+            if target is None or target[0] == own[0]:
+                continue
+            if target[1] <= own[1]:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({own[0]}) imports {imported}")
     assert wrong == []
 
 

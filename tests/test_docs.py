@@ -56,7 +56,7 @@ def test_every_example_is_the_wire_form_this_implementation_sends():
 
 def test_the_health_example_in_deployment_md_is_what_a_fresh_server_answers():
     from gemini_split.server.config import ServerConfig
-    from gemini_split.server.scripted import ScriptedModel
+    from gemini_split.server.model.scripted import ScriptedModel
     from gemini_split.server.service import AgentService
 
     deployment = (DOC.parent / "deployment.md").read_text()

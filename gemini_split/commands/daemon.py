@@ -111,7 +111,7 @@ def _run(env: Environment, idle_exit: float) -> ExitStatus:
 
     from gemini_split._trio_util import single_exceptions
     from gemini_split.client.local_daemon import daemon_paths
-    from gemini_split.server.callers import CallerModels, KeylessModel
+    from gemini_split.server.model.callers import CallerModels, KeylessModel
     from gemini_split.server.config import DEFAULT_MODEL, ServerConfig
     from gemini_split.server.service import AgentService
     from gemini_split.server.store import StoreError, open_store

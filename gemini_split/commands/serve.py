@@ -176,7 +176,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     from gemini_split.server.auth import load_auth_config
     from gemini_split.server.config import ServerConfig
-    from gemini_split.server.model_names import parse_allowed_models
+    from gemini_split.server.model.names import parse_allowed_models
     from gemini_split._trio_util import single_exceptions
     from gemini_split.transport import ServeOptions, TransportError, is_loopback_host
 
@@ -272,13 +272,13 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     server_tools = server_tools_from(server_tools_options(args), env)
     client_model = None
     if args.allow_client_credentials:
-        from gemini_split.server.callers import network_caller_model
+        from gemini_split.server.model.callers import network_caller_model
 
         client_model = functools.partial(network_caller_model, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None)
     service = AgentService(model, config, authenticate=authenticate, store=store, server_tools=server_tools,
                            client_model=client_model)
     if redis_url is not None:
-        from gemini_split.server.store.redis_replica import DEFAULT_LEASE_TTL, Replica
+        from gemini_split.server.replicas.replica import DEFAULT_LEASE_TTL, Replica
 
         # One replica of several: a session runs where its lease is held.
         service.manager.replica = Replica(store, lease_ttl=args.lease_ttl or DEFAULT_LEASE_TTL)  # type: ignore[arg-type]
@@ -304,7 +304,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if grpc_address:
         import msgspec
 
-        from gemini_split.server.model_names import check_model_name
+        from gemini_split.server.model.names import check_model_name
 
         listeners.append((grpc_address, msgspec.structs.replace(options, extra={
             "check_model": functools.partial(check_model_name, allowed=config.allowed_models, default=config.model),
@@ -352,7 +352,7 @@ def _serve_model(args: argparse.Namespace, env: Environment) -> tuple[str, Any]:
         if not args.allow_client_credentials or args.auth_method == "vertex-ai" \
                 or environ.get("GOOGLE_GENAI_USE_VERTEXAI"):
             raise
-    from gemini_split.server.callers import SERVER_HAS_NO_KEY, KeylessModel
+    from gemini_split.server.model.callers import SERVER_HAS_NO_KEY, KeylessModel
     from gemini_split.server.config import DEFAULT_MODEL
 
     return args.serve_model or environ.get("GEMINI_MODEL") or DEFAULT_MODEL, KeylessModel(SERVER_HAS_NO_KEY)

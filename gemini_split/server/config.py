@@ -15,7 +15,7 @@ class ServerConfig:
 
     model: str = DEFAULT_MODEL
     #: Model names or patterns a client may ask for (empty: any valid name;
-    #: ``model`` itself always). See :mod:`gemini_split.server.model_names`.
+    #: ``model`` itself always). See :mod:`gemini_split.server.model.names`.
     allowed_models: tuple[str, ...] = ()
     #: Model calls allowed for one request before it ends with turn_limit.
     max_turns: int = 100
@@ -30,7 +30,7 @@ class ServerConfig:
     retry_max_delay: float = 30.0
     #: A fixed system instruction for every session; None (the default):
     #: one built per session from its tools, approval mode, workspace and
-    #: context files (``server/prompts.py``).
+    #: context files (``server/session/prompts.py``).
     system_instruction: str | None = None
     #: Seconds a new connection has to send hello.
     hello_timeout: float = 10.0
@@ -55,6 +55,6 @@ class ServerConfig:
     allow_attach_by_id: bool = True
     #: Seconds a request already streaming waits at most, per output, for
     #: requests that have not answered yet while the loop is busy, and how
-    #: many ready tasks make it busy (``server/priority.py``).
+    #: many ready tasks make it busy (``server/session/priority.py``).
     answer_first_wait: float = 0.5
     answer_first_busy_tasks: int = 100

@@ -57,18 +57,18 @@ from gemini_split.transport import (
     Principal,
 )
 
-from .callers import CallerModels, CallerRefused, ClientModel, accept_caller
+from .model.callers import CallerModels, CallerRefused, ClientModel, accept_caller
 from .config import ServerConfig
-from .model import Model
-from .priority import AnswerFirst
-from .session import Session
-from .sessions import AmbiguousSession, RemoteSession, SessionManager
-from .sessions import no_such_session as _no_such_session
-from .views import OBSERVER, AttachPoint, View
-from .replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
+from .model.base import Model
+from .session.priority import AnswerFirst
+from .session.session import Session
+from .session.manager import AmbiguousSession, RemoteSession, SessionManager
+from .session.manager import no_such_session as _no_such_session
+from .session.views import OBSERVER, AttachPoint, View
+from .session.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
-from .tool_host import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
+from .session.server_tools import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
 
 log = logging.getLogger(__name__)
 
@@ -111,15 +111,23 @@ class AgentService:
         #: service (``serve``, embedded mode).
         self.store = store if store is not None else MemoryStore(replay_capacity=config.replay_capacity)
         self._store_opened = False
-        #: Requests that have not answered go before streams (server/priority.py).
+        #: Requests that have not answered go before streams (server/session/priority.py).
         self.priority = AnswerFirst(max_wait=config.answer_first_wait, busy_tasks=config.answer_first_busy_tasks)
         self.manager = SessionManager(self.store, self._new_session, detached_grace=config.detached_grace,
                                       allow_attach_by_id=config.allow_attach_by_id)
+        self.manager.on_forwarded = self._run_forwarded
         #: Every attached connection (by its view): its stream and protocol state.
         self._streams: dict[int, tuple[MessageStream, Connection]] = {}
         #: Connections relayed to another replica now.
         self.relays = 0
         self.shutting_down = False
+
+    async def _run_forwarded(self, command: Any) -> None:
+        """A relay on another replica forwarded a client's message for a
+        session that runs here (replicas only: their code loads here)."""
+        from .replicas.relay import run_forwarded
+
+        await run_forwarded(self.manager, command)
 
     @property
     def _capabilities(self) -> list[str]:
@@ -157,7 +165,7 @@ class AgentService:
         """Open a new session of ``principal`` in this service: the one call
         a face (gRPC, ACP) makes. ``tools``: run its tools on the server —
         approval mode, project, core/exclude tool lists
-        (:class:`~gemini_split.server.tool_host.ToolChoice`; e.g.
+        (:class:`~gemini_split.server.session.server_tools.ToolChoice`; e.g.
         ``ToolChoice(approval_mode="reject_dangerous")``); None: the
         client's tools. Raises :class:`ServerToolsRefused` (with its stable
         code) when this server does not allow that choice, and
@@ -424,7 +432,7 @@ class AgentService:
     async def _relay(self, stream: MessageStream, conn: Connection, hello: Hello, principal: Principal | None,
                      remote: RemoteSession) -> None:
         """Serve a client whose session another replica runs."""
-        from .store.redis_relay import Relay
+        from .replicas.relay import Relay
 
         relay = Relay(self.manager.replica, stream, conn, remote.record, remote.holder, principal,
                       resume_token=hello.resume_token, last_seq=hello.last_seq,
@@ -441,7 +449,7 @@ class AgentService:
             self.relays -= 1
 
     async def _plan_replay(self, session: Session, replay: Replay, upto: int) -> ReplayPlan:
-        """Which logged events ``replay`` asks for (see ``server/replay.py``):
+        """Which logged events ``replay`` asks for (see ``server/session/replay.py``):
         planned from the store's marks, or from the in-memory log of a
         session not stored yet."""
         marks = None
@@ -615,12 +623,12 @@ def create_model(name: str, *, api_key: str | None = None, base_url: str | None 
                  auth: Any = None) -> Model:
     """The model behind a server: ``scripted:FILE`` replays a script,
     anything else is a Gemini model name (google-genai imported here),
-    reached with ``auth`` (a :class:`~.model_auth.ModelAuth`) or ``api_key``."""
+    reached with ``auth`` (a :class:`~.model.credentials.ModelAuth`) or ``api_key``."""
     if name.startswith("scripted:"):
-        from .scripted import ScriptedModel
+        from .model.scripted import ScriptedModel
 
         return ScriptedModel.from_file(name.removeprefix("scripted:"))
-    from .gemini import GeminiModel
+    from .model.gemini import GeminiModel
 
     if auth is None and not api_key:
         raise ValueError("an API key is required for the Gemini API")

@@ -195,7 +195,7 @@ from urllib.parse import parse_qs, urlsplit
 
 # The script format is the scripted model's too; it lives with the server so
 # runtime code never imports this testing package.
-from gemini_split.server.script_format import (
+from gemini_split.server.model.script_format import (
     _CONTENT_KEYS,
     STATUS_NAMES,
     grounding_metadata,

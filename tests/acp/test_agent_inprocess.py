@@ -12,7 +12,7 @@ from gemini_split.acp.agent import AcpAgent
 from gemini_split.acp.bridge import BRIDGE_TOOLS
 from gemini_split.acp.peer import RpcPeer
 from gemini_split.client.connect import ClientSettings
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
 
 from ..server.helpers import serving

@@ -69,7 +69,7 @@ def test_with_a_key_in_the_environment_nothing_needs_authenticating(tmp_path):
 
 
 async def test_the_bridge_offers_no_authentication_the_key_is_the_servers(tmp_path):
-    from gemini_split.server.scripted import ScriptedModel
+    from gemini_split.server.model.scripted import ScriptedModel
 
     from .test_agent_inprocess import bridge_agent
 

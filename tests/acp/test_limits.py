@@ -118,7 +118,7 @@ def test_bridge_refuses_15_mb_cwds_and_holds_no_memory_for_them(tmp_path):
 
 async def test_a_users_sessions_keep_at_most_their_byte_budget_for_late_joiners(tmp_path):
     from gemini_split.protocol import Replay
-    from gemini_split.server.scripted import ScriptedModel
+    from gemini_split.server.model.scripted import ScriptedModel
 
     from .test_agent_inprocess import bridge_agent
 

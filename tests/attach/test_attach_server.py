@@ -26,7 +26,7 @@ from gemini_split.protocol import (
     ToolExecutionResponse,
 )
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.transport import ConnectOptions, Principal, ServeOptions, get_transport
 

@@ -11,7 +11,7 @@ import trio
 
 from gemini_split.protocol import Connected, Error, Finished, GenerateContentRequest, Hello, RequestStarted, TextDelta
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
 

@@ -9,8 +9,8 @@ import trio.testing
 
 from gemini_split.protocol import ClientsChanged, Finished, GenerateContentRequest, TextDelta
 from gemini_split.protocol.state import EventLog
-from gemini_split.server.scripted import ScriptedModel
-from gemini_split.server.views import FAN_OUT_INTERVAL_PER_VIEW, MIN_BATCH_INTERVAL, View, fan_out_interval
+from gemini_split.server.model.scripted import ScriptedModel
+from gemini_split.server.session.views import FAN_OUT_INTERVAL_PER_VIEW, MIN_BATCH_INTERVAL, View, fan_out_interval
 from gemini_split.stamping import stamp
 
 from .test_attach_server import _text, _words, hello, serving

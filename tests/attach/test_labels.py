@@ -6,7 +6,7 @@ first one sees."""
 from __future__ import annotations
 
 from gemini_split.protocol import ClientsChanged, GenerateContentRequest
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 
 from ..servertools.helpers import finish, hello, serving, until
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from gemini_split.server.web_search import with_citations
+from gemini_split.server.model.web_search import with_citations
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from .helpers import API_KEY, Sandbox, declared_tools
@@ -167,9 +167,9 @@ async def test_the_scripted_model_grounds_as_google_genai_parses_the_wire_form()
     of the fake server's wire form, so the offline path cites the same way."""
     from google.genai import types
 
-    from gemini_split.server.model import GroundingChunk, ModelRequest
-    from gemini_split.server.script_format import grounding_metadata
-    from gemini_split.server.scripted import ScriptedModel
+    from gemini_split.server.model.base import GroundingChunk, ModelRequest
+    from gemini_split.server.model.script_format import grounding_metadata
+    from gemini_split.server.model.scripted import ScriptedModel
 
     request = ModelRequest(model="m", contents=[{"role": "user", "parts": [{"text": "q"}]}], google_search=True)
     chunks = [c async for c in ScriptedModel([GROUNDED]).stream(request)]

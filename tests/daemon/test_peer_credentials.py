@@ -122,7 +122,7 @@ async def test_the_client_refuses_a_server_of_another_uid():
 async def test_a_caller_key_is_refused_on_any_other_transport(tmp_path):
     """hello.caller (a key) over loopback, i.e. anything but the daemon's own
     user on its Unix socket, is a fatal unauthorized error."""
-    from gemini_split.server.callers import CallerModels, KeylessModel
+    from gemini_split.server.model.callers import CallerModels, KeylessModel
     from gemini_split.server.config import ServerConfig
     from gemini_split.server.service import AgentService
 

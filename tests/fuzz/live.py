@@ -20,7 +20,7 @@ import trio
 from gemini_split.protocol import ErrorCode, Hello, encode
 from gemini_split.stamping import stamp
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.transport import ServeOptions, get_transport
 

@@ -1,12 +1,12 @@
 """The answer's first text reaches the agent loop alone, before the rest of
-its block is read (the time to first delta; server/priority.py)."""
+its block is read (the time to first delta; server/session/priority.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from gemini_split.server.gemini import GeminiModel
-from gemini_split.server.model import ModelRequest, PartChunk, TextChunk, ThoughtChunk
+from gemini_split.server.model.gemini import GeminiModel
+from gemini_split.server.model.base import ModelRequest, PartChunk, TextChunk, ThoughtChunk
 from gemini_split.testing.fake_gemini import FakeGemini
 
 KEY = "test-key"

@@ -15,8 +15,8 @@ import httpx2
 import pytest
 
 from gemini_split.protocol import ToolSpec
-from gemini_split.server.gemini import GeminiModel, _config, _translate_api_error, chunks_of
-from gemini_split.server.model import ModelError, ModelRequest, PartChunk, TextChunk, ThoughtChunk
+from gemini_split.server.model.gemini import GeminiModel, _config, _translate_api_error, chunks_of
+from gemini_split.server.model.base import ModelError, ModelRequest, PartChunk, TextChunk, ThoughtChunk
 from gemini_split.testing.fake_gemini import FakeGemini
 from google.genai import errors as genai_errors
 
@@ -231,7 +231,7 @@ async def test_the_config_is_converted_once_per_tool_set_and_instruction():
 async def test_many_concurrent_requests_spread_over_connection_pools_and_one_user_keeps_one():
     import trio
 
-    from gemini_split.server import gemini
+    from gemini_split.server.model import gemini
 
     n = 2 * gemini.POOL_REQUESTS + 2
     # Slow answers: every request is still running when the last one is sent.
@@ -262,7 +262,7 @@ async def test_three_hundred_concurrent_requests_are_all_in_flight_at_once():
     all reach the fake before any is answered."""
     import trio
 
-    from gemini_split.server import gemini
+    from gemini_split.server.model import gemini
 
     n = 300
     with FakeGemini([{"text": "slow", "delay": 60}] * n, api_key=KEY) as fake:

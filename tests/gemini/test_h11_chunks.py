@@ -15,8 +15,8 @@ from h11 import _readers
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemini_split.server import h11_chunks
-from gemini_split.server.h11_chunks import MergingChunkedReader
+from gemini_split.server.model import h11_chunks
+from gemini_split.server.model.h11_chunks import MergingChunkedReader
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -6,9 +6,9 @@ import pytest
 
 from gemini_split.protocol import ToolSpec
 from gemini_split.protocol.messages import ContextFile, SessionContext
-from gemini_split.server.agent import AgentRun, _system_instruction
+from gemini_split.server.session.loop import AgentRun, _system_instruction
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.prompts import ContextBlock, PromptFacts, system_instruction
+from gemini_split.server.session.prompts import ContextBlock, PromptFacts, system_instruction
 
 TOOLS = [ToolSpec(name="read_file", description="Reads a file.", parameters={"type": "object"})]
 

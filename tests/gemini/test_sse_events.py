@@ -15,7 +15,7 @@ from google.genai import _api_client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemini_split.server.gemini import SseEvents
+from gemini_split.server.model.gemini import SseEvents
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

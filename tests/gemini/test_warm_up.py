@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from gemini_split import collector
-from gemini_split.server.gemini import GeminiModel
+from gemini_split.server.model.gemini import GeminiModel
 
 
 @pytest.mark.timeout(30)
@@ -29,7 +29,7 @@ def test_warm_up_builds_the_request_state_without_any_io():
 def test_settle_for_serving_freezes_start_up_and_raises_the_young_threshold():
     # In a process of its own: this one's collector is left alone.
     script = ("import gc, json; from gemini_split.collector import settle_for_serving; "
-              "import gemini_split.server.gemini; settle_for_serving(); "
+              "import gemini_split.server.model.gemini; settle_for_serving(); "
               "print(json.dumps([gc.get_threshold(), gc.get_freeze_count(), gc.isenabled()]))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=50)
     threshold, frozen, enabled = __import__("json").loads(out.stdout)

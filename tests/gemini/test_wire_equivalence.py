@@ -18,9 +18,9 @@ from google.genai import _common, models, types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gemini_split.server.gemini import _typed_response, chunks_of
-from gemini_split.server.gemini_wire import FastChunk, fast_chunks, plain_text, wire_content
-from gemini_split.server.model import FunctionCallChunk, PartChunk, TextChunk, ThoughtChunk, UsageChunk
+from gemini_split.server.model.gemini import _typed_response, chunks_of
+from gemini_split.server.model.wire import FastChunk, fast_chunks, plain_text, wire_content
+from gemini_split.server.model.base import FunctionCallChunk, PartChunk, TextChunk, ThoughtChunk, UsageChunk
 
 MODEL = "gemini-2.5-flash"
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -19,7 +19,7 @@ import trio
 
 from gemini_split.server.auth import load_auth_config
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.gemini import GeminiModel
+from gemini_split.server.model.gemini import GeminiModel
 from gemini_split.server.service import AgentService
 from gemini_split.transport import ServeOptions, get_transport
 

@@ -9,7 +9,7 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from gemini_split.server.model_names import check_model_name
+from gemini_split.server.model.names import check_model_name
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from .helpers import Outcome, chat, grpc_server, prompt, start

@@ -50,7 +50,7 @@ def test_json_output_names_the_grpc_session(tmp_path):
 def test_a_model_the_server_refuses_fails_the_run_with_its_reason(tmp_path):
     from functools import partial
 
-    from gemini_split.server.model_names import check_model_name
+    from gemini_split.server.model.names import check_model_name
 
     extra = {"check_model": partial(check_model_name, allowed=("gemini-2.5-*",), default="gemini-2.5-flash")}
     with FakeGemini() as fake:

@@ -128,7 +128,7 @@ async def test_many_relays_blocked_in_xread_do_not_hold_up_writes(redis_server, 
     more relays than the command pool has connections (64), writes and
     lease renewals must not queue behind them: blocking reads have a pool
     of their own."""
-    from gemini_split.server.store import redis_replica
+    from gemini_split.server.replicas import replica as redis_replica
 
     monkeypatch.setattr(redis_replica, "BLOCK_MS", 60_000)  # a read blocks for the whole test
     store = RedisStore(redis_server.url_with_prefix())

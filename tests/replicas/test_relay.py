@@ -25,10 +25,10 @@ from gemini_split.protocol import (
     ToolExecutionResponse,
 )
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.server.store.redis import RedisStore
-from gemini_split.server.store.redis_replica import Replica
+from gemini_split.server.replicas.replica import Replica
 from gemini_split.testing import redis_server as rs
 from gemini_split.transport import ServeOptions, get_transport
 

@@ -21,7 +21,7 @@ from gemini_split.client.workspace import Workspace
 from gemini_split.protocol import Hello, decode, encode
 from gemini_split.server.config import ServerConfig
 from gemini_split.stamping import stamp
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
 

@@ -1,4 +1,4 @@
-"""Requests that have not answered go before streams (server/priority.py).
+"""Requests that have not answered go before streams (server/session/priority.py).
 
 A request already streaming lets the server's unanswered requests go first
 after each delta it hands on — only while the loop is busy, and never for
@@ -17,7 +17,7 @@ import trio
 
 from gemini_split.protocol import Finished, GenerateContentRequest, TextDelta
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.transport import ServeOptions, get_transport
 

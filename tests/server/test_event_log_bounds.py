@@ -16,7 +16,7 @@ from gemini_split.protocol import (
     GetHistory,
     History,
 )
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 
 from .helpers import raw_client, serving
 

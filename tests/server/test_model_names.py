@@ -13,8 +13,8 @@ import trio
 
 from gemini_split.protocol import Error, Finished, GenerateContentRequest, TextDelta
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.gemini import GeminiModel
-from gemini_split.server.model_names import (
+from gemini_split.server.model.gemini import GeminiModel
+from gemini_split.server.model.names import (
     check_model_name,
     is_valid_model_name,
     parse_allowed_models,

@@ -6,7 +6,7 @@ import trio
 import trio.testing
 
 from gemini_split.protocol import Finished, TextDelta, ThinkingDelta, ToolStarted
-from gemini_split.server.outbox import Outbox
+from gemini_split.server.session.outbox import Outbox
 
 
 async def test_deltas_merge_while_the_writer_lags_and_order_is_kept():

@@ -15,7 +15,7 @@ from gemini_split.protocol import (
     ToolDecision,
     ToolExecutionResponse,
 )
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.stamping import stamp
 
 from .helpers import raw_client, serving

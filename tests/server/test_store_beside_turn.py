@@ -17,7 +17,7 @@ import trio
 
 from gemini_split.protocol import Error, Finished, GenerateContentRequest, RequestStarted, TextDelta
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.server.store import SessionRecord, StoreError
 from gemini_split.server.store.sqlite import SQLiteStore

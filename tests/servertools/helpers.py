@@ -16,9 +16,9 @@ import trio
 from gemini_split.client.tool_host import open_tool_host
 from gemini_split.protocol import Finished, Hello, ServerEvent
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
-from gemini_split.server.tool_host import ServerTools
+from gemini_split.server.session.server_tools import ServerTools
 from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
 
 from ..server.helpers import RawClient

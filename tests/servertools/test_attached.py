@@ -13,7 +13,7 @@ from gemini_split.protocol import (
     ToolDecided,
     ToolDecision,
 )
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 
 from .helpers import APPROVER, finish, hello, make_server_tools, serving, until
 from .test_server_tools import _write

@@ -15,7 +15,7 @@ from gemini_split.protocol import (
     ToolDecision,
     ToolError,
 )
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 
 from ..tools.conftest import CANARY_TEXT, Env
 from ..tools.test_path_corpus import REFUSAL_CODES, _calls, escapes

@@ -17,7 +17,7 @@ from gemini_split.client.tools.base import ToolFailed, ToolKind
 from gemini_split.client.tools.registry import default_tools
 from gemini_split.client.workspace import Workspace
 from gemini_split.protocol import ToolCompleted, ToolDecided, ToolDecision, ToolError
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.transport import ConnectOptions, get_transport
 
 from .helpers import make_server_tools, serving

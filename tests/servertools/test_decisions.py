@@ -19,7 +19,7 @@ from gemini_split.protocol import (
     ToolDecided,
     ToolDecision,
 )
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 
 from .helpers import APPROVER, finish, hello, make_server_tools, serving, until
 

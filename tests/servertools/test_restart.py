@@ -20,7 +20,7 @@ from gemini_split.protocol import (
     ToolExecutionRequest,
 )
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.server.store.sqlite import SQLiteStore
 from gemini_split.transport import ServeOptions, get_transport

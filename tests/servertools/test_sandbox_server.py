@@ -17,7 +17,7 @@ import trio
 
 from gemini_split.protocol import GenerateContentRequest, ToolCompleted, ToolError, ToolStarted
 from gemini_split.sandbox import Sandbox
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 
 from .helpers import finish, hello, make_server_tools, serving
 

@@ -26,7 +26,7 @@ from gemini_split.protocol import (
     ToolError,
     ToolStarted,
 )
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 
 from .helpers import APPROVER, finish, hello, make_server_tools, serving, until
 
@@ -187,7 +187,7 @@ async def test_a_session_dropped_for_idleness_takes_its_workspace_along(tmp_path
     from gemini_split.commands.serve import _expire_sessions
     from gemini_split.server.store import SessionRecord
     from gemini_split.server.store.memory import MemoryStore
-    from gemini_split.server.tool_host import ToolChoice
+    from gemini_split.server.session.server_tools import ToolChoice
 
     tools = make_server_tools(tmp_path / "ws")
     store = MemoryStore()

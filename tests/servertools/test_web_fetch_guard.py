@@ -22,8 +22,8 @@ from gemini_split.client.tool_host import open_tool_host
 from gemini_split.client.tools import ToolFailed, default_tools
 from gemini_split.client.tools.web_guard import AddressGuard, blocked_reason
 from gemini_split.protocol import GenerateContentRequest, ToolError
-from gemini_split.server.scripted import ScriptedModel
-from gemini_split.server.tool_host import ToolHostSpec
+from gemini_split.server.model.scripted import ScriptedModel
+from gemini_split.server.session.server_tools import ToolHostSpec
 
 from ..inprocess import cli
 from ..test_serve_e2e import API_KEY, _env

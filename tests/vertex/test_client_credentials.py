@@ -20,7 +20,7 @@ import trio
 from gemini_split.client.protocol_client import ProtocolClient
 from gemini_split.memory_pair import open_memory_pair
 from gemini_split.protocol import Caller
-from gemini_split.server.callers import CallerRefused, network_caller_model
+from gemini_split.server.model.callers import CallerRefused, network_caller_model
 from gemini_split.testing import redis_server
 from gemini_split.testing.fake_gemini import FakeGemini
 from gemini_split.transport import ConnectFailed

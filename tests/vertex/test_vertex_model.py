@@ -9,9 +9,9 @@ import time
 import pytest
 import trio
 
-from gemini_split.server.gemini import GeminiModel
-from gemini_split.server.model import ModelAuthError, ModelError, ModelRequest, TextChunk
-from gemini_split.server.model_auth import AccessTokens, resolve_model_auth
+from gemini_split.server.model.gemini import GeminiModel
+from gemini_split.server.model.base import ModelAuthError, ModelError, ModelRequest, TextChunk
+from gemini_split.server.model.credentials import AccessTokens, resolve_model_auth
 from gemini_split.testing.fake_gemini import FakeGemini
 from gemini_split.testing.fake_google_auth import FakeGoogleAuth
 

@@ -28,7 +28,7 @@ import trio
 from gemini_split.log_limits import limit_log_handler
 from gemini_split.protocol import Hello, encode
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.scripted import ScriptedModel
+from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, ConnectOptions, ServeOptions, get_transport

@@ -121,7 +121,7 @@ class SessionSummary:
 class StoredEvent:
     """One logged event: its seq, the request it belongs to (if any), the
     event exactly as it was sent (encoded JSON text), and — for late-joiner
-    replay (``server/replay.py``) — its ``timestamp`` (Unix ms) and wire
+    replay (``server/session/replay.py``) — its ``timestamp`` (Unix ms) and wire
     ``type``."""
 
     seq: int
@@ -219,7 +219,7 @@ class SessionStore(ABC):
     @abstractmethod
     async def event_marks(self, session_id: str) -> list[EventMark] | None:
         """Seq, timestamp, request id and type of every kept event of the
-        session, oldest first (what :func:`~gemini_split.server.replay.plan_replay`
+        session, oldest first (what :func:`~gemini_split.server.session.replay.plan_replay`
         reads to find turns and times); ``None`` when there is no such
         session."""
 

@@ -16,7 +16,7 @@ Keys (``PREFIX`` is ``gs:`` unless ``?prefix=`` in the URL says otherwise;
 ``PREFIX{id}:e``   stream: one entry per event, entry id ``SEQ-0``, fields
                    ``d`` (the event's JSON), ``r`` (its request id), ``t``
                    (its timestamp, Unix ms) and ``y`` (its type).
-``PREFIX{id}:lease``  which replica runs the session (see :mod:`.redis_lease`).
+``PREFIX{id}:lease``  which replica runs the session (see :mod:`..replicas.replica`).
 ``PREFIX{id}:cmd`` stream: messages relayed to the replica that runs it.
 ``PREFIX owner:<owner>``  sorted set: the owner's session ids by ``updated``.
 ``PREFIX all``     sorted set: every session id by ``updated`` (expiry).

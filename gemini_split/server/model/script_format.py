@@ -1,7 +1,7 @@
 """The script format of the fake Gemini server and of the ``scripted:``
 model: a JSON list of turns, each consumed by one model call.
 
-Shared by :mod:`gemini_split.server.scripted` (runtime: ``--model
+Shared by :mod:`gemini_split.server.model.scripted` (runtime: ``--model
 scripted:FILE``) and :mod:`gemini_split.testing.fake_gemini` (tests); the
 turn keys are documented there. Here so that runtime code never imports the
 testing package. Standard library only.

@@ -9,8 +9,8 @@ run over what was logged (what a view attaching is told), the attached
 from the outbox to the log and to every view (:meth:`Broadcast.pump`).
 The :class:`~.session.Session` only emits into it, and hears back through
 three hooks (an event logged, a batch handed out, a view gone); the
-:class:`~.sessions.SessionManager` runs the pump and unloads the session
-when the pump returns. See ``server/sessions.py`` for the whole shape.
+:class:`~.manager.SessionManager` runs the pump and unloads the session
+when the pump returns. See ``server/session/manager.py`` for the whole shape.
 """
 
 from __future__ import annotations

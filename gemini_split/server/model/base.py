@@ -2,8 +2,8 @@
 
 The agent loop sees a :class:`Model`: give it the conversation (Gemini
 ``Content`` objects as JSON dicts) and the tools, get back a stream of
-chunks. :mod:`gemini_split.server.gemini` implements it with google-genai;
-:mod:`gemini_split.server.scripted` replays a script, so tests and demos run
+chunks. :mod:`gemini_split.server.model.gemini` implements it with google-genai;
+:mod:`gemini_split.server.model.scripted` replays a script, so tests and demos run
 without a network.
 """
 

@@ -60,17 +60,17 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.transport import Principal
 
-from .agent import SERVER_TOOLS, AgentRun, TurnLimitExceeded, call_server_tool, run_agent
+from .loop import SERVER_TOOLS, AgentRun, TurnLimitExceeded, call_server_tool, run_agent
 from .approvals import Approvals, DecisionRefused
-from .config import ServerConfig
-from .model import Model, ModelAuthError, ModelError
-from .model_names import ModelNameRefused, check_model_name
+from ..config import ServerConfig
+from ..model.base import Model, ModelAuthError, ModelError
+from ..model.names import ModelNameRefused, check_model_name
 from .broadcast import Broadcast
 from .outbox import Outbox
 from .priority import AnswerFirst
-from .store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
-from .store.memory import MemoryStore
-from .tool_host import ToolChoice, ToolHost
+from ..store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
+from ..store.memory import MemoryStore
+from .server_tools import ToolChoice, ToolHost
 from .views import AttachPoint, View
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class Session:
         #: Models made from clients' own keys (:meth:`use_client_model`).
         self._client_models: list[Model] = []
         self.config = config
-        #: The server's requests in answer-first order (server/priority.py);
+        #: The server's requests in answer-first order (server/session/priority.py);
         #: a session of its own has its own.
         self.priority = priority if priority is not None else AnswerFirst(
             max_wait=config.answer_first_wait, busy_tasks=config.answer_first_busy_tasks)

@@ -4,7 +4,7 @@ The session's pump numbers, logs and encodes each event once and offers
 the same ``(event, text)`` pairs to every view (:meth:`View.offer`); the
 view's writer (``server/service.py``) takes them (:meth:`View.take`) and
 writes them at the connection's pace. Replies meant for one connection go
-straight to its view (:meth:`View.send_direct`). See ``server/sessions.py``
+straight to its view (:meth:`View.send_direct`). See ``server/session/manager.py``
 for the whole shape.
 """
 

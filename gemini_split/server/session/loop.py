@@ -35,11 +35,11 @@ from gemini_split.protocol import (
     Usage,
 )
 
-from . import web_search
-from .config import ServerConfig
+from ..model import web_search
+from ..config import ServerConfig
 from .priority import Pace
 from .prompts import ContextBlock, PromptFacts, system_instruction
-from .model import (
+from ..model.base import (
     FunctionCallChunk,
     Model,
     ModelError,
@@ -115,7 +115,7 @@ class AgentRun:
     #: Tools the server runs itself that the client asked for
     #: (``tool_discovery.server_tools``): names in :data:`SERVER_TOOLS`.
     server_tools: tuple[str, ...] = ()
-    #: Its place among the server's requests (``server/priority.py``):
+    #: Its place among the server's requests (``server/session/priority.py``):
     #: after each delta it lets requests that have not answered go first.
     pace: Pace | None = None
 
@@ -366,7 +366,7 @@ async def _run_tools(
 
 def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any) -> CallTool:
     """A :data:`CallTool` that runs each call on the server, through a
-    :class:`~gemini_split.server.tool_host.ToolHost` (``hello.tools =
+    :class:`~gemini_split.server.session.server_tools.ToolHost` (``hello.tools =
     "server"``): each call gets a fresh call id (``t-…``), its events go
     out through ``emit`` and a call that needs approval asks through ``ask``."""
 

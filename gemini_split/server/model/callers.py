@@ -26,8 +26,8 @@ from collections.abc import AsyncIterator, Callable
 from gemini_split.errors import ConfigurationError
 from gemini_split.protocol import Caller, ErrorCode
 
-from .model import Chunk, Model, ModelAuthError, ModelRequest
-from .model_names import ModelNameRefused, check_model_name
+from .base import Chunk, Model, ModelAuthError, ModelRequest
+from .names import ModelNameRefused, check_model_name
 
 #: ``(hello.caller, whether the connection is private) → the session's own
 #: model`` (:func:`network_caller_model` with this server's endpoint).
@@ -92,7 +92,7 @@ class CallerModels:
     def _vertex_model(self, caller: Caller) -> Model:
         from gemini_split.errors import MissingApiKey
 
-        from .model_auth import resolve_model_auth
+        from .credentials import resolve_model_auth
 
         cloud = dict(caller.google_cloud or {})
         key = ("vertex", tuple(sorted(cloud.items())), caller.api_key)
@@ -158,7 +158,7 @@ def network_caller_model(caller: Caller, private: bool, *, base_url: str | None)
     if not caller.api_key:
         raise CallerRefused("hello.caller carries no API key")
     from .gemini import GeminiModel
-    from .model_auth import ModelAuth
+    from .credentials import ModelAuth
 
     return GeminiModel(auth=ModelAuth("api-key", api_key=caller.api_key, key_source="the client",
                                       base_url=base_url))

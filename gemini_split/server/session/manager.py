@@ -68,7 +68,7 @@ import trio
 from gemini_split.transport import Principal
 
 from .session import LOCAL_OWNER, Session
-from .store import SessionStore, SessionSummary, StoredEvent, hash_token, token_matches
+from ..store import SessionStore, SessionSummary, StoredEvent, hash_token, token_matches
 from .views import AttachPoint, View
 
 __all__ = ["AmbiguousSession", "AttachPoint", "LATEST", "SessionManager", "View", "owner_of"]
@@ -152,9 +152,12 @@ class SessionManager:
         self._nursery: trio.Nursery | None = None
         #: This process as one of several replicas on a shared store
         #: (``serve --store redis://``): a session runs here only while this
-        #: replica holds its lease (:mod:`.store.redis_replica`). None: the
+        #: replica holds its lease (:mod:`..replicas.replica`). None: the
         #: only server.
         self.replica: Any = None
+        #: Runs what a relay on another replica forwards for a session that
+        #: runs here (set by the service, which owns the replicas' code).
+        self.on_forwarded: Callable[[Any], Awaitable[None]] | None = None
 
     @property
     def live(self) -> dict[str, Session]:
@@ -395,12 +398,7 @@ class SessionManager:
     # --- replicas (serve --store redis://) ---------------------------------------------
 
     async def _start_replica(self, nursery: trio.Nursery) -> None:
-        from .store.redis_relay import run_forwarded
-
-        async def on_command(command: Any) -> None:
-            await run_forwarded(self, command)
-
-        self.replica.on_command = on_command
+        self.replica.on_command = self.on_forwarded
         self.replica.on_lost = self._lost
         await nursery.start(self.replica.run)
 

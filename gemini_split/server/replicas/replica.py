@@ -48,8 +48,8 @@ from typing import Any
 
 import trio
 
-from . import StoredEvent, StoreError
-from .redis import RedisStore, _event
+from ..store import StoredEvent, StoreError
+from ..store.redis import RedisStore, _event
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ never pay.
 
 google-genai builds each request (URL, API key, headers, the wire shape of
 the config) and reads each error; the per-turn and per-chunk pydantic work
-it would do for the common shapes is skipped (:mod:`.gemini_wire`, checked
+it would do for the common shapes is skipped (:mod:`.wire`, checked
 against google-genai's types by tests/gemini): measured, it was most of a
 busy server's CPU. A streamed body is read in blocks of many events, not
 an event at a time: h11 hands over every whole HTTP chunk it holds at once
@@ -42,7 +42,7 @@ from google.genai import types
 
 from gemini_split.protocol import ToolSpec, Usage
 
-from .model import (
+from .base import (
     Chunk,
     FunctionCallChunk,
     GroundingChunk,
@@ -56,9 +56,9 @@ from .model import (
     UsageChunk,
 )
 from . import h11_chunks
-from .gemini_wire import fast_chunks, plain_text, wire_content
-from .model_auth import AccessTokens, ModelAuth
-from .model_names import is_valid_model_name
+from .wire import fast_chunks, plain_text, wire_content
+from .credentials import AccessTokens, ModelAuth
+from .names import is_valid_model_name
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class GeminiModel(Model):
     google-genai builds every request (URL, headers, API key, the shape of
     the config and of any unusual history entry) and reads every error and
     every unusual chunk. What it does slowly for the common case is done
-    here instead, with the same result (:mod:`.gemini_wire`): the per-session
+    here instead, with the same result (:mod:`.wire`): the per-session
     config (system instruction, tools) is converted once and kept, history
     entries of the usual shapes are written directly, and streamed chunks
     of the usual shapes are read with msgspec instead of pydantic."""
@@ -266,7 +266,7 @@ class GeminiModel(Model):
                            state: _Continuation) -> AsyncIterator[list[Chunk]]:
         """The chunks of the streamed responses a block completed (usage
         counting earlier hops): the usual shapes read by
-        :func:`.gemini_wire.fast_chunks`, together; anything else by
+        :func:`.wire.fast_chunks`, together; anything else by
         google-genai's typed layer, which may raise (after what came before
         it was yielded).
 
@@ -314,7 +314,7 @@ class GeminiModel(Model):
                         if not state.answered:
                             # The answer's first text goes on at once, alone:
                             # the rest of its block (maybe hundreds of events)
-                            # is read after it (see server/priority.py).
+                            # is read after it (see server/session/priority.py).
                             state.answered = True
                             _close_run(batch, run, run_kind)
                             yield batch
@@ -693,7 +693,7 @@ def _tools(request: ModelRequest) -> list[types.Tool] | None:
 
 def chunks_of(response: types.GenerateContentResponse) -> list[Chunk]:
     """google-genai's typed response as our chunks (the reference
-    :func:`.gemini_wire.fast_chunks` must agree with)."""
+    :func:`.wire.fast_chunks` must agree with)."""
     out: list[Chunk] = []
     candidates = response.candidates or []
     content = candidates[0].content if candidates else None

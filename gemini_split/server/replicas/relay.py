@@ -1,7 +1,7 @@
 """Serving a client whose session another replica runs: the relay.
 
 A replica that finds a session's lease held by another replica (see
-:mod:`.redis_replica`) does not run it; it relays:
+:mod:`.replica`) does not run it; it relays:
 
 * **to the client**, every event of the session after the client's last seq,
   read from the session's event Stream in Redis (``XRANGE`` then
@@ -19,11 +19,11 @@ point: last seq, running request, unanswered tool calls, who is attached);
 ``connected`` says what the runner said. What the client asks to see again
 (``hello.replay``: last turns, a time window; by default the last turn when
 it attaches by id without a seq) is planned by
-:func:`~gemini_split.server.replay.plan_replay` over the Stream's event
+:func:`~gemini_split.server.session.replay.plan_replay` over the Stream's event
 marks, and sent marked ``replayed`` before the live part. Tool calls whose
 client left are handed to it as to a local client. When the relay ends it
 *leaves*; if its replica dies, the runner notices (see
-:mod:`.redis_replica`) and drops it.
+:mod:`.replica`) and drops it.
 
 A client that joins by id alone is judged by the runner as its own would
 be (refused while clients are attached unless the server allows attaching
@@ -76,12 +76,12 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
 
-from ..sessions import no_such_session
-from ..replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
-from ..tool_host import APPROVALS_CAPABILITY
-from ..views import View
-from . import SessionRecord, StoreError, hash_token, token_matches
-from .redis_replica import RelayedClient, Replica
+from ..session.manager import no_such_session
+from ..session.replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
+from ..session.server_tools import APPROVALS_CAPABILITY
+from ..session.views import View
+from ..store import SessionRecord, StoreError, hash_token, token_matches
+from .replica import RelayedClient, Replica
 
 #: What only a client that may act sends (an observer gets ``forbidden``).
 _ACTS = (GenerateContentRequest, Cancel, ToolExecutionResponse)

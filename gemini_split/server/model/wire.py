@@ -24,7 +24,7 @@ import msgspec
 
 from gemini_split.protocol import Usage
 
-from .model import Chunk, FunctionCallChunk, PartChunk, TextChunk, ThoughtChunk, UsageChunk
+from .base import Chunk, FunctionCallChunk, PartChunk, TextChunk, ThoughtChunk, UsageChunk
 
 
 # --- streamed responses ---------------------------------------------------------
@@ -94,7 +94,7 @@ _decode_response = msgspec.json.Decoder(_Response).decode
 
 def fast_chunks(data: str | bytes) -> FastChunk | None:
     """The chunks of one streamed ``GenerateContentResponse`` (its JSON
-    text), as :func:`gemini_split.server.gemini.chunks_of` makes them from
+    text), as :func:`gemini_split.server.model.gemini.chunks_of` makes them from
     google-genai's typed response, and its first candidate's finish reason;
     ``None`` when the response has anything this module does not read
     exactly like google-genai (the caller then uses google-genai): an

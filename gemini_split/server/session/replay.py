@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from gemini_split.protocol import ErrorCode, RemoteProtocolError, Replay
 from gemini_split.protocol.messages import REPLAY_LIMIT_MAX, REPLAY_TIME_MAX
 
-from .store import EventMark
+from ..store import EventMark
 
 #: The event that opens a turn.
 TURN_START = "request_started"

@@ -21,7 +21,7 @@ from typing import Any
 
 from gemini_split.protocol import ToolFailure, ToolSpec, Usage
 
-from .model import GroundingChunk, Model, ModelError, ModelRequest, TextChunk, UsageChunk
+from .base import GroundingChunk, Model, ModelError, ModelRequest, TextChunk, UsageChunk
 
 NAME = "google_web_search"
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from gemini_split.errors import BadCredentials, MissingApiKey
 
-from .model import ModelAuthError, ModelError
+from .base import ModelAuthError, ModelError
 
 log = logging.getLogger(__name__)
 

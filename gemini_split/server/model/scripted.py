@@ -1,6 +1,6 @@
 """A model that replays a script: tests and demos without a network.
 
-The script is a list of turns (:mod:`gemini_split.server.script_format`), the
+The script is a list of turns (:mod:`gemini_split.server.model.script_format`), the
 format the fake Gemini server takes too; each model call consumes the
 next turn:
 
@@ -33,7 +33,7 @@ import trio
 
 from gemini_split.protocol import Usage
 
-from .model import (
+from .base import (
     Chunk,
     FunctionCallChunk,
     GroundingChunk,

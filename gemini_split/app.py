@@ -161,7 +161,7 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     settings.memory_file = default_memory_file(env.config_dir, names)
     settings.context = session_context_message(
         project, workspace_dirs=dirs, file_names=names, approval_mode=settings.approval_mode.value,
-        interactive=interactive, environment=environment,
+        interactive=interactive, environment=environment, compression_threshold=s.model.compression_threshold,
     )
     settings.context_tracker = SubdirectoryContext(dirs, file_names=names, loaded=project.paths(),
                                                    trusted=loaded.trusted)

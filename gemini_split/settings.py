@@ -31,7 +31,7 @@ camelCase keys; gemini-split's own keys live under ``"geminiSplit"``.
 import os
 import re
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 import msgspec
 
@@ -61,6 +61,10 @@ class ModelSettings(_Section):
     #: ``model.maxSessionTurns``: model turns allowed per prompt; -1 = no limit
     #: beyond gemini-split's own (100).
     max_session_turns: int = -1
+    #: ``model.compressionThreshold``: the share of the model's context
+    #: window after which the server compresses the history (gemini-cli's
+    #: default 0.5 when unset).
+    compression_threshold: Annotated[float, msgspec.Meta(gt=0, le=1)] | None = None
 
 
 class PlanSettings(_Section):

@@ -45,7 +45,15 @@ from gemini_split.client.tools.registry import ToolRegistry
 from gemini_split.client.workspace import Workspace
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import ServerEvent
-from gemini_split.protocol.turn import Notice, TextAdded, ThoughtAdded, ToolCallEnded, ToolCallStarted, Turn
+from gemini_split.protocol.turn import (
+    HistoryCompressed,
+    Notice,
+    TextAdded,
+    ThoughtAdded,
+    ToolCallEnded,
+    ToolCallStarted,
+    Turn,
+)
 from gemini_split.transport import ConnectFailed
 
 from . import updates as u
@@ -297,6 +305,9 @@ class AcpSession:
                 await self.update({"sessionUpdate": "tool_call_update", "toolCallId": change.call_id,
                                    "status": "failed", "content": [u.text_content(text)],
                                    "rawOutput": {"error": {"code": error.code, "message": error.message}}})
+            elif isinstance(change, HistoryCompressed):
+                # ACP has no update for it: a thought the editor shows as such.
+                await self.update(u.text_chunk("agent_thought_chunk", change.describe()))
             elif isinstance(change, Notice):
                 log.warning("session %s: %s (%s)", self.id, change.message, change.code)
 

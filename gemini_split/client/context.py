@@ -389,7 +389,8 @@ class SubdirectoryContext:
 
 
 def session_context_message(project: ProjectContext, *, workspace_dirs: list[Path], file_names: list[str],
-                            approval_mode: str, interactive: bool, environment: str | None):
+                            approval_mode: str, interactive: bool, environment: str | None,
+                            compression_threshold: float | None = None):
     """The protocol's ``SessionContext`` for these facts."""
     return SessionContext(
         files=tuple(WireContextFile(path=str(f.path), scope=f.scope, content=f.content) for f in project.files),
@@ -398,4 +399,5 @@ def session_context_message(project: ProjectContext, *, workspace_dirs: list[Pat
         approval_mode=approval_mode,
         workspace_dirs=tuple(str(d) for d in workspace_dirs),
         interactive=interactive,
+        compression_threshold=compression_threshold,
     )

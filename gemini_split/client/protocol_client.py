@@ -33,6 +33,8 @@ from gemini_split.protocol import (
     ListSessions,
     SessionInfo,
     Sessions,
+    COMPRESSION_SINCE,
+    Compress,
     Connected,
     Connection,
     Error,
@@ -133,7 +135,7 @@ class TurnOutcome(msgspec.Struct):
 
 
 class _Turn:
-    def __init__(self, request: GenerateContentRequest):
+    def __init__(self, request: GenerateContentRequest | Compress):
         self.request = request
         self.request_id = request.id
         #: Whether any event of this request arrived (the server has it).
@@ -386,8 +388,21 @@ class ProtocolClient:
         replaces the session's."""
         if self.before_turn is not None:
             await self.before_turn()
-        request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments,
-                                               context=context))
+        return await self._run_request(stamp(GenerateContentRequest(prompt=prompt, model=model,
+                                                                    attachments=attachments, context=context)))
+
+    async def compress(self) -> TurnOutcome:
+        """(1.3) Ask the server to compress the session's history now: its
+        ``compressed`` event (through ``on_event``) and ``finished``, or the
+        ``error`` that says why nothing changed. Raises
+        :class:`RequestFailed` for a server older than 1.3, which cannot."""
+        if self._conn.version < COMPRESSION_SINCE:
+            raise RequestFailed("this server cannot compress a session's history (it speaks protocol "
+                                f"{'.'.join(map(str, self._conn.version))}; 1.3 can)", ErrorCode.UNKNOWN_TYPE.value)
+        return await self._run_request(stamp(Compress()))
+
+    async def _run_request(self, request: GenerateContentRequest | Compress) -> TurnOutcome:
+        """Send a request and wait until the server finishes it (or fails)."""
         turn = _Turn(request)
         self._turn = turn
         try:

@@ -71,6 +71,7 @@ from .messages import (
     version_tuple,
 )
 from .messages import Caller  # 1.2: the local daemon's caller
+from .messages import COMPRESSION_SINCE, Compress, Compressed  # 1.3
 from .connection import Connection, Phase, RequestState
 from .tracker import RequestTracker
 from .state import EventLog, ReplayUnavailable, coalesce

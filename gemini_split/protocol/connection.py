@@ -75,6 +75,8 @@ from .messages import (
     Sessions,
     Error,
     Finished,
+    Compress,
+    Compressed,
     GenerateContentRequest,
     GetHistory,
     GetState,
@@ -139,6 +141,8 @@ class _Conversation(msgspec.Struct):
     #: The client attached read-only (``hello.role == "observer"``).
     observer: bool = False
     hello_version: tuple[int, int] = (0, 0)
+    #: The version both ends speak (the lower of hello's and connected's).
+    version: tuple[int, int] = (0, 0)
 
     @property
     def request(self) -> RequestState | None:
@@ -179,7 +183,8 @@ def is_chosen_session_id(value: str) -> bool:
 
 def _connected(c: _Conversation, m: Connected) -> None:
     _check_version(m.protocol_version)
-    c.announced = min(c.hello_version, version_tuple(m.protocol_version)) >= ANNOUNCED_REQUESTS_SINCE
+    c.version = min(c.hello_version, version_tuple(m.protocol_version))
+    c.announced = c.version >= ANNOUNCED_REQUESTS_SINCE
     if m.active_request_id is not None:
         c.tracker.restore(RequestState(m.active_request_id, set(m.pending_tool_calls), set(m.pending_approvals)))
     c.phase = Phase.OPEN
@@ -202,7 +207,7 @@ def _nothing(c: _Conversation, m: Message) -> None:
     pass
 
 
-def _start_request(c: _Conversation, m: GenerateContentRequest) -> None:
+def _start_request(c: _Conversation, m: GenerateContentRequest | Compress) -> None:
     _driver_only(c, m)
     running = c.request.request_id if c.request is not None else c.submitted
     if running is not None:
@@ -404,6 +409,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     # client -> server
     (CLIENT, ToolDiscovery): (_OPEN, _nothing),
     (CLIENT, GenerateContentRequest): (_OPEN, _start_request),
+    (CLIENT, Compress): (_OPEN, _start_request),
     (CLIENT, ToolExecutionResponse): (_OPEN, _answer_call),
     (CLIENT, ToolDecision): (_OPEN, _decide),
     (CLIENT, Cancel): (_OPEN, _cancel),
@@ -415,6 +421,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (SERVER, TextDelta): (_OPEN, _in_request),
     (SERVER, ThinkingDelta): (_OPEN, _in_request),
     (SERVER, Retrying): (_OPEN, _in_request),
+    (SERVER, Compressed): (_OPEN, _in_request),
     (SERVER, ToolExecutionRequest): (_OPEN, _request_call),
     (SERVER, ToolAwaitingApproval): (_OPEN, _await_decision),
     (SERVER, ToolDecided): (_OPEN, _decided),
@@ -491,6 +498,12 @@ class Connection:
         return self._c.announced
 
     @property
+    def version(self) -> tuple[int, int]:
+        """The protocol version both ends speak, once ``connected`` crossed
+        (``(0, 0)`` before): what a newer peer may send the other."""
+        return self._c.version
+
+    @property
     def observer(self) -> bool:
         """Whether the client attached read-only (``hello.role``)."""
         return self._c.observer
@@ -527,7 +540,7 @@ class Connection:
             self._apply(self.peer, message)
         except _Breach as breach:
             exc = RemoteProtocolError(breach.code, str(breach), field=breach.field)
-            request_id = message.id if isinstance(message, GenerateContentRequest) else None
+            request_id = message.id if isinstance(message, (GenerateContentRequest, Compress)) else None
             if request_id is not None and self._c.phase is Phase.OPEN:
                 self._c.owed_replies.add(request_id)  # the refusal we owe
             _hint(exc, fatal=self._c.phase is not Phase.OPEN, request_id=request_id,

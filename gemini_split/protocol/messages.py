@@ -33,15 +33,19 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-PROTOCOL_VERSION = "1.2"
+PROTOCOL_VERSION = "1.3"
 """``MAJOR.MINOR``. Peers with another major version cannot talk; a higher
 minor version only adds optional fields and message types (1.1: fields equal
 to their default are left out of the wire form; 1.2: several clients on one
 session — ``request_started`` opens every request, ``clients_changed``,
-observers, late-joiner replay; server-side tools and their approvals)."""
+observers, late-joiner replay; server-side tools and their approvals; 1.3:
+compressing a session's history — ``compress``, ``compressed``,
+``SessionContext.compression_threshold``)."""
 
 #: The minor version from which a request is announced by ``request_started``.
 ANNOUNCED_REQUESTS_SINCE = (1, 2)
+#: The minor version from which a server compresses histories (``compress``).
+COMPRESSION_SINCE = (1, 3)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -362,6 +366,10 @@ class SessionContext(Struct, frozen=True, kw_only=True, omit_defaults=True):
     approval_mode: str | None = None
     workspace_dirs: tuple[str, ...] = ()
     interactive: bool | None = None
+    #: (1.3) gemini-cli's ``model.compressionThreshold``: the server
+    #: compresses the history before a model call once the last prompt took
+    #: more than this fraction of the model's context window (None: 0.5).
+    compression_threshold: Annotated[float, Meta(gt=0, le=1)] | None = None
 
 
 class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_only=True):
@@ -422,6 +430,13 @@ class Cancel(ClientMessage, tag="cancel", kw_only=True):
 
 class GetHistory(ClientMessage, tag="get_history", kw_only=True):
     pass
+
+
+class Compress(ClientMessage, tag="compress", kw_only=True):
+    """(1.3) Compress the session's history now (gemini-cli's
+    ``/compress``). A request like a prompt — its ``id`` is the
+    ``request_id`` of ``request_started``, ``compressed`` and ``finished``,
+    or of the ``error`` that says why nothing changed."""
 
 
 class GetState(ClientMessage, tag="get_state", kw_only=True):
@@ -560,6 +575,18 @@ class Retrying(ServerEvent, tag="retrying", kw_only=True):
     max_attempts: int
     delay: float
     error: str
+
+
+class Compressed(ServerEvent, tag="compressed", kw_only=True):
+    """(1.3) The history was compressed: the older turns are a summary now,
+    the project context and the last exchanges are kept whole. Token counts
+    are the prompt's before and (estimated from the history's size) after;
+    ``automatic``: because the last prompt passed the threshold, during the
+    request ``request_id`` (else a ``compress`` request)."""
+
+    before_tokens: int
+    after_tokens: int
+    automatic: bool = False
 
 
 class History(ServerEvent, tag="history", kw_only=True):

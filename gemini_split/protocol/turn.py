@@ -25,6 +25,7 @@ from msgspec import Struct
 
 from .messages import (
     ApiStats,
+    Compressed,
     Error,
     Finished,
     RequestStarted,
@@ -162,6 +163,22 @@ class RetryScheduled(Struct, frozen=True, kw_only=True):
     error: str
 
 
+class HistoryCompressed(Struct, frozen=True, kw_only=True):
+    """(1.3) The session's history was compressed: the prompt took
+    ``before_tokens``, now about ``after_tokens``; ``automatic`` when it
+    passed the threshold during this request (else ``/compress``)."""
+
+    request_id: str | None
+    before_tokens: int
+    after_tokens: int
+    automatic: bool
+
+    def describe(self) -> str:
+        """gemini-cli's line for it."""
+        why = " (automatically: the prompt passed the compression threshold)" if self.automatic else ""
+        return f"Chat history compressed from {self.before_tokens:,} to {self.after_tokens:,} tokens{why}."
+
+
 class Notice(Struct, frozen=True, kw_only=True):
     """An ``error`` that belongs to no request: a warning unless ``fatal``."""
 
@@ -191,7 +208,8 @@ class TurnEnded(Struct, frozen=True, kw_only=True):
 
 
 Change = (TurnBegan | TextAdded | ThoughtAdded | ToolCallRequested | ToolCallStarted | ToolCallOutput
-          | ToolCallEnded | ApprovalAsked | ApprovalDecided | RetryScheduled | Notice | TurnEnded)
+          | ToolCallEnded | ApprovalAsked | ApprovalDecided | RetryScheduled | HistoryCompressed | Notice
+          | TurnEnded)
 """Everything :meth:`Turn.apply` may hand out."""
 
 
@@ -275,7 +293,8 @@ class Turn:
         if isinstance(event, (Finished, Error)):
             return [self._end(event)]
         if not isinstance(event, (TextDelta, ThinkingDelta, ToolExecutionRequest, ToolStarted, ToolDelta,
-                                  ToolCompleted, ToolError, ToolAwaitingApproval, ToolDecided, Retrying)):
+                                  ToolCompleted, ToolError, ToolAwaitingApproval, ToolDecided, Retrying,
+                                  Compressed)):
             return []
         self._begin_if_ended(rid)
         if self.request_id is None:
@@ -321,6 +340,9 @@ class Turn:
             return [ApprovalAsked(request_id=rid, event=event)]
         if isinstance(event, ToolDecided):
             return [ApprovalDecided(request_id=rid, call_id=event.call_id, decision=event.decision, by=event.by)]
+        if isinstance(event, Compressed):
+            return [HistoryCompressed(request_id=rid, before_tokens=event.before_tokens,
+                                      after_tokens=event.after_tokens, automatic=event.automatic)]
         assert isinstance(event, Retrying)
         self.retries += 1
         return [RetryScheduled(request_id=rid, attempt=event.attempt, max_attempts=event.max_attempts,

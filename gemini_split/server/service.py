@@ -19,7 +19,9 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.protocol import (
+    COMPRESSION_SINCE,
     PROTOCOL_VERSION,
+    Compressed,
     ClientMessage,
     Connected,
     Connection,
@@ -485,6 +487,8 @@ class AgentService:
                 for event, text in taken:
                     if not conn.announced and isinstance(event, _V12_EVENTS):
                         continue  # a 1.1 client knows nothing of them
+                    if isinstance(event, Compressed) and conn.version < COMPRESSION_SINCE:
+                        continue  # nor a 1.2 client of this
                     try:
                         conn.send(event, text=text)
                     except LocalProtocolError:

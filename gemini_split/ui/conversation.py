@@ -1,13 +1,6 @@
-"""``/compress`` and ``/chat``: carrying a conversation into a new session.
+"""``/chat``: carrying a conversation into a new session, from the client
+(``/compress`` is the server's: :mod:`gemini_split.server.session.compression`).
 
-The protocol has no message that replaces a session's history, so both work
-from the client, with what it can do anyway — ask the model, read the
-history (``get_history``), open a new session — and say so:
-
-* ``/compress`` asks the model (a normal prompt) to summarise the
-  conversation, then starts a new session whose first message carries the
-  summary and the last :data:`KEEP_TURNS` exchanges verbatim. The old
-  session's context is freed; what the model knows is the summary.
 * ``/chat save TAG`` writes the history as JSON under
   ``$GEMINI_SPLIT_HOME/chats/``; ``/chat resume TAG`` redraws it and
   starts a new session whose first message carries that conversation as a
@@ -29,18 +22,10 @@ from typing import Any
 from gemini_split.errors import ConfigurationError
 from gemini_split.files import replace_atomically
 
-#: Exchanges (a user message and the answer) kept verbatim by /compress.
-KEEP_TURNS = 2
 #: Characters of one tool result kept in a transcript.
 RESULT_CHARS = 300
 #: Characters of a whole transcript carried into a new session.
 TRANSCRIPT_CHARS = 200_000
-
-SUMMARY_PROMPT = (
-    "Summarise our conversation so far for a fresh session that will continue it: the goal, what was "
-    "decided, what was done (files read or changed, commands run and their outcome), open questions and "
-    "the next steps. Be complete but brief; use short bullet points. Do not call any tool."
-)
 
 _TAG = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
@@ -73,25 +58,6 @@ def transcript(messages: list[dict[str, Any]], *, limit: int = TRANSCRIPT_CHARS)
             lines.append(f"{who}: {text}")
     out = "\n\n".join(lines)
     return out if len(out) <= limit else "…" + out[-limit:]
-
-
-def last_exchanges(messages: list[dict[str, Any]], count: int = KEEP_TURNS) -> list[dict[str, Any]]:
-    """The messages of the last ``count`` exchanges: from the ``count``-th
-    last user message that has text (not a tool result) to the end."""
-    starts = [i for i, m in enumerate(messages)
-              if m.get("role") == "user" and any(isinstance(p, dict) and "text" in p for p in m.get("parts") or [])]
-    if not starts:
-        return []
-    return messages[starts[-count] if len(starts) >= count else starts[0]:]
-
-
-def compressed_context(summary: str, kept: list[dict[str, Any]]) -> str:
-    """The first message of the session that continues a compressed one."""
-    recent = transcript(kept)
-    return ("This conversation continues an earlier one, compressed to free context. Its summary:\n\n"
-            f"{summary.strip()}\n\n"
-            + (f"The last exchanges, as they were:\n\n{recent}\n\n" if recent else "")
-            + "Continue from here.")
 
 
 def first_prompt_line(messages: list[dict[str, Any]]) -> str:

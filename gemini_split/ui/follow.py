@@ -16,7 +16,15 @@ from rich.console import Console
 from rich.text import Text
 
 from gemini_split.protocol import ClientsChanged, ServerEvent
-from gemini_split.protocol.turn import TextAdded, ToolCallRequested, ToolCallStarted, Turn, TurnBegan, TurnEnded
+from gemini_split.protocol.turn import (
+    HistoryCompressed,
+    TextAdded,
+    ToolCallRequested,
+    ToolCallStarted,
+    Turn,
+    TurnBegan,
+    TurnEnded,
+)
 
 from .safe_text import visible
 
@@ -127,6 +135,8 @@ class Follower:
                 # see): what the model said before calling it comes first.
                 self._show_answer(change.text_before)
                 self._print(Text(f"  ⚙ {visible(change.name)}", style="dim"))
+            elif isinstance(change, HistoryCompressed):
+                self._print(Text(f"  ✦ {change.describe()}", style="dim"))
             elif isinstance(change, TurnEnded) and change.request_id is not None:
                 self._show_answer(change.text)
                 if self.live:

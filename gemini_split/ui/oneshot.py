@@ -43,6 +43,7 @@ from gemini_split.protocol.turn import (
     Change,
     Notice,
     RetryScheduled,
+    HistoryCompressed,
     TextAdded,
     ToolCallEnded,
     ToolCallStarted,
@@ -309,6 +310,10 @@ class TextRenderer(OneShotRenderer):
             if self.status is not None:
                 self.status.clear()
             self._retry_note(change)
+        elif isinstance(change, HistoryCompressed):
+            if self.status is not None:
+                self.status.clear()
+            self._note(change.describe())
 
     def _end_line(self) -> None:
         """gemini-cli's ensureTrailingNewline before tools run, so the next
@@ -330,6 +335,8 @@ class JsonRenderer(OneShotRenderer):
     def show(self, change: Change) -> None:
         if isinstance(change, RetryScheduled):
             self._retry_note(change)
+        elif isinstance(change, HistoryCompressed):
+            self._note(change.describe())
 
     def end(self, status: ExitStatus, error_code: str | None, error_message: str | None) -> None:
         out: dict[str, Any] = {"session_id": self.session_id}
@@ -370,6 +377,8 @@ class StreamJsonRenderer(OneShotRenderer):
             })
         elif isinstance(change, RetryScheduled):
             self._retry_note(change)
+        elif isinstance(change, HistoryCompressed):
+            self._note(change.describe())
         elif isinstance(change, Notice):
             self._line({"type": "error", "severity": "warning", "message": change.message})
 

@@ -35,6 +35,7 @@ from gemini_split.protocol.turn import (
     ApprovalDecided,
     Notice,
     RetryScheduled,
+    HistoryCompressed,
     TextAdded,
     ThoughtAdded,
     ToolCall,
@@ -329,6 +330,8 @@ class TurnView:
             self._print(Text(
                 f"↻ model call failed ({visible(change.error, newlines=False)}); retry {change.attempt}/{change.max_attempts} "
                 f"in {change.delay:.1f} s", style="yellow"))
+        elif isinstance(change, HistoryCompressed):
+            self._print(Text(f"✦ {change.describe()}", style="dim"))
         elif isinstance(change, Notice) and not change.fatal:
             self._print(Text(f"warning from the server: {visible(change.message)}", style="yellow"))
         elif isinstance(change, ApprovalDecided) and change.decision != "cancelled":

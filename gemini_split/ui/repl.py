@@ -450,14 +450,17 @@ class Repl:
         return prompt, attachments
 
     async def run_turn(self, prompt: str, *, carry_context: bool = True,
-                       attachments: tuple[Attachment, ...] = (), references: bool = True) -> None:
+                       attachments: tuple[Attachment, ...] = (), references: bool = True,
+                       compress: bool = False) -> None:
         """One prompt and its answer. ``carry_context=False`` sends the prompt
         as is (no @path expansion, pending context kept for later);
         ``references=False`` skips only the @path expansion (a custom
-        command's prompt, already expanded, with its ``attachments``)."""
+        command's prompt, already expanded, with its ``attachments``).
+        ``compress``: no prompt, the server compresses the history
+        (``/compress``), shown and ended as a turn is."""
         client = self.require_client()
         pending = list(self.pending_context)
-        if carry_context:
+        if carry_context and not compress:
             prompt, more = await self._expand(client, prompt, references)
             attachments = (*attachments, *more)
         view = TurnView(self.console, code_theme=self.code_theme)
@@ -468,8 +471,11 @@ class Repl:
         try:
             with no_echo(self.env.stdin), trio.CancelScope() as scope:
                 self._turn_scope = scope
-                outcome = await client.run_turn(prompt, model=self.model_override, attachments=attachments,
-                                                context=self._context())
+                if compress:
+                    outcome = await client.compress()
+                else:
+                    outcome = await client.run_turn(prompt, model=self.model_override, attachments=attachments,
+                                                    context=self._context())
                 self._drain_typed_ahead()
         finally:
             self._turn_scope = None

@@ -214,27 +214,16 @@ async def _output(repl: Repl, args: list[str]) -> None:
 
 
 async def _compress(repl: Repl, args: list[str]) -> None:
+    """The server compresses the session's history (the same code as its
+    automatic compression); every attached client sees the line."""
     _no_args(args, "/compress")
-    from .conversation import KEEP_TURNS, SUMMARY_PROMPT, compressed_context, last_exchanges
+    from gemini_split.client.protocol_client import RequestFailed
 
-    client = repl.require_client()
-    history = (await client.get_history()).messages
-    if not last_exchanges(history):
-        raise CommandUsage("nothing to compress yet")
-    before = repl.stats.last_prompt_tokens
-    repl.console.print(Text("Asking the model for a summary…", style="dim"))
-    previous, repl.last_answer = repl.last_answer, ""
-    await repl.run_turn(SUMMARY_PROMPT, carry_context=False)
-    summary = repl.last_answer
-    if not summary.strip() or repl.client is not client:
-        repl.last_answer = repl.last_answer or previous
-        raise CommandUsage("no summary came back: the conversation is unchanged")
-    context = compressed_context(summary, last_exchanges(history))
-    if await repl.reconnect(None, "compressed: new session"):
-        repl.pending_context.append(context)
-        repl.console.print(Text(
-            f"The summary and the last {KEEP_TURNS} exchanges ({len(context):,} characters) go to the model with "
-            f"your next message; the last prompt before was {before:,} tokens.", style="dim"))
+    repl.console.print(Text("Asking the model for a summary of the older turns…", style="dim"))
+    try:
+        await repl.run_turn("", compress=True)
+    except RequestFailed as exc:
+        raise CommandUsage(str(exc)) from None
 
 
 _CHAT_USAGE = "/chat save TAG | resume TAG | list | delete TAG"
@@ -655,8 +644,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/stats", "/stats", "this session: turns, tool calls, tokens, time, context use", _stats),
     Command("/copy", "/copy", "copy the model's last answer to the clipboard", _copy),
     Command("/output", "/output [N]", "the whole output of the last turn's tool calls", _output),
-    Command("/compress", "/compress", "summarise the conversation through the model and go on from the summary "
-            "in a new session (frees context)", _compress),
+    Command("/compress", "/compress", "have the server replace the older turns with the model's summary "
+            "(frees context; the project context and last exchanges stay)", _compress),
     Command("/chat", "/chat ACTION", "save TAG | resume TAG | list | delete TAG: keep conversations to go back to",
             _chat, _chat_actions),
     Command("/memory", "/memory show|refresh|add TEXT", "the context files (GEMINI.md) sent with every prompt",

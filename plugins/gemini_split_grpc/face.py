@@ -67,6 +67,7 @@ from gemini_split.protocol import (
     ToolFailure,
 )
 from gemini_split.protocol.turn import (
+    HistoryCompressed,
     Notice,
     TextAdded,
     ThoughtAdded,
@@ -372,6 +373,10 @@ class _Chat:
                 await self.send_response(pb.ServerResponse(text_response=pb.TextResponse(content=change.text)))
             elif isinstance(change, ThoughtAdded):
                 await self.send_response(pb.ServerResponse(thought_response=pb.ThoughtResponse(thought=change.text)))
+            elif isinstance(change, HistoryCompressed):
+                # gemini.v1 has no message for it: a thought, as the ACP face says it.
+                await self.send_response(pb.ServerResponse(thought_response=pb.ThoughtResponse(
+                    thought=change.describe())))
             elif isinstance(change, ToolCallStarted):
                 started = pb.ToolStartedResponse(name=change.name)
                 started.args.update(_json_safe(change.args))

@@ -432,11 +432,38 @@ def test_long_tool_output_is_capped_and_output_shows_all_of_it(start_repl):
 
 
 @pytest.mark.timeout(60)
-def test_compress_and_chat_save_resume(start_repl, tmp_path):
+def test_compress_has_the_server_replace_the_older_turns_with_the_models_summary(start_repl, tmp_path):
+    long_answer = "The capital is Paris. " + "It has a long history. " * 80
     repl = start_repl([
-        {"text": "The capital is Paris."},
-        {"text": "- user asked about France\n- answer: Paris"},
+        {"text": long_answer},
+        {"text": "And Spain's is Madrid."},
+        {"text": "<state_snapshot>- the user asked about France: Paris</state_snapshot>"},
     ])
+    ask(repl, "/compress")  # nothing older than the last exchange yet
+    repl.expect(r"nothing to compress yet")
+    repl.expect(PROMPT)
+    ask(repl, "capital of France?")
+    repl.expect(r"Paris")
+    repl.expect(PROMPT)
+    ask(repl, "and Spain?")
+    repl.expect(r"Madrid")
+    repl.expect(PROMPT)
+    ask(repl, "/compress")
+    repl.expect(r"✦ Chat history compressed from [\d,]+ to [\d,]+ tokens\.")
+    repl.expect(PROMPT)
+    ask(repl, "/chat save after")
+    repl.expect(r"Saved chat after \(4 messages\)")  # summary, acknowledgement, the last exchange
+    repl.expect(PROMPT)
+    messages = json.loads((tmp_path / "home" / "chats" / "after.json").read_text())["messages"]
+    assert messages[0]["parts"][-1]["text"] == "<state_snapshot>- the user asked about France: Paris</state_snapshot>"
+    assert messages[1] == {"role": "model", "parts": [{"text": "Got it. Thanks for the additional context!"}]}
+    assert messages[2]["parts"][-1]["text"] == "and Spain?" and "Madrid" in messages[3]["parts"][-1]["text"]
+    assert "It has a long history" not in json.dumps(messages)
+
+
+@pytest.mark.timeout(60)
+def test_chat_save_resume(start_repl, tmp_path):
+    repl = start_repl([{"text": "The capital is Paris."}])
     ask(repl, "capital of France?")
     repl.expect(r"Paris")
     repl.expect(PROMPT)
@@ -446,22 +473,6 @@ def test_compress_and_chat_save_resume(start_repl, tmp_path):
     ask(repl, "/chat list")
     repl.expect(r"geo\s+saved \S+ · 2 messages")
     repl.expect(PROMPT)
-    ask(repl, "/compress")
-    repl.expect(r"user asked about France")
-    repl.expect(r"Compressed: new session")
-    repl.expect(r"The summary and the last 2 exchanges")
-    repl.expect(PROMPT)
-    ask(repl, "and Spain?")  # a new session on the same model: its script is used up, it echoes
-    repl.expect(r"Echo: This conversation continues an earlier one")
-    repl.expect(PROMPT)
-    ask(repl, "/chat save after")
-    repl.expect(r"Saved chat after")
-    repl.expect(PROMPT)
-    sent = json.loads((tmp_path / "home" / "chats" / "after.json").read_text())["messages"][0]["parts"][-1]["text"]
-    assert sent.startswith("This conversation continues an earlier one, compressed to free context.")
-    assert "- answer: Paris" in sent
-    assert "User: capital of France?\n\nModel: The capital is Paris." in sent
-    assert sent.endswith("and Spain?")
     ask(repl, "/chat resume geo")
     repl.expect(r"Resuming geo: new session")
     # Redrawn as /resume redraws a session.

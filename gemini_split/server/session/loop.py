@@ -23,6 +23,7 @@ from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import (
     ApiStats,
     Attachment,
+    Compressed,
     Retrying,
     ServerEvent,
     TextDelta,
@@ -37,6 +38,7 @@ from gemini_split.protocol import (
 
 from ..model import web_search
 from ..config import ServerConfig
+from . import compression
 from .priority import Pace
 from .prompts import ContextBlock, PromptFacts, system_instruction
 from ..model.base import (
@@ -118,6 +120,11 @@ class AgentRun:
     #: Its place among the server's requests (``server/session/priority.py``):
     #: after each delta it lets requests that have not answered go first.
     pace: Pace | None = None
+    #: The last model call's prompt size (tokens) as the API counted it:
+    #: when it passes the threshold the history is compressed first.
+    last_prompt_tokens: int = 0
+    #: An automatic compression failed in this request: not tried again.
+    compression_failed: bool = False
 
 
 #: The tools a server runs itself for any session, by name (announced in
@@ -158,6 +165,7 @@ async def run_agent(
                 "(raise the limit with --max-turns if the task really needs more)"
             )
         run.turns += 1
+        await _compress_if_due(run, model=model, emit=emit)
         calls = await _model_turn(run, model=model, config=config, emit=emit)
         if not calls:
             return
@@ -212,6 +220,7 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
                     # Streaming APIs report running totals; the last one counts.
                     usage = chunk.usage
             run.usage = run.usage + usage
+            run.last_prompt_tokens = usage.prompt_tokens or run.last_prompt_tokens
             run.api.record(trio.current_time() - began)
         except ModelError as exc:
             run.api.record(trio.current_time() - began, error_type=api_error_type(exc))
@@ -234,6 +243,28 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
         if parts:
             run.history.append({"role": "model", "parts": merge_text_parts(parts)})
         return calls
+
+
+async def _compress_if_due(run: AgentRun, *, model: Model, emit: Emit) -> None:
+    """Compress the history before the next model call when the last
+    prompt passed the session's threshold (gemini-cli's automatic chat
+    compression), saying so with a ``compressed`` event. A failure leaves
+    the history as it was, is logged, and is not tried again this request."""
+    threshold = getattr(run.context, "compression_threshold", None)
+    if run.compression_failed or not compression.due(run.last_prompt_tokens, run.model_name, threshold):
+        return
+    try:
+        done = await compression.compress(run.history, model=model, model_name=run.model_name,
+                                          prompt_tokens=run.last_prompt_tokens)
+    except (compression.CompressionFailed, ModelError) as exc:
+        log.warning("request %s: the history was not compressed: %s", run.request_id, exc)
+        run.compression_failed = True
+        return
+    run.history[:] = done.history
+    run.usage = run.usage + done.usage
+    run.last_prompt_tokens = done.after_tokens
+    await emit(Compressed(request_id=run.request_id, before_tokens=done.before_tokens,
+                          after_tokens=done.after_tokens, automatic=True))
 
 
 def _with_server_tools(run: AgentRun, call_tool: CallTool, *, model: Model, emit: Emit) -> CallTool:

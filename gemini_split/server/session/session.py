@@ -35,6 +35,8 @@ from gemini_split.protocol import (
     RequestStarted,
     ToolCallAnswered,
     ClientMessage,
+    Compress,
+    Compressed,
     RequestTracker,
     Error,
     ErrorCode,
@@ -54,6 +56,7 @@ from gemini_split.protocol import (
     ToolExecutionResponse,
     ToolFailure,
     ToolSpec,
+    Usage,
     encode,
     quote,
 )
@@ -66,6 +69,7 @@ from ..config import ServerConfig
 from ..model.base import Model, ModelAuthError, ModelError
 from ..model.names import ModelNameRefused, check_model_name
 from .broadcast import Broadcast
+from .compression import Compression, CompressionFailed, compress, estimated_tokens
 from .outbox import Outbox
 from .priority import AnswerFirst
 from ..store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
@@ -136,6 +140,9 @@ class Session:
             max_wait=config.answer_first_wait, busy_tasks=config.answer_first_busy_tasks)
         self.model_name = config.model
         self.history: list[dict[str, Any]] = []
+        #: The last model call's prompt size (tokens): what the automatic
+        #: compression compares with its threshold.
+        self.last_prompt_tokens = 0
         self.tools: list[ToolSpec] = []
         #: Server-run tools the client asked for (``tool_discovery.server_tools``).
         self.server_tools: tuple[str, ...] = ()
@@ -149,6 +156,8 @@ class Session:
             self.id, self.owner, self.token_hash = record.id, record.owner, record.token_hash
             self.resume_token = None
             self.title, self.turns, self.history = record.title, record.turns, record.history
+            # The API's count is not stored: estimated, as gemini-cli does without one.
+            self.last_prompt_tokens = estimated_tokens(self.history)
             self.model_name = record.model or config.model
             self.log.last_seq = record.last_seq
             self.tool_choice = ToolChoice.from_record(record.approval)
@@ -357,7 +366,7 @@ class Session:
         (so an observer's prompts, cancels and answers never get here).
         Never raises for the client's mistakes: those are answered with
         ``error`` events."""
-        if isinstance(message, GenerateContentRequest):
+        if isinstance(message, (GenerateContentRequest, Compress)):
             self._start_request(message, view)
         elif isinstance(message, ToolExecutionResponse):
             self._resolve_call(message, view)
@@ -411,7 +420,7 @@ class Session:
 
     # --- requests ----------------------------------------------------------------
 
-    def _start_request(self, request: GenerateContentRequest, view: View) -> None:
+    def _start_request(self, request: GenerateContentRequest | Compress, view: View) -> None:
         if self._nursery is None:
             raise RuntimeError("Session.run must be started before requests are handled")
         if self._active is not None:
@@ -423,7 +432,8 @@ class Session:
                         "cancel it or wait",
             ))
             return
-        if not request.prompt.strip():
+        compressing = isinstance(request, Compress)
+        if not compressing and not request.prompt.strip():
             # Refused before it starts: a reply to the asker, not a session
             # event every attached client would see (and the log would keep).
             view.send_direct(Error(
@@ -431,8 +441,9 @@ class Session:
                 message="the prompt is empty",
             ))
             return
-        self.emit_nowait(RequestStarted(request_id=request.id, prompt=request.prompt, client=view.label))
-        if request.model:
+        self.emit_nowait(RequestStarted(request_id=request.id, prompt="/compress" if compressing else request.prompt,
+                                        client=view.label))
+        if not compressing and request.model:
             try:
                 self.model_name = check_model_name(
                     request.model, self.config.allowed_models, default=self.config.model)
@@ -444,14 +455,18 @@ class Session:
         if view.tools is not None and self.tool_host is None:
             self.tools = list(view.tools)
         self._active = _ActiveRequest(request.id, trio.CancelScope(), origin=view if view.attached else None)
-        self._nursery.start_soon(self._run_request, request, self._active)
+        if compressing:
+            self._nursery.start_soon(self._run_compress, request, self._active)
+        else:
+            self._nursery.start_soon(self._run_request, request, self._active)
 
     async def _run_request(self, request: GenerateContentRequest, active: _ActiveRequest) -> None:
         if request.context is not None:
             self.context = request.context
         run = AgentRun(request_id=request.id, model_name=self.model_name, history=self.history,
                        tools=list(self.tools), context=self.context,
-                       server_tools=self.server_tools, pace=self.priority.request())
+                       server_tools=self.server_tools, pace=self.priority.request(),
+                       last_prompt_tokens=self.last_prompt_tokens)
         error: tuple[ErrorCode, str] | None = None
         if not self.title:
             self.title = make_title(request.prompt)
@@ -472,12 +487,8 @@ class Session:
                     )
                 except TurnLimitExceeded as exc:
                     error = (ErrorCode.TURN_LIMIT, str(exc))
-                except ModelAuthError as exc:
-                    error = (ErrorCode.MODEL_AUTH, str(exc))
                 except ModelError as exc:
-                    code = ErrorCode.RATE_LIMITED if exc.status == 429 else (
-                        ErrorCode.MODEL_UNAVAILABLE if exc.retryable else ErrorCode.MODEL_ERROR)
-                    error = (code, str(exc))
+                    error = _model_error(exc)
                 except Exception as exc:  # a bug must end the request, not the session
                     log.exception("request %s failed", request.id)
                     error = (ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
@@ -488,6 +499,7 @@ class Session:
             with trio.CancelScope(shield=True):
                 await recorded.wait()
             self._active = None
+            self.last_prompt_tokens = run.last_prompt_tokens
         if active.scope.cancelled_caught and active.stopped_because is not None:
             error = active.stopped_because
         self.turns += 1
@@ -506,6 +518,45 @@ class Session:
             reason = "cancelled" if active.scope.cancelled_caught else "stop"
             self.emit_nowait(Finished(request_id=request.id, usage=run.usage, turns=run.turns, reason=reason,
                                       api=run.api.as_message()))
+
+    async def _run_compress(self, request: Compress, active: _ActiveRequest) -> None:
+        """A ``compress`` request: the history compressed (saved before
+        ``compressed`` is sent) or, on any failure, as it was."""
+        done: Compression | None = None
+        error: tuple[ErrorCode, str] | None = None
+        recorded = trio.Event()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._record_start, request.id, recorded)
+        try:
+            with active.scope:
+                try:
+                    done = await compress(self.history, model=self.model, model_name=self.model_name,
+                                          prompt_tokens=self.last_prompt_tokens or None)
+                except CompressionFailed as exc:
+                    error = (ErrorCode.INVALID_REQUEST, str(exc))
+                except ModelError as exc:
+                    error = _model_error(exc)
+        finally:
+            with trio.CancelScope(shield=True):
+                await recorded.wait()
+            self._active = None
+        if done is not None:
+            self.history[:] = done.history
+            self.last_prompt_tokens = done.after_tokens
+            try:
+                with trio.CancelScope(shield=True):
+                    await self.store.save_turn(self.id, history=self.history, updated=time.time(), turns=self.turns,
+                                               title=self.title, model=self.model_name)
+            except StoreError as exc:
+                self._storage_failed(request.id, exc)
+            self.emit_nowait(Compressed(request_id=request.id, before_tokens=done.before_tokens,
+                                        after_tokens=done.after_tokens))
+        if error is not None:
+            self.emit_nowait(Error(request_id=request.id, in_reply_to=request.id, code=error[0].value,
+                                   message=error[1]))
+        else:
+            self.emit_nowait(Finished(request_id=request.id, usage=done.usage if done else Usage(), turns=1,
+                                      reason="stop" if done else "cancelled"))
 
     def _storage_failed(self, request_id: str, exc: StoreError) -> None:
         log.error("session %s: %s", self.id, exc)
@@ -552,6 +603,15 @@ class Session:
         assert pending.request is not None
         self.emit_nowait(ToolCallAnswered(request_id=pending.request.request_id, call_id=response.request_id,
                                           client=view.label))
+
+
+def _model_error(exc: ModelError) -> tuple[ErrorCode, str]:
+    """The error a request ends with when the model call failed."""
+    if isinstance(exc, ModelAuthError):
+        return ErrorCode.MODEL_AUTH, str(exc)
+    code = ErrorCode.RATE_LIMITED if exc.status == 429 else (
+        ErrorCode.MODEL_UNAVAILABLE if exc.retryable else ErrorCode.MODEL_ERROR)
+    return code, str(exc)
 
 
 def _ms(timestamp: object) -> int:

@@ -217,13 +217,31 @@ async def _compress(repl: Repl, args: list[str]) -> None:
     """The server compresses the session's history (the same code as its
     automatic compression); every attached client sees the line."""
     _no_args(args, "/compress")
-    from gemini_split.client.protocol_client import RequestFailed
-
     repl.console.print(Text("Asking the model for a summary of the older turns…", style="dim"))
     try:
         await repl.run_turn("", compress=True)
     except RequestFailed as exc:
         raise CommandUsage(str(exc)) from None
+
+
+async def _init(repl: Repl, args: list[str]) -> None:
+    """gemini-cli's ``/init``: the model writes a GEMINI.md for the project
+    (an existing one is left alone)."""
+    _no_args(args, "/init")
+    from . import project_init
+
+    if repl.settings.tools == "server":
+        raise CommandUsage("/init writes GEMINI.md where your files are; with --tools server the files are on "
+                           "the server: ask the model to write it there")
+    try:
+        created = project_init.start(repl.settings.workspace)
+    except OSError as exc:
+        raise CommandUsage(f"cannot create GEMINI.md in {repl.settings.workspace}: {exc.strerror or exc}") from None
+    if not created:
+        repl.console.print(Text(project_init.EXISTS))
+        return
+    repl.console.print(Text(project_init.CREATED, style="dim"))
+    await repl.run_turn(project_init.PROMPT, carry_context=False)
 
 
 _CHAT_USAGE = "/chat save TAG | resume TAG | list | delete TAG"
@@ -644,6 +662,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/stats", "/stats", "this session: turns, tool calls, tokens, time, context use", _stats),
     Command("/copy", "/copy", "copy the model's last answer to the clipboard", _copy),
     Command("/output", "/output [N]", "the whole output of the last turn's tool calls", _output),
+    Command("/init", "/init", "analyze the project and have the model write a GEMINI.md for it", _init),
     Command("/compress", "/compress", "have the server replace the older turns with the model's summary "
             "(frees context; the project context and last exchanges stay)", _compress),
     Command("/chat", "/chat ACTION", "save TAG | resume TAG | list | delete TAG: keep conversations to go back to",

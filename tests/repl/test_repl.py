@@ -562,3 +562,21 @@ def test_settings_ui_section_hides_the_banner_and_names_unknown_themes(start_rep
     ask(colourless, "hi")
     colourless.expect("tokens:")
     assert not re.search(r"\x1b\[[0-9;]*(3[0-7]|38;[25];[0-9;]+|9[0-7])m", colourless.raw)
+
+
+@pytest.mark.timeout(60)
+def test_init_has_the_model_write_a_gemini_md_and_never_overwrites_one(start_repl, workdir):
+    repl = start_repl([
+        {"function_calls": [{"name": "write_file", "args": {"file_path": "GEMINI.md",
+                                                             "content": "# Notes project\n\nRead notes.txt.\n"}}]},
+        {"text": "GEMINI.md written."},
+    ], "--approval-mode", "auto_edit")
+    ask(repl, "/init")
+    repl.expect(r"Empty GEMINI\.md created\. Now analyzing the project to populate it\.")
+    repl.expect(r"GEMINI\.md written\.")
+    repl.expect(PROMPT)
+    assert (workdir / "GEMINI.md").read_text() == "# Notes project\n\nRead notes.txt.\n"
+    ask(repl, "/init")
+    repl.expect(r"A GEMINI\.md file already exists in this directory\. No changes were made\.")
+    repl.expect(PROMPT)
+    assert (workdir / "GEMINI.md").read_text() == "# Notes project\n\nRead notes.txt.\n"

@@ -55,8 +55,10 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.protocol import (
+    COMPRESSION_SINCE,
     Cancel,
     ClientInfo,
+    Compress,
     Connected,
     Connection,
     DeleteSession,
@@ -84,7 +86,10 @@ from ..store import SessionRecord, StoreError, hash_token, token_matches
 from .replica import RelayedClient, Replica
 
 #: What only a client that may act sends (an observer gets ``forbidden``).
-_ACTS = (GenerateContentRequest, Cancel, ToolExecutionResponse)
+_ACTS = (GenerateContentRequest, Compress, Cancel, ToolExecutionResponse)
+#: How a ``compressed`` event's text starts (msgspec writes the tag first).
+_COMPRESSED = '{"type":"compressed"'
+
 
 log = logging.getLogger(__name__)
 
@@ -263,9 +268,14 @@ class Relay:
             for event in page:
                 if event.seq > upto:
                     return
-                if wanted is None or event.seq in wanted:
+                if (wanted is None or event.seq in wanted) and self._knows(event.data):
                     await self.stream.send(mark_replayed(event.data))
                 cursor = event.seq
+
+    def _knows(self, text: str) -> bool:
+        """Whether the client speaks the version of this event (a 1.2
+        client is never sent ``compressed``)."""
+        return self.conn.version >= COMPRESSION_SINCE or not text.startswith(_COMPRESSED)
 
     async def _send(self, message: Any) -> None:
         await self.stream.send(encode(stamp(message)))
@@ -275,7 +285,8 @@ class Relay:
             async for texts in self.replica.follow(self.record.id, cursor, replies=self.relay_id,
                                                    replies_after=reply_cursor):
                 for text in texts:
-                    await self.stream.send(text)
+                    if self._knows(text):
+                        await self.stream.send(text)
         except StoreError as exc:
             self.ended = f"lost the store: {exc}"
             await self.stream.aclose("the session store is unreachable; reconnect")
@@ -331,7 +342,7 @@ class Relay:
             except StoreError as exc:
                 await self._send(Error(
                     code=ErrorCode.STORAGE_ERROR.value,
-                    request_id=message.id if isinstance(message, GenerateContentRequest) else None,
+                    request_id=message.id if isinstance(message, (GenerateContentRequest, Compress)) else None,
                     message=f"the message could not be passed to the replica running this session: {exc}"))
 
     async def _answer_sessions(self, message: ListSessions | DeleteSession) -> None:

@@ -133,3 +133,45 @@ class ChatStore:
             return True
         except FileNotFoundError:
             return False
+
+
+_CAMEL = {"function_call": "functionCall", "function_response": "functionResponse", "inline_data": "inlineData",
+          "mime_type": "mimeType", "thought_signature": "thoughtSignature", "file_data": "fileData",
+          "file_uri": "fileUri", "executable_code": "executableCode", "code_execution_result": "codeExecutionResult"}
+
+
+def share(messages: list[dict[str, Any]], path: Path) -> None:
+    """Write ``messages`` to ``path`` as gemini-cli's ``/chat share`` does:
+    ``.json`` its Content objects (camelCase, as the API writes them),
+    ``.md`` one section a message. Written whole or not at all."""
+    contents = [_camel(m) for m in messages]
+    if path.suffix.lower() == ".json":
+        text = json.dumps(contents, indent=2, ensure_ascii=False)
+    else:
+        text = "\n\n---\n\n".join(_markdown(c) for c in contents)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    replace_atomically(path, text.encode("utf-8"))
+
+
+def _camel(value: Any, *, keys: bool = True) -> Any:
+    """The API's key names for a part's fields; the values a tool call
+    carries (its ``args``, its ``response``) are left as they are."""
+    if isinstance(value, dict) and keys:
+        return {_CAMEL.get(k, k): _camel(v, keys=k not in ("args", "response")) for k, v in value.items()}
+    if isinstance(value, list) and keys:
+        return [_camel(v) for v in value]
+    return value
+
+
+def _markdown(content: dict[str, Any]) -> str:
+    pieces = []
+    for part in content.get("parts") or []:
+        if part.get("text"):
+            pieces.append(part["text"])
+        elif "functionCall" in part:
+            pieces.append("**Tool Command**:\n```json\n" + json.dumps(part["functionCall"], indent=2) + "\n```")
+        elif "functionResponse" in part:
+            pieces.append("**Tool Response**:\n```json\n" + json.dumps(part["functionResponse"], indent=2) + "\n```")
+    icon = "\U0001F9D1\u200D\U0001F4BB" if content.get("role") == "user" else "\u2728"
+    return f"## {(content.get('role') or 'model').upper()} {icon}\n\n" + "".join(pieces)
+

@@ -82,6 +82,22 @@ async def _help(repl: Repl, args: list[str]) -> None:
 
 
 async def _quit(repl: Repl, args: list[str]) -> None:
+    """Leave; ``--delete`` deletes this session on the server first (as
+    gemini-cli's ``/quit --delete``: no trace left of it)."""
+    if args not in ([], ["--delete"]):
+        raise CommandUsage("/quit [--delete]")
+    if args:
+        connected = repl.require_client().connected
+        assert connected is not None
+        # A connection cannot delete its own session: leave it for an empty
+        # one (a session never prompted is never stored), then delete it.
+        if not await repl.reconnect(None, "leaving the session to delete it"):
+            raise CommandUsage("the session was not deleted: no new connection to the server")
+        try:
+            await repl.require_client().delete_session(connected.session_id)
+        except RequestFailed as exc:
+            raise CommandUsage(f"the session was not deleted: {exc}") from None
+        repl.console.print(Text(f"Deleted session {connected.session_id}.", style="green"))
     raise QuitRepl()
 
 
@@ -90,21 +106,36 @@ async def _clear(repl: Repl, args: list[str]) -> None:
     await repl.reconnect(None, "new conversation")
 
 
+def _tools_actions(repl: Repl) -> Iterable[str]:
+    return ("desc", "nodesc")
+
+
 async def _tools(repl: Repl, args: list[str]) -> None:
-    _no_args(args, "/tools")
+    """The tools, with a one-line summary; ``desc`` (``descriptions``) the
+    whole description the model reads, ``nodesc`` (``nodescriptions``) none."""
+    if args not in ([], ["desc"], ["descriptions"], ["nodesc"], ["nodescriptions"]):
+        raise CommandUsage("/tools [desc|nodesc]")
+    detail = "full" if args and args[0].startswith("desc") else ("none" if args else "summary")
     client = repl.require_client()
     policy = client.executor.policy
     table = Table(box=None, padding=(0, 2, 0, 0))
     table.add_column("tool", style="bold")
     table.add_column("kind")
     table.add_column("approval")
-    table.add_column("what it does")
+    if detail != "none":
+        table.add_column("what it does")
     room = max(20, repl.console.width - 45)
     for tool in client.executor.registry:
         decision = policy.decide(tool, {})
         asks = "asks first" if decision is Decision.ASK else ("runs" if decision is Decision.ALLOW else "refused")
         summary = tool.description.strip().split("\n")[0]
-        table.add_row(tool.name, tool.kind.value, asks, summary if len(summary) <= room else summary[:room - 1] + "…")
+        if detail == "full":
+            table.add_row(tool.name, tool.kind.value, asks, Text(visible(tool.description.strip())))
+        elif detail == "summary":
+            table.add_row(tool.name, tool.kind.value, asks,
+                          summary if len(summary) <= room else summary[:room - 1] + "…")
+        else:
+            table.add_row(tool.name, tool.kind.value, asks)
     repl.console.print(table)
     repl.console.print(Text(f"workspace: {client.executor.workspace.root}", style="dim"))
     if repl.asker.grants:
@@ -244,11 +275,11 @@ async def _init(repl: Repl, args: list[str]) -> None:
     await repl.run_turn(project_init.PROMPT, carry_context=False)
 
 
-_CHAT_USAGE = "/chat save TAG | resume TAG | list | delete TAG"
+_CHAT_USAGE = "/chat save TAG | resume TAG | list | delete TAG | share [FILE.md|FILE.json]"
 
 
 def _chat_actions(repl: Repl) -> Iterable[str]:
-    return ("save", "resume", "list", "delete")
+    return ("save", "resume", "list", "delete", "share")
 
 
 async def _chat(repl: Repl, args: list[str]) -> None:
@@ -261,6 +292,9 @@ async def _chat(repl: Repl, args: list[str]) -> None:
             repl.console.print(Text(f"No saved chats (they go in {store.directory}).", style="dim"))
         for tag, when, count in saved:
             repl.console.print(Text.assemble((tag, "bold"), f"  saved {when} · {count} messages"))
+        return
+    if args[:1] == ["share"] and len(args) <= 2:
+        await _chat_share(repl, args[1] if len(args) == 2 else f"gemini-conversation-{int(time.time() * 1000)}.json")
         return
     if len(args) != 2 or args[0] not in ("save", "resume", "delete"):
         raise CommandUsage(_CHAT_USAGE)
@@ -286,6 +320,28 @@ async def _chat(repl: Repl, args: list[str]) -> None:
                 for line in _history_lines(content):
                     repl.console.print(line)
             repl.console.print(Text("It goes to the model with your next message.", style="dim"))
+
+
+async def _chat_share(repl: Repl, name: str) -> None:
+    """gemini-cli's ``/chat share FILE``: the conversation as JSON (its
+    Content objects) or Markdown, by the file's extension."""
+    from pathlib import Path
+
+    from .conversation import share
+
+    path = Path(name).expanduser()
+    path = path if path.is_absolute() else Path.cwd() / path
+    if path.suffix.lower() not in (".md", ".json"):
+        raise CommandUsage("Invalid file format. Only .md and .json are supported.")
+    history = (await repl.require_client().get_history()).messages
+    if not history:
+        repl.console.print(Text("No conversation found to share."))
+        return
+    try:
+        share(list(history), path)
+    except OSError as exc:
+        raise CommandUsage(f"cannot write {path}: {exc.strerror or exc}") from None
+    repl.console.print(Text(f"Conversation shared to {path}", style="green"))
 
 
 async def _mcp(repl: Repl, args: list[str]) -> None:
@@ -653,9 +709,11 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/help", "/help", "this list", _help),
     Command("/about", "/about", "version, model, how the model is reached (API key or Vertex AI account), server",
             _about),
-    Command("/quit", "/quit", "leave (also Ctrl-D)", _quit),
+    Command("/quit", "/quit [--delete]", "leave (also Ctrl-D); --delete deletes this session first", _quit),
+    Command("/exit", "/exit [--delete]", "the same as /quit", _quit),
     Command("/clear", "/clear", "start a new conversation (a fresh session)", _clear),
-    Command("/tools", "/tools", "the local tools this client offers, and which ask first", _tools),
+    Command("/tools", "/tools [desc|nodesc]", "the local tools this client offers, and which ask first", _tools,
+            _tools_actions),
     Command("/permissions", "/permissions [revoke N|all]",
             "what runs without asking: the mode, --allowed-tools, this session's \"always\" answers",
             _permissions, _permission_actions),

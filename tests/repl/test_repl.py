@@ -580,3 +580,41 @@ def test_init_has_the_model_write_a_gemini_md_and_never_overwrites_one(start_rep
     repl.expect(r"A GEMINI\.md file already exists in this directory\. No changes were made\.")
     repl.expect(PROMPT)
     assert (workdir / "GEMINI.md").read_text() == "# Notes project\n\nRead notes.txt.\n"
+
+
+@pytest.mark.timeout(60)
+def test_the_command_shapes_gemini_cli_users_type(start_repl, workdir, tmp_path):
+    repl = start_repl([{"function_calls": [{"name": "read_file", "args": {"file_path": "notes.txt"}}]},
+                       {"text": "The notes say so."}], "--approval-mode", "auto_edit")
+    ask(repl, "/tools nodesc")
+    repl.expect(r"read_file\s+read\s+runs")
+    repl.expect(PROMPT)
+    assert "Reads and returns" not in repl.text.split("/tools nodesc")[-1]
+    ask(repl, "/tools desc")
+    repl.expect(r"read_file")
+    repl.expect(PROMPT)
+    ask(repl, "what do the notes say?")
+    repl.expect(r"The notes say so\.")
+    repl.expect(PROMPT)
+    ask(repl, "/chat share talk.md")
+    repl.expect(r"Conversation shared to \S+talk\.md")
+    repl.expect(PROMPT)
+    ask(repl, "/chat share talk.json")
+    repl.expect(r"Conversation shared to \S+talk\.json")
+    repl.expect(PROMPT)
+    ask(repl, "/chat share talk.txt")
+    repl.expect(r"Only \.md and \.json are supported")
+    repl.expect(PROMPT)
+    markdown = (workdir / "talk.md").read_text()
+    assert markdown.startswith("## USER 🧑\u200d💻\n\n") and "\n\n---\n\n## MODEL ✨\n\n**Tool Command**:" in markdown
+    contents = json.loads((workdir / "talk.json").read_text())
+    assert contents[1]["parts"][0]["functionCall"]["name"] == "read_file"  # the API's names
+    assert contents[2]["parts"][0]["functionResponse"]["name"] == "read_file"
+    ask(repl, "/quit --delete")
+    repl.expect(r"Deleted session \S+\.")
+    assert repl.wait(timeout=15) == 0
+    listed = subprocess.run([sys.executable, "-m", "gemini_split", "-m", f"scripted:{tmp_path / 'script0.json'}",
+                             "--list-sessions"], cwd=workdir, env=_environ(tmp_path), capture_output=True,
+                            text=True, timeout=30)
+    assert listed.returncode == 0, listed.stderr
+    assert "notes" not in listed.stdout, listed.stdout

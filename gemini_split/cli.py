@@ -82,7 +82,7 @@ exit status: 0 ok, 1 error, 2 usage, 41 auth, 42 bad input, 52 bad settings.json
 GEMINI_CLI_ONLY_COMMANDS = {
     **dict.fromkeys(("extensions", "extension"), "extensions are not supported yet"),
     **dict.fromkeys(("skills", "skill"), "Agent Skills are not supported yet"),
-    **dict.fromkeys(("hooks", "hook"), "hooks are not supported yet"),
+    "hook": "its name here is 'hooks' (gemini-split hooks list)",
     "gemma": "gemini-split does not run local Gemma models",
     "update": "gemini-split does not update itself; upgrade it with the tool that installed it (pip, pipx, uv)",
 }
@@ -256,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "gemini_split.commands.daemon:add_daemon_parser")
     commands.add_lazy("mcp", "manage MCP servers (mcpServers in settings.json); serve our tools over MCP",
                       "gemini_split.commands.mcp:add_mcp_parser")
+    commands.add_lazy("hooks", "the hooks of settings.json (gemini-cli's \"hooks\" section)",
+                      "gemini_split.commands.hooks:add_hooks_parser")
     return parser
 
 
@@ -399,6 +401,10 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             from gemini_split.commands.mcp import run_mcp_command
 
             return run_mcp_command(args, env)
+        if args.command == "hooks":
+            from gemini_split.commands.hooks import run_hooks_command
+
+            return run_hooks_command(args, env)
         if args.command == "daemon":
             from gemini_split.commands.daemon import run_daemon_command
 

@@ -32,6 +32,7 @@ from gemini_split.transport import (
 
 from .approval import ApprovalMode, ApprovalPolicy, Asker
 from .executor import ToolExecutor
+from .hooks import TOOL_EVENTS, HookRunner, load_hooks, session_hooks
 from .protocol_client import (
     ConnectionCallback,
     EventCallback,
@@ -177,13 +178,43 @@ async def open_client(
         None if settings.reject_dangerous else asker,  # reject_dangerous: nobody is asked
         after_run=settings.context_tracker.after_run if settings.context_tracker is not None else None,
     )
+    hooks = _hook_runner(settings, on_notice)
+    executor.hooks = hooks
     try:
         async with _connected(settings, executor, on_event, on_notice, on_connection) as client:
-            yield client
+            if hooks is None:
+                yield client
+            else:
+                async with session_hooks(client, hooks, resumed=settings.resume is not None):
+                    yield client
     finally:
         # Background commands (run_shell_command is_background) end with the client.
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(executor.registry.close)
+
+
+def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | None) -> HookRunner | None:
+    """The hooks of ``settings.loaded_settings`` (None when there are none);
+    what is wrong with their definitions is said once a process."""
+    if settings.loaded_settings is None:
+        return None
+    hook_set = load_hooks(settings.loaded_settings)
+    notice = hook_set.unsupported_notice()
+    if settings.tools == "server" and any(h.event in TOOL_EVENTS for h in hook_set.active()):
+        hook_set.warnings.append("gemini-split: BeforeTool and AfterTool hooks do not run for the tools the "
+                                 "server runs (--tools server); see README \"Hooks\"")
+    for line in [*hook_set.warnings, *([notice] if notice else [])]:
+        if on_notice is not None and line not in _SAID:
+            _SAID.add(line)
+            on_notice(line.removeprefix("gemini-split: "))
+    if not hook_set.active():
+        return None
+
+    def notify(line: str) -> None:
+        if on_notice is not None:
+            on_notice(line.removeprefix("gemini-split: "))
+
+    return HookRunner(hook_set, settings.workspace, notify=notify)
 
 
 @asynccontextmanager

@@ -81,6 +81,10 @@ class ToolExecutor:
         #: ``await after_run(tool_name, args, result)`` → the result the model
         #: gets (e.g. with newly found subdirectory context appended).
         self.after_run = after_run
+        #: The user's hooks (a ``client.hooks.HookRunner``): BeforeTool and
+        #: AfterTool around each call that may run, Notification when the
+        #: user is asked. None: no hooks.
+        self.hooks: Any = None
 
     async def execute(
         self,
@@ -187,6 +191,10 @@ class ToolExecutor:
             # describe() may itself fail (a replace that matches nothing):
             # then there is nothing to ask about and the model is told why.
             description = await trio.to_thread.run_sync(tool.describe, args, self.workspace)
+            if self.hooks is not None:
+                await self.hooks.fire("Notification", {
+                    "notification_type": "ToolPermission", "message": f"{tool_name} needs your approval",
+                    "details": {"tool_name": tool_name, "tool_input": args}}, target="ToolPermission")
             answer = await self.asker.ask(ApprovalRequest(
                 call_id, tool, args, description,
                 reason=verdict.reason, always_scope=self.policy.always_scope(tool, args),
@@ -196,6 +204,9 @@ class ToolExecutor:
                 raise ToolFailed("refused", f"the user declined to run {tool_name}", "ask the user how to proceed")
             if answer is Answer.ALWAYS:
                 self.policy.remember(tool, args)
+
+        if self.hooks is not None:
+            args = await self._before_tool(tool, args)
 
         await start()
 
@@ -209,4 +220,42 @@ class ToolExecutor:
         result = await tool.run(args, ctx)
         if self.after_run is not None:
             result = await self.after_run(tool_name, args, result)
+        if self.hooks is not None:
+            result = await self._after_tool(tool.name, args, result)
+        return result
+
+    async def _before_tool(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+        """The BeforeTool hooks' verdict: raises :class:`ToolFailed` (code
+        ``hook_denied``, the hooks' reason) for a deny or exit status 2,
+        else returns the arguments with any ``hookSpecificOutput.tool_input``
+        merged over them (checked against the tool's schema again)."""
+        outcome = await self.hooks.fire("BeforeTool", {"tool_name": tool.name, "tool_input": args}, target=tool.name)
+        if outcome.denied or outcome.stopped:
+            why = outcome.reason if outcome.denied else outcome.stop_reason
+            raise ToolFailed("hook_denied", f"{tool.name} was blocked by the user's BeforeTool hook: {why}",
+                             "do not retry this call unchanged; tell the user if you need it")
+        rewrites = [r for r in outcome.specific("tool_input") if isinstance(r, dict)]
+        if rewrites:
+            merged = dict(args)
+            for rewrite in rewrites:
+                merged.update(rewrite)
+            args = tool.validate(merged)
+        return args
+
+    async def _after_tool(self, tool_name: str, args: dict[str, Any], result: Any) -> Any:
+        """The result after the AfterTool hooks: replaced by their reason on
+        a deny or exit status 2, with their ``additionalContext`` appended."""
+        outcome = await self.hooks.fire("AfterTool", {
+            "tool_name": tool_name, "tool_input": args,
+            "tool_response": {"llmContent": result, "returnDisplay": result}}, target=tool_name)
+        if outcome.denied:
+            result = outcome.reason
+        context = outcome.additional_context
+        if context:
+            if isinstance(result, str):
+                result = f"{result}\n\n{context}"
+            elif isinstance(result, dict):
+                result = {**result, "additionalContext": context}
+            else:
+                result = {"output": result, "additionalContext": context}
         return result

@@ -51,6 +51,7 @@ from gemini_split.protocol import (
     ServerEvent,
     SessionContext,
     State,
+    TextDelta,
     ToolAwaitingApproval,
     ToolDecided,
     ToolDecision,
@@ -91,6 +92,10 @@ _ANSWERS_KEPT = 256
 CLIENT_CAPABILITIES = ["client_tools", "tool_deltas"]
 #: Listed as well when a person can answer approval questions here.
 APPROVALS_CAPABILITY = "tool_approvals"
+#: How many times AfterAgent hooks may send a turn back to the model.
+MAX_HOOK_RETRIES = 5
+#: How much of a turn's text is kept for AfterAgent hooks.
+MAX_RESPONSE_FOR_HOOKS = 1024 * 1024
 
 
 class ServerToolChoice(msgspec.Struct, frozen=True):
@@ -203,6 +208,12 @@ class ProtocolClient:
         #: Awaited before each prompt is sent: tools that join late (MCP
         #: servers still starting when the connection opened) join here.
         self.before_turn: Callable[[], Awaitable[None]] | None = None
+        #: The user's hooks (a ``client.hooks.HookRunner``), or None.
+        self.hooks: Any = None
+        #: A SessionStart hook's context, sent before the next prompt.
+        self.pending_hook_context = ""
+        #: The model's text of the last turn (AfterAgent's ``prompt_response``).
+        self._last_text = ""
         #: The MCP servers lending tools to this client
         #: (:class:`~gemini_split.client.mcp.sources.McpServers`), if any.
         self.mcp_servers: Any = None
@@ -385,7 +396,46 @@ class ProtocolClient:
         """Send a prompt (with ``attachments`` as inline data) and wait until
         the server finishes it (or fails). Events reach ``on_event`` meanwhile.
         ``context`` (context files, approval mode, first-turn environment)
-        replaces the session's."""
+        replaces the session's.
+
+        With ``hooks`` (a ``client.hooks.HookRunner``): ``BeforeAgent`` runs
+        first (a deny or ``continue: false`` ends the turn unsent, with an
+        error of code ``hook_blocked``; its ``additionalContext`` is appended
+        to the prompt), a ``SessionStart`` hook's context goes before the
+        first prompt, and ``AfterAgent`` runs after a finished turn (a deny
+        sends its reason as a new prompt, at most :data:`MAX_HOOK_RETRIES`
+        times)."""
+        hooks = self.hooks
+        if hooks is None:
+            return await self._run_turn(prompt, model=model, attachments=attachments, context=context)
+        before = await hooks.fire("BeforeAgent", {"prompt": prompt})
+        if before.denied or before.stopped:
+            why = before.reason if before.denied else before.stop_reason
+            request_id = stamp(GenerateContentRequest(prompt="")).id
+            return TurnOutcome(request_id, error=Error(
+                request_id=request_id, code="hook_blocked",
+                message=f"a BeforeAgent hook blocked this prompt: {why}"))
+        sent = prompt
+        if before.additional_context:
+            sent = f"{sent}\n\n{before.additional_context}"
+        if self.pending_hook_context:
+            sent, self.pending_hook_context = f"{self.pending_hook_context}\n\n{sent}", ""
+        outcome = await self._run_turn(sent, model=model, attachments=attachments, context=context)
+        retried = False
+        for _ in range(MAX_HOOK_RETRIES):
+            if outcome.finished is None or outcome.cancelled or not hooks.has("AfterAgent"):
+                break
+            after = await hooks.fire("AfterAgent", {"prompt": prompt, "prompt_response": self._last_text,
+                                                    "stop_hook_active": retried})
+            if after.stopped or not after.denied:
+                break
+            retried = True
+            outcome = await self._run_turn(after.reason, model=model, context=context)
+        return outcome
+
+    async def _run_turn(self, prompt: str, *, model: str | None = None,
+                        attachments: tuple[Attachment, ...] = (),
+                        context: SessionContext | None = None) -> TurnOutcome:
         if self.before_turn is not None:
             await self.before_turn()
         return await self._run_request(stamp(GenerateContentRequest(prompt=prompt, model=model,
@@ -405,6 +455,7 @@ class ProtocolClient:
         """Send a request and wait until the server finishes it (or fails)."""
         turn = _Turn(request)
         self._turn = turn
+        self._last_text = ""
         try:
             if self._closed_reason is not None and not self._reconnecting:
                 self._connection_lost(self._closed_reason)
@@ -583,6 +634,9 @@ class ProtocolClient:
         turn = self._turn
         if turn is not None and getattr(message, "request_id", None) == turn.request_id:
             turn.acknowledged = True
+        if isinstance(message, TextDelta) and turn is not None and message.request_id == turn.request_id \
+                and len(self._last_text) < MAX_RESPONSE_FOR_HOOKS:
+            self._last_text += message.content
         if isinstance(message, ToolExecutionRequest) and self._runs_here(message, turn):
             await self._tool_requested(message, nursery)
             return

@@ -428,6 +428,21 @@ def _memory_actions(repl: Repl) -> Iterable[str]:
     return ["show", "refresh", "add"]
 
 
+async def _hooks(repl: Repl, args: list[str]) -> None:
+    """``/hooks [list]``: as ``gemini-split hooks list``, for this session's settings."""
+    if args not in ([], ["list"]):
+        raise CommandUsage("/hooks [list]")
+    from gemini_split.client.hooks import describe, load_hooks
+
+    loaded = repl.settings.loaded_settings
+    if loaded is None:
+        repl.console.print(Text("No settings files were read for this session.", style="dim"))
+        return
+    hooks = load_hooks(loaded)
+    for line in [*hooks.warnings, *describe(hooks)]:
+        repl.console.print(Text(visible(line)))
+
+
 def _mcp_actions(repl: Repl) -> Iterable[str]:
     return ["tools", "desc"]
 
@@ -728,6 +743,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/memory", "/memory show|refresh|add TEXT", "the context files (GEMINI.md) sent with every prompt",
             _memory, _memory_actions),
     Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
+    Command("/hooks", "/hooks [list]", "the hooks of settings.json (run here, on this machine)", _hooks,
+            lambda repl: ["list"]),
     Command("/commands", "/commands [list|reload]",
             "your custom commands (.gemini/commands/*.toml): list them, or reread the files", _commands,
             _commands_actions),

@@ -60,7 +60,7 @@ function _shtab_gemini_split_using
   test "$_shtab_gemini_split_cmdpath" = "$argv"
 end
 
-set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve'
+set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve' hooks 'hooks list'
 set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --approval-timeout --auth-config --auth-method --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --lease-ttl --limit --listen --log-file --max-approval-mode --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --project --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --sandbox --scope --server --session-id --session-ttl --since --state-dir --store --timeout --tls-cert --tls-key --token --token-env --tool-timeout --tools --transport --trusted-proxy --web-fetch-allow --workspace --workspace-root -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
@@ -231,3 +231,7 @@ complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l allowed-too
 complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l http -x -d 'streamable HTTP at http://HOST:PORT/mcp instead of stdio'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l auth-config -xka "(__fish_complete_path (commandline -ct))" -d '--http: tokens file (as for '"'"'serve'"'"'; default $GEMINI_AUTH_CONFIG); required unless HOST is loopback'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp serve' -l insecure-no-auth -d '--http: allow a non-loopback address without tokens (not recommended)'
+complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a hooks -d 'Hooks are your commands run at points of the agent loop (BeforeTool, AfterTool, BeforeAgent, SessionStart…), on this machine. A project'"'"'s hooks apply only in a trusted folder.'
+complete -c gemini-split -n '_shtab_gemini_split_using hooks' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using hooks; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'each event'"'"'s hooks: matcher, timeout, command and the file defining it'
+complete -c gemini-split -n '_shtab_gemini_split_using hooks list' -s h -l help -d 'show this help message and exit'

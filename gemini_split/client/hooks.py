@@ -53,7 +53,9 @@ TOOL_EVENTS = frozenset({"BeforeTool", "AfterTool"})
 #: Events fired where the model is called (the server): see README "Hooks".
 MODEL_EVENTS = frozenset({"BeforeModel", "AfterModel", "BeforeToolSelection"})
 #: Events gemini-split does not fire (yet); configuring one is reported.
-UNSUPPORTED_EVENTS = MODEL_EVENTS | {"PreCompress"}
+#: (PreCompress fires for ``/compress`` only: automatic compression is the
+#: server's.)
+UNSUPPORTED_EVENTS = MODEL_EVENTS
 DEFAULT_TIMEOUT_MS = 60_000
 #: A hook's stdout beyond this is discarded and the hook's output ignored.
 MAX_STDOUT_BYTES = 1024 * 1024
@@ -448,7 +450,8 @@ def describe(hooks: HookSet) -> list[str]:
         here = [h for h in hooks.hooks if h.event == event]
         if not here:
             continue
-        note = "  (not fired by gemini-split)" if event in UNSUPPORTED_EVENTS else ""
+        note = "  (not fired by gemini-split)" if event in UNSUPPORTED_EVENTS else \
+            "  (/compress only)" if event == "PreCompress" else ""
         lines.append(f"{event}:{note}")
         for h in here:
             state = "" if id(h) in active else "  [disabled]"

@@ -449,6 +449,8 @@ class ProtocolClient:
         if self._conn.version < COMPRESSION_SINCE:
             raise RequestFailed("this server cannot compress a session's history (it speaks protocol "
                                 f"{'.'.join(map(str, self._conn.version))}; 1.3 can)", ErrorCode.UNKNOWN_TYPE.value)
+        if self.hooks is not None:  # advisory: it cannot stop the compression
+            await self.hooks.fire("PreCompress", {"trigger": "manual"}, target="manual")
         return await self._run_request(stamp(Compress()))
 
     async def _run_request(self, request: GenerateContentRequest | Compress) -> TurnOutcome:

@@ -300,3 +300,10 @@ def test_parse_hooks_never_raises_on_hostile_shapes():
                                                               {"command": "x", "timeout": -1}]}]}):
         hooks, warnings = parse_hooks(raw, "somewhere")
         assert hooks == [] and warnings and all(w.startswith("gemini-split: somewhere: key hooks") for w in warnings)
+
+
+def test_a_hook_that_leaves_a_background_process_holding_its_output_is_answered_at_once():
+    started = time.monotonic()
+    result = _run_one("""sleep 30 & echo '{"systemMessage": "left one behind"}'""", timeout_ms=20_000)
+    assert time.monotonic() - started < 10
+    assert result.warning is None and result.output == {"systemMessage": "left one behind"}

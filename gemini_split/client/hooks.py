@@ -61,6 +61,9 @@ DEFAULT_TIMEOUT_MS = 60_000
 MAX_STDOUT_BYTES = 1024 * 1024
 #: Of stderr (a reason or a warning), this much is kept.
 MAX_STDERR_BYTES = 16 * 1024
+#: Seconds to keep reading a hook's output after it exited (a background
+#: process it left may hold the pipes open).
+OUTPUT_GRACE = 1.0
 
 
 @dataclass(frozen=True)
@@ -374,28 +377,39 @@ async def run_hook(hook: HookDefinition, payload: bytes, env: Mapping[str, str],
         finally:
             await process.stdin.aclose()
 
-    async def drain(stream: Any, into: bytearray, limit: int, flag: list[bool] | None) -> None:
+    async def drain(stream: Any, into: bytearray, limit: int, flag: list[bool] | None, done: trio.Event) -> None:
         while chunk := await stream.receive_some(65536):
             room = limit - len(into)
             if room > 0:
                 into += chunk[:room]
             if len(chunk) > room and flag is not None:
                 flag[0] = True
+        done.set()
 
     timed_out = False
     try:
         with trio.move_on_after(hook.timeout_ms / 1000) as scope:
             async with trio.open_nursery() as nursery:
+                out_done, err_done = trio.Event(), trio.Event()
                 nursery.start_soon(feed)
-                nursery.start_soon(drain, process.stdout, out, MAX_STDOUT_BYTES, over)
-                nursery.start_soon(drain, process.stderr, err, MAX_STDERR_BYTES, None)
+                nursery.start_soon(drain, process.stdout, out, MAX_STDOUT_BYTES, over, out_done)
+                nursery.start_soon(drain, process.stderr, err, MAX_STDERR_BYTES, None, err_done)
                 await process.wait()
+                # Something the hook started in the background may hold its
+                # pipes open: what it wrote by now is the answer.
+                with trio.move_on_after(OUTPUT_GRACE):
+                    await out_done.wait()
+                    await err_done.wait()
+                nursery.cancel_scope.cancel()
         timed_out = scope.cancelled_caught
     finally:
         if process.returncode is None or timed_out:
             _kill_group(process.pid)
             with trio.CancelScope(shield=True):
                 await process.wait()
+        with trio.CancelScope(shield=True):
+            for stream in (process.stdin, process.stdout, process.stderr):
+                await stream.aclose()
     stderr = err.decode("utf-8", "replace")
     if timed_out:
         return HookResult(hook, stderr=stderr, warning=f"gemini-split: {what} did not finish within "

@@ -159,13 +159,36 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     environment = session_context_text(dirs, include_listing=s.context.include_directory_tree, ignore_files=ignore)
     settings.project_context = project
     settings.memory_file = default_memory_file(env.config_dir, names)
+    settings.skills = discover_skills(settings, env)
+    for line in settings.skills.warnings:
+        env.warn(f"gemini-split: skills: {line}")
     settings.context = session_context_message(
         project, workspace_dirs=dirs, file_names=names, approval_mode=settings.approval_mode.value,
         interactive=interactive, environment=environment, compression_threshold=s.model.compression_threshold,
     )
+    if settings.skills.enabled():
+        from gemini_split.client.skills import wire_skills
+
+        settings.context = msgspec.structs.replace(settings.context, skills=wire_skills(settings.skills))
     settings.context_tracker = SubdirectoryContext(dirs, file_names=names, loaded=project.paths(),
                                                    trusted=loaded.trusted)
     log.debug("context files: %s", ", ".join(str(p) for p in project.paths()) or "none")
+
+
+def discover_skills(settings: ClientSettings, env: Environment, extra: tuple[Path, ...] = ()):
+    """The Agent Skills for this run (``gemini_split.client.skills``):
+    user skills, and the project's in a trusted folder; ``extra`` skill
+    directories (an extension's) rank below both. None offered with
+    ``skills.enabled`` false."""
+    from gemini_split.client.skills import Discovery, discover, skill_roots
+
+    loaded = settings.loaded_settings
+    s = loaded.merged
+    if not s.skills.enabled:
+        return Discovery()
+    home = Path(env.environ.get("HOME") or Path.home())
+    roots = skill_roots(env.config_dir, home, settings.workspace, trusted=loaded.trusted, extra=extra)
+    return discover(roots, disabled=s.skills.disabled)
 
 
 def resolve_include_dirs(options: ClientOptions, env: Environment, s: Settings) -> tuple[Path, ...]:

@@ -81,7 +81,7 @@ exit status: 0 ok, 1 error, 2 usage, 41 auth, 42 bad input, 52 bad settings.json
 #: sent to the model as a prompt.
 GEMINI_CLI_ONLY_COMMANDS = {
     **dict.fromkeys(("extensions", "extension"), "extensions are not supported yet"),
-    **dict.fromkeys(("skills", "skill"), "Agent Skills are not supported yet"),
+    "skill": "its name here is 'skills' (gemini-split skills list)",
     "hook": "its name here is 'hooks' (gemini-split hooks list)",
     "gemma": "gemini-split does not run local Gemma models",
     "update": "gemini-split does not update itself; upgrade it with the tool that installed it (pip, pipx, uv)",
@@ -258,6 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "gemini_split.commands.mcp:add_mcp_parser")
     commands.add_lazy("hooks", "the hooks of settings.json (gemini-cli's \"hooks\" section)",
                       "gemini_split.commands.hooks:add_hooks_parser")
+    commands.add_lazy("skills", "manage Agent Skills: list, install PATH, uninstall NAME",
+                      "gemini_split.commands.skills:add_skills_parser")
     return parser
 
 
@@ -405,6 +407,10 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             from gemini_split.commands.hooks import run_hooks_command
 
             return run_hooks_command(args, env)
+        if args.command == "skills":
+            from gemini_split.commands.skills import run_skills_command
+
+            return run_skills_command(args, env)
         if args.command == "daemon":
             from gemini_split.commands.daemon import run_daemon_command
 

@@ -169,6 +169,13 @@ class MCPSettings(_Section):
     excluded: list[str] = msgspec.field(default_factory=list)
 
 
+class SkillsSettings(_Section):
+    #: ``skills.enabled``: false offers no Agent Skills at all.
+    enabled: bool = True
+    #: ``skills.disabled``: skills discovered but not offered (``/skills disable``).
+    disabled: list[str] = msgspec.field(default_factory=list)
+
+
 class GeminiSplitSettings(_Section):
     """gemini-split's own keys, under ``"geminiSplit"``."""
 
@@ -187,6 +194,7 @@ class Settings(_Section):
     mcp_servers: dict[str, MCPServerSettings] = msgspec.field(default_factory=dict)
     mcp: MCPSettings = msgspec.field(default_factory=MCPSettings)
     gemini_split: GeminiSplitSettings = msgspec.field(default_factory=GeminiSplitSettings)
+    skills: SkillsSettings = msgspec.field(default_factory=SkillsSettings)
 
     def context_file_names(self) -> list[str]:
         """``context.fileName`` as a list (default ``["GEMINI.md"]``)."""
@@ -450,7 +458,7 @@ def strip_json_comments(text: str) -> str:
 
 #: Paths whose lists or objects merge rather than replace (gemini-cli's
 #: mergeStrategy in its settings schema).
-_UNION = {("tools", "exclude"), ("context", "fileFiltering", "customIgnoreFilePaths")}
+_UNION = {("tools", "exclude"), ("skills", "disabled"), ("context", "fileFiltering", "customIgnoreFilePaths")}
 _CONCAT = {("context", "includeDirectories")}
 _SHALLOW = {("mcpServers",)}
 

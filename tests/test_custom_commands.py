@@ -246,7 +246,7 @@ def test_one_shot_in_an_untrusted_folder_names_the_ignored_files_in_one_line(set
 
 @pytest.mark.parametrize("words, says", [
     (["extensions", "list"], "extensions are not supported yet"),
-    (["skills", "list"], "Agent Skills are not supported yet"),
+    (["skill", "list"], "its name here is 'skills'"),
     (["hook", "list"], "its name here is 'hooks'"),
     (["gemma"], "does not run local Gemma"),
     (["update"], "does not update itself"),

@@ -147,6 +147,10 @@ class ClientSettings(msgspec.Struct):
     #: ``--project``: with ``tools="server"``, a project directory from the
     #: server's allowlist instead of a fresh workspace.
     project: str | None = None
+    #: The Agent Skills discovered (a ``client.skills.Discovery``), or None.
+    #: The enabled ones' directories join the tools' workspace, so the files
+    #: ``activate_skill`` lists can be read with the confined file tools.
+    skills: Any = None
 
 
 @asynccontextmanager
@@ -173,7 +177,7 @@ async def open_client(
     registry = _offered_tools(settings)
     executor = ToolExecutor(
         registry,
-        Workspace(settings.workspace, settings.include_dirs),
+        Workspace(settings.workspace, settings.include_dirs + _skill_dirs(settings)),
         ApprovalPolicy(settings.approval_mode, settings.allowed_tools, settings.policy),
         None if settings.reject_dangerous else asker,  # reject_dangerous: nobody is asked
         after_run=settings.context_tracker.after_run if settings.context_tracker is not None else None,
@@ -215,6 +219,15 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
             on_notice(line.removeprefix("gemini-split: "))
 
     return HookRunner(hook_set, settings.workspace, notify=notify)
+
+
+def _skill_dirs(settings: ClientSettings) -> tuple[Path, ...]:
+    """The enabled skills' directories (gemini-cli adds a skill's directory
+    to the workspace when it is activated; activation is answered by the
+    server here, so they are added from the start)."""
+    if settings.skills is None:
+        return ()
+    return tuple(s.directory for s in settings.skills.enabled() if s.directory.is_dir())
 
 
 @asynccontextmanager

@@ -32,6 +32,7 @@ from .messages import (
     ClientsChanged,
     Connected,
     ContextFile,
+    SkillInfo,
     Error,
     Finished,
     GenerateContentRequest,

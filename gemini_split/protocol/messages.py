@@ -352,6 +352,20 @@ class ContextFile(Struct, frozen=True, kw_only=True, omit_defaults=True):
     scope: str = "project"
 
 
+class SkillInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An Agent Skill the client discovered and enabled (issue 29 §2):
+    ``name`` and ``description`` are offered to the model; ``body`` (the
+    ``SKILL.md`` instructions) and ``resources`` (its files, one path a
+    line, on the client's disk) are what ``activate_skill`` returns.
+    ``location`` is the client's path of the ``SKILL.md``."""
+
+    name: str
+    description: str
+    location: str = ""
+    body: str = ""
+    resources: str = ""
+
+
 class SessionContext(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What the client knows about where the session works, for the server's
     system instruction and the first turn. ``files`` in the order they
@@ -370,6 +384,8 @@ class SessionContext(Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: compresses the history before a model call once the last prompt took
     #: more than this fraction of the model's context window (None: 0.5).
     compression_threshold: Annotated[float, Meta(gt=0, le=1)] | None = None
+    #: Agent Skills (optional): offered to the model, with ``activate_skill``.
+    skills: tuple[SkillInfo, ...] = ()
 
 
 class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_only=True):

@@ -39,6 +39,7 @@ from gemini_split.protocol import (
 from ..model import web_search
 from ..config import ServerConfig
 from . import compression
+from . import skills as skill_tool
 from .priority import Pace
 from .prompts import ContextBlock, PromptFacts, system_instruction
 from ..model.base import (
@@ -158,6 +159,8 @@ async def run_agent(
     run.history.append({"role": "user", "parts": parts})
     if run.server_tools:
         call_tool = _with_server_tools(run, call_tool, model=model, emit=emit)
+    if _skills(run):
+        call_tool = _with_skills(run, call_tool, emit=emit)
     while True:
         if run.turns >= config.max_turns:
             raise TurnLimitExceeded(
@@ -184,7 +187,8 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
     request = ModelRequest(
         model=run.model_name,
         contents=list(run.history),
-        tools=run.tools + [SERVER_TOOLS[name] for name in run.server_tools if name in SERVER_TOOLS],
+        tools=run.tools + [SERVER_TOOLS[name] for name in run.server_tools if name in SERVER_TOOLS]
+        + ([skill_tool.spec(_skills(run))] if _skills(run) else []),
         system_instruction=_system_instruction(run, config),
     )
     if run.turns == 1 and log.isEnabledFor(logging.DEBUG):
@@ -289,6 +293,32 @@ def _with_server_tools(run: AgentRun, call_tool: CallTool, *, model: Model, emit
     return call
 
 
+def _skills(run: AgentRun) -> tuple:
+    """The Agent Skills the client sent in its ``SessionContext`` (none: no ``activate_skill``)."""
+    return tuple(getattr(run.context, "skills", None) or ())
+
+
+def _with_skills(run: AgentRun, call_tool: CallTool, *, emit: Emit) -> CallTool:
+    """``call_tool`` that answers ``activate_skill`` here, from the skills
+    the client sent (:mod:`.skills`), and hands every other call on."""
+    numbers = itertools.count(1)
+
+    async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+        if name != skill_tool.NAME:
+            return await call_tool(name, args)
+        call_id = f"{run.request_id}.skill.{next(numbers)}"
+        await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args))
+        text, failure = skill_tool.activate(_skills(run), args)
+        if failure is not None:
+            await emit(ToolError(request_id=run.request_id, call_id=call_id, tool=name, error=failure))
+            return None, failure
+        await emit(ToolCompleted(request_id=run.request_id, call_id=call_id, tool=name,
+                                 result=f"Skill {args.get('name')} activated"))
+        return text, None
+
+    return call
+
+
 def _keep_partial(run: AgentRun, parts: list[dict[str, Any]]) -> None:
     """Keep streamed text of an interrupted call; drop its function calls,
     which will never get responses."""
@@ -343,14 +373,16 @@ def _system_instruction(run: AgentRun, config: ServerConfig) -> str | None:
         return _built_instruction(tools, None)
     return _built_instruction(tools, (
         context.approval_mode, tuple(context.workspace_dirs), context.interactive,
-        tuple((f.path, f.scope, f.content) for f in context.files), tuple(context.file_names)))
+        tuple((f.path, f.scope, f.content) for f in context.files), tuple(context.file_names),
+        tuple((k.name, k.description, k.location) for k in getattr(context, "skills", ()) or ())))
 
 
 @functools.lru_cache(maxsize=256)
 def _built_instruction(tools: tuple[tuple[str, str], ...], context: tuple | None) -> str:
     facts = PromptFacts(tools=list(tools))
     if context is not None:
-        approval_mode, workspace_dirs, interactive, files, file_names = context
+        approval_mode, workspace_dirs, interactive, files, file_names, skills = context
+        facts.skills = list(skills)
         facts.approval_mode = approval_mode
         facts.workspace_dirs = list(workspace_dirs)
         facts.interactive = interactive

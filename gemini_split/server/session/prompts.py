@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .skills import instruction_section as skills_section
+
 #: Tools that change nothing: the only ones offered in plan mode.
 READ_ONLY_TOOLS = frozenset({
     "read_file", "read_many_files", "list_directory", "glob", "grep_search", "search_file_content",
@@ -45,6 +47,8 @@ class PromptFacts:
     interactive: bool | None = None
     context_files: Sequence[ContextBlock] = field(default_factory=list)
     context_file_names: Sequence[str] = ("GEMINI.md",)
+    #: Agent Skills offered: ``(name, description, location)``.
+    skills: Sequence[tuple[str, str, str]] = ()
 
 
 def system_instruction(facts: PromptFacts) -> str:
@@ -57,6 +61,7 @@ def system_instruction(facts: PromptFacts) -> str:
         _safety(facts),
         _approval(facts),
         _style(facts),
+        skills_section(facts.skills),
     ]
     text = "\n\n".join(s.strip() for s in sections if s and s.strip())
     return text + format_loaded_context(facts.context_files)

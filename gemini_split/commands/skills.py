@@ -1,0 +1,129 @@
+"""``gemini-split skills list|install PATH|uninstall NAME``: gemini-cli's
+``gemini skills`` for Agent Skills (issue 29 §2), on the client's files.
+
+``install`` takes a local directory (a skill, or a checkout holding skills
+one level down); it shows what each skill contains and asks, unless
+``--consent``; without a terminal to ask on and without ``--consent`` it
+refuses (exit 2) and installs nothing. Skills go where gemini-cli keeps
+them (``~/.gemini/skills/<name>``, or ``.gemini/skills/<name>`` with
+``--scope workspace``), so either tool sees them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from gemini_split.environment import Environment
+from gemini_split.exit_status import ExitStatus
+
+
+def add_skills_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "skills", help="manage Agent Skills (SKILL.md directories), as 'gemini skills'",
+        description="Agent Skills from ~/.gemini/skills, ~/.agents/skills and (in a trusted folder) "
+                    ".gemini/skills and .agents/skills: list them, install one from a local directory, "
+                    "uninstall one.",
+    )
+    sub = parser.add_subparsers(dest="skills_command", metavar="ACTION", required=True)
+    sub.add_parser("list", help="discovered skills: name, state, scope, description, location")
+    install = sub.add_parser("install", help="copy the skill(s) in a local directory into your skills directory")
+    install.add_argument("path", metavar="PATH", help="a skill's directory, or a checkout holding skills")
+    install.add_argument("--scope", choices=("user", "workspace"), default="user",
+                         help="user: ~/.gemini/skills (default); workspace: ./.gemini/skills")
+    install.add_argument("--path", dest="subpath", metavar="SUBDIR", help="the sub-directory of PATH holding the skill")
+    install.add_argument("--consent", action="store_true", help="install without asking (you read what it contains)")
+    uninstall = sub.add_parser("uninstall", help="remove an installed skill")
+    uninstall.add_argument("name", metavar="NAME")
+    uninstall.add_argument("--scope", choices=("user", "workspace"), default="user")
+
+
+def run_skills_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    from gemini_split.client.skills import SkillError
+
+    try:
+        if args.skills_command == "install":
+            return _install(args, env)
+        if args.skills_command == "uninstall":
+            return _uninstall(args, env)
+        return _list(env)
+    except SkillError as exc:
+        env.warn(f"gemini-split: {exc}")
+        return ExitStatus.ERROR
+
+
+def _list(env: Environment) -> ExitStatus:
+    from gemini_split.client.skills import discover, skill_roots
+    from gemini_split.commands.sessions import printable
+    from gemini_split.settings import load_settings
+
+    loaded = load_settings(env)
+    for line in loaded.warnings:
+        env.warn(line)
+    home = Path(env.environ.get("HOME") or Path.home())
+    found = discover(skill_roots(env.config_dir, home, env.cwd, trusted=loaded.trusted),
+                     disabled=loaded.merged.skills.disabled)
+    for line in found.warnings:
+        env.warn(f"gemini-split: skills: {line}")
+    if not found.skills:
+        env.warn("No skills found (put one in ~/.gemini/skills/NAME/SKILL.md, "
+                 "or install one with 'gemini-split skills install PATH').")
+        return ExitStatus.SUCCESS
+    out = env.stdout
+    for s in found.skills:
+        state = "disabled" if s.disabled else "enabled"
+        out.write(f"{printable(s.name)} [{state}] ({s.scope})\n  {printable(s.description)}\n  {s.path}\n")
+    out.flush()
+    return ExitStatus.SUCCESS
+
+
+def _install(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    from gemini_split.client.skills import consent_text, find_installable, install, install_dir
+
+    source = Path(args.path).expanduser()
+    source = Path(os.path.normpath(source if source.is_absolute() else env.cwd / source))
+    if args.subpath:
+        sub = Path(args.subpath)
+        if sub.is_absolute() or ".." in sub.parts:
+            env.warn(f"gemini-split: --path {args.subpath}: must be a sub-directory of {args.path}")
+            return ExitStatus.USAGE
+        source = source / sub
+    found = find_installable(source)
+    for line in found.warnings:
+        env.warn(f"gemini-split: skills: {line}")
+    if not found.skills:
+        env.warn(f"gemini-split: no valid skills found in {source}. Ensure a SKILL.md file exists "
+                 "with valid frontmatter.")
+        return ExitStatus.ERROR
+    target = install_dir(args.scope, env.config_dir, env.cwd)
+    text = consent_text(found, source, target)
+    if not args.consent:
+        if not env.stdin_isatty:
+            env.warn(text)
+            env.warn("gemini-split: not installed: nobody can answer here (no terminal); "
+                     "read the above and run again with --consent to install.")
+            return ExitStatus.USAGE
+        env.warn(text)
+        env.stderr.write("Do you want to continue? [Y/n]: ")
+        env.stderr.flush()
+        answer = env.stdin.readline().strip().lower()
+        if answer not in ("", "y", "yes"):
+            env.warn("Skill installation cancelled.")
+            return ExitStatus.ERROR
+    for path in install(found, target):
+        env.warn(f'Successfully installed skill "{path.name}" ({args.scope}) to {path}.')
+    return ExitStatus.SUCCESS
+
+
+def _uninstall(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    from gemini_split.client.skills import install_dir, uninstall
+
+    target = install_dir(args.scope, env.config_dir, env.cwd)
+    removed = uninstall(args.name, target)
+    if removed is None:
+        env.warn(f'gemini-split: skill "{args.name}" is not installed in {target} ({args.scope} scope).')
+        return ExitStatus.ERROR
+    env.warn(f'Successfully uninstalled skill "{args.name}" ({removed}).')
+    return ExitStatus.SUCCESS

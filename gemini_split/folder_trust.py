@@ -48,6 +48,9 @@ def project_files(folder: Path, env: Environment, context_file_names: list[str])
             found.extend(sorted(gemini_dir.iterdir()))
         except OSError:
             found.append(gemini_dir)
+    agents_skills = folder / ".agents" / "skills"  # gemini-cli's alias for .gemini/skills
+    if agents_skills.is_dir() and not _same(folder, _home(env)):
+        found.append(agents_skills)
     root = next((d for d in (folder, *folder.parents) if any(os.path.lexists(d / m) for m in ROOT_MARKERS)), folder)
     chain = [folder]
     while chain[-1] != root and chain[-1].parent != chain[-1]:

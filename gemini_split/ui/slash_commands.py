@@ -665,6 +665,19 @@ async def _commands(repl: Repl, args: list[str]) -> None:
                                          (f"  {visible(str(cmd.path), newlines=False)}", "dim")))
 
 
+async def _skills(repl: Repl, args: list[str]) -> None:
+    from .skills_command import SkillsUsage, skills_command
+
+    try:
+        await skills_command(repl, args)
+    except SkillsUsage as exc:
+        raise CommandUsage(str(exc)) from None
+
+
+def _skills_actions(repl: Repl) -> Iterable[str]:
+    return ["list", "enable", "disable", "reload"]
+
+
 def _commands_actions(repl: Repl) -> Iterable[str]:
     return ["list", "reload"]
 
@@ -748,6 +761,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/commands", "/commands [list|reload]",
             "your custom commands (.gemini/commands/*.toml): list them, or reread the files", _commands,
             _commands_actions),
+    Command("/skills", "/skills [list|enable NAME|disable NAME|reload]",
+            "Agent Skills (SKILL.md): list them, enable or disable one, reread them", _skills, _skills_actions),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),

@@ -1,0 +1,103 @@
+"""The REPL's ``/skills list|enable|disable|reload`` (gemini-cli's), issue 29 §2.
+
+``enable`` / ``disable`` edit ``skills.disabled`` in the user's
+settings.json (``--scope workspace``: the project's), as gemini-cli does,
+and take effect at the next prompt: the skills are read again and the
+session's context (which carries them to the server) is rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from .safe_text import visible
+
+if TYPE_CHECKING:
+    from .repl import Repl
+
+USAGE = "/skills list [nodesc] | enable NAME | disable NAME [--scope user|workspace] | reload"
+
+
+class SkillsUsage(Exception):
+    """A /skills line that does not parse; the text is the usage."""
+
+
+async def skills_command(repl: Repl, args: list[str]) -> None:
+    """Run ``/skills ARGS``. Raises :class:`SkillsUsage` for bad arguments."""
+    action, rest = (args[0], args[1:]) if args else ("list", [])
+    if action == "list" and set(rest) <= {"nodesc", "--nodesc", "all", "--all"}:
+        _list(repl, describe=not ({"nodesc", "--nodesc"} & set(rest)))
+        return
+    if action in ("reload", "refresh") and not rest:
+        _reload(repl)
+        count = len(repl.settings.skills.enabled()) if repl.settings.skills is not None else 0
+        repl.console.print(Text(f"Skills reloaded: {count} enabled; the next prompt offers them.", style="green"))
+        return
+    if action in ("enable", "disable") and rest:
+        scope = "user"
+        if len(rest) == 3 and rest[1] == "--scope" and rest[2] in ("user", "workspace"):
+            scope = rest[2]
+        elif len(rest) != 1:
+            raise SkillsUsage(USAGE)
+        _set(repl, rest[0], disabled=action == "disable", scope=scope)
+        return
+    raise SkillsUsage(USAGE)
+
+
+def skills_actions(repl: Repl) -> Iterable[str]:
+    return ["list", "enable", "disable", "reload"]
+
+
+def _list(repl: Repl, *, describe: bool) -> None:
+    found = repl.settings.skills
+    if found is None or not found.skills:
+        repl.console.print(Text("No skills (SKILL.md directories in ~/.gemini/skills, ~/.agents/skills, "
+                                ".gemini/skills or .agents/skills).", style="dim"))
+        return
+    for s in found.skills:
+        line = Text.assemble((visible(s.name, newlines=False), "bold"),
+                             (" [disabled]" if s.disabled else " [enabled]", "dim" if s.disabled else "green"),
+                             (f" ({s.scope})", "dim"))
+        if describe:
+            line.append(f"  {visible(s.description, newlines=False)}")
+        line.append(f"  {visible(str(s.path), newlines=False)}", style="dim")
+        repl.console.print(line)
+
+
+def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
+    from gemini_split.client.skills import SkillError, set_disabled, settings_path
+
+    found = repl.settings.skills
+    if found is None or found.get(name) is None:
+        known = ", ".join(s.name for s in found.skills) if found is not None and found.skills else "none"
+        raise SkillsUsage(f"no skill named {name!r} (skills: {known})")
+    path = settings_path(scope, repl.env.config_dir, repl.env.cwd)
+    try:
+        changed = set_disabled(path, name, disabled)
+    except (SkillError, OSError) as exc:
+        raise SkillsUsage(f"not changed: {exc}") from None
+    _reload(repl)
+    word = "disabled" if disabled else "enabled"
+    if not changed:
+        repl.console.print(Text(f'Skill "{name}" is already {word} in {path}.', style="dim"))
+    else:
+        repl.console.print(Text(f'Skill "{name}" {word} in {scope} settings ({path}).', style="green"))
+    now = repl.settings.skills.get(name) if repl.settings.skills is not None else None
+    if now is not None and now.disabled != disabled:
+        repl.console.print(Text(f'Note: another settings file still has "{name}" '
+                                f'{"enabled" if now.disabled is False else "disabled"}.', style="yellow"))
+
+
+def _reload(repl: Repl) -> None:
+    """Read the settings and the skills again, and rebuild what the next
+    prompt carries (as /memory refresh does)."""
+    from gemini_split.app import attach_context
+    from gemini_split.settings import load_settings
+
+    old = repl.settings.loaded_settings
+    if old is not None:
+        repl.settings.loaded_settings = load_settings(repl.env, trust=old.trusted)
+    attach_context(repl.settings, repl.env, interactive=True)

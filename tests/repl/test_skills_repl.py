@@ -1,0 +1,54 @@
+"""Issue 29 §2 in the REPL: ``/skills list|disable|enable|reload`` under a pty,
+persisted in settings.json as gemini-cli persists them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture
+def skills_home(tmp_path):
+    root = tmp_path / "home" / "skills" / "greeter"
+    root.mkdir(parents=True)
+    (root / "SKILL.md").write_text("---\nname: greeter\ndescription: Greets people warmly.\n---\nSay GREETINGS.\n")
+    return tmp_path / "home"
+
+
+def test_skills_are_listed_disabled_enabled_and_reloaded_and_the_choice_persists(start_repl, skills_home):  # noqa: F811
+    repl = start_repl([{"function_calls": [{"name": "activate_skill", "args": {"name": "greeter"}}]},
+                       {"text": "activated it"}])
+    ask(repl, "/skills list")
+    repl.expect(r"greeter \[enabled\] \(user\)\s+Greets people warmly\.")
+    repl.expect(PROMPT)
+    ask(repl, "/skills disable greeter")
+    repl.expect(r'Skill "greeter" disabled in user settings')
+    repl.expect(PROMPT)
+    settings = json.loads((skills_home / "settings.json").read_text())
+    assert settings == {"skills": {"disabled": ["greeter"]}}
+    ask(repl, "/skills list")
+    repl.expect(r"greeter \[disabled\] \(user\)")
+    repl.expect(PROMPT)
+    ask(repl, "/skills enable greeter")
+    repl.expect(r'Skill "greeter" enabled in user settings')
+    repl.expect(PROMPT)
+    assert json.loads((skills_home / "settings.json").read_text()) == {"skills": {"disabled": []}}
+    second = skills_home / "skills" / "second"
+    second.mkdir()
+    (second / "SKILL.md").write_text("---\nname: second\ndescription: [broken\n---\n")
+    ask(repl, "/skills reload")
+    repl.expect(r"malformed YAML frontmatter")
+    repl.expect(r"Skills reloaded: 1 enabled")
+    repl.expect(PROMPT)
+    ask(repl, "greet me")
+    repl.expect(r"activate_skill")
+    repl.expect(r"activated it")
+    repl.expect(PROMPT)
+    ask(repl, "/skills frob")
+    repl.expect(r"/skills list \[nodesc\] \| enable NAME")
+    repl.expect(PROMPT)

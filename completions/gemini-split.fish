@@ -60,8 +60,8 @@ function _shtab_gemini_split_using
   test "$_shtab_gemini_split_cmdpath" = "$argv"
 end
 
-set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve' hooks 'hooks list'
-set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --approval-timeout --auth-config --auth-method --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --lease-ttl --limit --listen --log-file --max-approval-mode --max-connections-per-user --max-message-size --max-turns --model --output-format --policy --project --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --sandbox --scope --server --session-id --session-ttl --since --state-dir --store --timeout --tls-cert --tls-key --token --token-env --tool-timeout --tools --transport --trusted-proxy --web-fetch-allow --workspace --workspace-root -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve' hooks 'hooks list' skills 'skills list' 'skills install' 'skills uninstall'
+set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --approval-timeout --auth-config --auth-method --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --lease-ttl --limit --listen --log-file --max-approval-mode --max-connections-per-user --max-message-size --max-turns --model --output-format --path --policy --project --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --sandbox --scope --server --session-id --session-ttl --since --state-dir --store --timeout --tls-cert --tls-key --token --token-env --tool-timeout --tools --transport --trusted-proxy --web-fetch-allow --workspace --workspace-root -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -235,3 +235,15 @@ complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_
 complete -c gemini-split -n '_shtab_gemini_split_using hooks' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using hooks; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'each event'"'"'s hooks: matcher, timeout, command and the file defining it'
 complete -c gemini-split -n '_shtab_gemini_split_using hooks list' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a skills -d 'Agent Skills from ~/.gemini/skills, ~/.agents/skills and (in a trusted folder) .gemini/skills and .agents/skills: list them, install one from a local directory, uninstall one.'
+complete -c gemini-split -n '_shtab_gemini_split_using skills' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'discovered skills: name, state, scope, description, location'
+complete -c gemini-split -n '_shtab_gemini_split_using skills list' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a install -d 'copy the skill(s) in a local directory into your skills directory'
+complete -c gemini-split -n '_shtab_gemini_split_using skills install' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using skills install' -l scope -xka "user workspace" -d 'user: ~/.gemini/skills (default); workspace: ./.gemini/skills'
+complete -c gemini-split -n '_shtab_gemini_split_using skills install' -l path -xka "(__fish_complete_directories)" -d 'the sub-directory of PATH holding the skill'
+complete -c gemini-split -n '_shtab_gemini_split_using skills install' -l consent -d 'install without asking (you read what it contains)'
+complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a uninstall -d 'remove an installed skill'
+complete -c gemini-split -n '_shtab_gemini_split_using skills uninstall' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using skills uninstall' -l scope -xka "user workspace" -d scope

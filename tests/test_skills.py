@@ -13,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -141,25 +140,6 @@ def test_activation_works_the_same_with_tools_on_the_server(setup):
                    "-p", "review my change")
         assert done.returncode == 0, done.stderr
         assert_activated(fake)
-
-
-def test_activation_works_the_same_through_the_local_daemon(setup):
-    home = tempfile.mkdtemp(prefix="gss-")  # a Unix socket path has at most 107 bytes
-    try:
-        with FakeGemini(ACTIVATE, api_key=API_KEY) as fake:
-            extra = dict(GEMINI_SPLIT_HOME=home, GEMINI_SERVER_MODE="local")
-            os.symlink(setup["config"] / "skills", Path(home) / "skills") if (setup["config"] / "skills").exists() else None
-            done = run(setup, fake, "-p", "review my change", **extra)
-            assert done.returncode == 0, done.stderr
-            assert_activated(fake)
-            run(setup, fake, "daemon", "stop", **extra)
-    finally:
-        from .daemon.conftest import daemon_pids, wait_gone
-
-        for pid in daemon_pids(home):
-            os.kill(pid, 9)
-            wait_gone(pid, 5)
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_an_unknown_skill_name_is_an_error_naming_the_skills_there_are(setup):

@@ -249,11 +249,9 @@ def test_install_shows_the_skill_and_without_a_terminal_refuses_unless_consent(s
     assert again.returncode == 1 and "is not installed" in again.stderr
 
 
-def test_install_answers_no_and_nothing_is_installed(setup):
+def test_a_workspace_install_without_a_terminal_or_consent_leaves_nothing_behind(setup):
     source = setup["tmp"] / "one"
     skill(source, ".", "---\nname: one\ndescription: d\n---\n")
-    # Not a terminal: refused before asking. A "no" typed at a terminal is
-    # covered by the same path; here the refusal leaves nothing behind.
     done = run(setup, None, "skills", "install", str(source), "--scope", "workspace")
     assert done.returncode == 2 and not (setup["work"] / ".gemini" / "skills" / "one").exists()
 
@@ -272,3 +270,22 @@ def test_install_of_a_directory_without_skills_says_so(setup):
     empty.mkdir()
     done = run(setup, None, "skills", "install", str(empty), "--consent")
     assert done.returncode == 1 and "no valid skills found" in done.stderr
+
+
+def test_install_at_a_terminal_shows_the_skill_and_asks_and_no_installs_nothing(setup):
+    from .repl.pty_driver import PtyProcess
+
+    source = setup["tmp"] / "asked"
+    skill(source, "s", "---\nname: asked\ndescription: Asked first.\n---\n")
+    for answer, installed in (("n", False), ("y", True)):
+        proc = PtyProcess([sys.executable, "-m", "gemini_split", "skills", "install", str(source)],
+                          env=_env(setup), cwd=str(setup["work"]))
+        try:
+            proc.expect(r"asked: Asked first\.", timeout=20)
+            proc.expect(r"Do you want to continue\? \[Y/n\]:")
+            proc.send(answer + "\r")
+            status = proc.wait(20)
+        finally:
+            proc.close()
+        assert (setup["config"] / "skills" / "asked" / "SKILL.md").is_file() is installed
+        assert status == (0 if installed else 1)

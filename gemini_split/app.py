@@ -179,12 +179,12 @@ def discover_skills(settings: ClientSettings, env: Environment, extra: tuple[Pat
     """The Agent Skills for this run (``gemini_split.client.skills``):
     user skills, and the project's in a trusted folder; ``extra`` skill
     directories (an extension's) rank below both. None offered with
-    ``skills.enabled`` false."""
+    ``skills.enabled`` false, or ``activate_skill`` in ``tools.exclude``."""
     from gemini_split.client.skills import Discovery, discover, skill_roots
 
     loaded = settings.loaded_settings
     s = loaded.merged
-    if not s.skills.enabled:
+    if not s.skills.enabled or "activate_skill" in settings.exclude_tools:
         return Discovery()
     home = Path(env.environ.get("HOME") or Path.home())
     roots = skill_roots(env.config_dir, home, settings.workspace, trusted=loaded.trusted, extra=extra)

@@ -169,6 +169,15 @@ def test_a_disabled_skill_is_not_offered_and_skills_list_says_so(setup):
     assert listed.returncode == 0 and "code-reviewer [disabled] (workspace)" in listed.stdout
 
 
+@pytest.mark.parametrize("settings", [{"skills": {"enabled": False}}, {"tools": {"exclude": ["activate_skill"]}}])
+def test_skills_switched_off_in_settings_are_not_offered(setup, settings):
+    (setup["config"] / "settings.json").write_text(json.dumps(settings))
+    with FakeGemini(api_key=API_KEY) as fake:
+        done = run(setup, fake, "-p", "hi")
+        assert done.returncode == 0, done.stderr
+        assert "code-reviewer" not in offered(fake) and "activate_skill" not in offered(fake)
+
+
 # --- discovery: precedence and bad input -------------------------------------
 
 

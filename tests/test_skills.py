@@ -298,3 +298,22 @@ def test_install_at_a_terminal_shows_the_skill_and_asks_and_no_installs_nothing(
             proc.close()
         assert (setup["config"] / "skills" / "asked" / "SKILL.md").is_file() is installed
         assert status == (0 if installed else 1)
+
+
+def test_the_files_a_skill_lists_are_readable_with_the_confined_file_tools(setup):
+    """A user skill lives outside the project: its directory is part of the
+    tools' workspace, and nothing else outside the project is."""
+    user_skill = setup["config"] / "skills" / "helper"
+    skill(setup["config"] / "skills", "helper", "---\nname: helper\ndescription: Helps.\n---\nRead ref.md.\n")
+    (user_skill / "ref.md").write_text("REFERENCE-CONTENT-7\n")
+    (setup["config"] / "private.txt").write_text("NOT-FOR-THE-MODEL\n")
+    script = [{"function_calls": [{"name": "read_file", "args": {"file_path": str(user_skill / "ref.md")}}]},
+              {"function_calls": [{"name": "read_file", "args": {"file_path": str(setup["config"] / "private.txt")}}]},
+              {"text": "ok"}]
+    with FakeGemini(script, api_key=API_KEY) as fake:
+        done = run(setup, fake, "-p", "help")
+        assert done.returncode == 0, done.stderr
+        bodies = model_requests(fake)
+        assert "REFERENCE-CONTENT-7" in json.dumps(bodies[1]["contents"][-1])
+        refused = json.dumps(bodies[2]["contents"][-1])
+        assert "NOT-FOR-THE-MODEL" not in refused and "outside" in refused

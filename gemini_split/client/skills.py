@@ -303,12 +303,11 @@ def install_dir(scope: str, config_dir: Path, project: Path) -> Path:
 
 def find_installable(source: Path) -> Discovery:
     """The skills a local directory (a git checkout or a plain one) holds,
-    as :func:`discover` reads them; more than one of the same name is an
-    error, as in gemini-cli."""
+    as :func:`discover` reads them (a second skill of the same name is left
+    out, named in the warnings)."""
     if not source.is_dir():
         raise SkillError(f"{source}: not a directory (give a skill's directory or a checkout holding skills)")
-    found = discover([("user", source)])
-    return found
+    return discover([("user", source)])
 
 
 def consent_text(found: Discovery, source: Path, target: Path) -> str:

@@ -8,7 +8,6 @@ session's context (which carries them to the server) is rebuilt.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -45,10 +44,6 @@ async def skills_command(repl: Repl, args: list[str]) -> None:
         _set(repl, rest[0], disabled=action == "disable", scope=scope)
         return
     raise SkillsUsage(USAGE)
-
-
-def skills_actions(repl: Repl) -> Iterable[str]:
-    return ["list", "enable", "disable", "reload"]
 
 
 def _list(repl: Repl, *, describe: bool) -> None:

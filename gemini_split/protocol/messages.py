@@ -40,7 +40,8 @@ to their default are left out of the wire form; 1.2: several clients on one
 session — ``request_started`` opens every request, ``clients_changed``,
 observers, late-joiner replay; server-side tools and their approvals; 1.3:
 compressing a session's history — ``compress``, ``compressed``,
-``SessionContext.compression_threshold``)."""
+``SessionContext.compression_threshold``; Agent Skills —
+``SessionContext.skills``)."""
 
 #: The minor version from which a request is announced by ``request_started``.
 ANNOUNCED_REQUESTS_SINCE = (1, 2)
@@ -384,7 +385,7 @@ class SessionContext(Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: compresses the history before a model call once the last prompt took
     #: more than this fraction of the model's context window (None: 0.5).
     compression_threshold: Annotated[float, Meta(gt=0, le=1)] | None = None
-    #: Agent Skills (optional): offered to the model, with ``activate_skill``.
+    #: (1.3) Agent Skills: offered to the model, with ``activate_skill``.
     skills: tuple[SkillInfo, ...] = ()
 
 

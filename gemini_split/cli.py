@@ -381,6 +381,10 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         return ExitStatus.USAGE
     except SystemExit as exc:  # --help and --version
         return ExitStatus(exc.code or 0)
+    if args.command != "daemon":  # a daemon serves many projects: it reads none's .env
+        from gemini_split.env_files import load_env_file
+
+        env = load_env_file(env, skip_trust=getattr(args, "skip_trust", False))
     stop_logging = _log_to(env, args.debug) if args.debug or args.command in (None, "serve", "daemon") else None
     try:
         if args.command == "serve":

@@ -43,6 +43,9 @@ class Environment:
         #: test calling ``main``: it may change process-wide state such as
         #: the garbage collector's (:mod:`gemini_split.collector`).
         self.owns_process = owns_process
+        #: Variables this run took from a ``.env`` file
+        #: (:mod:`gemini_split.env_files`), not from its parent.
+        self.env_file_names: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         return f"Environment(cwd={str(self.cwd)!r}, stdin={self.stdin!r}, stdout={self.stdout!r})"

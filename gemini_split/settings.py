@@ -183,6 +183,12 @@ class GeminiSplitSettings(_Section):
     server: str | None = None
 
 
+class AdvancedSettings(_Section):
+    #: ``advanced.ignoreLocalEnv``: load no project ``.env`` (the home
+    #: directory's still applies); see :mod:`gemini_split.env_files`.
+    ignore_local_env: bool = False
+
+
 class Settings(_Section):
     model: ModelSettings = msgspec.field(default_factory=ModelSettings)
     general: GeneralSettings = msgspec.field(default_factory=GeneralSettings)
@@ -195,6 +201,7 @@ class Settings(_Section):
     mcp: MCPSettings = msgspec.field(default_factory=MCPSettings)
     gemini_split: GeminiSplitSettings = msgspec.field(default_factory=GeminiSplitSettings)
     skills: SkillsSettings = msgspec.field(default_factory=SkillsSettings)
+    advanced: AdvancedSettings = msgspec.field(default_factory=AdvancedSettings)
 
     def context_file_names(self) -> list[str]:
         """``context.fileName`` as a list (default ``["GEMINI.md"]``)."""

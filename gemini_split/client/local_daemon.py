@@ -241,7 +241,8 @@ def _replace(env: Environment, paths: DaemonPaths, status: DaemonStatus, idle_ex
 
 
 def _start(env: Environment, paths: DaemonPaths, idle_exit: float) -> None:
-    environ = {k: v for k, v in env.environ.items() if k not in _CALLER_VARIABLES}
+    # Nor a .env file's variables: they belong to the project this run is in.
+    environ = {k: v for k, v in env.environ.items() if k not in _CALLER_VARIABLES and k not in env.env_file_names}
     command = [sys.executable, "-m", "gemini_split", "daemon", "run", "--idle-exit", f"{idle_exit:g}"]
     _rotate(paths.log)
     with open(paths.log, "ab") as log:

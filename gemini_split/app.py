@@ -226,8 +226,12 @@ def _mcp_allowed(options: ClientOptions, s: Settings) -> tuple[str, ...] | None:
 
 
 def resolve_model(options: ClientOptions, env: Environment, s: Settings) -> str | None:
-    """``--model``, ``$GEMINI_MODEL``, ``model.name``; None: the server's default."""
-    return options.model or env.environ.get("GEMINI_MODEL") or s.model.name or None
+    """``--model``, ``$GEMINI_MODEL``, ``model.name``, an alias resolved
+    (:mod:`gemini_split.model_aliases`); None: the server's default."""
+    from gemini_split.model_aliases import resolve_model_name
+
+    name = options.model or env.environ.get("GEMINI_MODEL") or s.model.name or None
+    return resolve_model_name(name, s.model_configs) if name else None
 
 
 def resolve_approval_mode(options: ClientOptions, env: Environment, s: Settings | None = None) -> ApprovalMode:
@@ -504,7 +508,9 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
     from gemini_split.server.service import create_model
 
     e = env.environ if environ is None else environ
-    name = flag or e.get("GEMINI_MODEL") or DEFAULT_MODEL
+    from gemini_split.model_aliases import resolve_model_name
+
+    name = resolve_model_name(flag or e.get("GEMINI_MODEL") or DEFAULT_MODEL)
     auth = None
     if not name.startswith("scripted:"):
         from gemini_split.server.model.credentials import NO_CREDENTIALS, resolve_model_auth

@@ -202,6 +202,9 @@ class Settings(_Section):
     gemini_split: GeminiSplitSettings = msgspec.field(default_factory=GeminiSplitSettings)
     skills: SkillsSettings = msgspec.field(default_factory=SkillsSettings)
     advanced: AdvancedSettings = msgspec.field(default_factory=AdvancedSettings)
+    #: ``modelConfigs``: kept as written; its aliases that name a model are
+    #: model aliases (:mod:`gemini_split.model_aliases`).
+    model_configs: dict[str, Any] | None = None
 
     def context_file_names(self) -> list[str]:
         """``context.fileName`` as a list (default ``["GEMINI.md"]``)."""

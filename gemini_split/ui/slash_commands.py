@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from .repl import Repl
 
 #: Offered by Tab after ``/model``; any name the server accepts works.
-KNOWN_MODELS = ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite")
+KNOWN_MODELS = ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "auto", "pro", "flash", "flash-lite", "set")
 
+MODEL_USAGE = "/model [NAME] | /model set NAME [--persist]"
 SERVER_ADD_USAGE = "/server add NAME URL [--token T | --token-env VAR] [--ca FILE] [--insecure]"
 
 
@@ -471,13 +472,39 @@ def _models(repl: Repl) -> Iterable[str]:
 
 
 async def _model(repl: Repl, args: list[str]) -> None:
-    if len(args) > 1:
-        raise CommandUsage("/model [NAME]")
+    from gemini_split.errors import ConfigurationError
+    from gemini_split.model_aliases import persist_model_name, resolve_model_name
+
+    if args[:1] == ["set"]:  # gemini-cli's /model set NAME [--persist]
+        args = args[1:]
+        persist = "--persist" in args
+        args = [a for a in args if a != "--persist"]
+        if len(args) != 1:
+            raise CommandUsage(MODEL_USAGE)
+    elif len(args) > 1:
+        raise CommandUsage(MODEL_USAGE)
+    else:
+        persist = False
     if not args:
         repl.console.print(f"model: [bold]{repl.model or 'the server default'}[/bold]")
         return
-    repl.model_override = args[0]
-    repl.console.print(f"model: [bold]{args[0]}[/bold] (from the next prompt on)")
+    loaded = repl.settings.loaded_settings
+    try:
+        name = resolve_model_name(args[0], loaded.merged.model_configs if loaded else None)
+    except ConfigurationError as exc:
+        repl.console.print(Text(f"{exc}; the model is still {repl.model or 'the server default'}", style="red"))
+        return
+    if persist:
+        path = repl.env.config_dir / "settings.json"
+        try:
+            persist_model_name(path, args[0])
+        except (ConfigurationError, OSError) as exc:
+            repl.console.print(Text(f"not saved: {exc}; the model is unchanged", style="red"))
+            return
+    repl.model_override = name
+    alias = f" ({args[0]})" if name != args[0] else ""
+    saved = f"; saved as model.name in {repl.env.config_dir / 'settings.json'}" if persist else ""
+    repl.console.print(Text.assemble("model: ", (name, "bold"), f"{alias} (from the next prompt on{saved})"))
 
 
 SERVER_ACTIONS = ("list", "add", "remove", "connect", "status", "test")
@@ -765,7 +792,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "Agent Skills (SKILL.md): list them, enable or disable one, reread them", _skills, _skills_actions),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
-    Command("/model", "/model [NAME]", "show or set the model for the next prompts", _model, _models),
+    Command("/model", MODEL_USAGE, "show or set the model for the next prompts", _model, _models),
     Command("/sessions", "/sessions", "your sessions on this server, newest first", _sessions),
     Command("/resume", "/resume ID|latest", "continue an earlier session and redraw it", _resume, _session_ids),
     Command("/server", "/server ACTION",

@@ -1,0 +1,37 @@
+"""``/model NAME`` and gemini-cli's ``/model set NAME [--persist]`` in the
+REPL: aliases resolve, ``--persist`` saves ``model.name``, a mistyped alias
+changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_model_set_resolves_the_alias_and_persist_saves_it(start_repl, tmp_path):
+    settings = tmp_path / "home" / "settings.json"
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text('{"output": {"format": "text"}}')
+    repl = start_repl([])
+    ask(repl, "/model flsh")
+    repl.expect(r"unknown model 'flsh'")
+    repl.expect(r"the model is still")
+    repl.expect(PROMPT)
+    ask(repl, "/model pro")
+    repl.expect(r"model: gemini-3\.1-pro-preview \(pro\) \(from the next prompt on\)")
+    repl.expect(PROMPT)
+    assert json.loads(settings.read_text()) == {"output": {"format": "text"}}  # not saved without --persist
+    ask(repl, "/model set flash --persist")
+    repl.expect(r"model: gemini-3\.8-flash \(flash\) \(from the next prompt on; saved as")
+    repl.expect(PROMPT)
+    assert json.loads(settings.read_text()) == {"output": {"format": "text"}, "model": {"name": "flash"}}
+    ask(repl, "/model set")
+    repl.expect(r"usage: /model \[NAME\] \| /model set NAME \[--persist\]")
+    repl.expect(PROMPT)
+    ask(repl, "/quit")
+    assert repl.wait() == 0

@@ -25,10 +25,11 @@ no extra model call per prompt.
 are aliases too, when they name a model (``modelConfig.model``, directly or
 through ``extends``).
 
-A name without a digit that is no alias (``-m flsh``) is refused with the
-aliases listed: every Gemini model name has a version number, so it is a
-mistyped alias, and a request for it would only fail at the API. Names with a
-``/`` (``tunedModels/…``) and ``scripted:`` test models pass unchanged.
+A name that is no alias but close to one and without a digit (``-m flsh``)
+is refused with the aliases listed: every Gemini model name has a version
+number, so it is a mistyped alias, and a request for it would only fail at
+the API. So is a settings alias that names no model (``extends`` in a cycle,
+or a preset of generation settings only). Other names pass unchanged.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ def resolve_model_name(name: str, model_configs: Mapping[str, Any] | None = None
     :class:`UnknownModelAlias` for a name that can only be a mistyped alias."""
     name = name.strip()
     custom = settings_aliases(model_configs)
+    presets = _alias_names(model_configs)
     for _ in range(MAX_EXTENDS):  # a settings alias may name another alias
         if name in custom and custom[name] != name:
             name = custom[name]
@@ -91,11 +93,25 @@ def resolve_model_name(name: str, model_configs: Mapping[str, Any] | None = None
             break
     if name in BUILT_IN_ALIASES:
         return BUILT_IN_ALIASES[name]
-    if name.startswith("scripted:") or "/" in name or any(c.isdigit() for c in name):
-        return name
     known = ", ".join([*BUILT_IN_ALIASES, *sorted(custom)])
-    raise UnknownModelAlias(f"unknown model {name!r}: not a model name (those have a version, e.g. "
-                            f"gemini-2.5-flash) nor an alias ({known})")
+    if name in presets and name not in custom:
+        raise UnknownModelAlias(f"model alias {name!r} (modelConfigs) names no model: its modelConfig.model is "
+                                f"unset or its 'extends' chain loops; aliases naming a model: {known}")
+    if any(c.isdigit() or c in "/:" for c in name):
+        return name
+    import difflib
+
+    if difflib.get_close_matches(name, [*BUILT_IN_ALIASES, *custom], n=1, cutoff=0.6):
+        raise UnknownModelAlias(f"unknown model {name!r}: not a model name (those have a version, e.g. "
+                                f"gemini-2.5-flash) nor an alias ({known})")
+    return name
+
+
+def _alias_names(model_configs: Mapping[str, Any] | None) -> set[str]:
+    if not model_configs:
+        return set()
+    return {name for key in ("aliases", "customAliases")
+            if isinstance(part := model_configs.get(key), Mapping) for name in part}
 
 
 def persist_model_name(settings_path: Path, name: str) -> None:

@@ -74,7 +74,7 @@ def test_model_configs_aliases_from_settings_name_their_model(tmp_path):
         looped = run(tmp_path, fake, "-m", "loop-a", "-p", "hi")
     assert models_requested(fake) == ["gemini-2.5-flash-lite"]
     assert looped.returncode == 42
-    assert "unknown model 'loop-a'" in looped.stderr
+    assert "model alias 'loop-a' (modelConfigs) names no model" in looped.stderr
 
 
 def test_an_unknown_alias_is_refused_before_any_request(tmp_path):
@@ -84,6 +84,13 @@ def test_an_unknown_alias_is_refused_before_any_request(tmp_path):
     assert "unknown model 'flsh'" in done.stderr
     assert "auto, pro, flash, flash-lite" in done.stderr
     assert not fake.requests
+
+
+def test_a_name_far_from_every_alias_passes_unchanged(tmp_path):
+    with FakeGemini(script=[{"text": "ok"}], api_key=KEY) as fake:
+        done = run(tmp_path, fake, "-m", "learnlm-experimental", "-p", "hi")
+    assert done.returncode == 0, done.stderr
+    assert models_requested(fake) == ["learnlm-experimental"]
 
 
 def test_aliases_resolve_for_serve_and_for_its_clients(tmp_path):

@@ -82,17 +82,20 @@ def load_project_context(
     """The global and project context files for ``workspace_dirs`` (the
     workspace first, then ``--include-directories``)."""
     found: list[tuple[Path, Scope]] = [(config_dir / name, "global") for name in file_names]
+    # Imports may reach the config directory and each project (from its root).
+    imports_from: list[Path] = [config_dir]
     if trusted:
         markers = [m for m in boundary_markers if m and not os.path.isabs(m) and ".." not in m]
         for directory in workspace_dirs:
             directory = Path(os.path.abspath(directory))
             root = _project_root(directory, markers) or directory
+            imports_from.append(root)
             for folder in _from_root_down(root, directory, stop_at=config_dir):
                 found.extend((folder / name, "project") for name in file_names)
     context = ProjectContext()
     seen: set[tuple[int, int]] = set()
     for path, scope in found:
-        item = _read_context_file(path, scope, seen, context.warnings)
+        item = _read_context_file(path, scope, seen, context.warnings, tuple(imports_from))
         if item is not None:
             context.files.append(item)
     return context
@@ -163,7 +166,10 @@ def _from_root_down(root: Path, directory: Path, *, stop_at: Path | None) -> lis
 
 
 def _read_context_file(path: Path, scope: Scope, seen: set[tuple[int, int]],
-                       warnings: list[str]) -> ContextFile | None:
+                       warnings: list[str], imports_from: tuple[Path, ...] = ()) -> ContextFile | None:
+    """The context file at ``path``, its ``@`` imports expanded from within
+    ``imports_from`` (:mod:`gemini_split.client.memory_import`; none when
+    empty)."""
     try:
         st = path.stat()
     except OSError:
@@ -184,6 +190,10 @@ def _read_context_file(path: Path, scope: Scope, seen: set[tuple[int, int]],
         text += f"\n[… {path.name} is longer than {MAX_CONTEXT_FILE_BYTES // 1024} KiB; the rest was not read]"
         warnings.append(f"gemini-split: context file {path} is over {MAX_CONTEXT_FILE_BYTES // 1024} KiB; "
                         "only the start is used")
+    if imports_from and "@" in text:
+        from .memory_import import expand_imports
+
+        text = expand_imports(text, path, allowed=imports_from, warnings=warnings, max_bytes=MAX_CONTEXT_FILE_BYTES)
     return ContextFile(Path(os.path.abspath(path)), scope, text)
 
 

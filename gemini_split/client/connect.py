@@ -333,7 +333,8 @@ def server_tool_choice(settings: ClientSettings, *, can_ask: bool) -> ServerTool
         mode = "reject_dangerous"
     elif mode == ApprovalMode.DEFAULT.value and not can_ask:
         mode = None
-    return ServerToolChoice(project=settings.project, approval_mode=mode)
+    return ServerToolChoice(project=settings.project, approval_mode=mode, core_tools=settings.core_tools,
+                            exclude_tools=settings.exclude_tools)
 
 
 def _offered_tools(settings: ClientSettings) -> ToolRegistry:

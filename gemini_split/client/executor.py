@@ -162,6 +162,9 @@ class ToolExecutor:
     async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None,
                    start: Callable[[], Awaitable[None]]) -> Any:
         tool = self.registry.get(tool_name)
+        if tool is None and not self.registry.names():
+            raise ToolFailed("no_tools", "no tools are available in this session",
+                             "answer from what you know, without tools")
         if tool is None:
             raise ToolFailed(
                 "unknown_tool",

@@ -106,6 +106,9 @@ class ServerToolChoice(msgspec.Struct, frozen=True):
 
     project: str | None = None
     approval_mode: str | None = None
+    #: Only these of the server's tools (None: all), and never these.
+    core_tools: tuple[str, ...] | None = None
+    exclude_tools: tuple[str, ...] = ()
 
 
 class HandshakeFailed(ConnectFailed):
@@ -314,6 +317,8 @@ class ProtocolClient:
                                tools="server" if choice is not None else "client",
                                project=choice.project if choice is not None else None,
                                approval_mode=choice.approval_mode if choice is not None else None,
+                               core_tools=choice.core_tools if choice is not None else None,
+                               exclude_tools=choice.exclude_tools if choice is not None else (),
                                role=self._role, label=self._label, replay=replay))  # type: ignore[arg-type]
         with trio.move_on_after(self.handshake_timeout) as scope:
             try:

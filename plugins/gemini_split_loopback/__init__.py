@@ -61,8 +61,12 @@ class LoopbackTransport(Transport):
                 raise AuthenticationFailed(f"{address} refused the token")
         else:
             principal = None
+        # In-process callers may name the peer the server sees (a face: its
+        # own caller's address, for the server's log) and hold fewer
+        # messages in flight (a face relaying to a slow reader).
         client_end, server_end = open_memory_pair(
-            buffer=_BUFFER, client_peer=address, server_peer="loopback client",
+            buffer=int(options.extra.get("buffer", _BUFFER)), client_peer=address,
+            server_peer=str(options.extra.get("peer", "loopback client")),
             client_max=options.max_message_size, server_max=listener.options.max_message_size, principal=principal,
         )
         listener.nursery.start_soon(run_handler, listener.handler, server_end)

@@ -304,9 +304,12 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if grpc_address:
         import msgspec
 
+        from gemini_split.client.face_client import open_face_client
         from gemini_split.server.model.names import check_model_name
 
         listeners.append((grpc_address, msgspec.structs.replace(options, extra={
+            # The face opens its streams' sessions with the native client.
+            "open_client": open_face_client,
             "check_model": functools.partial(check_model_name, allowed=config.allowed_models, default=config.model),
             "allowed_config": _grpc_config_keys(args.grpc_allow_config),
             "max_streams": args.grpc_max_streams,

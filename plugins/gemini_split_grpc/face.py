@@ -1,11 +1,14 @@
 """One ``Chat`` stream as a native session: the translation at the edge.
 
 :func:`run_chat` runs in the server's Trio loop, one per stream. It reads the
-stream's ``ClientRequest`` messages, opens one native connection to the
-server's handler (:mod:`.pair`), and turns what the session sends into
-``ServerResponse`` messages. It never touches gRPC threads itself: it is
-handed ``receive_request`` / ``send_response`` and returns the status the
-RPC ends with (:class:`End`).
+stream's ``ClientRequest`` messages, opens one native session through the
+native client it is given (:class:`NativeRequest`: the server's command
+passes ``open_client``'s, so the protocol — handshake, sending, receiving,
+cancelling — is that client's, the ACP face's too), and turns what the
+session sends into ``ServerResponse`` messages: it keeps only the protobuf
+translation. It never touches gRPC threads itself: it is handed
+``receive_request`` / ``send_response`` and returns the status the RPC ends
+with (:class:`End`).
 
 The stream, as a client sees it:
 
@@ -40,31 +43,22 @@ import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 import trio
 from google.protobuf import json_format
 
-from gemini_split import __version__
 from gemini_split.protocol import (
-    Cancel,
-    Replay,
-    Connected,
-    Connection,
     ContextFile,
-    Error,
     ErrorCode,
     GenerateContentRequest,
-    Hello,
     LocalProtocolError,
-    Message,
-    RemoteProtocolError,
+    ProtocolError,
     ServerEvent,
     SessionContext,
-    ToolExecutionResponse,
-    ToolFailure,
 )
 from gemini_split.protocol.turn import (
     HistoryCompressed,
@@ -72,16 +66,15 @@ from gemini_split.protocol.turn import (
     TextAdded,
     ThoughtAdded,
     ToolCallEnded,
-    ToolCallRequested,
     ToolCallStarted,
     Turn,
     TurnEnded,
 )
+from gemini_split.protocol.codec import encode
 from gemini_split.stamping import stamp
-from gemini_split.transport import ConnectionBroken, ConnectionClosed, ConnectionHandler, MessageTooLarge, Principal, run_handler
+from gemini_split.transport import AuthenticationFailed, ConnectFailed, Principal
 
 from . import gemini_pb2 as pb
-from .pair import open_pair
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +95,56 @@ SUMMARY_CHARS = 500
 #: Seconds the face waits for the session to take its ``cancel`` when the
 #: RPC ends mid-turn.
 CANCEL_GRACE = 2.0
+#: The tool failure the native client answers a tool call with in a
+#: session that has no tools (``ToolExecutor``'s): the face tells the gRPC
+#: client too.
+NO_TOOLS = "no_tools"
+
+
+@dataclass(frozen=True)
+class NativeRequest:
+    """What the face asks of the native client (:data:`OpenClient`): a
+    connection to ``address`` (the listener's private in-process one) with
+    ``token`` (which names the gRPC principal there), a new session or
+    ``session_id`` resumed (its history not replayed), the stream's tool
+    choice, and ``on_event`` called with every event of the session."""
+
+    address: str
+    token: str | None
+    #: The gRPC peer, to name this client to the server.
+    peer: str
+    session_id: str | None
+    max_message_size: int
+    on_event: Callable[[ServerEvent], Awaitable[None]]
+    #: The session's tools run on the server (``serve --server-tools``),
+    #: auto-approved or refusing what needs approval; otherwise it has none.
+    server_tools: bool = False
+    auto_approve: bool = False
+    core_tools: tuple[str, ...] = ()
+    exclude_tools: tuple[str, ...] = ()
+
+
+class NativeClient(Protocol):
+    """What the face uses of the client :data:`OpenClient` yields
+    (``gemini_split.client.connect.open_client``'s ``ProtocolClient``)."""
+
+    @property
+    def connected(self) -> Any: ...  # the server's ``connected``: ``.session_id``
+
+    async def run_turn(self, prompt: str, *, model: str | None = None,
+                       context: SessionContext | None = None) -> Any: ...  # ``.error``: the turn's ``Error``
+
+    async def cancel(self) -> None: ...
+
+
+#: A connected, handshaken native client for a :class:`NativeRequest`, as
+#: an async context manager (closed on exit). Raises
+#: :class:`~gemini_split.transport.ConnectFailed` when the server refuses
+#: (with the server's ``code`` attribute, e.g. ``unknown_session``, and its
+#: message as the exception's text). The server's command passes it in
+#: ``ServeOptions.extra["open_client"]``: this plugin sits below the client
+#: layer and never imports it.
+OpenClient = Callable[[NativeRequest], AbstractAsyncContextManager[NativeClient]]
 
 
 @dataclass(frozen=True)
@@ -123,6 +166,17 @@ class FacePolicy:
 
 
 @dataclass(frozen=True)
+class Native:
+    """How a stream reaches the server: ``open_client`` connects to
+    ``address``; ``token_for(principal)`` is a one-use token that makes the
+    connection that principal's there (None when the listener has no auth)."""
+
+    open_client: OpenClient
+    address: str
+    token_for: Callable[[Principal | None], str | None]
+
+
+@dataclass(frozen=True)
 class End:
     """How the RPC ends: a gRPC status and its details."""
 
@@ -140,7 +194,6 @@ class _Refused(Exception):
 
 ReceiveRequest = Callable[[], Awaitable["pb.ClientRequest | None"]]
 SendResponse = Callable[["pb.ServerResponse"], Awaitable[None]]
-Spawn = Callable[..., None]
 
 
 def error_response(status: grpc.StatusCode, code: str, message: str) -> pb.ServerResponse:
@@ -148,13 +201,12 @@ def error_response(status: grpc.StatusCode, code: str, message: str) -> pb.Serve
     return pb.ServerResponse(error=pb.ErrorResponse(message=f"{code}: {message}", code=status.value[0]))
 
 
-async def run_chat(*, principal: Principal | None, peer: str, handler: ConnectionHandler, policy: FacePolicy,
-                   receive_request: ReceiveRequest, send_response: SendResponse, spawn: Spawn) -> End:
-    """Serve one ``Chat`` stream to its end (see the module docstring).
-    ``spawn`` starts the native connection's handler in a nursery that
-    outlives this call (the listener's). Returns how the RPC ends; raises
-    only ``trio.Cancelled``."""
-    chat = _Chat(principal, peer, handler, policy, receive_request, send_response, spawn)
+async def run_chat(*, principal: Principal | None, peer: str, native: Native, policy: FacePolicy,
+                   receive_request: ReceiveRequest, send_response: SendResponse) -> End:
+    """Serve one ``Chat`` stream to its end (see the module docstring),
+    its session reached through ``native``. Returns how the RPC ends;
+    raises only ``trio.Cancelled``."""
+    chat = _Chat(principal, peer, native, policy, receive_request, send_response)
     try:
         return await chat.run()
     except _Refused as exc:
@@ -176,37 +228,49 @@ class _Start:
 
 
 class _Chat:
-    def __init__(self, principal: Principal | None, peer: str, handler: ConnectionHandler, policy: FacePolicy,
-                 receive_request: ReceiveRequest, send_response: SendResponse, spawn: Spawn):
-        self.spawn = spawn
+    def __init__(self, principal: Principal | None, peer: str, native: Native, policy: FacePolicy,
+                 receive_request: ReceiveRequest, send_response: SendResponse):
         self.principal = principal
         self.peer = peer
-        self.handler = handler
+        self.native = native
         self.policy = policy
         self.receive_request = receive_request
         self.send_response = send_response
-        self.conn = Connection("client", max_message_size=policy.max_message_size)
         #: The stream's turns, folded: _relay renders the changes.
         self.turn = Turn()
         self.session_id = ""
         self.context: SessionContext | None = None
         self.model: str | None = None
+        #: A fatal error the session sent (the stream ends with it once the
+        #: turn is over): events arrive in the client's reader task, which
+        #: must not be made to raise.
+        self.fatal: _Refused | None = None
 
     async def run(self) -> End:
         first = await self.receive_request()
         if first is None:
             return End()
         start = self._check_start(first)
-        client_end, server_end = open_pair(peer=self.peer, principal=self.principal,
-                                           max_message_size=self.policy.max_message_size)
-        self.stream = client_end
-        # Not in this stream's cancel scope: when the RPC ends, the session
-        # must still read the cancel the face sends it (then the close).
-        self.spawn(run_handler, self.handler, server_end)
+        request = NativeRequest(
+            address=self.native.address, token=self.native.token_for(self.principal), peer=self.peer,
+            session_id=start.session_id, max_message_size=self.policy.max_message_size, on_event=self._relay,
+            server_tools=self.policy.server_tools, auto_approve=start.auto_approve,
+            core_tools=start.core_tools, exclude_tools=start.exclude_tools,
+        )
         try:
-            return await self._converse(start)
-        finally:
-            await client_end.aclose("the gRPC stream ended")
+            async with self.native.open_client(request) as client:
+                self.client = client
+                self.session_id = client.connected.session_id
+                log.info("gRPC stream from %s: session %s", self.peer, self.session_id)
+                return await self._converse(start)
+        except AuthenticationFailed as exc:  # the one-use token: our bug, not the caller's
+            raise _Refused(grpc.StatusCode.INTERNAL, ErrorCode.INTERNAL.value, str(exc)) from None
+        except ConnectFailed as exc:
+            code = getattr(exc, "code", None)
+            if code is None:
+                raise _Refused(grpc.StatusCode.UNAVAILABLE, ErrorCode.CONNECTION_LOST.value,
+                               f"the session ended: {exc}") from None
+            raise _Refused(_HELLO_STATUS.get(code, grpc.StatusCode.INTERNAL), code, str(exc)) from None
 
     # --- the StartRequest ---------------------------------------------------------
 
@@ -276,7 +340,6 @@ class _Chat:
     # --- the conversation -----------------------------------------------------------
 
     async def _converse(self, start: _Start) -> End:
-        await self._handshake(start)
         self.model = start.model
         files = (ContextFile(path="advanced_config.userMemory", content=start.user_memory, scope="global"),) \
             if start.user_memory else ()
@@ -296,78 +359,76 @@ class _Chat:
             self._check_size(request)
             await self._turn(request.prompt)
 
-    async def _handshake(self, start: _Start) -> None:
-        tools: dict[str, Any] = {}
-        if self.policy.server_tools:
-            tools = {"tools": "server", "approval_mode": "yolo" if start.auto_approve else "reject_dangerous",
-                     "core_tools": start.core_tools or None, "exclude_tools": start.exclude_tools}
-        # A resumed stream continues the conversation: no replay of the last turn (1.2).
-        await self._send(Hello(client=f"gemini-split-grpc/{__version__} ({self.peer})", session_id=start.session_id,
-                               replay=Replay(limit=0) if start.session_id else None, **tools))
-        reply = await self._receive()
-        if isinstance(reply, Error):
-            status = {
-                ErrorCode.UNKNOWN_SESSION.value: grpc.StatusCode.NOT_FOUND,
-                ErrorCode.UNAUTHORIZED.value: grpc.StatusCode.UNAUTHENTICATED,
-                ErrorCode.SHUTTING_DOWN.value: grpc.StatusCode.UNAVAILABLE,
-                ErrorCode.APPROVAL_MODE_REFUSED.value: grpc.StatusCode.PERMISSION_DENIED,
-                ErrorCode.SERVER_TOOLS_DISABLED.value: grpc.StatusCode.FAILED_PRECONDITION,
-                ErrorCode.INVALID_FIELD.value: grpc.StatusCode.INVALID_ARGUMENT,
-            }.get(reply.code, grpc.StatusCode.INTERNAL)
-            raise _Refused(status, reply.code, reply.message)
-        if not isinstance(reply, Connected):
-            raise _Refused(grpc.StatusCode.INTERNAL, ErrorCode.INTERNAL.value,
-                           f"the server answered hello with {reply.TYPE}")
-        self.session_id = reply.session_id
-        log.info("gRPC stream from %s: session %s", self.peer, self.session_id)
-
     async def _session_info(self) -> None:
         await self.send_response(pb.ServerResponse(session_info=pb.SessionInfo(session_id=self.session_id)))
 
     async def _turn(self, prompt: str) -> None:
-        """One prompt, to its ``finished`` or ``error``, then SessionInfo."""
-        request = stamp(GenerateContentRequest(prompt=prompt, model=self.model, context=self.context))
-        try:
-            # Refuses a message over the limit (JSON escapes can make it
-            # larger than the protobuf one); nothing is sent then.
-            text = self.conn.send(request)
-        except LocalProtocolError as exc:
+        """One prompt, to its ``finished`` or ``error``, then SessionInfo.
+        When the RPC ends meanwhile, the turn is cancelled and the session
+        given :data:`CANCEL_GRACE` seconds to take it (closing at once
+        could end the connection before the session read the ``cancel``)."""
+        if self.fatal is not None:
+            raise self.fatal
+        self._check_prompt_size(prompt)
+        client = self.client
+        outcome: Any = None
+        refused: LocalProtocolError | None = None
+        done = trio.Event()
+        # The turn itself is not cancelled with the RPC: it ends when the
+        # session has taken the cancel (or after the grace).
+        turn_scope = trio.CancelScope(shield=True)
+
+        async def run_turn() -> None:
+            nonlocal outcome, refused
+            try:
+                with turn_scope:
+                    outcome = await client.run_turn(prompt, model=self.model, context=self.context)
+            except LocalProtocolError as exc:  # over the limit (JSON escapes can make it larger than the protobuf)
+                refused = exc
+            finally:
+                done.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_turn)
+            try:
+                await done.wait()
+            except BaseException:
+                with trio.CancelScope(shield=True) as scope:
+                    scope.deadline = trio.current_time() + CANCEL_GRACE
+                    await client.cancel()
+                    await done.wait()
+                turn_scope.cancel()
+                raise
+        if refused is not None:
             raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, ErrorCode.MESSAGE_TOO_LARGE.value,
-                           f"the prompt is too large: {exc}") from None
+                           f"the prompt is too large: {refused}")
         # Later turns keep the session's context; send it once.
         self.context = None
-        try:
-            await self.stream.send(text)
-            while True:
-                event = await self._receive()
-                if await self._relay(event, request.id):
-                    break
-        except BaseException:
-            with trio.CancelScope(shield=True) as scope:
-                scope.deadline = trio.current_time() + CANCEL_GRACE
-                await self._cancel(request.id)
-            raise
+        if self.fatal is not None:
+            raise self.fatal
+        error = getattr(outcome, "error", None)
+        if error is not None and error.fatal:  # the connection went: no event said so
+            raise _Refused(grpc.StatusCode.UNAVAILABLE, error.code, f"the session ended: {error.message}")
         await self._session_info()
 
-    async def _cancel(self, request_id: str) -> None:
-        """Cancel the running request and wait for it to end (its
-        ``finished`` or ``error``): closing at once could end the
-        connection before the session read the ``cancel``."""
+    def _check_prompt_size(self, prompt: str) -> None:
+        """Refuse a prompt whose native request would be over the limit
+        (JSON escapes can make it larger than the protobuf one): the
+        session's end of the connection would drop the connection for it."""
+        request = stamp(GenerateContentRequest(prompt=prompt, model=self.model, context=self.context))
         try:
-            if self.conn.request is None:
-                return
-            await self._send(Cancel(request_id=request_id))
-            while self.conn.request is not None:
-                await self._receive()
-        except (ConnectionClosed, ConnectionBroken, LocalProtocolError, _Refused):
-            pass
+            size = len(encode(request))
+        except ProtocolError:
+            return  # the client refuses it, in its words
+        limit = self.policy.max_message_size
+        if size > limit:
+            raise _Refused(grpc.StatusCode.RESOURCE_EXHAUSTED, ErrorCode.MESSAGE_TOO_LARGE.value,
+                           f"the prompt is too large: {request.TYPE} of {size} characters is over the limit of {limit}")
 
-    async def _relay(self, event: Message, request_id: str) -> bool:
-        """Send what ``event`` means to the gRPC client; True at the end of
-        the turn."""
-        if not isinstance(event, ServerEvent):
-            return False
-        ended = False
+    async def _relay(self, event: ServerEvent) -> None:
+        """Send what ``event`` means to the gRPC client."""
+        if self.fatal is not None:
+            return
         for change in self.turn.apply(event):
             if isinstance(change, TextAdded):
                 await self.send_response(pb.ServerResponse(text_response=pb.TextResponse(content=change.text)))
@@ -378,56 +439,35 @@ class _Chat:
                 await self.send_response(pb.ServerResponse(thought_response=pb.ThoughtResponse(
                     thought=change.describe())))
             elif isinstance(change, ToolCallStarted):
+                if not self.policy.server_tools:
+                    continue  # no tools: the client refused the call (below)
                 started = pb.ToolStartedResponse(name=change.name)
                 started.args.update(_json_safe(change.args))
                 await self.send_response(pb.ServerResponse(tool_started=started))
             elif isinstance(change, ToolCallEnded):
+                if not self.policy.server_tools:
+                    if change.error is not None and change.error.code == NO_TOOLS:
+                        await self._no_tools(change.name)
+                    continue
                 summary = (summarize(change.result) if change.error is None
                            else f"error: {change.error.code}: {change.error.message}")
                 await self.send_response(pb.ServerResponse(tool_ended=pb.ToolEndedResponse(
                     name=change.name, result_summary=summary)))
-            elif isinstance(change, ToolCallRequested):
-                await self._no_client_tools(change.call_id, change.name)
             elif isinstance(change, Notice | TurnEnded):
                 code, message, fatal = ((change.code, change.message, change.fatal) if isinstance(change, Notice)
                                         else (change.error_code, change.error_message, change.fatal))
                 if code is not None:
                     if fatal:
-                        raise _Refused(grpc.StatusCode.UNAVAILABLE, code, message or "")
+                        self.fatal = _Refused(grpc.StatusCode.UNAVAILABLE, code, message or "")
+                        return
                     await self.send_response(error_response(_status_of(code), code, message or ""))
-                ended = isinstance(change, TurnEnded) and change.request_id == request_id
-        return ended
 
-    async def _no_client_tools(self, call_id: str, tool: str) -> None:
-        """A gRPC client runs no tools: the model is told, and so is the
-        client."""
+    async def _no_tools(self, tool: str) -> None:
+        """A gRPC session without server tools has none: the native client
+        told the model (``no_tools``); the gRPC client is told too."""
         message = (f"the model asked for the tool {_quote(tool)}, but this server runs no tools for "
                    "gRPC sessions (its operator can enable them with serve --server-tools)")
-        await self._send(ToolExecutionResponse(request_id=call_id, error=ToolFailure(
-            code="no_tools", message="no tools are available in this session",
-            hint="answer from what you know, without tools")))
-        await self.send_response(error_response(grpc.StatusCode.UNIMPLEMENTED, "no_tools", message))
-
-    # --- the native end ---------------------------------------------------------------
-
-    async def _send(self, message: Message) -> None:
-        await self.stream.send(self.conn.send(stamp(message)))
-
-    async def _receive(self) -> Message:
-        while True:
-            try:
-                text = await self.stream.receive()
-            except ConnectionBroken as exc:
-                raise _Refused(grpc.StatusCode.UNAVAILABLE, ErrorCode.CONNECTION_LOST.value,
-                               f"the session ended: {exc.reason}") from None
-            except MessageTooLarge as exc:
-                raise _Refused(grpc.StatusCode.INTERNAL, ErrorCode.MESSAGE_TOO_LARGE.value, str(exc)) from None
-            try:
-                return self.conn.receive(text)
-            except RemoteProtocolError as exc:  # the server's bug: say so, do not crash
-                log.error("gRPC face: the session sent a message out of turn: %s", exc)
-                continue
-
+        await self.send_response(error_response(grpc.StatusCode.UNIMPLEMENTED, NO_TOOLS, message))
 
 def summarize(result: Any) -> str:
     """A tool result in a few lines: its exit status (or the signal that
@@ -498,6 +538,16 @@ def _kind(request: pb.ClientRequest | Undecodable) -> str:
                        "this server does not know)")
     return kind
 
+
+#: The status of a refused ``hello`` (by the server's error code).
+_HELLO_STATUS = {
+    ErrorCode.UNKNOWN_SESSION.value: grpc.StatusCode.NOT_FOUND,
+    ErrorCode.UNAUTHORIZED.value: grpc.StatusCode.UNAUTHENTICATED,
+    ErrorCode.SHUTTING_DOWN.value: grpc.StatusCode.UNAVAILABLE,
+    ErrorCode.APPROVAL_MODE_REFUSED.value: grpc.StatusCode.PERMISSION_DENIED,
+    ErrorCode.SERVER_TOOLS_DISABLED.value: grpc.StatusCode.FAILED_PRECONDITION,
+    ErrorCode.INVALID_FIELD.value: grpc.StatusCode.INVALID_ARGUMENT,
+}
 
 _STATUS_OF = {
     ErrorCode.INVALID_FIELD.value: grpc.StatusCode.INVALID_ARGUMENT,

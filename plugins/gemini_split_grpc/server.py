@@ -1,6 +1,12 @@
 """The gRPC listener: grpcio's server on its own threads, each ``Chat``
 stream run by :func:`.face.run_chat` in the Trio loop.
 
+Each stream's session is opened by the native client the server's command
+passes in ``options.extra["open_client"]`` (see :data:`.face.OpenClient`),
+connected to ``handler`` through a private in-process ``loopback:``
+listener this listener serves; a one-use token issued per stream makes that
+connection the gRPC caller's principal.
+
 Threads and Trio
 ----------------
 
@@ -37,6 +43,7 @@ Rules applied to every stream
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from concurrent import futures
@@ -48,11 +55,11 @@ import trio
 
 from gemini_split.errors import ConfigurationError
 from gemini_split.throttle import FailedAuthThrottle, Network, client_source, parse_networks
-from gemini_split.transport import ConnectionHandler, Principal, ServeOptions, TransportError
+from gemini_split.transport import ConnectionHandler, Principal, ServeOptions, TransportError, get_transport
 
 from . import gemini_pb2 as pb
 from .address import GrpcAddress
-from .face import CONFIG_KEYS, End, FacePolicy, error_response, parse_request, run_chat
+from .face import CONFIG_KEYS, End, FacePolicy, Native, error_response, parse_request, run_chat
 
 log = logging.getLogger(__name__)
 
@@ -80,15 +87,15 @@ class _Stream:
 class _ChatService:
     """The Trio side of the listener: starts one task per stream."""
 
-    def __init__(self, handler: ConnectionHandler, policy: FacePolicy, options: ServeOptions, max_streams: int):
-        self.handler = handler
+    def __init__(self, policy: FacePolicy, options: ServeOptions, max_streams: int):
+        #: How streams reach the server; set once the private listener serves.
+        self.native: Native | None = None
         self.policy = policy
         self.per_user = options.max_connections_per_user
         self.token = trio.lowlevel.current_trio_token()
         self.limiter = trio.CapacityLimiter(max_streams)
         #: Where streams start; None once the listener stops taking them.
         self.nursery: trio.Nursery | None = None
-        self.listener_nursery: trio.Nursery | None = None
         self.open_by_user: dict[str, int] = {}
 
     # --- in a gRPC thread ------------------------------------------------------------
@@ -129,7 +136,7 @@ class _ChatService:
     # --- in Trio ------------------------------------------------------------------------
 
     def _start(self, request_iterator: Any, peer: str, principal: Principal | None) -> _Stream | End | None:
-        if self.nursery is None:
+        if self.nursery is None or self.native is None:
             return None
         user = principal.user_id if principal is not None else None
         if user is not None and self.per_user and self.open_by_user.get(user, 0) >= self.per_user:
@@ -150,9 +157,9 @@ class _ChatService:
 
         try:
             with scope:
-                end = await run_chat(principal=principal, peer=peer, handler=self.handler, policy=self.policy,
-                                     receive_request=receive_request, send_response=send.send,
-                                     spawn=self._spawn)
+                assert self.native is not None
+                end = await run_chat(principal=principal, peer=peer, native=self.native, policy=self.policy,
+                                     receive_request=receive_request, send_response=send.send)
                 await send.send(end)
         except Exception:
             log.exception("gRPC stream from %s failed", peer)
@@ -166,11 +173,29 @@ class _ChatService:
                     del self.open_by_user[principal.user_id]
 
 
-    def _spawn(self, fn: Any, *args: Any) -> None:
-        # The listener's nursery: while it is being cancelled it still
-        # takes the task (cancelled at once), so this never fails mid-stop.
-        assert self.listener_nursery is not None
-        self.listener_nursery.start_soon(fn, *args)
+async def _serve_native(nursery: trio.Nursery, handler: ConnectionHandler, open_client: Any,
+                        options: ServeOptions) -> Native:
+    """Serve ``handler`` on a private ``loopback:`` listener in ``nursery``
+    for the streams' native clients. With ``options.authenticate``, each
+    stream gets a one-use token there that stands for its principal (the
+    gRPC interceptor has checked the caller's own token already)."""
+    waiting: dict[str, Principal] = {}
+
+    def token_for(principal: Principal | None) -> str | None:
+        if principal is None:
+            return None
+        token = secrets.token_urlsafe(32)
+        waiting[token] = principal
+        return token
+
+    def authenticate(token: str | None) -> Principal | None:
+        return waiting.pop(token, None) if token else None
+
+    private = ServeOptions(authenticate=authenticate if options.authenticate is not None else None,
+                           max_message_size=options.max_message_size)
+    loopback = get_transport("loopback:")
+    bound = await nursery.start(loopback.serve, "loopback:", handler, private)
+    return Native(open_client=open_client, address=bound, token_for=token_for)
 
 
 async def _take(responses: trio.MemoryReceiveChannel[Any]) -> list[Any]:
@@ -301,6 +326,10 @@ async def serve(address: str, handler: ConnectionHandler, options: ServeOptions,
     cancelled (see the module docstring)."""
     where = GrpcAddress.parse(address)
     extra = options.extra
+    open_client = extra.get("open_client")
+    if open_client is None:
+        raise ConfigurationError("the gRPC listener needs the native client that opens its streams' sessions "
+                                 "(ServeOptions.extra['open_client']; gemini-split serve passes it)")
     max_streams = int(extra.get("max_streams", DEFAULT_MAX_STREAMS))
     policy = FacePolicy(
         max_message_size=options.max_message_size,
@@ -316,7 +345,7 @@ async def serve(address: str, handler: ConnectionHandler, options: ServeOptions,
         trusted_proxies = parse_networks(options.trusted_proxies)
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from None
-    service = _ChatService(handler, policy, options, max_streams)
+    service = _ChatService(policy, options, max_streams)
     credentials = _credentials(options) if where.secure else None
     limit = options.max_message_size + SIZE_SLACK
     server = grpc.server(
@@ -347,7 +376,11 @@ async def serve(address: str, handler: ConnectionHandler, options: ServeOptions,
     server.start()
     try:
         async with trio.open_nursery() as nursery:
-            service.nursery = service.listener_nursery = nursery
+            # The streams' sessions are served here, not in a stream's own
+            # cancel scope: when an RPC ends, its session must still read the
+            # cancel the face sends it (then the close).
+            service.native = await _serve_native(nursery, handler, open_client, options)
+            service.nursery = nursery
             try:
                 task_status.started(where.with_port(port).url)
                 await trio.sleep_forever()

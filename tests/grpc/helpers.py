@@ -17,6 +17,7 @@ from typing import Any
 import grpc
 import trio
 
+from gemini_split.client.face_client import open_face_client
 from gemini_split.server.auth import load_auth_config
 from gemini_split.server.config import ServerConfig
 from gemini_split.server.model.gemini import GeminiModel
@@ -40,7 +41,8 @@ async def grpc_server(fake, *, auth_config=None, tls=None, extra=None, config=No
     authenticate = load_auth_config(auth_config) if auth_config else None
     service = AgentService(GeminiModel("test-key", base_url=fake.url), config or ServerConfig(),
                            authenticate=authenticate, server_tools=server_tools)
-    options = ServeOptions(authenticate=authenticate, extra=dict(extra or {}), max_connections_per_user=per_user,
+    options = ServeOptions(authenticate=authenticate, extra={"open_client": open_face_client, **(extra or {})},
+                           max_connections_per_user=per_user,
                            trusted_proxies=tuple(trusted_proxies))
     if tls:
         options.tls_cert, options.tls_key = tls

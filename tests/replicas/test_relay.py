@@ -217,13 +217,16 @@ async def test_a_grpc_stream_on_another_replica_continues_a_session_the_runner_k
     its prompt runs on A."""
     import grpc
 
+    from gemini_split.client.face_client import open_face_client
+
     from ..grpc.helpers import chat, start
 
     script = [{"text": "first answer"}, {"text": "second answer, on the runner"}]
     async with two_replicas(redis_server, script) as ((_, service_b), (at_a, _)):
         async with trio.open_nursery() as nursery:
             grpc_b = await nursery.start(get_transport("grpc://x").serve, "grpc://127.0.0.1:0",
-                                         service_b.handle_connection, ServeOptions())
+                                         service_b.handle_connection,
+                                         ServeOptions(extra={"open_client": open_face_client}))
             async with hello(at_a, label="laptop") as (local, first):
                 await _turn(local, "first")
                 outcome = await chat(third_party, grpc_b, [start(third_party, "second", session_id=first.session_id)])

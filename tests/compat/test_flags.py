@@ -179,7 +179,7 @@ def test_plan_mode_offers_only_read_only_tools(box):
         result = box.run(["-p", "plan it", "--approval-mode", "plan"], fake=fake)
         offered = declared_tools(fake.requests[0])
     assert result.status == 0, result.stderr
-    assert offered and set(offered) <= {"read_file", "list_directory", "glob", "grep_search", "write_todos",
+    assert offered and set(offered) <= {"read_file", "read_many_files", "list_directory", "glob", "grep_search", "write_todos",
                                         "list_background_processes", "read_background_output",
                                         "enter_plan_mode", "google_web_search"}
     assert "write_file" not in offered and "run_shell_command" not in offered

@@ -78,6 +78,7 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
     (:class:`~.web_guard.AddressGuard`, a server's tools); default: any."""
     from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
     from .search import GlobTool, GrepSearchTool
+    from .read_many import ReadManyFilesTool
     from .background import BackgroundProcesses, ListBackgroundProcessesTool, ReadBackgroundOutputTool
     from .session_tools import EnterPlanModeTool, SaveMemoryTool, WriteTodosTool
     from .shell import RunShellCommandTool
@@ -87,6 +88,7 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
     background = BackgroundProcesses()
     registry = ToolRegistry([
         ReadFileTool(),
+        ReadManyFilesTool(),
         ListDirectoryTool(),
         GlobTool(),
         GrepSearchTool(),

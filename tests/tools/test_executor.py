@@ -59,7 +59,7 @@ async def test_cancellation_inside_a_tool_nursery_is_reported(env: Env):
 
 def test_default_tools_are_complete():
     names = default_tools().names()
-    assert names == ["read_file", "list_directory", "glob", "grep_search", "write_file", "replace",
+    assert names == ["read_file", "read_many_files", "list_directory", "glob", "grep_search", "write_file", "replace",
                      "run_shell_command", "web_fetch", "list_background_processes", "read_background_output",
                      "write_todos", "enter_plan_mode"]
     kinds = {t.name: t.kind for t in default_tools()}

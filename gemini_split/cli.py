@@ -40,7 +40,6 @@ from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.ui.output_formats import OUTPUT_FORMATS
 
-
 DESCRIPTION = """\
 A Gemini coding agent whose terminal UI and local tools run where your files
 are, and whose agent loop runs in this process or on a server."""
@@ -243,23 +242,23 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     assert isinstance(commands, _Subcommands)
     commands.add_lazy("serve", "run the agent loop as a server for remote clients",
-                      "gemini_split.commands.serve:add_serve_parser")
+                      "gemini_split.commands.parsers.serve:add_parser")
     commands.add_lazy("attach", "join one of your sessions running elsewhere (--watch: read-only)",
-                      "gemini_split.commands.attach:add_attach_parser")
+                      "gemini_split.commands.parsers.attach:add_parser")
     commands.add_lazy("server", "manage named servers (profiles for --server)",
-                      "gemini_split.commands.server_profiles:add_server_parser")
+                      "gemini_split.commands.parsers.server:add_parser")
     commands.add_lazy("completions", "print a shell completion script",
-                      "gemini_split.commands.completions:add_completions_parser")
+                      "gemini_split.commands.parsers.completions:add_parser")
     commands.add_lazy("protocol", "facts about the wire protocol (its JSON Schema)",
-                      "gemini_split.commands.protocol:add_protocol_parser")
+                      "gemini_split.commands.parsers.protocol:add_parser")
     commands.add_lazy("daemon", "control the per-user local daemon (GEMINI_SERVER_MODE=local)",
-                      "gemini_split.commands.daemon:add_daemon_parser")
+                      "gemini_split.commands.parsers.daemon:add_parser")
     commands.add_lazy("mcp", "manage MCP servers (mcpServers in settings.json); serve our tools over MCP",
-                      "gemini_split.commands.mcp:add_mcp_parser")
+                      "gemini_split.commands.parsers.mcp:add_parser")
     commands.add_lazy("hooks", "the hooks of settings.json (gemini-cli's \"hooks\" section)",
-                      "gemini_split.commands.hooks:add_hooks_parser")
+                      "gemini_split.commands.parsers.hooks:add_parser")
     commands.add_lazy("skills", "manage Agent Skills: list, install PATH, uninstall NAME",
-                      "gemini_split.commands.skills:add_skills_parser")
+                      "gemini_split.commands.parsers.skills:add_parser")
     return parser
 
 
@@ -387,42 +386,11 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         env = load_env_file(env, skip_trust=getattr(args, "skip_trust", False))
     stop_logging = _log_to(env, args.debug) if args.debug or args.command in (None, "serve", "daemon") else None
     try:
-        if args.command == "serve":
-            from gemini_split.commands.serve import run_serve
-
-            return run_serve(args, env)
-        if args.command == "attach":
-            from gemini_split.commands.attach import run_attach
-
-            return run_attach(args, env)
-        if args.command == "server":
-            from gemini_split.commands.server_profiles import run_server_command
-
-            return run_server_command(args, env)
-        if args.command == "protocol":
-            from gemini_split.commands.protocol import run_protocol
-
-            return run_protocol(args, env)
-        if args.command == "mcp":
-            from gemini_split.commands.mcp import run_mcp_command
-
-            return run_mcp_command(args, env)
-        if args.command == "hooks":
-            from gemini_split.commands.hooks import run_hooks_command
-
-            return run_hooks_command(args, env)
-        if args.command == "skills":
-            from gemini_split.commands.skills import run_skills_command
-
-            return run_skills_command(args, env)
-        if args.command == "daemon":
-            from gemini_split.commands.daemon import run_daemon_command
-
-            return run_daemon_command(args, env)
-        if args.command == "completions":
-            from gemini_split.commands.completions import run_completions
-
-            return run_completions(args, env, parser)
+        if args.command is not None:
+            # The subcommand's parser named its runner (gemini_split/commands/parsers/).
+            module, _, function = args.run.partition(":")
+            runner = getattr(importlib.import_module(module), function)
+            return runner(args, env, parser) if args.command == "completions" else runner(args, env)
         if env.owns_process:
             # Here, not in run(): the tools package would load the protocol
             # on --version's path. SIGTERM/SIGHUP: no tool process outlives us.

@@ -32,6 +32,9 @@ from typing import TYPE_CHECKING
 import msgspec
 import trio
 
+from gemini_split.acp.agent import AcpAgent
+from gemini_split.acp.jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
+from gemini_split.acp.peer import RpcPeer
 from gemini_split.app import (
     attach_context,
     embedded_service,
@@ -39,8 +42,8 @@ from gemini_split.app import (
     hold_embedded,
     resolve_client_settings,
 )
-from gemini_split.commands.options import client_options
 from gemini_split.client.connect import ClientSettings
+from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.errors import MissingApiKey
 from gemini_split.exit_status import ExitStatus
@@ -164,8 +167,6 @@ def settings_for_cwd(base: ClientSettings, env: Environment) -> Callable[[Path],
 async def _serve_stdio(settings: ClientSettings, embedded: AgentService | None, env: Environment,
                        login: Callable[[str], AbstractAsyncContextManager[str]] | None,
                        missing_key: str | None) -> ExitStatus:
-    from gemini_split.acp.agent import AcpAgent
-    from gemini_split.acp.peer import RpcPeer
 
     transport = get_transport("stdio:-")
     async with hold_embedded(settings, embedded) as settings, trio.open_nursery() as nursery:
@@ -175,8 +176,6 @@ async def _serve_stdio(settings: ClientSettings, embedded: AgentService | None, 
 
         async def handler(stream) -> None:
             await agent.serve_peer(RpcPeer(stream, agent.handle))
-
-        from gemini_split.acp.jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 
         await transport.serve("stdio:-", handler, ServeOptions(max_message_size=DEFAULT_MAX_MESSAGE_SIZE))
         nursery.cancel_scope.cancel()

@@ -11,109 +11,25 @@ JSON line (the protocol's wire form) for scripts.
 from __future__ import annotations
 
 import argparse
-import re
+import signal
+import socket
 import sys
-import time
-from datetime import datetime
 from typing import Any
 
 import msgspec
+import trio
 
+from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
+from gemini_split.client.connect import describe_connect_error, open_client
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
-
-SINCE_HELP = ("replay the events after TIME: Unix milliseconds (1763726400000), a duration ago "
-              "(90s, 10m, 2h, 1d) or an ISO-8601 date-time (2026-11-22T21:30, local time unless "
-              "it names a zone)")
-
-_AGO = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd])$")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_since(text: str, *, now: float | None = None) -> int:
-    """``--since TIME`` as Unix milliseconds (see :data:`SINCE_HELP`)."""
-    text = text.strip()
-    now = time.time() if now is None else now
-    if text.isdigit() and len(text) <= 16:
-        return int(text)
-    match = _AGO.match(text)
-    if match:
-        return max(0, int((now - float(match.group(1)) * _UNIT[match.group(2)]) * 1000))
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a time: give Unix milliseconds, a duration ago such as 10m, "
-            "or an ISO-8601 date-time") from None
-    return max(0, int(moment.timestamp() * 1000))
-
-
-def _replay_limit(text: str) -> int:
-    from gemini_split.protocol.messages import REPLAY_LIMIT_MAX
-
-    if not text.isdigit() or int(text) > REPLAY_LIMIT_MAX:
-        raise argparse.ArgumentTypeError(f"must be a whole number of turns from 0 to {REPLAY_LIMIT_MAX}")
-    return int(text)
-
-
-def add_attach_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "attach",
-        description="Join one of your sessions that is running elsewhere (another terminal, another\n"
-                    "machine, a script): the REPL on it, with its last turn replayed. Every attached\n"
-                    "client sees the same events; any of them may prompt or cancel. The client's\n"
-                    "options (--server, --token, -m, …) may come before or after 'attach'.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-               "  gemini-split --server ws://host:8080 attach latest        the REPL on your latest session\n"
-               "  gemini-split attach s-5f1c… --watch --server ws://host:8080   follow it, read-only\n"
-               "  gemini-split attach latest --watch -o stream-json --since 10m   events as JSON lines\n"
-               "\n"
-               "A server refuses an attach by id alone to a session with clients attached unless it\n"
-               "allows it (serve --allow-attach-by-id; the default on loopback).",
-    )
-    p.add_argument("session", nargs="?", default="latest", metavar="SESSION_ID|latest",
-                   help="the session to join: its id or any unambiguous beginning of it "
-                        "(default: your most recently used one with an answer)")
-    p.add_argument("--watch", action="store_true",
-                   help="watch read-only: follow the session live, never prompt (Ctrl-C leaves)")
-    p.add_argument("--limit", type=_replay_limit, metavar="N",
-                   help="replay the last N whole turns first (default 1; 0: none)")
-    p.add_argument("--since", type=parse_since, metavar="TIME", help=SINCE_HELP)
-    p.add_argument("--label", metavar="NAME",
-                   help="how the other clients see this one (default: the host name)")
-    p.add_argument("-o", "--output-format", dest="attach_output", choices=["text", "stream-json"],
-                   default="text", help="text (default) or stream-json: one JSON line per session event")
-    _add_client_options(p)
-
-
-def _add_client_options(p: argparse.ArgumentParser) -> None:
-    """The client's options a user types after ``attach ID`` too. Their
-    default is to leave what the main parser set (an option given before
-    ``attach``, or its default) untouched; after ``attach`` wins."""
-    from gemini_split.client.approval_mode import ApprovalMode
-
-    keep = argparse.SUPPRESS
-    group = p.add_argument_group("client options (also taken before 'attach'; see gemini-split --help)")
-    group.add_argument("--server", metavar="ADDRESS|PROFILE", default=keep,
-                       help="the server the session is on (default: this machine's session store)")
-    group.add_argument("--token", default=keep, help="server token (default: $GEMINI_SERVER_TOKEN)")
-    group.add_argument("--ca", metavar="FILE", default=keep, help="CA certificate to trust for wss:// and grpcs://")
-    group.add_argument("--insecure", action="store_true", default=keep,
-                       help="do not verify the server's TLS certificate (testing only)")
-    group.add_argument("-m", "--model", default=keep, help="Gemini model for your prompts")
-    group.add_argument("--approval-mode", choices=[m.value for m in ApprovalMode], default=keep,
-                       help="what asks before it runs (default, auto_edit, yolo, plan)")
-    group.add_argument("-y", "--yolo", action="store_true", default=keep, help="shortcut for --approval-mode yolo")
-    group.add_argument("--workspace", metavar="DIR", default=keep,
-                       help="directory the local tools may use (default: the current directory)")
-    group.add_argument("-d", "--debug", action="store_true", default=keep, help="log details to stderr")
+from gemini_split.protocol import Replay, ServerEvent, encode
+from gemini_split.transport import ConnectFailed, TransportError
+from gemini_split.ui.safe_text import visible
 
 
 def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    from gemini_split.app import embedded_service_for, resolve_client_settings
-    from gemini_split.protocol import Replay
 
     options = client_options(args)
     settings = resolve_client_settings(options, env, interactive=not args.watch and args.attach_output == "text")
@@ -126,10 +42,8 @@ def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
         replay=replay, label=args.label if args.label is not None else _host_label(),
     )
     if args.attach_output == "stream-json" or args.watch:
-        import trio
 
         return trio.run(_follow, settings, embedded, env, args.attach_output == "stream-json")
-    import trio
 
     from gemini_split.ui.repl import Repl
 
@@ -138,17 +52,9 @@ def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
 async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool) -> ExitStatus:
     """Print the session's events until the connection ends or Ctrl-C."""
-    import signal
 
-    import trio
-
-    from gemini_split.app import hold_embedded
-    from gemini_split.client.connect import open_client
-    from gemini_split.protocol import ServerEvent, encode
-    from gemini_split.transport import ConnectFailed, TransportError
     from gemini_split.ui.follow import Follower
     from gemini_split.ui.render import make_console
-    from gemini_split.ui.safe_text import visible
 
     out = env.stdout
     follower = None if as_json else Follower(make_console(out, env.environ), live=True)
@@ -188,7 +94,6 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
                 env.warn(f"gemini-split attach: {client.closed_reason or 'the connection ended'}")
                 return ExitStatus.ERROR
     except (ConnectFailed, TransportError) as exc:
-        from gemini_split.client.connect import describe_connect_error
 
         message, _, status = describe_connect_error(exc)
         env.warn(f"gemini-split attach: {message}")
@@ -196,7 +101,6 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
 
 
 def _host_label() -> str:
-    import socket
 
     try:
         return socket.gethostname()[:64] or "client"

@@ -21,10 +21,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import shtab
+
+from gemini_split.commands.parsers.completions import SHELLS
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 
-SHELLS = ("bash", "zsh", "fish")
 PROG = "gemini-split"
 #: Where each shell's script lives in the repository.
 FILE_NAMES = {"bash": "gemini-split.bash", "zsh": "_gemini-split", "fish": "gemini-split.fish"}
@@ -59,20 +61,6 @@ end
 _PROFILES = {"bash": "_gemini_split_profiles", "zsh": "_gemini_split_profiles", "fish": "(__gemini_split_profiles)"}
 
 
-def add_completions_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "completions",
-        description="Print the completion script for a shell. Profile names complete after "
-                    "--server.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="install:\n"
-               "  bash:  gemini-split completions bash > ~/.local/share/bash-completion/completions/gemini-split\n"
-               "  zsh:   gemini-split completions zsh > ~/.zfunc/_gemini-split   (with ~/.zfunc in $fpath)\n"
-               "  fish:  gemini-split completions fish > ~/.config/fish/completions/gemini-split.fish\n",
-    )
-    p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
-
-
 def run_completions(args: argparse.Namespace, env: Environment, parser: argparse.ArgumentParser) -> ExitStatus:
     """Print the script for ``args.shell``, generated from ``parser`` (the
     command line this run was parsed with)."""
@@ -86,7 +74,6 @@ def generate(shell: str, parser: argparse.ArgumentParser) -> str:
 
     Subcommands the parser declared lazily (``gemini_split.cli``) are filled
     in first: a script must know every argument."""
-    import shtab
 
     _fill_all(parser)
     _mark_value_completions(parser, shtab)

@@ -17,8 +17,15 @@ import signal
 import time
 from typing import Any
 
+import trio
+
+from gemini_split import __version__
+from gemini_split._trio_util import single_exceptions
+from gemini_split.client import local_daemon as ld
+from gemini_split.client.local_daemon import daemon_paths, remove_info, write_info
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
+from gemini_split.transport import ServeOptions, TransportError, get_transport
 
 log = logging.getLogger("gemini_split.daemon")
 
@@ -26,44 +33,7 @@ log = logging.getLogger("gemini_split.daemon")
 SHUTDOWN_GRACE = 5.0
 
 
-def add_daemon_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "daemon",
-        description="Control the per-user local daemon: the agent loop kept running in the "
-                    "background, reached over a Unix socket, so that each `-p` call starts as a thin "
-                    "client. GEMINI_SERVER_MODE=local (or --server local) uses it and starts it when "
-                    "needed; these commands are for looking at it and stopping it.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-               "  export GEMINI_SERVER_MODE=local      every run uses the daemon (in ~/.bashrc)\n"
-               "  gemini-split daemon status           is it running, which version, where\n"
-               "  gemini-split daemon restart          e.g. after upgrading gemini-split\n"
-               "  gemini-split daemon stop\n",
-    )
-    actions = p.add_subparsers(dest="daemon_action", metavar="ACTION", required=True)
-    for name, text in (("start", "start the daemon unless it is running (and current)"),
-                       ("restart", "stop the daemon if it runs, then start it"),
-                       ("run", "run the daemon in the foreground (what start runs; for a service manager)")):
-        action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
-        action.add_argument("--idle-exit", type=_idle_exit, default=None, metavar="DURATION",
-                            help="exit after this long without connections or running requests: 90s, "
-                                 "30m, 12h, or 0 for never (default 30m)")
-    actions.add_parser("stop", help="stop the daemon (running requests are cancelled)",
-                       description="Stop the daemon: running requests are cancelled, its clients told why.")
-    actions.add_parser("status", help="say whether the daemon runs, its pid, version, socket and log",
-                       description="Say whether the daemon runs (exit status 0) or not (1).")
-
-
-def _idle_exit(text: str) -> float:
-    if text.strip() in ("0", "0s", "never"):
-        return 0.0
-    from gemini_split.commands.serve import parse_duration
-
-    return parse_duration(text)
-
-
 def run_daemon_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    from gemini_split.client import local_daemon as ld
 
     action = args.daemon_action
     idle = getattr(args, "idle_exit", None)
@@ -84,7 +54,6 @@ def run_daemon_command(args: argparse.Namespace, env: Environment) -> ExitStatus
 
 
 def _print_status(env: Environment, status: Any) -> None:
-    from gemini_split import __version__
 
     out = env.stdout
     if status.exiting is not None:
@@ -107,15 +76,11 @@ def _print_status(env: Environment, status: Any) -> None:
 def _run(env: Environment, idle_exit: float) -> ExitStatus:
     """Serve this user's sessions on the Unix socket until stopped (SIGTERM,
     SIGINT, ``daemon stop``) or idle for ``idle_exit`` seconds."""
-    import trio
 
-    from gemini_split._trio_util import single_exceptions
-    from gemini_split.client.local_daemon import daemon_paths
-    from gemini_split.server.model.callers import CallerModels, KeylessModel
     from gemini_split.server.config import DEFAULT_MODEL, ServerConfig
+    from gemini_split.server.model.callers import CallerModels, KeylessModel
     from gemini_split.server.service import AgentService
     from gemini_split.server.store import StoreError, open_store
-    from gemini_split.transport import TransportError
 
     # Sessions opening and closing, refusals, stale sockets replaced: the log's reader wants them.
     for name in ("gemini_split", "gemini_split_unix"):
@@ -135,10 +100,6 @@ def _run(env: Environment, idle_exit: float) -> ExitStatus:
 
 
 async def _serve(service: Any, paths: Any, idle_exit: float) -> None:
-    import trio
-
-    from gemini_split.client.local_daemon import remove_info, write_info
-    from gemini_split.transport import ServeOptions, get_transport
 
     connections = 0
     last_active = trio.current_time()

@@ -15,65 +15,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import trio
+
+from gemini_split.client.approval import ApprovalPolicy, parse_allowed_tools, parse_approval_mode
+from gemini_split.client.executor import Refusal, ToolExecutor
+from gemini_split.client.workspace import Workspace
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus
-
-_TRANSPORTS = ("stdio", "sse", "http")
-
-
-def add_mcp_parser(commands: Any) -> None:
-    parser = commands.add_parser(
-        "mcp", help="manage MCP servers (gemini-cli's mcpServers) and serve gemini-split's tools over MCP",
-        description="MCP servers configured in settings.json lend their tools to the model; "
-                    "'mcp serve' lends gemini-split's tools to any MCP host.",
-    )
-    sub = parser.add_subparsers(dest="mcp_command", metavar="ACTION", required=True)
-
-    sub.add_parser("list", help="configured servers, whether they start, and their tools")
-
-    add = sub.add_parser("add", help="add (or replace) a server in settings.json",
-                         description="Add or replace an mcpServers entry, as 'gemini mcp add' does.")
-    add.add_argument("-s", "--scope", choices=("project", "user"), default="project",
-                     help="project: ./.gemini/settings.json (default); user: the user settings file")
-    add.add_argument("-t", "--transport", choices=_TRANSPORTS, default="stdio", help="default: stdio")
-    add.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE",
-                     help="environment variable for a stdio server ($VAR references are kept as written)")
-    add.add_argument("-H", "--header", action="append", default=[], metavar="'NAME: VALUE'",
-                     help="HTTP header for sse/http servers")
-    add.add_argument("--timeout", type=int, metavar="MS", help="request timeout in milliseconds (default 600000)")
-    add.add_argument("--trust", action="store_true", help="run this server's tools without asking")
-    add.add_argument("--description", help="a note for 'mcp list'")
-    add.add_argument("--include-tools", metavar="A,B", help="only these tools of the server")
-    add.add_argument("--exclude-tools", metavar="A,B", help="never these tools of the server")
-    add.add_argument("name", help="the server's name (tools become mcp_NAME_TOOL)")
-    add.add_argument("command_or_url", metavar="COMMAND|URL")
-    add.add_argument("args", nargs=argparse.REMAINDER, help="arguments of a stdio command")
-
-    remove = sub.add_parser("remove", help="remove a server from settings.json")
-    remove.add_argument("-s", "--scope", choices=("project", "user"), default="project")
-    remove.add_argument("name")
-
-    serve = sub.add_parser(
-        "serve", help="serve gemini-split's tools over MCP (stdio, or --http)",
-        description="Serve gemini-split's tools (read_file, list_directory, glob, grep_search, write_file, "
-                    "replace, run_shell_command, web_fetch, list_background_processes, read_background_output, "
-                    "write_todos) to an MCP host, confined to the workspace. "
-                    "Calls that would need approval are refused unless the approval mode or "
-                    "--allowed-tools allows them.",
-    )
-    serve.add_argument("--workspace", metavar="DIR", help="the directory the tools may use (default: here)")
-    serve.add_argument("--approval-mode", default="default", metavar="MODE",
-                       help="default (read-only tools run, others refused), auto_edit (edits run too), yolo")
-    serve.add_argument("--allowed-tools", action="append", default=[], metavar="TOOL",
-                       help="run these without approval, e.g. 'run_shell_command(git status)'")
-    serve.add_argument("--http", metavar="HOST:PORT",
-                       help="streamable HTTP at http://HOST:PORT/mcp instead of stdio")
-    serve.add_argument("--auth-config", metavar="FILE",
-                       help="--http: tokens file (as for 'serve'; default $GEMINI_AUTH_CONFIG); "
-                            "required unless HOST is loopback")
-    serve.add_argument("--insecure-no-auth", action="store_true",
-                       help="--http: allow a non-loopback address without tokens (not recommended)")
+from gemini_split.files import replace_atomically
+from gemini_split.server.auth import load_auth_config
+from gemini_split.settings import load_settings, strip_json_comments
+from gemini_split.transport import is_loopback_host
+from gemini_split.ui.safe_text import visible
 
 
 def run_mcp_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
@@ -90,10 +44,8 @@ def run_mcp_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
 
 def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    import trio
 
     from gemini_split.client.mcp.sources import open_mcp_servers
-    from gemini_split.settings import load_settings
 
     loaded = load_settings(env)
     for line in loaded.warnings:
@@ -110,7 +62,6 @@ def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
             return servers.statuses()
 
     statuses = trio.run(probe)
-    from gemini_split.ui.safe_text import visible  # model- and server-chosen text reaches a terminal
 
     print("Configured MCP servers:\n", file=env.stdout)
     for status in statuses:
@@ -135,7 +86,6 @@ def _settings_path(scope: str, env: Environment) -> Path:
 def _read_for_edit(path: Path) -> tuple[dict[str, Any], bool]:
     """The file's object as written (no ``$VAR`` expansion) and whether it
     held comments (which a rewrite cannot keep)."""
-    from gemini_split.settings import strip_json_comments
 
     try:
         text = path.read_text(encoding="utf-8-sig")
@@ -157,7 +107,6 @@ def _read_for_edit(path: Path) -> tuple[dict[str, Any], bool]:
 
 
 def _write(path: Path, data: dict[str, Any], had_comments: bool, env: Environment) -> None:
-    from gemini_split.files import replace_atomically
 
     path.parent.mkdir(parents=True, exist_ok=True)
     if had_comments:
@@ -239,12 +188,8 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    import trio
 
-    from gemini_split.client.approval import ApprovalPolicy, parse_allowed_tools, parse_approval_mode
-    from gemini_split.client.executor import Refusal, ToolExecutor
     from gemini_split.client.mcp import serve as mcp_serve
-    from gemini_split.client.workspace import Workspace
 
     try:
         mode = parse_approval_mode(args.approval_mode)
@@ -270,9 +215,6 @@ def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if not args.http:
         trio.run(mcp_serve.serve_stdio, executor)
         return ExitStatus.SUCCESS
-
-    from gemini_split.transport import is_loopback_host
-    from gemini_split.server.auth import load_auth_config
 
     host, port = _parse_host_port(args.http)
     auth_path = args.auth_config or env.environ.get("GEMINI_AUTH_CONFIG")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import signal
 from typing import TYPE_CHECKING, Any
 
@@ -135,7 +136,6 @@ def _ready_within(stream: Any, seconds: float) -> bool:
         return True
     if os.name == "nt":
         return True
-    import select
 
     try:
         ready, _, _ = select.select([fd], [], [], seconds)

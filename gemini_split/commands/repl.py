@@ -15,7 +15,9 @@ from gemini_split.app import embedded_service_for, resolve_client_settings
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
-
+from gemini_split.folder_trust import project_files, record_trust
+from gemini_split.settings import load_settings, trust_rule
+from gemini_split.ui.safe_text import visible
 
 
 def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:
@@ -44,8 +46,6 @@ def ask_folder_trust(env: Environment) -> None:
     / don't trust. The answer is recorded in trustedFolders.json, so the
     settings read next apply it at once. Escape or Ctrl-C decides nothing:
     this run goes on untrusted and the question comes again next time."""
-    from gemini_split.folder_trust import project_files, record_trust
-    from gemini_split.settings import load_settings, trust_rule
 
     if env.environ.get("GEMINI_CLI_TRUST_WORKSPACE") in ("true", "false"):
         return
@@ -59,7 +59,6 @@ def ask_folder_trust(env: Environment) -> None:
     if not files:
         return
     from gemini_split.ui.prompt_input import read_choice
-    from gemini_split.ui.safe_text import visible
 
     shown = "\n".join(f"  • {visible(str(p), newlines=False)}{'/' if p.is_dir() else ''}" for p in files[:12])
     if len(files) > 12:

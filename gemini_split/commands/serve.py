@@ -13,20 +13,34 @@ import argparse
 import functools
 import logging
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
-from gemini_split.argtypes import positive_int
+import msgspec
+import trio
+
+from gemini_split._trio_util import single_exceptions
+from gemini_split.app import open_model, server_tools_from
+from gemini_split.client.approval_mode import parse_approval_mode
+from gemini_split.collector import settle_for_serving
+from gemini_split.commands.options import server_tools_options
 from gemini_split.environment import Environment
-from gemini_split.errors import ConfigurationError
+from gemini_split.errors import ConfigurationError, MissingApiKey
 from gemini_split.exit_status import ExitStatus
+from gemini_split.server.auth import load_auth_config
+from gemini_split.server.config import DEFAULT_MODEL, ServerConfig
+from gemini_split.server.model.callers import SERVER_HAS_NO_KEY, KeylessModel, network_caller_model
+from gemini_split.server.model.names import check_model_name, parse_allowed_models
+from gemini_split.server.ops import Operations
+from gemini_split.server.service import AgentService
+from gemini_split.server.store import StoreError, open_store
+from gemini_split.server.store.redis import store_url
+from gemini_split.throttle import parse_networks
+from gemini_split.transport import ServeOptions, TransportError, get_transport, is_loopback_host
 
 log = logging.getLogger("gemini_split.serve")
 
-# Mirrors gemini_split.server.store (not imported here: --help stays fast;
-# tests/test_cli_start.py checks the copies agree).
-DEFAULT_REPLAY_CAPACITY = 2000
-DEFAULT_SESSION_TTL = 7 * 24 * 3600.0
 #: Seconds between two sweeps of idle sessions.
 EXPIRY_INTERVAL = 3600.0
 
@@ -35,151 +49,8 @@ DEFAULT_PORT = 8080
 SHUTDOWN_GRACE = 5.0
 
 
-def add_serve_parser(commands: Any) -> None:
-    p = commands.add_parser(
-        "serve",
-        description="Run the agent loop (the part that talks to Gemini) for clients that "
-                    "connect over WebSocket, or for one client over stdin/stdout (--stdio). "
-                    "Tools still run on the clients.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
-               "  gemini-split serve                                 ws://127.0.0.1:8080\n"
-               "  gemini-split serve --listen 0.0.0.0:8443 --auth-config tokens.json \\\n"
-               "      --tls-cert cert.pem --tls-key key.pem          wss:// with tokens\n"
-               "  ssh box gemini-split serve --stdio                 one session over ssh\n",
-    )
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--listen", metavar="HOST:PORT",
-                       help="address to listen on (default 127.0.0.1:$GEMINI_SERVER_PORT or 8080), or "
-                            "unix:/PATH: a Unix socket only your own user can connect to (its directory "
-                            "must be 0700)")
-    where.add_argument("--stdio", action="store_true",
-                       help="serve one session as JSON lines on stdin/stdout (logs go to stderr)")
-    p.add_argument("--auth-config", metavar="FILE",
-                   help='tokens file {"tokens": {TOKEN: {"userId": …, "permissions": […]}}} '
-                        "(default: $GEMINI_AUTH_CONFIG)")
-    p.add_argument("--insecure-no-auth", action="store_true",
-                   help="allow a non-loopback address without tokens (anyone who can connect "
-                        "can use your API key)")
-    p.add_argument("--tls-cert", metavar="FILE", help="certificate chain (PEM): serve wss://")
-    p.add_argument("--tls-key", metavar="FILE", help="private key (PEM) for --tls-cert")
-    p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                   help="browser Origin allowed to connect (repeatable)")
-    p.add_argument("--trusted-proxy", action="append", default=[], metavar="CIDR",
-                   help="a reverse proxy (address or CIDR) whose X-Forwarded-For / X-Real-IP name the "
-                        "client that wrong tokens are counted against (repeatable; default: none, the "
-                        "connecting address counts)")
-    p.add_argument("--max-connections-per-user", type=int, default=8, metavar="N",
-                   help="open connections one token may have (default 8; 0 = no cap)")
-    p.add_argument("--max-message-size", type=int, default=16 * 1024 * 1024, metavar="BYTES",
-                   help="largest message accepted (default 16 MiB)")
-    p.add_argument("--tool-timeout", type=float, default=900.0, metavar="SECONDS",
-                   help="how long a client has to answer a tool request (default 900)")
-    p.add_argument("--auth-method", choices=("api-key", "vertex-ai"),
-                   help="how this server reaches Gemini, whatever the environment says: api-key "
-                        "($GEMINI_API_KEY) or vertex-ai (GOOGLE_CLOUD_PROJECT with Application Default "
-                        "Credentials, or express mode's GOOGLE_API_KEY); default: as gemini-cli chooses")
-    p.add_argument("--allow-client-credentials", action="store_true",
-                   help="let each client bring its own Gemini API key (gemini-split --send-api-key) for "
-                        "its sessions, kept in memory only; taken over TLS or from this machine only. "
-                        "The server then needs no credentials of its own")
-    p.add_argument("-m", "--model", dest="serve_model", metavar="MODEL",
-                   help="default model for sessions (default: $GEMINI_MODEL or gemini-2.5-flash)")
-    p.add_argument("--allowed-models", metavar="NAMES",
-                   help="comma-separated models (or patterns such as gemini-2.5-*) clients may ask "
-                        "for (default: any valid model name; the default model always)")
-    p.add_argument("--max-turns", dest="serve_max_turns", type=int, metavar="N",
-                   help="model calls allowed per prompt (default 100)")
-    acp = p.add_argument_group("ACP bridge (docs/acp.md)")
-    acp.add_argument("--acp-ws", nargs="?", const="", metavar="HOST:PORT",
-                     help="also serve the Agent Client Protocol over WebSocket, on the same sessions "
-                          "(default 127.0.0.1:$GEMINI_PORT or 4444; same auth, TLS and limits)")
-    acp.add_argument("--acp-ring", type=positive_int, default=2000, metavar="N",
-                     help="session/update messages kept per session for late joiners (default 2000)")
-    acp.add_argument("--log-file", metavar="FILE",
-                     help="with --acp-ws: also log to FILE (default gemini-acp.log in $GEMINI_SPLIT_HOME), "
-                          "rotated at 2 MB to FILE.old")
-    sessions = p.add_argument_group("sessions")
-    sessions.add_argument("--state-dir", metavar="DIR",
-                          help="where sessions are kept, so clients can resume them after a cut or a "
-                               "restart (default: $GEMINI_SPLIT_HOME/sessions, i.e. ~/.gemini/sessions; "
-                               "':memory:' keeps them in this process only)")
-    sessions.add_argument("--store", metavar="URL",
-                          help="keep sessions in Redis instead, shared by several serve replicas: "
-                               "redis://[user:password@]host:port/db or rediss://… for TLS "
-                               "(default: $GEMINI_SPLIT_REDIS_URL if set, else --state-dir)")
-    sessions.add_argument("--lease-ttl", type=parse_duration, default=None, metavar="DURATION",
-                          help="with --store: how long a replica's hold on a session lasts unrenewed, i.e. "
-                               "how soon another replica takes over the sessions of one that died "
-                               "(default 10s)")
-    sessions.add_argument("--replay-capacity", type=positive_int, default=DEFAULT_REPLAY_CAPACITY, metavar="N",
-                          help=f"events kept per session for resuming clients (default {DEFAULT_REPLAY_CAPACITY})")
-    sessions.add_argument("--session-ttl", type=parse_duration, default=DEFAULT_SESSION_TTL, metavar="DURATION",
-                          help="drop sessions idle for longer than this: 90s, 30m, 12h, 7d (default 7d)")
-    grpc = p.add_argument_group("gRPC (seed 001's gemini.v1.GeminiService; needs: pip install 'gemini-split[grpc]')")
-    grpc.add_argument("--grpc", metavar="HOST:PORT",
-                      help="also serve gRPC Chat streams here (grpcs:// with --tls-cert); each stream is a "
-                           "session like any other")
-    grpc.add_argument("--no-websocket", action="store_true",
-                      help="with --grpc: serve gRPC only, no WebSocket listener")
-    grpc.add_argument("--grpc-allow-config", metavar="KEYS", default="",
-                      help="comma-separated StartRequest.advanced_config keys clients may set "
-                           "(known: userMemory; default: none)")
-    grpc.add_argument("--grpc-max-streams", type=positive_int, default=64, metavar="N",
-                      help="gRPC streams served at once (default 64)")
-    sessions.add_argument("--allow-attach-by-id", action=argparse.BooleanOptionalAction, default=None,
-                          help="let a user join one of their own sessions that has clients attached by its "
-                               "id alone, without its resume token (`gemini-split attach ID`; default: on "
-                               "for a loopback address or --stdio, off otherwise)")
-    tools = p.add_argument_group(
-        "server-side tools",
-        "Run the built-in tools here, for clients that ask (gemini-split --tools server), each session "
-        "confined to its own workspace, with approvals asked of the attached clients. Off by default.")
-    tools.add_argument("--server-tools", action="store_true",
-                       help="let clients run tools on this server (hello.tools = server)")
-    tools.add_argument("--workspace-root", metavar="DIR",
-                       help="where each session's own workspace is created, 0700, and deleted with the "
-                            "session (default: workspaces/ under GEMINI_SPLIT_HOME)")
-    tools.add_argument("--project", dest="serve_projects", action="append", default=[], metavar="NAME=PATH",
-                       help="a directory a client may ask for by name instead of a fresh workspace "
-                            "(repeatable); anything else is refused")
-    tools.add_argument("--approval-timeout", type=parse_duration, default=600.0, metavar="DURATION",
-                       help="how long a tool call waits for an approval before the model is told it "
-                            "was not approved (default 10m)")
-    tools.add_argument("--max-approval-mode", default="auto_edit", metavar="MODE",
-                       help="the most permissive approval mode a client may ask for: plan, "
-                            "reject_dangerous, default, auto_edit or yolo (default: auto_edit: "
-                            "commands are asked about)")
-    # SUPPRESS: the main parser's --policy/--admin-policy (before `serve`) count too.
-    tools.add_argument("--policy", action="append", default=argparse.SUPPRESS, metavar="FILE|DIR",
-                       help="policy rules (gemini-cli TOML) for server-side tools instead of "
-                            "~/.gemini/policies; a deny rule refuses even in yolo")
-    tools.add_argument("--admin-policy", action="append", default=argparse.SUPPRESS, metavar="FILE|DIR",
-                       help="admin policy rules for server-side tools, above every other rule")
-    tools.add_argument("--sandbox", dest="serve_sandbox", choices=("auto", "bwrap", "none"), default="auto",
-                       help="run server-side shell commands under bubblewrap: auto (the default) uses it "
-                            "and refuses to start when it does not work; none runs them unsandboxed")
-    tools.add_argument("--web-fetch-allow", action="append", default=[], metavar="CIDR|HOST",
-                       help="let server-side web_fetch reach this network or host name although it is "
-                            "loopback, private or link-local (repeatable; default: public addresses only)")
-    tools.add_argument("--sandbox-network", dest="serve_sandbox_network", action="store_true",
-                       help="let sandboxed server-side commands reach the network (default: no network)")
-    # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.
-    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="log details to stderr")
-
-
 def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     """Check everything that can be checked, then serve until told to stop."""
-    # Imported here, not above: `gemini-split --help` builds this command's
-    # parser and must not pay for trio (bench/cli_start.py measures it).
-    import trio
-
-    from gemini_split.server.auth import load_auth_config
-    from gemini_split.server.config import ServerConfig
-    from gemini_split.server.model.names import parse_allowed_models
-    from gemini_split._trio_util import single_exceptions
-    from gemini_split.transport import ServeOptions, TransportError, is_loopback_host
-
     e = env.environ
     # The key first, before anything else (this also builds the model, which
     # imports google-genai).
@@ -251,47 +122,39 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if not args.debug:
         # A daemon's operator wants sessions opening and closing in the log.
         logging.getLogger("gemini_split").setLevel(logging.INFO)
-    from gemini_split.server.service import AgentService
-
-    from gemini_split.server.store import StoreError, open_store
-
-    # A stdio server is one process per connection (often spawned over ssh):
-    # several may share the directory, so only a listening server locks it.
-    from gemini_split.server.store.redis import store_url
 
     redis_url = store_url(args.store, e)
     if redis_url is not None and not redis_url.startswith(("redis://", "rediss://")):
         raise ConfigurationError("--store: give a redis:// or rediss:// URL (sessions on disk: --state-dir)")
     if redis_url is not None and args.state_dir:
         raise ConfigurationError("--store and --state-dir: give one (sessions live in Redis or on disk)")
+    # A stdio server is one process per connection (often spawned over ssh):
+    # several may share the directory, so only a listening server locks it.
     store = open_store(redis_url or state_dir(args.state_dir, env), replay_capacity=args.replay_capacity,
                        exclusive=not args.stdio)
-    from gemini_split.app import server_tools_from
-    from gemini_split.commands.options import server_tools_options
 
     server_tools = server_tools_from(server_tools_options(args), env)
     client_model = None
     if args.allow_client_credentials:
-        from gemini_split.server.model.callers import network_caller_model
 
         client_model = functools.partial(network_caller_model, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None)
     service = AgentService(model, config, authenticate=authenticate, store=store, server_tools=server_tools,
                            client_model=client_model)
     if redis_url is not None:
+        # Lazy: replicas only with --store (gemini_split/lazy_imports.py).
         from gemini_split.server.replicas.replica import DEFAULT_LEASE_TTL, Replica
 
         # One replica of several: a session runs where its lease is held.
         service.manager.replica = Replica(store, lease_ttl=args.lease_ttl or DEFAULT_LEASE_TTL)  # type: ignore[arg-type]
     elif args.lease_ttl is not None:
         raise ConfigurationError("--lease-ttl goes with --store redis://… (replicas)")
-    from gemini_split.server.ops import Operations
 
     ops = Operations(service)
     options.health, options.ready, options.metrics = ops.health, ops.ready, ops.metrics
     stop_log = None
     acp = None
     if acp_address is not None:
-        from gemini_split.client.approval_mode import parse_approval_mode
+        # Lazy: the ACP stack only with --acp-ws (gemini_split/lazy_imports.py).
         from gemini_split.commands.acp import log_path, open_log
 
         try:
@@ -302,10 +165,9 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         stop_log = open_log(log_path(args, env))
     listeners = [(address, options)] if address else []
     if grpc_address:
-        import msgspec
-
+        # Lazy: the gRPC face only with --grpc (gemini_split/lazy_imports.py).
         from gemini_split.client.face_client import open_face_client
-        from gemini_split.server.model.names import check_model_name
+
 
         listeners.append((grpc_address, msgspec.structs.replace(options, extra={
             # The face opens its streams' sessions with the native client.
@@ -334,8 +196,6 @@ def _serve_model(args: argparse.Namespace, env: Environment) -> tuple[str, Any]:
     """The server's own model name and model: with ``--auth-method``, only
     by that method; with ``--allow-client-credentials`` and no credentials
     at all, none (each session runs on its client's key)."""
-    from gemini_split.app import open_model
-    from gemini_split.errors import MissingApiKey
 
     environ = dict(env.environ)
     selected = None
@@ -355,8 +215,6 @@ def _serve_model(args: argparse.Namespace, env: Environment) -> tuple[str, Any]:
         if not args.allow_client_credentials or args.auth_method == "vertex-ai" \
                 or environ.get("GOOGLE_GENAI_USE_VERTEXAI"):
             raise
-    from gemini_split.server.model.callers import SERVER_HAS_NO_KEY, KeylessModel
-    from gemini_split.server.config import DEFAULT_MODEL
 
     return args.serve_model or environ.get("GEMINI_MODEL") or DEFAULT_MODEL, KeylessModel(SERVER_HAS_NO_KEY)
 
@@ -368,25 +226,7 @@ def state_dir(value: str | None, env: Environment) -> str:
     return str(env.config_dir / "sessions")
 
 
-def parse_duration(text: str) -> float:
-    """``90``, ``90s``, ``30m``, ``12h``, ``7d`` → seconds."""
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
-    try:
-        value = float(number) * units[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 90s, 30m, 12h, 7d)") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be more than zero")
-    return value
-
-
 async def _expire_sessions(store: Any, ttl: float, server_tools: Any = None) -> None:
-    import time
-
-    import trio
-
-    from gemini_split.server.store import StoreError
 
     while True:
         try:
@@ -408,10 +248,6 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
     ACP bridge, with ``options``) until a signal (or a stdio server's one
     connection) ends it; ``ops`` (/ready, /metrics) watches the store.
     ``notice``: a warning said once everything listens."""
-    import trio
-
-    from gemini_split.collector import settle_for_serving
-    from gemini_split.transport import get_transport
 
     try:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -492,7 +328,6 @@ def _check_who_can_connect(args: argparse.Namespace, authenticate: Any, address:
 def _grpc_address(args: argparse.Namespace, authenticate: Any) -> str:
     """``--grpc HOST:PORT`` as a grpc:// or grpcs:// address. A
     non-loopback address needs TLS and tokens unless --insecure-no-auth."""
-    from gemini_split.transport import is_loopback_host
 
     host, port = _parse_listen(args.grpc, None)
     if not is_loopback_host(host) and not (authenticate is not None and args.tls_cert) and not args.insecure_no_auth:
@@ -506,7 +341,6 @@ def _grpc_address(args: argparse.Namespace, authenticate: Any) -> str:
 def _trusted_proxies(entries: list[str]) -> tuple[str, ...]:
     """``--trusted-proxy`` entries, checked now (a typo must stop the start,
     not silently count every client as the proxy)."""
-    from gemini_split.throttle import parse_networks
 
     try:
         parse_networks(entries)

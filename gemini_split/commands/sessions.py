@@ -10,9 +10,13 @@ import unicodedata
 
 import trio
 
+from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
+from gemini_split.client.connect import open_client
+from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
+from gemini_split.transport import ConnectFailed, TransportError
 
 
 def run_list_sessions(args: argparse.Namespace, env: Environment) -> ExitStatus:
@@ -24,11 +28,6 @@ def run_delete_session(args: argparse.Namespace, env: Environment) -> ExitStatus
 
 
 def _run(args: argparse.Namespace, env: Environment, delete: str | None) -> ExitStatus:
-    from gemini_split.client.connect import open_client
-    from gemini_split.client.protocol_client import RequestFailed
-    from gemini_split.transport import ConnectFailed, TransportError
-
-    from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
 
     options = client_options(args)
     settings = resolve_client_settings(options, env)

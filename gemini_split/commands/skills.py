@@ -14,34 +14,24 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
 
+from gemini_split.client.skills import (
+    SkillError,
+    consent_text,
+    discover,
+    find_installable,
+    install,
+    install_dir,
+    skill_roots,
+    uninstall,
+)
+from gemini_split.commands.sessions import printable
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
-
-
-def add_skills_parser(commands: Any) -> None:
-    parser = commands.add_parser(
-        "skills", help="manage Agent Skills (SKILL.md directories), as 'gemini skills'",
-        description="Agent Skills from ~/.gemini/skills, ~/.agents/skills and (in a trusted folder) "
-                    ".gemini/skills and .agents/skills: list them, install one from a local directory, "
-                    "uninstall one.",
-    )
-    sub = parser.add_subparsers(dest="skills_command", metavar="ACTION", required=True)
-    sub.add_parser("list", help="discovered skills: name, state, scope, description, location")
-    install = sub.add_parser("install", help="copy the skill(s) in a local directory into your skills directory")
-    install.add_argument("path", metavar="PATH", help="a skill's directory, or a checkout holding skills")
-    install.add_argument("--scope", choices=("user", "workspace"), default="user",
-                         help="user: ~/.gemini/skills (default); workspace: ./.gemini/skills")
-    install.add_argument("--path", dest="subpath", metavar="SUBDIR", help="the sub-directory of PATH holding the skill")
-    install.add_argument("--consent", action="store_true", help="install without asking (you read what it contains)")
-    uninstall = sub.add_parser("uninstall", help="remove an installed skill")
-    uninstall.add_argument("name", metavar="NAME")
-    uninstall.add_argument("--scope", choices=("user", "workspace"), default="user")
+from gemini_split.settings import load_settings
 
 
 def run_skills_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    from gemini_split.client.skills import SkillError
 
     try:
         if args.skills_command == "install":
@@ -55,9 +45,6 @@ def run_skills_command(args: argparse.Namespace, env: Environment) -> ExitStatus
 
 
 def _list(env: Environment) -> ExitStatus:
-    from gemini_split.client.skills import discover, skill_roots
-    from gemini_split.commands.sessions import printable
-    from gemini_split.settings import load_settings
 
     loaded = load_settings(env)
     for line in loaded.warnings:
@@ -80,7 +67,6 @@ def _list(env: Environment) -> ExitStatus:
 
 
 def _install(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    from gemini_split.client.skills import consent_text, find_installable, install, install_dir
 
     source = Path(args.path).expanduser()
     source = Path(os.path.normpath(source if source.is_absolute() else env.cwd / source))
@@ -118,7 +104,6 @@ def _install(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
 
 def _uninstall(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    from gemini_split.client.skills import install_dir, uninstall
 
     target = install_dir(args.scope, env.config_dir, env.cwd)
     removed = uninstall(args.name, target)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from gemini_split.commands.attach import parse_since
+from gemini_split.commands.parsers.attach import parse_since
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from ..test_serve_e2e import API_KEY, _env, client, daemon

@@ -11,20 +11,12 @@ import sys
 
 import pytest
 
+from gemini_split.lazy_imports import ONESHOT_NEVER, THIN_ONESHOT_NEVER
+
 from .conftest import info
 
-NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",
-         "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn")
-THIN_NEVER = NEVER + ("google", "httpx", "httpx2", "h11", "gemini_split.server", "gemini_split_loopback", "rich",
-                      "importlib.metadata", "gemini_split.client.profiles",
-                      # Policy files are TOML: read only when there are some (the test has none).
-                      "tomllib",
-                      # Plain records are msgspec Structs: a dataclass costs ~0.4 ms to
-                      # create (it compiles its methods), a Struct ~0.02 ms.
-                      "dataclasses",
-                      # JSON output formats, settings files and tool results read it when
-                      # they need it; the protocol's msgspec does the rest (json: ~1.5 ms).
-                      "json")
+NEVER = ONESHOT_NEVER
+THIN_NEVER = THIN_ONESHOT_NEVER
 EMBEDDED_NEVER = NEVER + ("gemini_split_unix",)
 
 

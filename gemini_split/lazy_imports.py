@@ -1,0 +1,67 @@
+"""Start-up economy in one place: the heavy edges.
+
+A module imports what it uses at its head, as usual, except for the modules
+below: they cost enough to import that a path which does not need them must
+not pay for them, so they are imported inside the function that needs them,
+with a comment naming this table. The start-up tests read these tables
+(``tests/test_cli_start.py``, ``tests/daemon/test_oneshot_imports.py``): a
+path that imports one of them fails there. What each costs, measured, is in
+``docs/performance.md`` ("Start-up: the heavy edges").
+
+The command line is split the same way: ``gemini_split/commands/parsers/``
+declares each subcommand's arguments (argparse only, on the start-up path)
+and names the runner module that runs it; only that module is imported.
+"""
+
+#: Module (or package) → why it is imported only where it is needed.
+EDGES = {
+    "trio": "not on the shell's path (--version, --help, completions' server list --names)",
+    "gemini_split.protocol": "not on the shell's path: msgspec and ~300 message classes",
+    "gemini_split.transport": "not on the shell's path; a transport's plugin only when its scheme is used",
+    "google": "google-genai and google-auth: only where a model or credentials are built",
+    "httpx": "only where HTTP is spoken (the model, web_fetch, MCP over HTTP)",
+    "prompt_toolkit": "the REPL only, never -p",
+    "rich": "the REPL and attach's rendering only, never the thin -p",
+    "gemini_split.ui.repl": "the REPL (prompt-toolkit)",
+    "gemini_split.ui.prompt_input": "the REPL's prompts (prompt-toolkit)",
+    "gemini_split.ui.follow": "attach --watch (rich)",
+    "gemini_split.ui.render": "rich's console",
+    "gemini_split_websocket": "the WebSocket stack (wsproto): ws:// and wss:// only",
+    "wsproto": "the WebSocket stack",
+    "gemini_split_grpc": "the gRPC stack: grpc:// and serve --grpc only",
+    "grpc": "the gRPC stack",
+    "gemini_split.acp": "the ACP stack: --acp and serve --acp-ws only",
+    "gemini_split.commands.acp": "the ACP stack",
+    "mcp": "the MCP SDK: only when MCP servers are configured, or mcp serve",
+    "gemini_split.client.mcp": "the MCP SDK",
+    "hypercorn": "mcp serve --http only",
+    "gemini_split.server": "the server, from a thin client (-p through a daemon or --server)",
+    "coredis": "the Redis client: serve --store redis:// only",
+    "shtab": "completions only",
+    "json": "the thin -p path never loads it (msgspec does its JSON); ~1.5 ms",
+    "tomllib": "policy files only when there are some",
+    "importlib.metadata": "entry points only when a plugin is looked up",
+}
+
+#: Never imported by ``--version``, ``--help`` and ``server list --names``
+#: (the completions run it on every Tab).
+SHELL_NEVER = ("trio", "gemini_split.protocol", "gemini_split.transport", "gemini_split_loopback",
+               "gemini_split_websocket", "gemini_split_stdio", "google.genai", "httpx", "prompt_toolkit", "rich",
+               "shtab")
+
+#: Never imported by a one-shot ``-p``, embedded or through a daemon.
+ONESHOT_NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",
+                 "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn")
+
+#: Never imported by ``-p`` through the local daemon (a thin client).
+THIN_ONESHOT_NEVER = ONESHOT_NEVER + (
+    "google", "httpx", "httpx2", "h11", "gemini_split.server", "gemini_split_loopback", "rich",
+    "importlib.metadata", "gemini_split.client.profiles",
+    # Policy files are TOML: read only when there are some (the test has none).
+    "tomllib",
+    # Plain records are msgspec Structs: a dataclass costs ~0.4 ms to
+    # create (it compiles its methods), a Struct ~0.02 ms.
+    "dataclasses",
+    # JSON output formats, settings files and tool results read it when
+    # they need it; the protocol's msgspec does the rest (json: ~1.5 ms).
+    "json")

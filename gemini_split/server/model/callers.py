@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from gemini_split.errors import ConfigurationError
+from gemini_split.errors import ConfigurationError, MissingApiKey
 from gemini_split.protocol import Caller, ErrorCode
 
 from .base import Chunk, Model, ModelAuthError, ModelRequest
+from .credentials import ModelAuth, resolve_model_auth
 from .names import ModelNameRefused, check_model_name
 
 #: ``(hello.caller, whether the connection is private) → the session's own
@@ -90,9 +91,6 @@ class CallerModels:
         return model
 
     def _vertex_model(self, caller: Caller) -> Model:
-        from gemini_split.errors import MissingApiKey
-
-        from .credentials import resolve_model_auth
 
         cloud = dict(caller.google_cloud or {})
         key = ("vertex", tuple(sorted(cloud.items())), caller.api_key)
@@ -158,7 +156,6 @@ def network_caller_model(caller: Caller, private: bool, *, base_url: str | None)
     if not caller.api_key:
         raise CallerRefused("hello.caller carries no API key")
     from .gemini import GeminiModel
-    from .credentials import ModelAuth
 
     return GeminiModel(auth=ModelAuth("api-key", api_key=caller.api_key, key_source="the client",
                                       base_url=base_url))

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import trio
+
 from gemini_split.errors import BadCredentials, MissingApiKey
 
 from .base import ModelAuthError, ModelError
@@ -275,7 +277,6 @@ class AccessTokens:
     refused the credentials."""
 
     def __init__(self, credentials: Any, source: str, *, timeout: float = TOKEN_TIMEOUT):
-        import trio
 
         self._credentials = credentials
         self._source = source
@@ -288,7 +289,6 @@ class AccessTokens:
         self.refreshes = 0
 
     async def header(self) -> str:
-        import trio
 
         if self._header is not None and trio.current_time() < self._refresh_at:
             return self._header
@@ -299,7 +299,6 @@ class AccessTokens:
             return self._header
 
     async def _refresh(self) -> None:
-        import trio
 
         from google.auth import exceptions as auth_exceptions
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import msgspec
+
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import (
     APPROVAL_MODES,
@@ -296,7 +298,6 @@ class ServerTools:
         (tests that exercise the tools only)."""
         if self.sandbox is None:
             return None
-        import msgspec
 
         hidden = (self.workspace_root, *self.projects.values(), *self.private_paths)
         return msgspec.structs.replace(self.sandbox, hidden=tuple(str(p) for p in hidden),

@@ -168,7 +168,6 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         # Lazy: the gRPC face only with --grpc (gemini_split/lazy_imports.py).
         from gemini_split.client.face_client import open_face_client
 
-
         listeners.append((grpc_address, msgspec.structs.replace(options, extra={
             # The face opens its streams' sessions with the native client.
             "open_client": open_face_client,

@@ -32,7 +32,6 @@ from gemini_split.transport import (
 
 from .approval import ApprovalMode, ApprovalPolicy, Asker
 from .executor import ToolExecutor
-from .hooks import TOOL_EVENTS, HookRunner, load_hooks, session_hooks
 from .protocol_client import (
     ConnectionCallback,
     EventCallback,
@@ -189,6 +188,8 @@ async def open_client(
             if hooks is None:
                 yield client
             else:
+                from .hooks import session_hooks  # lazy_imports.EDGES
+
                 async with session_hooks(client, hooks, resumed=settings.resume is not None):
                     yield client
     finally:
@@ -197,12 +198,15 @@ async def open_client(
             await trio.to_thread.run_sync(executor.registry.close)
 
 
-def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | None) -> HookRunner | None:
+def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | None) -> Any:
     """The hooks of ``settings.loaded_settings`` (None when there are none);
     what is wrong with their definitions is said once a process."""
-    if settings.loaded_settings is None:
-        return None
-    hook_set = load_hooks(settings.loaded_settings)
+    loaded = settings.loaded_settings
+    if loaded is None or not any(f.exists and "hooks" in f.raw for f in loaded.files):
+        return None  # no settings file has hooks: their module is not even loaded
+    from .hooks import TOOL_EVENTS, HookRunner, load_hooks  # lazy_imports.EDGES
+
+    hook_set = load_hooks(loaded)
     notice = hook_set.unsupported_notice()
     if settings.tools == "server" and any(h.event in TOOL_EVENTS for h in hook_set.active()):
         hook_set.warnings.append("gemini-split: BeforeTool and AfterTool hooks do not run for the tools the "

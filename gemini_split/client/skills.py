@@ -33,14 +33,14 @@ are discovered but not offered (:func:`set_disabled` edits it as gemini-cli's
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 #: A ``SKILL.md`` larger than this is refused (gemini-cli reads any size;
 #: a skill's instructions are a page or two, and all of them travel with
@@ -60,8 +60,7 @@ class SkillError(Exception):
     """A ``SKILL.md`` that cannot be loaded; the text names the file."""
 
 
-@dataclass(frozen=True)
-class Skill:
+class Skill(msgspec.Struct, frozen=True):
     """One discovered skill. ``path`` is its ``SKILL.md``; ``scope`` is
     ``extension``, ``user`` or ``workspace``."""
 
@@ -77,12 +76,12 @@ class Skill:
         return self.path.parent
 
 
-@dataclass
-class Discovery:
-    """The skills found (winners only, in name order) and what was wrong."""
+class Discovery(msgspec.Struct):
+    """The skills found (winners only, in name order) and what was wrong.
+    (Structs, not dataclasses: this module is on the thin ``-p`` path.)"""
 
-    skills: list[Skill] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    skills: list[Skill] = msgspec.field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
 
     def enabled(self) -> list[Skill]:
         return [s for s in self.skills if not s.disabled]
@@ -275,8 +274,8 @@ def set_disabled(path: Path, name: str, disabled: bool) -> bool:
     except FileNotFoundError:
         text = "{}"
     try:
-        raw = json.loads(strip_json_comments(text)) if text.strip() else {}
-    except ValueError as exc:
+        raw = msgspec.json.decode(strip_json_comments(text)) if text.strip() else {}
+    except msgspec.DecodeError as exc:
         raise SkillError(f"{path}: not JSON ({exc}); left unchanged") from None
     if not isinstance(raw, dict):
         raise SkillError(f"{path}: not a JSON object; left unchanged")
@@ -288,7 +287,7 @@ def set_disabled(path: Path, name: str, disabled: bool) -> bool:
         return False
     section["disabled"] = [*names, name] if disabled else [n for n in names if n != name]
     path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(path, (json.dumps(raw, indent=2) + "\n").encode())
+    replace_atomically(path, msgspec.json.format(msgspec.json.encode(raw), indent=2) + b"\n")
     return True
 
 

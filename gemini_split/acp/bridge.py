@@ -16,7 +16,7 @@ sessions, stored the same way.
   ``limit=N`` (the last N whole turns), ``since=MS``, ``before=MS``
   (Unix ms) choose what is replayed to a joining connection first: read and
   decided exactly as the native listener's ``?limit=&since=&before=``
-  (``server/session/replay.py``: one implementation, the same refusals).
+  (``protocol/replay.py``: one implementation, the same refusals).
 - **Tools** are the prompting client's: ``fs/read_text_file``,
   ``fs/write_text_file``, ``terminal/*`` when it advertises them, confined
   to the ``cwd`` it gave (judged on the path: the files are on its
@@ -45,7 +45,7 @@ import trio
 from gemini_split.client.approval_mode import ApprovalMode
 from gemini_split.client.connect import ClientSettings
 from gemini_split.protocol import RemoteProtocolError
-from gemini_split.server.session.replay import replay_from_query
+from gemini_split.protocol.replay import replay_from_query
 from gemini_split.transport import ConnectOptions, Principal, ServeOptions, get_transport
 
 from . import jsonrpc

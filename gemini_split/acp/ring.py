@@ -7,10 +7,10 @@ parameters: ``limit=N`` (the last N *whole* turns — never a response cut
 mid-stream: a turn whose start has left the ring is not replayed by
 ``limit``), ``since=MS`` (only messages after that time), ``before=MS``
 (only messages before it). Which messages match is decided by the native
-protocol's own :func:`~gemini_split.server.session.replay.plan_replay` — one
+protocol's own :func:`~gemini_split.protocol.replay.plan_replay` — one
 implementation of limit/since/before for every face — over the ring's
 marks; the query is read by the native listener's
-:func:`~gemini_split.server.session.replay.replay_from_query`, so both take and
+:func:`~gemini_split.protocol.replay.replay_from_query`, so both take and
 refuse the same values. Pure: the caller gives the clock.
 
 Memory is bounded twice: a ring keeps at most ``capacity`` messages, and
@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gemini_split.protocol import Replay
-from gemini_split.server.session.replay import TURN_START, plan_replay
-from gemini_split.server.store import EventMark
+from gemini_split.protocol.replay import TURN_START, EventMark, plan_replay
 
 DEFAULT_CAPACITY = 2000
 #: Bytes the rings of one owner keep together, by default.

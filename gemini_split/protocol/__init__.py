@@ -75,6 +75,6 @@ from .messages import Caller  # 1.2: the local daemon's caller
 from .messages import COMPRESSION_SINCE, Compress, Compressed  # 1.3
 from .connection import Connection, Phase, RequestState
 from .tracker import RequestTracker
-from .state import EventLog, ReplayUnavailable, coalesce
+from .event_log import EventLog, ReplayUnavailable, coalesce
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -67,7 +67,7 @@ from .session.session import Session
 from .session.manager import AmbiguousSession, RemoteSession, SessionManager
 from .session.manager import no_such_session as _no_such_session
 from .session.views import OBSERVER, AttachPoint, View
-from .session.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
+from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
 from .session.server_tools import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
@@ -451,7 +451,7 @@ class AgentService:
             self.relays -= 1
 
     async def _plan_replay(self, session: Session, replay: Replay, upto: int) -> ReplayPlan:
-        """Which logged events ``replay`` asks for (see ``server/session/replay.py``):
+        """Which logged events ``replay`` asks for (see ``protocol/replay.py``):
         planned from the store's marks, or from the in-memory log of a
         session not stored yet."""
         marks = None

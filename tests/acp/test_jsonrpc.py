@@ -10,7 +10,7 @@ from gemini_split.acp import jsonrpc
 from gemini_split.acp.jsonrpc import Invalid, Request, Response
 from gemini_split.acp.ring import Budget, Ring
 from gemini_split.protocol import ErrorCode, RemoteProtocolError, Replay
-from gemini_split.server.session.replay import replay_from_query
+from gemini_split.protocol.replay import replay_from_query
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -8,7 +8,7 @@ import trio
 import trio.testing
 
 from gemini_split.protocol import ClientsChanged, Finished, GenerateContentRequest, TextDelta
-from gemini_split.protocol.state import EventLog
+from gemini_split.protocol.event_log import EventLog
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.session.views import FAN_OUT_INTERVAL_PER_VIEW, MIN_BATCH_INTERVAL, View, fan_out_interval
 from gemini_split.stamping import stamp

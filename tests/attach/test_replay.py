@@ -21,7 +21,7 @@ from gemini_split.protocol import (
     decode,
 )
 from gemini_split.transport import ConnectOptions, get_transport
-from gemini_split.server.session.replay import plan_replay, replay_from_query
+from gemini_split.protocol.replay import plan_replay, replay_from_query
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.store import EventMark
 

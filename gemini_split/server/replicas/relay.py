@@ -19,7 +19,7 @@ point: last seq, running request, unanswered tool calls, who is attached);
 ``connected`` says what the runner said. What the client asks to see again
 (``hello.replay``: last turns, a time window; by default the last turn when
 it attaches by id without a seq) is planned by
-:func:`~gemini_split.server.session.replay.plan_replay` over the Stream's event
+:func:`~gemini_split.protocol.replay.plan_replay` over the Stream's event
 marks, and sent marked ``replayed`` before the live part. Tool calls whose
 client left are handed to it as to a local client. When the relay ends it
 *leaves*; if its replica dies, the runner notices (see
@@ -79,7 +79,7 @@ from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
 
 from ..session.manager import no_such_session
-from ..session.replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
+from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
 from ..session.server_tools import APPROVALS_CAPABILITY
 from ..session.views import View
 from ..store import SessionRecord, StoreError, hash_token, token_matches

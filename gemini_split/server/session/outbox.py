@@ -17,7 +17,7 @@ import trio
 from gemini_split.protocol import ServerEvent, TextDelta, ThinkingDelta, ToolDelta
 from msgspec.structs import replace
 
-from gemini_split.protocol.state import MERGE_LIMIT, same_stream
+from gemini_split.protocol.event_log import MERGE_LIMIT, same_stream
 
 _DELTAS = (TextDelta, ThinkingDelta, ToolDelta)
 

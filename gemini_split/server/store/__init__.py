@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from gemini_split.errors import GeminiSplitError
+from gemini_split.protocol.replay import EventMark
 
 #: Events kept per session for replay, unless configured otherwise.
 DEFAULT_REPLAY_CAPACITY = 2000
@@ -121,7 +122,7 @@ class SessionSummary:
 class StoredEvent:
     """One logged event: its seq, the request it belongs to (if any), the
     event exactly as it was sent (encoded JSON text), and — for late-joiner
-    replay (``server/session/replay.py``) — its ``timestamp`` (Unix ms) and wire
+    replay (``protocol/replay.py``) — its ``timestamp`` (Unix ms) and wire
     ``type``."""
 
     seq: int
@@ -129,16 +130,6 @@ class StoredEvent:
     data: str
     timestamp: int = 0
     type: str = ""
-
-
-@dataclass(frozen=True)
-class EventMark:
-    """What replay planning needs of a kept event: no data."""
-
-    seq: int
-    timestamp: int
-    request_id: str | None
-    type: str
 
 
 class SessionStore(ABC):
@@ -219,7 +210,7 @@ class SessionStore(ABC):
     @abstractmethod
     async def event_marks(self, session_id: str) -> list[EventMark] | None:
         """Seq, timestamp, request id and type of every kept event of the
-        session, oldest first (what :func:`~gemini_split.server.session.replay.plan_replay`
+        session, oldest first (what :func:`~gemini_split.protocol.replay.plan_replay`
         reads to find turns and times); ``None`` when there is no such
         session."""
 

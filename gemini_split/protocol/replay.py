@@ -7,7 +7,7 @@ response cut mid-stream, the turn still running included — the events
 ``since`` a time, ``before`` a time (Unix ms), or a combination (the time
 window first, then the last turns that start in it). :func:`plan_replay` is
 the one place that decides it, from the kept events' marks
-(:meth:`SessionStore.event_marks`); any face of the server that replays
+(:meth:`~gemini_split.server.store.SessionStore.event_marks`); any face of the server that replays
 (native protocol, the ACP WebSocket bridge) calls it.
 """
 
@@ -16,15 +16,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gemini_split.protocol import ErrorCode, RemoteProtocolError, Replay
-from gemini_split.protocol.messages import REPLAY_LIMIT_MAX, REPLAY_TIME_MAX
-
-from ..store import EventMark
+from .errors import ErrorCode, RemoteProtocolError
+from .messages import REPLAY_LIMIT_MAX, REPLAY_TIME_MAX, Replay
 
 #: The event that opens a turn.
 TURN_START = "request_started"
 #: What a new attach replays when the client names nothing: the last turn.
 DEFAULT_ATTACH_REPLAY = Replay(limit=1)
+
+
+@dataclass(frozen=True)
+class EventMark:
+    """What replay planning needs of a kept event: no data."""
+
+    seq: int
+    timestamp: int
+    request_id: str | None
+    type: str
 
 
 def mark_replayed(text: str) -> str:

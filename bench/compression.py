@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import trio  # noqa: E402
 
-from gemini_split.memory_pair import open_memory_pair  # noqa: E402
+from gemini_split.transport.memory_pair import open_memory_pair  # noqa: E402
 from gemini_split.protocol import Hello, encode  # noqa: E402
 from gemini_split.server.config import ServerConfig  # noqa: E402
 from gemini_split.server.model.credentials import ModelAuth  # noqa: E402

@@ -22,7 +22,7 @@ from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
 from gemini_split.server.session.compression import ACKNOWLEDGEMENT, SUMMARY_REQUEST
 from gemini_split.testing.fake_gemini import FakeGemini
-from gemini_split.memory_pair import open_memory_pair
+from gemini_split.transport.memory_pair import open_memory_pair
 
 from .test_serve_e2e import API_KEY
 

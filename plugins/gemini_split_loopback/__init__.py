@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from gemini_split.memory_pair import open_memory_pair
+from gemini_split.transport.memory_pair import open_memory_pair
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,

@@ -1,7 +1,7 @@
 """JSON-lines framing, shared with the ``unix:`` transport: it lives in
-:mod:`gemini_split.framing` (sans-IO, no trio), so a transport that needs only
+:mod:`gemini_split.transport.framing` (sans-IO, no trio), so a transport that needs only
 the framing does not import this plugin's process code."""
 
-from gemini_split.framing import LineSplitter, LineTooLong, LineWriter, decode_line, encode_line
+from gemini_split.transport.framing import LineSplitter, LineTooLong, LineWriter, decode_line, encode_line
 
 __all__ = ["LineSplitter", "LineTooLong", "LineWriter", "decode_line", "encode_line"]

@@ -33,7 +33,7 @@ socket file when it stops, unless another server has replaced it meanwhile.
 Framing
 -------
 
-The stdio transport's JSON lines (:mod:`gemini_split.framing`): one message
+The stdio transport's JSON lines (:mod:`gemini_split.transport.framing`): one message
 per ``\\n``-terminated line, any text round-trips exactly, and a line over
 ``max_message_size`` bytes is dropped as it arrives and raises
 :class:`MessageTooLarge` while the stream goes on working.

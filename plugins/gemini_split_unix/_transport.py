@@ -14,7 +14,7 @@ from typing import Any
 import trio
 
 from gemini_split._trio_util import ACCEPT_CAPACITY_ERRNOS, AcceptBackoff
-from gemini_split.framing import LineSplitter, LineTooLong, LineWriter, decode_line, encode_line
+from gemini_split.transport.framing import LineSplitter, LineTooLong, LineWriter, decode_line, encode_line
 from gemini_split.transport import (
     ConnectFailed,
     ConnectionBroken,

@@ -93,7 +93,7 @@ def test_an_address_without_a_usable_command_is_refused(address):
 async def test_the_line_writer_finishes_a_cancelled_line_and_drops_one_never_begun():
     import trio
 
-    from gemini_split.framing import LineWriter
+    from gemini_split.transport.framing import LineWriter
 
     wire = bytearray()
     room = [0]  # bytes the "kernel" takes before it blocks

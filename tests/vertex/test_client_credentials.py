@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from gemini_split.client.protocol_client import ProtocolClient
-from gemini_split.memory_pair import open_memory_pair
+from gemini_split.transport.memory_pair import open_memory_pair
 from gemini_split.protocol import Caller
 from gemini_split.server.model.callers import CallerRefused, network_caller_model
 from gemini_split.testing import redis_server

@@ -15,6 +15,10 @@ serves (``loopback``, ``ws``, ``wss``, ``stdio``…) and its target is a
 Only the plugin a given address needs is imported, so a one-shot run never
 pays for WebSocket code. A plugin that fails to load is reported with a
 warning naming it, and the rest go on working.
+
+The package also holds what several transports share: :mod:`.framing` (JSON
+lines, sans-IO: stdio and unix) and :mod:`.memory_pair` (two in-process ends:
+loopback and the gRPC face).
 """
 
 from __future__ import annotations

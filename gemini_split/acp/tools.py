@@ -28,7 +28,7 @@ import trio
 
 from gemini_split.client.tools._files import encode_text, read_text_for_edit
 from gemini_split.client.tools.base import ToolContext, ToolFailed
-from gemini_split.client.tools.environment import tool_environment
+from gemini_split.client.tools.subprocess_env import tool_environment
 from gemini_split.client.tools.filesystem import (
     MAX_READ_BYTES,
     MAX_READ_LINES,

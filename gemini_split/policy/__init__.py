@@ -18,7 +18,7 @@ Imports neither trio nor google-genai: the client and the server both use it.
 
 from .builtin import allowed_tools_rules, always_rules, default_rules, excluded_tools_rules, parse_allowed_tools
 from .engine import Policy
-from .files import PolicyError, load_policy, read_policy_file, split_paths
+from .toml_files import PolicyError, load_policy, read_policy_file, split_paths
 from .rules import (
     ADMIN_TIER,
     DEFAULT_TIER,

@@ -16,7 +16,7 @@ from .codec import (
     from_json_object,
     to_json_object,
 )
-from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
+from .error_codes import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
 from .messages import (
     APPROVAL_MODES,
     CLIENT_MESSAGES,

@@ -18,7 +18,7 @@ from typing import Any, Union
 
 import msgspec
 
-from .errors import ErrorCode, LocalProtocolError, RemoteProtocolError, quote
+from .error_codes import ErrorCode, LocalProtocolError, RemoteProtocolError, quote
 from .messages import MESSAGE_TYPES, PROTOCOL_VERSION, Message, is_stamped
 
 DEFAULT_MAX_MESSAGE_SIZE = 16 * 1024 * 1024

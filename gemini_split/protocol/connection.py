@@ -60,7 +60,7 @@ from typing import Any
 import msgspec
 
 from .codec import DEFAULT_MAX_MESSAGE_SIZE, check_version, decode, encode
-from .errors import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
+from .error_codes import ErrorCode, LocalProtocolError, ProtocolError, RemoteProtocolError, quote
 from .messages import (
     ANNOUNCED_REQUESTS_SINCE,
     DECISIONS,

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from msgspec.structs import replace
 
 from .codec import DEFAULT_MAX_MESSAGE_SIZE, encode
-from .errors import ErrorCode, RemoteProtocolError
+from .error_codes import ErrorCode, RemoteProtocolError
 from .messages import (
     ServerEvent,
     TextDelta,

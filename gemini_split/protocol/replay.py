@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import ErrorCode, RemoteProtocolError
+from .error_codes import ErrorCode, RemoteProtocolError
 from .messages import REPLAY_LIMIT_MAX, REPLAY_TIME_MAX, Replay
 
 #: The event that opens a turn.

@@ -160,7 +160,7 @@ async def test_allowed_secret_patterns_pass_but_never_the_programs_own(secrets_e
 
 
 def test_secret_name_patterns():
-    from gemini_split.client.tools.environment import is_secret_name
+    from gemini_split.client.tools.subprocess_env import is_secret_name
 
     for name in ["GEMINI_API_KEY", "OPENAI_API_KEY", "aws_secret_access_key", "NPM_TOKEN", "PGPASSWORD_X_PASSWORD",
                  "CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "API_KEY", "TOKEN", "SLACK_TOKEN_2"]:

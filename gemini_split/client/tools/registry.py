@@ -66,7 +66,7 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
 
     ``shell_env_allow``: secret-looking environment variables shell commands
     may still see (glob patterns, e.g. ``("GITHUB_TOKEN",)``; see
-    :mod:`gemini_split.client.tools.environment`).
+    :mod:`gemini_split.client.tools.subprocess_env`).
 
     ``memory_file``: where ``save_memory`` appends facts (the user's global
     context file); without it there is no ``save_memory``.

@@ -30,7 +30,7 @@ import trio
 
 from .background import BackgroundProcesses, tail, wait_ms
 from .base import Tool, ToolContext, ToolFailed, ToolKind
-from .environment import tool_environment
+from .subprocess_env import tool_environment
 from gemini_split.sandbox import Sandbox
 
 from .processes import open_tool_process, release_tool_process

@@ -26,7 +26,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from gemini_split.protocol.errors import ErrorCode
+from gemini_split.protocol.error_codes import ErrorCode
 
 MAX_MODEL_NAME_LENGTH = 128
 

@@ -16,9 +16,11 @@ Only the plugin a given address needs is imported, so a one-shot run never
 pays for WebSocket code. A plugin that fails to load is reported with a
 warning naming it, and the rest go on working.
 
-The package also holds what several transports share: :mod:`.framing` (JSON
-lines, sans-IO: stdio and unix) and :mod:`.memory_pair` (two in-process ends:
-loopback and the gRPC face).
+The package also holds how the registry finds plugins (:mod:`.discovery`)
+and what several transports share: :mod:`.framing` (JSON lines, sans-IO:
+stdio and unix), :mod:`.memory_pair` (two in-process ends: loopback and the
+gRPC face) and :mod:`.throttle` (failed tokens per address: WebSocket and
+gRPC).
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ from typing import Any
 
 import msgspec
 
-from gemini_split.entry_points import EntryPoint, entry_points
 from gemini_split.errors import ConfigurationError, GeminiSplitError
 from gemini_split.protocol import DEFAULT_MAX_MESSAGE_SIZE
+
+from .discovery import EntryPoint, entry_points
 
 ENTRY_POINT_GROUP = "gemini_split.transports"
 
@@ -223,7 +226,7 @@ class ServeOptions(msgspec.Struct):
     metrics: Callable[[], str] | None = None
     #: Proxies (CIDR or address strings) whose ``X-Forwarded-For`` /
     #: ``X-Real-IP`` say which client a request is from, for the failed-token
-    #: throttle (``serve --trusted-proxy``; :func:`gemini_split.throttle.client_source`).
+    #: throttle (``serve --trusted-proxy``; :func:`gemini_split.transport.throttle.client_source`).
     trusted_proxies: tuple[str, ...] = ()
     extra: dict[str, Any] = msgspec.field(default_factory=dict)
 

@@ -54,7 +54,7 @@ import grpc
 import trio
 
 from gemini_split.errors import ConfigurationError
-from gemini_split.throttle import FailedAuthThrottle, Network, client_source, parse_networks
+from gemini_split.transport.throttle import FailedAuthThrottle, Network, client_source, parse_networks
 from gemini_split.transport import ConnectionHandler, Principal, ServeOptions, TransportError, get_transport
 
 from . import gemini_pb2 as pb
@@ -224,7 +224,7 @@ class _Authenticate(grpc.ServerInterceptor):
     """Binds each ``Chat`` call to the principal its bearer token proves;
     refuses the call (``UNAUTHENTICATED``) when there is none. Token
     guessing is slowed per client address as on the WebSocket listener
-    (:class:`~gemini_split.throttle.FailedAuthThrottle`, the address a
+    (:class:`~gemini_split.transport.throttle.FailedAuthThrottle`, the address a
     trusted proxy reports in ``x-forwarded-for`` / ``x-real-ip``): the token
     is always checked, a correct one always accepted, and a wrong one from
     an address out of tries gets ``RESOURCE_EXHAUSTED`` with a

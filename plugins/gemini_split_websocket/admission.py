@@ -1,5 +1,5 @@
 """Who may open a WebSocket: origin, failed-token throttle
-(:mod:`gemini_split.throttle`), token,
+(:mod:`gemini_split.transport.throttle`), token,
 per-user connection cap.
 
 Each rule is a plain function (or sans-I/O object) of the request, so the

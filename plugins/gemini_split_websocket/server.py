@@ -30,7 +30,7 @@ from wsproto.utilities import generate_accept_token
 
 from gemini_split._trio_util import serve_listeners_quietly
 from gemini_split.errors import ConfigurationError
-from gemini_split.throttle import FailedAuthThrottle, client_source, parse_networks
+from gemini_split.transport.throttle import FailedAuthThrottle, client_source, parse_networks
 from gemini_split.transport import (
     is_loopback_host,
     ConnectionBroken,

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from gemini_split.transport import AuthenticationFailed, ConnectOptions, get_transport
-from gemini_split.throttle import FailedAuthThrottle
+from gemini_split.transport.throttle import FailedAuthThrottle
 
 from .helpers import Recorder, authenticate, port_of, start
 from .rawframes import RawWebSocket

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from gemini_split.testing import nginx as ngx
-from gemini_split.throttle import client_source, parse_networks
+from gemini_split.transport.throttle import client_source, parse_networks
 
 from ..inprocess import cli
 from ..test_serve_e2e import API_KEY, _env

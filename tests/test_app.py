@@ -139,6 +139,80 @@ def test_inside_the_server_imports_run_down_the_sub_packages():
     assert wrong == []
 
 
+#: What each plugin may import of gemini_split, as it does today: the
+#: transport layer, the protocol, and the shared leaves named here, never the
+#: server's internals, the client's, a face or a command (the service reaches
+#: a plugin through the transport interface; a plugin never reaches back).
+#: A plugin that needs more adds it here, deliberately.
+PLUGIN_MAY_IMPORT = {
+    "gemini_split_loopback": ("gemini_split.transport",),
+    "gemini_split_stdio": ("gemini_split.transport",),
+    "gemini_split_unix": ("gemini_split.transport", "gemini_split._trio_util"),
+    "gemini_split_websocket": ("gemini_split.transport", "gemini_split._trio_util", "gemini_split.errors"),
+    "gemini_split_grpc": ("gemini_split.transport", "gemini_split.protocol", "gemini_split.stamping",
+                          "gemini_split.errors", "gemini_split"),
+}
+
+#: Sans-IO: no event loop, socket, clock-driven library or model SDK.
+SANS_IO = ("gemini_split.protocol", "gemini_split.transport.framing", "gemini_split.transport.throttle",
+           "gemini_split.transport.discovery")
+IO_LIBRARIES = ("trio", "anyio", "asyncio", "socket", "ssl", "httpx", "h11", "wsproto", "grpc", "google", "redis")
+
+
+def _third_party_imports(path: Path) -> list[tuple[int, str]]:
+    """Every absolute import of ``path``: ``import x`` and ``from x import y``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def _allowed(imported: str, prefixes: tuple[str, ...]) -> bool:
+    return any(imported == p or (p != "gemini_split" and imported.startswith(p + ".")) for p in prefixes)
+
+
+def test_every_plugin_imports_only_the_transport_protocol_and_leaves_it_is_pinned_to():
+    assert sorted(PLUGIN_MAY_IMPORT) == sorted(p.name for p in PLUGINS.iterdir() if (p / "__init__.py").exists())
+    wrong = []
+    for path in PLUGINS.rglob("*.py"):
+        module = _module_name(path)
+        plugin = module.split(".")[0]
+        for line, imported in _imports(path, module):
+            if imported.split(".")[0] == plugin:
+                continue
+            if imported.split(".")[0] != "gemini_split" or not _allowed(imported, PLUGIN_MAY_IMPORT[plugin]):
+                wrong.append(f"{path.relative_to(PLUGINS.parent)}:{line}: {module} imports {imported}")
+    assert wrong == []
+
+
+def test_gemini_split_reaches_plugins_only_through_the_transport_registry():
+    wrong = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name}"
+             for path in PACKAGE.rglob("*.py")
+             for line, name in _imports(path, _module_name(path))
+             if name.split(".")[0] in PLUGIN_MAY_IMPORT]
+    assert wrong == []
+
+
+def test_the_sans_io_modules_import_no_event_loop_socket_or_sdk():
+    wrong = []
+    for path in _runtime_modules():
+        module = _module_name(path)
+        if not any(module == m or module.startswith(m + ".") for m in SANS_IO):
+            continue
+        for line, name in _third_party_imports(path) + _imports(path, module):
+            if name.split(".")[0] in IO_LIBRARIES:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} imports {name}")
+            elif name.startswith("gemini_split.") and not (name.startswith("gemini_split.protocol")
+                                                          or name == "gemini_split.errors"
+                                                          or any(name == m for m in SANS_IO)):
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} imports {name}")
+    assert wrong == []
+
+
 def test_runtime_code_never_imports_the_testing_package():
     wrong = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name}"
              for path in _runtime_modules()

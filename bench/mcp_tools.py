@@ -38,7 +38,7 @@ from gemini_split.client.tools.registry import default_tools  # noqa: E402
 from gemini_split.client.workspace import Workspace  # noqa: E402
 from gemini_split.settings import MCPServerSettings  # noqa: E402
 
-ODDBALL = Path(__file__).resolve().parents[1] / "tests" / "mcp" / "oddball_server.py"
+ODDBALL = Path(__file__).resolve().parents[1] / "tests" / "client" / "mcp" / "oddball_server.py"
 
 
 def _time_server(tz: str) -> MCPServerSettings:

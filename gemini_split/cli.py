@@ -10,7 +10,7 @@ parser only when that subcommand is on the command line
 (:class:`_Subcommands`). Each command's module is imported to run it, so
 ``gemini-split -p`` never pays for the REPL or WebSocket.
 ``bench/cli_start.py`` measures the shell against bare Python;
-``tests/test_cli_start.py`` checks what it imports.
+``tests/cli/test_cli_start.py`` checks what it imports.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A module imports what it uses at its head, as usual, except for the modules
 below: they cost enough to import that a path which does not need them must
 not pay for them, so they are imported inside the function that needs them,
 with a comment naming this table. The start-up tests read these tables
-(``tests/test_cli_start.py``, ``tests/daemon/test_oneshot_imports.py``): a
+(``tests/cli/test_cli_start.py``, ``tests/cli/daemon/test_oneshot_imports.py``): a
 path that imports one of them fails there. What each costs, measured, is in
 ``docs/performance.md`` ("Start-up: the heavy edges").
 

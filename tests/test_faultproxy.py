@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import trio
 
-from .faultproxy import FaultProxy
+from tests.faultproxy import FaultProxy
 
 
 async def _serve_bytes(nursery, payload: bytes) -> int:

@@ -11,7 +11,7 @@ are regenerated with::
 
     for s in bash zsh fish; do gemini-split completions $s > completions/$(…); done
 
-(``tests/test_completions.py`` fails when they are stale and prints the exact
+(``tests/cli/test_completions.py`` fails when they are stale and prints the exact
 commands.) shtab is imported only when a script is generated: the parser
 itself stays light, since ``server list --names`` runs on every Tab.
 """
@@ -88,7 +88,7 @@ def generate(shell: str, parser: argparse.ArgumentParser) -> str:
     return header + script.rstrip("\n") + "\n"
 
 
-# Two fixes to shtab's bash script, each checked by tests/test_completions.py:
+# Two fixes to shtab's bash script, each checked by tests/cli/test_completions.py:
 #
 # 1. Its loop takes any word that names a subcommand for one, even the value
 #    of an option (``gemini-split -m server <Tab>`` offered the ``server``

@@ -7,7 +7,7 @@ peer's close reported as :class:`~gemini_split.transport.ConnectionBroken`,
 use after our own ``aclose`` as
 :class:`~gemini_split.transport.ConnectionClosed`, and a connection failure
 as :class:`~gemini_split.transport.ConnectFailed`. gemini-split runs it on
-loopback, ``ws``, ``wss`` and ``stdio`` (``tests/conformance/``); a
+loopback, ``ws``, ``wss`` and ``stdio`` (``tests/transport/conformance/``); a
 third-party transport runs it the same way, with pytest and pytest-trio
 (``trio_mode = true``)::
 

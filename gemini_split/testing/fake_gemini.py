@@ -394,7 +394,7 @@ def sse_events(turn: dict | None, body: dict, model: str, response_id: str) -> I
     the text is encoded by the JSON string encoder ``json.dumps`` itself
     ends in (``json.dumps(text, ensure_ascii=False)`` builds an encoder per
     call: most of the fake's CPU when 1,000 requests arrive at once).
-    tests/gemini checks the bytes equal the plain encoding."""
+    tests/server/gemini checks the bytes equal the plain encoding."""
     turn = turn or {}
     if "raw" in turn:
         yield from map(_event, build_chunks(turn, body, model, response_id))
@@ -430,7 +430,7 @@ def sse_body(turn: dict | None, body: dict, model: str, response_id: str) -> tup
     one-text-part chunks (most of a long answer) from a cache kept per
     content, the response id put in. 1,000 requests at once cost the
     fake ~0.4 ms each in writing events one by one: most of its CPU.
-    tests/gemini checks the bytes."""
+    tests/server/gemini checks the bytes."""
     turn = turn or {}
     if "raw" in turn:
         events = [_frame(e) for e in sse_events(turn, body, model, response_id)]

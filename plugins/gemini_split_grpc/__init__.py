@@ -39,7 +39,7 @@ Generated code
 ``gemini/v1/gemini.proto`` is the seed's file, unchanged (package, names,
 field numbers). ``gemini_pb2.py`` / ``.pyi`` are generated from it with
 ``grpcio-tools`` and committed, so the extra needs no compiler and
-importing costs no compile step; ``tests/grpc/test_generated_code.py``
+importing costs no compile step; ``tests/faces/grpc/test_generated_code.py``
 regenerates them and fails when the committed copy is stale (regenerate
 with the command in its docstring). No ``_pb2_grpc.py`` is committed: the
 one method is bound by its path with grpcio's generic handlers, which needs

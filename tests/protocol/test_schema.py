@@ -14,7 +14,7 @@ from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.protocol import CLIENT_MESSAGES, MESSAGE_TYPES, PROTOCOL_VERSION, SERVER_MESSAGES
 
-from ..test_docs import _examples
+from tests.test_docs import _examples
 
 
 @pytest.fixture(scope="module")

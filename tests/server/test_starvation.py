@@ -63,7 +63,7 @@ async def test_a_huge_turn_to_a_stalled_client_starves_neither_health_nor_other_
                     waited = max(waited, await probe_health())
             assert waited < BOUND
             # The stalled session holds a bounded backlog: in its outbox, and
-            # in its view's (cut off once full: tests/attach).
+            # in its view's (cut off once full: tests/server/attach).
             for session in service.sessions.values():
                 assert len(session.outbox) <= session.config.outbox_limit
                 assert all(len(view) <= view.limit for view in session.views)

@@ -17,8 +17,8 @@ import pytest
 from gemini_split.commands.acp import open_log
 from gemini_split.testing.fake_gemini import FakeGemini
 
-from ..sandbox.other_user import other_user, run_as
-from ..test_serve_e2e import API_KEY, client, daemon
+from tests.tools.sandbox.other_user import other_user, run_as
+from tests.e2e.test_serve_e2e import API_KEY, client, daemon
 
 PROMPT = "PRIVATE-PROMPT-5e1a"
 

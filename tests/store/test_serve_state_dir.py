@@ -14,7 +14,7 @@ import pytest
 
 from gemini_split.testing.fake_gemini import FakeGemini
 
-from ..test_serve_e2e import API_KEY, _env, client, daemon
+from tests.e2e.test_serve_e2e import API_KEY, _env, client, daemon
 
 
 def _rows(db, query):

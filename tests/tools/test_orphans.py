@@ -16,7 +16,7 @@ import pytest
 
 from gemini_split.testing.fake_gemini import FakeGemini
 
-from ..test_serve_e2e import API_KEY, _env, daemon
+from tests.e2e.test_serve_e2e import API_KEY, _env, daemon
 
 pytestmark = [
     pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc"),

@@ -8,7 +8,7 @@ from typing import Any
 from gemini_split.argtypes import positive_int
 
 # Mirrors gemini_split.server.store (not imported here: --help stays fast;
-# tests/test_cli_start.py checks the copies agree).
+# tests/cli/test_cli_start.py checks the copies agree).
 DEFAULT_REPLAY_CAPACITY = 2000
 DEFAULT_SESSION_TTL = 7 * 24 * 3600.0
 

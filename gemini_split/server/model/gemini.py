@@ -10,7 +10,7 @@ never pay.
 google-genai builds each request (URL, API key, headers, the wire shape of
 the config) and reads each error; the per-turn and per-chunk pydantic work
 it would do for the common shapes is skipped (:mod:`.wire`, checked
-against google-genai's types by tests/gemini): measured, it was most of a
+against google-genai's types by tests/server/gemini): measured, it was most of a
 busy server's CPU. A streamed body is read in blocks of many events, not
 an event at a time: h11 hands over every whole HTTP chunk it holds at once
 (:mod:`.h11_chunks`) and :class:`SseEvents` splits them as google-genai
@@ -419,7 +419,7 @@ class SseEvents:
     decodes lines, replacing); a partial last line waits for the next
     block. Anything else goes through google-genai's own line decoder and
     raw-JSON buffer, line by line as it does. Either way the events are the
-    ones google-genai would yield (tests/gemini checks it on split and
+    ones google-genai would yield (tests/server/gemini checks it on split and
     unusual streams)."""
 
     def __init__(self) -> None:

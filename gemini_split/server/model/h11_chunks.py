@@ -12,7 +12,7 @@ pieces (each piece then costs what one event did). The body's first chunk
 is the exception: it is handed over alone, so a reader gets the answer's
 first event without waiting for the rest to be scanned. An end of message or an
 error found while merging is held back and reported by the next call, after
-the data before it, exactly as h11 would have (tests/gemini checks both
+the data before it, exactly as h11 would have (tests/server/gemini checks both
 readers give the same body, trailers and errors for any split of the input).
 
 What changes for h11's users: a ``Data`` event may span several chunks

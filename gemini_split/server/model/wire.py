@@ -141,7 +141,7 @@ def plain_text(data: str | bytes) -> str | None:
     reason, thought flag or signature, one candidate; ``None`` for any
     other response. Whenever it returns a text, :func:`fast_chunks` returns
     ``[PartChunk({"text": text}), TextChunk(text)]`` and no finish reason
-    for the same bytes (tests/gemini checks it) — without building them."""
+    for the same bytes (tests/server/gemini checks it) — without building them."""
     try:
         response = _decode_response(data)
     except (msgspec.ValidationError, msgspec.DecodeError):

@@ -1,0 +1,74 @@
+"""``gemini-split serve --grpc``: a real daemon process, a third-party
+client, SIGTERM; and what serve refuses before it listens."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+
+from gemini_split.testing.fake_gemini import FakeGemini
+
+from tests.inprocess import cli
+from .helpers import chat_sync, start
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+    env.update(extra)
+    return env
+
+
+@pytest.mark.timeout(60)  # a serve with gRPC starts; 25 s is too tight on a loaded 2-core machine
+def test_serve_grpc_serves_chat_streams_and_stops_on_sigterm(third_party, tmp_path):
+    tp = third_party
+    with FakeGemini() as fake:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gemini_split", "serve", "--grpc", "127.0.0.1:0", "--listen", "127.0.0.1:0"],
+            cwd=tmp_path, env=_env(GEMINI_API_KEY="k", GOOGLE_GEMINI_BASE_URL=fake.url),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            addresses = []
+            deadline = time.monotonic() + 50
+            while len(addresses) < 2 and time.monotonic() < deadline:
+                line = proc.stderr.readline()
+                if not line:
+                    break
+                addresses += re.findall(r"serving on (\S+)", line)
+            assert any(a.startswith("grpc://") for a in addresses), addresses
+            grpc_address = next(a for a in addresses if a.startswith("grpc://"))
+            assert any(a.startswith("ws://") for a in addresses)  # beside the WebSocket listener
+            outcome = chat_sync(tp, grpc_address, [start(tp, "from another language")])
+            assert outcome.code == grpc.StatusCode.OK and outcome.text() == "Echo: from another language"
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=15) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def test_serve_refuses_grpc_on_a_public_address_without_tls_and_tokens(tmp_path):
+    env = _env(GEMINI_API_KEY="k")
+    result = cli(["serve", "--grpc", "0.0.0.0:0", "--no-websocket"], environ=env, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "refusing to serve gRPC on 0.0.0.0 without TLS and authentication" in result.stderr
+
+
+def test_serve_refuses_an_advanced_config_key_it_does_not_know(tmp_path):
+    env = _env(GEMINI_API_KEY="k", GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:9")
+    result = cli(["serve", "--grpc", "127.0.0.1:0", "--no-websocket", "--grpc-allow-config", "telemetry",
+                  "--state-dir", ":memory:"], environ=env, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "'telemetry' is not an advanced_config key this server knows (known: userMemory)" in result.stderr
+
+
+def test_no_websocket_needs_grpc(tmp_path):
+    result = cli(["serve", "--no-websocket"], environ=_env(GEMINI_API_KEY="k"), cwd=tmp_path)
+    assert result.returncode != 0 and "--no-websocket goes with --grpc" in result.stderr

@@ -1,0 +1,83 @@
+"""Attach over real WebSocket connections (issue 11 "How it is checked"):
+the replay query parameters of the seeds' ACP bridge, and a stalled watcher
+on a real socket."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+
+from gemini_split.protocol import Connected, Error, Finished, GenerateContentRequest, Hello, RequestStarted, TextDelta
+from gemini_split.server.config import ServerConfig
+from gemini_split.server.model.scripted import ScriptedModel
+from gemini_split.server.service import AgentService
+from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
+
+from tests.server.helpers import RawClient
+from .test_attach_server import _text, _words
+
+
+@asynccontextmanager
+async def ws_serving(model, **config):
+    service = AgentService(model, ServerConfig(model="scripted", **config))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        address = await nursery.start(get_transport("ws:").serve, "ws://127.0.0.1:0", service.handle_connection,
+                                      ServeOptions())
+        yield service, address
+        nursery.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def ws_hello(address, **fields):
+    stream = await get_transport(address).open_connection(address, ConnectOptions())
+    raw = RawClient(stream)
+    try:
+        await raw.send(Hello(client="raw-ws", **fields))
+        yield raw, await raw.receive()
+    finally:
+        await stream.aclose()
+
+
+async def test_the_websocket_query_limit_replays_the_current_turn_from_its_start():
+    model = ScriptedModel([{"text": "older"}, {"text": _words(60), "chunks": 60, "chunk_delay": 0.01}])
+    async with ws_serving(model) as (_, address):
+        async with ws_hello(address) as (driver, first):
+            await driver.send(GenerateContentRequest(prompt="one"))
+            await driver.receive_until(lambda m: isinstance(m, Finished))
+            await driver.send(GenerateContentRequest(prompt="two"))
+            for _ in range(5):
+                await driver.receive_until(lambda m: isinstance(m, TextDelta))
+            async with ws_hello(address + "/?limit=1", session_id=first.session_id) as (late, joined):
+                seen = await late.receive_until(lambda m: isinstance(m, Finished))
+    assert isinstance(joined, Connected)
+    assert isinstance(seen[0], RequestStarted) and seen[0].prompt == "two" and seen[0].replayed
+    assert _text(seen) == _words(60)
+
+
+@pytest.mark.parametrize("query", ["limit=-1", "since=soon", "before=99999999999999999999"])
+async def test_a_bad_query_parameter_is_invalid_field(query):
+    async with ws_serving(ScriptedModel([])) as (_, address):
+        async with ws_hello(address) as (_, first):
+            async with ws_hello(f"{address}/?{query}", session_id=first.session_id) as (_, reply):
+                pass
+    assert isinstance(reply, Error) and reply.code == "invalid_field" and reply.fatal
+
+
+@pytest.mark.timeout(60)
+async def test_a_stalled_watcher_on_a_real_socket_leaves_the_drivers_stream_unaffected():
+    text = _words(600_000)  # about 4 MB: more than the kernel buffers a stalled socket
+    model = ScriptedModel([{"text": text, "chunks": 4000}])
+    async with ws_serving(model, outbox_limit=200, outbox_bytes=64 * 1024) as (service, address):
+        async with ws_hello(address) as (driver, first):
+            async with ws_hello(address, session_id=first.session_id, role="observer"):
+                # This watcher never reads again: its socket fills, then its outbox.
+                await driver.send(GenerateContentRequest(prompt="stream"))
+                with trio.fail_after(30):
+                    seen = await driver.receive_until(lambda m: isinstance(m, Finished), limit=1_000_000)
+                (session,) = service.sessions.values()
+                roles = [v.role for v in session.views]
+    assert _text(seen) == text
+    assert roles == ["driver"]  # the watcher was cut off

@@ -18,8 +18,8 @@ warning naming it, and the rest go on working.
 
 The package also holds how the registry finds plugins (:mod:`.discovery`)
 and what several transports share: :mod:`.framing` (JSON lines, sans-IO:
-stdio and unix), :mod:`.memory_pair` (two in-process ends: loopback and the
-gRPC face) and :mod:`.throttle` (failed tokens per address: WebSocket and
+stdio and unix), :mod:`.memory_pair` (two in-process ends: the
+loopback transport's) and :mod:`.throttle` (failed tokens per address: WebSocket and
 gRPC).
 """
 

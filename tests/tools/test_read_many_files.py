@@ -13,8 +13,8 @@ import pytest
 from gemini_split.client.tools.read_many import MAX_FILES
 from gemini_split.testing.fake_gemini import FakeGemini
 
-from ..test_oneshot_cli import API_KEY, run_cli
-from ..test_serve_e2e import API_KEY as DAEMON_KEY, client, daemon
+from tests.cli.test_oneshot_cli import API_KEY, run_cli
+from tests.e2e.test_serve_e2e import API_KEY as DAEMON_KEY, client, daemon
 
 
 def _answers(fake) -> list[str]:

@@ -36,8 +36,8 @@ from gemini_split.server.ops import Operations
 from gemini_split.server.service import AgentService
 from gemini_split.server.store import StoreError, open_store
 from gemini_split.server.store.redis import store_url
-from gemini_split.transport.throttle import parse_networks
 from gemini_split.transport import ServeOptions, TransportError, get_transport, is_loopback_host
+from gemini_split.transport.throttle import parse_networks
 
 log = logging.getLogger("gemini_split.serve")
 

@@ -54,8 +54,8 @@ import grpc
 import trio
 
 from gemini_split.errors import ConfigurationError
-from gemini_split.transport.throttle import FailedAuthThrottle, Network, client_source, parse_networks
 from gemini_split.transport import ConnectionHandler, Principal, ServeOptions, TransportError, get_transport
+from gemini_split.transport.throttle import FailedAuthThrottle, Network, client_source, parse_networks
 
 from . import gemini_pb2 as pb
 from .address import GrpcAddress

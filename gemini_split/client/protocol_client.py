@@ -3,11 +3,18 @@
 A :class:`ProtocolClient` wraps one :class:`MessageStream`. After
 :meth:`ProtocolClient.handshake` it runs a reader task (``run``, started with
 ``nursery.start``) that hands every server event to the UI's ``on_event``
-callback, runs each ``tool_execution_request`` locally through the
-:class:`ToolExecutor` and answers it. :meth:`ProtocolClient.run_turn` sends a
-prompt and waits for its ``finished`` or ``error``. Every message in and out
-passes a sans-IO :class:`~gemini_split.protocol.Connection`, which holds the
-protocol's rules; this module only moves text, runs tasks and waits.
+callback. :meth:`ProtocolClient.run_turn` sends a prompt and waits for its
+``finished`` or ``error``. Every message in and out passes a sans-IO
+:class:`~gemini_split.protocol.Connection`, which holds the protocol's rules
+and the state of the running request (its
+:class:`~gemini_split.protocol.tracker.RequestTracker`); this module only
+moves text, runs tasks and waits.
+
+Two parts live in modules of their own: the tool calls (running the
+server's ``tool_execution_request`` on this client's tools once each,
+answering approval questions: :mod:`.calls`) and keeping the session
+through a dropped connection (silence probing, reconnecting, resuming:
+:mod:`.reconnect`).
 
 The client never imports google-genai: a thin remote client starts fast.
 """
@@ -15,9 +22,8 @@ The client never imports google-genai: a thin remote client starts fast.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import trio
@@ -28,7 +34,6 @@ from gemini_split.protocol import (
     Caller,
     Cancel,
     ClientMessage,
-    RequestState,
     DeleteSession,
     ListSessions,
     SessionInfo,
@@ -52,16 +57,8 @@ from gemini_split.protocol import (
     SessionContext,
     State,
     TextDelta,
-    ToolAwaitingApproval,
-    ToolDecided,
-    ToolDecision,
     ToolDiscovery,
     Replay,
-    ToolCallAnswered,
-    ToolCompleted,
-    ToolError,
-    ToolExecutionRequest,
-    ToolExecutionResponse,
 )
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.stamping import stamp
@@ -71,13 +68,27 @@ from gemini_split.transport import (
     ConnectionClosed,
     MessageStream,
     MessageTooLarge,
-    TransportError,
 )
 
-from .approval import Answer, ApprovalRequest
+from .calls import ToolCalls
 from .executor import ToolExecutor
-from .reconnect import Backoff
-from .tools.base import ToolFailed, ToolKind
+from .failures import HandshakeFailed, RequestFailed
+from .reconnect import Reconnector
+
+__all__ = [
+    "APPROVALS_CAPABILITY",
+    "CLIENT_CAPABILITIES",
+    "ConnectionCallback",
+    "EventCallback",
+    "HandshakeFailed",
+    "ProtocolClient",
+    "RequestFailed",
+    "ServerToolChoice",
+    "TurnOutcome",
+]
+
+if TYPE_CHECKING:
+    from .mcp.sources import McpServers
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +97,6 @@ EventCallback = Callable[[ServerEvent], Awaitable[None]]
 #: attempt (1, 2, …; ``reason`` says what was lost), ``"reconnected"`` once
 #: the session is resumed.
 ConnectionCallback = Callable[[str, int, str], None]
-#: Answers to tool calls kept for a server that asks again after a reconnect.
-_ANSWERS_KEPT = 256
-
 CLIENT_CAPABILITIES = ["client_tools", "tool_deltas"]
 #: Listed as well when a person can answer approval questions here.
 APPROVALS_CAPABILITY = "tool_approvals"
@@ -109,25 +117,6 @@ class ServerToolChoice(msgspec.Struct, frozen=True):
     #: Only these of the server's tools (None: all), and never these.
     core_tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] = ()
-
-
-class HandshakeFailed(ConnectFailed):
-    """The server answered the handshake with an error, or with nonsense.
-    ``code`` is the server's error code when it sent one."""
-
-    def __init__(self, message: str, code: str | None = None):
-        super().__init__(message)
-        self.code = code
-
-
-class RequestFailed(TransportError):
-    """A request (``get_state``, ``get_history``) got no answer: the server
-    replied with an error, the connection ended, or ``timeout`` passed.
-    ``code`` is the server's error code, ``connection_lost`` or ``timeout``."""
-
-    def __init__(self, message: str, code: str):
-        super().__init__(message)
-        self.code = code
 
 
 class TurnOutcome(msgspec.Struct):
@@ -170,6 +159,9 @@ class _Turn:
 
 
 class ProtocolClient:
+    """One connection to a server, handshaken, and the session on it (see
+    the module's docstring)."""
+
     def __init__(
         self,
         stream: MessageStream,
@@ -188,26 +180,13 @@ class ProtocolClient:
         self.executor = executor
         #: ``--tools server``: the session's tools run on the server (None: here).
         self.tool_choice = tool_choice
-        # Server-side approval questions being asked here, by call id, and
-        # the ones answered here (their tool_decided is not news to the UI).
-        self._asking: dict[str, trio.CancelScope] = {}
-        # The request each question belongs to, and why a question was
-        # withdrawn (told to the asker, so that it ends visibly).
-        self._asking_request: dict[str, str | None] = {}
-        self._withdrawn: dict[str, str] = {}
-        self._asked: dict[str, trio.Event] = {}  # set once the question is off the screen
-        self._decided_here: OrderedDict[str, None] = OrderedDict()
         self.on_event: EventCallback = on_event or _ignore
+        self.on_connection: ConnectionCallback = on_connection or _ignore_connection
         self.handshake_timeout = handshake_timeout
-        self.probe_after = probe_after
-        self.probe_timeout = probe_timeout
-        self._last_heard = 0.0
         self.connected: Connected | None = None
-        self._conn = Connection("client")
-        self._turn: _Turn | None = None
-        self._replies: dict[str, tuple[trio.Event, list[ServerEvent]]] = {}
-        self._closed_reason: str | None = None
-        self._send_lock = trio.Lock()
+        #: The protocol's rules and the running request, for this connection
+        #: (replaced by a fresh one on each reconnect).
+        self.conn = Connection("client")
         #: Awaited before each prompt is sent: tools that join late (MCP
         #: servers still starting when the connection opened) join here.
         self.before_turn: Callable[[], Awaitable[None]] | None = None
@@ -219,41 +198,39 @@ class ProtocolClient:
         self._last_text = ""
         #: The MCP servers lending tools to this client
         #: (:class:`~gemini_split.client.mcp.sources.McpServers`), if any.
-        self.mcp_servers: Any = None
+        self.mcp_servers: McpServers | None = None
         #: Which of the tools the server runs itself (``server_tool:NAME``
         #: capabilities, e.g. ``google_web_search``) to ask for.
         self.wants_server_tool: Callable[[str], bool] = lambda name: True
-        #: Opens a new stream to the same server (None: never reconnect).
-        self.reconnect = reconnect
-        self.reconnect_timeout = reconnect_timeout
-        self.on_connection: ConnectionCallback = on_connection or _ignore_connection
-        self._token: str | None = None
         #: The local daemon's caller (our key, endpoint and model): sent in
         #: ``hello`` only on a stream that proved the server is our own user.
         self.caller: Caller | None = None
         #: ``--send-api-key``: send ``caller`` to this server too, over a
         #: private stream only.
         self.send_api_key = False
+        self.calls = ToolCalls(self)
+        self.reconnector = Reconnector(self, reconnect, reconnect_timeout, probe_after, probe_timeout)
+        self._turn: _Turn | None = None
+        self._replies: dict[str, tuple[trio.Event, list[ServerEvent]]] = {}
+        self._closed_reason: str | None = None
+        self._send_lock = trio.Lock()
+        self._token: str | None = None
         self._role = "driver"
         self._label = ""
-        #: Set when the peer or the network ended the connection (not us, not
-        #: a fatal error): worth reconnecting.
-        self._broken = False
-        self._reconnecting = False
         self._handshaking = False
-        # Tool calls by id: running now, or answered (kept for a server that
-        # asks again after a reconnect: a call runs once).
-        self._running_calls: set[str] = set()
-        self._call_scopes: dict[str, trio.CancelScope] = {}
         self._over = trio.Event()
-        self._answers: OrderedDict[str, ToolExecutionResponse] = OrderedDict()
 
     # --- connection ----------------------------------------------------------
 
     @property
     def last_seq(self) -> int:
         """The highest seq received: what a resume asks to continue after."""
-        return self._conn.last_seq
+        return self.conn.last_seq
+
+    @property
+    def announced(self) -> bool:
+        """Whether requests are announced by ``request_started`` (1.2 on both ends)."""
+        return self.conn.announced
 
     async def handshake(self, *, token: str | None = None, session_id: str | None = None,
                         resume_token: str | None = None, last_seq: int | None = None,
@@ -279,6 +256,22 @@ class ProtocolClient:
         finally:
             self._handshaking = False
 
+    async def rehandshake(self, last_seq: int) -> Connected:
+        """The handshake on a reopened connection: resume this session
+        after ``last_seq``, as the same client. Raises what
+        :meth:`handshake` raises."""
+        assert self.connected is not None
+        return await self.handshake(
+            token=self._token, session_id=self.connected.session_id,
+            resume_token=self.connected.resume_token, last_seq=last_seq,
+            role=self._role, label=self._label,
+        )
+
+    def resumed(self, connected: Connected) -> None:
+        """A reopened connection resumed the session."""
+        self.connected = connected
+        self._closed_reason = None
+
     def _caller_for_hello(self) -> Caller | None:
         """What ``hello.caller`` carries: ours for a server the transport
         proved is our own user, or (``--send-api-key``) for a server over a
@@ -299,6 +292,11 @@ class ProtocolClient:
         return self._turn.request_id if self._turn is not None else None
 
     @property
+    def current_turn(self) -> _Turn | None:
+        """This client's own running turn, if any."""
+        return self._turn
+
+    @property
     def observer(self) -> bool:
         """Whether this client watches read-only."""
         return self._role == "observer"
@@ -310,16 +308,16 @@ class ProtocolClient:
         if self.executor.asker is not None:
             capabilities.append(APPROVALS_CAPABILITY)
         choice = self.tool_choice
-        await self._send(Hello(client=f"gemini-split/{__version__}", capabilities=capabilities, token=token,
-                               session_id=session_id, resume_token=resume_token, last_seq=last_seq,
-                               new_session_id=new_session_id,
-                               caller=self._caller_for_hello(),
-                               tools="server" if choice is not None else "client",
-                               project=choice.project if choice is not None else None,
-                               approval_mode=choice.approval_mode if choice is not None else None,
-                               core_tools=choice.core_tools if choice is not None else None,
-                               exclude_tools=choice.exclude_tools if choice is not None else (),
-                               role=self._role, label=self._label, replay=replay))  # type: ignore[arg-type]
+        await self.send(Hello(client=f"gemini-split/{__version__}", capabilities=capabilities, token=token,
+                              session_id=session_id, resume_token=resume_token, last_seq=last_seq,
+                              new_session_id=new_session_id,
+                              caller=self._caller_for_hello(),
+                              tools="server" if choice is not None else "client",
+                              project=choice.project if choice is not None else None,
+                              approval_mode=choice.approval_mode if choice is not None else None,
+                              core_tools=choice.core_tools if choice is not None else None,
+                              exclude_tools=choice.exclude_tools if choice is not None else (),
+                              role=self._role, label=self._label, replay=replay))  # type: ignore[arg-type]
         with trio.move_on_after(self.handshake_timeout) as scope:
             try:
                 text = await self.stream.receive()
@@ -328,7 +326,7 @@ class ProtocolClient:
         if scope.cancelled_caught:
             raise ConnectFailed(f"the server did not answer the handshake within {self.handshake_timeout:g} s")
         try:
-            message = self._conn.receive(text)
+            message = self.conn.receive(text)
         except RemoteProtocolError as exc:
             preview = text[:200].replace("\n", "\\n")
             raise HandshakeFailed(
@@ -349,7 +347,7 @@ class ProtocolClient:
         own; server-run tools such as ``google_web_search`` are asked for
         either way."""
         tools = self.executor.registry.specs() if self.tool_choice is None else []
-        await self._send(ToolDiscovery(tools=tools, server_tools=self.server_tools()))
+        await self.send(ToolDiscovery(tools=tools, server_tools=self.server_tools()))
 
     def server_tools(self) -> tuple[str, ...]:
         """The server-run tools this client asks for: those the server
@@ -362,21 +360,19 @@ class ProtocolClient:
         """Read the server's messages until the connection ends for good.
         Tool calls run in this task's nursery. A connection the peer or the
         network broke is reopened and the session resumed (see
-        :meth:`_reconnect`) when ``reconnect`` was given."""
+        :class:`~.reconnect.Reconnector`) when ``reconnect`` was given."""
         async with trio.open_nursery() as nursery:
-            self._last_heard = trio.current_time()
-            nursery.start_soon(self._watch_for_silence)
+            self.reconnector.heard()
+            nursery.start_soon(self.reconnector.watch_for_silence)
             task_status.started()
             try:
                 while True:
                     await self._read_loop(nursery)
-                    # A question cannot outlive its connection: a server that
-                    # still waits for it asks again once reconnected.
-                    self._withdraw(list(self._asking), "the connection to the server was lost")
-                    if not await self._reconnect(nursery):
+                    self.calls.withdraw_all("the connection to the server was lost")
+                    if not await self.reconnector.reconnect(nursery):
                         break
             finally:
-                self._withdraw(list(self._asking), "the connection to the server was closed")
+                self.calls.withdraw_all("the connection to the server was closed")
                 self._connection_lost(self._closed_reason or "the connection to the server was closed")
                 self._over.set()
                 nursery.cancel_scope.cancel()
@@ -389,6 +385,15 @@ class ProtocolClient:
     def closed_reason(self) -> str | None:
         """Why the connection ended (None while it is open)."""
         return self._closed_reason
+
+    def end(self, reason: str) -> None:
+        """The connection is over for good, for ``reason``."""
+        self._closed_reason = reason
+
+    async def cut(self, reason: str) -> None:
+        """End the connection for ``reason`` (the reader then sees it end)."""
+        self._closed_reason = reason
+        await self.stream.aclose(reason)
 
     async def aclose(self) -> None:
         await self.stream.aclose()
@@ -451,9 +456,9 @@ class ProtocolClient:
         ``compressed`` event (through ``on_event``) and ``finished``, or the
         ``error`` that says why nothing changed. Raises
         :class:`RequestFailed` for a server older than 1.3, which cannot."""
-        if self._conn.version < COMPRESSION_SINCE:
+        if self.conn.version < COMPRESSION_SINCE:
             raise RequestFailed("this server cannot compress a session's history (it speaks protocol "
-                                f"{'.'.join(map(str, self._conn.version))}; 1.3 can)", ErrorCode.UNKNOWN_TYPE.value)
+                                f"{'.'.join(map(str, self.conn.version))}; 1.3 can)", ErrorCode.UNKNOWN_TYPE.value)
         if self.hooks is not None:  # advisory: it cannot stop the compression
             await self.hooks.fire("PreCompress", {"trigger": "manual"}, target="manual")
         return await self._run_request(stamp(Compress()))
@@ -463,30 +468,31 @@ class ProtocolClient:
         turn = _Turn(request)
         self._turn = turn
         self._last_text = ""
+        reconnector = self.reconnector
         try:
-            if self._closed_reason is not None and not self._reconnecting:
+            if self._closed_reason is not None and not reconnector.active:
                 self._connection_lost(self._closed_reason)
             else:
                 try:
-                    await self._send(request)
+                    await self.send(request)
                 except (ConnectionClosed, ConnectionBroken) as exc:
-                    if not self._may_reconnect():
+                    if not reconnector.possible():
                         self._connection_lost(f"the connection to the server was lost: {exc.reason}")
                     # else: sent again once reconnected, if the server never got it
                 except LocalProtocolError as exc:
-                    if exc.code is ErrorCode.BUSY and self._conn.phase is not Phase.CLOSED:
+                    if exc.code is ErrorCode.BUSY and self.conn.phase is not Phase.CLOSED:
                         # Another client's request runs in this session (ours
                         # would be self._turn): the documented refusal, not
                         # sent, as the server would have answered it.
-                        running = self._conn.request.request_id if self._conn.request is not None else "?"
+                        running = self.conn.request.request_id if self.conn.request is not None else "?"
                         turn.outcome.error = Error(
                             request_id=request.id, code=ErrorCode.BUSY.value,
                             message=f"the session is busy: another client's request ({running}) is still "
                                     "running; send yours again when it has finished")
                         turn.done.set()
-                    elif self._conn.phase is not Phase.CLOSED:
+                    elif self.conn.phase is not Phase.CLOSED:
                         raise  # not allowed now for another reason: the caller's bug
-                    if not (self._reconnecting or self._may_reconnect() and self._broken):
+                    if not (reconnector.active or reconnector.possible() and reconnector.broken):
                         self._connection_lost(self._closed_reason or "the server closed the session")
             await turn.done.wait()
         finally:
@@ -501,9 +507,9 @@ class ProtocolClient:
             return
         turn.cancel_tools()
         try:
-            await self._send(Cancel(request_id=turn.request_id))
+            await self.send(Cancel(request_id=turn.request_id))
         except (ConnectionClosed, ConnectionBroken):
-            if self._may_reconnect():
+            if self.reconnector.possible():
                 turn.cancel_pending = True  # sent once reconnected
             else:
                 self._connection_lost("the connection to the server was lost")
@@ -535,17 +541,22 @@ class ProtocolClient:
         assert isinstance(reply, State)
         return reply
 
-    # --- internals -----------------------------------------------------------
+    async def probe(self, timeout: float) -> None:
+        """Ask for the state only to hear the server answer within
+        ``timeout``. Raises :class:`RequestFailed` (code ``timeout``)."""
+        await self._request(GetState(), timeout)
 
-    async def _send(self, message: ClientMessage | Error) -> None:
+    # --- sending and receiving -----------------------------------------------------
+
+    async def send(self, message: ClientMessage | Error) -> None:
         """Check, stamp, encode and write one message. Raises
         :class:`LocalProtocolError` when the protocol does not allow it now
         (nothing is sent), :class:`ConnectionClosed`."""
-        if self._reconnecting and not self._handshaking:
+        if self.reconnector.active and not self._handshaking:
             # Not on a connection being set up: the caller retries once resumed.
             raise ConnectionBroken("the connection is being re-established")
         async with self._send_lock:
-            await self.stream.send(self._conn.send(stamp(message)))
+            await self.stream.send(self.conn.send(stamp(message)))
 
     async def _request(self, message: ClientMessage, timeout: float) -> ServerEvent:
         message = stamp(message)
@@ -553,7 +564,7 @@ class ProtocolClient:
         box: list[ServerEvent] = []
         self._replies[message.id] = (done, box)
         try:
-            await self._send(message)
+            await self.send(message)
             with trio.move_on_after(timeout):
                 await done.wait()
         except (ConnectionClosed, ConnectionBroken) as exc:
@@ -570,53 +581,23 @@ class ProtocolClient:
             raise RequestFailed(reply.message, reply.code)
         return reply
 
-    async def _watch_for_silence(self) -> None:
-        """Notice a server that vanished without closing (a network
-        partition, a frozen host): while a turn runs and nothing has arrived
-        for ``probe_after`` seconds, ask for the state; no answer within
-        ``probe_timeout`` ends the connection. A live server answers at once,
-        even while the model or a tool takes its time."""
-        while True:
-            await trio.sleep_until(self._last_heard + self.probe_after)
-            silent_for = trio.current_time() - self._last_heard
-            if self._turn is None or silent_for < self.probe_after:
-                if silent_for >= self.probe_after:
-                    self._last_heard = trio.current_time()  # idle: nothing to wait for
-                continue
-            if self._reconnecting:
-                self._last_heard = trio.current_time()
-                continue
-            try:
-                await self._request(GetState(), self.probe_timeout)
-            except RequestFailed as exc:
-                if exc.code != "timeout":
-                    self._last_heard = trio.current_time()
-                    continue  # the connection is down already: the reader deals with it
-                self._closed_reason = (
-                    f"the server stopped answering (nothing for {silent_for:.0f} s, "
-                    f"and no reply to a probe within {self.probe_timeout:g} s)"
-                )
-                self._broken = True  # a silent network is worth reconnecting through
-                await self.stream.aclose(self._closed_reason)
-                self._last_heard = trio.current_time()
-
     async def _read_loop(self, nursery: trio.Nursery) -> None:
         while True:
             try:
                 text = await self.stream.receive()
-                self._last_heard = trio.current_time()
+                self.reconnector.heard()
             except MessageTooLarge as exc:
                 log.warning("dropped a message from the server: %s", exc)
                 continue
             except ConnectionBroken as exc:
                 self._closed_reason = f"the connection to the server was lost: {exc.reason}"
-                self._broken = True
+                self.reconnector.broken = True
                 return
             except ConnectionClosed as exc:
                 self._closed_reason = self._closed_reason or f"the connection to the server was closed: {exc.reason}"
                 return
             try:
-                message = self._conn.receive(text)
+                message = self.conn.receive(text)
             except RemoteProtocolError as exc:
                 if exc.field == "seq":
                     continue  # replayed after a reconnect, and seen already: each event once
@@ -624,13 +605,15 @@ class ProtocolClient:
                 # this client does not know.
                 log.warning("ignored a message from the server: %s", exc)
                 try:
-                    await self._send(Error(code=exc.code.value, message=str(exc), in_reply_to=exc.in_reply_to))
+                    await self.send(Error(code=exc.code.value, message=str(exc), in_reply_to=exc.in_reply_to))
                 except (ConnectionClosed, ConnectionBroken, LocalProtocolError):
                     pass
                 continue
             await self._dispatch(message, nursery)
 
     async def _dispatch(self, message: Any, nursery: trio.Nursery) -> None:
+        """Hand one server message to whoever waits for it: a reply to its
+        request, the tool calls, the UI, the running turn."""
         reply_to = getattr(message, "in_reply_to", None)
         if reply_to in self._replies:
             done, box = self._replies[reply_to]
@@ -644,41 +627,8 @@ class ProtocolClient:
         if isinstance(message, TextDelta) and turn is not None and message.request_id == turn.request_id \
                 and len(self._last_text) < MAX_RESPONSE_FOR_HOOKS:
             self._last_text += message.content
-        if isinstance(message, ToolExecutionRequest) and self._runs_here(message, turn):
-            await self._tool_requested(message, nursery)
+        if await self.calls.intercept(message, turn, nursery):
             return
-        if isinstance(message, ToolCallAnswered) and message.call_id in self._running_calls \
-                and (turn is None or message.request_id != turn.request_id):
-            self._abandon_call(message.call_id)
-        if isinstance(message, ToolAwaitingApproval) and self.executor.asker is not None \
-                and not message.replayed and not self.observer:
-            # A replayed question is history (one still waiting is asked
-            # again, unlogged, after the replay).
-            if message.call_id not in self._asking:  # asked again after a reconnect: one question
-                self._asking[message.call_id] = trio.CancelScope()
-                self._asking_request[message.call_id] = message.request_id
-                self._asked[message.call_id] = trio.Event()
-                nursery.start_soon(self._answer_approval, message)
-        elif isinstance(message, ToolDecided):
-            if message.call_id in self._asking:
-                # Decided elsewhere (the UI shows by whom), expired or cancelled: stop asking.
-                self._withdraw([message.call_id], "" if message.decision in ("approve", "approve_always", "deny")
-                               else f"the call was {message.decision}")
-                asked = self._asked.get(message.call_id)
-                if asked is not None:
-                    # Said once the menu has gone, not drawn over its last lines.
-                    with trio.move_on_after(5):
-                        await asked.wait()
-            elif message.call_id in self._decided_here:
-                return
-        elif isinstance(message, ToolCompleted | ToolError | ToolCallAnswered):
-            self._withdraw([message.call_id], "the call ended")
-        elif isinstance(message, Finished | Error) and message.request_id is not None or \
-                isinstance(message, Error) and message.fatal:
-            ended = message.request_id
-            self._withdraw([call for call, request in self._asking_request.items()
-                            if request == ended or ended is None],
-                           "the request was interrupted" if isinstance(message, Error) else "the request ended")
         await self.on_event(message)
         if isinstance(message, Finished | Error) and turn is not None:
             belongs = message.request_id == turn.request_id
@@ -691,221 +641,8 @@ class ProtocolClient:
         if isinstance(message, Error) and message.fatal:
             self._closed_reason = message.message
             # A server going down for a restart is worth waiting for.
-            self._broken = message.code == ErrorCode.SHUTTING_DOWN.value
+            self.reconnector.broken = message.code == ErrorCode.SHUTTING_DOWN.value
             await self.stream.aclose(message.message)
-
-    def _runs_here(self, request: ToolExecutionRequest, turn: _Turn | None) -> bool:
-        """Whether this client runs a tool call: never a replayed one or as
-        an observer; its own prompt's calls, and calls handed over to it
-        (their client left). A 1.1 server asks only the one client."""
-        if request.replayed or self.observer:
-            return False
-        if not self._conn.announced:
-            return True
-        return request.handover or (turn is not None and turn.request_id == request.request_id)
-
-    def _abandon_call(self, call_id: str) -> None:
-        """Another client answered a call handed over to this one too: stop it."""
-        scope = self._call_scopes.get(call_id)
-        if scope is not None:
-            scope.cancel()
-
-    async def _tool_requested(self, request: ToolExecutionRequest, nursery: trio.Nursery) -> None:
-        """Run a call once, however often the server asks (it asks again
-        after a reconnect when it has no answer)."""
-        if request.id in self._running_calls:
-            return  # the answer goes out when it is done
-        answer = self._answers.get(request.id)
-        if answer is not None:  # answered, but the answer was lost with the connection
-            try:
-                await self._send(answer)
-            except (ConnectionClosed, ConnectionBroken):
-                pass
-            return
-        self._running_calls.add(request.id)
-        nursery.start_soon(self._run_tool, request)
-
-    async def _run_tool(self, request: ToolExecutionRequest) -> None:
-        turn = self._turn
-        scope = turn.new_tool_scope() if turn is not None and turn.request_id == request.request_id else trio.CancelScope()
-        self._call_scopes[request.id] = scope
-        result: Any = None
-        failure = None
-        try:
-            with scope:
-                result, failure = await self.executor.execute(
-                    request.id, request.tool, request.parameters, self.on_event, request_id=request.request_id,
-                )
-        finally:
-            self._call_scopes.pop(request.id, None)
-        self._running_calls.discard(request.id)
-        if scope.cancelled_caught:
-            return  # the server cancelled the request too; nothing to answer
-        answer = stamp(ToolExecutionResponse(request_id=request.id, result=result, error=failure))
-        self._answers[request.id] = answer
-        while len(self._answers) > _ANSWERS_KEPT:
-            self._answers.popitem(last=False)
-        try:
-            await self._send(answer)
-        except (ConnectionClosed, ConnectionBroken):
-            log.info("could not answer %s now: the connection is down (the server asks again)", request.id)
-        except LocalProtocolError as exc:  # the request ended meanwhile, or the call is asked again
-            log.info("not answering %s now: %s", request.id, exc)
-
-    def _withdraw(self, call_ids: list[str], reason: str) -> None:
-        """Stop asking about these calls (their question is over: decided
-        elsewhere, the call or request ended, the connection went).
-        ``reason`` is told to the asker ("" when the UI shows it already)."""
-        for call_id in call_ids:
-            scope = self._asking.get(call_id)
-            if scope is not None and not scope.cancel_called:
-                self._withdrawn[call_id] = reason
-                scope.cancel()
-
-    async def _answer_approval(self, question: ToolAwaitingApproval) -> None:
-        """Ask this client's person about a server-side call (the same
-        question as for a local one) and send the decision, unless another
-        client decided first (then the question is withdrawn)."""
-        scope = self._asking[question.call_id]
-        message: str | None = None
-        answer = Answer.NO
-        try:
-            with scope:
-                try:
-                    answer = await self.executor.asker.ask(ApprovalRequest(
-                        question.call_id, _ServerTool(question.tool, question.kind), dict(question.parameters),
-                        question.description, reason=question.reason, always_scope=question.always_scope,
-                        executes_later=question.executes_later,
-                    ))
-                except ToolFailed as refused:  # "No, and tell the model…": the words go with the refusal
-                    words = str(refused)
-                    message = words.partition(" and said: ")[2] or words
-            if scope.cancelled_caught:
-                reason = self._withdrawn.pop(question.call_id, "")
-                withdrawn = getattr(self.executor.asker, "withdrawn", None)
-                if reason and withdrawn is not None:
-                    withdrawn(question.tool, reason)
-                return
-            verdict = {Answer.YES: "approve", Answer.ALWAYS: "approve_always"}.get(answer, "deny")
-            decision = ToolDecision(
-                call_id=question.call_id, decision=verdict, approved=verdict != "deny",
-                always=verdict == "approve_always", message=message,
-                parameters_hash=question.parameters_hash if verdict != "deny" else None,
-            )
-            self._decided_here[question.call_id] = None
-            while len(self._decided_here) > _ANSWERS_KEPT:
-                self._decided_here.popitem(last=False)
-            self._asking.pop(question.call_id, None)  # its tool_decided must not withdraw it now
-            try:
-                await self._send(decision)
-            except (ConnectionClosed, ConnectionBroken):
-                log.info("could not send the decision on %s: the connection is down", question.call_id)
-            except LocalProtocolError as exc:  # decided elsewhere meanwhile, or the request ended
-                log.info("not sending the decision on %s: %s", question.call_id, exc)
-        finally:
-            self._asking.pop(question.call_id, None)
-            self._asking_request.pop(question.call_id, None)
-            self._withdrawn.pop(question.call_id, None)
-            asked = self._asked.pop(question.call_id, None)
-            if asked is not None:
-                asked.set()
-
-    # --- reconnecting ----------------------------------------------------------
-
-    def _may_reconnect(self) -> bool:
-        return self.reconnect is not None and self.reconnect_timeout > 0 and self.connected is not None
-
-    async def _reconnect(self, nursery: trio.Nursery) -> bool:
-        """After the connection broke: open a new one with jittered backoff
-        for up to ``reconnect_timeout`` seconds and resume the session from
-        the last seq seen. Returns False when it is over for good (not
-        broken by the peer, the server no longer has the session, or no
-        server answered in time), with ``_closed_reason`` saying why."""
-        if not (self._broken and self._may_reconnect()):
-            return False
-        assert self.connected is not None and self.reconnect is not None
-        self._broken = False
-        self._reconnecting = True
-        lost_because = self._closed_reason or "the connection to the server was lost"
-        last_failure = lost_because
-        # Where the lost connection stood: every attempt resumes from here
-        # (a failed attempt's fresh state must not replace it).
-        old = self._conn
-        try:
-            for attempt, delay in enumerate(Backoff(timeout=self.reconnect_timeout).delays(), 1):
-                await trio.sleep(delay)
-                self.on_connection("reconnecting", attempt, lost_because)
-                try:
-                    with trio.fail_after(self.handshake_timeout):
-                        stream = await self.reconnect()
-                except (TransportError, trio.TooSlowError) as exc:
-                    last_failure = str(exc) or "no answer"
-                    continue
-                self.stream, self._conn = stream, Connection("client")
-                try:
-                    connected = await self.handshake(
-                        token=self._token, session_id=self.connected.session_id,
-                        resume_token=self.connected.resume_token, last_seq=old.last_seq,
-                        role=self._role, label=self._label,
-                    )
-                except HandshakeFailed as exc:
-                    self._conn = old
-                    await stream.aclose()
-                    if exc.code in (ErrorCode.UNKNOWN_SESSION.value, ErrorCode.UNAUTHORIZED.value):
-                        self._closed_reason = (
-                            f"reconnected, but the server no longer has this session ({exc}); start a new one"
-                            if exc.code == ErrorCode.UNKNOWN_SESSION.value else str(exc))
-                        return False
-                    last_failure = str(exc)
-                    continue
-                except (ConnectFailed, TransportError) as exc:
-                    self._conn = old
-                    await stream.aclose()
-                    last_failure = str(exc)
-                    continue
-                # Go on from where the old connection was. A 1.2 server said
-                # where its live events start (connected); a 1.1 one goes on
-                # from our state, leaving out the calls we had not answered:
-                # it asks again for them.
-                request = old.request
-                if self._conn.announced:
-                    self._conn.restore(self._conn.request, last_seq=old.last_seq)
-                else:
-                    self._conn.restore(
-                        RequestState(request.request_id, set(), set(request.awaiting_decision)) if request else None,
-                        last_seq=old.last_seq,
-                    )
-                self.connected = connected
-                self._closed_reason = None
-                self._last_heard = trio.current_time()
-                self.on_connection("reconnected", attempt, "")
-                nursery.start_soon(self._after_reconnect)
-                return True
-            self._closed_reason = (f"{lost_because}; could not reconnect within "
-                                   f"{self.reconnect_timeout:g} s ({last_failure})")
-            return False
-        finally:
-            self._reconnecting = False
-
-    async def _after_reconnect(self) -> None:
-        """Finish what the cut interrupted: a cancel the user asked for, and
-        a prompt the server never got (resent only when ``state`` says it
-        is not running it; the replay has arrived by then)."""
-        turn = self._turn
-        if turn is None or turn.done.is_set():
-            return
-        try:
-            if turn.cancel_pending:
-                turn.cancel_pending = False
-                await self._send(Cancel(request_id=turn.request_id))
-            if not turn.acknowledged:
-                state = await self.get_state()
-                if not turn.done.is_set() and not turn.acknowledged and state.active_request_id != turn.request_id:
-                    # The server never got it: send it again (our state had it running).
-                    self._conn.restore(None, last_seq=self._conn.last_seq)
-                    await self._send(turn.request)
-        except (RequestFailed, ConnectionClosed, ConnectionBroken):
-            pass  # down again: the next reconnect tries again
 
     def _connection_lost(self, reason: str) -> None:
         turn = self._turn
@@ -919,23 +656,6 @@ class ProtocolClient:
             if not done.is_set():
                 box.append(Error(code=ErrorCode.CONNECTION_LOST.value, message=reason, fatal=True))
                 done.set()
-
-
-class _ServerTool(msgspec.Struct, frozen=True):
-    """A tool the server runs, as an approval question names it (the UI
-    reads ``name`` and ``kind``)."""
-
-    name: str
-    kind_name: str = ""
-
-    @property
-    def kind(self) -> ToolKind:
-        try:
-            return ToolKind(self.kind_name)
-        except ValueError:
-            return ToolKind.EXECUTE  # unknown: shown as the most careful kind
-
-    trusted = False
 
 
 async def _ignore(event: ServerEvent) -> None:

@@ -1,6 +1,13 @@
-"""When to try again after a dropped connection: jittered exponential backoff.
+"""Keeping a client's session through a dropped connection: noticing a
+silent server, reopening the connection with backoff and resuming.
 
-A client that lost its server waits ``initial`` seconds (0.2), then twice
+:class:`Reconnector` belongs to one
+:class:`~gemini_split.client.protocol_client.ProtocolClient`. It probes a
+server that went silent during a turn, reopens a connection the peer or the
+network broke, resumes the session from the last ``seq`` seen, and then
+finishes what the cut interrupted (a cancel, a prompt never received).
+
+When to try again: a client that lost its server waits ``initial`` seconds (0.2), then twice
 as long each time, up to ``maximum`` (10 s) between attempts, and gives up
 once ``timeout`` (``--reconnect-timeout``, 120 s) has passed since the
 connection dropped. Each wait is drawn between half and all of the nominal
@@ -11,11 +18,20 @@ do not all knock at the same instant.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
 
 import msgspec
+import trio
 
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
+from gemini_split.protocol import Cancel, Connection, ErrorCode, RequestState
+from gemini_split.transport import ConnectFailed, ConnectionBroken, ConnectionClosed, MessageStream, TransportError
+
+from .failures import HandshakeFailed, RequestFailed
+
+if TYPE_CHECKING:
+    from .protocol_client import ProtocolClient
 
 
 class Backoff(msgspec.Struct):
@@ -34,3 +50,154 @@ class Backoff(msgspec.Struct):
             spent += delay
             yield delay
             nominal = min(nominal * 2, self.maximum)
+
+
+class Reconnector:
+    """The reconnect, resume and silence-probing side of one client.
+
+    ``reopen`` opens a new stream to the same server (None: never
+    reconnect); ``timeout`` is how long to keep trying (0: do not). While a
+    turn runs and nothing arrives for ``probe_after`` seconds, a
+    ``get_state`` probe unanswered within ``probe_timeout`` ends the
+    connection as broken."""
+
+    def __init__(self, client: ProtocolClient, reopen: Callable[[], Awaitable[MessageStream]] | None,
+                 timeout: float, probe_after: float, probe_timeout: float):
+        self._client = client
+        self.reopen = reopen
+        self.timeout = timeout
+        self.probe_after = probe_after
+        self.probe_timeout = probe_timeout
+        #: Set when the peer or the network ended the connection (not us,
+        #: not a fatal error): worth reconnecting.
+        self.broken = False
+        #: A new connection is being opened and handshaken.
+        self.active = False
+        self.last_heard = 0.0
+
+    def heard(self) -> None:
+        """Something arrived from the server (or silence is not worth probing)."""
+        self.last_heard = trio.current_time()
+
+    def possible(self) -> bool:
+        """Whether a lost connection would be reopened."""
+        return self.reopen is not None and self.timeout > 0 and self._client.connected is not None
+
+    async def reconnect(self, nursery: trio.Nursery) -> bool:
+        """After the connection broke: open a new one with jittered backoff
+        for up to ``timeout`` seconds and resume the session from the last
+        seq seen. Returns False when it is over for good (not broken by the
+        peer, the server no longer has the session, or no server answered
+        in time), with the client's ``closed_reason`` saying why."""
+        client = self._client
+        if not (self.broken and self.possible()):
+            return False
+        assert client.connected is not None and self.reopen is not None
+        self.broken = False
+        self.active = True
+        lost_because = client.closed_reason or "the connection to the server was lost"
+        last_failure = lost_because
+        # Where the lost connection stood: every attempt resumes from here
+        # (a failed attempt's fresh state must not replace it).
+        old = client.conn
+        try:
+            for attempt, delay in enumerate(Backoff(timeout=self.timeout).delays(), 1):
+                await trio.sleep(delay)
+                client.on_connection("reconnecting", attempt, lost_because)
+                try:
+                    with trio.fail_after(client.handshake_timeout):
+                        stream = await self.reopen()
+                except (TransportError, trio.TooSlowError) as exc:
+                    last_failure = str(exc) or "no answer"
+                    continue
+                client.stream, client.conn = stream, Connection("client")
+                try:
+                    connected = await client.rehandshake(old.last_seq)
+                except HandshakeFailed as exc:
+                    client.conn = old
+                    await stream.aclose()
+                    if exc.code in (ErrorCode.UNKNOWN_SESSION.value, ErrorCode.UNAUTHORIZED.value):
+                        client.end(
+                            f"reconnected, but the server no longer has this session ({exc}); start a new one"
+                            if exc.code == ErrorCode.UNKNOWN_SESSION.value else str(exc))
+                        return False
+                    last_failure = str(exc)
+                    continue
+                except (ConnectFailed, TransportError) as exc:
+                    client.conn = old
+                    await stream.aclose()
+                    last_failure = str(exc)
+                    continue
+                # Go on from where the old connection was. A 1.2 server said
+                # where its live events start (connected); a 1.1 one goes on
+                # from our state, leaving out the calls we had not answered:
+                # it asks again for them.
+                request = old.request
+                if client.conn.announced:
+                    client.conn.restore(client.conn.request, last_seq=old.last_seq)
+                else:
+                    client.conn.restore(
+                        RequestState(request.request_id, set(), set(request.awaiting_decision)) if request else None,
+                        last_seq=old.last_seq,
+                    )
+                client.resumed(connected)
+                self.heard()
+                client.on_connection("reconnected", attempt, "")
+                nursery.start_soon(self._after_reconnect)
+                return True
+            client.end(f"{lost_because}; could not reconnect within {self.timeout:g} s ({last_failure})")
+            return False
+        finally:
+            self.active = False
+
+    async def _after_reconnect(self) -> None:
+        """Finish what the cut interrupted: a cancel the user asked for, and
+        a prompt the server never got (resent only when ``state`` says it
+        is not running it; the replay has arrived by then)."""
+        client = self._client
+        turn = client.current_turn
+        if turn is None or turn.done.is_set():
+            return
+        try:
+            if turn.cancel_pending:
+                turn.cancel_pending = False
+                await client.send(Cancel(request_id=turn.request_id))
+            if not turn.acknowledged:
+                state = await client.get_state()
+                if not turn.done.is_set() and not turn.acknowledged and state.active_request_id != turn.request_id:
+                    # The server never got it: send it again (our state had it running).
+                    client.conn.restore(None, last_seq=client.conn.last_seq)
+                    await client.send(turn.request)
+        except (RequestFailed, ConnectionClosed, ConnectionBroken):
+            pass  # down again: the next reconnect tries again
+
+    async def watch_for_silence(self) -> None:
+        """Notice a server that vanished without closing (a network
+        partition, a frozen host): while a turn runs and nothing has arrived
+        for ``probe_after`` seconds, ask for the state; no answer within
+        ``probe_timeout`` ends the connection. A live server answers at once,
+        even while the model or a tool takes its time."""
+        client = self._client
+        while True:
+            await trio.sleep_until(self.last_heard + self.probe_after)
+            silent_for = trio.current_time() - self.last_heard
+            if client.current_turn is None or silent_for < self.probe_after:
+                if silent_for >= self.probe_after:
+                    self.heard()  # idle: nothing to wait for
+                continue
+            if self.active:
+                self.heard()
+                continue
+            try:
+                await client.probe(self.probe_timeout)
+            except RequestFailed as exc:
+                if exc.code != "timeout":
+                    self.heard()
+                    continue  # the connection is down already: the reader deals with it
+                reason = (
+                    f"the server stopped answering (nothing for {silent_for:.0f} s, "
+                    f"and no reply to a probe within {self.probe_timeout:g} s)"
+                )
+                self.broken = True  # a silent network is worth reconnecting through
+                await client.cut(reason)
+                self.heard()

@@ -1,0 +1,261 @@
+"""The tool calls a connected client takes part in: running the server's
+calls on this client's tools, once each, and answering the server's
+approval questions about the calls it runs itself.
+
+:class:`ToolCalls` belongs to one :class:`~.protocol_client.ProtocolClient`
+and sees every server event before the UI does (:meth:`ToolCalls.intercept`).
+A ``tool_execution_request`` for this client runs in the reader's nursery
+and is answered once, however often the server asks (it asks again after a
+reconnect when the answer was lost); the answers are kept for that. A
+``tool_awaiting_approval`` becomes the same question a local call asks
+(:class:`~.approval.Asker`); it is withdrawn when the question is over
+elsewhere (decided by another client, the call or request ended, the
+connection went).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+import trio
+
+from gemini_split.protocol import (
+    Error,
+    Finished,
+    LocalProtocolError,
+    ServerEvent,
+    ToolAwaitingApproval,
+    ToolCallAnswered,
+    ToolCompleted,
+    ToolDecided,
+    ToolDecision,
+    ToolError,
+    ToolExecutionRequest,
+    ToolExecutionResponse,
+)
+from gemini_split.stamping import stamp
+from gemini_split.transport import ConnectionBroken, ConnectionClosed
+
+from .approval import Answer, ApprovalRequest
+from .tools.base import ToolFailed, ToolKind
+
+if TYPE_CHECKING:
+    from .protocol_client import ProtocolClient, _Turn
+
+log = logging.getLogger(__name__)
+
+#: Answers to tool calls (and approval decisions made here) kept for a
+#: server that asks again after a reconnect.
+ANSWERS_KEPT = 256
+
+
+class _Question:
+    """A server-side approval question being asked here."""
+
+    def __init__(self, request_id: str | None):
+        #: The request the call belongs to (its end withdraws the question).
+        self.request_id = request_id
+        self.scope = trio.CancelScope()
+        #: Why it was withdrawn, told to the asker so that it ends visibly
+        #: ("": the UI shows it already).
+        self.withdrawn = ""
+        #: Set once the question is off the screen.
+        self.asked = trio.Event()
+
+
+class ToolCalls:
+    """The calls of one client's connection (see the module's docstring)."""
+
+    def __init__(self, client: ProtocolClient):
+        self._client = client
+        # Local calls by id: running now (with their scope once it runs), or
+        # answered (a call runs once).
+        self._running: dict[str, trio.CancelScope | None] = {}
+        self._answers: OrderedDict[str, ToolExecutionResponse] = OrderedDict()
+        # Server-side approval questions being asked here, and the ones
+        # answered here (their tool_decided is not news to the UI).
+        self._asking: dict[str, _Question] = {}
+        self._decided_here: OrderedDict[str, None] = OrderedDict()
+
+    async def intercept(self, message: ServerEvent, turn: _Turn | None, nursery: trio.Nursery) -> bool:
+        """Take the part of ``message`` that concerns the calls, before the
+        UI sees it. Returns True when the UI is not to see it: a call this
+        client runs (it reports the run itself), or the ``tool_decided`` of a
+        question answered here."""
+        client = self._client
+        if isinstance(message, ToolExecutionRequest) and self._runs_here(message, turn):
+            await self._requested(message, nursery)
+            return True
+        if isinstance(message, ToolCallAnswered) and message.call_id in self._running \
+                and (turn is None or message.request_id != turn.request_id):
+            self._abandon(message.call_id)
+        if isinstance(message, ToolAwaitingApproval) and client.executor.asker is not None \
+                and not message.replayed and not client.observer:
+            # A replayed question is history (one still waiting is asked
+            # again, unlogged, after the replay).
+            if message.call_id not in self._asking:  # asked again after a reconnect: one question
+                self._asking[message.call_id] = _Question(message.request_id)
+                nursery.start_soon(self._answer_approval, message)
+        elif isinstance(message, ToolDecided):
+            question = self._asking.get(message.call_id)
+            if question is not None:
+                # Decided elsewhere (the UI shows by whom), expired or cancelled: stop asking.
+                self.withdraw([message.call_id], "" if message.decision in ("approve", "approve_always", "deny")
+                              else f"the call was {message.decision}")
+                # Said once the menu has gone, not drawn over its last lines.
+                with trio.move_on_after(5):
+                    await question.asked.wait()
+            elif message.call_id in self._decided_here:
+                return True
+        elif isinstance(message, ToolCompleted | ToolError | ToolCallAnswered):
+            self.withdraw([message.call_id], "the call ended")
+        elif isinstance(message, Finished | Error) and message.request_id is not None or \
+                isinstance(message, Error) and message.fatal:
+            ended = message.request_id
+            self.withdraw([call for call, question in self._asking.items()
+                           if question.request_id == ended or ended is None],
+                          "the request was interrupted" if isinstance(message, Error) else "the request ended")
+        return False
+
+    def withdraw_all(self, reason: str) -> None:
+        """Stop asking every question (a question cannot outlive its
+        connection: a server that still waits for it asks again once
+        reconnected)."""
+        self.withdraw(list(self._asking), reason)
+
+    def withdraw(self, call_ids: list[str], reason: str) -> None:
+        """Stop asking about these calls (their question is over: decided
+        elsewhere, the call or request ended, the connection went).
+        ``reason`` is told to the asker ("" when the UI shows it already)."""
+        for call_id in call_ids:
+            question = self._asking.get(call_id)
+            if question is not None and not question.scope.cancel_called:
+                question.withdrawn = reason
+                question.scope.cancel()
+
+    # --- local calls ---------------------------------------------------------------
+
+    def _runs_here(self, request: ToolExecutionRequest, turn: _Turn | None) -> bool:
+        """Whether this client runs a tool call: never a replayed one or as
+        an observer; its own prompt's calls, and calls handed over to it
+        (their client left). A 1.1 server asks only the one client."""
+        if request.replayed or self._client.observer:
+            return False
+        if not self._client.announced:
+            return True
+        return request.handover or (turn is not None and turn.request_id == request.request_id)
+
+    def _abandon(self, call_id: str) -> None:
+        """Another client answered a call handed over to this one too: stop it."""
+        scope = self._running.get(call_id)
+        if scope is not None:
+            scope.cancel()
+
+    async def _requested(self, request: ToolExecutionRequest, nursery: trio.Nursery) -> None:
+        """Run a call once, however often the server asks (it asks again
+        after a reconnect when it has no answer)."""
+        if request.id in self._running:
+            return  # the answer goes out when it is done
+        answer = self._answers.get(request.id)
+        if answer is not None:  # answered, but the answer was lost with the connection
+            try:
+                await self._client.send(answer)
+            except (ConnectionClosed, ConnectionBroken):
+                pass
+            return
+        self._running[request.id] = None
+        nursery.start_soon(self._run, request)
+
+    async def _run(self, request: ToolExecutionRequest) -> None:
+        client = self._client
+        turn = client.current_turn
+        scope = turn.new_tool_scope() if turn is not None and turn.request_id == request.request_id else trio.CancelScope()
+        self._running[request.id] = scope
+        result: Any = None
+        failure = None
+        try:
+            with scope:
+                result, failure = await client.executor.execute(
+                    request.id, request.tool, request.parameters, client.on_event, request_id=request.request_id,
+                )
+        finally:
+            self._running.pop(request.id, None)
+        if scope.cancelled_caught:
+            return  # the server cancelled the request too; nothing to answer
+        answer = stamp(ToolExecutionResponse(request_id=request.id, result=result, error=failure))
+        self._answers[request.id] = answer
+        while len(self._answers) > ANSWERS_KEPT:
+            self._answers.popitem(last=False)
+        try:
+            await client.send(answer)
+        except (ConnectionClosed, ConnectionBroken):
+            log.info("could not answer %s now: the connection is down (the server asks again)", request.id)
+        except LocalProtocolError as exc:  # the request ended meanwhile, or the call is asked again
+            log.info("not answering %s now: %s", request.id, exc)
+
+    # --- the server's calls ------------------------------------------------------------
+
+    async def _answer_approval(self, question: ToolAwaitingApproval) -> None:
+        """Ask this client's person about a server-side call (the same
+        question as for a local one) and send the decision, unless another
+        client decided first (then the question is withdrawn)."""
+        client = self._client
+        asking = self._asking[question.call_id]
+        message: str | None = None
+        answer = Answer.NO
+        try:
+            with asking.scope:
+                try:
+                    answer = await client.executor.asker.ask(ApprovalRequest(
+                        question.call_id, _ServerTool(question.tool, question.kind), dict(question.parameters),
+                        question.description, reason=question.reason, always_scope=question.always_scope,
+                        executes_later=question.executes_later,
+                    ))
+                except ToolFailed as refused:  # "No, and tell the model…": the words go with the refusal
+                    words = str(refused)
+                    message = words.partition(" and said: ")[2] or words
+            if asking.scope.cancelled_caught:
+                withdrawn = getattr(client.executor.asker, "withdrawn", None)
+                if asking.withdrawn and withdrawn is not None:
+                    withdrawn(question.tool, asking.withdrawn)
+                return
+            verdict = {Answer.YES: "approve", Answer.ALWAYS: "approve_always"}.get(answer, "deny")
+            decision = ToolDecision(
+                call_id=question.call_id, decision=verdict, approved=verdict != "deny",
+                always=verdict == "approve_always", message=message,
+                parameters_hash=question.parameters_hash if verdict != "deny" else None,
+            )
+            self._decided_here[question.call_id] = None
+            while len(self._decided_here) > ANSWERS_KEPT:
+                self._decided_here.popitem(last=False)
+            self._asking.pop(question.call_id, None)  # its tool_decided must not withdraw it now
+            try:
+                await client.send(decision)
+            except (ConnectionClosed, ConnectionBroken):
+                log.info("could not send the decision on %s: the connection is down", question.call_id)
+            except LocalProtocolError as exc:  # decided elsewhere meanwhile, or the request ended
+                log.info("not sending the decision on %s: %s", question.call_id, exc)
+        finally:
+            if self._asking.get(question.call_id) is asking:
+                del self._asking[question.call_id]
+            asking.asked.set()
+
+
+class _ServerTool(msgspec.Struct, frozen=True):
+    """A tool the server runs, as an approval question names it (the UI
+    reads ``name`` and ``kind``)."""
+
+    name: str
+    kind_name: str = ""
+
+    @property
+    def kind(self) -> ToolKind:
+        try:
+            return ToolKind(self.kind_name)
+        except ValueError:
+            return ToolKind.EXECUTE  # unknown: shown as the most careful kind
+
+    trusted = False

@@ -5,7 +5,8 @@ the tool's schema, the approval policy, workspace confinement (inside the
 tools), and the translation of any failure into a :class:`ToolFailure` the
 model can act on. It reports progress to the UI as protocol events
 (``tool_started``, ``tool_delta``, ``tool_completed``, ``tool_error``), the
-same vocabulary a server that runs tools itself would send.
+same vocabulary a server that runs tools itself would send, made with the
+local types of :mod:`.local_events` unless told to report on the wire.
 """
 
 from __future__ import annotations
@@ -17,16 +18,10 @@ from typing import Any
 import msgspec
 import trio
 
-from gemini_split.protocol import (
-    ServerEvent,
-    ToolCompleted,
-    ToolDelta,
-    ToolError,
-    ToolFailure,
-    ToolStarted,
-)
+from gemini_split.protocol import ServerEvent, ToolFailure
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later
+from .local_events import LOCAL_TOOL_EVENTS, ToolEvents
 from .tools.base import Tool, ToolContext, ToolFailed, ToolKind
 from .tools.registry import ToolRegistry
 from .workspace import Workspace
@@ -71,6 +66,7 @@ class ToolExecutor:
         asker: Asker | None = None,
         after_run: AfterRun | None = None,
         refusal: Refusal = ONE_SHOT_REFUSAL,
+        events: ToolEvents = LOCAL_TOOL_EVENTS,
     ):
         self.registry = registry
         self.workspace = workspace
@@ -85,6 +81,9 @@ class ToolExecutor:
         #: AfterTool around each call that may run, Notification when the
         #: user is asked. None: no hooks.
         self.hooks: Any = None
+        #: The classes a call's progress is reported with: local ones for
+        #: this process's UI, the wire ones where a server runs the call.
+        self.events = events
 
     async def execute(
         self,
@@ -109,7 +108,8 @@ class ToolExecutor:
         async def start() -> None:
             if not started:
                 started.append(True)
-                await emit(ToolStarted(request_id=request_id, call_id=call_id, tool=tool_name, parameters=params))
+                await emit(self.events.started(request_id=request_id, call_id=call_id, tool=tool_name,
+                                               parameters=params))
 
         try:
             result = await self._run(call_id, tool_name, args, emit, request_id, start)
@@ -131,10 +131,10 @@ class ToolExecutor:
                 await self._report_cancelled(emit, call_id, tool_name, request_id)
             raise
         else:
-            await emit(ToolCompleted(request_id=request_id, call_id=call_id, tool=tool_name, result=result))
+            await emit(self.events.completed(request_id=request_id, call_id=call_id, tool=tool_name, result=result))
             return result, None
         await start()
-        await emit(ToolError(request_id=request_id, call_id=call_id, tool=tool_name, error=failure))
+        await emit(self.events.error(request_id=request_id, call_id=call_id, tool=tool_name, error=failure))
         return None, failure
 
     def _executes_later(self, tool: Tool, args: dict[str, Any]) -> str | None:
@@ -151,10 +151,9 @@ class ToolExecutor:
             return executes_later(shown)
         return executes_later(self.workspace.relative(real)) or executes_later(shown)
 
-    @staticmethod
-    async def _report_cancelled(emit: EventSink, call_id: str, tool_name: str, request_id: str | None) -> None:
+    async def _report_cancelled(self, emit: EventSink, call_id: str, tool_name: str, request_id: str | None) -> None:
         with trio.CancelScope(shield=True):
-            await emit(ToolError(
+            await emit(self.events.error(
                 request_id=request_id, call_id=call_id, tool=tool_name,
                 error=ToolFailure(code="cancelled", message="cancelled by the user"),
             ))
@@ -214,7 +213,7 @@ class ToolExecutor:
         await start()
 
         async def output(text: str, stream: str = "stdout") -> None:
-            await emit(ToolDelta(request_id=request_id, call_id=call_id, content=text, stream=stream))
+            await emit(self.events.delta(request_id=request_id, call_id=call_id, content=text, stream=stream))
 
         extra: dict[str, Any] = {"policy": self.policy}
         if verdict.decision is Decision.ALLOW and verdict.network:

@@ -21,6 +21,7 @@ from gemini_split.protocol import ServerEvent, ToolAwaitingApproval, ToolDecisio
 from .approval import Answer, ApprovalPolicy, ApprovalRequest
 from .approval_mode import ApprovalMode
 from .executor import Refusal, ToolExecutor
+from .local_events import WIRE_TOOL_EVENTS
 from .tools.base import ToolFailed, ToolKind
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
@@ -69,7 +70,9 @@ class LocalToolHost:
     async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
                       request_id: str | None) -> tuple[Any, ToolFailure | None]:
         asker = None if self.mode == "reject_dangerous" else _WireAsker(ask, self.workspace, request_id)
-        executor = ToolExecutor(self.registry, self.workspace, self.policy, asker, refusal=REJECT_DANGEROUS_REFUSAL)
+        # The events go out on the wire: the server runs these calls.
+        executor = ToolExecutor(self.registry, self.workspace, self.policy, asker, refusal=REJECT_DANGEROUS_REFUSAL,
+                                events=WIRE_TOOL_EVENTS)
         return await executor.execute(call_id, name, args, emit, request_id=request_id)
 
     def close(self) -> None:

@@ -73,3 +73,25 @@ async def test_read_only_tools_run_in_default_mode_without_asker(env: Env):
                        ("glob", {"pattern": "*.txt"}), ("grep_search", {"pattern": "hello"})]:
         out = await env.run(tool, args, mode=ApprovalMode.DEFAULT)
         assert out.failure is None, (tool, out.failure)
+
+
+async def test_events_of_calls_run_here_are_marked_local_and_encode_as_the_wire_types(env: Env):
+    """A reader of the client's events can tell a call this client ran from
+    one a server reported: the executor's events are the local types, while
+    their fields and encoded form stay the wire types' (so every front end
+    renders them alike)."""
+    from gemini_split.client.local_events import is_local
+    from gemini_split.protocol import ToolCompleted, ToolDelta, ToolStarted, codec
+    from gemini_split.stamping import stamp
+
+    ran = await env.run("run_shell_command", {"command": "echo local-output"})
+    failed = await env.run("buggy", {}, registry=ToolRegistry([Buggy()]))
+    events = ran.events + failed.events
+    kinds = [type(e).__mro__[1] for e in events]
+    assert ToolStarted in kinds and ToolDelta in kinds and ToolCompleted in kinds and ToolError in kinds
+    for event in map(stamp, events):
+        assert is_local(event), event
+        wire_type = type(event).__mro__[1]
+        wire = wire_type(**{f: getattr(event, f) for f in event.__struct_fields__})
+        assert not is_local(wire)
+        assert codec.encode(event) == codec.encode(wire)

@@ -172,7 +172,8 @@ class ToolCalls:
     async def _run(self, request: ToolExecutionRequest) -> None:
         client = self._client
         turn = client.current_turn
-        scope = turn.new_tool_scope() if turn is not None and turn.request_id == request.request_id else trio.CancelScope()
+        ours = turn is not None and turn.request_id == request.request_id
+        scope = turn.new_tool_scope() if turn is not None and ours else trio.CancelScope()
         self._running[request.id] = scope
         result: Any = None
         failure = None

@@ -20,6 +20,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ import trio
 
 from gemini_split._trio_util import single_exceptions
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
-from gemini_split.client.connect import ClientSettings
+from gemini_split.client.connect import ClientSettings, ContextSettings, Endpoint, SessionChoice, ToolSettings
 from gemini_split.client.context import (
     SubdirectoryContext,
     load_project_context,
@@ -86,40 +87,50 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
     if connect.insecure:
         env.warn("WARNING: --insecure: the server's TLS certificate is NOT verified; "
                  "anyone on the network path can read and change this session.")
-    settings = ClientSettings(
+    # Resolved in this order, which decides the error shown first.
+    approval_mode = resolve_approval_mode(options, env, s)
+    allowed_tools = _allowed_tools(options, s)
+    policy = resolve_policy(options, env, loaded)
+    sandbox = resolve_sandbox(options, env, s)
+    include_dirs = resolve_include_dirs(options, env, s)
+    core_tools = _tool_names("tools.core", s.tools.core)
+    exclude_tools = _tool_names("tools.exclude", s.tools.exclude) or ()
+    model = resolve_model(options, env, s)
+    tools = ToolSettings(
         workspace=Path(os.path.realpath(workspace)),
-        server=server,
-        connect=connect,
-        approval_mode=resolve_approval_mode(options, env, s),
-        allowed_tools=_allowed_tools(options, s),
-        policy=resolve_policy(options, env, loaded),
-        sandbox=resolve_sandbox(options, env, s),
-        include_dirs=resolve_include_dirs(options, env, s),
-        core_tools=_tool_names("tools.core", s.tools.core),
-        exclude_tools=_tool_names("tools.exclude", s.tools.exclude) or (),
-        model=resolve_model(options, env, s),
-        loaded_settings=loaded,
+        include_dirs=include_dirs,
+        approval_mode=approval_mode,
+        allowed_tools=allowed_tools,
+        policy=policy,
+        sandbox=sandbox,
+        core_tools=core_tools,
+        exclude_tools=exclude_tools,
         mcp_servers=s.mcp_servers,
         mcp_allowed=_mcp_allowed(options, s),
         mcp_excluded=tuple(s.mcp.excluded),
         mcp_cache=env.config_dir / "mcp-cache",
-        resume=options.resume,
-        new_session_id=options.session_id,
-        reconnect_timeout=options.reconnect_timeout,
         reject_dangerous=_rejects_dangerous(options, env),
-        tools=options.tools,
+        run_on=options.tools,
         project=options.project,
     )
+    caller, send_api_key = None, False
     if server is not None and server.startswith("unix:"):
-        settings.caller = local_caller(env, settings.model)
+        caller = local_caller(env, model)
     elif options.send_api_key:
-        settings.caller = sent_api_key(env, server)
-        settings.send_api_key = True
+        caller, send_api_key = sent_api_key(env, server), True
+    restart_server = None
     if server is not None and _names_local_daemon(server_arg, env):
-        settings.restart_server = lambda: _local_daemon_address(env)
-    if settings.tools == "server" and server is None:
+        restart_server = partial(_local_daemon_address, env)
+    settings = ClientSettings(
+        endpoint=Endpoint(server=server, connect=connect, reconnect_timeout=options.reconnect_timeout,
+                          caller=caller, send_api_key=send_api_key, restart_server=restart_server),
+        session=SessionChoice(resume=options.resume, new_session_id=options.session_id, model=model),
+        tools=tools,
+        loaded_settings=loaded,
+    )
+    if tools.run_on == "server" and server is None:
         raise ConfigurationError("--tools server needs --server: the embedded server runs no tools of its own")
-    if settings.project is not None and settings.tools != "server":
+    if tools.project is not None and tools.run_on != "server":
         raise ConfigurationError("--project needs --tools server")
     attach_context(settings, env, interactive=interactive)
     return settings
@@ -129,7 +140,7 @@ def embedded_service_for(options: ClientOptions, env: Environment, settings: Cli
     """The embedded service when ``settings`` name no server (its key is
     checked now, before anything is shown), else None: the command holds it
     around its sessions with :func:`hold_embedded`."""
-    if settings.server is not None:
+    if settings.endpoint.server is not None:
         return None
     return embedded_service(options, env, settings.loaded_settings)
 
@@ -141,13 +152,14 @@ def _load_settings(options: ClientOptions, env: Environment) -> LoadedSettings:
 
 def attach_context(settings: ClientSettings, env: Environment, *, interactive: bool) -> None:
     """Read the context files (``GEMINI.md``… as ``context.fileName`` says)
-    and build what the session is told: :attr:`ClientSettings.context`,
-    ``project_context`` and the subdirectory tracker. Call again to refresh
-    (``/memory refresh``)."""
+    and build what the session is told: :attr:`ClientSettings.context`
+    (the message, the project context and the subdirectory tracker) and
+    the ``save_memory`` file. Call again to refresh (``/memory refresh``)."""
     loaded = settings.loaded_settings
+    assert loaded is not None, "context is read from the settings files the client settings came from"
     s = loaded.merged
     names = s.context_file_names()
-    dirs = [settings.workspace, *settings.include_dirs]
+    dirs = [settings.tools.workspace, *settings.tools.include_dirs]
     memory_dirs = dirs if s.context.load_memory_from_include_directories else dirs[:1]
     project = load_project_context(memory_dirs, config_dir=env.config_dir, file_names=names,
                                    trusted=loaded.trusted, boundary_markers=s.context.memory_boundary_markers)
@@ -157,21 +169,25 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     if s.context.file_filtering.respect_gemini_ignore:
         ignore += (".geminiignore",)
     environment = session_context_text(dirs, include_listing=s.context.include_directory_tree, ignore_files=ignore)
-    settings.project_context = project
-    settings.memory_file = default_memory_file(env.config_dir, names)
-    settings.skills = discover_skills(settings, env)
-    for line in settings.skills.warnings:
+    settings.tools = msgspec.structs.replace(settings.tools,
+                                            memory_file=default_memory_file(env.config_dir, names))
+    skills = discover_skills(settings, env)
+    for line in skills.warnings:
         env.warn(f"gemini-split: skills: {line}")
-    settings.context = session_context_message(
-        project, workspace_dirs=dirs, file_names=names, approval_mode=settings.approval_mode.value,
+    message = session_context_message(
+        project, workspace_dirs=dirs, file_names=names, approval_mode=settings.tools.approval_mode.value,
         interactive=interactive, environment=environment, compression_threshold=s.model.compression_threshold,
     )
-    if settings.skills.enabled():
+    if skills.enabled():
         from gemini_split.client.skills import wire_skills
 
-        settings.context = msgspec.structs.replace(settings.context, skills=wire_skills(settings.skills))
-    settings.context_tracker = SubdirectoryContext(dirs, file_names=names, loaded=project.paths(),
-                                                   trusted=loaded.trusted)
+        message = msgspec.structs.replace(message, skills=wire_skills(skills))
+    settings.context = ContextSettings(
+        message=message,
+        project=project,
+        tracker=SubdirectoryContext(dirs, file_names=names, loaded=project.paths(), trusted=loaded.trusted),
+        skills=skills,
+    )
     log.debug("context files: %s", ", ".join(str(p) for p in project.paths()) or "none")
 
 
@@ -184,10 +200,10 @@ def discover_skills(settings: ClientSettings, env: Environment, extra: tuple[Pat
 
     loaded = settings.loaded_settings
     s = loaded.merged
-    if not s.skills.enabled or "activate_skill" in settings.exclude_tools:
+    if not s.skills.enabled or "activate_skill" in settings.tools.exclude_tools:
         return Discovery()
     home = Path(env.environ.get("HOME") or Path.home())
-    roots = skill_roots(env.config_dir, home, settings.workspace, trusted=loaded.trusted, extra=extra)
+    roots = skill_roots(env.config_dir, home, settings.tools.workspace, trusted=loaded.trusted, extra=extra)
     return discover(roots, disabled=s.skills.disabled)
 
 
@@ -248,7 +264,7 @@ def resolve_approval_mode(options: ClientOptions, env: Environment, s: Settings 
     key = (text or "").strip().lower().replace("-", "_")
     if key == "auto_approve":  # seed 001's name for yolo
         text = "yolo"
-    elif key == "reject_dangerous":  # default, with nobody asked (see ClientSettings.reject_dangerous)
+    elif key == "reject_dangerous":  # default, with nobody asked (see ToolSettings.reject_dangerous)
         text = "default"
     try:
         mode = parse_approval_mode(text or "default")
@@ -478,8 +494,8 @@ def settings_for(target: str, env: Environment, base: ClientSettings | None = No
         connect = ConnectOptions(token=profile.resolve_token(env.environ), ca_file=profile.ca,
                                  insecure=not profile.reject_unauthorized, extra=_spawn_extra(env))
     if base is None:
-        return ClientSettings(workspace=env.cwd, server=address, connect=connect)
-    return msgspec.structs.replace(base, server=address, connect=connect, embedded_address=None)
+        return ClientSettings(tools=ToolSettings(workspace=env.cwd), endpoint=Endpoint(server=address, connect=connect))
+    return base.reaching(server=address, connect=connect, embedded_address=None)
 
 
 
@@ -579,7 +595,7 @@ async def hold_embedded(settings: ClientSettings, service: AgentService | None) 
         with single_exceptions():
             async with trio.open_nursery() as nursery:
                 address = await nursery.start(serve_embedded, service)
-                yield msgspec.structs.replace(settings, embedded_address=address)
+                yield settings.reaching(embedded_address=address)
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):

@@ -343,7 +343,7 @@ class AcpSession:
                 await self._offer_tools_of(peer)
             # The prompter's editor shows what it sent; the others are told.
             await self.update(u.text_chunk("user_message_chunk", text), skip=peer)
-            context = self.settings.context
+            context = self.settings.context.message
             if context is not None:
                 context = msgspec.structs.replace(context, approval_mode=self.mode.value)
             outcome = await self.client.run_turn(text, model=self.agent.model, attachments=attachments,
@@ -493,7 +493,7 @@ class AcpAgent:
         self.settings_for_cwd = settings_for_cwd
         self.sessions: dict[tuple[str, str], AcpSession] = {}
         self._nursery: trio.Nursery | None = None
-        self._address: str | None = settings.server or settings.embedded_address
+        self._address: str | None = settings.endpoint.server or settings.endpoint.embedded_address
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Own the sessions until cancelled. Their server is the settings'
@@ -622,7 +622,7 @@ class AcpAgent:
             },
             # The key is ours to get only when the model runs here; with
             # --server it is the server's.
-            "authMethods": [API_KEY_METHOD] if self.settings.server is None else [],
+            "authMethods": [API_KEY_METHOD] if self.settings.endpoint.server is None else [],
             "agentInfo": {"name": "gemini-split", "title": "gemini-split", "version": __version__},
         }
         joining = peer.state.pop("join_on_initialize", None)
@@ -637,7 +637,7 @@ class AcpAgent:
         agent started with, if any. Anything else is -32602; a key that
         cannot be used, -32000."""
         params = _params(request, AuthenticateParams)
-        if self.settings.server is not None:
+        if self.settings.endpoint.server is not None:
             raise RpcError(INVALID_PARAMS, "this agent offers no authentication: the model runs on a server, "
                                            "with that server's key")
         if params.method_id != API_KEY_METHOD["id"]:
@@ -719,14 +719,13 @@ class AcpAgent:
         if self.settings_for_cwd is not None:
             base = self.settings_for_cwd(path)
         elif self.local_tools:
-            base = msgspec.structs.replace(self.settings, workspace=path.resolve())
+            base = self.settings.with_tools(workspace=path.resolve())
         else:
             base = self.settings  # the client's files are not here: its workspace stays the placeholder
-        settings = msgspec.structs.replace(
-            base, server=self._address, embedded_address=None, resume=resume, reconnect_timeout=(
-                base.reconnect_timeout if self.settings.server is not None else 0),
-            mcp_servers={**base.mcp_servers, **_mcp_servers(mcp_servers)},
-        )
+        settings = base.reaching(
+            server=self._address, embedded_address=None, reconnect_timeout=(
+                base.endpoint.reconnect_timeout if self.settings.endpoint.server is not None else 0),
+        ).choosing(resume=resume).with_tools(mcp_servers={**base.tools.mcp_servers, **_mcp_servers(mcp_servers)})
         owner = self.owner_of(peer)
         if self.shared and sum(1 for o, _ in self.sessions if o == owner) >= self.max_sessions_per_owner:
             raise RpcError(INVALID_REQUEST, f"too many open sessions (at most {self.max_sessions_per_owner}); "
@@ -734,7 +733,7 @@ class AcpAgent:
         session = AcpSession(self, owner, settings, os.path.normpath(cwd) if not self.local_tools
                              else str(path.resolve()))
         if self.connect_as is not None:
-            session.settings = msgspec.structs.replace(settings, connect=self.connect_as(session, peer))
+            session.settings = settings.reaching(connect=self.connect_as(session, peer))
         assert self._nursery is not None
         try:
             await self._nursery.start(session.run)

@@ -43,7 +43,7 @@ from typing import Any
 import trio
 
 from gemini_split.client.approval_mode import ApprovalMode
-from gemini_split.client.connect import ClientSettings
+from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings
 from gemini_split.protocol import RemoteProtocolError
 from gemini_split.protocol.replay import replay_from_query
 from gemini_split.transport import ConnectOptions, Principal, ServeOptions, get_transport
@@ -93,8 +93,10 @@ async def serve_acp_ws(service: Any, address: str, options: ServeOptions, *,
             loopback = await nursery.start(
                 get_transport("loopback:").serve, "loopback:", service.handle_connection,
                 ServeOptions(max_message_size=service.config.max_message_size))
-            settings = ClientSettings(workspace=placeholder, server=loopback, approval_mode=approval_mode,
-                                      core_tools=BRIDGE_TOOLS, reconnect_timeout=0)
+            settings = ClientSettings(
+                endpoint=Endpoint(server=loopback, reconnect_timeout=0),
+                tools=ToolSettings(workspace=placeholder, approval_mode=approval_mode, core_tools=BRIDGE_TOOLS),
+            )
             agent = AcpAgent(settings, shared=True, local_tools=False, ring_capacity=ring_capacity,
                              connect_as=connect_as)
             await nursery.start(agent.run)

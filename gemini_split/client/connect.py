@@ -51,62 +51,40 @@ if TYPE_CHECKING:  # annotations only
     from gemini_split.settings import LoadedSettings, MCPServerSettings
 
     from .context import ProjectContext, SubdirectoryContext
+    from .mcp.sources import McpServers
+    from .skills import Discovery
 
 
-class ClientSettings(msgspec.Struct):
-    """Everything needed to open a session, resolved from flags, environment
-    and profiles by the CLI."""
+class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
+    """Where to connect, and how to keep the connection."""
 
-    workspace: Path
     #: A transport address (ws://…, stdio:…), or None for embedded mode.
     server: str | None = None
     connect: ConnectOptions = msgspec.field(default_factory=ConnectOptions)
-    approval_mode: ApprovalMode = ApprovalMode.DEFAULT
-    allowed_tools: tuple[str, ...] = ()
-    #: The policy files' rules (``gemini_split.policy.Policy``); None: the
-    #: approval modes' rules only.
-    policy: Policy | None = None
-    #: Where shell commands run (a ``gemini_split.sandbox.Sandbox``); None: unconfined.
-    sandbox: Sandbox | None = None
-    #: Where ``save_memory`` appends facts (the user's global context file);
-    #: None: no ``save_memory`` tool.
-    memory_file: Path | None = None
-    #: More directories the tools may use (``--include-directories``).
-    include_dirs: tuple[Path, ...] = ()
-    #: Only these built-in tools exist (``tools.core``); None: all of them.
-    core_tools: tuple[str, ...] | None = None
-    #: Tools never offered to the model (``tools.exclude``).
-    exclude_tools: tuple[str, ...] = ()
-    #: The model asked for (flag, environment or settings), None: the
-    #: server's default. A remote server is sent it with each request.
-    model: str | None = None
-    #: The settings files this was resolved from (``gemini_split.settings``'s
-    #: ``LoadedSettings``), for the front ends' own keys; None when built by hand.
-    loaded_settings: LoadedSettings | None = None
-    #: The ``SessionContext`` sent with each request (context files, approval
-    #: mode, the first turn's environment); None: send none.
-    context: SessionContext | None = None
-    #: What was read for it (a ``client.context.ProjectContext``), for
-    #: ``/memory`` and ``--debug``.
-    project_context: ProjectContext | None = None
-    #: Subdirectory context files found as tools reach into the tree
-    #: (a ``client.context.SubdirectoryContext``), or None.
-    context_tracker: SubdirectoryContext | None = None
     #: Embedded mode only: where the server side in this process listens
     #: (a private ``loopback:`` name) while its holder serves it
     #: (:func:`gemini_split.app.hold_embedded`). Each ``open_client`` is a
     #: new connection to it; the service's life is its holder's.
     embedded_address: str | None = None
-    #: gemini-cli's ``mcpServers`` (name → ``MCPServerSettings``): MCP servers
-    #: whose tools join the local ones (see :mod:`gemini_split.client.mcp`).
-    mcp_servers: Mapping[str, MCPServerSettings] = msgspec.field(default_factory=dict)
-    #: ``--allowed-mcp-server-names`` / ``mcp.allowed``: only these servers (None: all).
-    mcp_allowed: tuple[str, ...] | None = None
-    #: ``mcp.excluded``: never these servers.
-    mcp_excluded: tuple[str, ...] = ()
-    #: Where the MCP servers' tool declarations are cached (see
-    #: :mod:`gemini_split.client.mcp.cache`); None: every server is started.
-    mcp_cache: Path | None = None
+    #: Seconds to keep trying to reconnect after the connection to a server
+    #: broke (0: do not). Embedded mode has no connection to lose.
+    reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
+    #: Our key, endpoint and model for a local daemon, sent only to a
+    #: server that the transport proved runs as our own user
+    #: (``MessageStream.same_user``); None: send none.
+    caller: Caller | None = None
+    #: ``--send-api-key``: send ``caller`` (our key alone) to any server,
+    #: over a private stream only (``MessageStream.private``).
+    send_api_key: bool = False
+    #: The local daemon (``--server local``): called (in a thread) when the
+    #: first connection is refused — the daemon died after it was found —
+    #: to start it again; returns its address. None: no second try.
+    restart_server: Callable[[], str] | None = None
+
+
+class SessionChoice(msgspec.Struct, frozen=True, kw_only=True):
+    """Which session to open on the server, as whom, with which model."""
+
     #: Continue an earlier session (its id, or ``"latest"``) instead of
     #: opening a new one.
     resume: str | None = None
@@ -122,34 +100,97 @@ class ClientSettings(msgspec.Struct):
     replay: Replay | None = None
     #: This client's name to the others attached ("" : the server's).
     label: str = ""
-    #: Seconds to keep trying to reconnect after the connection to a server
-    #: broke (0: do not). Embedded mode has no connection to lose.
-    reconnect_timeout: float = DEFAULT_RECONNECT_TIMEOUT
-    #: Our key, endpoint and model for a local daemon (a
-    #: ``protocol.Caller``), sent only to a server that the transport proved
-    #: runs as our own user (``MessageStream.same_user``); None: send none.
-    caller: Caller | None = None
-    #: ``--send-api-key``: send ``caller`` (our key alone) to any server,
-    #: over a private stream only (``MessageStream.private``).
-    send_api_key: bool = False
-    #: The local daemon (``--server local``): called (in a thread) when the
-    #: first connection is refused — the daemon died after it was found —
-    #: to start it again; returns its address. None: no second try.
-    restart_server: Callable[[], str] | None = None
+    #: The model asked for (flag, environment or settings), None: the
+    #: server's default. A remote server is sent it with each request.
+    model: str | None = None
+
+
+class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """Which tools the session has, where they run and what they may do."""
+
+    #: The directory the tools work in.
+    workspace: Path
+    #: More directories the tools may use (``--include-directories``).
+    include_dirs: tuple[Path, ...] = ()
+    approval_mode: ApprovalMode = ApprovalMode.DEFAULT
+    allowed_tools: tuple[str, ...] = ()
+    #: The policy files' rules; None: the approval modes' rules only.
+    policy: Policy | None = None
+    #: Where shell commands run; None: unconfined.
+    sandbox: Sandbox | None = None
+    #: Where ``save_memory`` appends facts (the user's global context file);
+    #: None: no ``save_memory`` tool.
+    memory_file: Path | None = None
+    #: Only these built-in tools exist (``tools.core``); None: all of them.
+    core_tools: tuple[str, ...] | None = None
+    #: Tools never offered to the model (``tools.exclude``).
+    exclude_tools: tuple[str, ...] = ()
+    #: gemini-cli's ``mcpServers``: MCP servers whose tools join the local
+    #: ones (see :mod:`gemini_split.client.mcp`).
+    mcp_servers: Mapping[str, MCPServerSettings] = msgspec.field(default_factory=dict)
+    #: ``--allowed-mcp-server-names`` / ``mcp.allowed``: only these servers (None: all).
+    mcp_allowed: tuple[str, ...] | None = None
+    #: ``mcp.excluded``: never these servers.
+    mcp_excluded: tuple[str, ...] = ()
+    #: Where the MCP servers' tool declarations are cached (see
+    #: :mod:`gemini_split.client.mcp.cache`); None: every server is started.
+    mcp_cache: Path | None = None
     #: ``--approval-mode reject_dangerous``: never ask, refuse what would
     #: need approval (``approval_mode`` is then ``default``), here and on
     #: a server that runs the tools.
     reject_dangerous: bool = False
     #: ``--tools``: where the session's tools run, ``client`` (here) or
     #: ``server`` (on the server, in a workspace of its own or ``project``).
-    tools: str = "client"
-    #: ``--project``: with ``tools="server"``, a project directory from the
+    run_on: str = "client"
+    #: ``--project``: with ``run_on="server"``, a project directory from the
     #: server's allowlist instead of a fresh workspace.
     project: str | None = None
-    #: The Agent Skills discovered (a ``client.skills.Discovery``), or None.
-    #: The enabled ones' directories join the tools' workspace, so the files
-    #: ``activate_skill`` lists can be read with the confined file tools.
-    skills: Any = None
+
+
+class ContextSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """What the session is told about the project (see
+    :func:`gemini_split.app.attach_context`)."""
+
+    #: The ``SessionContext`` sent with each request (context files, approval
+    #: mode, the first turn's environment); None: send none.
+    message: SessionContext | None = None
+    #: What was read for it, for ``/memory`` and ``--debug``.
+    project: ProjectContext | None = None
+    #: Subdirectory context files found as tools reach into the tree, or None.
+    tracker: SubdirectoryContext | None = None
+    #: The Agent Skills discovered, or None. The enabled ones' directories
+    #: join the tools' workspace, so the files ``activate_skill`` lists can
+    #: be read with the confined file tools.
+    skills: Discovery | None = None
+
+
+class ClientSettings(msgspec.Struct, kw_only=True):
+    """Everything needed to open a session, resolved from flags, environment
+    and profiles by the CLI, by concern: where to connect (``endpoint``),
+    which session (``session``), tools and policy (``tools``), context
+    (``context``). The parts are frozen: a change makes a new part
+    (``msgspec.structs.replace``), so settings copied for one connection
+    never change under another."""
+
+    endpoint: Endpoint = msgspec.field(default_factory=Endpoint)
+    session: SessionChoice = msgspec.field(default_factory=SessionChoice)
+    tools: ToolSettings
+    context: ContextSettings = msgspec.field(default_factory=ContextSettings)
+    #: The settings files this was resolved from, for the front ends' own
+    #: keys; None when built by hand.
+    loaded_settings: LoadedSettings | None = None
+
+    def reaching(self, **changes: Any) -> ClientSettings:
+        """A copy whose endpoint has ``changes``."""
+        return msgspec.structs.replace(self, endpoint=msgspec.structs.replace(self.endpoint, **changes))
+
+    def choosing(self, **changes: Any) -> ClientSettings:
+        """A copy whose session choice has ``changes``."""
+        return msgspec.structs.replace(self, session=msgspec.structs.replace(self.session, **changes))
+
+    def with_tools(self, **changes: Any) -> ClientSettings:
+        """A copy whose tool settings have ``changes``."""
+        return msgspec.structs.replace(self, tools=msgspec.structs.replace(self.tools, **changes))
 
 
 @asynccontextmanager
@@ -171,15 +212,16 @@ async def open_client(
     subclasses) when the server cannot be reached or refuses us
     (:class:`HandshakeFailed` with code ``unknown_session`` when there is no
     session to resume). A connection to a server that breaks is reopened and
-    the session resumed for up to ``settings.reconnect_timeout`` seconds;
-    ``on_connection`` hears about it."""
-    registry = _offered_tools(settings)
+    the session resumed for up to ``settings.endpoint.reconnect_timeout``
+    seconds; ``on_connection`` hears about it."""
+    tools, tracker = settings.tools, settings.context.tracker
+    registry = _offered_tools(tools)
     executor = ToolExecutor(
         registry,
-        Workspace(settings.workspace, settings.include_dirs + _skill_dirs(settings)),
-        ApprovalPolicy(settings.approval_mode, settings.allowed_tools, settings.policy),
-        None if settings.reject_dangerous else asker,  # reject_dangerous: nobody is asked
-        after_run=settings.context_tracker.after_run if settings.context_tracker is not None else None,
+        Workspace(tools.workspace, tools.include_dirs + _skill_dirs(settings.context.skills)),
+        ApprovalPolicy(tools.approval_mode, tools.allowed_tools, tools.policy),
+        None if tools.reject_dangerous else asker,  # reject_dangerous: nobody is asked
+        after_run=tracker.after_run if tracker is not None else None,
     )
     hooks = _hook_runner(settings, on_notice)
     executor.hooks = hooks
@@ -225,13 +267,13 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
     return HookRunner(hook_set, settings.workspace, notify=notify)
 
 
-def _skill_dirs(settings: ClientSettings) -> tuple[Path, ...]:
+def _skill_dirs(skills: Discovery | None) -> tuple[Path, ...]:
     """The enabled skills' directories (gemini-cli adds a skill's directory
     to the workspace when it is activated; activation is answered by the
     server here, so they are added from the start)."""
-    if settings.skills is None:
+    if skills is None:
         return ()
-    return tuple(s.directory for s in settings.skills.enabled() if s.directory.is_dir())
+    return tuple(s.directory for s in skills.enabled() if s.directory.is_dir())
 
 
 @asynccontextmanager
@@ -239,54 +281,55 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                      on_notice: Callable[[str], None] | None,
                      on_connection: ConnectionCallback | None) -> AsyncIterator[ProtocolClient]:
     with single_exceptions():
-        async with open_mcp_tools(settings) as mcp, trio.open_nursery() as nursery:
-            address = settings.server or settings.embedded_address
+        endpoint, session, tools = settings.endpoint, settings.session, settings.tools
+        async with open_mcp_tools(tools) as mcp, trio.open_nursery() as nursery:
+            address = endpoint.server or endpoint.embedded_address
             if address is None:
                 raise ConnectFailed("embedded mode: no embedded service is being served "
                                     "(hold it with gemini_split.app.hold_embedded)")
             transport = get_transport(address)
             try:
-                stream = await transport.open_connection(address, settings.connect)
+                stream = await transport.open_connection(address, endpoint.connect)
             except ConnectFailed:
-                if settings.restart_server is None:
+                if endpoint.restart_server is None:
                     raise
                 # The local daemon went between finding it and connecting:
                 # start it again (once) and connect to the new one.
-                address = await trio.to_thread.run_sync(settings.restart_server)
+                address = await trio.to_thread.run_sync(endpoint.restart_server)
                 transport = get_transport(address)
-                stream = await transport.open_connection(address, settings.connect)
+                stream = await transport.open_connection(address, endpoint.connect)
 
             async def reopen() -> MessageStream:
-                return await transport.open_connection(address, settings.connect)
+                return await transport.open_connection(address, endpoint.connect)
 
             client = ProtocolClient(
                 stream, executor, on_event=on_event, on_connection=on_connection,
-                reconnect=reopen if settings.server is not None else None,
-                reconnect_timeout=settings.reconnect_timeout,
-                tool_choice=server_tool_choice(settings, can_ask=executor.asker is not None),
+                reconnect=reopen if endpoint.server is not None else None,
+                reconnect_timeout=endpoint.reconnect_timeout,
+                tool_choice=server_tool_choice(tools, can_ask=executor.asker is not None),
             )
-            client.wants_server_tool = lambda name: _offers(settings, name, read_only=True)
-            client.caller = settings.caller
-            client.send_api_key = settings.send_api_key
+            client.wants_server_tool = lambda name: _offers(tools, name, read_only=True)
+            client.caller = endpoint.caller
+            client.send_api_key = endpoint.send_api_key
             if mcp is not None:
                 client.mcp_servers = mcp
             try:
-                replay = settings.replay
-                if settings.resume is not None and not settings.attach and replay is None:
+                replay = session.replay
+                if session.resume is not None and not session.attach and replay is None:
                     # A resumed conversation is redrawn from its history.
                     from gemini_split.protocol import Replay
 
                     replay = Replay(limit=0)
-                await client.handshake(token=settings.connect.token, session_id=settings.resume,
-                                       new_session_id=settings.new_session_id,
-                                       role=settings.role, label=settings.label, replay=replay)
+                await client.handshake(token=endpoint.connect.token, session_id=session.resume,
+                                       new_session_id=session.new_session_id,
+                                       role=session.role, label=session.label, replay=replay)
                 runs_ours = _runs_client_tools(client)
-                for line in _tools_elsewhere(settings, client, runs_ours):
+                for line in _tools_elsewhere(tools, client, runs_ours):
                     if on_notice is not None and line not in _SAID:
                         _SAID.add(line)  # once a process: /clear reconnects to the same server
                         on_notice(line)
                 if mcp is not None and runs_ours:
-                    client.before_turn = _joining_mcp_tools(client, mcp, settings.exclude_tools, on_notice)
+                    client.before_turn = _joining_mcp_tools(client, mcp, tools.exclude_tools, on_notice)
                 await nursery.start(client.run)
                 yield client
             finally:
@@ -306,12 +349,12 @@ def _runs_client_tools(client: ProtocolClient) -> bool:
     return client.connected is not None and "client_tools" in client.connected.capabilities
 
 
-def _tools_elsewhere(settings: ClientSettings, client: ProtocolClient, runs_ours: bool) -> list[str]:
+def _tools_elsewhere(settings: ToolSettings, client: ProtocolClient, runs_ours: bool) -> list[str]:
     """What to tell the user, once, at the start of a connection to a
     server that runs no tools of ours although we meant to run them: the
     files and commands the model reaches are the server's, and the MCP
     servers configured here are not used."""
-    if runs_ours or settings.tools != "client":
+    if runs_ours or settings.run_on != "client":
         return []
     server = (client.connected.server if client.connected is not None else "") or "the server"
     lines = [f"tools run on the server ({server}), in the session's workspace there: the model does not see "
@@ -324,13 +367,13 @@ def _tools_elsewhere(settings: ClientSettings, client: ProtocolClient, runs_ours
     return lines
 
 
-def server_tool_choice(settings: ClientSettings, *, can_ask: bool) -> ServerToolChoice | None:
+def server_tool_choice(settings: ToolSettings, *, can_ask: bool) -> ServerToolChoice | None:
     """What ``hello`` asks for when the session's tools run on the server
     (None: they run here). The approval mode is the client's, except that
     ``default`` with nobody to ask is left to the server, which then
     refuses what would need approval (``reject_dangerous``) instead of
     asking nobody."""
-    if settings.tools != "server":
+    if settings.run_on != "server":
         return None
     mode: str | None = settings.approval_mode.value
     if settings.reject_dangerous:
@@ -341,7 +384,7 @@ def server_tool_choice(settings: ClientSettings, *, can_ask: bool) -> ServerTool
                             exclude_tools=settings.exclude_tools)
 
 
-def _offered_tools(settings: ClientSettings) -> ToolRegistry:
+def _offered_tools(settings: ToolSettings) -> ToolRegistry:
     """The built-in tools minus what ``tools.core`` leaves out and
     ``tools.exclude`` removes; in plan mode, the read-only ones only."""
     tools = default_tools(memory_file=settings.memory_file, sandbox=settings.sandbox)
@@ -353,7 +396,7 @@ def _offered_tools(settings: ClientSettings) -> ToolRegistry:
     return offered
 
 
-def _offers(settings: ClientSettings, name: str, *, read_only: bool) -> bool:
+def _offers(settings: ToolSettings, name: str, *, read_only: bool) -> bool:
     """Whether a built-in tool is offered to the model: in ``tools.core``
     (when set), not in ``tools.exclude``, and read-only in plan mode."""
     if settings.core_tools is not None and name not in settings.core_tools:
@@ -364,7 +407,7 @@ def _offers(settings: ClientSettings, name: str, *, read_only: bool) -> bool:
 
 
 @asynccontextmanager
-async def open_mcp_tools(settings: ClientSettings) -> AsyncIterator[Any]:
+async def open_mcp_tools(settings: ToolSettings) -> AsyncIterator[McpServers | None]:
     """The configured MCP servers, starting in parallel in the background:
     yields their :class:`~gemini_split.client.mcp.sources.McpServers` at
     once (None when none is configured, so the SDK is never imported).
@@ -383,7 +426,8 @@ async def open_mcp_tools(settings: ClientSettings) -> AsyncIterator[Any]:
 
 
 def _joining_mcp_tools(
-    client: ProtocolClient, servers: Any, exclude: tuple[str, ...], on_notice: Callable[[str], None] | None,
+    client: ProtocolClient, servers: McpServers, exclude: tuple[str, ...],
+    on_notice: Callable[[str], None] | None,
 ) -> Callable[[], Awaitable[None]]:
     """What ``client`` awaits before its first prompt: the MCP servers
     started (or failed), their tools in its registry and announced."""

@@ -21,7 +21,7 @@ from typing import Any
 from gemini_split.transport import ConnectOptions
 
 from .approval import ApprovalMode
-from .connect import ClientSettings, open_client
+from .connect import ClientSettings, Endpoint, SessionChoice, ToolSettings, open_client
 from .protocol_client import HandshakeFailed, ProtocolClient
 
 #: How :class:`HandshakeFailed` words a refused ``hello``; the face passes
@@ -49,17 +49,20 @@ async def open_face_client(request: Any) -> AsyncIterator[ProtocolClient]:
     try:
         server_tools = bool(request.server_tools)
         settings = ClientSettings(
-            workspace=placeholder,
-            server=request.address,
-            connect=ConnectOptions(token=request.token, max_message_size=request.max_message_size,
-                                   extra={"peer": request.peer, "buffer": FACE_BUFFER}),
-            approval_mode=ApprovalMode.YOLO if server_tools and request.auto_approve else ApprovalMode.DEFAULT,
-            reject_dangerous=server_tools and not request.auto_approve,
-            tools="server" if server_tools else "client",
-            core_tools=(tuple(request.core_tools) or None) if server_tools else (),
-            exclude_tools=tuple(request.exclude_tools) if server_tools else (),
-            resume=request.session_id,
-            reconnect_timeout=0,
+            endpoint=Endpoint(
+                server=request.address, reconnect_timeout=0,
+                connect=ConnectOptions(token=request.token, max_message_size=request.max_message_size,
+                                       extra={"peer": request.peer, "buffer": FACE_BUFFER}),
+            ),
+            session=SessionChoice(resume=request.session_id),
+            tools=ToolSettings(
+                workspace=placeholder,
+                approval_mode=ApprovalMode.YOLO if server_tools and request.auto_approve else ApprovalMode.DEFAULT,
+                reject_dangerous=server_tools and not request.auto_approve,
+                run_on="server" if server_tools else "client",
+                core_tools=(tuple(request.core_tools) or None) if server_tools else (),
+                exclude_tools=tuple(request.exclude_tools) if server_tools else (),
+            ),
         )
         try:
             async with open_client(settings, on_event=request.on_event) as client:

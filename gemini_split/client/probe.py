@@ -48,7 +48,7 @@ async def probe(settings: ClientSettings) -> ProbeResult:
         assert connected is not None
         latency = await measure_latency(client)
     return ProbeResult(
-        address=settings.server or "embedded", server=connected.server,
+        address=settings.endpoint.server or "embedded", server=connected.server,
         protocol_version=connected.protocol_version, session_id=connected.session_id,
-        model=connected.model, latency_ms=latency, token_used=bool(settings.connect.token),
+        model=connected.model, latency_ms=latency, token_used=bool(settings.endpoint.connect.token),
     )

@@ -29,7 +29,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
 import trio
 
 from gemini_split.acp.agent import AcpAgent
@@ -127,7 +126,7 @@ def run_acp(args: argparse.Namespace, env: Environment) -> ExitStatus:
             logging.getLogger(__name__).warning("no Gemini API key: waiting for the editor to authenticate")
             env.warn("gemini-split: no Gemini API key (GEMINI_API_KEY): the editor is told at session/new "
                      "and may authenticate with one")
-        login = _key_login(options, env, settings) if settings.server is None else None
+        login = _key_login(options, env, settings) if settings.endpoint.server is None else None
         return trio.run(_serve_stdio, settings, embedded, env, login, missing)
     finally:
         stop()
@@ -145,8 +144,8 @@ def _key_login(options: ClientOptions, env: Environment,
                             environ={**env.environ, "GEMINI_API_KEY": api_key})
         service = embedded_service(options, keyed, settings.loaded_settings)
         async with hold_embedded(settings, service) as held:
-            assert held.embedded_address is not None
-            yield held.embedded_address
+            assert held.endpoint.embedded_address is not None
+            yield held.endpoint.embedded_address
 
     return serve_with_key
 
@@ -156,7 +155,7 @@ def settings_for_cwd(base: ClientSettings, env: Environment) -> Callable[[Path],
     workspace, and that folder's context files (``GEMINI.md``…)."""
 
     def for_cwd(cwd: Path) -> ClientSettings:
-        settings = msgspec.structs.replace(base, workspace=cwd.resolve())
+        settings = base.with_tools(workspace=cwd.resolve())
         attach_context(settings, Environment(stdin=env.stdin, stdout=env.stderr, stderr=env.stderr,
                                              environ=env.environ, cwd=cwd), interactive=True)
         return settings
@@ -170,7 +169,7 @@ async def _serve_stdio(settings: ClientSettings, embedded: AgentService | None, 
 
     transport = get_transport("stdio:-")
     async with hold_embedded(settings, embedded) as settings, trio.open_nursery() as nursery:
-        agent = AcpAgent(settings, model=settings.model if settings.server else None,
+        agent = AcpAgent(settings, model=settings.session.model if settings.endpoint.server else None,
                          settings_for_cwd=settings_for_cwd(settings, env), login=login, missing_key=missing_key)
         await nursery.start(agent.run)
 

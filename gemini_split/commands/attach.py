@@ -16,7 +16,6 @@ import socket
 import sys
 from typing import Any
 
-import msgspec
 import trio
 
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
@@ -37,8 +36,8 @@ def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
     replay = None
     if args.limit is not None or args.since is not None:
         replay = Replay(limit=args.limit, since=args.since)
-    settings = msgspec.structs.replace(
-        settings, resume=args.session, attach=True, role="observer" if args.watch else "driver",
+    settings = settings.choosing(
+        resume=args.session, attach=True, role="observer" if args.watch else "driver",
         replay=replay, label=args.label if args.label is not None else _host_label(),
     )
     if args.attach_output == "stream-json" or args.watch:

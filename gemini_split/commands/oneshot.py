@@ -179,7 +179,7 @@ def _run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> Exi
                              stderr_is_terminal=env.stderr_isatty and not screen_reader,
                              raw_output=args.raw_output)
     try:
-        return trio.run(_oneshot, settings, embedded, renderer, prompt, settings.model, command)
+        return trio.run(_oneshot, settings, embedded, renderer, prompt, settings.session.model, command)
     except BrokenPipeError:
         # The reader of our output went away (`| head`): not our failure.
         return ExitStatus.SUCCESS
@@ -223,7 +223,7 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                     nursery.start_soon(cancel_on_interrupt)
                     if renderer.status is not None:
                         nursery.start_soon(_spin, renderer.status)
-                    if settings.resume and not settings.attach and settings.tools == "client":
+                    if settings.session.resume and not settings.session.attach and settings.tools.run_on == "client":
                         await _say_if_started_elsewhere(client, settings, renderer.stderr)
                     if command is not None:
                         from gemini_split.ui.command_expansion import CommandFailed
@@ -235,8 +235,8 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                     else:
                         prompt, attachments = await _attach_references(prompt, client, renderer)
                     if failed is None:
-                        outcome = await client.run_turn(prompt, model=model if settings.server else None,
-                                                        attachments=attachments, context=settings.context)
+                        outcome = await client.run_turn(prompt, model=model if settings.endpoint.server else None,
+                                                        attachments=attachments, context=settings.context.message)
                     nursery.cancel_scope.cancel()
     except AuthenticationFailed as exc:
         return renderer.finish(error_code=ErrorCode.UNAUTHORIZED.value, error_message=str(exc))
@@ -266,10 +266,10 @@ async def _say_if_started_elsewhere(client: ProtocolClient, settings: ClientSett
         history = await client.get_history()
     except RequestFailed:
         return
-    started = runs_elsewhere(history.messages, settings.workspace)
+    started = runs_elsewhere(history.messages, settings.tools.workspace)
     if started is not None:
         stderr.write(f"gemini-split: this session was started in {visible(started)}; its tools now run here, "
-                     f"in {visible(str(settings.workspace))}\n")
+                     f"in {visible(str(settings.tools.workspace))}\n")
 
 
 async def _attach_references(prompt: str, client: ProtocolClient,

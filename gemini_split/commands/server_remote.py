@@ -38,7 +38,7 @@ def _test(target: str, env: Environment) -> ExitStatus:
         result = trio.run(probe, settings)
     except (TransportError, ConfigurationError) as exc:
         message, _code, status = describe_connect_error(exc)
-        env.warn(f"gemini-split: {settings.server}: {message}")
+        env.warn(f"gemini-split: {settings.endpoint.server}: {message}")
         return status
     for key, value in result.lines():
         print(f"{key:<8} {value}", file=env.stdout)

@@ -102,7 +102,8 @@ class Repl:
         #: closed when the REPL ends.
         self._embedded = embedded
         self._embedded_address: str | None = None
-        self.server_label = options.server or ("embedded" if settings.server is None else settings.server)
+        self.server_label = options.server or ("embedded" if settings.endpoint.server is None
+                                                else settings.endpoint.server)
         #: settings.json's "ui" section (theme, hideBanner, hideTips).
         self.ui_settings = _ui_settings(settings)
         self.code_theme, self.theme_warning = code_theme_for(self.ui_settings.theme)
@@ -112,7 +113,7 @@ class Repl:
         self.console = console or make_console(env.stdout, environ)
         self.store: ProfileStore = profile_store(env.config_dir)
         #: Sent with every prompt when set (``/model``, or ``-m`` with a server).
-        self.model_override: str | None = settings.model if settings.server else None
+        self.model_override: str | None = settings.session.model if settings.endpoint.server else None
         self.client: ProtocolClient | None = None
         self.view: TurnView | None = None
         #: What other clients attached to this session do (issue 11).
@@ -196,10 +197,10 @@ class Repl:
 
     @property
     def approval_mode(self) -> ApprovalMode:
-        return self.settings.approval_mode
+        return self.settings.tools.approval_mode
 
     def set_approval_mode(self, mode: ApprovalMode) -> None:
-        self.settings.approval_mode = mode
+        self.settings = self.settings.with_tools(approval_mode=mode)
         if self.client is not None:
             self.client.executor.policy.mode = mode
 
@@ -274,14 +275,14 @@ class Repl:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
                     nursery.start_soon(self._watch_signals, signals)
-                    if self.settings.attach:
+                    if self.settings.session.attach:
                         self.follower.hold()  # an attach's replay goes under the banner
                     status = await self._first_connection()
                     if status is None:
                         self._banner()
                     self.follower.release()
                     if status is None:
-                        if self.settings.resume and not self.settings.attach:
+                        if self.settings.session.resume and not self.settings.session.attach:
                             if await self.show_history() is False:
                                 nursery.cancel_scope.cancel()
                                 return ExitStatus.SUCCESS
@@ -303,7 +304,7 @@ class Repl:
                 return None
             except (TransportError, ConfigurationError) as exc:
                 message, code, status = describe_connect_error(exc)
-                self.console.print(error_panel(f"{self.settings.server}: {message}", code=code,
+                self.console.print(error_panel(f"{self.settings.endpoint.server}: {message}", code=code,
                                                title="Cannot connect"))
                 return status
             finally:
@@ -336,7 +337,7 @@ class Repl:
 
     def _context(self) -> Any:
         """The session context to send, with the approval mode as it is now."""
-        context = self.settings.context
+        context = self.settings.context.message
         if context is None:
             return None
         import msgspec
@@ -376,8 +377,9 @@ class Repl:
 
     def _banner(self) -> None:
         connected = self.client.connected if self.client else None
-        where = "embedded (in this process)" if self.settings.server is None else self.settings.server
-        if self.server_label not in ("embedded", self.settings.server):
+        server = self.settings.endpoint.server
+        where = "embedded (in this process)" if server is None else server
+        if self.server_label not in ("embedded", server):
             where = f"{self.server_label} ({where})"
         if not self.ui_settings.hide_banner:
             self.console.print(Text.assemble(
@@ -599,11 +601,11 @@ class Repl:
             settings, label = self._fresh(self.settings), self.server_label
         elif target == "embedded":
             self._embedded_service()  # the key is checked now
-            settings = msgspec.structs.replace(self.settings, server=None, connect=ConnectOptions())
+            settings = self.settings.reaching(server=None, connect=ConnectOptions())
             label = "embedded"
         else:
             settings, label = settings_for(target, self.env, self.settings), target
-        address = settings.server or "embedded"
+        address = settings.endpoint.server or "embedded"
         opened = await self.interruptible(self._open(settings, label), f"Connecting to {address}…")
         if opened:
             connected = self.client.connected if self.client else None
@@ -615,7 +617,7 @@ class Repl:
     async def resume(self, target: str) -> bool:
         """Continue an earlier session (an id or ``latest``) on the current
         server, and redraw its conversation."""
-        settings = msgspec.structs.replace(self._fresh(self.settings), resume=target)
+        settings = self._fresh(self.settings).choosing(resume=target)
         try:
             opened = await self.interruptible(self._open(settings, self.server_label), f"Resuming {target}…")
         except (TransportError, ConfigurationError) as exc:
@@ -641,10 +643,11 @@ class Repl:
         for content in history.messages:
             for line in _history_lines(content):
                 self.console.print(line)
-        started = runs_elsewhere(history.messages, self.settings.workspace) if self.settings.tools == "client" else None
+        tools = self.settings.tools
+        started = runs_elsewhere(history.messages, tools.workspace) if tools.run_on == "client" else None
         if started is None:
             return True
-        here = visible(str(self.settings.workspace))
+        here = visible(str(tools.workspace))
         # Said in full (a path may be longer than a menu line), then asked.
         self.console.print(Text(f"This session was started in another directory, {visible(started)}; "
                                 f"its tools would now run here, in {here}.", style="yellow"))
@@ -670,7 +673,7 @@ class Repl:
         # Embedded or not, a new connection to the same server: the embedded
         # service (and its model) is this process's one. A new session, not
         # the one --resume or --session-id named at start.
-        return msgspec.structs.replace(settings, resume=None, new_session_id=None)
+        return settings.choosing(resume=None, new_session_id=None)
 
     def _embedded_service(self) -> AgentService:
         """This process's embedded service, built on first use (the key is
@@ -691,8 +694,8 @@ class Repl:
         """Connect to ``settings``; on success close the old connection and
         make the new one current."""
         assert self._nursery is not None
-        if settings.server is None:
-            settings = msgspec.structs.replace(settings, embedded_address=await self._serve_embedded())
+        if settings.endpoint.server is None:
+            settings = settings.reaching(embedded_address=await self._serve_embedded())
         with single_exceptions():
             client, scope = await self._nursery.start(self._hold, settings)
         old = self._connection_scope
@@ -757,7 +760,7 @@ class SessionStats:
 def _ui_settings(settings: ClientSettings) -> Any:
     from gemini_split.settings import UISettings
 
-    loaded = getattr(settings, "loaded_settings", None)
+    loaded = settings.loaded_settings
     return loaded.merged.ui if loaded is not None else UISettings()
 
 

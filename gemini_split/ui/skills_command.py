@@ -32,7 +32,7 @@ async def skills_command(repl: Repl, args: list[str]) -> None:
         return
     if action in ("reload", "refresh") and not rest:
         _reload(repl)
-        count = len(repl.settings.skills.enabled()) if repl.settings.skills is not None else 0
+        count = len(repl.settings.context.skills.enabled()) if repl.settings.context.skills is not None else 0
         repl.console.print(Text(f"Skills reloaded: {count} enabled; the next prompt offers them.", style="green"))
         return
     if action in ("enable", "disable") and rest:
@@ -47,7 +47,7 @@ async def skills_command(repl: Repl, args: list[str]) -> None:
 
 
 def _list(repl: Repl, *, describe: bool) -> None:
-    found = repl.settings.skills
+    found = repl.settings.context.skills
     if found is None or not found.skills:
         repl.console.print(Text("No skills (SKILL.md directories in ~/.gemini/skills, ~/.agents/skills, "
                                 ".gemini/skills or .agents/skills).", style="dim"))
@@ -65,7 +65,7 @@ def _list(repl: Repl, *, describe: bool) -> None:
 def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
     from gemini_split.client.skills import SkillError, set_disabled, settings_path
 
-    found = repl.settings.skills
+    found = repl.settings.context.skills
     if found is None or found.get(name) is None:
         known = ", ".join(s.name for s in found.skills) if found is not None and found.skills else "none"
         raise SkillsUsage(f"no skill named {name!r} (skills: {known})")
@@ -80,7 +80,7 @@ def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
         repl.console.print(Text(f'Skill "{name}" is already {word} in {path}.', style="dim"))
     else:
         repl.console.print(Text(f'Skill "{name}" {word} in {scope} settings ({path}).', style="green"))
-    now = repl.settings.skills.get(name) if repl.settings.skills is not None else None
+    now = repl.settings.context.skills.get(name) if repl.settings.context.skills is not None else None
     if now is not None and now.disabled != disabled:
         repl.console.print(Text(f'Note: another settings file still has "{name}" '
                                 f'{"enabled" if now.disabled is False else "disabled"}.', style="yellow"))

@@ -266,9 +266,9 @@ async def _init(repl: Repl, args: list[str]) -> None:
         raise CommandUsage("/init writes GEMINI.md where your files are; with --tools server the files are on "
                            "the server: ask the model to write it there")
     try:
-        created = project_init.start(repl.settings.workspace)
+        created = project_init.start(repl.settings.tools.workspace)
     except OSError as exc:
-        raise CommandUsage(f"cannot create GEMINI.md in {repl.settings.workspace}: {exc.strerror or exc}") from None
+        raise CommandUsage(f"cannot create GEMINI.md in {repl.settings.tools.workspace}: {exc.strerror or exc}") from None
     if not created:
         repl.console.print(Text(project_init.EXISTS))
         return
@@ -383,7 +383,7 @@ async def _memory(repl: Repl, args: list[str]) -> None:
     action, rest = (args[0], args[1:]) if args else ("show", [])
     settings = repl.settings
     if action == "show" and not rest:
-        project = getattr(settings, "project_context", None)
+        project = settings.context.project
         files = project.files if project is not None else []
         if not files:
             repl.console.print(Text("No context files loaded (GEMINI.md, or context.fileName in settings.json).",
@@ -398,7 +398,7 @@ async def _memory(repl: Repl, args: list[str]) -> None:
         await _refresh_memory(repl)
         return
     if action == "add" and rest:
-        memory_file = getattr(settings, "memory_file", None)
+        memory_file = settings.tools.memory_file
         if memory_file is None:
             raise CommandUsage("no memory file: context files are not loaded in this session")
         from gemini_split.client.tools.base import ToolContext, ToolFailed
@@ -419,7 +419,7 @@ async def _refresh_memory(repl: Repl) -> None:
     from gemini_split.app import attach_context
 
     attach_context(repl.settings, repl.env, interactive=True)
-    project = getattr(repl.settings, "project_context", None)
+    project = repl.settings.context.project
     count = len(project.files) if project is not None else 0
     repl.console.print(Text(f"Context refreshed: {count} file{'s' * (count != 1)}; "
                             "the next prompt carries it.", style="green"))
@@ -579,9 +579,10 @@ async def _server_status(repl: Repl, args: list[str]) -> None:
     connected = client.connected
     assert connected is not None
     latency = await measure_latency(client)
-    address = repl.settings.server or "embedded (the agent loop runs in this process)"
-    label = repl.server_label if repl.server_label not in ("embedded", repl.settings.server) else None
-    token = bool(repl.settings.connect.token)
+    endpoint = repl.settings.endpoint
+    address = endpoint.server or "embedded (the agent loop runs in this process)"
+    label = repl.server_label if repl.server_label not in ("embedded", endpoint.server) else None
+    token = bool(endpoint.connect.token)
     rows = [
         ("server", f"{label}: {address}" if label else address),
         ("version", f"{connected.server or 'unknown'} · protocol {connected.protocol_version}"),
@@ -604,7 +605,7 @@ async def _about(repl: Repl, args: list[str]) -> None:
     client = repl.require_client()
     connected = client.connected
     assert connected is not None
-    address = repl.settings.server or "embedded (the agent loop runs in this process)"
+    address = repl.settings.endpoint.server or "embedded (the agent loop runs in this process)"
     _print_rows(repl, [
         ("version", f"gemini-split {__version__}"),
         ("model", repl.model or connected.model or "unknown"),
@@ -618,7 +619,7 @@ async def _server_test(repl: Repl, args: list[str]) -> None:
     if len(args) != 1:
         raise CommandUsage("/server test NAME|URL")
     settings = settings_for(args[0], repl.env, repl.settings)
-    result = await repl.interruptible(probe(settings), f"Connecting to {settings.server}…")
+    result = await repl.interruptible(probe(settings), f"Connecting to {settings.endpoint.server}…")
     if result is not None:
         _print_rows(repl, result.lines())
 

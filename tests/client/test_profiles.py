@@ -152,15 +152,15 @@ def test_server_profile_name_resolves_to_address_token_and_ca(tmp_path):
     store.add(ServerProfile.from_address("prod", "wss://h:8443", token_env="PROD_TOKEN", ca=str(ca)))
     store.add(ServerProfile.from_address("plain", "ws://h:1"))
     settings = resolve_client_settings(_args(["--server", "prod"]), env)
-    assert settings.server == "wss://h:8443"
-    assert settings.connect.token == "from-env"
-    assert settings.connect.ca_file == str(ca)
-    assert not settings.connect.insecure
+    assert settings.endpoint.server == "wss://h:8443"
+    assert settings.endpoint.connect.token == "from-env"
+    assert settings.endpoint.connect.ca_file == str(ca)
+    assert not settings.endpoint.connect.insecure
     # A flag beats the profile; the profile beats GEMINI_SERVER_TOKEN.
     settings = resolve_client_settings(_args(["--server", "prod", "--token", "flag"]), env)
-    assert settings.connect.token == "flag"
+    assert settings.endpoint.connect.token == "flag"
     settings = resolve_client_settings(_args(["--server", "plain"]), env)
-    assert settings.connect.token == "global"
+    assert settings.endpoint.connect.token == "global"
 
 
 def test_unknown_profile_names_the_file_and_the_known_ones(tmp_path):

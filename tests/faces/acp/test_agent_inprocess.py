@@ -11,7 +11,7 @@ import trio
 from gemini_split.acp.agent import AcpAgent
 from gemini_split.acp.bridge import BRIDGE_TOOLS
 from gemini_split.acp.peer import RpcPeer
-from gemini_split.client.connect import ClientSettings
+from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
 
@@ -36,7 +36,8 @@ class RawClient:
 async def bridge_agent(tmp_path, model, **attributes):
     loopback = get_transport("loopback:")
     async with serving(model) as (_service, address), trio.open_nursery() as nursery:
-        settings = ClientSettings(workspace=tmp_path, server=address, core_tools=BRIDGE_TOOLS, reconnect_timeout=0)
+        settings = ClientSettings(endpoint=Endpoint(server=address, reconnect_timeout=0),
+                                  tools=ToolSettings(workspace=tmp_path, core_tools=BRIDGE_TOOLS))
         agent = AcpAgent(settings, shared=True, local_tools=False)
         for name, value in attributes.items():
             setattr(agent, name, value)

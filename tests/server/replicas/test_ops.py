@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 import trio
 
-from gemini_split.client.connect import ClientSettings, open_client
+from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings, open_client
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.protocol import TextDelta
 from gemini_split.server.store.redis import RedisStore
@@ -49,7 +49,8 @@ def _metrics(port: int) -> dict[str, float]:
 def _settings(tmp_path, port: int) -> ClientSettings:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
-    return ClientSettings(workspace=workspace, server=f"ws://127.0.0.1:{port}", reconnect_timeout=0)
+    return ClientSettings(endpoint=Endpoint(server=f"ws://127.0.0.1:{port}", reconnect_timeout=0),
+                          tools=ToolSettings(workspace=workspace))
 
 
 @pytest.mark.timeout(120)

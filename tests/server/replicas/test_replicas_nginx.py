@@ -11,7 +11,7 @@ from contextlib import ExitStack
 import pytest
 import trio
 
-from gemini_split.client.connect import ClientSettings, open_client
+from gemini_split.client.connect import ClientSettings, Endpoint, SessionChoice, ToolSettings, open_client
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.protocol import Error, Hello, TextDelta, encode
 from gemini_split.stamping import stamp
@@ -88,11 +88,12 @@ async def _redis_get(port: int, key: str) -> str | None:
     return data.split(b"\r\n")[1].decode()
 
 
-def _settings(tmp_path, server: str, **kw) -> ClientSettings:
+def _settings(tmp_path, server: str, resume: str | None = None) -> ClientSettings:
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
-    settings = ClientSettings(workspace=workspace, server=server, reconnect_timeout=30, **kw)
-    settings.connect.token = ALICE
+    settings = ClientSettings(endpoint=Endpoint(server=server, reconnect_timeout=30),
+                              session=SessionChoice(resume=resume), tools=ToolSettings(workspace=workspace))
+    settings.endpoint.connect.token = ALICE
     return settings
 
 
@@ -273,7 +274,7 @@ async def test_another_users_token_sees_nothing_on_either_replica(tmp_path, redi
             for port in cluster.ports:
                 for target in (sid, "latest"):
                     settings = _settings(tmp_path, f"ws://127.0.0.1:{port}", resume=target)
-                    settings.connect.token = BOB
+                    settings.endpoint.connect.token = BOB
                     with pytest.raises(HandshakeFailed) as err:
                         async with open_client(settings):
                             pass
@@ -295,7 +296,7 @@ async def test_nginx_terminates_tls_with_the_deployment_config(tmp_path, redis_s
         tls = stack.enter_context(ngx.Nginx(tmp_path / "nginx-tls", cluster.ports, cert=cert_path, key=key_path))
         assert tls.url.startswith("wss://")
         settings = _settings(tmp_path, tls.url)
-        settings.connect.ca_file = str(ca_path)
+        settings.endpoint.connect.ca_file = str(ca_path)
         seen = Seen()
         async with open_client(settings, on_event=seen) as client:
             outcome = await client.run_turn("hello")

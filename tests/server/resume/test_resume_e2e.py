@@ -16,7 +16,8 @@ from contextlib import contextmanager
 import pytest
 import trio
 
-from gemini_split.client.connect import ClientSettings, open_client
+from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings, open_client
 from gemini_split.protocol import Error, Finished, TextDelta
 from gemini_split.testing.fake_gemini import FakeGemini
 
@@ -113,9 +114,10 @@ async def test_two_hundred_streamed_turns_survive_twenty_cuts_with_exact_output(
             proxy_port = await nursery.start(proxy.serve)
             per_turn = 12 * 40 + 600  # bytes a turn sends, roughly (enough to spread the cuts)
             points = proxy.random_cuts(seed=10, count=20, total_bytes=turns * per_turn, start=2000)
-            settings = ClientSettings(workspace=workspace, server=f"ws://127.0.0.1:{proxy_port}",
-                                      reconnect_timeout=30)
-            settings.approval_mode = settings.approval_mode.YOLO
+            settings = ClientSettings(
+                endpoint=Endpoint(server=f"ws://127.0.0.1:{proxy_port}", reconnect_timeout=30),
+                tools=ToolSettings(workspace=workspace, approval_mode=ApprovalMode.YOLO),
+            )
             async with open_client(settings, on_event=on_event) as c:
                 for i in range(turns):
                     outcome = await c.run_turn(f"prompt {i}")

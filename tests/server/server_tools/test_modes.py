@@ -8,7 +8,7 @@ from __future__ import annotations
 from gemini_split.app import resolve_approval_mode
 from gemini_split.cli import build_parser
 from gemini_split.client.approval_mode import ApprovalMode
-from gemini_split.client.connect import ClientSettings, server_tool_choice
+from gemini_split.client.connect import ToolSettings, server_tool_choice
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.options import ClientOptions
@@ -27,18 +27,18 @@ def test_auto_approve_is_yolo_and_reject_dangerous_is_default_with_nobody_asked(
     assert resolve_approval_mode(options, Environment(environ={}, cwd=tmp_path)) is ApprovalMode.YOLO
     _, _, settings = _settings(tmp_path, "--server", "ws://127.0.0.1:9", "--approval-mode", "reject_dangerous",
                                "--tools", "server")
-    assert settings.approval_mode is ApprovalMode.DEFAULT and settings.reject_dangerous
-    assert server_tool_choice(settings, can_ask=True).approval_mode == "reject_dangerous"
+    assert settings.tools.approval_mode is ApprovalMode.DEFAULT and settings.tools.reject_dangerous
+    assert server_tool_choice(settings.tools, can_ask=True).approval_mode == "reject_dangerous"
     _, _, settings = _settings(tmp_path, "--server", "ws://127.0.0.1:9", "--tools", "server",
                                environ={"GEMINI_APPROVAL_MODE": "reject-dangerous"})
-    assert settings.reject_dangerous
+    assert settings.tools.reject_dangerous
     _, _, settings = _settings(tmp_path, "--server", "ws://127.0.0.1:9", "--tools", "server", "--yolo")
-    assert not settings.reject_dangerous and server_tool_choice(settings, can_ask=False).approval_mode == "yolo"
+    assert not settings.tools.reject_dangerous and server_tool_choice(settings.tools, can_ask=False).approval_mode == "yolo"
     # default with nobody to ask is left to the server (which then refuses, never asks)
     _, _, settings = _settings(tmp_path, "--server", "ws://127.0.0.1:9", "--tools", "server")
-    assert server_tool_choice(settings, can_ask=False).approval_mode is None
-    assert server_tool_choice(settings, can_ask=True).approval_mode == "default"
-    assert server_tool_choice(ClientSettings(workspace=tmp_path), can_ask=True) is None
+    assert server_tool_choice(settings.tools, can_ask=False).approval_mode is None
+    assert server_tool_choice(settings.tools, can_ask=True).approval_mode == "default"
+    assert server_tool_choice(ToolSettings(workspace=tmp_path), can_ask=True) is None
 
 
 # --- what a user sees: the seed's names on a real one-shot run ----------------

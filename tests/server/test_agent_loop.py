@@ -10,6 +10,7 @@ import json
 import pytest
 import trio
 
+from gemini_split.client.local_events import LocalToolCompleted, LocalToolStarted
 from gemini_split.client.tools.base import Tool, ToolKind
 from gemini_split.client.tools.registry import ToolRegistry, default_tools
 from gemini_split.protocol import (
@@ -67,7 +68,9 @@ async def test_a_function_call_runs_on_the_client_and_its_result_reaches_the_mod
     assert outcome.finished is not None and outcome.finished.turns == 2
     (response,) = _function_responses(model.requests[1])
     assert response == {"name": "read_file", "response": {"output": "the launch code is 0000\n"}}
-    assert [type(e) for e in events if isinstance(e, ToolStarted | ToolCompleted)] == [ToolStarted, ToolCompleted]
+    # Run here, so told to this client's UI as local events (the wire types' subclasses).
+    assert [type(e) for e in events if isinstance(e, ToolStarted | ToolCompleted)] == \
+        [LocalToolStarted, LocalToolCompleted]
     assert model.requests[0].tools and {t.name for t in model.requests[0].tools} >= {"read_file", "list_directory"}
 
 

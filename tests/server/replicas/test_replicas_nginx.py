@@ -88,11 +88,12 @@ async def _redis_get(port: int, key: str) -> str | None:
     return data.split(b"\r\n")[1].decode()
 
 
-def _settings(tmp_path, server: str, resume: str | None = None) -> ClientSettings:
+def _settings(tmp_path, server: str, **session) -> ClientSettings:
+    """Settings reaching ``server`` as Alice; ``session``: the session choice's fields."""
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
     settings = ClientSettings(endpoint=Endpoint(server=server, reconnect_timeout=30),
-                              session=SessionChoice(resume=resume), tools=ToolSettings(workspace=workspace))
+                              session=SessionChoice(**session), tools=ToolSettings(workspace=workspace))
     settings.endpoint.connect.token = ALICE
     return settings
 

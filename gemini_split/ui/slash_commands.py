@@ -262,13 +262,14 @@ async def _init(repl: Repl, args: list[str]) -> None:
     _no_args(args, "/init")
     from . import project_init
 
-    if repl.settings.tools == "server":
+    if repl.settings.tools.run_on == "server":
         raise CommandUsage("/init writes GEMINI.md where your files are; with --tools server the files are on "
                            "the server: ask the model to write it there")
+    workspace = repl.settings.tools.workspace
     try:
-        created = project_init.start(repl.settings.tools.workspace)
+        created = project_init.start(workspace)
     except OSError as exc:
-        raise CommandUsage(f"cannot create GEMINI.md in {repl.settings.tools.workspace}: {exc.strerror or exc}") from None
+        raise CommandUsage(f"cannot create GEMINI.md in {workspace}: {exc.strerror or exc}") from None
     if not created:
         repl.console.print(Text(project_init.EXISTS))
         return

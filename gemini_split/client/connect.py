@@ -232,7 +232,7 @@ async def open_client(
             else:
                 from .hooks import session_hooks  # lazy_imports.EDGES
 
-                async with session_hooks(client, hooks, resumed=settings.resume is not None):
+                async with session_hooks(client, hooks, resumed=settings.session.resume is not None):
                     yield client
     finally:
         # Background commands (run_shell_command is_background) end with the client.
@@ -250,7 +250,7 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
 
     hook_set = load_hooks(loaded)
     notice = hook_set.unsupported_notice()
-    if settings.tools == "server" and any(h.event in TOOL_EVENTS for h in hook_set.active()):
+    if settings.tools.run_on == "server" and any(h.event in TOOL_EVENTS for h in hook_set.active()):
         hook_set.warnings.append("gemini-split: BeforeTool and AfterTool hooks do not run for the tools the "
                                  "server runs (--tools server); see README \"Hooks\"")
     for line in [*hook_set.warnings, *([notice] if notice else [])]:
@@ -264,7 +264,7 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
         if on_notice is not None:
             on_notice(line.removeprefix("gemini-split: "))
 
-    return HookRunner(hook_set, settings.workspace, notify=notify)
+    return HookRunner(hook_set, settings.tools.workspace, notify=notify)
 
 
 def _skill_dirs(skills: Discovery | None) -> tuple[Path, ...]:

@@ -113,6 +113,7 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
         run_on=options.tools,
         project=options.project,
     )
+    tools = with_extensions(tools, env)
     caller, send_api_key = None, False
     if server is not None and server.startswith("unix:"):
         caller = local_caller(env, model)
@@ -134,6 +135,40 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
         raise ConfigurationError("--project needs --tools server")
     attach_context(settings, env, interactive=interactive)
     return settings
+
+
+def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
+    """``tools`` with the installed extensions (``~/.gemini/extensions``):
+    the active ones' MCP servers (a server of settings.json with the same
+    name wins, as in gemini-cli) and excluded tools merged in, and the set
+    itself for their context files and commands. Each extension or entry
+    left out is said in one line."""
+    from gemini_split.client.extensions import load_extensions
+    from gemini_split.settings import MCPServerSettings
+
+    found = load_extensions(env.config_dir, tools.workspace, home=_home_dir(env))
+    servers = dict(tools.mcp_servers)
+    for name, raw in found.mcp_servers().items():
+        if name in servers:
+            continue
+        try:
+            servers[name] = msgspec.convert(raw, MCPServerSettings)
+        except msgspec.ValidationError as exc:
+            found.problems.append(f"extension MCP server {name!r}: {exc}; it is not started")
+    for line in found.problems:
+        env.warn(f"gemini-split: {line}")
+    if tools.policy is not None:
+        from gemini_split.policy import excluded_tools_rules
+
+        for ext in found.active():  # "run_shell_command(rm -rf)" is refused when called, too
+            tools.policy.add(*excluded_tools_rules(ext.exclude_tools, source=f"extension {ext.name} excludeTools"))
+    return msgspec.structs.replace(
+        tools, extensions=found, mcp_servers=servers,
+        exclude_tools=tuple(dict.fromkeys([*tools.exclude_tools, *found.exclude_tools()])))
+
+
+def _home_dir(env: Environment) -> Path:
+    return Path(env.environ.get("HOME") or Path.home())
 
 
 def embedded_service_for(options: ClientOptions, env: Environment, settings: ClientSettings) -> AgentService | None:
@@ -161,8 +196,11 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     names = s.context_file_names()
     dirs = [settings.tools.workspace, *settings.tools.include_dirs]
     memory_dirs = dirs if s.context.load_memory_from_include_directories else dirs[:1]
+    extensions = settings.tools.extensions
+    extension_files = extensions.context_files() if extensions is not None else ()
     project = load_project_context(memory_dirs, config_dir=env.config_dir, file_names=names,
-                                   trusted=loaded.trusted, boundary_markers=s.context.memory_boundary_markers)
+                                   trusted=loaded.trusted, boundary_markers=s.context.memory_boundary_markers,
+                                   extension_files=extension_files)
     for line in project.warnings:
         env.warn(line)
     ignore = (".gitignore",) if s.context.file_filtering.respect_git_ignore else ()

@@ -79,7 +79,7 @@ exit status: 0 ok, 1 error, 2 usage, 41 auth, 42 bad input, 52 bad settings.json
 #: alias) → why, in one line. Such a first word is refused (exit 2), never
 #: sent to the model as a prompt.
 GEMINI_CLI_ONLY_COMMANDS = {
-    **dict.fromkeys(("extensions", "extension"), "extensions are not supported yet"),
+    "extension": "its name here is 'extensions' (gemini-split extensions list)",
     "skill": "its name here is 'skills' (gemini-split skills list)",
     "hook": "its name here is 'hooks' (gemini-split hooks list)",
     "gemma": "gemini-split does not run local Gemma models",
@@ -253,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "gemini_split.commands.parsers.protocol:add_parser")
     commands.add_lazy("daemon", "control the per-user local daemon (GEMINI_SERVER_MODE=local)",
                       "gemini_split.commands.parsers.daemon:add_parser")
+    commands.add_lazy("extensions", "manage gemini-cli extensions (~/.gemini/extensions): install, list, enable…",
+                      "gemini_split.commands.parsers.extensions:add_parser")
     commands.add_lazy("mcp", "manage MCP servers (mcpServers in settings.json); serve our tools over MCP",
                       "gemini_split.commands.parsers.mcp:add_parser")
     commands.add_lazy("hooks", "the hooks of settings.json (gemini-cli's \"hooks\" section)",

@@ -135,6 +135,11 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     #: Where the MCP servers' tool declarations are cached (see
     #: :mod:`gemini_split.client.mcp.cache`); None: every server is started.
     mcp_cache: Path | None = None
+    #: The installed extensions (a ``client.extensions.ExtensionSet``):
+    #: their MCP servers and excluded tools are merged into the fields
+    #: above; their context files and commands are read from here. None:
+    #: none were read.
+    extensions: Any = None
     #: ``--approval-mode reject_dangerous``: never ask, refuse what would
     #: need approval (``approval_mode`` is then ``default``), here and on
     #: a server that runs the tools.

@@ -78,12 +78,17 @@ def load_project_context(
     file_names: list[str],
     trusted: bool = True,
     boundary_markers: Iterable[str] = (".git",),
+    extension_files: Iterable[Path] = (),
 ) -> ProjectContext:
     """The global and project context files for ``workspace_dirs`` (the
-    workspace first, then ``--include-directories``)."""
+    workspace first, then ``--include-directories``); ``extension_files``
+    (the active extensions' context files) come after the global ones, as
+    in gemini-cli."""
     found: list[tuple[Path, Scope]] = [(config_dir / name, "global") for name in file_names]
-    # Imports may reach the config directory and each project (from its root).
-    imports_from: list[Path] = [config_dir]
+    found.extend((Path(path), "global") for path in extension_files)
+    # Imports may reach the config directory, an extension's own folder and
+    # each project (from its root).
+    imports_from: list[Path] = [config_dir, *(Path(path).parent for path in extension_files)]
     if trusted:
         markers = [m for m in boundary_markers if m and not os.path.isabs(m) and ".." not in m]
         for directory in workspace_dirs:

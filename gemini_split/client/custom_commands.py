@@ -101,11 +101,14 @@ def command_dirs(config_dir: Path, project_dir: Path | None) -> list[tuple[str, 
 
 
 def load_custom_commands(config_dir: Path, project_dir: Path | None, *, trusted: bool,
-                         reserved: Iterable[str] = ()) -> CommandSet:
+                         reserved: Iterable[str] = (),
+                         extension_dirs: Iterable[tuple[str, Path]] = ()) -> CommandSet:
     """The user's commands and, when ``trusted``, the project's
     (``project_dir/.gemini/commands``), the project's winning a clash. A
     name in ``reserved`` (the built-in slash commands) is reported and left
-    out: the built-in wins."""
+    out: the built-in wins. ``extension_dirs`` (extension name, its
+    ``commands/``) come last, as in gemini-cli: an extension's command whose
+    name is taken is named ``/EXTENSION.NAME`` instead."""
     reserved = set(reserved)
     found = CommandSet()
     for scope, directory in command_dirs(config_dir, project_dir if trusted else None):
@@ -119,6 +122,19 @@ def load_custom_commands(config_dir: Path, project_dir: Path | None, *, trusted:
                 found.problems.append(f"{path}: {exc}; this command is not loaded")
                 continue
             found.commands[name] = command  # the project's, read later, replaces the user's
+    for extension, directory in extension_dirs:
+        for path, name in _command_files(directory, found.problems):
+            if name in reserved or name in found.commands:
+                name = f"/{extension}.{name[1:]}"
+                if name in found.commands:
+                    found.problems.append(f"{path}: {name} is defined twice; this command is not loaded")
+                    continue
+            try:
+                command = read_command(path, name, "extension")
+            except ValueError as exc:
+                found.problems.append(f"{path} (extension {extension}): {exc}; this command is not loaded")
+                continue
+            found.commands[name] = command
     found.commands = dict(sorted(found.commands.items()))
     return found
 

@@ -310,7 +310,7 @@ def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientS
 
     loaded = settings.loaded_settings
     found = load_commands(env.config_dir, env.cwd, trusted=bool(loaded is not None and loaded.trusted),
-                          reserved=[*COMMANDS, *ALIASES])
+                          reserved=[*COMMANDS, *ALIASES], extensions=settings.tools.extensions)
     for problem in found.problems:
         env.warn(f"gemini-split: {visible(problem)}")
     name, _ = split_invocation(text)

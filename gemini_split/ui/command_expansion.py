@@ -33,9 +33,12 @@ if TYPE_CHECKING:
 _calls = itertools.count(1)
 
 
-def load_commands(config_dir: Any, workspace: Any, *, trusted: bool, reserved: Any = ()) -> CommandSet:
-    """The custom commands for a session in ``workspace``."""
-    return load_custom_commands(config_dir, workspace, trusted=trusted, reserved=reserved)
+def load_commands(config_dir: Any, workspace: Any, *, trusted: bool, reserved: Any = (),
+                  extensions: Any = None) -> CommandSet:
+    """The custom commands for a session in ``workspace``, with those of the
+    active ``extensions`` (a ``client.extensions.ExtensionSet``)."""
+    return load_custom_commands(config_dir, workspace, trusted=trusted, reserved=reserved,
+                                extension_dirs=extensions.command_dirs() if extensions is not None else ())
 
 
 async def run_custom_command(command: CustomCommand, line: str, executor: ToolExecutor,

@@ -707,6 +707,22 @@ def _skills_actions(repl: Repl) -> Iterable[str]:
     return ["list", "enable", "disable", "reload"]
 
 
+async def _extensions(repl: Repl, args: list[str]) -> None:
+    """``/extensions [list]``: the installed extensions, as ``gemini-split
+    extensions list`` shows them (managing them is done outside the REPL,
+    as in gemini-cli; changes apply to the next session)."""
+    if args not in ([], ["list"]):
+        raise CommandUsage("/extensions [list]  (install, enable… with 'gemini-split extensions' outside the REPL)")
+    from pathlib import Path
+
+    from .extension_list import list_lines
+
+    home = Path(repl.env.environ.get("HOME") or Path.home())
+    for line in list_lines(repl.env.config_dir, repl.settings.workspace, home,
+                           warn=lambda text: repl.print_usage(text)):
+        repl.console.print(Text(line))
+
+
 def _commands_actions(repl: Repl) -> Iterable[str]:
     return ["list", "reload"]
 
@@ -721,7 +737,8 @@ def load_custom_commands(repl: Repl) -> None:
     loaded = repl.settings.loaded_settings
     repl.custom_commands = load_commands(repl.env.config_dir, repl.env.cwd,
                                          trusted=bool(loaded is not None and loaded.trusted),
-                                         reserved=[*COMMANDS, *ALIASES])
+                                         reserved=[*COMMANDS, *ALIASES],
+                                         extensions=repl.settings.tools.extensions)
     for problem in repl.custom_commands.problems:
         repl.print_usage(visible(problem))
 
@@ -792,6 +809,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             _commands_actions),
     Command("/skills", "/skills [list|enable NAME|disable NAME|reload]",
             "Agent Skills (SKILL.md): list them, enable or disable one, reread them", _skills, _skills_actions),
+    Command("/extensions", "/extensions [list]", "installed gemini-cli extensions and what they bring",
+            _extensions, lambda repl: ["list"]),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", MODEL_USAGE, "show or set the model for the next prompts", _model, _models),

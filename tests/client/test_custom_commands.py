@@ -245,7 +245,7 @@ def test_one_shot_in_an_untrusted_folder_names_the_ignored_files_in_one_line(set
 
 
 @pytest.mark.parametrize("words, says", [
-    (["extensions", "list"], "extensions are not supported yet"),
+    (["extension", "list"], "its name here is 'extensions'"),
     (["skill", "list"], "its name here is 'skills'"),
     (["hook", "list"], "its name here is 'hooks'"),
     (["gemma"], "does not run local Gemma"),

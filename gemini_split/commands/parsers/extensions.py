@@ -1,0 +1,35 @@
+"""``gemini-split extensions``'s arguments (the runner: :mod:`gemini_split.commands.extensions`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_parser(commands: Any) -> None:
+    parser = commands.add_parser(
+        "extensions", help="manage gemini-cli extensions (~/.gemini/extensions)",
+        description="Install, list and manage gemini-cli extensions, in gemini-cli's own files: an extension "
+                    "installed by either program works in both. Changes apply to new sessions.",
+    )
+    sub = parser.add_subparsers(dest="extensions_command", metavar="ACTION", required=True)
+    install = sub.add_parser("install", help="install an extension from a directory or a git URL (a copy)")
+    install.add_argument("source", metavar="PATH|GIT-URL")
+    install.add_argument("--ref", help="git branch, tag or commit to install")
+    install.add_argument("--consent", action="store_true",
+                         help="do not ask: you have looked at what the extension runs")
+    install.add_argument("--skip-settings", action="store_true", help="do not ask for the extension's settings")
+    link = sub.add_parser("link", help="use an extension from a directory in place (no copy)")
+    link.add_argument("path", metavar="PATH")
+    link.add_argument("--consent", action="store_true", help="do not ask")
+    sub.add_parser("list", help="installed extensions, where they are enabled, and what they bring")
+    update = sub.add_parser("update", help="reinstall an extension from its source")
+    update.add_argument("name", nargs="?", metavar="NAME")
+    update.add_argument("--all", action="store_true", help="update every installed extension")
+    uninstall = sub.add_parser("uninstall", help="remove extensions")
+    uninstall.add_argument("names", nargs="+", metavar="NAME")
+    for action in ("enable", "disable"):
+        p = sub.add_parser(action, help=f"{action} an extension for you (user) or for this folder (workspace)")
+        p.add_argument("name", metavar="NAME")
+        p.add_argument("--scope", choices=("user", "workspace"), default="user",
+                       help="user (default): everywhere under your home; workspace: this folder and below")
+    parser.set_defaults(run="gemini_split.commands.extensions:run_extensions_command")

@@ -60,8 +60,8 @@ function _shtab_gemini_split_using
   test "$_shtab_gemini_split_cmdpath" = "$argv"
 end
 
-set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve' hooks 'hooks list' skills 'skills list' 'skills install' 'skills uninstall'
-set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --approval-timeout --auth-config --auth-method --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --lease-ttl --limit --listen --log-file --max-approval-mode --max-connections-per-user --max-message-size --max-turns --model --output-format --path --policy --project --prompt --prompt-interactive --reconnect-timeout --replay-capacity --resume --sandbox --scope --server --session-id --session-ttl --since --state-dir --store --timeout --tls-cert --tls-key --token --token-env --tool-timeout --tools --transport --trusted-proxy --web-fetch-allow --workspace --workspace-root -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' extensions 'extensions install' 'extensions link' 'extensions list' 'extensions update' 'extensions uninstall' 'extensions enable' 'extensions disable' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve' hooks 'hooks list' skills 'skills list' 'skills install' 'skills uninstall'
+set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --approval-timeout --auth-config --auth-method --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --lease-ttl --limit --listen --log-file --max-approval-mode --max-connections-per-user --max-message-size --max-turns --model --output-format --path --policy --project --prompt --prompt-interactive --reconnect-timeout --ref --replay-capacity --resume --sandbox --scope --server --session-id --session-ttl --since --state-dir --store --timeout --tls-cert --tls-key --token --token-env --tool-timeout --tools --transport --trusted-proxy --web-fetch-allow --workspace --workspace-root -H -e -i -m -o -p -r -s -t
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -205,6 +205,29 @@ complete -c gemini-split -n '_shtab_gemini_split_using daemon; and test $_shtab_
 complete -c gemini-split -n '_shtab_gemini_split_using daemon stop' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using daemon; and test $_shtab_gemini_split_npos -eq 0' -a status -d 'Say whether the daemon runs (exit status 0) or not (1).'
 complete -c gemini-split -n '_shtab_gemini_split_using daemon status' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a extensions -d 'Install, list and manage gemini-cli extensions, in gemini-cli'"'"'s own files: an extension installed by either program works in both. Changes apply to new sessions.'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a install -d 'install an extension from a directory or a git URL (a copy)'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions install' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions install' -l ref -x -d 'git branch, tag or commit to install'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions install' -l consent -d 'do not ask: you have looked at what the extension runs'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions install' -l skip-settings -d 'do not ask for the extension'"'"'s settings'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a link -d 'use an extension from a directory in place (no copy)'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions link' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions link' -l consent -d 'do not ask'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'installed extensions, where they are enabled, and what they bring'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions list' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a update -d 'reinstall an extension from its source'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions update' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions update' -l all -d 'update every installed extension'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a uninstall -d 'remove extensions'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions uninstall' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a enable -d 'enable an extension for you (user) or for this folder (workspace)'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions enable' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions enable' -l scope -xka "user workspace" -d 'user (default): everywhere under your home; workspace: this folder and below'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a disable -d 'disable an extension for you (user) or for this folder (workspace)'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions disable' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions disable' -l scope -xka "user workspace" -d 'user (default): everywhere under your home; workspace: this folder and below'
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a mcp -d 'MCP servers configured in settings.json lend their tools to the model; '"'"'mcp serve'"'"' lends gemini-split'"'"'s tools to any MCP host.'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using mcp; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'configured servers, whether they start, and their tools'

@@ -304,3 +304,21 @@ def test_enablement_rules_follow_gemini_cli_last_match_wins(tmp_path):
     assert enablement.is_enabled("y", Path("/anywhere"))
     enablement.set("x", True, Path("/home"))  # covers the rules below it, which go
     assert json.loads((tmp_path / ext.ENABLEMENT_FILE).read_text()) == {"x": {"overrides": ["/home/*"]}}
+
+
+def test_an_extensions_hooks_json_runs_with_extension_path_replaced(setup):
+    guard = setup["src"] / "guard.sh"
+    guard.write_text("#!/bin/sh\ncat > /dev/null\n"
+                     "echo '{\"decision\": \"deny\", \"reason\": \"my-ext forbids shell commands\"}'\n")
+    guard.chmod(0o755)
+    (setup["src"] / "hooks").mkdir()
+    (setup["src"] / "hooks" / "hooks.json").write_text(json.dumps({"hooks": {"BeforeTool": [
+        {"matcher": "run_shell_command", "hooks": [{"type": "command", "command": "${extensionPath}${/}guard.sh"}]}]}}))
+    assert run(setup, None, "extensions", "install", str(setup["src"]), "--consent").returncode == 0
+    script = [{"function_calls": [{"name": "run_shell_command", "args": {"command": "touch made.txt"}}]},
+              {"text": "done"}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        done = run(setup, fake, "--yolo", "-p", "go")
+        assert done.returncode == 0, done.stderr
+        assert "my-ext forbids shell commands" in json.dumps(_requests(fake)[1]["body"])
+    assert not (setup["work"] / "made.txt").exists()

@@ -249,11 +249,15 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
     """The hooks of ``settings.loaded_settings`` (None when there are none);
     what is wrong with their definitions is said once a process."""
     loaded = settings.loaded_settings
-    if loaded is None or not any(f.exists and "hooks" in f.raw for f in loaded.files):
-        return None  # no settings file has hooks: their module is not even loaded
-    from .hooks import TOOL_EVENTS, HookRunner, load_hooks  # lazy_imports.EDGES
+    extensions = settings.tools.extensions
+    extension_hooks = list(extensions.hooks()) if extensions is not None else []
+    if loaded is None or (not extension_hooks and not any(f.exists and "hooks" in f.raw for f in loaded.files)):
+        return None  # no hooks anywhere: their module is not even loaded
+    from .hooks import TOOL_EVENTS, HookRunner, load_hooks, parse_hooks  # lazy_imports.EDGES
 
     hook_set = load_hooks(loaded)
+    for name, hooks in extension_hooks:  # an extension's hooks/hooks.json, after the settings files'
+        hook_set.add(*parse_hooks(hooks, f"extension {name}"))
     notice = hook_set.unsupported_notice()
     if settings.tools.run_on == "server" and any(h.event in TOOL_EVENTS for h in hook_set.active()):
         hook_set.warnings.append("gemini-split: BeforeTool and AfterTool hooks do not run for the tools the "

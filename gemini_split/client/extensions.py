@@ -5,8 +5,8 @@ The files are gemini-cli's own, so an extension installed by
 
 * ``<config>/extensions/<name>/gemini-extension.json``: the manifest
   (``name`` and ``version`` required; ``mcpServers``, ``contextFileName``,
-  ``excludeTools``, ``settings``); ``commands/`` (custom commands) and
-  ``skills/`` beside it;
+  ``excludeTools``, ``settings``); ``commands/`` (custom commands),
+  ``hooks/hooks.json`` and ``skills/`` beside it;
 * ``<name>/.gemini-extension-install.json``: ``{"source", "type"}`` with
   type ``local``, ``git`` or ``link`` (a linked extension's files stay at
   ``source``; only this file is in the extensions directory);
@@ -94,6 +94,8 @@ class Extension:
     #: The ``.env`` values (never printed).
     setting_values: dict[str, str] = field(default_factory=dict)
     enabled_user: bool = True
+    #: The ``hooks`` object of its ``hooks/hooks.json``, variables replaced (None: none).
+    hooks: Any = None
     #: What its manifest asked for that is not used, one line each.
     problems: list[str] = field(default_factory=list)
     #: Enabled for the workspace: what the session uses.
@@ -152,6 +154,10 @@ class ExtensionSet:
 
     def command_dirs(self) -> list[tuple[str, Path]]:
         return [(ext.name, d) for ext in self.active() if (d := ext.commands_dir) is not None]
+
+    def hooks(self) -> list[tuple[str, Any]]:
+        """(extension name, its ``hooks`` object) of the active extensions."""
+        return [(ext.name, ext.hooks) for ext in self.active() if ext.hooks is not None]
 
     def skill_dirs(self) -> list[tuple[str, Path]]:
         return [(ext.name, d) for ext in self.active() if (d := ext.skills_dir) is not None]
@@ -231,7 +237,29 @@ def read_extension(install_dir: Path, workspace: Path) -> Extension:
         ext.exclude_tools = [t for t in exclude if isinstance(t, str) and t.strip()]
     ext.context_files = manifest["_context"]
     ext.problems = [f"extension {ext.name}: {p}; it is not used" for p in manifest.get("_problems", [])]
+    ext.hooks = _hooks_of(ext, workspace)
     return ext
+
+
+def _hooks_of(ext: Extension, workspace: Path) -> Any:
+    """gemini-cli's ``loadExtensionHooks``: the ``hooks`` object of
+    ``hooks/hooks.json`` with the variables (and the settings) replaced."""
+    hooks_dir = _inside(ext.path, "hooks")
+    if hooks_dir is None or not os.path.lexists(hooks_dir / "hooks.json"):
+        return None
+    real = os.path.realpath(hooks_dir / "hooks.json")
+    if not real.startswith(os.path.realpath(ext.path) + os.sep):
+        ext.problems.append(f"extension {ext.name}: hooks/hooks.json leads outside the extension's directory; "
+                            "its hooks are not used")
+        return None
+    try:
+        raw = _read_json_object(hooks_dir / "hooks.json")
+    except ValueError as exc:
+        ext.problems.append(f"extension {ext.name}: hooks/{exc}; its hooks are not used")
+        return None
+    context = {"extensionPath": str(ext.path), "workspacePath": str(workspace), "/": os.sep,
+               "pathSeparator": os.sep, **ext.setting_values}
+    return _hydrate((raw or {}).get("hooks"), context)
 
 
 def parse_manifest(raw: Mapping[str, Any], path: Path, workspace: Path, *,

@@ -209,7 +209,8 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     environment = session_context_text(dirs, include_listing=s.context.include_directory_tree, ignore_files=ignore)
     settings.tools = msgspec.structs.replace(settings.tools,
                                             memory_file=default_memory_file(env.config_dir, names))
-    skills = discover_skills(settings, env)
+    extension_skills = tuple(d for _, d in extensions.skill_dirs()) if extensions is not None else ()
+    skills = discover_skills(settings, env, extra=extension_skills)
     for line in skills.warnings:
         env.warn(f"gemini-split: skills: {line}")
     message = session_context_message(

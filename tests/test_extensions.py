@@ -322,3 +322,25 @@ def test_an_extensions_hooks_json_runs_with_extension_path_replaced(setup):
         assert done.returncode == 0, done.stderr
         assert "my-ext forbids shell commands" in json.dumps(_requests(fake)[1]["body"])
     assert not (setup["work"] / "made.txt").exists()
+
+
+def test_an_extensions_skill_is_offered_and_activated_by_the_model(setup):
+    (setup["src"] / "skills" / "security-audit").mkdir(parents=True)
+    (setup["src"] / "skills" / "security-audit" / "SKILL.md").write_text(
+        "---\nname: security-audit\ndescription: Audit code for vulnerabilities.\n---\n"
+        "# Audit\nCheck every input for injection.\n")
+    installed = run(setup, None, "extensions", "install", str(setup["src"]), "--consent")
+    assert installed.returncode == 0, installed.stderr
+    assert "agent skills: security-audit" in installed.stderr  # shown before consent
+    script = [{"function_calls": [{"name": "activate_skill", "args": {"name": "security-audit"}}]},
+              {"text": "Audited."}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        done = run(setup, fake, "-p", "audit this")
+        assert done.returncode == 0, done.stderr
+        first, second = _requests(fake)[:2]
+        assert "<name>security-audit</name>" in json.dumps(first["body"]["systemInstruction"])
+        assert "Check every input for injection." in json.dumps(second["body"]["contents"][-1])
+    assert run(setup, None, "extensions", "disable", "my-ext").returncode == 0
+    with FakeGemini(script=[{"text": "ok"}], api_key=API_KEY) as fake:
+        assert run(setup, fake, "-p", "audit this").returncode == 0
+        assert "security-audit" not in json.dumps(_requests(fake)[0]["body"])

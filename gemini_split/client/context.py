@@ -84,11 +84,12 @@ def load_project_context(
     workspace first, then ``--include-directories``); ``extension_files``
     (the active extensions' context files) come after the global ones, as
     in gemini-cli."""
+    extension_files = [Path(path) for path in extension_files]
     found: list[tuple[Path, Scope]] = [(config_dir / name, "global") for name in file_names]
-    found.extend((Path(path), "global") for path in extension_files)
+    found.extend((path, "global") for path in extension_files)
     # Imports may reach the config directory, an extension's own folder and
     # each project (from its root).
-    imports_from: list[Path] = [config_dir, *(Path(path).parent for path in extension_files)]
+    imports_from: list[Path] = [config_dir, *(path.parent for path in extension_files)]
     if trusted:
         markers = [m for m in boundary_markers if m and not os.path.isabs(m) and ".." not in m]
         for directory in workspace_dirs:

@@ -62,7 +62,10 @@ COMMAND_LINES = [["serve"], ["attach"], ["server", "list"], ["server", "add", "n
                  ["protocol", "schema"], ["daemon", "start"], ["daemon", "restart"], ["daemon", "run"],
                  ["daemon", "stop"], ["daemon", "status"], ["mcp", "list"], ["mcp", "add", "n", "cmd"],
                  ["mcp", "remove", "n"], ["mcp", "serve"], ["hooks", "list"],
-                 ["skills", "list"], ["skills", "install", "p"], ["skills", "uninstall", "n"]]
+                 ["skills", "list"], ["skills", "install", "p"], ["skills", "uninstall", "n"],
+                 ["extensions", "install", "p"], ["extensions", "link", "p"], ["extensions", "list"],
+                 ["extensions", "update", "n"], ["extensions", "uninstall", "n"], ["extensions", "enable", "n"],
+                 ["extensions", "disable", "n"]]
 
 
 @pytest.mark.timeout(30)
@@ -97,4 +100,4 @@ def test_every_subcommand_is_on_the_list_above():
             yield from leaves(sub, [*prefix, name])
 
     assert sorted(" ".join(p) for p in leaves(parser, [])) == sorted(" ".join(a[:2] if a[0] in (
-        "server", "daemon", "mcp", "protocol", "hooks", "skills") else a[:1]) for a in COMMAND_LINES)
+        "server", "daemon", "mcp", "protocol", "hooks", "skills", "extensions") else a[:1]) for a in COMMAND_LINES)

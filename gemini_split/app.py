@@ -143,7 +143,9 @@ def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
     name wins, as in gemini-cli) and excluded tools merged in, and the set
     itself for their context files and commands. Each extension or entry
     left out is said in one line."""
-    from gemini_split.client.extensions import load_extensions
+    if not (env.config_dir / "extensions").is_dir():
+        return tools  # none installed: their module is not even loaded (the thin -p path)
+    from gemini_split.client.extensions import load_extensions  # lazy_imports.EDGES
     from gemini_split.settings import MCPServerSettings
 
     found = load_extensions(env.config_dir, tools.workspace, home=_home_dir(env))

@@ -718,7 +718,7 @@ async def _extensions(repl: Repl, args: list[str]) -> None:
     from .extension_list import list_lines
 
     home = Path(repl.env.environ.get("HOME") or Path.home())
-    for line in list_lines(repl.env.config_dir, repl.settings.workspace, home,
+    for line in list_lines(repl.env.config_dir, repl.settings.tools.workspace, home,
                            warn=lambda text: repl.print_usage(text)):
         repl.console.print(Text(line))
 

@@ -18,7 +18,7 @@ import pytest
 from gemini_split.client import extensions as ext
 from gemini_split.testing.fake_gemini import FakeGemini
 
-from .test_serve_e2e import API_KEY, daemon
+from tests.e2e.test_serve_e2e import API_KEY, daemon
 
 pytestmark = pytest.mark.timeout(120)
 

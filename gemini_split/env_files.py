@@ -21,7 +21,6 @@ nothing and says why on stderr; the run goes on, as gemini-cli's does.
 from __future__ import annotations
 
 import io
-import logging
 import os
 from pathlib import Path
 
@@ -56,6 +55,8 @@ def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
     """The variables ``path`` sets, and warnings for what in it was not
     used. Raises ``OSError`` or ``ValueError`` (size, encoding) when the file
     cannot be used at all."""
+    import logging  # lazy_imports.EDGES: not on Tab completion's path
+
     from dotenv import dotenv_values
 
     from gemini_split.files import read_bounded
@@ -127,6 +128,9 @@ def load_env_file(env: Environment, *, skip_trust: bool = False) -> Environment:
     settings decide (``--skip-trust`` trusts it), ``advanced.ignoreLocalEnv``
     from them. Settings that cannot be read load no ``.env`` (the run
     reports them when it reads them itself)."""
+    home = Path(env.environ.get("HOME") or Path.home())
+    if find_env_file(env.cwd, home, ignore_local=False) is None:
+        return env  # no .env anywhere: the settings (msgspec) are not read for it (Tab completion's path)
     from gemini_split.errors import SettingsError
     from gemini_split.settings import load_settings
 

@@ -40,6 +40,7 @@ EDGES = {
     "shtab": "completions only",
     "json": "the thin -p path never loads it (msgspec does its JSON); ~1.5 ms",
     "tomllib": "policy files only when there are some",
+    "logging": "not on the shell's path (server list --names runs on every Tab): ~11 ms",
     "gemini_split.client.extensions": "extensions only when some are installed (json, dataclasses)",
     "gemini_split.client.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
     "importlib.metadata": "entry points only when a plugin is looked up",

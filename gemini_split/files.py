@@ -29,6 +29,27 @@ def read_bounded(path: str | Path, limit: int) -> bytes:
         return f.read(limit + 1)
 
 
+def read_toml(path: str | Path, limit: int) -> dict:
+    """The TOML table of the file ``path`` (at most ``limit`` bytes, read
+    as :func:`read_bounded` does). Raises ``ValueError`` with the reason a
+    person reads after the path: "cannot read: …", "larger than N KiB",
+    "not UTF-8 text", "not valid TOML: …"."""
+    import tomllib  # lazy_imports.EDGES: only where there are TOML files
+
+    try:
+        data = read_bounded(path, limit)
+    except OSError as exc:
+        raise ValueError(f"cannot read: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit // 1024} KiB")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"not valid TOML: {exc}") from None
+
+
 def replace_atomically(path: Path, data: bytes, *, mode: int | None = None, dir_fd: int | None = None) -> None:
     """Make ``path`` hold exactly ``data``, all or nothing.
 

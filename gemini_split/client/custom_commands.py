@@ -35,13 +35,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import tomllib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gemini_split.errors import BadInput
-from gemini_split.files import read_bounded
+from gemini_split.files import read_toml
 
 COMMANDS_DIR = "commands"
 ARGS = "{{args}}"
@@ -174,18 +173,7 @@ def _command_files(directory: Path, problems: list[str]) -> list[tuple[Path, str
 def read_command(path: Path, name: str, scope: str) -> CustomCommand:
     """One command file. Raises ValueError with the reason (the TOML error,
     a missing ``prompt``, an unclosed ``!{``…)."""
-    try:
-        data = read_bounded(path, MAX_FILE_BYTES)
-    except OSError as exc:
-        raise ValueError(f"cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"larger than {MAX_FILE_BYTES // 1024} KiB")
-    try:
-        table = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"not valid TOML: {exc}") from None
+    table = read_toml(path, MAX_FILE_BYTES)
     prompt = table.get("prompt")
     if not isinstance(prompt, str):
         raise ValueError("'prompt' is missing or not a string" if prompt is None

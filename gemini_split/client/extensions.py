@@ -38,13 +38,14 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gemini_split.files import read_bounded
 
 EXTENSIONS_DIR = "extensions"
 MANIFEST = "gemini-extension.json"
@@ -369,17 +370,13 @@ def _shown(text: str) -> str:
 
 def _read_json_object(path: Path, *, missing_ok: bool = False) -> dict[str, Any] | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data = read_bounded(path, MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         if missing_ok:
             return None
         raise ValueError(f"no {path.name} in {path.parent}") from None
     except OSError as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-    with open(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise ValueError(f"{path} is not a regular file")
-        data = f.read(MAX_MANIFEST_BYTES + 1)
     if len(data) > MAX_MANIFEST_BYTES:
         raise ValueError(f"{path.name} is larger than {MAX_MANIFEST_BYTES // 1024} KiB")
     try:
@@ -392,28 +389,16 @@ def _read_json_object(path: Path, *, missing_ok: bool = False) -> dict[str, Any]
 
 
 def _read_env_file(path: Path) -> dict[str, str]:
-    """gemini-cli's ``.env`` (dotenv): ``KEY=VALUE``, ``KEY="quoted \\" value"``."""
+    """gemini-cli's ``.env`` (dotenv) of an extension's settings, read as
+    any ``.env`` is (:func:`gemini_split.env_files.read_env_file`: bounded,
+    never blocking on a FIFO); ``{}`` when there is none or it is unusable."""
+    from gemini_split.env_files import read_env_file
+
     try:
-        if path.stat().st_size > MAX_MANIFEST_BYTES or not path.is_file():
-            return {}
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        values, _ = read_env_file(path)
+    except (OSError, ValueError):
         return {}
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip().removeprefix("export ").strip()
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] == '"':
-            value = re.sub(r'\\(["\\])', r"\1", value[1:-1])
-        elif len(value) >= 2 and value[0] == value[-1] == "'":
-            value = value[1:-1]
-        if _ENV_NAME.match(key):
-            out[key] = value
-    return out
+    return {k: v for k, v in values.items() if _ENV_NAME.match(k)}
 
 
 def format_env(values: Mapping[str, str]) -> str:

@@ -36,11 +36,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import msgspec
+
+from gemini_split.files import read_bounded
 
 #: A ``SKILL.md`` larger than this is refused (gemini-cli reads any size;
 #: a skill's instructions are a page or two, and all of them travel with
@@ -190,17 +191,11 @@ def _read_skill_text(path: Path) -> str:
     if os.path.dirname(real) != directory and not real.startswith(directory + os.sep):
         raise SkillError(f"{path}: a symlink to {real}, outside the skill's directory; skipped")
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data = read_bounded(path, MAX_SKILL_BYTES)
     except OSError as exc:
-        raise SkillError(f"{path}: cannot open: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise SkillError(f"{path}: not a regular file; skipped")
-        if info.st_size > MAX_SKILL_BYTES:
-            raise SkillError(f"{path}: {info.st_size} bytes, more than the {MAX_SKILL_BYTES} a SKILL.md may have; "
-                             f"skipped")
-        data = f.read(MAX_SKILL_BYTES + 1)
+        reason = exc.strerror or str(exc)
+        raise SkillError(f"{path}: {reason}; skipped" if reason == "not a regular file"
+                         else f"{path}: cannot open: {reason}") from None
     if len(data) > MAX_SKILL_BYTES:
         raise SkillError(f"{path}: more than the {MAX_SKILL_BYTES} bytes a SKILL.md may have; skipped")
     try:

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import msgspec
 
 from gemini_split.errors import ConfigurationError
-from gemini_split.files import read_bounded
+from gemini_split.files import read_toml
 
 from .builtin import allowed_tools_rules, excluded_tools_rules
 from .engine import Policy
@@ -150,19 +150,9 @@ def read_policy_file(path: Path, tier: int) -> list[Rule]:
     """The rules of one policy file at ``tier``. Raises :class:`PolicyError`."""
     tier_name = _TIER_NAMES.get(tier, "default")
     try:
-        data = read_bounded(path, MAX_POLICY_BYTES)
-    except OSError as exc:
-        raise PolicyError(f"policy file {path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_POLICY_BYTES:
-        raise PolicyError(f"policy file {path}: larger than {MAX_POLICY_BYTES // 1024} KiB; not read")
-    import tomllib  # here: a run without policy files (most -p calls) does not pay for it
-
-    try:
-        raw = tomllib.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise PolicyError(f"policy file {path}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"policy file {path}: not valid TOML: {exc}") from None
+        raw = read_toml(path, MAX_POLICY_BYTES)
+    except ValueError as exc:
+        raise PolicyError(f"policy file {path}: {exc}") from None
     try:
         parsed = msgspec.convert(raw, _FileToml)
     except msgspec.ValidationError as exc:

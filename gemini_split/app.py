@@ -211,8 +211,7 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     environment = session_context_text(dirs, include_listing=s.context.include_directory_tree, ignore_files=ignore)
     settings.tools = msgspec.structs.replace(settings.tools,
                                             memory_file=default_memory_file(env.config_dir, names))
-    extension_skills = tuple(d for _, d in extensions.skill_dirs()) if extensions is not None else ()
-    skills = discover_skills(settings, env, extra=extension_skills)
+    skills = discover_skills(settings, env, extensions=extensions.skill_dirs() if extensions is not None else ())
     for line in skills.warnings:
         env.warn(f"gemini-split: skills: {line}")
     message = session_context_message(
@@ -232,10 +231,10 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     log.debug("context files: %s", ", ".join(str(p) for p in project.paths()) or "none")
 
 
-def discover_skills(settings: ClientSettings, env: Environment, extra: tuple[Path, ...] = ()):
+def discover_skills(settings: ClientSettings, env: Environment, extensions: Iterable[tuple[str, Path]] = ()):
     """The Agent Skills for this run (``gemini_split.client.skills``):
-    user skills, and the project's in a trusted folder; ``extra`` skill
-    directories (an extension's) rank below both. None offered with
+    user skills, and the project's in a trusted folder; the active
+    extensions' ``(name, skills directory)`` rank below both. None offered with
     ``skills.enabled`` false, or ``activate_skill`` in ``tools.exclude``."""
     from gemini_split.client.skills import Discovery, discover, skill_roots
 
@@ -244,7 +243,7 @@ def discover_skills(settings: ClientSettings, env: Environment, extra: tuple[Pat
     if not s.skills.enabled or "activate_skill" in settings.tools.exclude_tools:
         return Discovery()
     home = Path(env.environ.get("HOME") or Path.home())
-    roots = skill_roots(env.config_dir, home, settings.tools.workspace, trusted=loaded.trusted, extra=extra)
+    roots = skill_roots(env.config_dir, home, settings.tools.workspace, trusted=loaded.trusted, extensions=extensions)
     return discover(roots, disabled=s.skills.disabled)
 
 

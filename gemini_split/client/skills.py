@@ -63,7 +63,8 @@ class SkillError(Exception):
 
 class Skill(msgspec.Struct, frozen=True):
     """One discovered skill. ``path`` is its ``SKILL.md``; ``scope`` is
-    ``extension``, ``user`` or ``workspace``."""
+    ``user``, ``workspace``, or ``extension NAME`` (the extension bringing
+    it)."""
 
     name: str
     description: str
@@ -92,13 +93,15 @@ class Discovery(msgspec.Struct):
 
 
 def skill_roots(config_dir: Path, home: Path, project: Path | None, *, trusted: bool,
-                extra: Iterable[Path] = ()) -> list[tuple[str, Path]]:
+                extensions: Iterable[tuple[str, Path]] = ()) -> list[tuple[str, Path]]:
     """The directories searched, lowest precedence first, with their scope.
-    ``config_dir`` is the user's ``~/.gemini`` (``$GEMINI_SPLIT_HOME``);
-    ``home`` holds the ``~/.agents`` alias. ``project`` is the workspace
-    root (None or untrusted: no workspace tier); a project directory that
-    is the user's (the home directory) adds nothing."""
-    roots: list[tuple[str, Path]] = [("extension", Path(p)) for p in extra]
+    ``extensions`` are the active extensions' ``(name, skills directory)``
+    (``ExtensionSet.skill_dirs``), the lowest tier. ``config_dir`` is the
+    user's ``~/.gemini`` (``$GEMINI_SPLIT_HOME``); ``home`` holds the
+    ``~/.agents`` alias. ``project`` is the workspace root (None or
+    untrusted: no workspace tier); a project directory that is the user's
+    (the home directory) adds nothing."""
+    roots: list[tuple[str, Path]] = [(f"extension {name}", Path(p)) for name, p in extensions]
     roots += [("user", config_dir / "skills"), ("user", home / ".agents" / "skills")]
     if project is not None and trusted:
         for base in (".gemini", ".agents"):

@@ -15,6 +15,7 @@ import argparse
 import os
 from pathlib import Path
 
+from gemini_split.client.extensions import load_extensions
 from gemini_split.client.skills import (
     SkillError,
     consent_text,
@@ -50,7 +51,9 @@ def _list(env: Environment) -> ExitStatus:
     for line in loaded.warnings:
         env.warn(line)
     home = Path(env.environ.get("HOME") or Path.home())
-    found = discover(skill_roots(env.config_dir, home, env.cwd, trusted=loaded.trusted),
+    extensions = load_extensions(env.config_dir, env.cwd, home=home)
+    found = discover(skill_roots(env.config_dir, home, env.cwd, trusted=loaded.trusted,
+                                 extensions=extensions.skill_dirs()),
                      disabled=loaded.merged.skills.disabled)
     for line in found.warnings:
         env.warn(f"gemini-split: skills: {line}")

@@ -340,7 +340,11 @@ def test_an_extensions_skill_is_offered_and_activated_by_the_model(setup):
         first, second = _requests(fake)[:2]
         assert "<name>security-audit</name>" in json.dumps(first["body"]["systemInstruction"])
         assert "Check every input for injection." in json.dumps(second["body"]["contents"][-1])
+    listed = run(setup, None, "skills", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "security-audit [enabled] (extension my-ext)" in listed.stdout
     assert run(setup, None, "extensions", "disable", "my-ext").returncode == 0
     with FakeGemini(script=[{"text": "ok"}], api_key=API_KEY) as fake:
         assert run(setup, fake, "-p", "audit this").returncode == 0
         assert "security-audit" not in json.dumps(_requests(fake)[0]["body"])
+    assert "security-audit" not in run(setup, None, "skills", "list").stdout

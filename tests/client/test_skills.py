@@ -190,10 +190,11 @@ def test_precedence_is_gemini_clis_workspace_over_user_and_agents_alias_over_gem
     skill(project / ".agents" / "skills", "a", "---\nname: u\ndescription: project agents u\n---\n")
     skill(tmp_path / "ext", "x", "---\nname: u\ndescription: extension u\n---\n")
     skill(tmp_path / "ext", "y", "---\nname: v\ndescription: extension v\n---\n")
-    found = discover(skill_roots(home / ".gemini", home, project, trusted=True, extra=[tmp_path / "ext"]))
+    found = discover(skill_roots(home / ".gemini", home, project, trusted=True,
+                                 extensions=[("my-ext", tmp_path / "ext")]))
     assert {s.name: (s.description, s.scope) for s in found.skills} == {
         "s": ("user agents", "user"), "t": ("project gemini t", "workspace"),
-        "u": ("project agents u", "workspace"), "v": ("extension v", "extension")}
+        "u": ("project agents u", "workspace"), "v": ("extension v", "extension my-ext")}
     untrusted = discover(skill_roots(home / ".gemini", home, project, trusted=False))
     assert {s.name for s in untrusted.skills} == {"s", "t"}
 

@@ -272,8 +272,9 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
                         log.info("gemini-split serving on %s (model %s, auth %s, store %s)", bound,
                                  service.config.model, "on" if listen_options.authenticate else "off",
                                  describe_store(service.store))
-                        if getattr(service.model, "auth_description", ""):
-                            log.info("the model is reached through %s", service.model.auth_description)
+
+                if getattr(service.model, "auth_description", ""):  # once, however many listeners
+                    log.info("the model is reached through %s", service.model.auth_description)
 
                 async def stop_on_signal() -> None:
                     async for signum in signals:

@@ -180,7 +180,7 @@ class Relay:
         attached = tuple(ClientInfo(label=c["label"], role=c["role"]) for c in joined["clients"])
         await self.stream.send(self.conn.send(stamp(Connected(
             server=f"gemini-split/{__version__}", session_id=sid, resume_token=token, model=self.record.model,
-            capabilities=self.capabilities, resumed=True, role=self.role, label=joined["label"],
+            model_auth=str(joined.get("model_auth", "")), capabilities=self.capabilities, resumed=True, role=self.role, label=joined["label"],
             clients=len(attached), attached=attached, last_seq=upto,
             active_request_id=joined["active_request_id"],
             pending_tool_calls=tuple(joined["pending_tool_calls"]),
@@ -440,7 +440,8 @@ async def run_forwarded(manager: Any, command: tuple[str, str, dict[str, str]]) 
                 "last_seq": point.last_seq, "active_request_id": point.active_request_id,
                 "pending_tool_calls": list(point.pending_tool_calls),
                 "pending_approvals": list(point.pending_approvals), "label": entry.view.label,
-                "clients": [{"label": c.label, "role": c.role} for c in point.clients]}
+                "clients": [{"label": c.label, "role": c.role} for c in point.clients],
+                "model_auth": getattr(session.model, "auth_description", "")}
             if fields.get("token") == "1" and session.resume_token is not None:
                 # Attached by id: the relay hands its client the token this
                 # session's clients hold (the store keeps only its hash).

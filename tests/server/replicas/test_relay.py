@@ -47,6 +47,7 @@ async def two_replicas(redis_server, script, server_tools=None, **config):
     url = redis_server.url_with_prefix()
     transport = get_transport("loopback:")
     model = ScriptedModel(script)
+    model.auth_description = "the replicas' test credential"  # what connected.model_auth says
     services = []
     async with trio.open_nursery() as nursery:
         addresses = []
@@ -82,6 +83,8 @@ async def test_a_relayed_client_is_counted_and_the_others_hear_it_join_and_leave
                 # It is counted, and it sees who else is there.
                 assert isinstance(second, Connected) and second.clients == 2 and second.label == "phone"
                 assert [c.label for c in second.attached] == ["laptop", "phone"]
+                # It is told how the model is reached, as a client of the runner is.
+                assert second.model_auth == first.model_auth == "the replicas' test credential"
                 # A prompt from the local client: both see its events, once.
                 seen_local = await _turn(local, "hello")
                 seen_relayed = await relayed.receive_until(lambda m: isinstance(m, Finished))

@@ -1,0 +1,33 @@
+"""The REPL's choice menu (``prompt_input.read_choice``) as a terminal
+shows it: a real prompt-toolkit application reading keys from a pipe and
+drawing on a VT100 output 40 columns wide."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from prompt_toolkit.data_structures import Size
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output.vt100 import Vt100_Output
+
+from gemini_split.ui.prompt_input import read_choice
+
+pytestmark = pytest.mark.timeout(30)
+
+_ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]|[\r\x07]")
+
+
+async def test_a_line_longer_than_the_terminal_is_wrapped_not_cut():
+    label = "Yes, allow always: run_shell_command git push --force origin main && echo the-end-of-it"
+    screen = io.StringIO()
+    output = Vt100_Output(screen, lambda: Size(rows=24, columns=40), term="xterm")
+    with create_pipe_input() as keys:
+        keys.send_text("2")
+        chosen = await read_choice("Allow?", [("once", "Yes, once"), ("always", label)], default=0,
+                                   input=keys, output=output)
+    assert chosen == "always"
+    shown = _ESCAPES.sub("", screen.getvalue()).replace("\n", "")
+    # Every word of the long line reached the screen, its end included.
+    assert "the-end-of-it" in shown

@@ -40,6 +40,9 @@ from gemini_split.protocol import (
     Sessions,
     COMPRESSION_SINCE,
     Compress,
+    REWIND_SINCE,
+    Rewind,
+    Rewound,
     Connected,
     Connection,
     Error,
@@ -132,7 +135,7 @@ class TurnOutcome(msgspec.Struct):
 
 
 class _Turn:
-    def __init__(self, request: GenerateContentRequest | Compress):
+    def __init__(self, request: GenerateContentRequest | Compress | Rewind):
         self.request = request
         self.request_id = request.id
         #: Whether any event of this request arrived (the server has it).
@@ -463,7 +466,57 @@ class ProtocolClient:
             await self.hooks.fire("PreCompress", {"trigger": "manual"}, target="manual")
         return await self._run_request(stamp(Compress()))
 
-    async def _run_request(self, request: GenerateContentRequest | Compress) -> TurnOutcome:
+    def _check_rewind(self) -> None:
+        if self.conn.version < REWIND_SINCE:
+            raise RequestFailed("this server does not support rewinding (protocol "
+                                f"{'.'.join(map(str, self.conn.version))}; 1.4 can)", ErrorCode.UNKNOWN_TYPE.value)
+
+    async def rewind(self, before_seq: int, *, revert_files: bool = False, timeout: float = 30.0) -> Rewound:
+        """(1.4) Rewind this session to before the prompt whose
+        ``request_started`` had ``before_seq`` (``get_history().points``
+        lists them): the server's history becomes what it was then, and
+        every attached client (this one too, through ``on_event``) hears
+        the returned ``rewound``. ``revert_files`` (tools on the server):
+        the server also puts back the files its edit tools changed since.
+        Nothing is run again.
+
+        Raises :class:`RequestFailed`: ``busy`` while a request runs,
+        ``invalid_request`` for a ``before_seq`` that is no prompt of the
+        session, ``unknown_type`` for a server older than 1.4 ("this server
+        does not support rewinding")."""
+        self._check_rewind()
+        assert self.connected is not None
+        running = self.conn.request.request_id if self.conn.request is not None else self.turn_request_id
+        if running is not None:
+            raise RequestFailed(f"request {running} is still running: a session cannot be rewound until it ends "
+                                "(cancel it or wait)", ErrorCode.BUSY.value)
+        try:
+            reply = await self._request(Rewind(session_id=self.connected.session_id, before_seq=before_seq,
+                                               revert_files=revert_files), timeout)
+        except RequestFailed as exc:
+            if exc.code == ErrorCode.UNKNOWN_TYPE.value:
+                raise RequestFailed("this server does not support rewinding (protocol 1.3)", exc.code) from None
+            raise
+        assert isinstance(reply, Rewound)
+        return reply
+
+    async def restore_call(self, before_seq: int, call_id: str, *, revert_files: bool = False) -> TurnOutcome:
+        """(1.4, ``/restore``) Take the session back to just after the model
+        turn that proposed the tool call ``call_id`` — made by the request
+        whose ``request_started`` had ``before_seq`` — and run a request that
+        proposes that same call again through the usual path (a client tool
+        runs here after this client's approval; a server tool asks every
+        attached client), then goes on as the turn would have. Returns how
+        that request ended (its events reach ``on_event``: ``rewound``
+        first). Raises :class:`RequestFailed` as :meth:`rewind` does for a
+        server older than 1.4; refusals (``busy``, ``invalid_request`` for a
+        call the session no longer has) end the returned outcome."""
+        self._check_rewind()
+        assert self.connected is not None
+        return await self._run_request(stamp(Rewind(session_id=self.connected.session_id, before_seq=before_seq,
+                                                    revert_files=revert_files, repropose_call_id=call_id)))
+
+    async def _run_request(self, request: GenerateContentRequest | Compress | Rewind) -> TurnOutcome:
         """Send a request and wait until the server finishes it (or fails)."""
         turn = _Turn(request)
         self._turn = turn
@@ -619,7 +672,7 @@ class ProtocolClient:
             done, box = self._replies[reply_to]
             box.append(message)
             done.set()
-            if not isinstance(message, Error):
+            if not isinstance(message, Error | Rewound):  # every client redraws on rewound, the asker too
                 return
         turn = self._turn
         if turn is not None and getattr(message, "request_id", None) == turn.request_id:

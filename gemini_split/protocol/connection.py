@@ -77,6 +77,8 @@ from .messages import (
     Finished,
     Compress,
     Compressed,
+    Rewind,
+    Rewound,
     GenerateContentRequest,
     GetHistory,
     GetState,
@@ -207,7 +209,7 @@ def _nothing(c: _Conversation, m: Message) -> None:
     pass
 
 
-def _start_request(c: _Conversation, m: GenerateContentRequest | Compress) -> None:
+def _start_request(c: _Conversation, m: GenerateContentRequest | Compress | Rewind) -> None:
     _driver_only(c, m)
     running = c.request.request_id if c.request is not None else c.submitted
     if running is not None:
@@ -220,6 +222,35 @@ def _start_request(c: _Conversation, m: GenerateContentRequest | Compress) -> No
         c.submitted = m.id
     else:
         c.tracker.begin(m.id)
+
+
+def _rewind(c: _Conversation, m: Rewind) -> None:
+    """(1.4) A rewind that re-proposes a call is a request (as ``compress``
+    is); a plain one is owed its ``rewound`` (or an ``error``), and neither
+    may be sent while a request runs."""
+    if m.repropose_call_id is not None:
+        _start_request(c, m)
+        return
+    _driver_only(c, m)
+    running = c.request.request_id if c.request is not None else c.submitted
+    if running is not None:
+        raise _Breach(ErrorCode.BUSY, f"request {quote(running)} is still running; a session cannot be rewound "
+                      "while a request runs: cancel it or wait", field=None)
+    _expect_reply(c, m)
+
+
+def _rewound(c: _Conversation, m: Rewound) -> None:
+    """(1.4) Inside the request a re-proposing rewind started, or between
+    requests (answering a ``rewind`` of this client's, or another's)."""
+    if m.request_id is not None:
+        _in_request(c, m)
+        return
+    if c.request is not None:
+        raise _Breach(ErrorCode.UNEXPECTED_MESSAGE,
+                      f"rewound while request {quote(c.request.request_id)} runs", field="request_id")
+    _event(c, m)
+    if m.in_reply_to is not None:
+        c.owed_replies.discard(m.in_reply_to)
 
 
 def _announce_request(c: _Conversation, m: RequestStarted) -> None:
@@ -290,7 +321,7 @@ def _decided(c: _Conversation, m: ToolDecided) -> None:
     c.tracker.settled(m.call_id, "expired" if m.decision == "expired" else "decided")
 
 
-def _expect_reply(c: _Conversation, m: GetState | GetHistory) -> None:
+def _expect_reply(c: _Conversation, m: GetState | GetHistory | Rewind) -> None:
     if m.id in c.owed_replies:
         raise _Breach(ErrorCode.INVALID_FIELD, f"message id {quote(m.id)} is already awaiting a reply",
                       field="id", names_message=False)
@@ -417,6 +448,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (CLIENT, GetHistory): (_OPEN, _expect_reply),
     (CLIENT, ListSessions): (_OPEN, _expect_reply),
     (CLIENT, DeleteSession): (_OPEN, _expect_reply),
+    (CLIENT, Rewind): (_OPEN, _rewind),  # 1.4
     # server -> client: events of the running request
     (SERVER, TextDelta): (_OPEN, _in_request),
     (SERVER, ThinkingDelta): (_OPEN, _in_request),
@@ -434,6 +466,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (SERVER, RequestStarted): (_OPEN, _announce_request),
     (SERVER, ToolCallAnswered): (_OPEN, _call_answered),
     (SERVER, ClientsChanged): (_OPEN, _event),
+    (SERVER, Rewound): (_OPEN, _rewound),  # 1.4
     # server -> client: replies
     (SERVER, State): (_OPEN, _reply),
     (SERVER, History): (_OPEN, _reply),
@@ -540,7 +573,7 @@ class Connection:
             self._apply(self.peer, message)
         except _Breach as breach:
             exc = RemoteProtocolError(breach.code, str(breach), field=breach.field)
-            request_id = message.id if isinstance(message, (GenerateContentRequest, Compress)) else None
+            request_id = message.id if starts_request(message) else None
             if request_id is not None and self._c.phase is Phase.OPEN:
                 self._c.owed_replies.add(request_id)  # the refusal we owe
             _hint(exc, fatal=self._c.phase is not Phase.OPEN, request_id=request_id,
@@ -597,6 +630,14 @@ class Connection:
             self.hello = message
         elif isinstance(message, Connected):
             self.connected = message
+
+
+def starts_request(message: Message) -> bool:
+    """Whether ``message`` asks for a request (its ``id`` is the
+    ``request_id`` of what it causes, and of its refusal): a prompt,
+    ``compress``, or a ``rewind`` that re-proposes a call (1.4)."""
+    return isinstance(message, (GenerateContentRequest, Compress)) or (
+        isinstance(message, Rewind) and message.repropose_call_id is not None)
 
 
 def _hint(exc: RemoteProtocolError, *, fatal: bool, in_reply_to: str | None = None,

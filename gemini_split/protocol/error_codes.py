@@ -64,6 +64,9 @@ class ErrorCode(StrEnum):
     #: An approval whose ``parameters_hash`` is not the question's: it
     #: approves other arguments than the ones that would run.
     ARGUMENTS_CHANGED = "arguments_changed"
+    #: (1.4) Said to a client older than 1.4 attached to a session another
+    #: client rewound (it cannot read ``rewound``): its view is stale.
+    SESSION_REWOUND = "session_rewound"
 
 
 MAX_ERROR_MESSAGE = 1000

@@ -48,6 +48,9 @@ docs/protocol.md, each behind its own ``*_SINCE`` constant below)."""
 ANNOUNCED_REQUESTS_SINCE = (1, 2)
 #: The minor version from which a server compresses histories (``compress``).
 COMPRESSION_SINCE = (1, 3)
+#: The minor version from which a session can be rewound (``rewind``,
+#: ``rewound``, ``history.points``).
+REWIND_SINCE = (1, 4)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -457,6 +460,34 @@ class Compress(ClientMessage, tag="compress", kw_only=True):
     or of the ``error`` that says why nothing changed."""
 
 
+class Rewind(ClientMessage, tag="rewind", kw_only=True):
+    """(1.4) Take the session back to before one of its prompts (gemini-cli's
+    ``/rewind``). ``session_id`` must name this connection's session;
+    ``before_seq`` is the ``seq`` of that prompt's ``request_started`` (the
+    rewind points are listed by ``history.points``). The history becomes
+    what it was before that prompt — across compressions too — and every
+    attached client hears ``rewound``. Refused while a request runs
+    (``busy``), for a ``before_seq`` that is not a prompt of the session
+    (``invalid_request``), and for any other session (``unknown_session``).
+    Nothing is run again.
+
+    ``revert_files`` (a session whose tools run on the server): also put
+    back the files the agent's edit tools changed since then.
+
+    ``repropose_call_id`` (``/restore``): instead, keep the history up to and
+    including the model turn that proposed that tool call (``before_seq``
+    names the prompt whose request made it), drop its answer and everything
+    after, and start a request — this message's ``id`` is its
+    ``request_id`` — that proposes exactly that call again through the
+    usual path (run by the client or the server, approval asked as for any
+    call) and goes on as the turn would have."""
+
+    session_id: str
+    before_seq: Annotated[int, Meta(ge=1)]
+    revert_files: bool = False
+    repropose_call_id: str | None = None
+
+
 class GetState(ClientMessage, tag="get_state", kw_only=True):
     pass
 
@@ -607,12 +638,60 @@ class Compressed(ServerEvent, tag="compressed", kw_only=True):
     automatic: bool = False
 
 
+class RewindPoint(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.4) A prompt the session can be rewound to: its ``request_started``
+    ``seq`` (what ``rewind.before_seq`` names), its ``request_id``, the
+    prompt's text as the model got it, and ``files``: how many files the
+    server's own edit tools changed in that step (sessions whose tools run
+    on the server; a client counts its own)."""
+
+    seq: int
+    request_id: str
+    prompt: str = ""
+    files: int = 0
+
+
+class FileRevert(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.4) One file a rewind put back, or left alone: ``path`` (relative
+    to the workspace), ``action`` — ``restored`` (its content from before
+    the agent's first edit), ``deleted`` (the agent created it) — or
+    ``skipped`` with the ``reason`` (changed since the agent's edit, over
+    the size limit, unreadable)."""
+
+    path: str
+    action: str
+    reason: str = ""
+
+
+class Rewound(ServerEvent, tag="rewound", kw_only=True):
+    """(1.4) The session was rewound (``rewind``): the conversation is now
+    what it was before the prompt whose ``request_started`` had
+    ``before_seq``; ``prompt`` is that prompt's text (a REPL puts it back
+    in its input), ``points`` the prompts left. Sent to every attached 1.4
+    client (others get a notice: ``error`` ``session_rewound``); redraw from
+    ``get_history``. ``in_reply_to`` is the ``rewind`` (none when it started
+    a request: then ``request_id`` is the ``rewind``'s id and the re-proposed
+    call, ``repropose_call_id``, follows). ``files``: what a server-side
+    ``revert_files`` did; ``by``: the label of the client that rewound."""
+
+    before_seq: int
+    in_reply_to: str | None = None
+    prompt: str = ""
+    points: int = 0
+    by: str = ""
+    repropose_call_id: str | None = None
+    files: tuple[FileRevert, ...] = ()
+
+
 class History(ServerEvent, tag="history", kw_only=True):
     """The conversation so far (answer to ``get_history``), as Gemini
-    ``Content`` objects: ``{"role": "user"|"model", "parts": [...]}``."""
+    ``Content`` objects: ``{"role": "user"|"model", "parts": [...]}``.
+    ``points`` (1.4): the session's prompts, oldest first, that ``rewind``
+    can go back to."""
 
     in_reply_to: str | None = None
     messages: tuple[dict[str, Any], ...] = ()
+    points: tuple[RewindPoint, ...] = ()
 
 
 class State(ServerEvent, tag="state", kw_only=True):

@@ -51,14 +51,22 @@ class ReplayPlan:
     truncated: bool
 
 
-def plan_replay(marks: Sequence[EventMark], replay: Replay, *, upto: int) -> ReplayPlan:
+def plan_replay(marks: Sequence[EventMark], replay: Replay, *, upto: int,
+                hidden: Sequence[tuple[int, int | None]] = ()) -> ReplayPlan:
     """The events of ``marks`` (kept events, oldest first) that ``replay``
     asks for, up to seq ``upto`` (where the live part starts).
+
+    ``hidden``: ``(first, last)`` seq ranges (``last`` None: open) that a
+    rewind took back (1.4): never replayed, so a late joiner sees the
+    conversation as it now is.
 
     ``truncated`` is true when what is asked reaches back past the oldest
     kept event and the log had dropped events before it."""
     kept = [m for m in marks if m.seq <= upto]
     dropped_before = bool(kept) and kept[0].seq > 1
+    if hidden:
+        kept = [m for m in kept if not any(first <= m.seq and (last is None or m.seq <= last)
+                                           for first, last in hidden)]
     window = [m for m in kept
               if (replay.since is None or m.timestamp > replay.since)
               and (replay.before is None or m.timestamp < replay.before)]

@@ -20,6 +20,8 @@ import trio
 from gemini_split import __version__
 from gemini_split.protocol import (
     COMPRESSION_SINCE,
+    REWIND_SINCE,
+    Rewound,
     PROTOCOL_VERSION,
     Compressed,
     ClientMessage,
@@ -64,6 +66,7 @@ from .config import ServerConfig
 from .model.base import Model
 from .session.priority import AnswerFirst
 from .session.session import Session
+from .session.rewind import rewound_notice
 from .session.manager import AmbiguousSession, RemoteSession, SessionManager
 from .session.manager import no_such_session as _no_such_session
 from .session.views import OBSERVER, AttachPoint, View
@@ -463,7 +466,7 @@ class AgentService:
         if marks is None:
             marks = [EventMark(e.seq or 0, e.timestamp if isinstance(e.timestamp, int) else 0, e.request_id, e.TYPE)
                      for e in session.log.kept()]
-        return plan_replay(marks, replay, upto=upto)
+        return plan_replay(marks, replay, upto=upto, hidden=session.timeline.hidden)
 
     async def _write_events(self, stream: MessageStream, conn: Connection, session: Session, view: View,
                             point: AttachPoint, replay_from: int | None, plan: ReplayPlan | None,
@@ -489,8 +492,12 @@ class AgentService:
                         continue  # a 1.1 client knows nothing of them
                     if isinstance(event, Compressed) and conn.version < COMPRESSION_SINCE:
                         continue  # nor a 1.2 client of this
+                    if isinstance(event, Rewound) and conn.version < REWIND_SINCE:
+                        # A 1.3 client cannot read it: a notice in words instead.
+                        event = rewound_notice(event)
+                        text = None
                     try:
-                        conn.send(event, text=text)
+                        text = conn.send(event, text=text)
                     except LocalProtocolError:
                         # A bug on our side: never put it on the wire.
                         log.exception("session %s: not sending %s", session.id, type(event).__name__)

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from gemini_split.server.store import StoreError, StoreLocked, open_store
-from gemini_split.server.store.sqlite import DB_NAME
+from gemini_split.server.store.sqlite import DB_NAME, SCHEMA_VERSION
 
 from .test_store_contract import events, record
 
@@ -198,4 +198,4 @@ async def test_a_schema_1_database_is_migrated_and_keeps_its_sessions_and_events
             await store.aclose()
     assert old.data == '{"type":"text_delta"}' and old.timestamp == 0 and old.type == ""
     assert [m.seq for m in marks] == [1, 2]
-    assert sqlite3.connect(state / DB_NAME).execute("PRAGMA user_version").fetchone()[0] == 2
+    assert sqlite3.connect(state / DB_NAME).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

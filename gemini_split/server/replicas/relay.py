@@ -55,6 +55,10 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.protocol import (
+    REWIND_SINCE,
+    Rewind,
+    decode,
+    starts_request,
     COMPRESSION_SINCE,
     Cancel,
     ClientInfo,
@@ -80,15 +84,17 @@ from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageSt
 
 from ..session.manager import no_such_session
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
+from ..session.rewind import rewound_notice
 from ..session.server_tools import APPROVALS_CAPABILITY
 from ..session.views import View
 from ..store import SessionRecord, StoreError, hash_token, token_matches
 from .replica import RelayedClient, Replica
 
 #: What only a client that may act sends (an observer gets ``forbidden``).
-_ACTS = (GenerateContentRequest, Compress, Cancel, ToolExecutionResponse)
+_ACTS = (GenerateContentRequest, Compress, Cancel, ToolExecutionResponse, Rewind)
 #: How a ``compressed`` event's text starts (msgspec writes the tag first).
 _COMPRESSED = '{"type":"compressed"'
+_REWOUND = '{"type":"rewound"'
 
 
 log = logging.getLogger(__name__)
@@ -176,7 +182,8 @@ class Relay:
         plan = None
         if replay is not None:
             marks = await store.event_marks(sid)
-            plan = plan_replay(marks or [], replay, upto=upto)
+            plan = plan_replay(marks or [], replay, upto=upto,
+                               hidden=[(a, b) for a, b in self.record.timeline.get("hidden", ())])
         attached = tuple(ClientInfo(label=c["label"], role=c["role"]) for c in joined["clients"])
         await self.stream.send(self.conn.send(stamp(Connected(
             server=f"gemini-split/{__version__}", session_id=sid, resume_token=token, model=self.record.model,
@@ -285,6 +292,9 @@ class Relay:
             async for texts in self.replica.follow(self.record.id, cursor, replies=self.relay_id,
                                                    replies_after=reply_cursor):
                 for text in texts:
+                    if text.startswith(_REWOUND) and self.conn.version < REWIND_SINCE:
+                        # A 1.3 client cannot read it: a notice in words instead.
+                        text = encode(rewound_notice(decode(text)))
                     if self._knows(text):
                         await self.stream.send(text)
         except StoreError as exc:
@@ -342,7 +352,7 @@ class Relay:
             except StoreError as exc:
                 await self._send(Error(
                     code=ErrorCode.STORAGE_ERROR.value,
-                    request_id=message.id if isinstance(message, (GenerateContentRequest, Compress)) else None,
+                    request_id=message.id if starts_request(message) else None,
                     message=f"the message could not be passed to the replica running this session: {exc}"))
 
     async def _answer_sessions(self, message: ListSessions | DeleteSession) -> None:

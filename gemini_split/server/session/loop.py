@@ -126,6 +126,9 @@ class AgentRun:
     last_prompt_tokens: int = 0
     #: An automatic compression failed in this request: not tried again.
     compression_failed: bool = False
+    #: Told ``(old, new)`` when an automatic compression replaced the
+    #: history (the session's rewind timeline keeps what it dropped).
+    on_compressed: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None] | None = None
 
 
 #: The tools a server runs itself for any session, by name (announced in
@@ -142,25 +145,34 @@ async def run_agent(
     emit: Emit,
     call_tool: CallTool,
     attachments: Sequence[Attachment] = (),
+    repropose: int | None = None,
 ) -> None:
     """Run the loop until the model answers without calling a tool.
     ``attachments`` follow the prompt's text as inline data parts.
 
+    ``repropose`` (1.4, ``/restore``): instead of a prompt, the history ends
+    with the model turn that proposed some calls; the call at that index of
+    its parts is proposed again (through ``call_tool``, as any call), the
+    others are answered as not run again, and the loop goes on from there.
+
     Raises :class:`TurnLimitExceeded`, or :class:`ModelError` once retries
     are spent. On any exit the history stays valid for the next request."""
-    environment = getattr(run.context, "environment", None)
-    parts: list[dict[str, Any]] = [
-        {"text": prompt},
-        *({"inline_data": {"mime_type": a.mime_type, "data": a.data}} for a in attachments),
-    ]
-    if not run.history and environment:
-        # gemini-cli's first turn: the session context, then the prompt.
-        parts.insert(0, {"text": environment})
-    run.history.append({"role": "user", "parts": parts})
+    if repropose is None:
+        environment = getattr(run.context, "environment", None)
+        parts: list[dict[str, Any]] = [
+            {"text": prompt},
+            *({"inline_data": {"mime_type": a.mime_type, "data": a.data}} for a in attachments),
+        ]
+        if not run.history and environment:
+            # gemini-cli's first turn: the session context, then the prompt.
+            parts.insert(0, {"text": environment})
+        run.history.append({"role": "user", "parts": parts})
     if run.server_tools:
         call_tool = _with_server_tools(run, call_tool, model=model, emit=emit)
     if _skills(run):
         call_tool = _with_skills(run, call_tool, emit=emit)
+    if repropose is not None:
+        await _repropose(run, repropose, call_tool)
     while True:
         if run.turns >= config.max_turns:
             raise TurnLimitExceeded(
@@ -179,6 +191,33 @@ async def run_agent(
             # Even when cancelled midway, answer every call, so the history
             # the next request sends is one the API accepts.
             run.history.append({"role": "user", "parts": _answered(calls, responses)})
+
+
+async def _repropose(run: AgentRun, part_index: int, call_tool: CallTool) -> None:
+    """Answer the calls of the model turn that ends the history: the one at
+    ``part_index`` of its parts run again, the others not."""
+    parts = run.history[-1].get("parts") or []
+    calls, target = [], None
+    for index, part in enumerate(parts):
+        call = part.get("function_call") if isinstance(part, dict) else None
+        if isinstance(call, dict):
+            if index == part_index:
+                target = len(calls)
+            calls.append(FunctionCallChunk(name=str(call.get("name", "")), args=dict(call.get("args") or {}),
+                                           call_id=call.get("id")))
+    not_run = {"error": {"code": "not_run", "message": "not run again: the session was restored to "
+                         "a checkpoint of another call of this turn"}}
+    responses: list[dict[str, Any] | None] = [
+        None if i == target else _function_response(c, not_run) for i, c in enumerate(calls)]
+    try:
+        if target is not None:
+            one: list[dict[str, Any] | None] = [None]
+            try:
+                await _run_tools([calls[target]], call_tool, one)
+            finally:
+                responses[target] = one[0]
+    finally:
+        run.history.append({"role": "user", "parts": _answered(calls, responses)})
 
 
 async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit: Emit) -> list[FunctionCallChunk]:
@@ -264,6 +303,8 @@ async def _compress_if_due(run: AgentRun, *, model: Model, emit: Emit) -> None:
         log.warning("request %s: the history was not compressed: %s", run.request_id, exc)
         run.compression_failed = True
         return
+    if run.on_compressed is not None:
+        run.on_compressed(list(run.history), done.history)
     run.history[:] = done.history
     run.usage = run.usage + done.usage
     run.last_prompt_tokens = done.after_tokens
@@ -427,14 +468,18 @@ async def _run_tools(
             nursery.start_soon(one, i, call)
 
 
-def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any) -> CallTool:
+def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any,
+                     on_call: Callable[[str, str, dict[str, Any]], None] | None = None) -> CallTool:
     """A :data:`CallTool` that runs each call on the server, through a
     :class:`~gemini_split.server.session.server_tools.ToolHost` (``hello.tools =
-    "server"``): each call gets a fresh call id (``t-…``), its events go
-    out through ``emit`` and a call that needs approval asks through ``ask``."""
+    "server"``): each call gets a fresh call id (``t-…``, told to
+    ``on_call(call_id, name, args)`` first), its events go out through
+    ``emit`` and a call that needs approval asks through ``ask``."""
 
     async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         call_id = "t-" + secrets.token_hex(8)
+        if on_call is not None:
+            on_call(call_id, name, args)
         return await host.execute(call_id, name, args, emit=emit, ask=ask, request_id=request_id)
 
     return call

@@ -33,7 +33,11 @@ from msgspec.structs import replace
 from gemini_split.protocol import (
     Cancel,
     RequestStarted,
+    Rewind,
+    RewindPoint,
+    Rewound,
     ToolCallAnswered,
+    ToolStarted,
     ClientMessage,
     Compress,
     Compressed,
@@ -74,6 +78,7 @@ from .outbox import Outbox
 from .priority import AnswerFirst
 from ..store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
 from ..store.memory import MemoryStore
+from .rewind import Rewinding, RewindRefused, Timeline
 from .server_tools import ToolChoice, ToolHost
 from .views import AttachPoint, View
 
@@ -152,6 +157,11 @@ class Session:
         #: Where its tools run, as the store keeps it: server-side tools so
         #: chosen, or None (the client's). A restored session keeps it.
         self.tool_choice: ToolChoice | None = None
+        #: Where each prompt and tool call sits in the conversation, and
+        #: what compressions dropped: what ``rewind`` needs (1.4).
+        self.timeline = Timeline()
+        #: A rewind is being saved: no request may start meanwhile.
+        self._rewinding = False
         if record is not None:  # restored from the store
             self.id, self.owner, self.token_hash = record.id, record.owner, record.token_hash
             self.resume_token = None
@@ -161,6 +171,7 @@ class Session:
             self.model_name = record.model or config.model
             self.log.last_seq = record.last_seq
             self.tool_choice = ToolChoice.from_record(record.approval)
+            self.timeline = Timeline.from_record(record.timeline, record.archive)
             self.persisted = True
         #: The way of its events to every view: outbox, log, views, pump.
         self.events = Broadcast(self.id, self.log, Outbox(config.outbox_limit, max_bytes=config.outbox_bytes))
@@ -229,6 +240,12 @@ class Session:
                     self._pending[event.id].seq = event.seq
             elif isinstance(event, ToolAwaitingApproval):
                 self.approvals.logged(event)
+            if isinstance(event, RequestStarted):
+                self.timeline.started(event.request_id or "", event.seq or 0)
+            elif isinstance(event, ToolExecutionRequest):
+                self.timeline.call_logged(event.id, event.seq or 0)
+            elif isinstance(event, ToolStarted | ToolAwaitingApproval):
+                self.timeline.call_logged(event.call_id, event.seq or 0)
         if self.persisted or self._unstored is not None:
             stored = [StoredEvent(e.seq or 0, e.request_id, text, _ms(e.timestamp), e.TYPE) for e, text in batch]
             if self.persisted:
@@ -368,6 +385,8 @@ class Session:
         ``error`` events."""
         if isinstance(message, (GenerateContentRequest, Compress)):
             self._start_request(message, view)
+        elif isinstance(message, Rewind):
+            await self._rewind(message, view)
         elif isinstance(message, ToolExecutionResponse):
             self._resolve_call(message, view)
         elif isinstance(message, ToolDecision):
@@ -386,7 +405,7 @@ class Session:
             if message.request_id is None or (self._active and self._active.request_id == message.request_id):
                 self.cancel_active()
         elif isinstance(message, GetHistory):
-            view.send_direct(History(in_reply_to=message.id, messages=list(self.history)))
+            view.send_direct(History(in_reply_to=message.id, messages=list(self.history), points=self.points()))
         elif isinstance(message, GetState):
             view.send_direct(self.state(in_reply_to=message.id))
 
@@ -423,6 +442,11 @@ class Session:
     def _start_request(self, request: GenerateContentRequest | Compress, view: View) -> None:
         if self._nursery is None:
             raise RuntimeError("Session.run must be started before requests are handled")
+        if self._rewinding:
+            view.send_direct(Error(
+                request_id=request.id, in_reply_to=request.id, code=ErrorCode.BUSY.value,
+                message="the session is being rewound by another client; send the prompt again"))
+            return
         if self._active is not None:
             # Another client's request started first (this one's connection
             # had not heard of it yet).
@@ -466,7 +490,8 @@ class Session:
         run = AgentRun(request_id=request.id, model_name=self.model_name, history=self.history,
                        tools=list(self.tools), context=self.context,
                        server_tools=self.server_tools, pace=self.priority.request(),
-                       last_prompt_tokens=self.last_prompt_tokens)
+                       last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed)
+        self.timeline.begin(request.id, self.history)
         error: tuple[ErrorCode, str] | None = None
         if not self.title:
             self.title = make_title(request.prompt)
@@ -475,11 +500,7 @@ class Session:
         self._nursery.start_soon(self._record_start, request.id, recorded)
         try:
             with active.scope:
-                if self.tool_host is not None:
-                    call_tool = call_server_tool(self.tool_host, request_id=request.id, emit=self.emit,
-                                                 ask=self.approvals.ask)
-                else:
-                    call_tool = lambda name, args: self._call_tool(request.id, name, args)  # noqa: E731
+                call_tool = self._tool_caller(request.id)
                 try:
                     await run_agent(
                         run, request.prompt, model=self.model, config=self.config,
@@ -503,14 +524,9 @@ class Session:
         if active.scope.cancelled_caught and active.stopped_because is not None:
             error = active.stopped_because
         self.turns += 1
-        try:
-            # Durable before finished is sent: a client that saw finished
-            # can always resume this history.
-            with trio.CancelScope(shield=True):
-                await self.store.save_turn(self.id, history=self.history, updated=time.time(), turns=self.turns,
-                                           title=self.title, model=self.model_name)
-        except StoreError as exc:
-            self._storage_failed(request.id, exc)
+        # Durable before finished is sent: a client that saw finished
+        # can always resume this history.
+        await self._save(request.id)
         if error is not None:
             self.emit_nowait(Error(request_id=request.id, in_reply_to=request.id, code=error[0].value, message=error[1],
                                    usage=run.usage, api=run.api.as_message()))
@@ -541,14 +557,10 @@ class Session:
                 await recorded.wait()
             self._active = None
         if done is not None:
+            self.timeline.compressed(list(self.history), done.history)
             self.history[:] = done.history
             self.last_prompt_tokens = done.after_tokens
-            try:
-                with trio.CancelScope(shield=True):
-                    await self.store.save_turn(self.id, history=self.history, updated=time.time(), turns=self.turns,
-                                               title=self.title, model=self.model_name)
-            except StoreError as exc:
-                self._storage_failed(request.id, exc)
+            await self._save(request.id)
             self.emit_nowait(Compressed(request_id=request.id, before_tokens=done.before_tokens,
                                         after_tokens=done.after_tokens))
         if error is not None:
@@ -557,6 +569,161 @@ class Session:
         else:
             self.emit_nowait(Finished(request_id=request.id, usage=done.usage if done else Usage(), turns=1,
                                       reason="stop" if done else "cancelled"))
+
+    async def _save(self, request_id: str | None) -> None:
+        """Save the history (and the rewind timeline with it): durable on
+        return, shielded; a failure is said to the clients."""
+        timeline = self.timeline
+        archive = timeline.archive if timeline.archive_changed else None
+        try:
+            with trio.CancelScope(shield=True):
+                await self.store.save_turn(self.id, history=self.history, updated=time.time(), turns=self.turns,
+                                           title=self.title, model=self.model_name,
+                                           timeline=timeline.to_record(), archive=archive)
+            if archive is not None:
+                timeline.archive_changed = False
+        except StoreError as exc:
+            self._storage_failed(request_id, exc)
+
+    def _tool_caller(self, request_id: str) -> Any:
+        """How the agent loop calls a tool for ``request_id``: on the server
+        (``hello.tools = "server"``) or through the client; each call's place
+        in the conversation noted for ``/restore``."""
+        if self.tool_host is not None:
+            return call_server_tool(
+                self.tool_host, request_id=request_id, emit=self.emit, ask=self.approvals.ask,
+                on_call=lambda call_id, name, args: self.timeline.note_call(call_id, request_id, name, args,
+                                                                           self.history))
+        return lambda name, args: self._call_tool(request_id, name, args)
+
+    # --- rewinding (1.4) ------------------------------------------------------------
+
+    def points(self) -> tuple[RewindPoint, ...]:
+        """The prompts ``rewind`` can go back to, oldest first."""
+        journal = getattr(self.tool_host, "edits", None)
+        points = self.timeline.points(self.history)
+        out = []
+        for i, (mark, text) in enumerate(points):
+            files = 0
+            if journal is not None:  # the step: this prompt's request and those up to the next prompt
+                upto = points[i + 1][0].seq if i + 1 < len(points) else None
+                files = journal.count([rid for rid in self.timeline.requests_since(mark.seq or 0)
+                                       if upto is None or self.timeline.requests[rid] < upto])
+            out.append(RewindPoint(seq=mark.seq or 0, request_id=mark.request_id, prompt=text, files=files))
+        return tuple(out)
+
+    async def _rewind(self, message: Rewind, view: View) -> None:
+        """``rewind``: refused (a reply to the asker), or the history taken
+        back, saved, and said to every view (``rewound``); with
+        ``repropose_call_id``, the request that proposes that call again."""
+        repropose = message.repropose_call_id is not None
+        request_id = message.id if repropose else None
+
+        def refuse(code: ErrorCode, text: str) -> None:
+            view.send_direct(Error(code=code.value, message=text, in_reply_to=message.id, request_id=request_id))
+
+        if message.session_id != self.id:
+            # The same answer as for any session the caller cannot reach.
+            refuse(ErrorCode.UNKNOWN_SESSION, f"no session {quote(message.session_id)} to rewind here (a "
+                   "connection rewinds the session it is attached to)")
+            return
+        if self._active is not None or self._rewinding:
+            refuse(ErrorCode.BUSY, "a request is running: a session cannot be rewound until it ends "
+                   "(cancel it or wait)")
+            return
+        if self._nursery is None:
+            raise RuntimeError("Session.run must be started before requests are handled")
+        try:
+            if repropose:
+                done = self.timeline.repropose(self.history, message.before_seq, message.repropose_call_id or "")
+            else:
+                done = self.timeline.rewind(self.history, message.before_seq)
+        except RewindRefused as exc:
+            refuse(ErrorCode.INVALID_REQUEST, str(exc))
+            return
+        if message.revert_files and self.tool_host is None:
+            refuse(ErrorCode.INVALID_REQUEST, "revert_files: this session's tools run on the client, which "
+                   "puts its own files back")
+            return
+        self._rewinding = True
+        try:
+            files = self._revert_files(done) if message.revert_files else ()
+            if done.site is None:
+                hide_from = done.mark.seq or message.before_seq
+            else:  # the call's own events on; nothing of the turn before it
+                hide_from = done.site.seq or self.log.last_seq + 1
+            self.timeline.apply(self.history, done, hide_from=hide_from)
+            self.turns = len(self.timeline.marks)
+            self.last_prompt_tokens = estimated_tokens(self.history)
+            log.info("session %s: rewound to before seq %d by %s%s", self.id, message.before_seq, view.label,
+                     f" (re-proposing {message.repropose_call_id})" if repropose else "")
+            await self._save(request_id)
+        finally:
+            self._rewinding = False
+        rewound = Rewound(before_seq=message.before_seq, prompt=done.prompt, points=len(self.timeline.marks),
+                          by=view.label, files=tuple(files))
+        if not repropose:
+            self.emit_nowait(replace(rewound, in_reply_to=message.id))
+            return
+        self.emit_nowait(RequestStarted(request_id=message.id, prompt="/restore", client=view.label))
+        self._active = _ActiveRequest(message.id, trio.CancelScope(), origin=view if view.attached else None)
+        self._nursery.start_soon(self._run_repropose, message, done,
+                                 replace(rewound, request_id=message.id,
+                                         repropose_call_id=message.repropose_call_id), self._active)
+
+    def _revert_files(self, done: Rewinding) -> list[Any]:
+        """Put back, newest first, what the server's edit tools changed from
+        the prompt rewound to on (or from the re-proposed call on)."""
+        journal = getattr(self.tool_host, "edits", None)
+        if journal is None:
+            return []
+        if done.site is None:
+            return journal.revert(self.timeline.requests_since(done.mark.seq or 0))
+        call_id = next(cid for cid, site in self.timeline.calls.items() if site is done.site)
+        return journal.revert(self.timeline.requests_since(done.site.request_seq or 0), from_call=call_id)
+
+    async def _run_repropose(self, message: Rewind, done: Rewinding, rewound: Rewound,
+                             active: _ActiveRequest) -> None:
+        """The request a re-proposing ``rewind`` started: ``rewound``, then
+        the call proposed again and the turn going on from its answer."""
+        await self.emit(rewound)
+        run = AgentRun(request_id=message.id, model_name=self.model_name, history=self.history,
+                       tools=list(self.tools), context=self.context,
+                       server_tools=self.server_tools, pace=self.priority.request(),
+                       last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed)
+        assert done.site is not None
+        error: tuple[ErrorCode, str] | None = None
+        recorded = trio.Event()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._record_start, message.id, recorded)
+        try:
+            with active.scope:
+                try:
+                    await run_agent(run, "", model=self.model, config=self.config, emit=self.emit,
+                                    call_tool=self._tool_caller(message.id), repropose=done.site.part)
+                except TurnLimitExceeded as exc:
+                    error = (ErrorCode.TURN_LIMIT, str(exc))
+                except ModelError as exc:
+                    error = _model_error(exc)
+                except Exception as exc:  # a bug must end the request, not the session
+                    log.exception("request %s failed", message.id)
+                    error = (ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            run.pace.done()
+            with trio.CancelScope(shield=True):
+                await recorded.wait()
+            self._active = None
+            self.last_prompt_tokens = run.last_prompt_tokens
+        if active.scope.cancelled_caught and active.stopped_because is not None:
+            error = active.stopped_because
+        await self._save(message.id)
+        if error is not None:
+            self.emit_nowait(Error(request_id=message.id, in_reply_to=message.id, code=error[0].value,
+                                   message=error[1], usage=run.usage, api=run.api.as_message()))
+        else:
+            reason = "cancelled" if active.scope.cancelled_caught else "stop"
+            self.emit_nowait(Finished(request_id=message.id, usage=run.usage, turns=run.turns, reason=reason,
+                                      api=run.api.as_message()))
 
     def _storage_failed(self, request_id: str, exc: StoreError) -> None:
         log.error("session %s: %s", self.id, exc)
@@ -570,6 +737,7 @@ class Session:
     async def _call_tool(self, request_id: str, name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         """Ask the client to run a tool; wait for its answer or the timeout."""
         event = stamp(ToolExecutionRequest(request_id=request_id, tool=name, parameters=args, timeout=self.config.tool_timeout))
+        self.timeline.note_call(event.id, request_id, name, args, self.history)
         pending = _PendingCall(request=event)
         self._pending[event.id] = pending
         if self._active is not None and self._active.origin is not None:

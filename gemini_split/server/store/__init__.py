@@ -104,6 +104,11 @@ class SessionRecord:
     running_request: str | None = None
     #: The highest seq appended for this session.
     last_seq: int = 0
+    #: (1.4) Where each prompt and tool call sits in the conversation
+    #: (``server/session/rewind.py``: ``Timeline.to_record``), and the
+    #: messages compressions dropped from the history: what rewinding needs.
+    timeline: dict[str, Any] = field(default_factory=dict)
+    archive: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -179,9 +184,12 @@ class SessionStore(ABC):
         title: str | None = None,
         model: str | None = None,
         running_request: str | None = None,
+        timeline: dict[str, Any] | None = None,
+        archive: list[dict[str, Any]] | None = None,
     ) -> None:
         """Record a completed turn (or any change of history): durable on
-        return, after every event appended before the call."""
+        return, after every event appended before the call. ``timeline`` /
+        ``archive``: the rewind data (None: unchanged)."""
 
     @abstractmethod
     async def set_running(self, session_id: str, request_id: str | None, *, updated: float) -> None:

@@ -47,12 +47,17 @@ class MemoryStore(SessionStore):
 
     async def save_turn(self, session_id: str, *, history: list[dict[str, Any]], updated: float, turns: int,
                         title: str | None = None, model: str | None = None,
-                        running_request: str | None = None) -> None:
+                        running_request: str | None = None, timeline: dict[str, Any] | None = None,
+                        archive: list[dict[str, Any]] | None = None) -> None:
         record = self._sessions.get(session_id)
         if record is None:
             return
         changes: dict[str, Any] = {"history": copy.deepcopy(history), "updated": updated, "turns": turns,
                                    "running_request": running_request}
+        if timeline is not None:
+            changes["timeline"] = copy.deepcopy(timeline)
+        if archive is not None:
+            changes["archive"] = copy.deepcopy(archive)
         if title is not None:
             changes["title"] = title
         if model is not None:

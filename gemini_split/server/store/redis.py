@@ -450,7 +450,8 @@ class RedisStore(SessionStore):
         fields = {name: getattr(record, name) for name in _STRING_FIELDS}
         fields.update(created=_float(record.created), updated=_float(record.updated),
                       approval=json.dumps(record.approval), history=json.dumps(record.history),
-                      turns=str(record.turns), last_seq=str(record.last_seq))
+                      turns=str(record.turns), last_seq=str(record.last_seq),
+                      timeline=json.dumps(record.timeline), archive=json.dumps(record.archive))
         if record.running_request is not None:
             fields["running_request"] = record.running_request
         return fields
@@ -470,6 +471,7 @@ class RedisStore(SessionStore):
                 updated=float(f["updated"]), model=f.get("model", ""), approval=json.loads(f.get("approval", "{}")),
                 title=f.get("title", ""), history=json.loads(f.get("history", "[]")), turns=int(f.get("turns", 0)),
                 running_request=f.get("running_request"), last_seq=int(f.get("last_seq", 0)),
+                timeline=json.loads(f.get("timeline", "{}")), archive=json.loads(f.get("archive", "[]")),
             )
         except (KeyError, ValueError) as exc:
             raise StoreError(f"{self.name}: session {f.get('id', '?')!r} is not readable ({exc!r})") from None
@@ -515,9 +517,14 @@ class RedisStore(SessionStore):
 
     async def save_turn(self, session_id: str, *, history: list[dict[str, Any]], updated: float, turns: int,
                         title: str | None = None, model: str | None = None,
-                        running_request: str | None = None) -> None:
+                        running_request: str | None = None, timeline: dict[str, Any] | None = None,
+                        archive: list[dict[str, Any]] | None = None) -> None:
         fields = {"history": json.dumps(history), "updated": _float(updated), "turns": str(turns),
                   "running_request": running_request if running_request is not None else _DELETE_FIELD}
+        if timeline is not None:
+            fields["timeline"] = json.dumps(timeline)
+        if archive is not None:
+            fields["archive"] = json.dumps(archive)
         if title is not None:
             fields["title"] = title
         if model is not None:

@@ -59,7 +59,7 @@ T = TypeVar("T")
 
 DB_NAME = "sessions.db"
 LOCK_NAME = "serve.lock"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -74,7 +74,9 @@ CREATE TABLE IF NOT EXISTS sessions (
     history TEXT NOT NULL DEFAULT '[]',
     turns INTEGER NOT NULL DEFAULT 0,
     running_request TEXT,
-    last_seq INTEGER NOT NULL DEFAULT 0
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    timeline TEXT NOT NULL DEFAULT '{}',
+    archive TEXT NOT NULL DEFAULT '[]'
 );
 CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions (owner, updated);
 CREATE TABLE IF NOT EXISTS events (
@@ -92,8 +94,14 @@ _MIGRATE_1_TO_2 = """
 ALTER TABLE events ADD COLUMN timestamp INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE events ADD COLUMN type TEXT NOT NULL DEFAULT '';
 """
-_COLUMNS = ("id", "owner", "token_hash", "created", "updated", "model", "approval", "title", "history",
-            "turns", "running_request", "last_seq")
+#: Schema 2 → 3: what rewinding a session needs (1.4; ``server/session/rewind.py``).
+_MIGRATE_2_TO_3 = """
+ALTER TABLE sessions ADD COLUMN timeline TEXT NOT NULL DEFAULT '{}';
+ALTER TABLE sessions ADD COLUMN archive TEXT NOT NULL DEFAULT '[]';
+"""
+_COLUMNS_2 = ("id", "owner", "token_hash", "created", "updated", "model", "approval", "title", "history",
+              "turns", "running_request", "last_seq")
+_COLUMNS = (*_COLUMNS_2, "timeline", "archive")
 
 #: Operations the writer thread takes from its queue at most per transaction.
 _MAX_BATCH = 5000
@@ -207,6 +215,9 @@ class SQLiteStore(SessionStore):
                 version = self._check(conn)
                 if version == 1:
                     conn.executescript(_MIGRATE_1_TO_2)
+                if version in (1, 2):
+                    conn.executescript(_MIGRATE_2_TO_3)
+                if version != SCHEMA_VERSION:
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -223,14 +234,14 @@ class SQLiteStore(SessionStore):
         return conn
 
     def _check(self, conn: sqlite3.Connection) -> int:
-        """The file's schema version (1 or 2), once it is ours and sound."""
+        """The file's schema version (1, 2 or 3), once it is ours and sound."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if version not in (1, SCHEMA_VERSION) or not {"sessions", "events"} <= tables:
+        if version not in (1, 2, SCHEMA_VERSION) or not {"sessions", "events"} <= tables:
             raise StoreError(f"{self.path}: not a gemini-split session database "
                              f"(schema version {version}, tables {sorted(tables) or 'none'})")
         columns = [row[1] for row in conn.execute("PRAGMA table_info(sessions)")]
-        if tuple(columns) != _COLUMNS:
+        if tuple(columns) != (_COLUMNS if version == SCHEMA_VERSION else _COLUMNS_2):
             raise StoreError(f"{self.path}: unexpected sessions table layout {columns}")
         # Reads every page of the two tables' b-trees: a damaged file is
         # found now, not in the middle of a resume.
@@ -286,14 +297,19 @@ class SQLiteStore(SessionStore):
 
     async def save_turn(self, session_id: str, *, history: list[dict[str, Any]], updated: float, turns: int,
                         title: str | None = None, model: str | None = None,
-                        running_request: str | None = None) -> None:
+                        running_request: str | None = None, timeline: dict[str, Any] | None = None,
+                        archive: list[dict[str, Any]] | None = None) -> None:
         history_json = json.dumps(history, ensure_ascii=False)
+        timeline_json = None if timeline is None else json.dumps(timeline, ensure_ascii=False)
+        archive_json = None if archive is None else json.dumps(archive, ensure_ascii=False)
 
         def do(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "UPDATE sessions SET history = ?, updated = ?, turns = ?, running_request = ?, "
-                "title = COALESCE(?, title), model = COALESCE(?, model) WHERE id = ?",
-                (history_json, updated, turns, running_request, title, model, session_id),
+                "title = COALESCE(?, title), model = COALESCE(?, model), timeline = COALESCE(?, timeline), "
+                "archive = COALESCE(?, archive) WHERE id = ?",
+                (history_json, updated, turns, running_request, title, model, timeline_json, archive_json,
+                 session_id),
             )
 
         await self._call(do)
@@ -464,11 +480,14 @@ async def _wait(future: concurrent.futures.Future[T]) -> T:
 
 def _to_row(r: SessionRecord) -> tuple[Any, ...]:
     return (r.id, r.owner, r.token_hash, r.created, r.updated, r.model, json.dumps(r.approval),
-            r.title, json.dumps(r.history, ensure_ascii=False), r.turns, r.running_request, r.last_seq)
+            r.title, json.dumps(r.history, ensure_ascii=False), r.turns, r.running_request, r.last_seq,
+            json.dumps(r.timeline, ensure_ascii=False), json.dumps(r.archive, ensure_ascii=False))
 
 
 def _from_row(row: tuple[Any, ...]) -> SessionRecord:
     values = dict(zip(_COLUMNS, row))
     values["approval"] = json.loads(values["approval"])
     values["history"] = json.loads(values["history"])
+    values["timeline"] = json.loads(values["timeline"])
+    values["archive"] = json.loads(values["archive"])
     return SessionRecord(**values)

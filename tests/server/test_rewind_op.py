@@ -1,0 +1,120 @@
+"""Issue 30, rewind: the protocol operation (1.4) on a real service.
+
+The real AgentService on the loopback transport, a scripted model (whose
+recorded requests show what the model was sent), real ProtocolClients with
+real tools in a temporary workspace.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+
+from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.client.failures import RequestFailed
+from gemini_split.protocol import Rewound
+from gemini_split.server.model.scripted import ScriptedModel
+
+from .helpers import connected_client, serving
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _said(request) -> str:
+    return json.dumps(request.contents)
+
+
+async def _three_turns(client) -> list:
+    for prompt in ("first prompt", "second prompt", "third prompt"):
+        outcome = await client.run_turn(prompt)
+        assert outcome.finished is not None, outcome.error
+    return list((await client.get_history()).points)
+
+
+async def test_a_rewind_takes_the_history_back_to_before_that_prompt_and_the_next_request_lacks_the_rest(tmp_path):
+    model = ScriptedModel([{"text": "one"}, {"text": "two"}, {"text": "three"}, {"text": "again"}])
+    events: list = []
+    async with serving(model) as (_service, address):
+        async with connected_client(address, tmp_path, events=events) as client:
+            points = await _three_turns(client)
+            assert [p.prompt for p in points] == ["first prompt", "second prompt", "third prompt"]
+            rewound = await client.rewind(points[1].seq)
+            history = await client.get_history()
+            await client.run_turn("second, differently")
+    assert isinstance(rewound, Rewound) and rewound.prompt == "second prompt" and rewound.points == 1
+    assert [p.prompt for p in history.points] == ["first prompt"]
+    assert [m["role"] for m in history.messages] == ["user", "model"]
+    last = _said(model.requests[-1])
+    assert "first prompt" in last and "one" in last
+    assert "second prompt" not in last and "third prompt" not in last and "three" not in last
+    assert any(isinstance(e, Rewound) for e in events)  # the asker's UI hears it too
+
+
+async def test_a_rewind_to_a_seq_that_is_no_prompt_is_refused_and_changes_nothing(tmp_path):
+    model = ScriptedModel([{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    async with serving(model) as (_service, address):
+        async with connected_client(address, tmp_path) as client:
+            points = await _three_turns(client)
+            for bad in (points[0].seq + 1, 10_000):
+                with pytest.raises(RequestFailed) as refused:
+                    await client.rewind(bad)
+                assert refused.value.code == "invalid_request"
+                assert f"seq {bad} is not the start of a prompt" in str(refused.value)
+            after = await client.get_history()
+    assert len(after.points) == 3 and len(after.messages) == 6
+
+
+async def test_a_rewind_while_a_request_runs_is_refused_as_busy(tmp_path):
+    model = ScriptedModel([{"text": "one"}, {"text": "slow", "delay": 30}])
+    async with serving(model) as (_service, address):
+        async with connected_client(address, tmp_path) as client:
+            await client.run_turn("first")
+            points = (await client.get_history()).points
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(client.run_turn, "second")
+                with trio.fail_after(10):
+                    while client.conn.request is None:
+                        await trio.sleep(0.01)
+                with pytest.raises(RequestFailed) as refused:
+                    await client.rewind(points[0].seq)
+                await client.cancel()
+    assert refused.value.code == "busy"
+
+
+def _write(path: str, content: str) -> dict:
+    return {"text": f"Writing {path}. ", "function_calls": [{"name": "write_file",
+                                                             "args": {"file_path": path, "content": content}}]}
+
+
+async def test_restore_reproposes_exactly_that_call_through_the_client_and_the_turn_goes_on(tmp_path):
+    """/restore's variant: the history is cut just after the model turn that
+    proposed the call, the call is asked of the client again (run here,
+    through its approval), and the model continues from its answer."""
+    from gemini_split.protocol import RequestStarted, ToolStarted
+
+    model = ScriptedModel([_write("a.txt", "A"), {"text": "wrote a"}, {"text": "later"},
+                           {"text": "wrote a again"}])
+    events: list = []
+    async with serving(model) as (_service, address):
+        async with connected_client(address, tmp_path, events=events) as client:
+            client.executor.policy.mode = ApprovalMode.YOLO
+            await client.run_turn("make a")
+            call = next(e for e in events if isinstance(e, ToolStarted))
+            started = next(e for e in events if isinstance(e, RequestStarted) and e.request_id == call.request_id)
+            await client.run_turn("something else")
+            (tmp_path / "a.txt").write_text("changed by hand")
+            events.clear()
+            outcome = await client.restore_call(started.seq, call.call_id)
+            history = await client.get_history()
+    assert outcome.finished is not None, outcome.error
+    again = [e for e in events if isinstance(e, ToolStarted)]
+    assert [(e.tool, e.parameters) for e in again] == [("write_file", {"file_path": "a.txt", "content": "A"})]
+    assert (tmp_path / "a.txt").read_text() == "A"
+    sent = _said(model.requests[-1])
+    assert "something else" not in sent and "later" not in sent
+    assert [p.prompt for p in history.points] == ["make a"]
+    assert history.messages[-1]["parts"][0]["text"] == "wrote a again"
+    [rewound] = [e for e in events if isinstance(e, Rewound)]
+    assert rewound.repropose_call_id == call.call_id and rewound.request_id == outcome.request_id

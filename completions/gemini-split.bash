@@ -54,7 +54,7 @@ _shtab_gemini_split_skills_list_option_strings=(-h --help)
 _shtab_gemini_split_skills_install_option_strings=(-h --help --scope --path --consent)
 _shtab_gemini_split_skills_uninstall_option_strings=(-h --help --scope)
 _shtab_gemini_split_skills_option_strings=(-h --help)
-_shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --send-api-key --tools --project --reconnect-timeout -r --resume --session-id --list-sessions --delete-session --approval-mode -y --yolo --allowed-mcp-server-names --allowed-tools --policy --admin-policy -s --sandbox --sandbox-network --max-turns -d --debug --include-directories --skip-trust --screen-reader --raw-output --accept-raw-output-risk --acp --experimental-acp --log-file)
+_shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --send-api-key --tools --project --reconnect-timeout -r --resume --session-id --list-sessions --delete-session --rewind-to --revert-files --approval-mode -y --yolo --allowed-mcp-server-names --allowed-tools --policy --admin-policy -s --sandbox --sandbox-network --max-turns -d --debug --include-directories --skip-trust --screen-reader --raw-output --accept-raw-output-risk --acp --experimental-acp --log-file)
 
 _shtab_gemini_split_serve___auth_config_COMPGEN=_shtab_compgen_files
 _shtab_gemini_split_serve___tls_cert_COMPGEN=_shtab_compgen_files
@@ -231,6 +231,7 @@ _shtab_gemini_split___send_api_key_nargs=0
 _shtab_gemini_split__r_nargs='?'
 _shtab_gemini_split___resume_nargs='?'
 _shtab_gemini_split___list_sessions_nargs=0
+_shtab_gemini_split___revert_files_nargs=0
 _shtab_gemini_split__y_nargs=0
 _shtab_gemini_split___yolo_nargs=0
 _shtab_gemini_split__s_nargs='?'

@@ -320,6 +320,19 @@ def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
     sessions.add_argument("--list-sessions", action="store_true",
                           help="list your sessions (id, last update, turns, title), newest first")
     sessions.add_argument("--delete-session", metavar="ID", help="delete one of your sessions")
+    sessions.add_argument("--rewind-to", type=_prompt_number, metavar="N",
+                          help="with --resume: rewind the conversation to before its N-th prompt (1: the "
+                               "first), as /rewind does, and run nothing")
+    sessions.add_argument("--revert-files", action="store_true",
+                          help="with --rewind-to: also put back the files the agent's edit tools changed since "
+                               "then (a file changed by hand since is left as it is, and named)")
+
+
+def _prompt_number(text: str) -> int:
+    """A prompt's number in its session: 1, 2, 3…"""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a prompt number (1: the first prompt)")
+    return int(text)
 
 
 def _session_id(text: str) -> str:
@@ -377,6 +390,8 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         if args.command is None and args.session_id is not None and args.resume is not None:
             parser.error("--resume and --session-id cannot be combined: one continues a session, "
                          "the other starts a new one")
+        if args.command is None:
+            _check_rewind_flags(parser, args)
     except UsageError as exc:
         env.warn(str(exc))
         return ExitStatus.USAGE
@@ -455,11 +470,26 @@ def split_prompt_words(parser: argparse.ArgumentParser, argv: list[str]) -> tupl
     return rest, words
 
 
+def _check_rewind_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.revert_files and args.rewind_to is None:
+        parser.error("--revert-files goes with --rewind-to N")
+    if args.rewind_to is None:
+        return
+    if args.resume is None:
+        parser.error("--rewind-to rewinds an earlier session: name it with --resume ID (or --resume latest)")
+    if args.prompt is not None or args.query or args.prompt_interactive is not None:
+        parser.error("--rewind-to runs no prompt: rewind first, then --resume the session with your prompt")
+
+
 def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if args.acp:
         from gemini_split.commands.acp import run_acp
 
         return run_acp(args, env)
+    if args.rewind_to is not None:
+        from gemini_split.commands.rewind import run_rewind
+
+        return run_rewind(args, env)
     if args.list_sessions or args.delete_session:
         from gemini_split.commands.sessions import run_delete_session, run_list_sessions
 

@@ -44,6 +44,7 @@ EDGES = {
     "gemini_split.client.extensions": "extensions only when some are installed (json, dataclasses)",
     "gemini_split.client.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
     "importlib.metadata": "entry points only when a plugin is looked up",
+    "gemini_split.client.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",
 }
 
 #: Never imported by ``--version``, ``--help`` and ``server list --names``

@@ -135,6 +135,9 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     #: Where the MCP servers' tool declarations are cached (see
     #: :mod:`gemini_split.client.mcp.cache`); None: every server is started.
     mcp_cache: Path | None = None
+    #: Where the edit tools' changes are journaled for ``/rewind`` (one
+    #: directory per session: :func:`edits_directory`); None: not journaled.
+    edits_dir: Path | None = None
     #: The installed extensions (a ``client.extensions.ExtensionSet``):
     #: their MCP servers and excluded tools are merged into the fields
     #: above; their context files and commands are read from here. None:
@@ -318,6 +321,8 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 tool_choice=server_tool_choice(tools, can_ask=executor.asker is not None),
             )
             client.wants_server_tool = lambda name: _offers(tools, name, read_only=True)
+            if tools.edits_dir is not None:
+                client.forget_session = lambda session_id: _forget_edits(tools.edits_dir, session_id)
             client.caller = endpoint.caller
             client.send_api_key = endpoint.send_api_key
             if mcp is not None:
@@ -333,6 +338,10 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                                        new_session_id=session.new_session_id,
                                        role=session.role, label=session.label, replay=replay)
                 runs_ours = _runs_client_tools(client)
+                if tools.edits_dir is not None and runs_ours and tools.run_on != "server" \
+                        and client.connected is not None:
+                    executor.edits_dir = edits_directory(tools.edits_dir, client.connected.session_id)
+                    executor.request_seq = lambda request_id: client.request_seqs.get(request_id or "")
                 for line in _tools_elsewhere(tools, client, runs_ours):
                     if on_notice is not None and line not in _SAID:
                         _SAID.add(line)  # once a process: /clear reconnects to the same server
@@ -345,6 +354,20 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 with trio.CancelScope(shield=True):
                     await client.aclose()
                 nursery.cancel_scope.cancel()
+
+
+def edits_directory(base: Path, session_id: str) -> Path:
+    """Where the edits of ``session_id`` made by this client's tools are
+    journaled for ``/rewind`` (``client/edit_journal.py``): a directory
+    under ``base`` named after the session, made safe as one file name."""
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in session_id)[:200]
+    return base / (name if name.strip(".") else "_")
+
+
+def _forget_edits(base: Path, session_id: str) -> None:
+    import shutil
+
+    shutil.rmtree(edits_directory(base, session_id), ignore_errors=True)
 
 
 #: Notices already given by this process (see :func:`_tools_elsewhere`).

@@ -11,6 +11,7 @@ local types of :mod:`.local_events` unless told to report on the wire.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -84,6 +85,12 @@ class ToolExecutor:
         #: The classes a call's progress is reported with: local ones for
         #: this process's UI, the wire ones where a server runs the call.
         self.events = events
+        #: Where the edit tools' changes are journaled for ``/rewind``
+        #: (:mod:`.edit_journal`, one directory per session); None: not.
+        self.edits_dir: Any = None
+        #: The ``seq`` of a request's ``request_started`` (journaled with
+        #: its edits), when known.
+        self.request_seq: Callable[[str | None], int | None] = lambda request_id: None
 
     async def execute(
         self,
@@ -219,12 +226,35 @@ class ToolExecutor:
         if verdict.decision is Decision.ALLOW and verdict.network:
             extra["network"] = True  # allowNetwork rules allowed exactly this command
         ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id, extra=extra)
+        journal, noted = await self._before_edit(tool, args)
         result = await tool.run(args, ctx)
+        if noted is not None:
+            try:
+                await trio.to_thread.run_sync(functools.partial(
+                    journal.after, self.workspace, request_id or "", call_id, noted, seq=self.request_seq(request_id)))
+            except OSError as exc:
+                log.warning("the edit of %s is not journaled for /rewind: %s", args["file_path"], exc)
         if self.after_run is not None:
             result = await self.after_run(tool_name, args, result)
         if self.hooks is not None:
             result = await self._after_tool(tool.name, args, result)
         return result
+
+    async def _before_edit(self, tool: Tool, args: dict[str, Any]) -> tuple[Any, Any]:
+        """For an edit tool, with a journal: the journal and what it noted of
+        the file before the edit (``/rewind`` puts it back); else Nones. A
+        journal that cannot be written is logged and the edit goes on."""
+        if self.edits_dir is None or tool.name not in ("write_file", "replace") \
+                or not isinstance(args.get("file_path"), str):
+            return None, None
+        from .edit_journal import EditJournal  # lazy_imports.EDGES
+
+        journal = EditJournal(self.edits_dir)
+        try:
+            return journal, await trio.to_thread.run_sync(journal.before, self.workspace, args["file_path"])
+        except OSError as exc:
+            log.warning("the edit of %s is not journaled for /rewind: %s", args["file_path"], exc)
+            return None, None
 
     async def _before_tool(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
         """The BeforeTool hooks' verdict: raises :class:`ToolFailed` (code

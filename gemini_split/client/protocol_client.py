@@ -62,6 +62,7 @@ from gemini_split.protocol import (
     TextDelta,
     ToolDiscovery,
     Replay,
+    RequestStarted,
 )
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.stamping import stamp
@@ -211,6 +212,12 @@ class ProtocolClient:
         #: ``--send-api-key``: send ``caller`` to this server too, over a
         #: private stream only.
         self.send_api_key = False
+        #: Told the id of each session deleted through this client: what
+        #: this client kept of it (its edit journal) goes too.
+        self.forget_session: Callable[[str], None] = lambda session_id: None
+        #: The ``seq`` of each request's ``request_started`` seen (the
+        #: latest few hundred): this client's edits are journaled with it.
+        self.request_seqs: dict[str, int] = {}
         self.calls = ToolCalls(self)
         self.reconnector = Reconnector(self, reconnect, reconnect_timeout, probe_after, probe_timeout)
         self._turn: _Turn | None = None
@@ -586,6 +593,7 @@ class ProtocolClient:
         session of the caller's)."""
         reply = await self._request(DeleteSession(session_id=session_id), timeout)
         assert isinstance(reply, Sessions)
+        self.forget_session(session_id)
         return reply.sessions
 
     async def get_state(self, timeout: float = 10.0) -> State:
@@ -677,6 +685,10 @@ class ProtocolClient:
         turn = self._turn
         if turn is not None and getattr(message, "request_id", None) == turn.request_id:
             turn.acknowledged = True
+        if isinstance(message, RequestStarted) and message.request_id is not None and message.seq is not None:
+            self.request_seqs[message.request_id] = message.seq
+            if len(self.request_seqs) > 256:
+                del self.request_seqs[next(iter(self.request_seqs))]
         if isinstance(message, TextDelta) and turn is not None and message.request_id == turn.request_id \
                 and len(self._last_text) < MAX_RESPONSE_FOR_HOOKS:
             self._last_text += message.content

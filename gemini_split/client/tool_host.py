@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gemini_split.protocol import ServerEvent, ToolAwaitingApproval, ToolDecision, ToolFailure, ToolSpec
+from gemini_split.protocol import FileRevert, ServerEvent, ToolAwaitingApproval, ToolDecision, ToolFailure, ToolSpec
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest
 from .approval_mode import ApprovalMode
@@ -63,6 +63,9 @@ class LocalToolHost:
         self.workspace = Workspace(spec.workspace)
         self.registry = _offered(spec)
         self.policy = ApprovalPolicy(_POLICY_MODES[self.mode], policy=spec.policy)
+        #: The session's edit journal (``rewind``): see :class:`ServerEdits`.
+        edits_dir = getattr(spec, "edits_dir", None)
+        self.edits = ServerEdits(edits_dir, self.workspace) if edits_dir is not None else None
 
     def specs(self) -> list[ToolSpec]:
         return self.registry.specs()
@@ -73,10 +76,34 @@ class LocalToolHost:
         # The events go out on the wire: the server runs these calls.
         executor = ToolExecutor(self.registry, self.workspace, self.policy, asker, refusal=REJECT_DANGEROUS_REFUSAL,
                                 events=WIRE_TOOL_EVENTS)
+        executor.edits_dir = self.edits.directory if self.edits is not None else None
         return await executor.execute(call_id, name, args, emit, request_id=request_id)
 
     def close(self) -> None:
         self.registry.close()
+
+
+class ServerEdits:
+    """What a server-tools session's ``rewind`` asks of its edit journal
+    (``client/edit_journal.py``): how many files a step changed, and putting
+    them back. A file changed since the agent's edit is skipped, said in
+    the result (nobody is asked: the ``revert_files`` flag is the answer)."""
+
+    def __init__(self, directory: Any, workspace: Workspace):
+        self.directory = directory
+        self.workspace = workspace
+
+    def count(self, request_ids: list[str]) -> int:
+        from .edit_journal import EditJournal  # lazy_imports.EDGES
+
+        return EditJournal(self.directory).count(request_ids)
+
+    def revert(self, request_ids: list[str], *, from_call: str | None = None) -> list[FileRevert]:
+        from .edit_journal import EditJournal  # lazy_imports.EDGES
+
+        journal = EditJournal(self.directory)
+        done = journal.revert(journal.plan(request_ids, self.workspace, from_call=from_call), self.workspace)
+        return [FileRevert(path=o.path, action=o.action, reason=o.reason) for o in done]
 
 
 def open_tool_host(spec: Any) -> LocalToolHost:

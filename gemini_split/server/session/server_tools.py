@@ -23,6 +23,7 @@ with a :class:`ToolChoice`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -112,6 +113,9 @@ class ToolHostSpec:
     #: Beyond public addresses, what ``web_fetch`` may connect to from here
     #: (``serve --web-fetch-allow``: CIDRs, addresses, host names).
     web_fetch_allow: tuple[str, ...] = ()
+    #: (1.4) Where the edit tools' changes are journaled for ``rewind``
+    #: (outside every workspace; None: not journaled).
+    edits_dir: Path | None = None
 
 
 class ToolHost(Protocol):
@@ -285,7 +289,17 @@ class ServerTools:
             workspace=workspace, approval_mode=choice.approval_mode, core_tools=choice.core_tools,
             exclude_tools=tuple(dict.fromkeys(self.exclude_tools + choice.exclude_tools)),
             sandbox=self.confinement(), policy=self.policy, web_fetch_allow=tuple(self.web_fetch_allow),
+            edits_dir=self.edits_of(session_id),
         ))
+
+    def edits_of(self, session_id: str) -> Path:
+        """Where a session's edits are journaled for ``rewind``: in the
+        workspace root's ``.rewind`` (no session's workspace, which are
+        named by ids that begin with a letter or digit, and hidden from
+        every command with the rest of the root)."""
+        name = session_id if _PROJECT_NAME.fullmatch(session_id) else \
+            "h" + hashlib.sha256(session_id.encode()).hexdigest()[:40]
+        return self.workspace_root / ".rewind" / name
 
     def confinement(self) -> Any:
         """What a session's shell commands run under: the server's sandbox
@@ -304,8 +318,9 @@ class ServerTools:
                                        env_keep=SERVER_COMMAND_ENVIRONMENT)
 
     def remove_workspace(self, session_id: str) -> None:
-        """Delete a session's own workspace (projects are never deleted).
-        Symlinks inside are removed, never followed."""
+        """Delete a session's own workspace (projects are never deleted) and
+        its edit journal. Symlinks inside are removed, never followed."""
+        shutil.rmtree(self.edits_of(session_id), ignore_errors=True)
         try:
             path = self.workspace_of(session_id)
         except ValueError:

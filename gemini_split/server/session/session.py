@@ -647,7 +647,7 @@ class Session:
             return
         self._rewinding = True
         try:
-            files = self._revert_files(done) if message.revert_files else ()
+            files = await trio.to_thread.run_sync(self._revert_files, done) if message.revert_files else ()
             if done.site is None:
                 hide_from = done.mark.seq or message.before_seq
             else:  # the call's own events on; nothing of the turn before it

@@ -172,7 +172,7 @@ class EditJournal:
         for edit in chosen:
             by_path.setdefault(edit.path, []).append(edit)
         planned = []
-        for path, edits in by_path.items():
+        for path, edits in sorted(by_path.items()):
             first, last = edits[0], edits[-1]
             current = _hash_of(workspace, path)
             conflict = current != (last.after or None)

@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from gemini_split.protocol import ClientsChanged, ServerEvent
+from gemini_split.protocol import ClientsChanged, Rewound, ServerEvent
 from gemini_split.protocol.turn import (
     HistoryCompressed,
     TextAdded,
@@ -119,6 +119,18 @@ class Follower:
             watching = " (watching)" if event.client.role == "observer" else ""
             self._print(Text(f"· {visible(event.client.label)}{watching} {event.change} · "
                                     f"{event.clients} attached", style="dim"))
+            return
+        if isinstance(event, Rewound):
+            # One line: what was shown above that point is no longer part
+            # of the conversation (a REPL redraws it under the line).
+            self._emit(self._end_line)
+            self.turn = Turn()
+            prompt = visible(" ".join(event.prompt.split())[:PROMPT_SHOWN], newlines=False)
+            left = f"{event.points} prompt{'s' if event.points != 1 else ''} left"
+            back = sum(1 for f in event.files if f.action in ("restored", "deleted"))
+            files = f", {back} file{'s' if back != 1 else ''} put back" if back else ""
+            how = "restored to before a tool call of" if event.repropose_call_id else "rewound to before"
+            self._print(Text(f"⟲ {visible(event.by) or 'someone'} {how}: {prompt} ({left}{files})", style="yellow"))
             return
         if event.request_id is not None and event.request_id == own_request:
             return

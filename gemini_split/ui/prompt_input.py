@@ -193,6 +193,10 @@ def open_history(path: Path) -> History:
         return InMemoryHistory()
 
 
+#: What Esc twice on an empty prompt sends (gemini-cli's shortcut).
+REWIND_COMMAND = "/rewind"
+
+
 class LineReader:
     """The REPL's line editor.
 
@@ -354,6 +358,11 @@ class LineReader:
         @kb.add("escape", filter=Condition(lambda: self.shell_mode) & empty, eager=True)
         def _leave_shell_mode(event: KeyPressEvent) -> None:
             self.shell_mode = False
+
+        @kb.add("escape", "escape", filter=empty & ~Condition(lambda: self.shell_mode))
+        def _rewind(event: KeyPressEvent) -> None:
+            # gemini-cli: Esc twice on an empty prompt opens /rewind.
+            event.app.exit(result=REWIND_COMMAND)
 
         @kb.add("s-tab")
         def _cycle(event: KeyPressEvent) -> None:

@@ -50,7 +50,7 @@ from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.options import ClientOptions
-from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, ServerEvent, Usage
+from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent, Usage
 from gemini_split.transport import ConnectOptions, TransportError
 
 from .approval_prompt import InlineAsker
@@ -261,6 +261,10 @@ class Repl:
 
     def print_usage(self, text: str) -> None:
         self.console.print(Text(text, style="yellow"))
+
+    def keep_prompt(self, text: str) -> None:
+        """Put ``text`` in the next prompt's input (a rewound prompt)."""
+        self._kept_prompt = text
 
     def print_notice(self, text: str) -> None:
         """A line from elsewhere (an MCP server's failure): shown, never obeyed."""
@@ -514,10 +518,14 @@ class Repl:
         self.last_tools = view.finished_tools
 
     async def _on_event(self, event: ServerEvent) -> None:
+        if isinstance(event, Rewound) and event.request_id is None and self._nursery is not None:
+            # Not here: the history is read through the connection whose
+            # reader is calling us.
+            self._nursery.start_soon(self.redraw_rewound, event)
         view = self.view
         own = self.client.turn_request_id if self.client is not None else None
         if view is not None and (event.request_id is None or event.request_id == own) \
-                and not isinstance(event, ClientsChanged):
+                and not isinstance(event, ClientsChanged | Rewound):
             view.on_event(event)
         else:
             # Also before self.client is set: an attach's replay can arrive
@@ -628,6 +636,30 @@ class Repl:
             await self.reconnect(None, "new conversation")
             return False
         return bool(opened)
+
+    async def redraw_rewound(self, event: Rewound) -> None:
+        """The session was rewound (by this client or another): the
+        conversation as it now is, under a line saying so."""
+        client = self.client
+        if client is None:
+            return
+        try:
+            history = await client.get_history()
+        except (TransportError, RequestFailed) as exc:
+            self.print_usage(f"The session was rewound; it could not be redrawn: {exc}")
+            return
+
+        def show() -> None:
+            self.console.rule(Text(f"the conversation as it is now ({event.points} prompt"
+                                   f"{'s' if event.points != 1 else ''})", style="dim"), style="dim")
+            for content in history.messages:
+                for line in _history_lines(content):
+                    self.console.print(line)
+
+        if isinstance(self.reader, LineReader) and not self._questions:
+            await self.reader.above(show)
+        else:
+            show()
 
     async def show_history(self) -> bool | None:
         """Redraw the conversation of a resumed session from its history;

@@ -256,6 +256,16 @@ async def _compress(repl: Repl, args: list[str]) -> None:
         raise CommandUsage(str(exc)) from None
 
 
+async def _rewind(repl: Repl, args: list[str]) -> None:
+    """gemini-cli's ``/rewind`` (also Esc twice on an empty prompt): back to
+    before an earlier prompt — the conversation, the agent's file edits, or
+    both (``ui/rewind_menu.py``)."""
+    _no_args(args, "/rewind")
+    from .rewind_menu import rewind_menu
+
+    await rewind_menu(repl)
+
+
 async def _init(repl: Repl, args: list[str]) -> None:
     """gemini-cli's ``/init``: the model writes a GEMINI.md for the project
     (an existing one is left alone)."""
@@ -797,6 +807,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/init", "/init", "analyze the project and have the model write a GEMINI.md for it", _init),
     Command("/compress", "/compress", "have the server replace the older turns with the model's summary "
             "(frees context; the project context and last exchanges stay)", _compress),
+    Command("/rewind", "/rewind", "go back to before an earlier prompt: the conversation, the agent's file edits, "
+            "or both (also Esc twice)", _rewind),
     Command("/chat", "/chat ACTION", "save TAG | resume TAG | list | delete TAG: keep conversations to go back to",
             _chat, _chat_actions),
     Command("/memory", "/memory show|refresh|add TEXT", "the context files (GEMINI.md) sent with every prompt",

@@ -129,6 +129,8 @@ class Repl:
         #: request runs): the prompt goes back into the line editor.
         self.refused_busy = False
         self._kept_prompt = ""
+        #: This client's /rewind is running (it redraws the conversation itself).
+        self.rewinding_here = False
         #: ``!command`` results, sent ahead of the next prompt (as gemini-cli
         #: adds them to the conversation).
         self.pending_context: list[str] = []
@@ -518,9 +520,11 @@ class Repl:
         self.last_tools = view.finished_tools
 
     async def _on_event(self, event: ServerEvent) -> None:
-        if isinstance(event, Rewound) and event.request_id is None and self._nursery is not None:
+        if isinstance(event, Rewound) and event.request_id is None and self._nursery is not None \
+                and not self.rewinding_here:
             # Not here: the history is read through the connection whose
-            # reader is calling us.
+            # reader is calling us. (This client's own /rewind redraws
+            # itself, after saying what it did to the files.)
             self._nursery.start_soon(self.redraw_rewound, event)
         view = self.view
         own = self.client.turn_request_id if self.client is not None else None

@@ -92,12 +92,15 @@ async def rewind_menu(repl: Repl) -> None:
                     [("keep", "No, keep it as it is now"), ("overwrite", "Yes, put it back")], 0)
                 if answer == "overwrite":
                     overwrite.add(item.path)
+    repl.rewinding_here = True
     try:
         done = await rewind(client, step, conversation=action in (BOTH, CONVERSATION), files=action in (BOTH, FILES),
                             planned=planned, overwrite=frozenset(overwrite))
     except RequestFailed as exc:
         repl.print_usage(f"Not rewound: {exc}")
         return
+    finally:
+        repl.rewinding_here = False
     for item in done.files:
         style = "green" if item.action in ("restored", "deleted") else "yellow"
         what = {"restored": "put back", "deleted": "deleted (the agent created it)"}.get(item.action, "left as it is")
@@ -107,6 +110,7 @@ async def rewind_menu(repl: Repl) -> None:
         repl.console.print(Text("File changes reverted. The model does not know: tell it if it matters.",
                                 style="green"))
     elif done.rewound is not None:
+        await repl.redraw_rewound(done.rewound)
         # As gemini-cli: the rewound prompt waits in the input, to edit or send again.
         repl.keep_prompt(step.point.prompt)
 

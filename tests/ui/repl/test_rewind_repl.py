@@ -50,10 +50,10 @@ def test_esc_twice_lists_the_prompts_with_their_files_and_rewinds_conversation_a
     repl.expect(r"4\. Do nothing")
     repl.send("1")
     repl.expect(r"rewound to before: turn two \(1 prompt left\)")
+    repl.expect(r"a\.txt: put back\s+b\.txt: deleted \(the agent created it\)\s+c\.txt: deleted")
     repl.expect(r"the conversation as it is now \(1 prompt\)")
     repl.expect(r"» turn one")
     repl.expect(r"Wrote a\.")
-    repl.expect(r"a\.txt: put back\s+b\.txt: deleted \(the agent created it\)\s+c\.txt: deleted")
     repl.expect(PROMPT + "turn two")  # the rewound prompt, back in the input
     assert {p.name: p.read_text() for p in workdir.iterdir()} == {"notes.txt": "the notes\n", "a.txt": "A1\n"}
 
@@ -70,8 +70,8 @@ def test_a_file_changed_by_hand_is_named_and_asked_about_and_only_the_conversati
     repl.send("1")
     repl.expect(r"c\.txt changed since the agent's edit\. Put it back anyway\?")
     repl.send("1")  # no, keep it
-    repl.expect(r"the conversation as it is now \(2 prompts\)")
     repl.expect(r"c\.txt: left as it is — changed since the agent's edit")
+    repl.expect(r"the conversation as it is now \(2 prompts\)")
     assert (workdir / "c.txt").read_text() == "my own c\n"
     repl.expect(PROMPT + "turn three")
     repl.send("\x15")  # Ctrl-U: empty the line

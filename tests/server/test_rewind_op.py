@@ -118,3 +118,29 @@ async def test_restore_reproposes_exactly_that_call_through_the_client_and_the_t
     assert history.messages[-1]["parts"][0]["text"] == "wrote a again"
     [rewound] = [e for e in events if isinstance(e, Rewound)]
     assert rewound.repropose_call_id == call.call_id and rewound.request_id == outcome.request_id
+
+
+async def test_the_server_refuses_a_rewind_while_a_request_runs_whoever_sends_it(tmp_path):
+    """A client that does not check (a raw one) gets the server's own
+    ``busy``, and the running request goes on untouched."""
+    from gemini_split.protocol import Error, Finished, GenerateContentRequest, Hello, Rewind
+
+    from .helpers import RawClient
+    from gemini_split.transport import ConnectOptions, get_transport
+
+    model = ScriptedModel([{"text": "one"}, {"text": "slow", "delay": 1}])
+    async with serving(model) as (_service, address):
+        stream = await get_transport(address).open_connection(address, ConnectOptions())
+        raw = RawClient(stream)
+        await raw.send(Hello(client="raw"))
+        connected = await raw.receive()
+        await raw.send(GenerateContentRequest(id="p-1", prompt="first"))
+        first = await raw.receive_until(lambda m: isinstance(m, Finished))
+        started = next(m for m in first if m.TYPE == "request_started")
+        await raw.send(GenerateContentRequest(id="p-2", prompt="second"))
+        await raw.send(Rewind(id="r-1", session_id=connected.session_id, before_seq=started.seq))
+        seen = await raw.receive_until(lambda m: isinstance(m, Finished))
+        await stream.aclose()
+    [refused] = [m for m in seen if isinstance(m, Error) and m.in_reply_to == "r-1"]
+    assert refused.code == "busy" and "cannot be rewound" in refused.message
+    assert seen[-1].request_id == "p-2" and not any(m.TYPE == "rewound" for m in seen)

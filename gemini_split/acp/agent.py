@@ -44,7 +44,7 @@ from gemini_split.client.tools.base import ToolFailed
 from gemini_split.client.tools.registry import ToolRegistry
 from gemini_split.client.workspace import Workspace
 from gemini_split.errors import GeminiSplitError
-from gemini_split.protocol import ServerEvent
+from gemini_split.protocol import Rewound, ServerEvent
 from gemini_split.protocol.turn import (
     HistoryCompressed,
     Notice,
@@ -72,6 +72,14 @@ from .ring import DEFAULT_BUDGET, Budget, Ring
 from .tools import client_path, lend_editor_tools
 
 log = logging.getLogger(__name__)
+
+#: The answer to a prompt "/rewind" (gemini-cli's ACP mode has no /rewind).
+REWIND_NOT_SUPPORTED = ("/rewind is not supported over ACP (gemini-cli's ACP mode does not offer it either). Rewind "
+                        "this session with gemini-split's REPL (/rewind), or: gemini-split --resume {session} "
+                        "--rewind-to N [--revert-files]")
+#: The thought every editor on a session gets when another client rewound it.
+REWOUND_NOTE = ("{by} rewound this session to before one of its prompts ({points} left): what is shown above is "
+                "no longer all part of the conversation; load the session again to see it as it is.\n")
 _encoder = msgspec.json.Encoder()
 
 PROTOCOL_VERSION = 1
@@ -289,6 +297,12 @@ class AcpSession:
     # --- native events → updates --------------------------------------------------
 
     async def _on_event(self, event: ServerEvent) -> None:
+        if isinstance(event, Rewound):
+            # ACP has no update that takes a transcript back: a thought
+            # saying so (the editor's transcript above it is stale).
+            await self.update(u.text_chunk("agent_thought_chunk", REWOUND_NOTE.format(
+                by=event.by or "another client", points=event.points)))
+            return
         for change in self.turn.apply(event):
             if isinstance(change, TextAdded):
                 await self.update(u.text_chunk("agent_message_chunk", change.text))
@@ -337,6 +351,11 @@ class AcpSession:
         if self.prompter is not None:
             raise RpcError(INVALID_REQUEST, "a prompt is already running in this session; "
                                             "wait for it or send session/cancel")
+        if text.strip().split(" ", 1)[0] == "/rewind":
+            # gemini-cli's ACP mode offers /restore, not /rewind: said, not sent to the model.
+            await peer.notify("session/update", {"sessionId": self.id, "update": u.text_chunk(
+                "agent_message_chunk", REWIND_NOT_SUPPORTED.format(session=self.id))})
+            return {"stopReason": "end_turn"}
         self.prompter = peer
         try:
             if not self.local:

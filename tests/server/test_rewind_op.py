@@ -144,3 +144,31 @@ async def test_the_server_refuses_a_rewind_while_a_request_runs_whoever_sends_it
     [refused] = [m for m in seen if isinstance(m, Error) and m.in_reply_to == "r-1"]
     assert refused.code == "busy" and "cannot be rewound" in refused.message
     assert seen[-1].request_id == "p-2" and not any(m.TYPE == "rewound" for m in seen)
+
+
+async def test_a_rewind_across_a_compression_rebuilds_what_the_summary_replaced_or_keeps_the_summary_after_it(
+        tmp_path):
+    long = "a long answer that the summary will replace. " * 40
+    model = ScriptedModel([{"text": "one " + long}, {"text": "two " + long}, {"text": "three " + long},
+                           {"text": "SUMMARY-OF-ONE-AND-TWO"}, {"text": "after"}, {"text": "after again"}])
+    async with serving(model) as (_service, address):
+        async with connected_client(address, tmp_path) as client:
+            points = await _three_turns(client)
+            compressed = await client.compress()
+            assert compressed.finished is not None, compressed.error
+            summary_history = (await client.get_history()).messages
+            await client.rewind(points[2].seq)  # after the compression point: the summary stays
+            kept = await client.get_history()
+            await client.run_turn("third, again")
+            await client.rewind(points[1].seq)  # before it: rebuilt as it was said
+            rebuilt = await client.get_history()
+            await client.run_turn("second, again")
+    assert "SUMMARY-OF-ONE-AND-TWO" in json.dumps(summary_history)
+    assert "second prompt" not in json.dumps(summary_history)
+    assert "SUMMARY-OF-ONE-AND-TWO" in json.dumps(kept.messages) and len(kept.messages) == 2
+    assert [p.prompt for p in kept.points] == ["first prompt", "second prompt"]
+    assert [m["role"] for m in rebuilt.messages] == ["user", "model"]
+    assert "first prompt" in json.dumps(rebuilt.messages) and "one a long answer" in json.dumps(rebuilt.messages)
+    assert "SUMMARY" not in json.dumps(rebuilt.messages)
+    last = _said(model.requests[-1])
+    assert "first prompt" in last and "SUMMARY" not in last and "second prompt" not in last

@@ -172,3 +172,159 @@ async def test_a_rewind_across_a_compression_rebuilds_what_the_summary_replaced_
     assert "SUMMARY" not in json.dumps(rebuilt.messages)
     last = _said(model.requests[-1])
     assert "first prompt" in last and "SUMMARY" not in last and "second prompt" not in last
+
+
+async def test_a_client_of_protocol_1_3_on_the_session_gets_a_notice_instead_of_rewound(tmp_path):
+    """``rewound`` is new in 1.4: a 1.3 client attached to the session is
+    told in words that what it shows is stale, never sent a type it would
+    answer with unknown_type."""
+    from gemini_split.protocol import Hello, encode
+    from gemini_split.transport.memory_pair import open_memory_pair
+
+    model = ScriptedModel([{"text": "one"}, {"text": "two"}])
+    async with serving(model) as (service, address):
+        async with connected_client(address, tmp_path) as client:
+            await client.run_turn("first prompt")
+            await client.run_turn("second prompt")
+            points = (await client.get_history()).points
+            old, server_end = open_memory_pair(buffer=256, client_peer="s", server_peer="1.3",
+                                               client_max=1 << 24, server_max=1 << 24)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(service.handle_connection, server_end)
+                await old.send(encode(Hello(id="h", timestamp=1, protocol_version="1.3", label="old",
+                                            session_id=client.connected.session_id,
+                                            resume_token=client.connected.resume_token)))
+                await client.rewind(points[1].seq)
+                seen = []
+                with trio.fail_after(10):
+                    while not seen or seen[-1].get("code") != "session_rewound":
+                        seen.append(json.loads(await old.receive()))
+                await old.aclose()
+                nursery.cancel_scope.cancel()
+    types = [m["type"] for m in seen]
+    assert "rewound" not in types
+    notice = seen[-1]
+    assert notice["type"] == "error" and not notice.get("fatal")
+    assert "rewound this session" in notice["message"] and "(1 left)" in notice["message"]
+
+
+async def test_a_client_says_an_older_server_does_not_support_rewinding(tmp_path):
+    """A 1.3 server (here a stand-in that answers the handshake as one):
+    the client does not send what it cannot read."""
+    from gemini_split.client.approval import ApprovalPolicy
+    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.client.protocol_client import ProtocolClient
+    from gemini_split.client.tools.registry import default_tools
+    from gemini_split.client.workspace import Workspace
+    from gemini_split.protocol import Connected, encode
+    from gemini_split.transport.memory_pair import open_memory_pair
+
+    ours, theirs = open_memory_pair(buffer=64, client_peer="old", server_peer="c", client_max=1 << 20,
+                                    server_max=1 << 20)
+    client = ProtocolClient(ours, ToolExecutor(default_tools(), Workspace(tmp_path), ApprovalPolicy()))
+    async with trio.open_nursery() as nursery:
+        async def old_server():
+            await theirs.receive()  # hello
+            await theirs.send(encode(Connected(id="c", timestamp=1, protocol_version="1.3", session_id="s-old")))
+            while True:
+                await theirs.receive()
+
+        nursery.start_soon(old_server)
+        await client.handshake()
+        with pytest.raises(RequestFailed) as refused:
+            await client.rewind(3)
+        with pytest.raises(RequestFailed) as also:
+            await client.restore_call(3, "s-9")
+        nursery.cancel_scope.cancel()
+    assert "this server does not support rewinding (protocol 1.3" in str(refused.value)
+    assert refused.value.code == also.value.code == "unknown_type"
+
+
+async def test_a_late_joiner_sees_the_conversation_as_it_is_after_a_rewind_not_the_rewound_turns(tmp_path):
+    from gemini_split.protocol import Hello, Replay
+
+    from .helpers import RawClient
+    from gemini_split.transport import ConnectOptions, get_transport
+
+    model = ScriptedModel([{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    async with serving(model) as (_service, address):
+        async with connected_client(address, tmp_path) as client:
+            points = await _three_turns(client)
+            await client.rewind(points[1].seq)
+            stream = await get_transport(address).open_connection(address, ConnectOptions())
+            raw = RawClient(stream)
+            await raw.send(Hello(client="late", session_id=client.connected.session_id, replay=Replay(limit=5)))
+            connected = await raw.receive()
+            replayed = []
+            with trio.move_on_after(1):
+                while True:
+                    replayed.append(await raw.receive())
+            await stream.aclose()
+    assert connected.TYPE == "connected"
+    prompts = [m.prompt for m in replayed if m.TYPE == "request_started"]
+    assert prompts == ["first prompt"]
+    assert not any(m.TYPE == "rewound" for m in replayed)
+    assert not any(m.TYPE == "text_delta" and m.content in ("two", "three") for m in replayed)
+
+
+async def test_restore_of_a_server_run_call_proposes_it_again_through_the_servers_approval_and_revert_files_works_there(
+        tmp_path):
+    """``--tools server``: the call proposed again asks every attached client
+    (``tool_awaiting_approval``) as any server-side call does; a plain
+    rewind with ``revert_files`` puts the server's workspace back."""
+    from gemini_split.client.approval import ApprovalPolicy
+    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.client.protocol_client import ProtocolClient, ServerToolChoice
+    from gemini_split.client.tools.registry import default_tools
+    from gemini_split.client.workspace import Workspace
+    from gemini_split.protocol import RequestStarted, ToolAwaitingApproval, ToolStarted
+    from gemini_split.transport import ConnectOptions
+
+    from .server_tools.helpers import make_server_tools
+    from .server_tools.helpers import serving as serving_tools
+
+    root = tmp_path / "workspaces"
+    tools = make_server_tools(root, max_approval_mode="yolo")
+    model = ScriptedModel([_write("a.txt", "A"), {"text": "wrote a"}, _write("b.txt", "B"), {"text": "wrote b"},
+                           {"text": "wrote a again"}])
+    events: list = []
+
+    async def on_event(event):
+        events.append(event)
+
+    class Yes:
+        async def ask(self, request):
+            from gemini_split.client.approval import Answer
+            return Answer.YES
+
+    async with serving_tools(model, tools, address="loopback:") as (_service, address):
+        from gemini_split.transport import get_transport
+
+        stream = await get_transport(address).open_connection(address, ConnectOptions())
+        client = ProtocolClient(stream, ToolExecutor(default_tools(), Workspace(tmp_path), ApprovalPolicy(), Yes()),
+                                on_event=on_event, tool_choice=ServerToolChoice(approval_mode="default"))
+        await client.handshake()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(client.run)
+            await client.run_turn("make a")
+            await client.run_turn("make b")
+            workspace = root / client.connected.session_id
+            assert sorted(p.name for p in workspace.iterdir()) == ["a.txt", "b.txt"]
+            points = (await client.get_history()).points
+            assert [p.files for p in points] == [1, 1]
+            rewound = await client.rewind(points[1].seq, revert_files=True)
+            after_rewind = sorted(p.name for p in workspace.iterdir())
+            call = next(e for e in events if isinstance(e, ToolStarted) and e.tool == "write_file")
+            started = next(e for e in events if isinstance(e, RequestStarted) and e.request_id == call.request_id)
+            (workspace / "a.txt").unlink()
+            events.clear()
+            outcome = await client.restore_call(started.seq, call.call_id)
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+    assert [(f.path, f.action) for f in rewound.files] == [("b.txt", "deleted")]
+    assert after_rewind == ["a.txt"]
+    assert outcome.finished is not None, outcome.error
+    asked = [e for e in events if isinstance(e, ToolAwaitingApproval)]
+    assert [(e.tool, e.parameters) for e in asked] == [("write_file", {"file_path": "a.txt", "content": "A"})]
+    assert (workspace / "a.txt").read_text() == "A"
+    assert "make b" not in _said(model.requests[-1])

@@ -116,6 +116,27 @@ async def test_save_turn_replaces_history_and_moves_the_session_up(store):
         assert (got.title, got.model, got.turns, len(got.history)) == ("hi", "gemini-x", 2, 4)
 
 
+async def test_the_rewind_timeline_and_archive_are_kept_and_left_alone_when_not_given(store):
+    """(1.4) What rewinding needs survives with the session: a turn saved
+    without them leaves them as they were; the archive (large) is written
+    only when given."""
+    timeline = {"prefix": 2, "marks": [["r-1", 0, 3], ["r-2", 2, 9]], "calls": {"s-4": ["r-1", 1, 0, 5, 3]},
+                "hidden": [[12, None]], "requests": {"r-1": 3, "r-2": 9}}
+    archive = [{"role": "user", "parts": [{"text": "é, the first prompt"}]}, {"role": "model", "parts": [{"text": "x"}]}]
+    with trio.fail_after(5):
+        await store.create(record())
+        assert ((await store.get("s-1")).timeline, (await store.get("s-1")).archive) == ({}, [])
+        await store.save_turn("s-1", history=[], updated=time.time(), turns=1, timeline=timeline, archive=archive)
+        got = await store.get("s-1")
+        assert (got.timeline, got.archive) == (timeline, archive)
+        await store.save_turn("s-1", history=[], updated=time.time(), turns=2)
+        got = await store.get("s-1")
+        assert (got.timeline, got.archive) == (timeline, archive)
+        await store.save_turn("s-1", history=[], updated=time.time(), turns=2, timeline={"prefix": 0})
+        got = await store.get("s-1")
+        assert (got.timeline, got.archive) == ({"prefix": 0}, archive)
+
+
 async def test_a_running_request_is_remembered_until_the_turn_is_saved(store):
     with trio.fail_after(5):
         await store.create(record())

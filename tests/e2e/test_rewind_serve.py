@@ -79,7 +79,7 @@ def _files(directory) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
-def test_through_serve_and_a_restart_with_client_tools_a_watcher_sees_the_rewind_and_the_model_lacks_turns_two_and_three(
+def test_through_serve_and_a_restart_with_client_tools_a_watcher_sees_the_rewind_and_the_model_lacks_turns_2_3(
         tmp_path):
     port = _free_port()
     server = ["--server", f"ws://127.0.0.1:{port}"]

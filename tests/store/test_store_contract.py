@@ -122,7 +122,8 @@ async def test_the_rewind_timeline_and_archive_are_kept_and_left_alone_when_not_
     only when given."""
     timeline = {"prefix": 2, "marks": [["r-1", 0, 3], ["r-2", 2, 9]], "calls": {"s-4": ["r-1", 1, 0, 5, 3]},
                 "hidden": [[12, None]], "requests": {"r-1": 3, "r-2": 9}}
-    archive = [{"role": "user", "parts": [{"text": "é, the first prompt"}]}, {"role": "model", "parts": [{"text": "x"}]}]
+    archive = [{"role": "user", "parts": [{"text": "é, the first prompt"}]},
+               {"role": "model", "parts": [{"text": "x"}]}]
     with trio.fail_after(5):
         await store.create(record())
         assert ((await store.get("s-1")).timeline, (await store.get("s-1")).archive) == ({}, [])

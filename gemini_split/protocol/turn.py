@@ -262,7 +262,7 @@ class AgentState:
     None while it runs; ``tool`` the tool it runs now ("" between tools)."""
 
     __slots__ = ("agent_id", "name", "parent_call_id", "model", "task", "started_at", "tool", "tool_calls",
-                 "turns", "usage", "outcome", "summary", "text")
+                 "turns", "usage", "outcome", "summary", "text", "tools", "refused_tools")
 
     def __init__(self, event: AgentStarted, started_at: float | None):
         self.agent_id = event.agent_id
@@ -270,6 +270,8 @@ class AgentState:
         self.parent_call_id = event.parent_call_id
         self.model = event.model
         self.task = event.task
+        self.tools = event.tools
+        self.refused_tools = event.refused_tools
         self.started_at = started_at
         self.tool = ""
         self.tool_calls = 0

@@ -239,10 +239,18 @@ class Delegation:
         self.agents = {a.name: a for a in run.context.agents}
         self.names = frozenset(self.agents)
         self._numbers = iter(range(1, 1 << 62))
+        self._planned: dict[int, int] = {}
         #: The session's: sub-agents running now (for ``get_state``), and
         #: the slots of its cap on sub-agents running at once.
         self.running: dict[int, SubAgent] = run.running_agents if run.running_agents is not None else {}
         self.slots = run.agent_slots if run.agent_slots is not None else trio.CapacityLimiter(config.max_subagents)
+
+    def plan(self, calls: Sequence[Any]) -> None:
+        """Number the sub-agent calls of one model turn in the order the
+        model made them (they then start in any order)."""
+        for call in calls:
+            if call.name in self.agents and isinstance(call.args, dict):
+                self._planned[id(call.args)] = next(self._numbers)
 
     def wrap(self, call_tool: CallTool) -> CallTool:
         async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
@@ -256,7 +264,7 @@ class Delegation:
     async def delegate(self, definition: AgentDefinition, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         """Run ``definition`` for one call of the main model; its report (or
         why there is none) is the call's answer."""
-        n = next(self._numbers)
+        n = self._planned.pop(id(args), None) or next(self._numbers)
         parent_call_id = f"{self.run.request_id}.agent.{n}"
         rid = self.run.request_id
         await self.emit(ToolStarted(request_id=rid, call_id=parent_call_id, tool=definition.name, parameters=args))

@@ -189,6 +189,7 @@ async def run_agent(
             parts.insert(0, {"text": environment})
         run.history.append({"role": "user", "parts": parts})
     call_tool = tools_for(run, call_tool, model=model, emit=emit)
+    delegation = None
     if agents:
         delegation = subagents.Delegation(
             run, model=model, config=config, emit=emit, offered=_offered(run),
@@ -207,6 +208,8 @@ async def run_agent(
         calls = await _model_turn(run, model=model, config=config, emit=emit)
         if not calls:
             return
+        if delegation is not None:
+            delegation.plan(calls)
         responses: list[dict[str, Any] | None] = [None] * len(calls)
         try:
             await _run_tools(calls, call_tool, responses)

@@ -191,3 +191,59 @@ def test_agents_overrides_in_settings_disable_an_agent_and_set_its_model_and_tur
                                                 "complete_task"}
     answer = requests[-1]["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]["error"]
     assert answer["code"] == "max_turns"
+
+
+@pytest.mark.timeout(150)
+def test_a_restart_mid_sub_agent_ends_it_interrupted_once_and_never_runs_it_again(tmp_path):
+    from tests.e2e.test_serve_e2e import API_KEY as SERVE_KEY
+    from tests.server.resume.test_resume_e2e import _free_port, serve
+
+    home = tmp_path / "home"
+    write_agent(home / "agents", "slowpoke", "name: slowpoke\ndescription: Slow.\ntools: [read_file]",
+                "You are SLOWPOKE.")
+    state, port = tmp_path / "state", _free_port()
+    address = f"ws://127.0.0.1:{port}"
+    script = [
+        {"system_contains": MAIN, "function_calls": [{"name": "slowpoke", "args": {"query": "take your time"}}]},
+        # killed in the middle of this
+        {"system_contains": "SLOWPOKE", "text": "y" * 2000, "chunks": 400, "chunk_delay": 0.02},
+        {"system_contains": MAIN, "text": "Fresh start."},
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI", "GOOGLE"))}
+    env.update(GEMINI_SPLIT_HOME=str(home), HOME=str(tmp_path))
+    with FakeGemini(script=script, api_key=SERVE_KEY) as fake:
+        with serve(tmp_path, fake, state, port) as proc:
+            first = subprocess.Popen(
+                [sys.executable, "-m", "gemini_split", "--server", address, "-p", "go", "-o", "stream-json",
+                 "--reconnect-timeout", "60"],
+                cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True)
+            before = []
+            for line in first.stdout:  # until the sub-agent streams
+                before.append(line)
+                if '"agent_id":1' in line and '"content":"y' in line:
+                    break
+            proc.kill()
+            proc.wait()
+        with serve(tmp_path, fake, state, port, name="restarted"):
+            out, err = first.communicate(timeout=60)
+            again = subprocess.run(
+                [sys.executable, "-m", "gemini_split", "--server", address, "--resume",
+                 json.loads(before[0])["session_id"], "-p", "again",
+                 "-o", "stream-json"], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                text=True, timeout=60)
+        requests = model_requests(fake)
+    assert first.returncode == 1, (before, out, err)
+    finishes = [json.loads(line) for line in out.splitlines() if '"agent_finish"' in line]
+    assert [(f["agent_name"], f["outcome"]) for f in finishes] == [("slowpoke", "interrupted")]
+    result = json.loads(out.splitlines()[-1])
+    assert result["type"] == "result" and "interrupted" in result["error"]["message"]
+    assert "Traceback" not in err
+    assert again.returncode == 0, again.stdout
+    assert '"agent_finish"' not in again.stdout  # said once, not again at the next request
+    # Never run again: the sub-agent's one request, and the history the next
+    # request sends is one the API accepts (the interrupted request left nothing).
+    assert len([r for r in requests if "SLOWPOKE" in system_of(r)]) == 1
+    contents = requests[-1]["body"]["contents"]
+    assert [c["role"] for c in contents] == ["user"]
+    assert contents[-1]["parts"][-1]["text"] == "again"

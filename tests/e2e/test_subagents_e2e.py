@@ -247,3 +247,68 @@ def test_a_restart_mid_sub_agent_ends_it_interrupted_once_and_never_runs_it_agai
     contents = requests[-1]["body"]["contents"]
     assert [c["role"] for c in contents] == ["user"]
     assert contents[-1]["parts"][-1]["text"] == "again"
+
+
+@pytest.mark.timeout(150)
+def test_attach_watch_stream_json_replays_the_sub_agents_nested_under_their_call(tmp_path):
+    """A late joiner (``attach --watch -o stream-json``) sees the turn as it
+    was: the call of the sub-agent, its agent_started, its own events with
+    its agent_id, its agent_finished, then the main agent's answer."""
+    import signal
+    import time
+
+    from tests.e2e.test_serve_e2e import API_KEY as SERVE_KEY
+    from tests.server.resume.test_resume_e2e import _free_port, serve
+
+    home = tmp_path / "home"
+    write_agent(home / "agents", "scout", "name: scout\ndescription: Scouts.\ntools: [list_directory]",
+                "You are SCOUT.")
+    port = _free_port()
+    address = f"ws://127.0.0.1:{port}"
+    script = [
+        {"system_contains": MAIN, "function_calls": [{"name": "scout", "args": {"query": "look around"}}]},
+        {"system_contains": "SCOUT", "text": "scouting ",
+         "function_calls": [{"name": "list_directory", "args": {"dir_path": "."}}]},
+        {"system_contains": "SCOUT", "function_calls": [{"name": "complete_task", "args": {"result": "all clear"}}]},
+        {"system_contains": MAIN, "text": "Scout says all clear."},
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI", "GOOGLE"))}
+    env.update(GEMINI_SPLIT_HOME=str(home), HOME=str(tmp_path))
+    with FakeGemini(script=script, api_key=SERVE_KEY) as fake, \
+            serve(tmp_path, fake, tmp_path / "state", port):
+        done = subprocess.run([sys.executable, "-m", "gemini_split", "--server", address, "-p", "go", "--yolo"],
+                              cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "Scout says all clear.\n"
+        assert "scout completed" in done.stderr and "↳ scout: list_directory" in done.stderr
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "gemini_split", "--server", address, "attach", "latest", "--watch",
+             "-o", "stream-json", "--limit", "1"],
+            cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True)
+        events = []
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                line = watcher.stdout.readline()
+                assert line, watcher.stderr.read()
+                events.append(json.loads(line))
+                if events[-1]["type"] == "finished":
+                    break
+            watcher.send_signal(signal.SIGINT)
+            watcher.wait(timeout=20)
+        finally:
+            if watcher.poll() is None:
+                watcher.kill()
+    kinds = [(e["type"], e.get("agent_id", 0)) for e in events]
+    call = next(e for e in events if e["type"] == "tool_started" and e["tool"] == "scout")
+    started = next(e for e in events if e["type"] == "agent_started")
+    assert started["parent_call_id"] == call["call_id"] and started["agent_id"] == 1 and started["name"] == "scout"
+    assert ("text_delta", 1) in kinds and ("tool_execution_request", 1) in kinds
+    finished = next(e for e in events if e["type"] == "agent_finished")
+    assert finished["outcome"] == "completed" and finished["summary"] == "all clear"
+    order = [k for k in kinds if k[0] in ("tool_started", "agent_started", "agent_finished", "tool_completed")]
+    assert order[:2] == [("tool_started", 0), ("agent_started", 1)] and order[-2:] == [("agent_finished", 1),
+                                                                                         ("tool_completed", 0)]
+    assert all(e.get("replayed") for e in events)

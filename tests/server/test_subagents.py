@@ -27,6 +27,10 @@ from gemini_split.protocol import (
     State,
     TextDelta,
     ToolAwaitingApproval,
+    ToolDiscovery,
+    ToolSpec,
+    ToolExecutionRequest,
+    ToolExecutionResponse,
     ToolStarted,
 )
 from gemini_split.protocol.turn import Turn
@@ -254,3 +258,36 @@ async def test_sub_agents_beyond_the_sessions_cap_wait_for_a_slot(tmp_path):
             running -= 1
         most = max(most, running)
     assert started == 3 and most == 2  # the third started once one of the two had finished
+
+
+async def test_a_second_client_sees_the_sub_agents_and_a_1_3_client_only_what_it_must_answer(tmp_path):
+    model = ScriptedModel([
+        main_turn(text="ready"),
+        main_turn(**calls(("scout", {"query": "x"}))),
+        sub_turn("SCOUT", text="scouting ", **calls(("list_directory", {"dir_path": "."}))),
+        sub_turn("SCOUT", **done("all clear")),
+        main_turn(text="ok"),
+    ])
+    context = SessionContext(agents=(agent("scout", "You are SCOUT.", tools=("list_directory",)),))
+    async with serving(model, None) as (service, address):
+        async with hello(address, client="raw", label="driver") as (driver, connected):
+            await driver.send(ToolDiscovery(tools=(ToolSpec(name="list_directory", description="lists"),)))
+            await driver.send(GenerateContentRequest(id="r-0", prompt="ready?"))
+            await until(driver, Finished, request_id="r-0")
+            resume = {"session_id": connected.session_id, "resume_token": connected.resume_token}
+            async with hello(address, label="new", **resume) as (new, _), \
+                    hello(address, label="old", protocol_version="1.3", **resume) as (old, _):
+                await driver.send(GenerateContentRequest(id="r-1", prompt="go", context=context))
+                _, request = await until(driver, ToolExecutionRequest)
+                assert request.agent_id == 1
+                await driver.send(ToolExecutionResponse(request_id=request.id, result="a.txt"))
+                with trio.fail_after(10):
+                    seen_new, _ = await until(new, Finished, request_id="r-1")
+                    seen_old, _ = await until(old, Finished, request_id="r-1")
+    new_kinds = {(type(e).__name__, getattr(e, "agent_id", 0)) for e in seen_new}
+    assert {("AgentStarted", 1), ("TextDelta", 1), ("ToolExecutionRequest", 1), ("AgentFinished", 1)} <= new_kinds
+    old_kinds = {(type(e).__name__, getattr(e, "agent_id", 0)) for e in seen_old}
+    # The main agent's events, the delegation as an ordinary tool call, and
+    # what a client must answer; none of the sub-agent's own.
+    assert {("ToolStarted", 0), ("ToolCompleted", 0), ("TextDelta", 0), ("ToolExecutionRequest", 1)} <= old_kinds
+    assert not {k for k in old_kinds if k[0] in ("AgentStarted", "AgentFinished") or k == ("TextDelta", 1)}

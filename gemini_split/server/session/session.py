@@ -735,7 +735,8 @@ class Session:
         run = AgentRun(request_id=message.id, model_name=self.model_name, history=self.history,
                        tools=list(self.tools), context=self.context,
                        server_tools=self.server_tools, pace=self.priority.request(),
-                       last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed)
+                       last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed,
+                       running_agents=self.running_agents, agent_slots=self.agent_slots)
         assert done.site is not None
         error: tuple[ErrorCode, str] | None = None
         recorded = trio.Event()
@@ -745,7 +746,8 @@ class Session:
             with active.scope:
                 try:
                     await run_agent(run, "", model=self.model, config=self.config, emit=self.emit,
-                                    call_tool=self._tool_caller(message.id), repropose=done.site.part)
+                                    call_tool=self._tool_caller(message.id), repropose=done.site.part,
+                                    tool_caller=lambda agent_id: self._tool_caller(message.id, agent_id))
                 except TurnLimitExceeded as exc:
                     error = (ErrorCode.TURN_LIMIT, str(exc))
                 except ModelError as exc:

@@ -223,13 +223,36 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
         from gemini_split.client.skills import wire_skills
 
         message = msgspec.structs.replace(message, skills=wire_skills(skills))
+    agents = discover_agents(settings, env)
+    if agents is not None:
+        from gemini_split.client.agents import wire_agents
+
+        for line in agents.warnings + [n for a in agents.agents for n in a.notes]:
+            env.warn(f"gemini-split: agents: {line}")
+        message = msgspec.structs.replace(message, agents=wire_agents(agents,
+                                                                      excluded=settings.tools.exclude_tools))
     settings.context = ContextSettings(
         message=message,
         project=project,
         tracker=SubdirectoryContext(dirs, file_names=names, loaded=project.paths(), trusted=loaded.trusted),
         skills=skills,
+        agents=agents,
     )
     log.debug("context files: %s", ", ".join(str(p) for p in project.paths()) or "none")
+
+
+def discover_agents(settings: ClientSettings, env: Environment):
+    """The sub-agents for this run (``gemini_split.client.agents``): the
+    built-ins, the user's ``~/.gemini/agents`` and, in a trusted folder,
+    the project's ``.gemini/agents``, with ``agents.overrides`` applied
+    (the server clamps each to the session's own tools: in plan mode, the
+    read-only ones)."""
+    from gemini_split.client.agents import agent_roots, discover
+
+    loaded = settings.loaded_settings
+    s = loaded.merged
+    roots = agent_roots(env.config_dir, settings.tools.workspace, trusted=loaded.trusted)
+    return discover(roots, overrides=s.agents.overrides)
 
 
 def discover_skills(settings: ClientSettings, env: Environment, extensions: Iterable[tuple[str, Path]] = ()):

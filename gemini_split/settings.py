@@ -176,6 +176,32 @@ class SkillsSettings(_Section):
     disabled: list[str] = msgspec.field(default_factory=list)
 
 
+class AgentModelConfig(_Section):
+    #: ``agents.overrides.<name>.modelConfig.model``: the sub-agent's model.
+    model: str | None = None
+
+
+class AgentRunConfig(_Section):
+    #: ``…runConfig.maxTurns`` / ``…runConfig.maxTimeMinutes``: its limits.
+    max_turns: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
+    max_time_minutes: Annotated[float, msgspec.Meta(gt=0, le=1440)] | None = None
+
+
+class AgentOverride(_Section):
+    """``agents.overrides.<name>`` (gemini-cli's shape): ``enabled`` (None:
+    as defined), ``modelConfig.model``, ``runConfig.maxTurns`` and
+    ``maxTimeMinutes``."""
+
+    enabled: bool | None = None
+    model_config: AgentModelConfig = msgspec.field(default_factory=AgentModelConfig)
+    run_config: AgentRunConfig = msgspec.field(default_factory=AgentRunConfig)
+
+
+class AgentsSettings(_Section):
+    #: ``agents.overrides``: per sub-agent (``/agents enable|disable`` edit it).
+    overrides: dict[str, AgentOverride] = msgspec.field(default_factory=dict)
+
+
 class GeminiSplitSettings(_Section):
     """gemini-split's own keys, under ``"geminiSplit"``."""
 
@@ -201,6 +227,7 @@ class Settings(_Section):
     mcp: MCPSettings = msgspec.field(default_factory=MCPSettings)
     gemini_split: GeminiSplitSettings = msgspec.field(default_factory=GeminiSplitSettings)
     skills: SkillsSettings = msgspec.field(default_factory=SkillsSettings)
+    agents: AgentsSettings = msgspec.field(default_factory=AgentsSettings)
     advanced: AdvancedSettings = msgspec.field(default_factory=AdvancedSettings)
     #: ``modelConfigs``: kept as written; its aliases that name a model are
     #: model aliases (:mod:`gemini_split.model_aliases`).

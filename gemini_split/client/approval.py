@@ -85,6 +85,9 @@ class ApprovalRequest(msgspec.Struct, frozen=True):
     #: ``.envrc``…): what runs and when, e.g. "a git hook: it runs at your
     #: next git command". The UI should show it prominently.
     executes_later: str | None = None
+    #: (1.4) The sub-agent whose call this is ("": the main agent): the
+    #: question says which agent asks.
+    agent: str = ""
 
 
 class Asker(Protocol):

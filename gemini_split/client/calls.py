@@ -23,6 +23,7 @@ import msgspec
 import trio
 
 from gemini_split.protocol import (
+    AgentStarted,
     Error,
     Finished,
     LocalProtocolError,
@@ -79,6 +80,14 @@ class ToolCalls:
         # answered here (their tool_decided is not news to the UI).
         self._asking: dict[str, _Question] = {}
         self._decided_here: OrderedDict[str, None] = OrderedDict()
+        # (1.4) Sub-agents' names by (request, agent id), from agent_started:
+        # a question about a sub-agent's call says which agent asks.
+        self._agents: dict[tuple[str | None, int], str] = {}
+
+    def agent_name(self, request_id: str | None, agent_id: int) -> str:
+        """The name of sub-agent ``agent_id`` of ``request_id`` ("" for the
+        main agent, or one this client did not see start)."""
+        return self._agents.get((request_id, agent_id), f"sub-agent {agent_id}") if agent_id else ""
 
     async def intercept(self, message: ServerEvent, turn: _Turn | None, nursery: trio.Nursery) -> bool:
         """Take the part of ``message`` that concerns the calls, before the
@@ -86,6 +95,10 @@ class ToolCalls:
         client runs (it reports the run itself), or the ``tool_decided`` of a
         question answered here."""
         client = self._client
+        if isinstance(message, AgentStarted):
+            self._agents[(message.request_id, message.agent_id)] = message.name
+            while len(self._agents) > ANSWERS_KEPT:
+                del self._agents[next(iter(self._agents))]
         if isinstance(message, ToolExecutionRequest) and self._runs_here(message, turn):
             await self._requested(message, nursery)
             return True
@@ -178,9 +191,13 @@ class ToolCalls:
         result: Any = None
         failure = None
         try:
+            emit = client.on_event
+            if request.agent_id:  # a sub-agent's call: its events say so
+                emit = _as_agent(client.on_event, request.agent_id)
             with scope:
                 result, failure = await client.executor.execute(
-                    request.id, request.tool, request.parameters, client.on_event, request_id=request.request_id,
+                    request.id, request.tool, request.parameters, emit, request_id=request.request_id,
+                    agent=self.agent_name(request.request_id, request.agent_id),
                 )
         finally:
             self._running.pop(request.id, None)
@@ -214,6 +231,7 @@ class ToolCalls:
                         question.call_id, _ServerTool(question.tool, question.kind), dict(question.parameters),
                         question.description, reason=question.reason, always_scope=question.always_scope,
                         executes_later=question.executes_later,
+                        agent=self.agent_name(question.request_id, question.agent_id),
                     ))
                 except ToolFailed as refused:  # "No, and tell the model…": the words go with the refusal
                     words = str(refused)
@@ -243,6 +261,14 @@ class ToolCalls:
             if self._asking.get(question.call_id) is asking:
                 del self._asking[question.call_id]
             asking.asked.set()
+
+
+def _as_agent(emit: Any, agent_id: int) -> Any:
+    """``emit`` that marks a call's events as sub-agent ``agent_id``'s."""
+    async def marked(event: Any) -> None:
+        await emit(msgspec.structs.replace(event, agent_id=agent_id))
+
+    return marked
 
 
 class _ServerTool(msgspec.Struct, frozen=True):

@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # annotations only
 
     from .context import ProjectContext, SubdirectoryContext
     from .mcp.sources import McpServers
+    from .agents import Discovery as AgentDiscovery
     from .skills import Discovery
 
 
@@ -170,6 +171,9 @@ class ContextSettings(msgspec.Struct, frozen=True, kw_only=True):
     #: join the tools' workspace, so the files ``activate_skill`` lists can
     #: be read with the confined file tools.
     skills: Discovery | None = None
+    #: (1.4) The sub-agents found (built-ins, user and project files), or
+    #: None; the enabled ones travel in ``message.agents``.
+    agents: "AgentDiscovery | None" = None
 
 
 class ClientSettings(msgspec.Struct, kw_only=True):

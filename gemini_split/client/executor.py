@@ -100,8 +100,11 @@ class ToolExecutor:
         emit: EventSink,
         *,
         request_id: str | None = None,
+        agent: str = "",
     ) -> tuple[Any, ToolFailure | None]:
         """Run one call. Returns ``(result, None)`` or ``(None, failure)``.
+        ``agent``: the sub-agent that calls (its name; "" the main agent),
+        for the approval question to say who asks.
 
         Never raises for a tool's failure; Trio cancellation propagates (the
         caller reports a cancelled call).
@@ -119,7 +122,7 @@ class ToolExecutor:
                                                parameters=params))
 
         try:
-            result = await self._run(call_id, tool_name, args, emit, request_id, start)
+            result = await self._run(call_id, tool_name, args, emit, request_id, start, agent)
         except ToolFailed as failed:
             failure = failed.to_failure()
         except trio.Cancelled:
@@ -166,7 +169,7 @@ class ToolExecutor:
             ))
 
     async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None,
-                   start: Callable[[], Awaitable[None]]) -> Any:
+                   start: Callable[[], Awaitable[None]], agent: str = "") -> Any:
         tool = self.registry.get(tool_name)
         if tool is None and not self.registry.names():
             raise ToolFailed("no_tools", "no tools are available in this session",
@@ -207,7 +210,7 @@ class ToolExecutor:
             answer = await self.asker.ask(ApprovalRequest(
                 call_id, tool, args, description,
                 reason=verdict.reason, always_scope=self.policy.always_scope(tool, args),
-                executes_later=later,
+                executes_later=later, agent=agent,
             ))
             if answer is Answer.NO:
                 raise ToolFailed("refused", f"the user declined to run {tool_name}", "ask the user how to proceed")

@@ -74,6 +74,15 @@ from .messages import (
 from .messages import Caller  # 1.2: the local daemon's caller
 from .messages import COMPRESSION_SINCE, Compress, Compressed  # 1.3
 from .messages import REWIND_SINCE, FileRevert, Rewind, RewindPoint, Rewound  # 1.4
+from .messages import (  # 1.4: sub-agents
+    AGENT_NAME_PATTERN,
+    AGENT_OUTCOMES,
+    SUBAGENTS_SINCE,
+    AgentDefinition,
+    AgentFinished,
+    AgentStarted,
+    RunningAgent,
+)
 from .connection import Connection, Phase, RequestState, starts_request
 from .tracker import RequestTracker
 from .event_log import EventLog, ReplayUnavailable, coalesce

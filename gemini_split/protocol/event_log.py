@@ -116,7 +116,7 @@ def same_stream(a: ServerEvent, b: ServerEvent) -> bool:
     if type(a) is not type(b) or a.request_id != b.request_id:
         return False
     if isinstance(a, TextDelta | ThinkingDelta):
-        return True
+        return a.agent_id == b.agent_id  # a sub-agent's text is its own stream
     if isinstance(a, ToolDelta):
         return a.call_id == b.call_id and a.stream == b.stream
     return False

@@ -51,6 +51,12 @@ COMPRESSION_SINCE = (1, 3)
 #: The minor version from which a session can be rewound (``rewind``,
 #: ``rewound``, ``history.points``).
 REWIND_SINCE = (1, 4)
+#: (1.4) The minor version from which a server runs sub-agents
+#: (``SessionContext.agents``, ``agent_started`` / ``agent_finished``,
+#: ``agent_id`` on the deltas and tool requests a sub-agent causes). An
+#: older client is sent the main agent's events only, plus what it must
+#: answer: a sub-agent's ``tool_execution_request`` and approval questions.
+SUBAGENTS_SINCE = (1, 4)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -371,6 +377,47 @@ class SkillInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
     resources: str = ""
 
 
+#: (1.4) How a sub-agent run ended (``agent_finished.outcome``):
+#: ``completed`` (it reported), ``max_turns`` / ``timeout`` (its limits),
+#: ``cancelled`` (with its request), ``interrupted`` (the server stopped
+#: while it ran; never run again), ``error`` (its model call failed).
+AGENT_OUTCOMES: tuple[str, ...] = ("completed", "max_turns", "timeout", "cancelled", "interrupted", "error")
+#: (1.4) A sub-agent's name: gemini-cli's slug (the name of its tool).
+AGENT_NAME_PATTERN = r"^[a-z0-9_-]{1,64}$"
+
+
+class AgentDefinition(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.4) A sub-agent the main model may delegate to (gemini-cli's
+    ``.gemini/agents/*.md``, or a built-in), as the client resolved it
+    (``agents.overrides`` applied; only enabled ones are sent). The model
+    sees it as a tool named ``name`` described by ``description``.
+
+    ``tools``: names it may use, ``*`` / ``prefix*`` wildcards allowed
+    (None: every tool of the session); the server clamps them to the
+    session's own tools, never another sub-agent. ``model`` None: the
+    session's. ``system_prompt``: the body of the file. ``input_schema``:
+    its tool's parameters (None: gemini-cli's ``{"query": string}``);
+    ``query``: the first message, ``${name}`` replaced by each input (None:
+    the inputs as given). ``output_name`` / ``output_schema``: the argument
+    of its ``complete_task`` tool (None: a ``result`` string). ``source``:
+    where it came from (a path, or ``builtin``), for messages."""
+
+    name: Annotated[str, Meta(pattern=AGENT_NAME_PATTERN)]
+    description: Annotated[str, Meta(max_length=8192)]
+    kind: Literal["local"] = "local"
+    tools: tuple[str, ...] | None = None
+    model: str | None = None
+    temperature: Annotated[float, Meta(ge=0, le=2)] | None = None
+    max_turns: Annotated[int, Meta(ge=1, le=1000)] | None = None
+    timeout_mins: Annotated[float, Meta(gt=0, le=1440)] | None = None
+    system_prompt: str = ""
+    input_schema: dict[str, Any] | None = None
+    query: str | None = None
+    output_name: str = "result"
+    output_schema: dict[str, Any] | None = None
+    source: str = ""
+
+
 class SessionContext(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What the client knows about where the session works, for the server's
     system instruction and the first turn. ``files`` in the order they
@@ -391,6 +438,8 @@ class SessionContext(Struct, frozen=True, kw_only=True, omit_defaults=True):
     compression_threshold: Annotated[float, Meta(gt=0, le=1)] | None = None
     #: (1.3) Agent Skills: offered to the model, with ``activate_skill``.
     skills: tuple[SkillInfo, ...] = ()
+    #: (1.4) The sub-agents the model may delegate to (at most 64).
+    agents: Annotated[tuple[AgentDefinition, ...], Meta(max_length=64)] = ()
 
 
 class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_only=True):
@@ -508,10 +557,15 @@ class DeleteSession(ClientMessage, tag="delete_session", kw_only=True):
 
 class TextDelta(ServerEvent, tag="text_delta", kw_only=True):
     content: str
+    #: (1.4) The agent whose text this is: 0 the main agent, 1, 2 … the
+    #: request's sub-agents (``agent_started``).
+    agent_id: int = 0
 
 
 class ThinkingDelta(ServerEvent, tag="thinking_delta", kw_only=True):
     content: str
+    #: (1.4) As on ``text_delta``.
+    agent_id: int = 0
 
 
 class ToolExecutionRequest(ServerEvent, tag="tool_execution_request", kw_only=True):
@@ -526,6 +580,9 @@ class ToolExecutionRequest(ServerEvent, tag="tool_execution_request", kw_only=Tr
     #: the client whose prompt started the request left or reconnected: any
     #: attached client offering ``tool`` may answer; the first answer wins.
     handover: bool = False
+    #: (1.4) The agent that called the tool (0: the main agent); the
+    #: client's approval question names it.
+    agent_id: int = 0
 
 
 class ToolAwaitingApproval(ServerEvent, tag="tool_awaiting_approval", kw_only=True):
@@ -624,6 +681,8 @@ class Retrying(ServerEvent, tag="retrying", kw_only=True):
     max_attempts: int
     delay: float
     error: str
+    #: (1.4) The agent whose model call is retried.
+    agent_id: int = 0
 
 
 class Compressed(ServerEvent, tag="compressed", kw_only=True):
@@ -683,6 +742,53 @@ class Rewound(ServerEvent, tag="rewound", kw_only=True):
     files: tuple[FileRevert, ...] = ()
 
 
+class AgentStarted(ServerEvent, tag="agent_started", kw_only=True):
+    """(1.4) The main model called sub-agent ``name`` (its function call
+    ``parent_call_id``, whose own ``tool_started`` / ``tool_completed`` the
+    main agent reports as for any tool): it runs now as ``agent_id`` (1, 2
+    … per request), on ``model``, with the tools in ``tools``;
+    ``refused_tools`` are those its definition named that this session does
+    not allow it (unknown, excluded, another sub-agent). Every event it
+    causes carries its ``agent_id``."""
+
+    agent_id: int
+    name: str
+    parent_call_id: str
+    model: str = ""
+    task: str = ""
+    tools: tuple[str, ...] = ()
+    refused_tools: tuple[str, ...] = ()
+
+
+class AgentFinished(ServerEvent, tag="agent_finished", kw_only=True):
+    """(1.4) Sub-agent ``agent_id`` ended: ``outcome`` (one of
+    :data:`AGENT_OUTCOMES`), the model calls (``turns``) and tool calls it
+    made, its tokens, and ``summary``: one line of its report, or why it
+    stopped. Exactly one per ``agent_started``."""
+
+    agent_id: int
+    name: str
+    parent_call_id: str
+    outcome: Literal["completed", "max_turns", "timeout", "cancelled", "interrupted", "error"]
+    turns: int = 0
+    tool_calls: int = 0
+    usage: Usage = Usage()
+    summary: str = ""
+
+
+class RunningAgent(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.4) A sub-agent running now, as ``state.agents`` lists it:
+    ``tool`` is the tool it runs now ("" between tools)."""
+
+    agent_id: int
+    name: str
+    parent_call_id: str
+    model: str = ""
+    turns: int = 0
+    tool_calls: int = 0
+    tool: str = ""
+
+
 class History(ServerEvent, tag="history", kw_only=True):
     """The conversation so far (answer to ``get_history``), as Gemini
     ``Content`` objects: ``{"role": "user"|"model", "parts": [...]}``.
@@ -710,6 +816,8 @@ class State(ServerEvent, tag="state", kw_only=True):
     pending_approvals: tuple[ToolAwaitingApproval, ...] = ()
     #: (1.2) Where this session's tools run: ``client`` or ``server``.
     tools: str = "client"
+    #: (1.4) The running request's sub-agents still at work.
+    agents: tuple[RunningAgent, ...] = ()
 
 
 class Sessions(ServerEvent, tag="sessions", kw_only=True):

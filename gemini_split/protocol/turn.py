@@ -24,6 +24,8 @@ from typing import Any
 from msgspec import Struct
 
 from .messages import (
+    AgentFinished,
+    AgentStarted,
     ApiStats,
     Compressed,
     Error,
@@ -45,6 +47,10 @@ from .messages import (
 )
 
 __all__ = [
+    "AgentBegan",
+    "AgentEnded",
+    "AgentOutput",
+    "AgentState",
     "ApprovalAsked",
     "ApprovalDecided",
     "Change",
@@ -97,6 +103,8 @@ class ToolCallRequested(Struct, frozen=True, kw_only=True):
     args: dict[str, Any]
     handover: bool
     text_before: str
+    #: (1.4) The agent that called (0: the main agent).
+    agent_id: int = 0
 
 
 class ToolCallStarted(Struct, frozen=True, kw_only=True):
@@ -109,6 +117,8 @@ class ToolCallStarted(Struct, frozen=True, kw_only=True):
     name: str
     args: dict[str, Any]
     text_before: str
+    #: (1.4) The agent that called (0: the main agent).
+    agent_id: int = 0
 
 
 class ToolCallOutput(Struct, frozen=True, kw_only=True):
@@ -120,6 +130,7 @@ class ToolCallOutput(Struct, frozen=True, kw_only=True):
     text: str
     stream: str
     call: ToolCall | None
+    agent_id: int = 0
 
 
 class ToolCallEnded(Struct, frozen=True, kw_only=True):
@@ -135,6 +146,7 @@ class ToolCallEnded(Struct, frozen=True, kw_only=True):
     error: ToolFailure | None
     duration: float | None
     call: ToolCall | None
+    agent_id: int = 0
 
 
 class ApprovalAsked(Struct, frozen=True, kw_only=True):
@@ -161,6 +173,7 @@ class RetryScheduled(Struct, frozen=True, kw_only=True):
     max_attempts: int
     delay: float
     error: str
+    agent_id: int = 0
 
 
 class HistoryCompressed(Struct, frozen=True, kw_only=True):
@@ -177,6 +190,37 @@ class HistoryCompressed(Struct, frozen=True, kw_only=True):
         """gemini-cli's line for it."""
         why = " (automatically: the prompt passed the compression threshold)" if self.automatic else ""
         return f"Chat history compressed from {self.before_tokens:,} to {self.after_tokens:,} tokens{why}."
+
+
+class AgentBegan(Struct, frozen=True, kw_only=True):
+    """(1.4) A sub-agent started (``agent_started``): ``state`` is its
+    running record in :attr:`Turn.agents`."""
+
+    request_id: str | None
+    agent_id: int
+    state: AgentState
+
+
+class AgentOutput(Struct, frozen=True, kw_only=True):
+    """(1.4) A sub-agent wrote ``text`` (``thought``: thought aloud). Not
+    part of the turn's answer: only its report reaches the main agent."""
+
+    request_id: str | None
+    agent_id: int
+    text: str
+    thought: bool = False
+    state: AgentState | None = None
+
+
+class AgentEnded(Struct, frozen=True, kw_only=True):
+    """(1.4) A sub-agent finished (``agent_finished``): ``state`` holds its
+    outcome, counts, tokens and summary; ``duration`` in seconds when the
+    turn saw it start and was given ``now`` both times."""
+
+    request_id: str | None
+    agent_id: int
+    state: AgentState
+    duration: float | None = None
 
 
 class Notice(Struct, frozen=True, kw_only=True):
@@ -209,17 +253,55 @@ class TurnEnded(Struct, frozen=True, kw_only=True):
 
 Change = (TurnBegan | TextAdded | ThoughtAdded | ToolCallRequested | ToolCallStarted | ToolCallOutput
           | ToolCallEnded | ApprovalAsked | ApprovalDecided | RetryScheduled | HistoryCompressed | Notice
-          | TurnEnded)
+          | TurnEnded | AgentBegan | AgentOutput | AgentEnded)
 """Everything :meth:`Turn.apply` may hand out."""
+
+
+class AgentState:
+    """(1.4) A sub-agent of the turn, as its events tell it: ``outcome`` is
+    None while it runs; ``tool`` the tool it runs now ("" between tools)."""
+
+    __slots__ = ("agent_id", "name", "parent_call_id", "model", "task", "started_at", "tool", "tool_calls",
+                 "turns", "usage", "outcome", "summary", "text", "tools", "refused_tools")
+
+    def __init__(self, event: AgentStarted, started_at: float | None):
+        self.agent_id = event.agent_id
+        self.name = event.name
+        self.parent_call_id = event.parent_call_id
+        self.model = event.model
+        self.task = event.task
+        self.tools = event.tools
+        self.refused_tools = event.refused_tools
+        self.started_at = started_at
+        self.tool = ""
+        self.tool_calls = 0
+        self.turns = 0
+        self.usage: Usage | None = None
+        self.outcome: str | None = None
+        self.summary = ""
+        #: Its text so far (the last message, after its last tool call).
+        self.text = ""
+
+    def finish(self, event: AgentFinished) -> None:
+        self.outcome, self.summary, self.turns = event.outcome, event.summary, event.turns
+        self.tool_calls = max(self.tool_calls, event.tool_calls)
+        self.usage = event.usage
+        self.tool = ""
+
+    def __repr__(self) -> str:
+        return f"AgentState({self.agent_id}, {self.name!r}, outcome={self.outcome!r})"
 
 
 class ToolCall:
     """A call the turn saw start; still running while in :attr:`Turn.running`."""
 
-    __slots__ = ("call_id", "name", "args", "started_at", "lines", "partial", "streamed")
+    __slots__ = ("call_id", "name", "args", "started_at", "lines", "partial", "streamed", "agent_id")
 
-    def __init__(self, call_id: str, name: str, args: dict[str, Any], started_at: float | None):
+    def __init__(self, call_id: str, name: str, args: dict[str, Any], started_at: float | None,
+                 agent_id: int = 0):
         self.call_id = call_id
+        #: (1.4) The agent that called it (0: the main agent).
+        self.agent_id = agent_id
         self.name = name
         self.args = args
         self.started_at = started_at
@@ -260,8 +342,10 @@ class Turn:
         self.answer = ""
         #: Calls started and not ended, by call id, in the order they started.
         self.running: dict[str, ToolCall] = {}
-        #: How many tool calls started in this turn.
+        #: How many tool calls started in this turn (sub-agents' included).
         self.tool_calls = 0
+        #: (1.4) The turn's sub-agents by ``agent_id``, in the order they started.
+        self.agents: dict[int, AgentState] = {}
         self.retries = 0
         self.ended: TurnEnded | None = None
 
@@ -294,11 +378,19 @@ class Turn:
             return [self._end(event)]
         if not isinstance(event, (TextDelta, ThinkingDelta, ToolExecutionRequest, ToolStarted, ToolDelta,
                                   ToolCompleted, ToolError, ToolAwaitingApproval, ToolDecided, Retrying,
-                                  Compressed)):
+                                  Compressed, AgentStarted, AgentFinished)):
             return []
         self._begin_if_ended(rid)
         if self.request_id is None:
             self.request_id = rid
+        if isinstance(event, (AgentStarted, AgentFinished)):
+            return self._agent(event, now)
+        if isinstance(event, (TextDelta, ThinkingDelta)) and event.agent_id:
+            agent = self.agents.get(event.agent_id)
+            if agent is not None and isinstance(event, TextDelta):
+                agent.text += event.content
+            return [AgentOutput(request_id=rid, agent_id=event.agent_id, text=event.content,
+                                thought=isinstance(event, ThinkingDelta), state=agent)]
         if isinstance(event, TextDelta):
             self._text.append(event.content)
             self.answer += event.content
@@ -308,13 +400,23 @@ class Turn:
         if isinstance(event, ToolExecutionRequest):
             # The message id is the call's id (the answer names it). A
             # handover asks again for a call already asked: the text stays.
+            if event.agent_id:
+                return [ToolCallRequested(request_id=rid, call_id=event.id or "", name=event.tool,
+                                          args=dict(event.parameters), handover=event.handover, text_before="",
+                                          agent_id=event.agent_id)]
             return [ToolCallRequested(request_id=rid, call_id=event.id or "", name=event.tool,
                                       args=dict(event.parameters), handover=event.handover,
                                       text_before="" if event.handover else self._take_text())]
         if isinstance(event, ToolStarted):
-            call = ToolCall(event.call_id, event.tool, dict(event.parameters), now)
+            call = ToolCall(event.call_id, event.tool, dict(event.parameters), now, event.agent_id)
             self.running[event.call_id] = call
             self.tool_calls += 1
+            if event.agent_id:
+                agent = self.agents.get(event.agent_id)
+                if agent is not None:
+                    agent.tool, agent.tool_calls, agent.text = event.tool, agent.tool_calls + 1, ""
+                return [ToolCallStarted(request_id=rid, call_id=event.call_id, name=event.tool, args=call.args,
+                                        text_before="", agent_id=event.agent_id)]
             if self.answer and not self.answer.endswith("\n\n"):
                 self.answer = self.answer.rstrip("\n") + "\n\n"
             return [ToolCallStarted(request_id=rid, call_id=event.call_id, name=event.tool,
@@ -325,14 +427,17 @@ class Turn:
                 call.streamed = True
                 call.add_output(event.content)
             return [ToolCallOutput(request_id=rid, call_id=event.call_id, text=event.content,
-                                   stream=event.stream, call=call)]
+                                   stream=event.stream, call=call, agent_id=event.agent_id)]
         if isinstance(event, (ToolCompleted, ToolError)):
             call = self.running.pop(event.call_id, None)
             duration = None
             if call is not None and call.started_at is not None and now is not None:
                 duration = now - call.started_at
             ok = isinstance(event, ToolCompleted)
-            return [ToolCallEnded(request_id=rid, call_id=event.call_id, name=event.tool, ok=ok,
+            agent = self.agents.get(event.agent_id) if event.agent_id else None
+            if agent is not None and agent.tool == event.tool:
+                agent.tool = ""
+            return [ToolCallEnded(agent_id=event.agent_id, request_id=rid, call_id=event.call_id, name=event.tool, ok=ok,
                                   result=event.result if ok else None,  # type: ignore[union-attr]
                                   error=None if ok else event.error,  # type: ignore[union-attr]
                                   duration=duration, call=call)]
@@ -346,7 +451,24 @@ class Turn:
         assert isinstance(event, Retrying)
         self.retries += 1
         return [RetryScheduled(request_id=rid, attempt=event.attempt, max_attempts=event.max_attempts,
-                               delay=event.delay, error=event.error)]
+                               delay=event.delay, error=event.error, agent_id=event.agent_id)]
+
+    def _agent(self, event: AgentStarted | AgentFinished, now: float | None) -> list[Change]:
+        rid = event.request_id
+        if isinstance(event, AgentStarted):
+            state = self.agents[event.agent_id] = AgentState(event, now)
+            return [AgentBegan(request_id=rid, agent_id=event.agent_id, state=state)]
+        state = self.agents.get(event.agent_id)
+        if state is None:  # its start was before what this client saw (an interrupted one)
+            state = self.agents[event.agent_id] = AgentState(AgentStarted(
+                request_id=rid, agent_id=event.agent_id, name=event.name, parent_call_id=event.parent_call_id), None)
+        state.finish(event)
+        duration = now - state.started_at if now is not None and state.started_at is not None else None
+        return [AgentEnded(request_id=rid, agent_id=event.agent_id, state=state, duration=duration)]
+
+    def running_agents(self) -> list[AgentState]:
+        """The sub-agents still at work, in the order they started."""
+        return [a for a in self.agents.values() if a.outcome is None]
 
     def forget(self, call_id: str) -> ToolCall | None:
         """Stop counting ``call_id`` as running: its end will not come (a

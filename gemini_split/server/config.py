@@ -19,6 +19,10 @@ class ServerConfig:
     allowed_models: tuple[str, ...] = ()
     #: Model calls allowed for one request before it ends with turn_limit.
     max_turns: int = 100
+    #: Sub-agents one session runs at once (more wait their turn), and the
+    #: seconds one runs at most whatever its definition says (issue 32).
+    max_subagents: int = 4
+    subagent_timeout_max: float = 24 * 3600.0
     #: Seconds the client has to answer a tool_execution_request (approval
     #: time included).
     tool_timeout: float = 900.0

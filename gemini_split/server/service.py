@@ -22,6 +22,7 @@ from gemini_split.protocol import (
     COMPRESSION_SINCE,
     REWIND_SINCE,
     Rewound,
+    SUBAGENTS_SINCE,
     PROTOCOL_VERSION,
     Compressed,
     ClientMessage,
@@ -71,6 +72,7 @@ from .session.manager import AmbiguousSession, RemoteSession, SessionManager
 from .session.manager import no_such_session as _no_such_session
 from .session.views import OBSERVER, AttachPoint, View
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
+from gemini_split.protocol.agents import for_older_peer, text_for_older_peer
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
 from .session.server_tools import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
@@ -477,9 +479,9 @@ class AgentService:
         connection, then written."""
         try:
             if plan is not None:
-                await self._replay_planned(stream, session, view, plan)
+                await self._replay_planned(stream, session, view, plan, conn.version)
             elif replay_from is not None:
-                await self._replay(stream, session, view, replay_from, point.last_seq)
+                await self._replay(stream, session, view, replay_from, point.last_seq, conn.version)
             if plan is not None or replay_from is not None:
                 session.catch_up(view, point.last_seq)
             while True:
@@ -496,6 +498,8 @@ class AgentService:
                         # A 1.3 client cannot read it: a notice in words instead.
                         event = rewound_notice(event)
                         text = None
+                    if conn.version < SUBAGENTS_SINCE and not for_older_peer(event):
+                        continue  # a sub-agent's own events (protocol/agents.py)
                     try:
                         text = conn.send(event, text=text)
                     except LocalProtocolError:
@@ -508,7 +512,8 @@ class AgentService:
         except (ConnectionClosed, ConnectionBroken):
             scope.cancel()
 
-    async def _replay_planned(self, stream: MessageStream, session: Session, view: View, plan: ReplayPlan) -> None:
+    async def _replay_planned(self, stream: MessageStream, session: Session, view: View, plan: ReplayPlan,
+                              version: tuple[int, int]) -> None:
         """The planned events, marked ``replayed``, from memory or the store."""
         if plan.seqs:
             wanted = set(plan.seqs)
@@ -517,26 +522,32 @@ class AgentService:
                 for event in session.log.since(first - 1):
                     if event.seq is not None and event.seq > last:
                         break
-                    if event.seq in wanted:
+                    if event.seq in wanted and (version >= SUBAGENTS_SINCE or for_older_peer(event)):
                         await stream.send(mark_replayed(encode(event)))
             except ReplayUnavailable:
                 async def send(stored: StoredEvent) -> None:
-                    if stored.seq in wanted:
+                    if stored.seq in wanted and (version >= SUBAGENTS_SINCE or text_for_older_peer(stored.data)):
                         await stream.send(mark_replayed(stored.data))
 
                 await self.manager.replay(session, first - 1, last, send)
 
-    async def _replay(self, stream: MessageStream, session: Session, view: View, last_seq: int, upto: int) -> None:
+    async def _replay(self, stream: MessageStream, session: Session, view: View, last_seq: int, upto: int,
+                      version: tuple[int, int]) -> None:
         """Every logged event after ``last_seq`` up to the attach point,
         marked ``replayed``, or say they are gone."""
         try:
             for event in session.log.since(last_seq):
                 if event.seq is not None and event.seq > upto:
                     break
-                await stream.send(mark_replayed(encode(event)))
+                if version >= SUBAGENTS_SINCE or for_older_peer(event):
+                    await stream.send(mark_replayed(encode(event)))
             complete = True
         except ReplayUnavailable:
-            complete = await self.manager.replay(session, last_seq, upto, lambda e: stream.send(mark_replayed(e.data)))
+            async def send(stored: StoredEvent) -> None:
+                if version >= SUBAGENTS_SINCE or text_for_older_peer(stored.data):
+                    await stream.send(mark_replayed(stored.data))
+
+            complete = await self.manager.replay(session, last_seq, upto, send)
         if not complete:
             # Say so, then what a client needs to redraw: no silent gap.
             view.send_direct(Error(

@@ -118,6 +118,12 @@ next one, in order. A turn is a JSON object with these keys (all optional):
     ``[{"web": {...}}]``, ``groundingSupports`` with UTF-8 byte segments,
     ``webSearchQueries``) — only when the request enabled the
     ``googleSearch`` tool, as the real API does.
+``"system_contains": str``
+    The turn is only for a request whose system instruction contains this
+    text (a sub-agent's, told apart from the main agent's): each request
+    takes the first remaining turn without this key or whose text its
+    system instruction contains, so turns for agents running at once can
+    be scripted whatever order their requests come in.
 ``"abort_after": int``
     Streaming: close the connection after that many chunks without ending
     the chunked body (the client sees a protocol error). Non-streaming: close
@@ -199,6 +205,7 @@ from gemini_split.server.model.script_format import (
     _CONTENT_KEYS,
     STATUS_NAMES,
     grounding_metadata,
+    turn_matches,
     _error_status,
     load_script,
     validate_turn,
@@ -269,6 +276,14 @@ def _prompt_tokens(body: dict) -> int:
         for part in system.get("parts") or []:
             total += _estimate_tokens(_part_text(part))
     return total
+
+
+def _system_text(body: dict) -> str:
+    """The text of a request's system instruction ("" without one)."""
+    system = body.get("systemInstruction") if isinstance(body, dict) else None
+    if not isinstance(system, dict):
+        return ""
+    return "".join(_part_text(p) for p in system.get("parts") or [])
 
 
 def echo_text(body: dict) -> str:
@@ -756,7 +771,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not body.get("contents"):
             return fail(400, "* GenerateContentRequest.contents: contents is not specified\n")
 
-        turn = fake._next_turn()
+        turn = fake._next_turn(_system_text(body))
         is_echo = turn is None or not any(k in turn for k in _CONTENT_KEYS)
         fake._update(record, turn=copy.deepcopy(turn), echo=is_echo)
         turn = turn or {}
@@ -1002,9 +1017,16 @@ class FakeGemini:
             record.update(fields)
             self._changed.notify_all()
 
-    def _next_turn(self) -> dict | None:
+    def _next_turn(self, system: str = "") -> dict | None:
+        """The first turn this request may take: one without
+        ``system_contains``, or whose ``system_contains`` is in the
+        request's system instruction."""
         with self._lock:
-            return self._turns.popleft() if self._turns else None
+            for i, turn in enumerate(self._turns):
+                if turn_matches(turn, system):
+                    del self._turns[i]
+                    return turn
+            return None
 
     def _response_id(self) -> str:
         return f"fake-{next(self._ids)}"

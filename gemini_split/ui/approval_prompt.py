@@ -193,12 +193,14 @@ def question_line(request: ApprovalRequest) -> str:
                 subject = request.args[key]
                 break
     name = visible(request.tool.name, newlines=False)
+    # (1.4) A sub-agent's call says which agent asks.
+    who = f"[sub-agent {visible(request.agent, newlines=False)}] " if request.agent else ""
     if not isinstance(subject, str):
-        return f"Allow {name}?"
+        return f"{who}Allow {name}?"
     shown = visible(subject.strip(), newlines=False)
     if len(shown) > SUBJECT_CHARS:
         shown = shown[:SUBJECT_CHARS - 1] + "… (cut: see above)"
-    return f"Allow {name}: {shown}?"
+    return f"{who}Allow {name}: {shown}?"
 
 
 def approval_panel(request: ApprovalRequest, *, height: int = 40, full: bool = False) -> tuple[RenderableType, int]:
@@ -235,6 +237,8 @@ def approval_panel(request: ApprovalRequest, *, height: int = 40, full: bool = F
     if request.reason:
         parts.append(Text(f"Asking because {visible(request.reason)}", style="bold yellow"))
     title = f"{visible(request.tool.name, newlines=False)} wants to run ({request.tool.kind.value})"
+    if request.agent:
+        title = f"sub-agent {visible(request.agent, newlines=False)}: {title}"
     panel = Panel(Group(*parts), title=title, title_align="left", border_style="yellow", expand=False)
     return panel, hidden + cut
 

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from gemini_split.protocol import ClientsChanged, Rewound, ServerEvent
 from gemini_split.protocol.turn import (
+    AgentEnded,
     HistoryCompressed,
     TextAdded,
     ToolCallRequested,
@@ -141,6 +142,16 @@ class Follower:
             elif isinstance(change, TextAdded):
                 if self.live:
                     self._write(visible(change.text))
+            elif isinstance(change, ToolCallStarted | ToolCallRequested) and change.agent_id:
+                # (1.4) A sub-agent's call: nested under its agent, never the answer's text.
+                if not getattr(change, "handover", False):
+                    agent = self.turn.agents.get(change.agent_id)
+                    name = visible(agent.name if agent is not None else f"sub-agent {change.agent_id}")
+                    self._print(Text(f"    ↳ {name} ⚙ {visible(change.name)}", style="dim"))
+            elif isinstance(change, AgentEnded):
+                from .render import agent_summary
+
+                self._print(Text.assemble("  ", agent_summary(change.state)))
             elif isinstance(change, ToolCallStarted | ToolCallRequested) and not getattr(change, "handover", False):
                 # A client's tool is asked for (tool_execution_request), a
                 # server's starts (tool_started, the only event of it others

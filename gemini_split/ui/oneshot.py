@@ -40,6 +40,9 @@ import msgspec
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.protocol import ServerEvent, Usage
 from gemini_split.protocol.turn import (
+    AgentBegan,
+    AgentEnded,
+    AgentOutput,
     Change,
     Notice,
     RetryScheduled,
@@ -83,6 +86,21 @@ class _ApiStats(msgspec.Struct):
     errors_by_type: dict[str, int] = msgspec.field(default_factory=dict)
 
 
+class _AgentStats(msgspec.Struct):
+    runs: int = 0
+    turns: int = 0
+    tool_calls: int = 0
+    usage: Usage = msgspec.field(default_factory=Usage)
+    outcomes: dict[str, int] = msgspec.field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        u = self.usage
+        return {"runs": self.runs, "turns": self.turns, "toolCalls": self.tool_calls,
+                "outcomes": dict(self.outcomes),
+                "tokens": {"prompt": u.prompt_tokens, "candidates": u.output_tokens,
+                           "thoughts": u.thinking_tokens, "cached": u.cached_tokens, "total": u.total_tokens}}
+
+
 class RunStats(msgspec.Struct):
     """What a one-shot run did, computed as gemini-cli computes its stats."""
 
@@ -93,6 +111,8 @@ class RunStats(msgspec.Struct):
     tools: dict[str, _ToolStats] = msgspec.field(default_factory=dict)
     lines_added: int = 0
     lines_removed: int = 0
+    #: (1.4) Per sub-agent name: its runs, turns, tool calls and tokens.
+    agents: dict[str, _AgentStats] = msgspec.field(default_factory=dict)
 
     def tool(self, name: str) -> _ToolStats:
         return self.tools.setdefault(name, _ToolStats())
@@ -166,7 +186,18 @@ class RunStats(msgspec.Struct):
                 },
             },
             "files": {"totalLinesAdded": self.lines_added, "totalLinesRemoved": self.lines_removed},
+            **({"agents": {name: a.as_json() for name, a in self.agents.items()}} if self.agents else {}),
         }
+
+    def count_agent(self, state: Any) -> None:
+        """A sub-agent finished: its turns, tool calls, tokens, outcome."""
+        a = self.agents.setdefault(state.name, _AgentStats())
+        a.runs += 1
+        a.turns += state.turns
+        a.tool_calls += state.tool_calls
+        if state.usage is not None:
+            a.usage = a.usage + state.usage
+        a.outcomes[state.outcome or "error"] = a.outcomes.get(state.outcome or "error", 0) + 1
 
     def as_stream_stats(self) -> dict[str, Any]:
         """gemini-cli's ``StreamStats`` (``result.stats`` of stream-json)."""
@@ -239,6 +270,8 @@ class OneShotRenderer:
                 t.fail += 1
         elif isinstance(change, TurnEnded):
             self._add_request_totals(change)
+        elif isinstance(change, AgentEnded):
+            stats.count_agent(change.state)
 
     def _add_request_totals(self, ended: TurnEnded) -> None:
         api: Any = ended.api
@@ -293,6 +326,19 @@ class TextRenderer(OneShotRenderer):
             self.stdout.flush()
             self._wrote_any = True
             self._at_line_start = change.text.endswith("\n")
+        elif isinstance(change, ToolCallStarted) and change.agent_id:
+            # A sub-agent's call: nested under the call of the agent.
+            name = _agent_name(self.turn, change.agent_id)
+            if self.status is not None:
+                self.status.set(f"{name} → {change.name}({_short_args(change.args)})")
+            else:
+                self._note(f"  ↳ {name}: {change.name}({_short_args(change.args)})")
+        elif isinstance(change, AgentEnded):
+            if self.status is not None:
+                self.status.clear()
+            a = change.state
+            mark = "✓" if a.outcome == "completed" else "✗"
+            self._note(f"  {mark} {a.name} {a.outcome} ({a.turns} turns, {a.tool_calls} tool calls): {a.summary}")
         elif isinstance(change, ToolCallStarted):
             self._end_line()
             if self.status is not None:
@@ -354,26 +400,58 @@ class JsonRenderer(OneShotRenderer):
 
 
 class StreamJsonRenderer(OneShotRenderer):
+    """gemini-cli's stream-json. (1.4) A sub-agent's events carry
+    ``agent_id`` and ``agent_name`` (gemini-cli's telemetry names); its
+    run is bracketed by ``agent_start`` / ``agent_finish`` lines (with
+    gemini-cli's ``turn_count``, ``terminate_reason``, ``duration_ms``)."""
+
     def start(self, *, session_id: str, model: str, prompt: str) -> None:
         super().start(session_id=session_id, model=model, prompt=prompt)
         self._line({"type": "init", "session_id": session_id, "model": model})
         self._line({"type": "message", "role": "user", "content": prompt})
 
+    def _agent(self, agent_id: int) -> dict[str, Any]:
+        if not agent_id:
+            return {}
+        agent = self.turn.agents.get(agent_id)
+        return {"agent_id": agent_id, "agent_name": agent.name if agent is not None else ""}
+
     def show(self, change: Change) -> None:
         if isinstance(change, TextAdded):
             self._line({"type": "message", "role": "assistant", "content": change.text, "delta": True})
+        elif isinstance(change, AgentOutput):
+            if not change.thought:
+                self._line({"type": "message", "role": "assistant", "content": change.text, "delta": True,
+                            **self._agent(change.agent_id)})
+        elif isinstance(change, AgentBegan):
+            a = change.state
+            self._line({"type": "agent_start", "agent_id": a.agent_id, "agent_name": a.name,
+                        "parent_tool_id": a.parent_call_id, "model": a.model, "task": a.task,
+                        "tools": list(a.tools), "refused_tools": list(a.refused_tools)})
+        elif isinstance(change, AgentEnded):
+            a = change.state
+            usage = a.usage or Usage()
+            self._line({"type": "agent_finish", "agent_id": a.agent_id, "agent_name": a.name,
+                        "parent_tool_id": a.parent_call_id, "outcome": a.outcome,
+                        "terminate_reason": TERMINATE_REASONS.get(a.outcome or "", "ERROR"),
+                        "turn_count": a.turns, "tool_calls": a.tool_calls,
+                        "duration_ms": int(change.duration * 1000) if change.duration is not None else None,
+                        "summary": a.summary,
+                        "stats": {"total_tokens": usage.total_tokens, "input_tokens": usage.prompt_tokens,
+                                  "output_tokens": usage.output_tokens}})
         elif isinstance(change, ToolCallStarted):
             self._line({"type": "tool_use", "tool_name": change.name, "tool_id": change.call_id,
-                        "parameters": change.args})
+                        "parameters": change.args, **self._agent(change.agent_id)})
         elif isinstance(change, ToolCallEnded) and change.error is None:
             self._line({"type": "tool_result", "tool_id": change.call_id, "status": "success",
-                        "output": _as_text(change.result)})
+                        "output": _as_text(change.result), **self._agent(change.agent_id)})
         elif isinstance(change, ToolCallEnded):
             error = change.error
             self._line({
                 "type": "tool_result", "tool_id": change.call_id, "status": "error",
                 "output": error.message,
                 "error": {"type": gemini_cli_error_type(error.code, change.name), "message": error.message},
+                **self._agent(change.agent_id),
             })
         elif isinstance(change, RetryScheduled):
             self._retry_note(change)
@@ -395,6 +473,11 @@ class StreamJsonRenderer(OneShotRenderer):
         obj = {"type": obj["type"], "timestamp": _now_iso(), **obj}
         self.stdout.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
         self.stdout.flush()
+
+
+#: gemini-cli's ``terminate_reason`` for each ``agent_finished.outcome``.
+TERMINATE_REASONS = {"completed": "GOAL", "max_turns": "MAX_TURNS", "timeout": "TIMEOUT",
+                     "cancelled": "ABORTED", "interrupted": "ABORTED", "error": "ERROR"}
 
 
 class StatusLine:
@@ -475,6 +558,11 @@ def _as_text(result: Any) -> str:
     import json  # here: most results are text (json costs ~1.5 ms to import)
 
     return json.dumps(result, ensure_ascii=False)
+
+
+def _agent_name(turn: Turn, agent_id: int) -> str:
+    agent = turn.agents.get(agent_id)
+    return agent.name if agent is not None else f"sub-agent {agent_id}"
 
 
 def _short_args(params: dict[str, Any], limit: int = 80) -> str:

@@ -32,6 +32,10 @@ from rich.text import Text
 
 from gemini_split.protocol import ErrorCode, ServerEvent, Usage
 from gemini_split.protocol.turn import (
+    AgentBegan,
+    AgentEnded,
+    AgentOutput,
+    AgentState,
     ApprovalDecided,
     Notice,
     RetryScheduled,
@@ -222,6 +226,10 @@ class TurnView:
         self.last_thought = ""
         #: The turn's tool calls that ended, in order (``/output``).
         self.finished_tools: list[_ToolCall] = []
+        #: (1.4) Each sub-agent's activity, collapsed while it runs (one
+        #: block: its current tool) and summed up in one line when done;
+        #: these lines are what Ctrl-T expands.
+        self.agent_log: dict[int, list[Text]] = {}
 
     @property
     def answer(self) -> str:
@@ -289,6 +297,9 @@ class TurnView:
             self._show(change)
 
     def _show(self, change: Any) -> None:
+        if getattr(change, "agent_id", 0) or isinstance(change, AgentBegan | AgentEnded | AgentOutput):
+            self._show_agent(change)
+            return
         if isinstance(change, TextAdded):
             self._got_output = True
             self._flush_thinking()
@@ -341,6 +352,41 @@ class TurnView:
             said = {"approve": f"✓ approved by {by}", "approve_always": f"✓ approved (always) by {by}",
                     "deny": f"✗ refused by {by}", "expired": "✗ nobody approved it in time"}
             self._print(Text(said.get(change.decision, visible(change.decision, newlines=False)), style="yellow"))
+
+    def _show_agent(self, change: Any) -> None:
+        """A sub-agent's change: kept in its (collapsed) block; only its end
+        is printed, as one line (Ctrl-T at the prompt expands the blocks)."""
+        self._got_output = True
+        log = self.agent_log.setdefault(change.agent_id, [])
+        name = _agent_label(self.turn, change.agent_id)
+        if isinstance(change, AgentBegan):
+            log.append(Text(f"▸ {name} started on {visible(change.state.model, newlines=False)}: "
+                            f"{visible(change.state.task, newlines=False)[:200]}", style="bold"))
+        elif isinstance(change, AgentOutput) and not change.thought:
+            if log and log[-1].style == "italic":
+                log[-1].append(visible(change.text))
+            else:
+                log.append(Text(visible(change.text), style="italic"))
+        elif isinstance(change, ToolCallEnded) and change.call is not None:
+            call = _ToolCall(change.call)
+            status = "done" if change.error is None else (
+                change.error.code if change.error.code in ("refused", "cancelled") else "failed")
+            log.append(call.header(status, "green" if change.error is None else "yellow",
+                                   "" if change.error is None else change.error.message))
+        elif isinstance(change, RetryScheduled):
+            log.append(Text(f"↻ retry {change.attempt}/{change.max_attempts}: {visible(change.error)}",
+                            style="yellow"))
+        elif isinstance(change, AgentEnded):
+            self._print(agent_summary(change.state))
+        self._refresh(force=True)
+
+    def expanded_agents(self) -> list[RenderableType]:
+        """Ctrl-T: every sub-agent of the turn, expanded."""
+        out: list[RenderableType] = []
+        for agent_id, lines in self.agent_log.items():
+            out.append(Text(f"── sub-agent {agent_id}: {_agent_label(self.turn, agent_id)} ──", style="dim bold"))
+            out.extend(lines)
+        return out
 
     # --- internals -------------------------------------------------------------------
 
@@ -456,14 +502,50 @@ class TurnView:
         if self._thinking:
             last = visible(" ".join(self._thinking.split()))[-max(20, self.console.width - 16):]
             parts.append(Text(f"✻ Thinking… {last}", style="dim italic", no_wrap=True, overflow="ellipsis"))
+        agents = {a.parent_call_id: a for a in self.turn.running_agents()}
         for running in self.turn.running.values():
+            if running.agent_id:
+                continue  # in its agent's block
             call = _ToolCall(running)
             parts.append(Spinner("dots", call.header("running", "yellow"), style="yellow"))
             if call.all_lines():
                 parts.append(call.tail(TOOL_TAIL))
+            agent = agents.get(running.call_id)
+            if agent is not None:
+                parts.append(agent_block(agent))
         if not self._got_output or self._show_status:
             parts.append(Spinner("dots", Text(self._status, style="dim"), style="cyan"))
         return Group(*parts)
+
+
+def _agent_label(turn: Turn, agent_id: int) -> str:
+    agent = turn.agents.get(agent_id)
+    return visible(agent.name, newlines=False) if agent is not None else f"sub-agent {agent_id}"
+
+
+def agent_block(agent: AgentState) -> Text:
+    """A running sub-agent, collapsed: its name, what it runs now, its counts."""
+    text = Text("  └ ", style="dim")
+    text.append(visible(agent.name, newlines=False), style="bold magenta")
+    if agent.tool:
+        text.append(f" → {visible(agent.tool, newlines=False)}", style="cyan")
+    else:
+        text.append(" thinking…", style="dim")
+    text.append(f"  ({agent.tool_calls} tool calls · Ctrl-T at the prompt expands)", style="dim")
+    return text
+
+
+def agent_summary(agent: AgentState) -> Text:
+    """A finished sub-agent in one line: outcome, counts, tokens, summary."""
+    ok = agent.outcome == "completed"
+    text = Text(f"  {'✓' if ok else '✗'} ", style="green" if ok else "yellow")
+    text.append(visible(agent.name, newlines=False), style="bold magenta")
+    tokens = agent.usage.total_tokens if agent.usage is not None else 0
+    text.append(f" {agent.outcome} · {agent.turns} turns · {agent.tool_calls} tool calls · {tokens:,} tokens",
+                style="dim")
+    if agent.summary:
+        text.append(f": {visible(agent.summary, newlines=False)}")
+    return text
 
 
 _TRAILING_BLANKS = re.compile(r" +((?:\x1b\[[0-9;]*m)*)$")

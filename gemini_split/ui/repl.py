@@ -138,6 +138,8 @@ class Repl:
         #: The last turn's answer and thought (/copy, Ctrl-T).
         self.last_answer = ""
         self.last_thought = ""
+        #: (1.4) The last turn's sub-agents, expanded (Ctrl-T).
+        self.last_agents: list[Any] = []
         #: The last turn's tool calls, with their whole output (/output).
         self.last_tools: list[Any] = []
         #: What the toolbar says about the connection while it is being
@@ -217,12 +219,17 @@ class Repl:
 
     def show_last_thought(self) -> None:
         """Ctrl-T at the prompt: the last thought in full (it is shown
-        collapsed to one line while the answer streams)."""
-        if not self.last_thought:
+        collapsed to one line while the answer streams), and the last
+        turn's sub-agents expanded (shown as one block each while they run)."""
+        agents = self.last_agents
+        if not self.last_thought and not agents:
             self.console.print(Text("No thought yet in this session.", style="dim"))
             return
-        self.console.print(Text("✻ Thought:", style="dim italic bold"))
-        self.console.print(Text(visible(self.last_thought.strip()), style="dim italic"))
+        if self.last_thought:
+            self.console.print(Text("✻ Thought:", style="dim italic bold"))
+            self.console.print(Text(visible(self.last_thought.strip()), style="dim italic"))
+        for line in agents:  # (1.4) the last turn's sub-agents, expanded
+            self.console.print(line)
 
     @asynccontextmanager
     async def _hold_prompt(self) -> AsyncIterator[None]:
@@ -517,6 +524,8 @@ class Repl:
             self.last_answer = view.answer
         if view.last_thought:
             self.last_thought = view.last_thought
+        if view.agent_log:
+            self.last_agents = view.expanded_agents()
         self.last_tools = view.finished_tools
 
     async def _on_event(self, event: ServerEvent) -> None:
@@ -783,9 +792,19 @@ class SessionStats:
     last_prompt_tokens: int = 0
     last_turn_single_call: bool = True
 
+    #: (1.4) Per sub-agent name: ``[runs, turns, tool calls, usage]``
+    #: (their tokens are part of ``usage``, their calls of ``tool_calls``).
+    agents: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+
     def add_turn(self, usage: Usage | None, view: TurnView) -> None:
         self.turns += 1
         self.tool_calls += view.tool_calls
+        for agent in view.turn.agents.values():
+            row = self.agents.setdefault(agent.name, [0, 0, 0, Usage()])
+            row[0] += 1
+            row[1] += agent.turns
+            row[2] += agent.tool_calls
+            row[3] = row[3] + (agent.usage or Usage())
         self.model_time += view.elapsed
         if usage is not None:
             self.usage = self.usage + usage

@@ -210,6 +210,14 @@ async def _stats(repl: Repl, args: list[str]) -> None:
         ("context", context if st.turns else "nothing sent yet"),
         ("model", repl.model or "the server default"),
     ]
+    if st.agents:  # (1.4) split per agent: the main agent is what the sub-agents did not spend
+        sub_tokens = sum(row[3].total_tokens for row in st.agents.values())
+        sub_calls = sum(row[2] for row in st.agents.values())
+        rows.append(("main agent", f"{max(0, st.tool_calls - sub_calls):,} tool calls · "
+                                   f"{max(0, u.total_tokens - sub_tokens):,} tokens"))
+        for name, (runs, turns, calls, usage) in sorted(st.agents.items()):
+            rows.append((f"↳ {name}", f"{runs} run{'s' * (runs != 1)} · {turns} turns · {calls:,} tool calls · "
+                                      f"{usage.total_tokens:,} tokens"))
     _print_rows(repl, rows)
 
 

@@ -31,6 +31,9 @@ class ModelRequest:
     #: Ground the answer with Google Search (the API's ``google_search``
     #: tool) instead of offering function tools.
     google_search: bool = False
+    #: The generation's temperature (None: the model's default); a
+    #: sub-agent's definition may set it.
+    temperature: float | None = None
 
 
 class _Chunk(msgspec.Struct, frozen=True):

@@ -359,7 +359,7 @@ class GeminiModel(Model):
         kept apart from the system instruction (which names the session's
         workspace and context files)."""
         tools_key = msgspec.json.encode(request.tools)
-        key = (request.model, request.system_instruction, request.google_search, tools_key)
+        key = (request.model, request.system_instruction, request.google_search, request.temperature, tools_key)
         cached = _lru_get(self._prepared_cache, key)
         if cached is not None:
             return cached
@@ -652,6 +652,7 @@ def _config(request: ModelRequest, *, tools: bool = True) -> types.GenerateConte
         tools=_tools(request) if tools else None,
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
         thinking_config=types.ThinkingConfig(include_thoughts=True),
+        temperature=request.temperature,
     )
 
 

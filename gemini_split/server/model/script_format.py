@@ -44,6 +44,7 @@ _TURN_KEYS = frozenset(
         "chunk_delay",
         "abort_after",
         "grounding",
+        "system_contains",
     }
 )
 _CONTENT_KEYS = ("text", "thought", "function_calls", "error", "raw")
@@ -62,7 +63,7 @@ def validate_turn(turn: Any, where: str = "turn") -> dict:
         raise ValueError(
             f"{where}: unknown key(s) {sorted(unknown)}; known: {sorted(_TURN_KEYS)}"
         )
-    for key in ("text", "thought", "finish_reason"):
+    for key in ("text", "thought", "finish_reason", "system_contains"):
         if key in turn and not isinstance(turn[key], str):
             raise ValueError(f"{where}: {key!r} must be a string")
     if "chunks" in turn and (
@@ -113,6 +114,13 @@ def validate_turn(turn: Any, where: str = "turn") -> dict:
         if others:
             raise ValueError(f"{where}: 'raw' cannot be combined with {others}")
     return turn
+
+
+def turn_matches(turn: dict, system: str) -> bool:
+    """Whether a request whose system instruction is ``system`` may take
+    ``turn`` (its ``system_contains``, if any, is in it)."""
+    wanted = turn.get("system_contains")
+    return wanted is None or wanted in (system or "")
 
 
 def _validate_grounding(turn: dict, where: str) -> None:

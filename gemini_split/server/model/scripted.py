@@ -8,6 +8,8 @@ next turn:
   after an optional thought;
 * ``{"function_calls": [{"name": ..., "args": {...}}], "text": "..."}``;
 * ``{"error": {"status": 503, "message": "..."}}``;
+* ``"system_contains": "…"`` – the turn is only for a call whose system
+  instruction contains that text (a sub-agent's; see the fake server);
 * any turn may add ``"delay"`` and ``"chunk_delay"`` (seconds; a
   ``chunk_delay`` under a microsecond only lets other tasks run between
   chunks).
@@ -46,7 +48,7 @@ from .base import (
     ThoughtChunk,
     UsageChunk,
 )
-from .script_format import grounding_metadata, load_script
+from .script_format import grounding_metadata, load_script, turn_matches
 
 
 class ScriptedModel(Model):
@@ -62,7 +64,11 @@ class ScriptedModel(Model):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         self.requests.append(request)
-        turn = self.turns.pop(0) if self.turns else _echo_turn(request)
+        turn = next((t for t in self.turns if turn_matches(t, request.system_instruction or "")), None)
+        if turn is not None:
+            self.turns.remove(turn)
+        else:
+            turn = _echo_turn(request)
         if turn.get("delay"):
             await trio.sleep(float(turn["delay"]))
         if "error" in turn:

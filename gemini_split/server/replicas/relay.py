@@ -60,6 +60,7 @@ from gemini_split.protocol import (
     decode,
     starts_request,
     COMPRESSION_SINCE,
+    SUBAGENTS_SINCE,
     Cancel,
     ClientInfo,
     Compress,
@@ -85,6 +86,7 @@ from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageSt
 from ..session.manager import no_such_session
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
 from ..session.rewind import rewound_notice
+from gemini_split.protocol.agents import text_for_older_peer
 from ..session.server_tools import APPROVALS_CAPABILITY
 from ..session.views import View
 from ..store import SessionRecord, StoreError, hash_token, token_matches
@@ -281,7 +283,12 @@ class Relay:
 
     def _knows(self, text: str) -> bool:
         """Whether the client speaks the version of this event (a 1.2
-        client is never sent ``compressed``)."""
+        client is never sent ``compressed``, a 1.3 client no sub-agent's
+        own events)."""
+        if self.conn.version >= SUBAGENTS_SINCE:
+            return True
+        if not text_for_older_peer(text):
+            return False  # a sub-agent's own events (protocol/agents.py)
         return self.conn.version >= COMPRESSION_SINCE or not text.startswith(_COMPRESSED)
 
     async def _send(self, message: Any) -> None:

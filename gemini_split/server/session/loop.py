@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trio
+from msgspec.structs import replace as replace_struct
 
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import (
@@ -29,6 +30,7 @@ from gemini_split.protocol import (
     TextDelta,
     ThinkingDelta,
     ToolCompleted,
+    ToolDelta,
     ToolError,
     ToolFailure,
     ToolSpec,
@@ -38,6 +40,7 @@ from gemini_split.protocol import (
 
 from ..model import web_search
 from ..config import ServerConfig
+from . import agents as subagents
 from . import compression
 from . import skills as skill_tool
 from .priority import Pace
@@ -129,6 +132,17 @@ class AgentRun:
     #: Told ``(old, new)`` when an automatic compression replaced the
     #: history (the session's rewind timeline keeps what it dropped).
     on_compressed: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None] | None = None
+    #: (1.4) Which agent this loop runs: 0 the main agent, 1, 2 … a
+    #: sub-agent (``server/session/agents.py``), whose events carry it. A
+    #: sub-agent's ``tools`` are exactly what it is offered (nothing is
+    #: added), its ``system_instruction`` and ``temperature`` its own.
+    agent_id: int = 0
+    system_instruction: str | None = None
+    temperature: float | None = None
+    #: The session's sub-agents running now (``state.agents``) and its cap
+    #: on how many run at once; None: the request's own.
+    running_agents: dict[int, Any] | None = None
+    agent_slots: trio.CapacityLimiter | None = None
 
 
 #: The tools a server runs itself for any session, by name (announced in
@@ -146,9 +160,12 @@ async def run_agent(
     call_tool: CallTool,
     attachments: Sequence[Attachment] = (),
     repropose: int | None = None,
+    tool_caller: Callable[[int], CallTool] | None = None,
 ) -> None:
     """Run the loop until the model answers without calling a tool.
     ``attachments`` follow the prompt's text as inline data parts.
+    ``tool_caller(agent_id)``: the session's tool path for a sub-agent's
+    calls (None: ``call_tool`` for every agent).
 
     ``repropose`` (1.4, ``/restore``): instead of a prompt, the history ends
     with the model turn that proposed some calls; the call at that index of
@@ -157,20 +174,27 @@ async def run_agent(
 
     Raises :class:`TurnLimitExceeded`, or :class:`ModelError` once retries
     are spent. On any exit the history stays valid for the next request."""
+    agents = _agents(run)
     if repropose is None:
         environment = getattr(run.context, "environment", None)
         parts: list[dict[str, Any]] = [
             {"text": prompt},
             *({"inline_data": {"mime_type": a.mime_type, "data": a.data}} for a in attachments),
         ]
+        note = subagents.force_note(prompt, agents) if agents else None
+        if note is not None:  # "@name …": gemini-cli's nudge to delegate, after the prompt
+            parts.insert(1, {"text": note})
         if not run.history and environment:
             # gemini-cli's first turn: the session context, then the prompt.
             parts.insert(0, {"text": environment})
         run.history.append({"role": "user", "parts": parts})
-    if run.server_tools:
-        call_tool = _with_server_tools(run, call_tool, model=model, emit=emit)
-    if _skills(run):
-        call_tool = _with_skills(run, call_tool, emit=emit)
+    call_tool = tools_for(run, call_tool, model=model, emit=emit)
+    delegation = None
+    if agents:
+        delegation = subagents.Delegation(
+            run, model=model, config=config, emit=emit, offered=_offered(run),
+            tool_caller=tool_caller if tool_caller is not None else (lambda agent_id: call_tool))
+        call_tool = delegation.wrap(call_tool)
     if repropose is not None:
         await _repropose(run, repropose, call_tool)
     while True:
@@ -180,10 +204,12 @@ async def run_agent(
                 "(raise the limit with --max-turns if the task really needs more)"
             )
         run.turns += 1
-        await _compress_if_due(run, model=model, emit=emit)
+        await _compress_if_due(run, model=model, emit=emit)  # the main agent's: a sub-agent has its own history
         calls = await _model_turn(run, model=model, config=config, emit=emit)
         if not calls:
             return
+        if delegation is not None:
+            delegation.plan(calls)
         responses: list[dict[str, Any] | None] = [None] * len(calls)
         try:
             await _run_tools(calls, call_tool, responses)
@@ -220,16 +246,46 @@ async def _repropose(run: AgentRun, part_index: int, call_tool: CallTool) -> Non
         run.history.append({"role": "user", "parts": _answered(calls, responses)})
 
 
+def tools_for(run: AgentRun, call_tool: CallTool, *, model: Model, emit: Emit) -> CallTool:
+    """``call_tool`` with the tools the server answers itself for ``run``
+    (its server tools, ``activate_skill``) answered here."""
+    if run.server_tools:
+        call_tool = _with_server_tools(run, call_tool, model=model, emit=emit)
+    if _skills(run) and (run.agent_id == 0 or any(t.name == skill_tool.NAME for t in run.tools)):
+        call_tool = _with_skills(run, call_tool, emit=emit)
+    return call_tool
+
+
+def _offered(run: AgentRun) -> list[ToolSpec]:
+    """What the model is offered besides the sub-agents: the session's tools,
+    the server tools asked for, ``activate_skill`` when there are skills. A
+    sub-agent's ``tools`` are already exactly what it is offered."""
+    if run.agent_id:
+        return run.tools
+    return (run.tools + [SERVER_TOOLS[name] for name in run.server_tools if name in SERVER_TOOLS]
+            + ([skill_tool.spec(_skills(run))] if _skills(run) else []))
+
+
+def _agents(run: AgentRun) -> tuple:
+    """The sub-agents the client sent (only the main agent delegates)."""
+    if run.agent_id:
+        return ()
+    return tuple(getattr(run.context, "agents", None) or ())
+
+
 async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit: Emit) -> list[FunctionCallChunk]:
     """One model call, retried on transient errors; the model's parts are
     appended to the history (on cancellation too, minus unanswerable calls)."""
+    agents = _agents(run)
     request = ModelRequest(
         model=run.model_name,
         contents=list(run.history),
-        tools=run.tools + [SERVER_TOOLS[name] for name in run.server_tools if name in SERVER_TOOLS]
-        + ([skill_tool.spec(_skills(run))] if _skills(run) else []),
-        system_instruction=_system_instruction(run, config),
+        tools=_offered(run) + (subagents.specs(agents) if agents else []),
+        system_instruction=run.system_instruction if run.system_instruction is not None
+        else _system_instruction(run, config),
+        temperature=run.temperature,
     )
+    agent_id = run.agent_id
     if run.turns == 1 and log.isEnabledFor(logging.DEBUG):
         # One record per line: the log keeps each record to one bounded line.
         text = request.system_instruction or ""
@@ -248,11 +304,11 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
                 if isinstance(chunk, PartChunk):
                     parts.append(chunk.part)
                 elif isinstance(chunk, TextChunk):
-                    await emit(TextDelta(request_id=run.request_id, content=chunk.text))
+                    await emit(TextDelta(request_id=run.request_id, content=chunk.text, agent_id=agent_id))
                     if pace is not None:
                         await pace.pace()
                 elif isinstance(chunk, ThoughtChunk):
-                    await emit(ThinkingDelta(request_id=run.request_id, content=chunk.text))
+                    await emit(ThinkingDelta(request_id=run.request_id, content=chunk.text, agent_id=agent_id))
                     if pace is not None:
                         await pace.pace()
                 elif isinstance(chunk, FunctionCallChunk):
@@ -274,7 +330,7 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
             delay = _backoff(attempt, config, exc.retry_after)
             await emit(Retrying(
                 request_id=run.request_id, attempt=attempt + 1,
-                max_attempts=config.max_attempts, delay=round(delay, 2), error=str(exc),
+                max_attempts=config.max_attempts, delay=round(delay, 2), error=str(exc), agent_id=agent_id,
             ))
             log.info("model call failed (%s); retry %d/%d in %.1fs", exc, attempt + 1, config.max_attempts, delay)
             await trio.sleep(delay)
@@ -321,14 +377,15 @@ def _with_server_tools(run: AgentRun, call_tool: CallTool, *, model: Model, emit
     async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         if name not in run.server_tools or name not in SERVER_TOOLS:
             return await call_tool(name, args)
-        call_id = f"{run.request_id}.server.{next(numbers)}"
-        await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args))
+        call_id = f"{run.request_id}.server.{_agent_part(run)}{next(numbers)}"
+        aid = run.agent_id
+        await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args, agent_id=aid))
         text, failure, usage = await web_search.google_web_search(args, model=model, model_name=run.model_name)
         run.usage = run.usage + usage
         if failure is not None:
-            await emit(ToolError(request_id=run.request_id, call_id=call_id, tool=name, error=failure))
+            await emit(ToolError(request_id=run.request_id, call_id=call_id, tool=name, error=failure, agent_id=aid))
             return None, failure
-        await emit(ToolCompleted(request_id=run.request_id, call_id=call_id, tool=name, result=text))
+        await emit(ToolCompleted(request_id=run.request_id, call_id=call_id, tool=name, result=text, agent_id=aid))
         return text, None
 
     return call
@@ -347,17 +404,23 @@ def _with_skills(run: AgentRun, call_tool: CallTool, *, emit: Emit) -> CallTool:
     async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         if name != skill_tool.NAME:
             return await call_tool(name, args)
-        call_id = f"{run.request_id}.skill.{next(numbers)}"
-        await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args))
+        call_id = f"{run.request_id}.skill.{_agent_part(run)}{next(numbers)}"
+        aid = run.agent_id
+        await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args, agent_id=aid))
         text, failure = skill_tool.activate(_skills(run), args)
         if failure is not None:
-            await emit(ToolError(request_id=run.request_id, call_id=call_id, tool=name, error=failure))
+            await emit(ToolError(request_id=run.request_id, call_id=call_id, tool=name, error=failure, agent_id=aid))
             return None, failure
         await emit(ToolCompleted(request_id=run.request_id, call_id=call_id, tool=name,
-                                 result=f"Skill {args.get('name')} activated"))
+                                 result=f"Skill {args.get('name')} activated", agent_id=aid))
         return text, None
 
     return call
+
+
+def _agent_part(run: AgentRun) -> str:
+    """A sub-agent's own call ids (``….server.a2.1``): unique in the request."""
+    return f"a{run.agent_id}." if run.agent_id else ""
 
 
 def _keep_partial(run: AgentRun, parts: list[dict[str, Any]]) -> None:
@@ -418,6 +481,13 @@ def _system_instruction(run: AgentRun, config: ServerConfig) -> str | None:
         tuple((k.name, k.description, k.location) for k in getattr(context, "skills", ()) or ())))
 
 
+def instruction_for_tools(run: AgentRun, config: ServerConfig, tools: Sequence[ToolSpec]) -> str | None:
+    """The session's system instruction as if ``tools`` were its tools (a
+    sub-agent with no prompt of its own: gemini-cli's generalist)."""
+    return _system_instruction(AgentRun(request_id=run.request_id, model_name=run.model_name, history=[],
+                                        tools=list(tools), context=run.context), config) or ""
+
+
 @functools.lru_cache(maxsize=256)
 def _built_instruction(tools: tuple[tuple[str, str], ...], context: tuple | None) -> str:
     facts = PromptFacts(tools=list(tools))
@@ -469,12 +539,20 @@ async def _run_tools(
 
 
 def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any,
-                     on_call: Callable[[str, str, dict[str, Any]], None] | None = None) -> CallTool:
+                     on_call: Callable[[str, str, dict[str, Any]], None] | None = None,
+                     agent_id: int = 0) -> CallTool:
     """A :data:`CallTool` that runs each call on the server, through a
     :class:`~gemini_split.server.session.server_tools.ToolHost` (``hello.tools =
     "server"``): each call gets a fresh call id (``t-…``, told to
     ``on_call(call_id, name, args)`` first), its events go out through
-    ``emit`` and a call that needs approval asks through ``ask``."""
+    ``emit`` and a call that needs approval asks through ``ask``. A
+    sub-agent's calls (``agent_id``) say so on their events and questions."""
+    if agent_id:
+        emit = _as_agent(emit, agent_id)
+        asked = ask
+
+        async def ask(question: Any) -> Any:
+            return await asked(replace_struct(question, agent_id=agent_id))
 
     async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
         call_id = "t-" + secrets.token_hex(8)
@@ -483,6 +561,16 @@ def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any,
         return await host.execute(call_id, name, args, emit=emit, ask=ask, request_id=request_id)
 
     return call
+
+
+def _as_agent(emit: Emit, agent_id: int) -> Emit:
+    """``emit`` that marks tool events as the sub-agent ``agent_id``'s."""
+    async def marked(event: ServerEvent) -> None:
+        if isinstance(event, (ToolStarted, ToolDelta, ToolCompleted, ToolError)):
+            event = replace_struct(event, agent_id=agent_id)
+        await emit(event)
+
+    return marked
 
 
 def _answered(calls: list[FunctionCallChunk], responses: list[dict[str, Any] | None]) -> list[dict[str, Any]]:

@@ -31,7 +31,11 @@ from msgspec import UNSET
 from msgspec.structs import replace
 
 from gemini_split.protocol import (
+    AgentFinished,
+    AgentStarted,
     Cancel,
+    ProtocolError,
+    decode,
     RequestStarted,
     Rewind,
     RewindPoint,
@@ -185,6 +189,10 @@ class Session:
         self.approvals = Approvals(self.emit_nowait,
                                    can_answer=lambda: any(v.approves and v.may_act for v in self.views))
         self._pending: dict[str, _PendingCall] = {}
+        #: (1.4) The running request's sub-agents at work (``state.agents``),
+        #: and the slots of the cap on how many run at once.
+        self.running_agents: dict[int, Any] = {}
+        self.agent_slots = trio.CapacityLimiter(max(1, config.max_subagents))
         self._active: _ActiveRequest | None = None
         self._nursery: trio.Nursery | None = None
 
@@ -316,7 +324,14 @@ class Session:
         resumes, with ``interrupted`` (it is not run again)."""
         # Logged at once, not through the outbox: it is part of what the
         # resuming client replays (its connection state expects it there).
-        self.events.log_events([Error(
+        # Its sub-agents that had not finished end first, each once: they
+        # are not run again either.
+        self.events.log_events([
+            AgentFinished(request_id=request_id, agent_id=started.agent_id, name=started.name,
+                          parent_call_id=started.parent_call_id, outcome="interrupted",
+                          summary="the server stopped while this sub-agent was running; it was not run again")
+            for started in await self._unfinished_agents(request_id)
+        ] + [Error(
             request_id=request_id, code=ErrorCode.INTERRUPTED.value,
             message="interrupted: the server stopped while this request was running; it was not run "
                     "again (the conversation goes on from the last completed answer)",
@@ -325,6 +340,30 @@ class Session:
             await self.store.set_running(self.id, None, updated=time.time())
         except StoreError as exc:
             log.error("session %s: %s", self.id, exc)
+
+    async def _unfinished_agents(self, request_id: str) -> list[AgentStarted]:
+        """The sub-agents of ``request_id`` the store saw start and not
+        finish (its event log's marks say where: only those are read)."""
+        try:
+            marks = await self.store.event_marks(self.id)
+        except StoreError as exc:
+            log.error("session %s: %s", self.id, exc)
+            return []
+        started: dict[int, AgentStarted] = {}
+        for mark in marks or ():
+            if mark.request_id != request_id or mark.type not in (AgentStarted.TYPE, AgentFinished.TYPE):
+                continue
+            try:
+                page = await self.store.events_after(self.id, mark.seq - 1, limit=1)
+                event = decode(page[0].data) if page else None
+            except (StoreError, ProtocolError) as exc:
+                log.error("session %s: event %d unreadable: %s", self.id, mark.seq, exc)
+                continue
+            if isinstance(event, AgentStarted):
+                started[event.agent_id] = event
+            elif isinstance(event, AgentFinished):
+                started.pop(event.agent_id, None)
+        return list(started.values())
 
     def use_server_tools(self, host: ToolHost, choice: ToolChoice, *, approval_timeout: float) -> None:
         """Run this session's tools on the server through ``host`` (closed
@@ -421,6 +460,7 @@ class Session:
             last_seq=self.log.last_seq,
             pending_approvals=tuple(self.approvals.pending()),
             tools="server" if self.tool_host is not None else "client",
+            agents=tuple(agent.info() for agent in self.running_agents.values()),
         )
 
     # --- outgoing events -------------------------------------------------------
@@ -490,7 +530,8 @@ class Session:
         run = AgentRun(request_id=request.id, model_name=self.model_name, history=self.history,
                        tools=list(self.tools), context=self.context,
                        server_tools=self.server_tools, pace=self.priority.request(),
-                       last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed)
+                       last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed,
+                       running_agents=self.running_agents, agent_slots=self.agent_slots)
         self.timeline.begin(request.id, self.history)
         error: tuple[ErrorCode, str] | None = None
         if not self.title:
@@ -500,11 +541,14 @@ class Session:
         self._nursery.start_soon(self._record_start, request.id, recorded)
         try:
             with active.scope:
-                call_tool = self._tool_caller(request.id)
+                def tool_caller(agent_id: int) -> Any:
+                    return self._tool_caller(request.id, agent_id)
+
                 try:
                     await run_agent(
                         run, request.prompt, model=self.model, config=self.config,
-                        attachments=request.attachments, emit=self.emit, call_tool=call_tool,
+                        attachments=request.attachments, emit=self.emit, call_tool=tool_caller(0),
+                        tool_caller=tool_caller,
                     )
                 except TurnLimitExceeded as exc:
                     error = (ErrorCode.TURN_LIMIT, str(exc))
@@ -585,16 +629,17 @@ class Session:
         except StoreError as exc:
             self._storage_failed(request_id, exc)
 
-    def _tool_caller(self, request_id: str) -> Any:
-        """How the agent loop calls a tool for ``request_id``: on the server
-        (``hello.tools = "server"``) or through the client; each call's place
-        in the conversation noted for ``/restore``."""
+    def _tool_caller(self, request_id: str, agent_id: int = 0) -> Any:
+        """How the agent loop calls a tool for ``request_id`` (for the agent
+        ``agent_id``: 0 the main agent): on the server (``hello.tools =
+        "server"``) or through the client; each of the main agent's calls'
+        place in the conversation noted for ``/restore``."""
         if self.tool_host is not None:
             return call_server_tool(
-                self.tool_host, request_id=request_id, emit=self.emit, ask=self.approvals.ask,
-                on_call=lambda call_id, name, args: self.timeline.note_call(call_id, request_id, name, args,
-                                                                           self.history))
-        return lambda name, args: self._call_tool(request_id, name, args)
+                self.tool_host, request_id=request_id, emit=self.emit, ask=self.approvals.ask, agent_id=agent_id,
+                on_call=None if agent_id else (lambda call_id, name, args: self.timeline.note_call(
+                    call_id, request_id, name, args, self.history)))
+        return lambda name, args: self._call_tool(request_id, name, args, agent_id=agent_id)
 
     # --- rewinding (1.4) ------------------------------------------------------------
 
@@ -690,7 +735,8 @@ class Session:
         run = AgentRun(request_id=message.id, model_name=self.model_name, history=self.history,
                        tools=list(self.tools), context=self.context,
                        server_tools=self.server_tools, pace=self.priority.request(),
-                       last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed)
+                       last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed,
+                       running_agents=self.running_agents, agent_slots=self.agent_slots)
         assert done.site is not None
         error: tuple[ErrorCode, str] | None = None
         recorded = trio.Event()
@@ -700,7 +746,8 @@ class Session:
             with active.scope:
                 try:
                     await run_agent(run, "", model=self.model, config=self.config, emit=self.emit,
-                                    call_tool=self._tool_caller(message.id), repropose=done.site.part)
+                                    call_tool=self._tool_caller(message.id), repropose=done.site.part,
+                                    tool_caller=lambda agent_id: self._tool_caller(message.id, agent_id))
                 except TurnLimitExceeded as exc:
                     error = (ErrorCode.TURN_LIMIT, str(exc))
                 except ModelError as exc:
@@ -734,10 +781,14 @@ class Session:
                     "but will not survive a server restart",
         ))
 
-    async def _call_tool(self, request_id: str, name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
-        """Ask the client to run a tool; wait for its answer or the timeout."""
-        event = stamp(ToolExecutionRequest(request_id=request_id, tool=name, parameters=args, timeout=self.config.tool_timeout))
-        self.timeline.note_call(event.id, request_id, name, args, self.history)
+    async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], *,
+                         agent_id: int = 0) -> tuple[Any, ToolFailure | None]:
+        """Ask the client to run a tool (for the agent ``agent_id``); wait
+        for its answer or the timeout."""
+        event = stamp(ToolExecutionRequest(request_id=request_id, tool=name, parameters=args,
+                                           timeout=self.config.tool_timeout, agent_id=agent_id))
+        if not agent_id:  # a sub-agent's calls are in its own history, not the conversation
+            self.timeline.note_call(event.id, request_id, name, args, self.history)
         pending = _PendingCall(request=event)
         self._pending[event.id] = pending
         if self._active is not None and self._active.origin is not None:

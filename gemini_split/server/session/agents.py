@@ -1,0 +1,437 @@
+"""Sub-agents on the server (issue 32): the main model delegates to them.
+
+The definitions are the client's (``SessionContext.agents``, read by
+``gemini_split/client/agents.py``): nothing here reads a disk. Each enabled
+sub-agent is offered to the main model as a function of its own name
+(:func:`specs`); a call of one runs it here, in the request's task tree
+(:class:`Delegation`):
+
+* its own history — only its report goes back, as the call's function
+  response — its own system prompt, model and temperature;
+* only the tools it is granted (:func:`grant`): the session's own, clamped
+  (a definition never gets more than the session offers, never another
+  sub-agent), which run where the session's tools run (a
+  ``tool_execution_request`` to the client, or the server's tool host)
+  under the same approval mode, policy and sandbox — the call path is the
+  main agent's, told which agent calls (``agent_id``);
+* limits: ``max_turns`` model calls, ``timeout_mins``, at most
+  ``ServerConfig.max_subagents`` running at once per session (more wait);
+  no delegation from a sub-agent (refused with a function response);
+* ``agent_started`` / ``agent_finished`` around it, and every event it
+  causes carries its ``agent_id`` (1, 2 … per request).
+
+It ends when it calls ``complete_task`` (gemini-cli's way: the argument is
+its report, structured when the definition gives ``output_schema``) or
+answers without calling a tool (that text is its report). Wording of the
+system prompt's rules, the ``@name`` note and the report follow gemini-cli
+0.61 (``local-executor.ts``, ``atCommandProcessor.ts``), so agents written
+for it read the same.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from gemini_split.protocol import (
+    AgentDefinition,
+    AgentFinished,
+    AgentStarted,
+    RunningAgent,
+    ServerEvent,
+    ToolCompleted,
+    ToolError,
+    ToolFailure,
+    ToolSpec,
+    ToolStarted,
+    Usage,
+)
+
+from ..model.base import ModelError
+from ..model.names import ModelNameRefused, check_model_name
+
+if TYPE_CHECKING:
+    from ..config import ServerConfig
+    from ..model.base import Model
+    from .loop import AgentRun, CallTool
+
+log = logging.getLogger(__name__)
+
+#: The tool a sub-agent reports with (gemini-cli's ``complete_task``).
+COMPLETE_TASK = "complete_task"
+#: gemini-cli's defaults for a definition that names no limits.
+DEFAULT_MAX_TURNS = 30
+DEFAULT_TIMEOUT_MINS = 10.0
+#: The input of a definition that declares none (a Markdown agent's).
+QUERY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "The task for the agent."}},
+    "required": [],
+}
+#: A summary line is at most this long.
+SUMMARY_LIMIT = 200
+
+_RULES = """Important Rules:
+* You are running in a non-interactive mode. You CANNOT ask the user for input or clarification.
+* Work systematically using available tools to complete your task.
+* Always use absolute paths for file operations. Construct them using the provided "Environment Context".
+* If a tool call is rejected by the user, acknowledge the rejection, rethink your strategy, and try a different approach. Do not repeatedly attempt the same rejected operation."""
+_STRUCTURED = f"""
+* When you have completed your task, you MUST call the `{COMPLETE_TASK}` tool with your structured output.
+* Do not call any other tools in the same turn as `{COMPLETE_TASK}`.
+* This is the ONLY way to complete your mission. If you stop calling tools without calling this, you have failed."""
+_PLAIN = f"""
+* When you have completed your task, you MUST call the `{COMPLETE_TASK}` tool.
+* You MUST include your final findings in the "result" parameter. This is how you return the necessary results for the task to be marked complete.
+* Ensure your findings are comprehensive and follow any specific formatting requirements provided in your instructions.
+* Do not call any other tools in the same turn as `{COMPLETE_TASK}`."""
+
+#: gemini-cli's termination reasons, as the main model reads them.
+_TERMINATION = {"completed": "GOAL", "max_turns": "MAX_TURNS", "timeout": "TIMEOUT",
+                "cancelled": "ABORTED", "interrupted": "ABORTED", "error": "ERROR"}
+
+
+def specs(agents: Sequence[AgentDefinition]) -> list[ToolSpec]:
+    """The main model's function declarations: one per sub-agent."""
+    return [ToolSpec(name=a.name, description=a.description, parameters=a.input_schema or QUERY_SCHEMA)
+            for a in agents]
+
+
+def force_note(prompt: str, agents: Sequence[AgentDefinition]) -> str | None:
+    """gemini-cli's ``<system_note>`` for a prompt that starts with
+    ``@name`` naming a sub-agent (None otherwise): it asks the main model to
+    delegate to that one."""
+    match = re.match(r"\s*@([a-z0-9_-]+)(?=\s|$)", prompt)
+    if match is None or match[1] not in {a.name for a in agents}:
+        return None
+    name = match[1]
+    return (f"\n<system_note>\nThe user has explicitly selected the following agent(s): {name}. "
+            f"Please use the following tool(s) to delegate the task: '{name}'.\n</system_note>\n")
+
+
+def glob_match(pattern: str, name: str) -> bool:
+    """``*`` matches any run of characters (gemini-cli's tool wildcards:
+    ``*``, ``mcp_*``, ``mcp_server_*``); linear in the name for each piece,
+    whatever a file chose."""
+    pieces = pattern.split("*")
+    if len(pieces) == 1:
+        return pattern == name
+    first, *middle, last = pieces
+    if not name.startswith(first) or len(name) < len(first) + len(last) or not name.endswith(last):
+        return False
+    at, end = len(first), len(name) - len(last)
+    for piece in middle:
+        found = name.find(piece, at, end)
+        if found < 0:
+            return False
+        at = found + len(piece)
+    return True
+
+
+def grant(definition: AgentDefinition, offered: Sequence[ToolSpec],
+          agent_names: frozenset[str]) -> tuple[list[ToolSpec], tuple[str, ...]]:
+    """The session's tools ``definition`` may use (every one when it names
+    none, as gemini-cli does), never a sub-agent; and the names it asked for
+    that it does not get (unknown, not offered in this session, a
+    sub-agent), for ``agent_started.refused_tools``."""
+    usable = [t for t in offered if t.name not in agent_names and t.name != COMPLETE_TASK]
+    if definition.tools is None:
+        return usable, ()
+    granted = [t for t in usable if any(glob_match(p, t.name) for p in definition.tools)]
+    refused = tuple(p for p in definition.tools
+                    if "*" not in p and p != COMPLETE_TASK and not any(t.name == p for t in usable))
+    return granted, refused
+
+
+def complete_task_spec(definition: AgentDefinition) -> ToolSpec:
+    """gemini-cli's ``complete_task``: its one argument is the report."""
+    schema = definition.output_schema or {
+        "type": "string",
+        "description": ("Your final results or findings to return to the orchestrator. Ensure this is "
+                        "comprehensive and follows any formatting requested in your instructions."),
+    }
+    return ToolSpec(name=COMPLETE_TASK,
+                    description="Call this tool to submit your final answer and complete the task. This is the "
+                                "ONLY way to finish.",
+                    parameters={"type": "object", "properties": {definition.output_name: schema},
+                                "required": [definition.output_name]})
+
+
+def render(template: str, inputs: dict[str, Any]) -> str:
+    """``${name}`` replaced by each input (gemini-cli's ``templateString``)."""
+    def value(match: re.Match[str]) -> str:
+        got = inputs.get(match[1], "")
+        return got if isinstance(got, str) else json.dumps(got, ensure_ascii=False)
+
+    return re.sub(r"\$\{([A-Za-z0-9_]+)\}", value, template)
+
+
+def task_of(definition: AgentDefinition, args: dict[str, Any]) -> str:
+    """The sub-agent's first message: its ``query`` template filled in, a
+    Markdown agent's ``query`` (gemini-cli's "Get Started!" when empty), or
+    the inputs as JSON."""
+    if definition.query is not None:
+        return render(definition.query, args)
+    if definition.input_schema is None:
+        query = args.get("query")
+        return query if isinstance(query, str) and query.strip() else "Get Started!"
+    return json.dumps(args, ensure_ascii=False)
+
+
+def summary_line(text: str) -> str:
+    """The first non-empty line of ``text``, at most :data:`SUMMARY_LIMIT` characters."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= SUMMARY_LIMIT else line[:SUMMARY_LIMIT - 1] + "…"
+    return ""
+
+
+@dataclass(eq=False)
+class SubAgent:
+    """One sub-agent while it runs (``state.agents`` lists these)."""
+
+    agent_id: int
+    definition: AgentDefinition
+    parent_call_id: str
+    model_name: str
+    tools: list[ToolSpec]
+    refused: tuple[str, ...]
+    task: str
+    turns: int = 0
+    tool_calls: int = 0
+    #: The tools it runs now (one name shown; several run at once at times).
+    current: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    def info(self) -> RunningAgent:
+        return RunningAgent(agent_id=self.agent_id, name=self.definition.name, parent_call_id=self.parent_call_id,
+                            model=self.model_name, turns=self.turns, tool_calls=self.tool_calls,
+                            tool=self.current[-1] if self.current else "")
+
+
+@dataclass
+class _Ending:
+    outcome: str
+    report: str = ""
+    error: str = ""
+
+
+class Delegation:
+    """The sub-agents of one request: wraps the main agent's tool calls
+    (:meth:`wrap`) so that a call of a sub-agent runs it."""
+
+    def __init__(self, run: AgentRun, *, model: Model, config: ServerConfig,
+                 emit: Callable[[ServerEvent], Awaitable[None]],
+                 tool_caller: Callable[[int], CallTool], offered: Sequence[ToolSpec]):
+        self.run = run
+        self.model = model
+        self.config = config
+        self.emit = emit
+        self.tool_caller = tool_caller
+        self.offered = list(offered)
+        self.agents = {a.name: a for a in run.context.agents}
+        self.names = frozenset(self.agents)
+        self._numbers = iter(range(1, 1 << 62))
+        self._planned: dict[int, int] = {}
+        #: The session's: sub-agents running now (for ``get_state``), and
+        #: the slots of its cap on sub-agents running at once.
+        self.running: dict[int, SubAgent] = run.running_agents if run.running_agents is not None else {}
+        self.slots = run.agent_slots if run.agent_slots is not None else trio.CapacityLimiter(config.max_subagents)
+
+    def plan(self, calls: Sequence[Any]) -> None:
+        """Number the sub-agent calls of one model turn in the order the
+        model made them (they then start in any order)."""
+        for call in calls:
+            if call.name in self.agents and isinstance(call.args, dict):
+                self._planned[id(call.args)] = next(self._numbers)
+
+    def wrap(self, call_tool: CallTool) -> CallTool:
+        async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+            definition = self.agents.get(name)
+            if definition is None:
+                return await call_tool(name, args)
+            return await self.delegate(definition, args if isinstance(args, dict) else {})
+
+        return call
+
+    async def delegate(self, definition: AgentDefinition, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+        """Run ``definition`` for one call of the main model; its report (or
+        why there is none) is the call's answer."""
+        n = self._planned.pop(id(args), None) or next(self._numbers)
+        parent_call_id = f"{self.run.request_id}.agent.{n}"
+        rid = self.run.request_id
+        await self.emit(ToolStarted(request_id=rid, call_id=parent_call_id, tool=definition.name, parameters=args))
+        failure = self._check_input(definition, args)
+        if failure is None:
+            try:
+                model_name = (check_model_name(definition.model, self.config.allowed_models,
+                                               default=self.config.model)
+                              if definition.model else self.run.model_name)
+            except ModelNameRefused as exc:
+                failure = ToolFailure(code="refused", message=f"sub-agent {definition.name}: {exc}")
+        if failure is not None:
+            await self.emit(ToolError(request_id=rid, call_id=parent_call_id, tool=definition.name, error=failure))
+            return None, failure
+        tools, refused = grant(definition, self.offered, self.names)
+        agent = SubAgent(agent_id=n, definition=definition, parent_call_id=parent_call_id, model_name=model_name,
+                         tools=tools, refused=refused, task=task_of(definition, args))
+        try:
+            async with self.slots:  # more than the cap: this one waits its turn
+                ending = await self._run(agent, args)
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await self.emit(ToolError(request_id=rid, call_id=parent_call_id, tool=definition.name,
+                                          error=ToolFailure(code="cancelled", message="the request was cancelled")))
+            raise
+        text = (f"Subagent '{definition.name}' finished.\nTermination Reason: {_TERMINATION[ending.outcome]}\n"
+                f"Result:\n{ending.report}")
+        if ending.outcome == "completed":
+            await self.emit(ToolCompleted(request_id=rid, call_id=parent_call_id, tool=definition.name,
+                                          result=ending.report))
+            return text, None
+        failure = ToolFailure(code=ending.outcome, message=f"Subagent '{definition.name}' did not complete: "
+                                                           f"{ending.error}" + (f"\n{text}" if ending.report else ""))
+        with trio.CancelScope(shield=True):
+            await self.emit(ToolError(request_id=rid, call_id=parent_call_id, tool=definition.name, error=failure))
+        return None, failure
+
+    def _check_input(self, definition: AgentDefinition, args: dict[str, Any]) -> ToolFailure | None:
+        schema = definition.input_schema or QUERY_SCHEMA
+        missing = [k for k in schema.get("required", ()) if k not in args]
+        if missing:
+            return ToolFailure(code="invalid_parameters",
+                               message=f"sub-agent {definition.name} needs {', '.join(missing)}")
+        return None
+
+    async def _run(self, agent: SubAgent, args: dict[str, Any]) -> _Ending:
+        """The sub-agent from ``agent_started`` to its one ``agent_finished``."""
+        from .loop import AgentRun  # the loop imports this module
+
+        definition, rid = agent.definition, self.run.request_id
+        await self.emit(AgentStarted(request_id=rid, agent_id=agent.agent_id, name=definition.name,
+                                     parent_call_id=agent.parent_call_id, model=agent.model_name, task=agent.task,
+                                     tools=tuple(t.name for t in agent.tools), refused_tools=agent.refused))
+        self.running[agent.agent_id] = agent
+        granted = {t.name for t in agent.tools}
+        sub = AgentRun(request_id=rid, model_name=agent.model_name, history=[],
+                       tools=[*agent.tools, complete_task_spec(definition)], context=self.run.context,
+                       server_tools=tuple(n for n in self.run.server_tools if n in granted),
+                       pace=self.run.pace, api=self.run.api, agent_id=agent.agent_id,
+                       temperature=definition.temperature,
+                       system_instruction=self._instruction(definition, args, agent.tools))
+        ending = _Ending("cancelled", error="the request was cancelled")
+        timeout = min((definition.timeout_mins or DEFAULT_TIMEOUT_MINS) * 60, self.config.subagent_timeout_max)
+        try:
+            with trio.move_on_after(timeout) as deadline:
+                ending = await self._loop(agent, sub)
+            if deadline.cancelled_caught:
+                ending = _Ending("timeout", report=_last_text(sub.history),
+                                 error=f"it ran out of time ({_minutes(timeout)})")
+        except ModelError as exc:
+            ending = _Ending("error", error=str(exc))
+        finally:
+            del self.running[agent.agent_id]
+            agent.usage = sub.usage
+            self.run.usage = self.run.usage + sub.usage
+            with trio.CancelScope(shield=True):
+                await self.emit(AgentFinished(
+                    request_id=rid, agent_id=agent.agent_id, name=definition.name,
+                    parent_call_id=agent.parent_call_id, outcome=ending.outcome, turns=agent.turns,
+                    tool_calls=agent.tool_calls, usage=sub.usage,
+                    summary=summary_line(ending.report) if ending.outcome == "completed" else ending.error))
+        return ending
+
+    async def _loop(self, agent: SubAgent, sub: AgentRun) -> _Ending:
+        from .loop import _model_turn, _run_tools, _answered, tools_for
+
+        definition = agent.definition
+        max_turns = definition.max_turns or DEFAULT_MAX_TURNS
+        call_tool = self._guarded(agent, tools_for(sub, self.tool_caller(agent.agent_id), model=self.model,
+                                                   emit=self.emit))
+        sub.history.append({"role": "user", "parts": [{"text": agent.task}]})
+        while True:
+            if agent.turns >= max_turns:
+                return _Ending("max_turns", report=_last_text(sub.history),
+                               error=f"it reached its limit of {max_turns} turns without completing")
+            agent.turns += 1
+            sub.turns = agent.turns
+            calls = await _model_turn(sub, model=self.model, config=self.config, emit=self.emit)
+            if not calls:
+                return _Ending("completed", report=_last_text(sub.history))
+            done = next((c for c in calls if c.name == COMPLETE_TASK), None)
+            if done is not None:
+                value = done.args.get(definition.output_name) if isinstance(done.args, dict) else None
+                if value is not None and value != "":
+                    report = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+                    return _Ending("completed", report=report)
+                # gemini-cli's answer: the model is told, and goes on.
+                calls = [done]
+            responses: list[dict[str, Any] | None] = [None] * len(calls)
+            try:
+                await _run_tools(calls, call_tool, responses)
+            finally:
+                sub.history.append({"role": "user", "parts": _answered(calls, responses)})
+
+    def _guarded(self, agent: SubAgent, base: CallTool) -> CallTool:
+        """The sub-agent's own tool path: only what it was granted (a call
+        of another sub-agent is refused, saying why), each call counted and
+        shown in ``state``, run through the session's path as this agent."""
+        granted = {t.name for t in agent.tools}
+        name_of = agent.definition.name
+        output_name = agent.definition.output_name
+
+        async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+            if name == COMPLETE_TASK:
+                return None, ToolFailure(code="invalid_parameters",
+                                         message=f"Missing required argument '{output_name}' for completion.")
+            if name in self.names:
+                return None, ToolFailure(
+                    code="refused", message=f"sub-agent {name_of} cannot call sub-agent {name}: sub-agents do not "
+                                            "delegate to other sub-agents",
+                    hint=f"do the work with your own tools, or report back with {COMPLETE_TASK}")
+            if name not in granted:
+                return None, ToolFailure(code="refused", message=f"tool {name} is not granted to sub-agent {name_of}",
+                                         hint="use only the tools you were given")
+            agent.tool_calls += 1
+            agent.current.append(name)
+            try:
+                return await base(name, args)
+            finally:
+                agent.current.remove(name)
+
+        return call
+
+    def _instruction(self, definition: AgentDefinition, args: dict[str, Any], tools: list[ToolSpec]) -> str:
+        """The sub-agent's system instruction: its definition's prompt (the
+        session's own instruction for one that has none, as gemini-cli's
+        generalist), gemini-cli's rules, and where it works."""
+        from .loop import instruction_for_tools
+
+        body = render(definition.system_prompt, args) if definition.system_prompt.strip() \
+            else instruction_for_tools(self.run, self.config, tools)
+        dirs = tuple(getattr(self.run.context, "workspace_dirs", ()) or ())
+        where = ("\n\n# Environment Context\nThe workspace directories are:\n" + "\n".join(f"- {d}" for d in dirs)
+                 if dirs else "")
+        return body + where + "\n" + _RULES + (_STRUCTURED if definition.output_schema is not None else _PLAIN)
+
+
+def _last_text(history: list[dict[str, Any]]) -> str:
+    """The text of the model's last answer in a sub-agent's history."""
+    for content in reversed(history):
+        if content.get("role") == "model":
+            text = "".join(p.get("text", "") for p in content.get("parts", ())
+                           if isinstance(p.get("text"), str) and not p.get("thought"))
+            if text.strip():
+                return text.strip()
+    return ""
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} seconds"

@@ -261,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "gemini_split.commands.parsers.hooks:add_parser")
     commands.add_lazy("skills", "manage Agent Skills: list, install PATH, uninstall NAME",
                       "gemini_split.commands.parsers.skills:add_parser")
+    commands.add_lazy("restore", "list the checkpoints (general.checkpointing.enabled), or restore one",
+                      "gemini_split.commands.parsers.restore:add_parser")
     return parser
 
 

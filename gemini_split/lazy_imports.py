@@ -42,6 +42,7 @@ EDGES = {
     "tomllib": "policy files only when there are some",
     "logging": "not on the shell's path (server list --names runs on every Tab): ~11 ms",
     "gemini_split.client.extensions": "extensions only when some are installed (json, dataclasses)",
+    "gemini_split.client.checkpoints": "checkpoints only with general.checkpointing.enabled (and /restore)",
     "gemini_split.client.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
     "importlib.metadata": "entry points only when a plugin is looked up",
     "gemini_split.client.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",

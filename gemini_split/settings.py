@@ -71,11 +71,18 @@ class PlanSettings(_Section):
     enabled: bool = True
 
 
+class CheckpointingSettings(_Section):
+    #: ``general.checkpointing.enabled``: snapshot the files before each
+    #: edit tool runs (``/restore``; :mod:`gemini_split.client.checkpoints`).
+    enabled: bool = False
+
+
 class GeneralSettings(_Section):
     #: ``general.defaultApprovalMode``; gemini-cli ignores ``yolo`` here
     #: (yolo only from the command line), and so do we.
     default_approval_mode: Literal["default", "auto_edit", "plan", "yolo"] | None = None
     plan: PlanSettings = msgspec.field(default_factory=PlanSettings)
+    checkpointing: CheckpointingSettings = msgspec.field(default_factory=CheckpointingSettings)
 
 
 class OutputSettings(_Section):

@@ -154,6 +154,11 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     #: ``--project``: with ``run_on="server"``, a project directory from the
     #: server's allowlist instead of a fresh workspace.
     project: str | None = None
+    #: ``general.checkpointing.enabled``: where checkpoints of the tools
+    #: run here are kept (the user's ``~/.gemini`` or
+    #: ``$GEMINI_SPLIT_HOME``: ``history/`` and ``tmp/``, see
+    #: :mod:`.checkpoints`). None: no checkpoints.
+    checkpoints_home: Path | None = None
 
 
 class ContextSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -237,6 +242,10 @@ async def open_client(
     )
     hooks = _hook_runner(settings, on_notice)
     executor.hooks = hooks
+    if tools.checkpoints_home is not None and tools.run_on == "client":
+        from .checkpoints import Checkpoints  # lazy_imports.EDGES
+
+        executor.checkpoints = Checkpoints.for_user(executor.workspace.roots, tools.checkpoints_home)
     try:
         async with _connected(settings, executor, on_event, on_notice, on_connection) as client:
             if hooks is None:
@@ -324,6 +333,10 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 reconnect_timeout=endpoint.reconnect_timeout,
                 tool_choice=server_tool_choice(tools, can_ask=executor.asker is not None),
             )
+            if executor.checkpoints is not None:  # a checkpoint records its prompt's request_started seq
+                executor.checkpoints.context = lambda request_id: (
+                    client.connected.session_id if client.connected is not None else None,
+                    client.request_seqs.get(request_id or ""))
             client.wants_server_tool = lambda name: _offers(tools, name, read_only=True)
             if tools.edits_dir is not None:
                 client.forget_session = lambda session_id: _forget_edits(tools.edits_dir, session_id)

@@ -91,6 +91,10 @@ class ToolExecutor:
         #: The ``seq`` of a request's ``request_started`` (journaled with
         #: its edits), when known.
         self.request_seq: Callable[[str | None], int | None] = lambda request_id: None
+        #: ``general.checkpointing.enabled``: a ``client.checkpoints.Checkpoints``
+        #: that snapshots the workspace before a file-modifying call runs.
+        #: None: no checkpoints (and no git is ever started for them).
+        self.checkpoints: Any = None
 
     async def execute(
         self,
@@ -220,6 +224,10 @@ class ToolExecutor:
         if self.hooks is not None:
             args = await self._before_tool(tool, args)
 
+        checkpoint = target = None
+        if self.checkpoints is not None:
+            checkpoint, target = await self._checkpoint(call_id, tool, args, request_id)
+
         await start()
 
         async def output(text: str, stream: str = "stdout") -> None:
@@ -237,6 +245,8 @@ class ToolExecutor:
                     journal.after, self.workspace, request_id or "", call_id, noted, seq=self.request_seq(request_id)))
             except OSError as exc:
                 log.warning("the edit of %s is not journaled for /rewind: %s", args["file_path"], exc)
+        if checkpoint is not None:
+            await self.checkpoints.after(checkpoint, target)
         if self.after_run is not None:
             result = await self.after_run(tool_name, args, result)
         if self.hooks is not None:
@@ -258,6 +268,29 @@ class ToolExecutor:
         except OSError as exc:
             log.warning("the edit of %s is not journaled for /rewind: %s", args["file_path"], exc)
             return None, None
+    async def _checkpoint(self, call_id: str, tool: Tool, args: dict[str, Any],
+                          request_id: str | None) -> tuple[Any, Any]:
+        """``(checkpoint, the file the call edits)`` taken before a call
+        that modifies files (``(None, None)`` for any other). A snapshot
+        that fails refuses the call (``checkpoint_failed``): an edit that
+        could not be undone does not run (docs: README "Undo")."""
+        from .checkpoints import CheckpointError, modifies_files  # lazy_imports.EDGES
+
+        if not modifies_files(tool):
+            return None, None
+        target = None
+        if isinstance(args.get("file_path"), str):
+            try:
+                target = self.workspace.resolve_file(args["file_path"])
+            except ToolFailed:
+                target = None
+        try:
+            return await self.checkpoints.before(call_id, tool.name, args, target, request_id), target
+        except CheckpointError as exc:
+            log.warning("checkpoint before %s failed: %s", tool.name, exc)
+            raise ToolFailed("checkpoint_failed", f"{tool.name} did not run: the checkpoint before it failed: {exc}",
+                             "do not retry; tell the user (checkpointing is on and could not snapshot the "
+                             "files)") from None
 
     async def _before_tool(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
         """The BeforeTool hooks' verdict: raises :class:`ToolFailed` (code

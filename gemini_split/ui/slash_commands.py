@@ -792,6 +792,18 @@ def _visible(text: str) -> str:
     return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
+async def _restore(repl: Repl, args: list[str]) -> None:
+    from .restore_command import restore
+
+    await restore(repl, args)
+
+
+def _checkpoint_ids(repl: Repl) -> Iterable[str]:
+    from .restore_command import checkpoint_ids
+
+    return checkpoint_ids(repl)
+
+
 def _no_args(args: list[str], usage: str) -> None:
     if args:
         raise CommandUsage(usage)
@@ -836,6 +848,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/model", MODEL_USAGE, "show or set the model for the next prompts", _model, _models),
     Command("/sessions", "/sessions", "your sessions on this server, newest first", _sessions),
     Command("/resume", "/resume ID|latest", "continue an earlier session and redraw it", _resume, _session_ids),
+    Command("/restore", "/restore [ID]", "list the checkpoints, or put the files back as before one edit and "
+            "propose it again (general.checkpointing.enabled)", _restore, _checkpoint_ids),
     Command("/server", "/server ACTION",
             "list | add NAME URL [--token T|--token-env VAR] [--ca FILE] | remove NAME | "
             "connect NAME|URL | status | test NAME|URL", _server, _server_actions),

@@ -82,6 +82,7 @@ _CONFIG = """\
 \tuntrackedCache = true
 \tquotePath = false
 \tbigFileThreshold = 1m
+\tlooseCompression = 1
 [commit]
 \tgpgSign = false
 [gc]
@@ -173,6 +174,8 @@ class _Shadow:
         self.git_dir = git_dir
         self.work_tree = work_tree
         self.max_file_bytes = max_file_bytes
+        #: The last commit this process made (None: ask git).
+        self.head: str | None = None
 
     def _env(self) -> dict[str, str]:
         env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(self.git_dir), "LC_ALL": "C",
@@ -180,13 +183,13 @@ class _Shadow:
                "GIT_DIR": str(self.git_dir), "GIT_WORK_TREE": str(self.work_tree)}
         return env
 
-    async def git(self, *args: str, ok_codes: tuple[int, ...] = (0,)) -> bytes:
+    async def git(self, *args: str, ok_codes: tuple[int, ...] = (0,), stdin: bytes = b"") -> bytes:
         command = ["git", "--git-dir", str(self.git_dir), "--work-tree", str(self.work_tree), *args]
         try:
             with trio.fail_after(GIT_TIMEOUT):
                 done = await trio.run_process(command, cwd=str(self.work_tree), env=self._env(),
                                               capture_stdout=True, capture_stderr=True, check=False,
-                                              stdin=b"")
+                                              stdin=stdin)
         except FileNotFoundError:
             raise CheckpointError("checkpoints need git, which is not installed (or not on PATH)") from None
         except trio.TooSlowError:
@@ -217,68 +220,87 @@ class _Shadow:
                 sample.unlink(missing_ok=True)
 
     async def snapshot(self, message: str) -> tuple[str, list[str]]:
-        """Commit the work tree as it is; ``(commit, skipped real paths)``."""
-        await self.ensure()
-        skipped = await self._exclude_large()
-        await self.git("add", "-A", "--ignore-errors", ok_codes=(0, 1))
-        await self.git("commit", "-q", "--allow-empty", "--no-verify", "-m", message)
-        head = (await self.git("rev-parse", "HEAD")).decode().strip()
-        return head, skipped
+        """Commit the work tree as it is; ``(commit, skipped real paths)``.
 
-    async def _exclude_large(self) -> list[str]:
-        """The files over the limit among those changed or new since the
-        last snapshot (and those skipped before), written to the shadow
-        ``info/exclude`` with the project's ``.geminiignore``; tracked ones
-        are dropped from the index so they are not copied."""
-        out = await self.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames")
-        candidates: list[tuple[str, bool]] = []  # (path, tracked)
+        One walk of the work tree (``git status``, which the untracked
+        cache keeps to a stat per directory), then only the paths it
+        names go into the index (``git update-index``): a file over the
+        limit, or one that cannot be read, is left out (and dropped from
+        the index if it was in it), so it is never copied."""
+        await self.ensure()
+        self._write_excludes()
+        changed, large = await self._changed_paths()
+        if large:
+            await self.git("update-index", "-q", "--force-remove", "-z", "--stdin",
+                           stdin=b"".join(p.encode("utf-8", "surrogateescape") + b"\x00" for p in large))
+        if changed:
+            await self.git("update-index", "-q", "--add", "--remove", "-z", "--stdin",
+                           stdin=b"".join(p.encode("utf-8", "surrogateescape") + b"\x00" for p in changed))
+        tree = (await self.git("write-tree")).decode().strip()
+        parent = self.head
+        if parent is None:
+            parent = (await self.git("rev-parse", "-q", "--verify", "HEAD^{commit}", ok_codes=(0, 1))).decode().strip()
+        commit = (await self.git("commit-tree", tree, *(("-p", parent) if parent else ()), "-m", message)
+                  ).decode().strip()
+        # Only if HEAD is still the parent: another process's snapshot in
+        # between is not lost, it just becomes a sibling.
+        await self.git("update-ref", "HEAD", commit, *((parent,) if parent else ()), ok_codes=(0, 1, 128))
+        self.head = commit
+        return commit, [str(self.work_tree / p) for p in large]
+
+    async def _changed_paths(self) -> tuple[list[str], list[str]]:
+        """``(paths to put in the index, paths too large or unreadable)``:
+        what changed since the index, new files included (a new directory
+        is listed file by file)."""
+        out = await self.git("status", "--porcelain=v1", "-z", "--untracked-files=normal", "--no-renames",
+                             "--ignore-submodules=all")
+        paths: list[str] = []
+        new_dirs: list[str] = []
         for entry in out.split(b"\x00"):
             if len(entry) > 3:
-                code, path = entry[:2], entry[3:].decode("utf-8", "surrogateescape")
-                candidates.append((path, code != b"??"))
-        listed = self.git_dir / "gemini-split-skipped"
-        try:
-            before = [p for p in listed.read_text("utf-8", "surrogateescape").split("\x00") if p]
-        except FileNotFoundError:
-            before = []
-        seen = {p for p, _ in candidates}
-        candidates += [(p, False) for p in before if p not in seen]
+                path = entry[3:].decode("utf-8", "surrogateescape")
+                (new_dirs if path.endswith("/") else paths).append(path)
+        if new_dirs:
+            listed = await self.git("ls-files", "-z", "-o", "--exclude-standard", "--", *new_dirs)
+            paths += [p for p in listed.decode("utf-8", "surrogateescape").split("\x00") if p and not p.endswith("/")]
+        changed: list[str] = []
         large: list[str] = []
-        tracked_large: list[str] = []
-        for path, tracked in candidates:
+        for path in paths:
             try:
                 info = os.lstat(self.work_tree / path)
-            except OSError:
+            except FileNotFoundError:
+                changed.append(path)  # deleted: --remove takes it out
                 continue
-            if stat.S_ISREG(info.st_mode) and info.st_size > self.max_file_bytes:
+            except OSError:
                 large.append(path)
-                if tracked:
-                    tracked_large.append(path)
-        if large or before:
-            listed.write_text("\x00".join(large), "utf-8", "surrogateescape")
-        self._write_excludes(large)
-        if tracked_large:
-            await self.git("rm", "-q", "--cached", "--ignore-unmatch", "--", *tracked_large)
-        return [str(self.work_tree / p) for p in large]
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                continue  # a repository of its own inside the work tree: not snapshotted
+            if stat.S_ISREG(info.st_mode) and (info.st_size > self.max_file_bytes
+                                               or not os.access(self.work_tree / path, os.R_OK)):
+                large.append(path)
+            else:
+                changed.append(path)
+        return changed, large
 
-    def _write_excludes(self, large: list[str]) -> None:
-        lines = ["# written by gemini-split before each snapshot", ".git"]
+    def _write_excludes(self) -> None:
+        """The project's ``.geminiignore`` as the shadow ``info/exclude``
+        (its ``.gitignore`` files are read by git where they are)."""
+        lines = ["# written by gemini-split before each snapshot: the project's .geminiignore"]
         try:
             with open(self.work_tree / ".geminiignore", "rb") as f:
                 lines.append(f.read(1024 * 1024).decode("utf-8", "replace"))
         except OSError:
             pass
-        lines += ["/" + _glob_escape(p) for p in large]
-        info = self.git_dir / "info"
-        info.mkdir(exist_ok=True)
         text = "\n".join(lines) + "\n"
-        exclude = info / "exclude"
+        exclude = self.git_dir / "info" / "exclude"
         try:
-            if exclude.read_text("utf-8", "surrogateescape") == text:
+            if exclude.read_text("utf-8", "replace") == text:
                 return
         except OSError:
             pass
-        exclude.write_text(text, "utf-8", "surrogateescape")
+        exclude.parent.mkdir(exist_ok=True)
+        exclude.write_text(text, "utf-8")
 
     async def changes(self, old: str, new: str) -> list[tuple[str, str, str, str]]:
         """``(status, path, old blob, new blob)`` from commit ``old`` to ``new``."""
@@ -313,6 +335,7 @@ class Checkpoints:
         self.max_file_bytes = max_file_bytes
         self.context: Any = lambda request_id: (None, None)
         self._lock = trio.Lock()
+        self._shadows: dict[Path, _Shadow] = {}
 
     @classmethod
     def for_user(cls, roots: Iterable[Path], config_dir: Path) -> Checkpoints:
@@ -323,7 +346,10 @@ class Checkpoints:
         return cls(roots, config_dir / "history", config_dir / "tmp" / project_hash(roots[0]) / "checkpoints")
 
     def _shadow(self, root: Path) -> _Shadow:
-        return _Shadow(self.history_dir / project_hash(root), root, self.max_file_bytes)
+        shadow = self._shadows.get(root)
+        if shadow is None:
+            shadow = self._shadows[root] = _Shadow(self.history_dir / project_hash(root), root, self.max_file_bytes)
+        return shadow
 
     def root_of(self, path: str) -> Path | None:
         for root in self.roots:
@@ -372,10 +398,21 @@ class Checkpoints:
         return name
 
     def _write(self, checkpoint: Checkpoint) -> None:
-        from gemini_split.files import replace_atomically
-
+        """The record, replaced whole (a temporary file renamed over it),
+        not synced to disk: no more durable than the git objects of its
+        snapshot, which git does not sync either — two syncs per edit
+        were most of a checkpoint's cost (docs/performance.md)."""
         self.records_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        replace_atomically(self.records_dir / f"{checkpoint.id}.json", msgspec.json.encode(checkpoint) + b"\n")
+        path = self.records_dir / f"{checkpoint.id}.json"
+        tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(msgspec.json.encode(checkpoint) + b"\n")
+            os.replace(tmp, path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise CheckpointError(f"the checkpoint record {path} could not be written: {exc.strerror}") from None
 
     # --- reading them -----------------------------------------------------------
 
@@ -467,10 +504,6 @@ def _blob_of(path: Path) -> str:
 
 def _safe_name(text: str) -> str:
     return re.sub(r"[^\w.+=@-]", "_", text)[:80].lstrip(".") or "file"
-
-
-def _glob_escape(path: str) -> str:
-    return re.sub(r"([*?\[\]\\!# ])", r"\\\1", path)
 
 
 def describe(checkpoint: Checkpoint) -> str:

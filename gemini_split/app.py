@@ -736,6 +736,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
             sandbox=resolve_server_sandbox(options.sandbox, network=options.sandbox_network, env=env),
             policy=policy, web_fetch_allow=options.web_fetch_allow,
             private_paths=server_private_paths(options, env),
+            checkpointing=_server_checkpointing(env),
         )
         tools.prepare()
     except ValueError as exc:
@@ -743,6 +744,12 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
     except OSError as exc:
         raise ConfigurationError(f"--workspace-root: {exc}") from None
     return tools
+
+
+def _server_checkpointing(env: Environment) -> bool:
+    """``general.checkpointing.enabled`` in the server's own settings (its
+    user's and the system's: no project's)."""
+    return load_settings(env, env.config_dir, trust=False).merged.general.checkpointing.enabled
 
 
 #: Directories too general to mask whole because a secret file lies in

@@ -66,6 +66,14 @@ class LocalToolHost:
         #: The session's edit journal (``rewind``): see :class:`ServerEdits`.
         edits_dir = getattr(spec, "edits_dir", None)
         self.edits = ServerEdits(edits_dir, self.workspace) if edits_dir is not None else None
+        #: The session's checkpoints (``spec.checkpoints``), or None.
+        self.checkpoints: Any = None
+        if getattr(spec, "checkpoints", None) is not None:
+            from .checkpoints import Checkpoints  # lazy_imports.EDGES
+
+            self.checkpoints = Checkpoints(self.workspace.roots, spec.checkpoints / "history",
+                                           spec.checkpoints / "checkpoints")
+            self.checkpoints.context = lambda request_id: (spec.session_id, None)
 
     def specs(self) -> list[ToolSpec]:
         return self.registry.specs()
@@ -77,6 +85,7 @@ class LocalToolHost:
         executor = ToolExecutor(self.registry, self.workspace, self.policy, asker, refusal=REJECT_DANGEROUS_REFUSAL,
                                 events=WIRE_TOOL_EVENTS)
         executor.edits_dir = self.edits.directory if self.edits is not None else None
+        executor.checkpoints = self.checkpoints
         return await executor.execute(call_id, name, args, emit, request_id=request_id)
 
     def close(self) -> None:

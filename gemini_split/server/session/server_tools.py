@@ -116,6 +116,12 @@ class ToolHostSpec:
     #: (1.4) Where the edit tools' changes are journaled for ``rewind``
     #: (outside every workspace; None: not journaled).
     edits_dir: Path | None = None
+    #: Where this session's checkpoints live (``general.checkpointing.enabled``
+    #: in the server's settings: ``gemini_split.client.checkpoints``), out
+    #: of the workspace and of every command's sight; None: no checkpoints.
+    checkpoints: Path | None = None
+    #: The session the host serves (its checkpoints record it).
+    session_id: str | None = None
 
 
 class ToolHost(Protocol):
@@ -211,6 +217,9 @@ class ServerTools:
     #: directory, auth config, TLS key, credential files, configuration
     #: directories (``gemini_split.app.server_private_paths`` lists them).
     private_paths: tuple[Path, ...] = ()
+    #: ``general.checkpointing.enabled`` in the server's own settings: each
+    #: session's edits are checkpointed in :meth:`checkpoints_of`.
+    checkpointing: bool = False
 
     def __post_init__(self) -> None:
         self.workspace_root = Path(self.workspace_root).expanduser().absolute()
@@ -268,6 +277,13 @@ class ServerTools:
         return ToolChoice(approval_mode=mode, project=choice.project, core_tools=choice.core_tools,
                           exclude_tools=tuple(choice.exclude_tools))
 
+    def checkpoints_of(self, session_id: str) -> Path:
+        """Where a session's checkpoints are (shadow repositories and
+        records): ``.checkpoints/<session>`` in the workspace root — no
+        session id starts with a dot, and commands see only their own
+        workspace of the root. Deleted with the session."""
+        return self.workspace_root / ".checkpoints" / self.edits_of(session_id).name
+
     def workspace_of(self, session_id: str) -> Path:
         """Where a session's own workspace is (it may not exist)."""
         if not _PROJECT_NAME.fullmatch(session_id):
@@ -290,6 +306,7 @@ class ServerTools:
             exclude_tools=tuple(dict.fromkeys(self.exclude_tools + choice.exclude_tools)),
             sandbox=self.confinement(), policy=self.policy, web_fetch_allow=tuple(self.web_fetch_allow),
             edits_dir=self.edits_of(session_id),
+            checkpoints=self.checkpoints_of(session_id) if self.checkpointing else None, session_id=session_id,
         ))
 
     def edits_of(self, session_id: str) -> Path:
@@ -318,9 +335,13 @@ class ServerTools:
                                        env_keep=SERVER_COMMAND_ENVIRONMENT)
 
     def remove_workspace(self, session_id: str) -> None:
-        """Delete a session's own workspace (projects are never deleted) and
-        its edit journal. Symlinks inside are removed, never followed."""
+        """Delete a session's own workspace (projects are never deleted),
+        its edit journal and its checkpoints. Symlinks inside are removed,
+        never followed."""
         shutil.rmtree(self.edits_of(session_id), ignore_errors=True)
+        checkpoints = self.checkpoints_of(session_id)
+        if checkpoints.is_dir() and not checkpoints.is_symlink():
+            shutil.rmtree(checkpoints, ignore_errors=True)
         try:
             path = self.workspace_of(session_id)
         except ValueError:

@@ -553,4 +553,4 @@ def hand_edited_sentence(plan: RestorePlan, root: Path) -> str:
         return ""
     listed = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
     return (f"{listed} {'was' if len(names) == 1 else 'were'} changed since the checkpoint by something other "
-            "than the agent's edits (by hand, or by a shell command); restoring overwrites that.")
+            "than the agent's edit tools (by hand, a shell command or an MCP tool); restoring overwrites that.")

@@ -96,7 +96,7 @@ def test_a_file_changed_by_hand_since_the_checkpoint_is_named_before_anything_is
     asked = _run(["restore", ids[1]], workspace=workspace, home=home, stdin="y\n")
     assert asked.returncode == 2, asked.stderr  # piped stdin: no question, nothing written
     assert "f1.txt: put back  ← changed by hand since the checkpoint" in asked.stderr
-    assert "f1.txt was changed since the checkpoint by something other than the agent's edits" in asked.stderr
+    assert "f1.txt was changed since the checkpoint by something other than the agent's edit tools" in asked.stderr
     assert "--yes" in asked.stderr
     assert (workspace / "f1.txt").read_text() == "mine now\n" and (workspace / "f3.txt").exists()
     done = _run(["restore", ids[1], "--yes", "--files-only"], workspace=workspace, home=home)
@@ -244,3 +244,25 @@ def test_with_checkpointing_off_no_git_is_ever_started(tmp_path, monkeypatch, en
     else:
         assert not log.exists()
         assert not (home / "history").exists() and not (home / "tmp").exists()
+
+
+@pytest.mark.timeout(90)
+def test_an_mcp_tool_declared_destructive_is_checkpointed_and_a_read_only_one_is_not(tmp_path):
+    import sys
+
+    workspace, home = _workspace(tmp_path), _home(tmp_path, {
+        **ON, "mcpServers": {"d": {"command": sys.executable,
+                                   "args": [str(Path(__file__).parent / "mcp" / "destructive_server.py")],
+                                   "trust": True}}})
+    (workspace / "precious.txt").write_text("keep me\n")
+    script = [{"function_calls": [{"name": "mcp_d_peek", "args": {"name": "precious.txt"}}]},
+              {"function_calls": [{"name": "mcp_d_wipe", "args": {"name": "precious.txt"}}]}, {"text": "gone"}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        result = _run(["-p", "wipe it"], workspace=workspace, home=home, fake=fake)
+    assert result.returncode == 0, result.stderr
+    assert not (workspace / "precious.txt").exists()
+    listed = _run(["restore"], workspace=workspace, home=home).stdout.splitlines()
+    assert len(listed) == 1 and "mcp_d_wipe" in listed[0]
+    restored = _run(["restore", listed[0].split()[0], "--yes", "--files-only"], workspace=workspace, home=home)
+    assert restored.returncode == 0, restored.stderr
+    assert (workspace / "precious.txt").read_text() == "keep me\n"

@@ -54,6 +54,8 @@ class CachedTool(msgspec.Struct, frozen=True):
     description: str = ""
     input_schema: Any = None
     problem: str | None = None
+    #: ``annotations.destructiveHint`` was true (see ``sources._destructive``).
+    destructive: bool = False
 
 
 class _Entry(msgspec.Struct):

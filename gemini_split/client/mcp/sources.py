@@ -169,7 +169,8 @@ class McpServer:
                 listed = await _list_all_tools(client)
                 starting.deadline = math.inf
                 found = [cache.CachedTool(t.name, t.description or "", getattr(t, "input_schema", None),
-                                          _schema_problem(getattr(t, "input_schema", None))) for t in listed]
+                                          _schema_problem(getattr(t, "input_schema", None)), _destructive(t))
+                         for t in listed]
                 if self._cache_dir is not None and self._cache_key is not None:
                     cache.store(self._cache_dir, self._cache_key, found)
                 self._declare(found)
@@ -214,7 +215,8 @@ class McpServer:
             if remote.problem:
                 skipped.append(f"{remote.name}: its input schema is invalid ({remote.problem})")
                 continue
-            tools.append(McpTool(self, remote.name, remote.description, remote.input_schema))
+            tools.append(McpTool(self, remote.name, remote.description, remote.input_schema,
+                                 destructive=remote.destructive))
         self.tools = tools
         self.status.tools = [t.name for t in tools]
         self.status.skipped = skipped
@@ -442,3 +444,16 @@ def _tail(errlog: Any) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     tail = " | ".join(lines[-3:])
     return tail[-_STDERR_TAIL:]
+
+
+def _destructive(tool: Any) -> bool:
+    """Whether the server declares the tool destructive (its annotations'
+    ``destructiveHint: true``, and not ``readOnlyHint``): a checkpoint is
+    taken before it runs (:mod:`gemini_split.client.checkpoints`). The
+    MCP default (true when unset) is not taken as a declaration."""
+    annotations = getattr(tool, "annotations", None)
+    if annotations is None:
+        return False
+    destructive = getattr(annotations, "destructive_hint", getattr(annotations, "destructiveHint", None))
+    read_only = getattr(annotations, "read_only_hint", getattr(annotations, "readOnlyHint", None))
+    return destructive is True and not read_only

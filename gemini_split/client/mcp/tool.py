@@ -28,7 +28,8 @@ class McpTool(Tool):
 
     kind = ToolKind.EXECUTE
 
-    def __init__(self, server: McpServer, remote_name: str, description: str, input_schema: Any):
+    def __init__(self, server: McpServer, remote_name: str, description: str, input_schema: Any, *,
+                 destructive: bool = False):
         self.server = server
         self.remote_name = remote_name
         self.name = qualified_tool_name(server.name, remote_name)  # type: ignore[misc]
@@ -37,6 +38,8 @@ class McpTool(Tool):
         self.input_schema = input_schema if isinstance(input_schema, dict) else {"type": "object"}
         #: ``trust: true`` on the server: calls run without asking.
         self.trusted = server.trusted
+        #: The server declares it destructive: checkpointed before it runs.
+        self.destructive = destructive
 
     def validate(self, args: Any) -> dict[str, Any]:
         """Check ``args`` against the server's schema (the full JSON Schema,

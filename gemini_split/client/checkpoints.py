@@ -506,22 +506,10 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^\w.+=@-]", "_", text)[:80].lstrip(".") or "file"
 
 
-def describe(checkpoint: Checkpoint) -> str:
-    """One line for a list: id, tool and file."""
-    args = checkpoint.tool_call.args
-    target = args.get("file_path") if isinstance(args, dict) else None
-    where = f" {target}" if isinstance(target, str) else ""
-    return f"{checkpoint.id}  {checkpoint.tool_call.name}{where}"
-
-
-def to_json(checkpoint: Checkpoint) -> dict[str, Any]:
-    return msgspec.to_builtins(checkpoint)
-
-
 def for_settings(tools: Any) -> Checkpoints:
     """The client's checkpoints of a ``ToolSettings``' workspace (its
-    root and ``--include-directories``), wherever ``checkpoints_home``
-    (or, with checkpointing off, ``home``) keeps them."""
+    root and ``--include-directories``), kept in ``checkpoints_home``.
+    Raises :class:`CheckpointError` when checkpointing is off."""
     home = tools.checkpoints_home
     if home is None:
         raise CheckpointError("checkpointing is off: set general.checkpointing.enabled to true in settings.json")
@@ -534,23 +522,3 @@ def shown_path(path: str, root: Path) -> str:
         return str(Path(path).relative_to(root))
     except ValueError:
         return path
-
-
-def plan_lines(plan: RestorePlan, root: Path) -> list[str]:
-    """What a restore will change, one line per file, for a question."""
-    words = {"restore": "put back", "recreate": "recreated (deleted since)", "delete": "deleted (created since)"}
-    lines = []
-    for change in plan.changes:
-        mark = "  ← changed by hand since the checkpoint" if change.by_hand else ""
-        lines.append(f"  {shown_path(change.path, root)}: {words.get(change.action, change.action)}{mark}")
-    return lines
-
-
-def hand_edited_sentence(plan: RestorePlan, root: Path) -> str:
-    """The sentence naming the files changed by hand since ("" if none)."""
-    names = [shown_path(p, root) for p in plan.by_hand]
-    if not names:
-        return ""
-    listed = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-    return (f"{listed} {'was' if len(names) == 1 else 'were'} changed since the checkpoint by something other "
-            "than the agent's edit tools (by hand, a shell command or an MCP tool); restoring overwrites that.")

@@ -34,11 +34,14 @@ from gemini_split.protocol import (
     Caller,
     Cancel,
     ClientMessage,
+    Checkpoints,
     DeleteSession,
+    Restore,
     ListSessions,
     SessionInfo,
     Sessions,
     COMPRESSION_SINCE,
+    RESTORE_SINCE,
     Compress,
     REWIND_SINCE,
     Rewind,
@@ -595,6 +598,21 @@ class ProtocolClient:
         assert isinstance(reply, Sessions)
         self.forget_session(session_id)
         return reply.sessions
+
+    async def restore_checkpoint(self, checkpoint_id: str | None = None, *, apply: bool = False,
+                                 timeout: float = 120.0) -> Checkpoints:
+        """(1.4) The ``restore`` op for a session whose tools run on the
+        server: its checkpoints, what restoring ``checkpoint_id`` would
+        change, or (``apply``) the files restored. Raises
+        :class:`RequestFailed` (the server's error code; ``unknown_type``
+        for a server older than 1.4)."""
+        if self.conn.version < RESTORE_SINCE or self.connected is None:
+            raise RequestFailed("this server cannot restore checkpoints (it speaks protocol "
+                                f"{'.'.join(map(str, self.conn.version))}; 1.4 can)", ErrorCode.UNKNOWN_TYPE.value)
+        reply = await self._request(Restore(session_id=self.connected.session_id, checkpoint_id=checkpoint_id,
+                                            apply=apply), timeout)
+        assert isinstance(reply, Checkpoints)
+        return reply
 
     async def get_state(self, timeout: float = 10.0) -> State:
         """Where the session stands. Raises :class:`RequestFailed`."""

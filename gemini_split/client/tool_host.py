@@ -16,7 +16,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gemini_split.protocol import FileRevert, ServerEvent, ToolAwaitingApproval, ToolDecision, ToolFailure, ToolSpec
+from gemini_split.protocol import (
+    CheckpointChange,
+    CheckpointInfo,
+    Checkpoints,
+    Error,
+    ErrorCode,
+    FileRevert,
+    ServerEvent,
+    ToolAwaitingApproval,
+    ToolDecision,
+    ToolFailure,
+    ToolSpec,
+)
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest
 from .approval_mode import ApprovalMode
@@ -90,6 +102,39 @@ class LocalToolHost:
 
     def close(self) -> None:
         self.registry.close()
+
+    async def restore(self, checkpoint_id: str | None, apply: bool) -> Checkpoints | Error:
+        """The ``restore`` op for this session's workspace (see
+        :class:`~gemini_split.protocol.Restore`): the checkpoints, a plan,
+        or the files restored; an ``error`` (unstamped, not yet in reply)
+        when it cannot be done."""
+        if self.checkpoints is None:
+            return Error(code=ErrorCode.INVALID_REQUEST.value,
+                         message="this server does not checkpoint its tools' edits (general.checkpointing.enabled "
+                                 "is not set in its settings)")
+        from .checkpoints import CheckpointError, shown_path  # lazy_imports.EDGES
+
+        root = self.workspace.root
+        infos = tuple(CheckpointInfo(
+            id=c.id, tool=c.tool_call.name, call_id=c.tool_call.call_id, created=c.created,
+            file=c.tool_call.args.get("file_path", "") if isinstance(c.tool_call.args.get("file_path"), str) else "",
+            request_id=c.request_id) for c in self.checkpoints.list())
+        if checkpoint_id is None:
+            return Checkpoints(checkpoints=infos)
+        try:
+            self.checkpoints.get(checkpoint_id)
+        except CheckpointError as exc:
+            return Error(code=ErrorCode.INVALID_REQUEST.value, message=str(exc))
+        try:
+            plan = await self.checkpoints.plan(checkpoint_id)
+            if apply and plan.changes:
+                await self.checkpoints.restore(plan)
+        except CheckpointError as exc:
+            return Error(code=ErrorCode.CHECKPOINT_FAILED.value, message=str(exc))
+        changes = tuple(CheckpointChange(path=shown_path(c.path, root), action=c.action, by_hand=c.by_hand)
+                        for c in plan.changes)
+        return Checkpoints(checkpoints=tuple(i for i in infos if i.id == checkpoint_id), changes=changes,
+                           restored=apply)
 
 
 class ServerEdits:

@@ -1,91 +1,125 @@
-"""``gemini-split restore [ID]``: the checkpoints of this workspace, or
-going back to one (``/restore`` without the REPL; see
-:mod:`gemini_split.client.checkpoints`).
+"""``gemini-split restore [ID]``: the checkpoints of this workspace (or,
+with ``--tools server --resume ID``, of that session's workspace on the
+server), or going back to one: ``/restore`` without the REPL (see
+:mod:`gemini_split.client.restoring`).
 
 Exit statuses: 0 done (or nothing to do), 1 the files could not be
-restored or the conversation not rewound, 2 asked at no terminal without
-``--yes``, 42 no such checkpoint, 130 the user said no.
+restored or the conversation not rewound, 2 it would have to ask at no
+terminal (``--yes`` answers), 42 no such checkpoint, 130 the user said no.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 import trio
 
-from gemini_split.app import resolve_client_settings
-from gemini_split.client.checkpoints import (
-    Checkpoint,
-    CheckpointError,
-    describe,
-    for_settings,
-    hand_edited_sentence,
-    plan_lines,
-)
+from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
+from gemini_split.client.checkpoints import CheckpointError
+from gemini_split.client.connect import ClientSettings, open_client
+from gemini_split.client.restoring import Entry, hand_edited_sentence, plan_lines, repropose, source_for
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
+from gemini_split.transport import ConnectFailed
 from gemini_split.ui.safe_text import visible
 
 
+class _Stop(Exception):
+    def __init__(self, status: ExitStatus, line: str = ""):
+        super().__init__(line)
+        self.status = status
+
+
 def run_restore_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    settings = resolve_client_settings(client_options(args), env)
-    if settings.tools.run_on == "server":
-        env.warn("gemini-split: restore: the checkpoints of a --tools server session are on the server; "
-                 "restoring them there is not supported yet")
-        return ExitStatus.ERROR
-    try:
-        checkpoints = for_settings(settings.tools)
-    except CheckpointError as exc:
-        env.warn(f"gemini-split: restore: {exc}")
-        return ExitStatus.ERROR
-    if args.checkpoint is None:
-        for checkpoint in checkpoints.list():
-            print(visible(describe(checkpoint), newlines=False), file=env.stdout)
-        return ExitStatus.SUCCESS
-    root = settings.tools.workspace
-    try:
-        plan = trio.run(checkpoints.plan, args.checkpoint)
-    except CheckpointError as exc:
-        env.warn(f"gemini-split: restore: {exc}")
-        return ExitStatus.BAD_INPUT if str(exc).startswith("no checkpoint") else ExitStatus.ERROR
-    if not plan.changes:
-        env.warn(f"gemini-split: the files are as they were at {plan.checkpoint.id}")
-    else:
-        env.warn(visible("\n".join([f"Restoring {plan.checkpoint.id} changes:", *plan_lines(plan, root)])))
-        warning = hand_edited_sentence(plan, root)
-        if warning:
-            env.warn(visible(warning))
-        if not args.yes:
-            status = _ask(env)
-            if status is not ExitStatus.SUCCESS:
-                return status
-        try:
-            trio.run(checkpoints.restore, plan)
-        except CheckpointError as exc:
-            env.warn(f"gemini-split: restore: the files were not restored: {exc}")
-            return ExitStatus.ERROR
-        env.warn(f"gemini-split: restored {len(plan.changes)} file{'s' if len(plan.changes) != 1 else ''}")
-    if args.files_only:
-        return ExitStatus.SUCCESS
-    return _repropose(args, env, plan.checkpoint)
-
-
-def _ask(env: Environment) -> ExitStatus:
-    if not env.stdin_isatty:
-        env.warn("gemini-split: restore: not restoring without asking: add --yes (a script), or run it at a terminal")
+    options = client_options(args)
+    settings = resolve_client_settings(options, env)
+    on_server = settings.tools.run_on == "server"
+    if on_server and settings.session.resume is None:
+        env.warn("gemini-split: restore --tools server: say whose checkpoints with --resume ID (the session)")
         return ExitStatus.USAGE
+    connects = on_server or (args.checkpoint is not None and not args.files_only)
+    embedded = embedded_service_for(options, env, settings) if connects else None
+    try:
+        return trio.run(_restore, args, env, settings, embedded)
+    except _Stop as stop:
+        if str(stop):
+            env.warn(f"gemini-split: restore: {stop}")
+        return stop.status
+    except ConnectFailed as exc:
+        env.warn(f"gemini-split: restore: {exc}")
+        return ExitStatus.ERROR
+
+
+async def _restore(args: argparse.Namespace, env: Environment, settings: ClientSettings, embedded: Any) -> ExitStatus:
+    if settings.tools.run_on == "server":
+        async with hold_embedded(settings, embedded) as held, open_client(held) as client:
+            entry = await _files(args, env, source_for(settings.tools, client))
+            if entry is not None and not args.files_only:
+                return await _repropose(env, client, entry)
+        return ExitStatus.SUCCESS
+    entry = await _files(args, env, _source(settings))
+    if entry is None or args.files_only:
+        return ExitStatus.SUCCESS
+    if entry.session_id is None:
+        raise _Stop(ExitStatus.ERROR, "the conversation was not rewound: the checkpoint names no session")
+    settings = settings.choosing(resume=entry.session_id)
+    async with hold_embedded(settings, embedded) as held, open_client(held) as client:
+        return await _repropose(env, client, entry)
+
+
+def _source(settings: ClientSettings) -> Any:
+    try:
+        return source_for(settings.tools)
+    except CheckpointError as exc:
+        raise _Stop(ExitStatus.ERROR, str(exc)) from None
+
+
+async def _files(args: argparse.Namespace, env: Environment, source: Any) -> Entry | None:
+    """List (None), or put the files of ``args.checkpoint`` back and return its entry."""
+    try:
+        if args.checkpoint is None:
+            for entry in await source.entries():
+                print(visible(entry.line(), newlines=False), file=env.stdout)
+            return None
+        plan = await source.plan(args.checkpoint)
+    except CheckpointError as exc:
+        unknown = str(exc).startswith("no checkpoint")
+        raise _Stop(ExitStatus.BAD_INPUT if unknown else ExitStatus.ERROR, str(exc)) from None
+    if not plan.changes:
+        env.warn(f"gemini-split: the files are as they were at {plan.entry.id}")
+        return plan.entry
+    env.warn(visible("\n".join([f"Restoring {plan.entry.id} changes:", *plan_lines(plan)])))
+    warning = hand_edited_sentence(plan)
+    if warning:
+        env.warn(visible(warning))
+    if not args.yes:
+        await _ask(env)
+    try:
+        await source.apply(plan)
+    except CheckpointError as exc:
+        raise _Stop(ExitStatus.ERROR, f"the files were not restored: {exc}") from None
+    env.warn(f"gemini-split: restored {len(plan.changes)} file{'s' if len(plan.changes) != 1 else ''}")
+    return plan.entry
+
+
+async def _ask(env: Environment) -> None:
+    if not env.stdin_isatty:
+        raise _Stop(ExitStatus.USAGE, "not restoring without asking: add --yes (a script), or run it at a terminal")
     env.stderr.write("Restore these files? [y/N] ")
     env.stderr.flush()
-    answer = env.stdin.readline().strip().lower()
+    answer = (await trio.to_thread.run_sync(env.stdin.readline, abandon_on_cancel=True)).strip().lower()
     if answer not in ("y", "yes"):
-        env.warn("Nothing was restored.")
-        return ExitStatus.INTERRUPTED
+        raise _Stop(ExitStatus.INTERRUPTED, "nothing was restored")
+
+
+async def _repropose(env: Environment, client: Any, entry: Entry) -> ExitStatus:
+    """Rewind the session to the checkpoint's tool call and have it proposed again."""
+    try:
+        await repropose(client, entry)
+    except CheckpointError as exc:
+        raise _Stop(ExitStatus.ERROR, f"the files were restored, the conversation was not rewound: {exc} "
+                                      "(--files-only restores the files alone)") from None
+    env.warn("gemini-split: the conversation is back at that tool call, proposed again")
     return ExitStatus.SUCCESS
-
-
-def _repropose(args: argparse.Namespace, env: Environment, checkpoint: Checkpoint) -> ExitStatus:
-    """Rewind the checkpoint's session to its tool call and propose it again."""
-    env.warn("gemini-split: the conversation was not rewound: this client cannot rewind a conversation yet "
-             "(--files-only restores the files alone)")
-    return ExitStatus.ERROR

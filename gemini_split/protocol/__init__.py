@@ -83,6 +83,7 @@ from .messages import (  # 1.4: sub-agents
     AgentStarted,
     RunningAgent,
 )
+from .messages import RESTORE_SINCE, CheckpointChange, CheckpointInfo, Checkpoints, Restore  # 1.4
 from .connection import Connection, Phase, RequestState, starts_request
 from .tracker import RequestTracker
 from .event_log import EventLog, ReplayUnavailable, coalesce

@@ -70,8 +70,10 @@ from .messages import (
     ToolCallAnswered,
     version_tuple,
     Connected,
+    Checkpoints,
     DeleteSession,
     ListSessions,
+    Restore,
     Sessions,
     Error,
     Finished,
@@ -330,8 +332,8 @@ def _expect_reply(c: _Conversation, m: GetState | GetHistory | Rewind) -> None:
     c.owed_replies.add(m.id)
 
 
-def _reply(c: _Conversation, m: State | History | Sessions) -> None:
-    if m.in_reply_to is None and not isinstance(m, Sessions):
+def _reply(c: _Conversation, m: State | History | Sessions | Checkpoints) -> None:
+    if m.in_reply_to is None and not isinstance(m, Sessions | Checkpoints):
         # Unasked: the snapshot a server sends after replay_unavailable.
         _event(c, m)
         return
@@ -451,6 +453,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (CLIENT, ListSessions): (_OPEN, _expect_reply),
     (CLIENT, DeleteSession): (_OPEN, _expect_reply),
     (CLIENT, Rewind): (_OPEN, _rewind),  # 1.4
+    (CLIENT, Restore): (_OPEN, _expect_reply),
     # server -> client: events of the running request
     (SERVER, TextDelta): (_OPEN, _in_request),
     (SERVER, ThinkingDelta): (_OPEN, _in_request),
@@ -475,6 +478,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (SERVER, State): (_OPEN, _reply),
     (SERVER, History): (_OPEN, _reply),
     (SERVER, Sessions): (_OPEN, _reply),
+    (SERVER, Checkpoints): (_OPEN, _reply),
 }
 
 

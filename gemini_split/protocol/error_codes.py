@@ -61,6 +61,9 @@ class ErrorCode(StrEnum):
     #: A ``tool_decision`` after the approval timed out (the model was told
     #: it was not approved).
     APPROVAL_EXPIRED = "approval_expired"
+    #: (1.4) ``restore``: the session's shadow repository is not usable;
+    #: nothing was written.
+    CHECKPOINT_FAILED = "checkpoint_failed"
     #: An approval whose ``parameters_hash`` is not the question's: it
     #: approves other arguments than the ones that would run.
     ARGUMENTS_CHANGED = "arguments_changed"

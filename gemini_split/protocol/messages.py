@@ -57,6 +57,9 @@ REWIND_SINCE = (1, 4)
 #: older client is sent the main agent's events only, plus what it must
 #: answer: a sub-agent's ``tool_execution_request`` and approval questions.
 SUBAGENTS_SINCE = (1, 4)
+#: The minor version from which a server restores its own tools'
+#: checkpoints (``restore``, ``checkpoints``).
+RESTORE_SINCE = (1, 4)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -552,6 +555,25 @@ class DeleteSession(ClientMessage, tag="delete_session", kw_only=True):
     session_id: str
 
 
+class Restore(ClientMessage, tag="restore", kw_only=True):
+    """(1.4) The checkpoints the server took of this session's workspace
+    (a ``--tools server`` session with checkpointing on), answered by
+    ``checkpoints``. Without ``checkpoint_id``: the list. With it: what
+    restoring it would change (``apply`` false), or the files restored
+    (``apply`` true). The conversation is not touched: the client then
+    sends ``rewind`` with the checkpoint's request and call to have the
+    call proposed again. Refused with ``error``: ``unknown_session`` (not
+    this connection's session), ``forbidden`` (an observer),
+    ``busy`` (a request runs: its tools may be writing), ``invalid_request``
+    (the client's tools run the session, checkpointing is off, or no such
+    checkpoint), ``checkpoint_failed`` (the shadow repository is not
+    usable; nothing was written)."""
+
+    session_id: str
+    checkpoint_id: str | None = None
+    apply: bool = False
+
+
 # --- server to client: events of a session -----------------------------------
 
 
@@ -826,6 +848,42 @@ class Sessions(ServerEvent, tag="sessions", kw_only=True):
 
     in_reply_to: str | None = None
     sessions: tuple[SessionInfo, ...] = ()
+
+
+class CheckpointInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.4) One checkpoint: its ``id`` (gemini-cli's
+    ``<timestamp>-<file>-<tool>``), when (``created``, ISO 8601 UTC), and the
+    tool call it was taken before (``tool``, ``call_id``, ``file`` it
+    edits, the ``request_id`` of its prompt)."""
+
+    id: str
+    tool: str
+    call_id: str
+    created: str = ""
+    file: str = ""
+    request_id: str | None = None
+
+
+class CheckpointChange(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.4) What a restore does to one file (``path`` relative to the
+    workspace): ``restore`` (written back), ``recreate`` (deleted since),
+    ``delete`` (created since); ``by_hand``: changed since the checkpoint
+    by something other than the agent's edit tools."""
+
+    path: str
+    action: str
+    by_hand: bool = False
+
+
+class Checkpoints(ServerEvent, tag="checkpoints", kw_only=True):
+    """(1.4) The answer to ``restore``: the session's ``checkpoints``
+    (oldest first), and for a ``restore`` naming one, the ``changes``
+    restoring it makes (``restored``: they were made)."""
+
+    in_reply_to: str | None = None
+    checkpoints: tuple[CheckpointInfo, ...] = ()
+    changes: tuple[CheckpointChange, ...] = ()
+    restored: bool = False
 
 
 class Error(ServerEvent, tag="error", kw_only=True):

@@ -362,6 +362,19 @@ def test_get_state_and_get_history_are_answered_exactly_once():
     pair.server_sends(pair.event(History))
 
 
+def test_a_restore_is_answered_once_by_checkpoints_never_unasked():
+    from gemini_split.protocol import Checkpoints, Restore
+
+    pair = Pair().open()
+    ask = m(Restore, session_id="s-1", checkpoint_id="2025-06-22T10-00-00_000Z-a.txt-write_file", apply=True)
+    pair.client_sends(ask)
+    assert pair.both("owed_replies") == ({ask.id}, {ask.id})
+    pair.server_sends(m(Checkpoints, in_reply_to=ask.id, restored=True))
+    assert pair.both("owed_replies") == (frozenset(), frozenset())
+    assert refused_on_send(pair.server, m(Checkpoints, in_reply_to=ask.id)).field == "in_reply_to"
+    refused_on_send(pair.server, m(Checkpoints))  # a reply to one client, never an event of the session
+
+
 def test_a_reply_id_is_owed_once():
     pair = Pair().open()
     ask = m(GetState)

@@ -54,6 +54,7 @@ from gemini_split.protocol import (
     GetHistory,
     GetState,
     History,
+    Restore,
     ServerEvent,
     SessionContext,
     State,
@@ -80,6 +81,7 @@ from .broadcast import Broadcast
 from .compression import Compression, CompressionFailed, compress, estimated_tokens
 from .outbox import Outbox
 from .priority import AnswerFirst
+from .restore_op import answer_restore
 from ..store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_token, make_title
 from ..store.memory import MemoryStore
 from .rewind import Rewinding, RewindRefused, Timeline
@@ -447,6 +449,8 @@ class Session:
             view.send_direct(History(in_reply_to=message.id, messages=list(self.history), points=self.points()))
         elif isinstance(message, GetState):
             view.send_direct(self.state(in_reply_to=message.id))
+        elif isinstance(message, Restore):
+            await answer_restore(self, view, message)
 
     def state(self, *, in_reply_to: str | None = None) -> State:
         return State(

@@ -55,3 +55,43 @@ def test_server_run_edits_are_checkpointed_in_the_sessions_area_and_deleted_with
         deleted = client(["--server", address, "--delete-session", session], cwd=client_dir)
         assert deleted.returncode == 0, deleted.stderr
     assert not area.exists() and not workspace.exists()
+
+
+@pytest.mark.timeout(120)
+def test_gemini_split_restore_lists_and_restores_a_server_sessions_checkpoint_after_a_server_restart(tmp_path):
+    root = tmp_path / "workspaces"
+    server_home = tmp_path / "server-home"
+    server_home.mkdir()
+    (server_home / "settings.json").write_text(json.dumps({"general": {"checkpointing": {"enabled": True}}}))
+    client_dir = tmp_path / "client"
+    client_dir.mkdir()
+    script = _write("f1.txt", "one\n") + _write("f2.txt", "two\n") + _write("f3.txt", "three\n")
+    options = ("--server-tools", "--workspace-root", str(root), "--sandbox", "none", "--max-approval-mode", "yolo")
+    with FakeGemini(script=script, api_key=API_KEY) as fake, unix_listener() as listen:
+        with daemon(tmp_path, fake, *options, *listen, env_extra={"GEMINI_SPLIT_HOME": str(server_home)}) as (_, address):
+            first = client(["--server", address, "--tools", "server", "--yolo", "-p", "write f1", "-o", "json"],
+                           cwd=client_dir)
+            assert first.returncode == 0, first.stderr
+            session = json.loads(first.stdout)["session_id"]
+            for n in (2, 3):
+                more = client(["--server", address, "--tools", "server", "--yolo", "--resume", session,
+                               "-p", f"write f{n}"], cwd=client_dir)
+                assert more.returncode == 0, more.stderr
+        (root / session / "f1.txt").write_text("changed by hand\n")
+        with daemon(tmp_path, fake, *options, *listen, env_extra={"GEMINI_SPLIT_HOME": str(server_home)}) as (_, address):
+            on_server = ["--server", address, "--tools", "server", "--resume", session]
+            listed = client([*on_server, "restore"], cwd=client_dir)
+            assert listed.returncode == 0, listed.stderr
+            ids = [line.split()[0] for line in listed.stdout.splitlines()]
+            assert [line.split()[-1] for line in listed.stdout.splitlines()] == ["f1.txt", "f2.txt", "f3.txt"]
+            asked = client([*on_server, "restore", ids[1]], cwd=client_dir)
+            assert asked.returncode == 2 and "f1.txt: put back  ← changed by hand" in asked.stderr
+            assert (root / session / "f3.txt").exists()  # nothing written without the answer
+            done = client([*on_server, "restore", ids[1], "--yes", "--files-only"], cwd=client_dir)
+            assert done.returncode == 0, done.stderr
+            unknown = client([*on_server, "restore", "nope", "--yes"], cwd=client_dir)
+    assert sorted(p.name for p in (root / session).iterdir()) == ["f1.txt"]
+    assert (root / session / "f1.txt").read_text() == "one\n"
+    assert "f2.txt: deleted (created since)" in done.stderr and "f3.txt" in done.stderr
+    assert unknown.returncode == 42 and "no checkpoint" in unknown.stderr
+    assert not list(client_dir.iterdir())  # nothing happened where the client is

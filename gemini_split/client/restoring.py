@@ -140,15 +140,38 @@ def _info_entry(info: Any, session_id: str) -> Entry:
                  session_id=session_id)
 
 
-async def repropose(client: Any, entry: Entry) -> Any:
-    """Rewind ``client``'s session to just after the model proposed the
-    checkpoint's call and have it proposed again, through the approval of
-    whoever runs the session's tools (the ``rewind`` op with
-    ``repropose_call_id``). Raises :class:`CheckpointError` saying why not."""
+async def request_seq(client: Any, entry: Entry) -> int:
+    """The ``seq`` of the ``request_started`` of the prompt that made the
+    checkpoint's call: from the record (this client's checkpoints), else
+    from the session's rewind points (``history.points``, 1.4). Raises
+    :class:`CheckpointError` when the conversation no longer has it."""
+    from .failures import RequestFailed
+
     connected = client.connected
     if connected is None or entry.session_id != connected.session_id:
-        raise CheckpointError(f"the checkpoint is of session {entry.session_id}, not this one")
-    rewind = getattr(client, "rewind", None)
-    if rewind is None:
+        raise CheckpointError(f"the checkpoint is of session {entry.session_id}, not of this one")
+    if entry.request_seq is not None:
+        return entry.request_seq
+    try:
+        history = await client.get_history()
+    except RequestFailed as exc:
+        raise CheckpointError(str(exc)) from None
+    for point in getattr(history, "points", ()):
+        if point.request_id == entry.request_id:
+            return point.seq
+    raise CheckpointError("the conversation no longer has the prompt that made that call (rewound since?)")
+
+
+def proposing_again(client: Any, entry: Entry, seq: int) -> Any:
+    """The coroutine function that rewinds the session to the checkpoint's
+    call and runs the request proposing it again (its outcome); it goes
+    through whatever approval the session's tools have. Raises
+    :class:`CheckpointError` when this client or server cannot."""
+    restore_call = getattr(client, "restore_call", None)
+    if restore_call is None:
         raise CheckpointError("this client cannot rewind a conversation yet")
-    raise CheckpointError("this client cannot rewind a conversation yet")
+
+    async def start() -> Any:
+        return await restore_call(seq, entry.call_id)
+
+    return start

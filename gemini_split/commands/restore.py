@@ -18,11 +18,20 @@ import trio
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
 from gemini_split.client.checkpoints import CheckpointError
 from gemini_split.client.connect import ClientSettings, open_client
-from gemini_split.client.restoring import Entry, hand_edited_sentence, plan_lines, repropose, source_for
+from gemini_split.client.protocol_client import RequestFailed
+from gemini_split.client.restoring import (
+    Entry,
+    hand_edited_sentence,
+    plan_lines,
+    proposing_again,
+    request_seq,
+    source_for,
+)
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.transport import ConnectFailed
+from gemini_split.ui.oneshot import make_renderer
 from gemini_split.ui.safe_text import visible
 
 
@@ -53,11 +62,13 @@ def run_restore_command(args: argparse.Namespace, env: Environment) -> ExitStatu
 
 
 async def _restore(args: argparse.Namespace, env: Environment, settings: ClientSettings, embedded: Any) -> ExitStatus:
+    shown = _OwnRequest(make_renderer("text", env.stdout, env.stderr))
     if settings.tools.run_on == "server":
-        async with hold_embedded(settings, embedded) as held, open_client(held) as client:
+        async with hold_embedded(settings, embedded) as held, open_client(held, on_event=shown.on_event) as client:
+            shown.client = client
             entry = await _files(args, env, source_for(settings.tools, client))
             if entry is not None and not args.files_only:
-                return await _repropose(env, client, entry)
+                return await _repropose(env, client, entry, shown)
         return ExitStatus.SUCCESS
     entry = await _files(args, env, _source(settings))
     if entry is None or args.files_only:
@@ -65,8 +76,23 @@ async def _restore(args: argparse.Namespace, env: Environment, settings: ClientS
     if entry.session_id is None:
         raise _Stop(ExitStatus.ERROR, "the conversation was not rewound: the checkpoint names no session")
     settings = settings.choosing(resume=entry.session_id)
-    async with hold_embedded(settings, embedded) as held, open_client(held) as client:
-        return await _repropose(env, client, entry)
+    async with hold_embedded(settings, embedded) as held, open_client(held, on_event=shown.on_event) as client:
+        shown.client = client
+        return await _repropose(env, client, entry, shown)
+
+
+class _OwnRequest:
+    """The one-shot renderer, shown this client's own request only (the
+    re-proposal), as ``-p`` shows its answer."""
+
+    def __init__(self, renderer: Any):
+        self.renderer = renderer
+        self.client: Any = None
+
+    async def on_event(self, event: Any) -> None:
+        if self.client is not None and event.request_id is not None \
+                and event.request_id == self.client.turn_request_id:
+            await self.renderer.on_event(event)
 
 
 def _source(settings: ClientSettings) -> Any:
@@ -114,12 +140,16 @@ async def _ask(env: Environment) -> None:
         raise _Stop(ExitStatus.INTERRUPTED, "nothing was restored")
 
 
-async def _repropose(env: Environment, client: Any, entry: Entry) -> ExitStatus:
-    """Rewind the session to the checkpoint's tool call and have it proposed again."""
+async def _repropose(env: Environment, client: Any, entry: Entry, shown: _OwnRequest) -> ExitStatus:
+    """Rewind the session to the checkpoint's tool call and have it proposed
+    again (approved as in a one-shot run), shown as ``-p`` shows a turn."""
     try:
-        await repropose(client, entry)
-    except CheckpointError as exc:
+        start = proposing_again(client, entry, await request_seq(client, entry))
+        shown.renderer.start(session_id=client.connected.session_id, model=client.connected.model, prompt="")
+        outcome = await start()
+    except (CheckpointError, RequestFailed) as exc:
         raise _Stop(ExitStatus.ERROR, f"the files were restored, the conversation was not rewound: {exc} "
                                       "(--files-only restores the files alone)") from None
-    env.warn("gemini-split: the conversation is back at that tool call, proposed again")
-    return ExitStatus.SUCCESS
+    if outcome.error is not None:
+        return shown.renderer.finish(error_code=outcome.error.code, error_message=outcome.error.message)
+    return shown.renderer.finish()

@@ -466,16 +466,18 @@ class Repl:
 
     async def run_turn(self, prompt: str, *, carry_context: bool = True,
                        attachments: tuple[Attachment, ...] = (), references: bool = True,
-                       compress: bool = False) -> None:
+                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None) -> None:
         """One prompt and its answer. ``carry_context=False`` sends the prompt
         as is (no @path expansion, pending context kept for later);
         ``references=False`` skips only the @path expansion (a custom
         command's prompt, already expanded, with its ``attachments``).
         ``compress``: no prompt, the server compresses the history
-        (``/compress``), shown and ended as a turn is."""
+        (``/compress``), shown and ended as a turn is. ``start``: no
+        prompt, this starts the request and returns its outcome (``/restore``
+        proposing a call again)."""
         client = self.require_client()
         pending = list(self.pending_context)
-        if carry_context and not compress:
+        if carry_context and not compress and start is None:
             prompt, more = await self._expand(client, prompt, references)
             attachments = (*attachments, *more)
         view = TurnView(self.console, code_theme=self.code_theme)
@@ -486,7 +488,9 @@ class Repl:
         try:
             with no_echo(self.env.stdin), trio.CancelScope() as scope:
                 self._turn_scope = scope
-                if compress:
+                if start is not None:
+                    outcome = await start()
+                elif compress:
                     outcome = await client.compress()
                 else:
                     outcome = await client.run_turn(prompt, model=self.model_override, attachments=attachments,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from gemini_split.client.checkpoints import CheckpointError
-from gemini_split.client.restoring import hand_edited_sentence, plan_lines, source_for
+from gemini_split.client.restoring import Entry, hand_edited_sentence, plan_lines, proposing_again, request_seq, source_for
 
 from .safe_text import visible
 
@@ -80,9 +80,21 @@ async def restore(repl: Repl, args: list[str]) -> None:
                                 style="green"))
     else:
         repl.console.print(Text("The files are as they were at that checkpoint.", style="dim"))
-    run = getattr(repl, "run_repropose", None)
-    if run is None:
-        repl.console.print(Text("The conversation was not rewound: this client cannot rewind a conversation yet.",
-                                style="yellow"))
+    await _propose_again(repl, plan.entry)
+
+
+async def _propose_again(repl: Repl, entry: Entry) -> None:
+    """The conversation back at the checkpoint's call, proposed again: run
+    and shown as a turn (its approval asked as any call's)."""
+    from gemini_split.client.protocol_client import RequestFailed
+
+    client = repl.require_client()
+    try:
+        start = proposing_again(client, entry, await request_seq(client, entry))
+    except (CheckpointError, RequestFailed) as exc:
+        repl.console.print(Text(f"The conversation was not rewound: {visible(str(exc))}.", style="yellow"))
         return
-    await run(plan.entry)
+    try:
+        await repl.run_turn("", carry_context=False, start=start)
+    except RequestFailed as exc:
+        repl.console.print(Text(f"The conversation was not rewound: {visible(str(exc))}.", style="yellow"))

@@ -45,12 +45,14 @@ not run under a setting that promised it could. The session goes on.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,8 @@ MAX_FILE_BYTES = 10 * 1024 * 1024
 EDIT_TOOLS = frozenset({"write_file", "replace"})
 #: Seconds one git command may take before the snapshot is given up.
 GIT_TIMEOUT = 60.0
+#: Seconds a snapshot waits for another process's (two REPLs in one project).
+LOCK_TIMEOUT = 30.0
 _CONFIG = """\
 [core]
 \trepositoryformatversion = 0
@@ -174,8 +178,6 @@ class _Shadow:
         self.git_dir = git_dir
         self.work_tree = work_tree
         self.max_file_bytes = max_file_bytes
-        #: The last commit this process made (None: ask git).
-        self.head: str | None = None
 
     def _env(self) -> dict[str, str]:
         env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(self.git_dir), "LC_ALL": "C",
@@ -237,16 +239,25 @@ class _Shadow:
             await self.git("update-index", "-q", "--add", "--remove", "-z", "--stdin",
                            stdin=b"".join(p.encode("utf-8", "surrogateescape") + b"\x00" for p in changed))
         tree = (await self.git("write-tree")).decode().strip()
-        parent = self.head
+        parent = self._head()
         if parent is None:
             parent = (await self.git("rev-parse", "-q", "--verify", "HEAD^{commit}", ok_codes=(0, 1))).decode().strip()
         commit = (await self.git("commit-tree", tree, *(("-p", parent) if parent else ()), "-m", message)
                   ).decode().strip()
-        # Only if HEAD is still the parent: another process's snapshot in
-        # between is not lost, it just becomes a sibling.
-        await self.git("update-ref", "HEAD", commit, *((parent,) if parent else ()), ok_codes=(0, 1, 128))
-        self.head = commit
+        await self.git("update-ref", "HEAD", commit)
         return commit, [str(self.work_tree / p) for p in large]
+
+    def _head(self) -> str | None:
+        """HEAD's commit read from its ref file (a process less than
+        ``git rev-parse``); None when it is not a plain loose ref."""
+        try:
+            head = (self.git_dir / "HEAD").read_text().strip()
+            if not head.startswith("ref: refs/"):
+                return None
+            commit = (self.git_dir / head.removeprefix("ref: ")).read_text().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return commit if re.fullmatch(r"[0-9a-f]{40}", commit) else None
 
     async def _changed_paths(self) -> tuple[list[str], list[str]]:
         """``(paths to put in the index, paths too large or unreadable)``:
@@ -345,6 +356,37 @@ class Checkpoints:
         roots = tuple(Path(os.path.realpath(r)) for r in roots)
         return cls(roots, config_dir / "history", config_dir / "tmp" / project_hash(roots[0]) / "checkpoints")
 
+    @asynccontextmanager
+    async def _locked(self) -> AsyncIterator[None]:
+        """This workspace's checkpoints to ourselves: within this process
+        (a Trio lock: parallel tool calls) and across processes (``flock``
+        on ``history/<hash>.lock``: two REPLs in one project). Holding it,
+        a git ``index.lock`` left by a git that was killed is stale and
+        removed. Raises :class:`CheckpointError` after :data:`LOCK_TIMEOUT`."""
+        async with self._lock:
+            try:
+                self.history_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                fd = os.open(self.history_dir / f"{project_hash(self.roots[0])}.lock",
+                             os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+            except OSError as exc:
+                raise CheckpointError(f"the checkpoints in {self.history_dir} cannot be locked: {exc.strerror}") from None
+            try:
+                with trio.move_on_after(LOCK_TIMEOUT) as waited:
+                    while True:
+                        try:
+                            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                            break
+                        except BlockingIOError:
+                            await trio.sleep(0.02)
+                if waited.cancelled_caught:
+                    raise CheckpointError(f"another gemini-split has held the checkpoints in {self.history_dir} for "
+                                          f"{LOCK_TIMEOUT:.0f} s")
+                for root in self.roots:
+                    (self._shadow(root).git_dir / "index.lock").unlink(missing_ok=True)
+                yield
+            finally:
+                os.close(fd)
+
     def _shadow(self, root: Path) -> _Shadow:
         shadow = self._shadows.get(root)
         if shadow is None:
@@ -367,7 +409,7 @@ class Checkpoints:
         now = time.time()
         stamp = time.strftime("%Y-%m-%dT%H-%M-%S", time.gmtime(now)) + f"_{int(now * 1000) % 1000:03d}Z"
         label = _safe_name(target.name if target is not None else "")
-        async with self._lock:
+        async with self._locked():
             commits: dict[str, str] = {}
             skipped: list[str] = []
             for root in self.roots:
@@ -462,7 +504,7 @@ class Checkpoints:
             agent.update(record.after)
         changes: list[FileChange] = []
         current: dict[str, str] = {}
-        async with self._lock:
+        async with self._locked():
             for root_text, commit in checkpoint.commits.items():
                 root = Path(root_text)
                 if root not in self.roots:
@@ -483,7 +525,7 @@ class Checkpoints:
         """Put the files back as :meth:`plan` said. Raises
         :class:`CheckpointError` (a file changed again after the plan:
         nothing is written)."""
-        async with self._lock:
+        async with self._locked():
             for root_text, commit in plan.checkpoint.commits.items():
                 await self._shadow(Path(root_text)).move(plan.current[root_text], commit)
 

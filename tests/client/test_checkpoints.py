@@ -266,3 +266,28 @@ def test_an_mcp_tool_declared_destructive_is_checkpointed_and_a_read_only_one_is
     restored = _run(["restore", listed[0].split()[0], "--yes", "--files-only"], workspace=workspace, home=home)
     assert restored.returncode == 0, restored.stderr
     assert (workspace / "precious.txt").read_text() == "keep me\n"
+
+
+async def test_two_clients_of_one_project_snapshot_in_turn_and_a_stale_git_lock_is_cleared(tmp_path):
+    import trio
+
+    from gemini_split.client.checkpoints import Checkpoints
+
+    workspace, home = _workspace(tmp_path), _home(tmp_path)
+    for i in range(50):
+        (workspace / f"f{i}.txt").write_text(f"{i}\n")
+    first, second = (Checkpoints.for_user([workspace], home) for _ in range(2))  # as two processes would
+    taken = []
+
+    async def snapshot(checkpoints, n):
+        (workspace / f"edit{n}.txt").write_text(f"{n}\n")
+        taken.append(await checkpoints.before(f"c{n}", "write_file", {"file_path": f"edit{n}.txt"}, None, None))
+
+    async with trio.open_nursery() as nursery:
+        for n in range(4):
+            nursery.start_soon(snapshot, first if n % 2 else second, n)
+    assert len({c.commits[str(os.path.realpath(workspace))] for c in taken}) == 4
+    shadow = home / "history" / project_hash(Path(os.path.realpath(workspace)))
+    (shadow / "index.lock").write_text("")  # a git that was killed mid-write
+    await first.before("c9", "write_file", {"file_path": "x"}, None, None)
+    assert len(first.list()) == 5

@@ -291,3 +291,26 @@ async def test_two_clients_of_one_project_snapshot_in_turn_and_a_stale_git_lock_
     (shadow / "index.lock").write_text("")  # a git that was killed mid-write
     await first.before("c9", "write_file", {"file_path": "x"}, None, None)
     assert len(first.list()) == 5
+
+
+def test_an_include_directory_is_snapshotted_and_restored_too(tmp_path):
+    workspace, home = _workspace(tmp_path), _home(tmp_path)
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "util.py").write_text("original\n")
+    script = [{"function_calls": [{"name": "replace", "args": {
+        "file_path": str(lib / "util.py"), "instruction": "change it", "old_string": "original", "new_string": "edited"}}]},
+        {"text": "done"}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        result = _run(["-p", "edit util", "--yolo", "--include-directories", str(lib)], workspace=workspace,
+                      home=home, fake=fake)
+    assert result.returncode == 0, result.stderr
+    assert (lib / "util.py").read_text() == "edited\n"
+    (checkpoint,) = [line.split()[0] for line in _run(["--include-directories", str(lib), "restore"],
+                                                      workspace=workspace, home=home).stdout.splitlines()]
+    assert (home / "history" / project_hash(Path(os.path.realpath(lib))) / "HEAD").is_file()
+    restored = _run(["--include-directories", str(lib), "restore", checkpoint, "--yes", "--files-only"],
+                    workspace=workspace, home=home)
+    assert restored.returncode == 0, restored.stderr
+    assert (lib / "util.py").read_text() == "original\n"
+    assert "by hand" not in restored.stderr  # the agent's own edit, recognised in the included directory

@@ -507,6 +507,8 @@ class Checkpoints:
         async with self._locked():
             for root_text, commit in checkpoint.commits.items():
                 root = Path(root_text)
+                if not re.fullmatch(r"[0-9a-f]{40}", commit):
+                    raise CheckpointError(f"the checkpoint {checkpoint.id} is damaged (its commit is {commit[:60]!r})")
                 if root not in self.roots:
                     raise CheckpointError(f"the checkpoint {checkpoint.id} is of {root}, which is not a directory "
                                           "of this workspace")

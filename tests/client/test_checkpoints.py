@@ -314,3 +314,24 @@ def test_an_include_directory_is_snapshotted_and_restored_too(tmp_path):
     assert restored.returncode == 0, restored.stderr
     assert (lib / "util.py").read_text() == "original\n"
     assert "by hand" not in restored.stderr  # the agent's own edit, recognised in the included directory
+
+
+def test_a_tampered_record_is_refused_before_git_sees_it(tmp_path):
+    workspace, home = _workspace(tmp_path), _home(tmp_path)
+    with FakeGemini(script=_write("f1.txt", "one\n"), api_key=API_KEY) as fake:
+        assert _run(["-p", "go", "--yolo"], workspace=workspace, home=home, fake=fake).returncode == 0
+    (checkpoint,) = [line.split()[0] for line in _run(["restore"], workspace=workspace, home=home).stdout.splitlines()]
+    path = home / "tmp" / project_hash(Path(os.path.realpath(workspace))) / "checkpoints" / f"{checkpoint}.json"
+    record = json.loads(path.read_text())
+    record["commits"] = {str(os.path.realpath(workspace)): f"--output={tmp_path / 'written-by-git'}"}
+    path.write_text(json.dumps(record))
+    result = _run(["restore", checkpoint, "--yes", "--files-only"], workspace=workspace, home=home)
+    assert result.returncode == 1 and "is damaged" in result.stderr
+    assert not (tmp_path / "written-by-git").exists() and (workspace / "f1.txt").exists()
+    record["commits"] = {"/etc": "0" * 40}
+    path.write_text(json.dumps(record))
+    result = _run(["restore", checkpoint, "--yes", "--files-only"], workspace=workspace, home=home)
+    assert result.returncode == 1 and "not a directory of this workspace" in result.stderr
+    path.write_text("{not json")
+    result = _run(["restore", checkpoint, "--yes"], workspace=workspace, home=home)
+    assert result.returncode == 1 and "is damaged" in result.stderr

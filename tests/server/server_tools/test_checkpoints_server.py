@@ -46,7 +46,7 @@ def test_server_run_edits_are_checkpointed_in_the_sessions_area_and_deleted_with
         record = json.loads(records[1].read_text())
         assert record["session_id"] == session and record["tool_call"]["name"] == "write_file"
         (commit,) = record["commits"].values()
-        shadow = next((area / "history").iterdir())
+        (shadow,) = [p for p in (area / "history").iterdir() if p.is_dir()]
         tree = subprocess.run(["git", "--git-dir", str(shadow), "ls-tree", "--name-only", commit],
                               capture_output=True, text=True, check=True).stdout.split()
         assert tree == ["f1.txt"]  # the workspace as it was before f2 was written

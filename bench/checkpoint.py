@@ -12,9 +12,9 @@ changed and ``write_file`` is run through the real executor, taking turns:
 Goal: with checkpointing on, the median call takes <= 50 ms more than
 with it off. The git processes' CPU time per checkpoint (user + system,
 from ``getrusage``) is reported too: on a machine shared with other work
-the wall time measures the queue for a CPU as much as the checkpoint. (Off costs nothing by construction: no module is imported and
-no process started; tests/client/test_checkpoints.py checks that no git
-runs.)
+the wall time measures the queue for a CPU as much as the checkpoint.
+(Off costs nothing by construction: no module is imported and no process
+started; tests/client/test_checkpoints.py checks that no git runs.)
 
     python bench/checkpoint.py [--runs N] [--files N] [--json]
 """

@@ -369,7 +369,8 @@ class Checkpoints:
                 fd = os.open(self.history_dir / f"{project_hash(self.roots[0])}.lock",
                              os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             except OSError as exc:
-                raise CheckpointError(f"the checkpoints in {self.history_dir} cannot be locked: {exc.strerror}") from None
+                raise CheckpointError(f"the checkpoints in {self.history_dir} cannot be locked: "
+                                      f"{exc.strerror}") from None
             try:
                 with trio.move_on_after(LOCK_TIMEOUT) as waited:
                     while True:

@@ -113,8 +113,8 @@ def source_for(tools: Any, client: Any = None) -> LocalSource | ServerSource:
 def plan_lines(plan: Plan) -> list[str]:
     """What a restore will change, one line per file, for a question."""
     words = {"restore": "put back", "recreate": "recreated (deleted since)", "delete": "deleted (created since)"}
-    return [f"  {c.path}: {words.get(c.action, c.action)}{'  ← changed by hand since the checkpoint' if c.by_hand else ''}"
-            for c in plan.changes]
+    hand = "  ← changed by hand since the checkpoint"
+    return [f"  {c.path}: {words.get(c.action, c.action)}{hand if c.by_hand else ''}" for c in plan.changes]
 
 
 def hand_edited_sentence(plan: Plan) -> str:

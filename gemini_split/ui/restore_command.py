@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from gemini_split.client.checkpoints import CheckpointError
-from gemini_split.client.restoring import Entry, hand_edited_sentence, plan_lines, proposing_again, request_seq, source_for
+from gemini_split.client.restoring import (
+    Entry,
+    hand_edited_sentence,
+    plan_lines,
+    proposing_again,
+    request_seq,
+    source_for,
+)
 
 from .safe_text import visible
 

@@ -19,6 +19,8 @@ from gemini_split.commands.completions import FILE_NAMES, SHELLS, generate
 ROOT = Path(__file__).resolve().parents[2]
 COMPLETIONS = ROOT / "completions"
 BIN = Path(sys.executable).parent
+SUBCOMMANDS = ["serve", "attach", "server", "completions", "protocol", "daemon", "extensions", "mcp", "hooks",
+               "skills", "restore"]
 
 
 @pytest.mark.parametrize("shell", SHELLS)
@@ -79,7 +81,7 @@ def _bash_complete(words: list[str], env: dict[str, str]) -> list[str]:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_bash_completes_subcommands_options_choices_and_profiles(completion_env, tmp_path):
     env = completion_env
-    assert _bash_complete(["gemini-split", ""], env) == ["serve", "attach", "server", "completions", "protocol", "daemon", "extensions", "mcp", "hooks", "skills", "restore"]
+    assert _bash_complete(["gemini-split", ""], env) == SUBCOMMANDS
     assert _bash_complete(["gemini-split", "se"], env) == ["serve", "server"]
     assert _bash_complete(["gemini-split", "server", ""], env) == ["list", "add", "remove", "status", "connect", "test"]
     assert _bash_complete(["gemini-split", "--server", ""], env) == ["prod", "devbox"]
@@ -92,7 +94,7 @@ def test_bash_completes_subcommands_options_choices_and_profiles(completion_env,
     assert "--token-env" in _bash_complete(["gemini-split", "server", "add", "--t"], env)
     assert "--stdio" in _bash_complete(["gemini-split", "serve", "--"], env)
     # An option's value is not a subcommand: `-m server` then a subcommand.
-    assert _bash_complete(["gemini-split", "-m", "server", ""], env) == ["serve", "attach", "server", "completions", "protocol", "daemon", "extensions", "mcp", "hooks", "skills", "restore"]
+    assert _bash_complete(["gemini-split", "-m", "server", ""], env) == SUBCOMMANDS
     # `--server=NAME` (bash splits at '=').
     assert _bash_complete(["gemini-split", "--server", "=", "pr"], env) == ["prod"]
 
@@ -107,7 +109,7 @@ def test_fish_completes_subcommands_and_profiles(completion_env):
     out = subprocess.run(["fish", "--no-config", "-c", script], env=completion_env, capture_output=True,
                          text=True, timeout=30, check=True).stdout
     top, profiles, server = [[line.split("\t")[0] for line in part.strip().splitlines()] for part in out.split("---")]
-    assert sorted(top) == ["attach", "completions", "daemon", "extensions", "hooks", "mcp", "protocol", "restore", "serve", "server", "skills"]
+    assert sorted(top) == sorted(SUBCOMMANDS)
     assert sorted(profiles) == ["devbox", "prod"]
     assert sorted(server) == ["add", "connect", "list", "remove", "status", "test"]
 

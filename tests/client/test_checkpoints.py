@@ -117,7 +117,8 @@ def test_a_corrupted_shadow_repository_refuses_the_edit_with_a_clear_error_and_t
         response = fake.requests[1]["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]
         second = _run(["-p", "and now?", "--resume", "latest"], workspace=workspace, home=home, fake=fake)
     assert response["error"]["code"] == "checkpoint_failed"
-    assert str(shadow) in response["error"]["message"] and "general.checkpointing.enabled" in response["error"]["message"]
+    message = response["error"]["message"]
+    assert str(shadow) in message and "general.checkpointing.enabled" in message
     assert not (workspace / "f1.txt").exists()  # refused: an edit that could not be undone did not run
     assert "checkpoint" in first.stderr  # the user sees why
     assert second.returncode == 0 and "still here" in second.stdout
@@ -130,7 +131,8 @@ def _tree_digest(root: Path) -> dict[str, str]:
             path = Path(dirpath) / name
             info = os.lstat(path)
             data = path.read_bytes() if path.is_file() and not path.is_symlink() else b""
-            out[str(path.relative_to(root))] = f"{info.st_mode:o} {info.st_mtime_ns} " + hashlib.sha256(data).hexdigest()
+            digest = hashlib.sha256(data).hexdigest()
+            out[str(path.relative_to(root))] = f"{info.st_mode:o} {info.st_mtime_ns} {digest}"
     return out
 
 
@@ -299,7 +301,8 @@ def test_an_include_directory_is_snapshotted_and_restored_too(tmp_path):
     lib.mkdir()
     (lib / "util.py").write_text("original\n")
     script = [{"function_calls": [{"name": "replace", "args": {
-        "file_path": str(lib / "util.py"), "instruction": "change it", "old_string": "original", "new_string": "edited"}}]},
+        "file_path": str(lib / "util.py"), "instruction": "change it", "old_string": "original",
+        "new_string": "edited"}}]},
         {"text": "done"}]
     with FakeGemini(script=script, api_key=API_KEY) as fake:
         result = _run(["-p", "edit util", "--yolo", "--include-directories", str(lib)], workspace=workspace,
@@ -335,3 +338,48 @@ def test_a_tampered_record_is_refused_before_git_sees_it(tmp_path):
     path.write_text("{not json")
     result = _run(["restore", checkpoint, "--yes"], workspace=workspace, home=home)
     assert result.returncode == 1 and "is damaged" in result.stderr
+
+
+def _contents_text(request: dict) -> str:
+    return json.dumps(request["body"]["contents"])
+
+
+def test_restore_proposes_the_call_again_in_the_rewound_conversation(tmp_path):
+    workspace, home = _workspace(tmp_path), _home(tmp_path)
+    script = _write("f1.txt", "one\n") + _write("f2.txt", "two\n") + _write("f3.txt", "three\n") + [
+        {"text": "f2 is written again"}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        ids = _three_turns(tmp_path, fake, workspace, home)
+        refused = _run(["restore", ids[1], "--yes"], workspace=workspace, home=home, fake=fake)
+        last = fake.requests[-1]
+    # One-shot rules: nobody to ask, so the call proposed again is refused
+    # (--approval-mode yolo would run it); the files are back either way.
+    assert refused.returncode == 0, refused.stderr
+    assert sorted(p.name for p in workspace.iterdir()) == ["f1.txt"]
+    assert "f2 is written again" in refused.stdout
+    sent = _contents_text(last)
+    assert "write f2" in sent and "write f3" not in sent and "three" not in sent  # turn 3 is gone
+    calls = [p["functionCall"] for c in last["body"]["contents"] for p in c["parts"] if "functionCall" in p]
+    assert calls[-1]["name"] == "write_file" and calls[-1]["args"] == {"file_path": "f2.txt", "content": "two\n"}
+    response = last["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]
+    assert response["error"]["code"] == "refused"
+
+
+def test_restore_with_yolo_runs_the_call_proposed_again(tmp_path):
+    workspace, home = _workspace(tmp_path), _home(tmp_path)
+    script = _write("f1.txt", "one\n") + _write("f2.txt", "two\n") + _write("f3.txt", "three\n") + [
+        {"text": "f2 is written again"}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        ids = _three_turns(tmp_path, fake, workspace, home)
+        (workspace / "f1.txt").write_text("by hand\n")
+        done = _run(["--approval-mode", "yolo", "restore", ids[1], "--yes"], workspace=workspace, home=home,
+                    fake=fake)
+        last = fake.requests[-1]
+    assert done.returncode == 0, done.stderr
+    assert "f1.txt was changed since the checkpoint" in done.stderr
+    assert sorted(p.name for p in workspace.iterdir()) == ["f1.txt", "f2.txt"]
+    assert (workspace / "f1.txt").read_text() == "one\n" and (workspace / "f2.txt").read_text() == "two\n"
+    assert "write f3" not in _contents_text(last)
+    assert "Created f2.txt" in json.dumps(last["body"]["contents"][-1])
+    # The call that ran again was checkpointed too: a fourth checkpoint.
+    assert len(_run(["restore"], workspace=workspace, home=home).stdout.splitlines()) == 4

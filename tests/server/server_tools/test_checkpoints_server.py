@@ -65,10 +65,12 @@ def test_gemini_split_restore_lists_and_restores_a_server_sessions_checkpoint_af
     (server_home / "settings.json").write_text(json.dumps({"general": {"checkpointing": {"enabled": True}}}))
     client_dir = tmp_path / "client"
     client_dir.mkdir()
-    script = _write("f1.txt", "one\n") + _write("f2.txt", "two\n") + _write("f3.txt", "three\n")
+    script = _write("f1.txt", "one\n") + _write("f2.txt", "two\n") + _write("f3.txt", "three\n") + [
+        {"text": "f2 is written again"}]
     options = ("--server-tools", "--workspace-root", str(root), "--sandbox", "none", "--max-approval-mode", "yolo")
+    server_env = {"GEMINI_SPLIT_HOME": str(server_home)}
     with FakeGemini(script=script, api_key=API_KEY) as fake, unix_listener() as listen:
-        with daemon(tmp_path, fake, *options, *listen, env_extra={"GEMINI_SPLIT_HOME": str(server_home)}) as (_, address):
+        with daemon(tmp_path, fake, *options, *listen, env_extra=server_env) as (_, address):
             first = client(["--server", address, "--tools", "server", "--yolo", "-p", "write f1", "-o", "json"],
                            cwd=client_dir)
             assert first.returncode == 0, first.stderr
@@ -78,7 +80,7 @@ def test_gemini_split_restore_lists_and_restores_a_server_sessions_checkpoint_af
                                "-p", f"write f{n}"], cwd=client_dir)
                 assert more.returncode == 0, more.stderr
         (root / session / "f1.txt").write_text("changed by hand\n")
-        with daemon(tmp_path, fake, *options, *listen, env_extra={"GEMINI_SPLIT_HOME": str(server_home)}) as (_, address):
+        with daemon(tmp_path, fake, *options, *listen, env_extra=server_env) as (_, address):
             on_server = ["--server", address, "--tools", "server", "--resume", session]
             listed = client([*on_server, "restore"], cwd=client_dir)
             assert listed.returncode == 0, listed.stderr
@@ -90,8 +92,16 @@ def test_gemini_split_restore_lists_and_restores_a_server_sessions_checkpoint_af
             done = client([*on_server, "restore", ids[1], "--yes", "--files-only"], cwd=client_dir)
             assert done.returncode == 0, done.stderr
             unknown = client([*on_server, "restore", "nope", "--yes"], cwd=client_dir)
-    assert sorted(p.name for p in (root / session).iterdir()) == ["f1.txt"]
+            restored_files = sorted(p.name for p in (root / session).iterdir())
+            again = client([*on_server, "restore", ids[1], "--yes"], cwd=client_dir)
+            last = fake.requests[-1]["body"]["contents"]
+    assert restored_files == ["f1.txt"]
     assert (root / session / "f1.txt").read_text() == "one\n"
+    # Then the conversation: back at the call, which the server (yolo) ran again.
+    assert again.returncode == 0, again.stderr
+    assert "f2 is written again" in again.stdout
+    assert "write f2" in json.dumps(last) and "write f3" not in json.dumps(last)
+    assert (root / session / "f2.txt").read_text() == "two\n" and not (root / session / "f3.txt").exists()
     assert "f2.txt: deleted (created since)" in done.stderr and "f3.txt" in done.stderr
     assert unknown.returncode == 42 and "no checkpoint" in unknown.stderr
     assert not list(client_dir.iterdir())  # nothing happened where the client is

@@ -43,5 +43,35 @@ def test_restore_lists_checkpoints_and_puts_files_back_after_asking_naming_hand_
     repl.send("1")
     repl.expect(r"Restored 3 files\.")
     repl.expect(PROMPT)
-    assert sorted(p.name for p in workdir.iterdir()) == ["f1.txt", "notes.txt"]
+    assert not (workdir / "f3.txt").exists()
     assert (workdir / "f1.txt").read_text() == "one\n"
+
+
+@pytest.mark.timeout(90)
+def test_restore_proposes_the_same_call_again_through_the_approval_question(start_repl, tmp_path, workdir):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"general": {"checkpointing": {"enabled": True}}}))
+    repl = start_repl(_write("f1.txt", "one\n") + _write("f2.txt", "two\n") + _write("f3.txt", "three\n")
+                      + [{"text": "Wrote f2 again."}])
+    for n in (1, 2, 3):
+        ask(repl, f"write f{n}")
+        repl.expect(rf"Allow write_file: f{n}\.txt\?")
+        repl.send("1")
+        repl.expect(rf"Wrote f{n}\.txt\.")
+        repl.expect(PROMPT)
+    ask(repl, "/restore")
+    second = repl.expect(r"(\S+-f2\.txt-write_file)  write_file f2\.txt").group(1)
+    repl.expect(PROMPT)
+    ask(repl, f"/restore {second}")
+    repl.expect(r"2\. Do nothing")
+    repl.send("1")
+    repl.expect(r"Restored 2 files\.")
+    # The same call, proposed again: asked as any call is, and run on yes.
+    repl.expect(r"Create f2\.txt")
+    repl.expect(r"Allow write_file: f2\.txt\?")
+    assert sorted(p.name for p in workdir.iterdir()) == ["f1.txt", "notes.txt"]
+    repl.send("1")
+    repl.expect(r"Wrote f2 again\.")
+    repl.expect(PROMPT)
+    assert sorted(p.name for p in workdir.iterdir()) == ["f1.txt", "f2.txt", "notes.txt"]

@@ -66,8 +66,11 @@ from gemini_split.errors import GeminiSplitError
 MAX_FILE_BYTES = 10 * 1024 * 1024
 #: The built-in tools that change files.
 EDIT_TOOLS = frozenset({"write_file", "replace"})
-#: Seconds one git command may take before the snapshot is given up.
-GIT_TIMEOUT = 60.0
+#: Seconds one git command may take before the snapshot is given up: the
+#: first snapshot of a project copies all of it (5,000 files: 3-7 s on a
+#: loaded machine; ten times as many, a minute or more). Ctrl-C cancels
+#: the call sooner.
+GIT_TIMEOUT = 300.0
 #: Seconds a snapshot waits for another process's (two REPLs in one project).
 LOCK_TIMEOUT = 30.0
 _CONFIG = """\

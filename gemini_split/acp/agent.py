@@ -48,6 +48,9 @@ from gemini_split.protocol import Rewound, ServerEvent
 from gemini_split.protocol.turn import (
     HistoryCompressed,
     Notice,
+    AgentBegan,
+    AgentEnded,
+    AgentOutput,
     TextAdded,
     ThoughtAdded,
     ToolCallEnded,
@@ -80,6 +83,8 @@ REWIND_NOT_SUPPORTED = ("/rewind is not supported over ACP (gemini-cli's ACP mod
 #: The thought every editor on a session gets when another client rewound it.
 REWOUND_NOTE = ("{by} rewound this session to before one of its prompts ({points} left): what is shown above is "
                 "no longer all part of the conversation; load the session again to see it as it is.\n")
+#: A sub-agent's call shows its last this many progress lines.
+AGENT_LINES = 40
 _encoder = msgspec.json.Encoder()
 
 PROTOCOL_VERSION = 1
@@ -188,6 +193,8 @@ class AcpSession:
         self.prompter: RpcPeer | None = None
         self.ring = Ring(agent.ring_capacity, agent.budget_of(owner))
         self._diffs: dict[str, tuple[str, str | None, str]] = {}
+        #: (1.4) Each running sub-agent's progress lines (its call's content).
+        self._agent_lines: dict[int, list[str]] = {}
         self._lent: list[Any] = []
         #: The running prompt, folded: _on_event renders its changes.
         self.turn = Turn()
@@ -304,7 +311,9 @@ class AcpSession:
                 by=event.by or "another client", points=event.points)))
             return
         for change in self.turn.apply(event):
-            if isinstance(change, TextAdded):
+            if getattr(change, "agent_id", 0) or isinstance(change, AgentBegan | AgentEnded | AgentOutput):
+                await self._on_agent(change)
+            elif isinstance(change, TextAdded):
                 await self.update(u.text_chunk("agent_message_chunk", change.text))
             elif isinstance(change, ThoughtAdded):
                 await self.update(u.text_chunk("agent_thought_chunk", change.text))
@@ -324,6 +333,40 @@ class AcpSession:
                 await self.update(u.text_chunk("agent_thought_chunk", change.describe()))
             elif isinstance(change, Notice):
                 log.warning("session %s: %s (%s)", self.id, change.message, change.code)
+
+    async def _on_agent(self, change: Any) -> None:
+        """(1.4) A sub-agent is the tool call that started it (its
+        ``parent_call_id``): its progress — the tools it runs, its text, its
+        end — comes as that call's own ``tool_call_update`` content (the
+        last :data:`AGENT_LINES` lines), never as the main agent's message."""
+        agent = self.turn.agents.get(change.agent_id)
+        if agent is None:
+            return
+        lines = self._agent_lines.setdefault(change.agent_id, [])
+        update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": agent.parent_call_id}
+        if isinstance(change, AgentBegan):
+            update.update(status="in_progress", title=f"{agent.name}: {u.one_line(agent.task, 120)}",
+                          _meta={"agentId": agent.agent_id, "agentName": agent.name, "model": agent.model})
+            lines.append(f"sub-agent {agent.name} on {agent.model}")
+        elif isinstance(change, AgentOutput):
+            if change.thought:
+                return
+            if lines and lines[-1].startswith("› "):
+                lines[-1] += change.text
+            else:
+                lines.append("› " + change.text)
+        elif isinstance(change, ToolCallStarted):
+            lines.append(f"↳ {change.name}: {u.tool_title(change.name, change.args)}")
+        elif isinstance(change, ToolCallEnded):
+            lines.append(f"  {'✓' if change.error is None else '✗'} {change.name}"
+                         + (f": {change.error.message}" if change.error is not None else ""))
+        elif isinstance(change, AgentEnded):
+            lines.append(f"{agent.outcome}: {agent.summary}")
+            self._agent_lines.pop(change.agent_id, None)
+        else:
+            return
+        update["content"] = [u.text_content("\n".join(lines[-AGENT_LINES:]))]
+        await self.update(update)
 
     def _finished_call(self, call_id: str, tool: str, status: str, result: Any) -> dict[str, Any]:
         update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status}

@@ -60,6 +60,11 @@ def _one_line(text: Any, limit: int = 200) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+def one_line(text: Any, limit: int = 200) -> str:
+    """Text for a title: one line, control characters shown as spaces, bounded."""
+    return _one_line(text, limit)
+
+
 def shell_title(args: dict[str, Any]) -> str:
     """gemini-cli's shell title: ``command [dir] (description)``."""
     title = _one_line(args.get("command", ""), 500)

@@ -41,6 +41,7 @@ from gemini_split.protocol import (
     SessionInfo,
     Sessions,
     COMPRESSION_SINCE,
+    SUBAGENTS_SINCE,
     RESTORE_SINCE,
     Compress,
     REWIND_SINCE,
@@ -461,6 +462,9 @@ class ProtocolClient:
                         context: SessionContext | None = None) -> TurnOutcome:
         if self.before_turn is not None:
             await self.before_turn()
+        if context is not None and context.agents and self.conn.version < SUBAGENTS_SINCE:
+            # (1.4) A server that runs no sub-agents is not sent them.
+            context = msgspec.structs.replace(context, agents=())
         return await self._run_request(stamp(GenerateContentRequest(prompt=prompt, model=model,
                                                                     attachments=attachments, context=context)))
 

@@ -333,6 +333,9 @@ class TextRenderer(OneShotRenderer):
                 self.status.set(f"{name} → {change.name}({_short_args(change.args)})")
             else:
                 self._note(f"  ↳ {name}: {change.name}({_short_args(change.args)})")
+        elif isinstance(change, ToolCallEnded) and change.agent_id:
+            if change.error is not None:
+                self._note(f"    ✗ {_agent_name(self.turn, change.agent_id)}: {change.name}: {change.error.message}")
         elif isinstance(change, AgentEnded):
             if self.status is not None:
                 self.status.clear()

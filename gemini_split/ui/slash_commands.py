@@ -725,6 +725,19 @@ def _skills_actions(repl: Repl) -> Iterable[str]:
     return ["list", "enable", "disable", "reload"]
 
 
+async def _agents(repl: Repl, args: list[str]) -> None:
+    from .agents_command import AgentsUsage, agents_command
+
+    try:
+        await agents_command(repl, args)
+    except AgentsUsage as exc:
+        raise CommandUsage(str(exc)) from None
+
+
+def _agents_actions(repl: Repl) -> Iterable[str]:
+    return ["list", "enable", "disable", "reload"]
+
+
 async def _extensions(repl: Repl, args: list[str]) -> None:
     """``/extensions [list]``: the installed extensions, as ``gemini-split
     extensions list`` shows them (managing them is done outside the REPL,
@@ -839,6 +852,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/commands", "/commands [list|reload]",
             "your custom commands (.gemini/commands/*.toml): list them, or reread the files", _commands,
             _commands_actions),
+    Command("/agents", "/agents [list|enable NAME|disable NAME|reload]",
+            "sub-agents (built-ins, .gemini/agents/*.md): list them, enable or disable one, reread them",
+            _agents, _agents_actions),
     Command("/skills", "/skills [list|enable NAME|disable NAME|reload]",
             "Agent Skills (SKILL.md): list them, enable or disable one, reread them", _skills, _skills_actions),
     Command("/extensions", "/extensions [list]", "installed gemini-cli extensions and what they bring",

@@ -83,3 +83,23 @@ async def test_a_producer_that_never_waits_still_lets_other_tasks_run():
         assert ticks - start >= 1000 // 64 - 1
         nursery.cancel_scope.cancel()
     assert len((await box.take())[0].content) == 1000
+
+
+async def test_interleaved_deltas_of_several_agents_merge_per_agent_and_keep_each_agents_order():
+    """Sub-agents streaming at once (issue 32): their deltas alternate; each
+    agent's merge into its own message, an agent's text never passes its
+    thought, and nothing passes an event that is not a delta."""
+    box = Outbox()
+    for piece in ("1", "2", "3"):
+        await box.put(TextDelta(request_id="r", content=f"a{piece}", agent_id=1))
+        await box.put(TextDelta(request_id="r", content=f"b{piece}", agent_id=2))
+    await box.put(ThinkingDelta(request_id="r", content="t", agent_id=1))
+    await box.put(TextDelta(request_id="r", content="a4", agent_id=1))
+    await box.put(TextDelta(request_id="r", content="b4", agent_id=2))
+    box.put_nowait(ToolStarted(request_id="r", call_id="1", tool="x", agent_id=2))
+    await box.put(TextDelta(request_id="r", content="b5", agent_id=2))
+    batch = await box.take()
+    assert [(type(e).__name__, e.agent_id, getattr(e, "content", None)) for e in batch] == [
+        ("TextDelta", 1, "a1a2a3"), ("TextDelta", 2, "b1b2b3b4"), ("ThinkingDelta", 1, "t"), ("TextDelta", 1, "a4"),
+        ("ToolStarted", 2, None), ("TextDelta", 2, "b5"),
+    ]

@@ -291,3 +291,21 @@ async def test_a_second_client_sees_the_sub_agents_and_a_1_3_client_only_what_it
     # what a client must answer; none of the sub-agent's own.
     assert {("ToolStarted", 0), ("ToolCompleted", 0), ("TextDelta", 0), ("ToolExecutionRequest", 1)} <= old_kinds
     assert not {k for k in old_kinds if k[0] in ("AgentStarted", "AgentFinished") or k == ("TextDelta", 1)}
+
+
+async def test_a_sub_agents_failed_model_call_ends_it_with_error_and_the_main_agent_goes_on(tmp_path):
+    model = ScriptedModel([
+        main_turn(**calls(("broken", {"query": "x"}))),
+        sub_turn("BROKEN", error={"status": 400, "message": "bad request for the sub-agent"}),
+        main_turn(text="went on"),
+    ])
+    events = []
+    async with serving(model, None) as (service, address):
+        async with client_for(address, tmp_path, ScriptedAsker(), events) as client:
+            outcome = await client.run_turn("go", context=SessionContext(
+                agents=(agent("broken", "You are BROKEN."),)))
+    assert outcome.finished is not None
+    (finished,) = [e for e in events if isinstance(e, AgentFinished)]
+    assert finished.outcome == "error" and "bad request for the sub-agent" in finished.summary
+    answer = model.requests[-1].contents[-1]["parts"][0]["function_response"]["response"]["error"]
+    assert answer["code"] == "error" and "did not complete" in answer["message"]

@@ -326,7 +326,7 @@ class Delegation:
                        pace=self.run.pace, api=self.run.api, agent_id=agent.agent_id,
                        temperature=definition.temperature,
                        system_instruction=self._instruction(definition, args, agent.tools))
-        ending = _Ending("cancelled", error="the request was cancelled")
+        ending = _Ending("error", error="it failed (the server's log says why)")
         timeout = min((definition.timeout_mins or DEFAULT_TIMEOUT_MINS) * 60, self.config.subagent_timeout_max)
         try:
             with trio.move_on_after(timeout) as deadline:
@@ -336,6 +336,9 @@ class Delegation:
                                  error=f"it ran out of time ({_minutes(timeout)})")
         except ModelError as exc:
             ending = _Ending("error", error=str(exc))
+        except trio.Cancelled:
+            ending = _Ending("cancelled", error="the request was cancelled")
+            raise
         finally:
             del self.running[agent.agent_id]
             agent.usage = sub.usage

@@ -1,10 +1,14 @@
 """A session's unsent events, coalesced under back-pressure.
 
 The agent loop ``put``s events; the connection's writer ``take``s whatever
-has gathered. While the writer waits on a slow peer, adjacent deltas of one
-stream merge (up to :data:`MERGE_LIMIT` characters each, joined once when
-taken, so merging stays linear however much arrives), so a fast model never
-makes the server buffer one frame per token. ``put`` waits once ``limit``
+has gathered. While the writer waits on a slow peer, deltas of one stream
+merge (up to :data:`MERGE_LIMIT` characters each, joined once when taken, so
+merging stays linear however much arrives), so a fast model never makes the
+server buffer one frame per token. Deltas of several streams interleaved
+(sub-agents streaming at once, issue 32) merge per stream within the run of
+deltas at the end of the outbox when nothing else of the same agent came
+after (its text never moves past its thought, a call's stdout past its
+stderr), and no delta moves past an event that is not a delta. ``put`` waits once ``limit``
 distinct events or ``max_bytes`` characters of delta content are pending: a
 stalled peer slows only its own session, and a session holds a bounded
 amount of unsent text.
@@ -17,7 +21,7 @@ import trio
 from gemini_split.protocol import ServerEvent, TextDelta, ThinkingDelta, ToolDelta
 from msgspec.structs import replace
 
-from gemini_split.protocol.event_log import MERGE_LIMIT, same_stream
+from gemini_split.protocol.event_log import MERGE_LIMIT
 
 _DELTAS = (TextDelta, ThinkingDelta, ToolDelta)
 
@@ -32,10 +36,13 @@ class Outbox:
         self.max_bytes = max_bytes
         self.merge_limit = merge_limit
         self._pending: list[ServerEvent] = []
-        #: Contents of the delta run that ends ``_pending[-1]`` (empty when
-        #: the last event is not a delta); joined into it when taken.
-        self._run: list[str] = []
-        self._run_size = 0
+        #: The deltas at the end of ``_pending`` (after its last event that
+        #: is not one), by stream: the index of the stream's delta there and
+        #: the contents merged into it, joined into it when taken.
+        self._runs: dict[tuple, tuple[int, list[str]]] = {}
+        self._run_sizes: dict[tuple, int] = {}
+        #: The stream of each agent's last delta there, by (request, agent).
+        self._last: dict[tuple, tuple] = {}
         self._bytes = 0
         self._puts = 0
         self._readable = trio.Event()
@@ -60,17 +67,21 @@ class Outbox:
         if isinstance(event, _DELTAS):
             size = len(event.content)
             self._bytes += size
-            if self._run and same_stream(self._pending[-1], event) and self._run_size + size <= self.merge_limit:
-                self._run.append(event.content)
-                self._run_size += size
+            key = stream_key(event)
+            owner = (event.request_id, event.agent_id)  # type: ignore[attr-defined]
+            run = self._runs.get(key)
+            if run is not None and self._last.get(owner) == key and self._run_sizes[key] + size <= self.merge_limit:
+                run[1].append(event.content)
+                self._run_sizes[key] += size
                 self._note_full()
                 return
-            self._close_run()
-            self._run = [event.content]
-            self._run_size = size
+            if run is not None:
+                self._close(run)
+            self._runs[key] = (len(self._pending), [event.content])
+            self._run_sizes[key] = size
+            self._last[owner] = key
         else:
-            self._close_run()
-            self._run = []
+            self._close_runs()
         self._pending.append(event)
         self._note_full()
         self._readable.set()
@@ -80,8 +91,8 @@ class Outbox:
         while not self._pending:
             self._readable = trio.Event()
             await self._readable.wait()
-        self._close_run()
-        batch, self._pending, self._run, self._bytes = self._pending, [], [], 0
+        self._close_runs()
+        batch, self._pending, self._bytes = self._pending, [], 0
         self._writable.set()
         return batch
 
@@ -92,6 +103,23 @@ class Outbox:
         if self._full() and self._writable.is_set():
             self._writable = trio.Event()
 
-    def _close_run(self) -> None:
-        if len(self._run) > 1:
-            self._pending[-1] = replace(self._pending[-1], content="".join(self._run))
+    def _close(self, run: tuple[int, list[str]]) -> None:
+        index, contents = run
+        if len(contents) > 1:
+            self._pending[index] = replace(self._pending[index], content="".join(contents))
+
+    def _close_runs(self) -> None:
+        if self._runs:
+            for run in self._runs.values():
+                self._close(run)
+            self._runs.clear()
+            self._run_sizes.clear()
+            self._last.clear()
+
+
+def stream_key(event: ServerEvent) -> tuple:
+    """What a delta's stream is (:func:`same_stream` as a key): its type and
+    request, and its agent (text, thought) or call and stream (tool output)."""
+    if isinstance(event, ToolDelta):
+        return (ToolDelta, event.request_id, event.call_id, event.stream)
+    return (type(event), event.request_id, event.agent_id)  # type: ignore[attr-defined]

@@ -1,0 +1,108 @@
+"""The REPL's ``/agents list|enable|disable|reload`` (gemini-cli's), issue 32.
+
+``enable`` / ``disable`` set ``agents.overrides.<name>.enabled`` in the
+user's settings.json (``--scope workspace``: the project's), gemini-cli's
+shape, and take effect at the next prompt: the definitions are read again
+and the session's context (which carries the enabled ones to the server)
+is rebuilt. The settings file is edited by ``client/agents.set_enabled``,
+as ``/skills enable`` edits its own key (the shared settings editor was not
+on main when this landed).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+
+from .safe_text import visible
+
+if TYPE_CHECKING:
+    from .repl import Repl
+
+USAGE = "/agents list [nodesc] | enable NAME | disable NAME [--scope user|workspace] | reload"
+
+
+class AgentsUsage(Exception):
+    """A /agents line that does not parse; the text is the usage."""
+
+
+async def agents_command(repl: Repl, args: list[str]) -> None:
+    """Run ``/agents ARGS``. Raises :class:`AgentsUsage` for bad arguments."""
+    action, rest = (args[0], args[1:]) if args else ("list", [])
+    if action == "list" and set(rest) <= {"nodesc", "--nodesc"}:
+        _list(repl, describe=not rest)
+        return
+    if action in ("reload", "refresh") and not rest:
+        _reload(repl)
+        found = repl.settings.context.agents
+        count = len(found.enabled()) if found is not None else 0
+        repl.console.print(Text(f"Agents reloaded: {count} enabled; the next prompt offers them.", style="green"))
+        return
+    if action in ("enable", "disable") and rest:
+        scope = "user"
+        if len(rest) == 3 and rest[1] == "--scope" and rest[2] in ("user", "workspace"):
+            scope = rest[2]
+        elif len(rest) != 1:
+            raise AgentsUsage(USAGE)
+        _set(repl, rest[0], enabled=action == "enable", scope=scope)
+        return
+    raise AgentsUsage(USAGE)
+
+
+def _list(repl: Repl, *, describe: bool) -> None:
+    found = repl.settings.context.agents
+    if found is None or not found.agents:
+        repl.console.print(Text("No sub-agents (Markdown files in ~/.gemini/agents or .gemini/agents).", style="dim"))
+        return
+    for a in found.agents:
+        d = a.definition
+        line = Text.assemble((visible(a.name, newlines=False), "bold"),
+                             (" [enabled]" if a.enabled else " [disabled]", "green" if a.enabled else "dim"),
+                             (f" ({a.scope})", "dim"))
+        limits = [f"model {d.model}" if d.model else "", f"{d.max_turns} turns" if d.max_turns else "",
+                  f"tools {', '.join(d.tools)}" if d.tools is not None else "all tools"]
+        line.append(f"  {visible(' · '.join(x for x in limits if x), newlines=False)}", style="dim")
+        if describe:
+            line.append(f"\n    {visible(d.description, newlines=False)[:300]}")
+        if a.scope != "builtin":
+            line.append(f"\n    {visible(d.source, newlines=False)}", style="dim")
+        repl.console.print(line)
+        for note in a.notes:
+            repl.console.print(Text(f"    ! {visible(note, newlines=False)}", style="yellow"))
+    for warning in found.warnings:
+        repl.console.print(Text(f"! {visible(warning, newlines=False)}", style="yellow"))
+
+
+def _set(repl: Repl, name: str, *, enabled: bool, scope: str) -> None:
+    from gemini_split.client.agents import AgentError, set_enabled
+    from gemini_split.client.skills import settings_path
+
+    found = repl.settings.context.agents
+    if found is None or found.get(name) is None:
+        known = ", ".join(a.name for a in found.agents) if found is not None and found.agents else "none"
+        raise AgentsUsage(f"no sub-agent named {name!r} (agents: {known})")
+    path = settings_path(scope, repl.env.config_dir, repl.env.cwd)
+    try:
+        changed = set_enabled(path, name, enabled)
+    except (AgentError, OSError) as exc:
+        raise AgentsUsage(f"not changed: {exc}") from None
+    _reload(repl)
+    word = "enabled" if enabled else "disabled"
+    if not changed:
+        repl.console.print(Text(f'Sub-agent "{name}" is already {word} in {path}.', style="dim"))
+    else:
+        repl.console.print(Text(f'Sub-agent "{name}" {word} in {scope} settings ({path}); '
+                                "the next prompt offers the change.", style="green"))
+    now = repl.settings.context.agents.get(name) if repl.settings.context.agents is not None else None
+    if now is not None and now.enabled != enabled:
+        repl.console.print(Text(f'Note: another settings file still has "{name}" '
+                                f'{"enabled" if now.enabled else "disabled"}.', style="yellow"))
+
+
+def _reload(repl: Repl) -> None:
+    """Read the settings and the definitions again, and rebuild what the
+    next prompt carries (as /skills reload does)."""
+    from .skills_command import _reload as reload_context
+
+    reload_context(repl)

@@ -1,0 +1,78 @@
+"""Issue 32 in the REPL, under a pty: a running sub-agent is one collapsed
+block under its call with the tool it runs now, a one-line summary when it
+is done, Ctrl-T expands it; ``/stats`` splits tokens and tool calls per
+agent; ``/agents list|disable|enable|reload`` persist gemini-cli's
+``agents.overrides``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.timeout(90)
+
+MAIN = "You are gemini-split"
+
+
+@pytest.fixture
+def agents_home(tmp_path):
+    root = tmp_path / "home" / "agents"
+    root.mkdir(parents=True)
+    (root / "scout.md").write_text("---\nname: scout\ndescription: Scouts the code.\ntools: [read_file]\n---\n"
+                                   "You are SCOUT.\n")
+    return tmp_path / "home"
+
+
+def test_a_sub_agent_shows_as_a_block_then_one_line_and_ctrl_t_expands_it(start_repl, agents_home):  # noqa: F811
+    repl = start_repl([
+        {"system_contains": MAIN, "function_calls": [{"name": "scout", "args": {"query": "read the notes"}}]},
+        {"system_contains": "SCOUT", "text": "SCOUT-SAYS reading", "delay": 1.5,
+         "function_calls": [{"name": "read_file", "args": {"file_path": "notes.txt"}}]},
+        {"system_contains": "SCOUT", "function_calls": [{"name": "complete_task",
+                                                         "args": {"result": "The notes say: the notes."}}]},
+        {"system_contains": MAIN, "text": "Scout read them."},
+    ], "--yolo")
+    ask(repl, "what do the notes say?")
+    repl.expect(r"└ scout thinking…")  # collapsed while it runs
+    repl.expect(r"✓ scout completed · 2 turns · 1 tool calls · [\d,]+ tokens: The notes say: the notes\.")
+    repl.expect(r"Scout read them\.")
+    repl.expect(PROMPT)
+    assert "SCOUT-SAYS" not in repl.text  # its text stays in its block until expanded
+    repl.send("\x14")  # Ctrl-T
+    repl.expect(r"sub-agent 1: scout")
+    repl.expect(r"SCOUT-SAYS reading")
+    repl.expect(r"read_file\(file_path='notes.txt'\)\s+done")
+    ask(repl, "/stats")
+    repl.expect(r"main agent\s+1 tool calls · [\d,]+ tokens")
+    repl.expect(r"↳ scout\s+1 run · 2 turns · 1 tool calls · [\d,]+ tokens")
+    repl.expect(PROMPT)
+
+
+def test_agents_are_listed_disabled_enabled_and_the_choice_persists(start_repl, agents_home):  # noqa: F811
+    repl = start_repl([])
+    ask(repl, "/agents list")
+    repl.expect(r"codebase_investigator \[enabled\] \(builtin\)")
+    repl.expect(r"scout \[enabled\] \(user\)")
+    repl.expect(PROMPT)
+    ask(repl, "/agents disable scout")
+    repl.expect(r'Sub-agent "scout" disabled in user settings')
+    repl.expect(PROMPT)
+    assert json.loads((agents_home / "settings.json").read_text()) == {
+        "agents": {"overrides": {"scout": {"enabled": False}}}}
+    ask(repl, "/agents list")
+    repl.expect(r"scout \[disabled\] \(user\)")
+    repl.expect(PROMPT)
+    ask(repl, "/agents enable scout")
+    repl.expect(r'Sub-agent "scout" enabled in user settings')
+    repl.expect(PROMPT)
+    (agents_home / "agents" / "bad.md").write_text("---\nname: Bad Name\ndescription: x\n---\n")
+    ask(repl, "/agents reload")
+    repl.expect(r"bad\.md: field 'name'")
+    repl.expect(r"Agents reloaded: 3 enabled")
+    repl.expect(PROMPT)
+    ask(repl, "/agents frob")
+    repl.expect(r"/agents list \[nodesc\] \| enable NAME")
+    repl.expect(PROMPT)

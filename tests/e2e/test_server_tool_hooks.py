@@ -115,3 +115,33 @@ def test_without_tool_hooks_nothing_is_said(setup):
         done = _client(setup, address, "-p", "hi")
         assert done.returncode == 0, done.stderr
     assert "hooks" not in done.stderr
+
+
+# --- the tools the server answers in every session --------------------------------
+
+SEARCH = {"function_calls": [{"name": "google_web_search", "args": {"query": "trio nurseries"}}]}
+
+
+def test_a_before_tool_hook_sees_and_denies_the_servers_web_search_in_embedded_mode(setup):
+    log = setup["tmp"] / "seen.jsonl"
+    settings(setup["home"], {"BeforeTool": group(
+        f"""tee -a {log} > /dev/null; echo '{{"decision": "deny", "reason": "no searching today"}}'""",
+        "google_web_search")})
+    with FakeGemini([SEARCH, {"text": "Done."}], api_key=API_KEY) as fake:
+        done = run(setup, fake, "-p", "what is trio?")
+        assert done.returncode == 0, done.stderr
+        assert len(bodies(fake)) == 2  # no grounded search request went out
+        assert "no searching today" in bodies(fake)[1] and "hook_denied" in bodies(fake)[1]
+    event = json.loads(log.read_text().splitlines()[0])
+    assert (event["tool_name"], event["tool_input"]) == ("google_web_search", {"query": "trio nurseries"})
+
+
+def test_after_tool_context_is_appended_to_the_servers_web_search_results_against_a_serve(setup):
+    out = json.dumps({"hookSpecificOutput": {"additionalContext": "CHECKED-BY-HOOK"}})
+    settings(setup["home"], {"AfterTool": group(f"cat > /dev/null; echo '{out}'", "google_web_search")})
+    with FakeGemini([SEARCH, {"text": "Trio is a library."}, {"text": "Done."}], api_key=API_KEY) as fake, \
+            daemon(setup["tmp"], fake) as (_p, address):
+        done = run(setup, None, "--server", address, "-p", "what is trio?")
+        assert done.returncode == 0, done.stderr
+        last = bodies(fake)[-1]
+    assert "Trio is a library." in last and "CHECKED-BY-HOOK" in last

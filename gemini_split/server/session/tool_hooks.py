@@ -45,6 +45,7 @@ from gemini_split.protocol import (
     Hello,
     HookRequest,
     HookResponse,
+    ToolFailure,
     quote,
     version_tuple,
 )
@@ -154,3 +155,53 @@ class ToolHooks:
         for waiting in self._waiting.values():
             if waiting.view is view:
                 waiting.done.set()
+
+
+# --- the verdict on the tools the server answers itself --------------------------------
+# google_web_search and activate_skill run in the agent loop, not through a
+# ToolHost (whose executor applies the verdict with the client's own code):
+# these two functions apply it the same way, with the same words.
+
+Hooks = Callable[[str, dict[str, Any]], Any]
+
+
+def _denies(output: dict[str, Any]) -> bool:
+    return str(output.get("decision", "")).lower() in ("deny", "block")
+
+
+def _specific(output: dict[str, Any], key: str) -> Any:
+    specific = output.get("hookSpecificOutput")
+    return specific.get(key) if isinstance(specific, dict) else None
+
+
+async def before_tool(hooks: Hooks, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], ToolFailure | None]:
+    """The BeforeTool verdict on a call: ``(args, None)`` with any
+    ``tool_input`` rewrite merged over the arguments, or the refusal
+    (``hook_denied``, the hooks' reason) for a deny or ``continue: false``."""
+    output = await hooks("BeforeTool", {"tool_name": name, "tool_input": args}) or {}
+    if _denies(output) or output.get("continue") is False:
+        why = output.get("reason") if _denies(output) else output.get("stopReason") or output.get("reason")
+        return args, ToolFailure(code="hook_denied",
+                                 message=f"{name} was blocked by the user's BeforeTool hook: "
+                                         f"{why or 'blocked by the user hooks'}",
+                                 hint="do not retry this call unchanged; tell the user if you need it")
+    rewrite = _specific(output, "tool_input")
+    return ({**args, **rewrite} if isinstance(rewrite, dict) else args), None
+
+
+async def after_tool(hooks: Hooks, name: str, args: dict[str, Any], result: Any) -> Any:
+    """The result after the AfterTool verdict: replaced by the reason on a
+    deny, with ``additionalContext`` appended."""
+    output = await hooks("AfterTool", {"tool_name": name, "tool_input": args,
+                                       "tool_response": {"llmContent": result, "returnDisplay": result}}) or {}
+    if _denies(output):
+        result = str(output.get("reason") or "denied by the user's hooks")
+    context = _specific(output, "additionalContext")
+    if context:
+        if isinstance(result, str):
+            result = f"{result}\n\n{context}"
+        elif isinstance(result, dict):
+            result = {**result, "additionalContext": str(context)}
+        else:
+            result = {"output": result, "additionalContext": str(context)}
+    return result

@@ -10,7 +10,11 @@ The ``hooks`` section of ``settings.json`` (gemini-cli's format, see its
 Hooks are the user's own configuration, so they run here, on the client,
 with the user's environment (plus ``GEMINI_PROJECT_DIR``,
 ``CLAUDE_PROJECT_DIR``, ``GEMINI_CWD`` and ``GEMINI_SESSION_ID``), and are
-never offered to the model. Definitions are gathered from the project's
+never offered to the model. BeforeTool and AfterTool also run here for the
+tools a server runs (``--tools server``, ``google_web_search``,
+``activate_skill``): the server asks with ``hook_request`` (protocol 1.4,
+``client/calls.py``) and applies the verdict of
+:meth:`HookOutcome.as_output` it gets back. Definitions are gathered from the project's
 settings (only in a trusted folder), the user's, the system's, then any
 added with :meth:`HookSet.add` (extensions), in that order — gemini-cli's
 precedence; every matching hook runs. ``hooksConfig.enabled: false`` turns
@@ -51,6 +55,9 @@ EVENTS = (
 #: Events whose matcher is a regular expression over the tool's name.
 TOOL_EVENTS = frozenset({"BeforeTool", "AfterTool"})
 #: Events fired where the model is called (the server): see README "Hooks".
+#: Not asked of the client as tool hooks are: they would put a round trip
+#: and a process start into every model call (AfterModel: every streamed
+#: chunk), and BeforeModel's input is the whole conversation each time.
 MODEL_EVENTS = frozenset({"BeforeModel", "AfterModel", "BeforeToolSelection"})
 #: Events gemini-split does not fire (yet); configuring one is reported.
 #: (PreCompress fires for ``/compress`` only: automatic compression is the
@@ -197,8 +204,9 @@ class HookSet:
         events = sorted({h.event for h in self.active() if h.event in UNSUPPORTED_EVENTS}, key=EVENTS.index)
         if not events:
             return None
-        return ("gemini-split: hooks for " + ", ".join(events) + " are configured but do not run: "
-                "gemini-split does not fire these events (see README \"Hooks\")")
+        return ("gemini-split: hooks for " + ", ".join(events) + " are configured but do not run: the model "
+                "is called on the server, and gemini-split does not hold up each model call (AfterModel: each "
+                "streamed chunk) to run commands here (see README \"Hooks\")")
 
 
 def load_hooks(loaded: Any) -> HookSet:

@@ -1,9 +1,12 @@
 """The user's tool hooks for the tools a server runs (protocol 1.4).
 
 Hooks are the user's commands and run on the user's machine (issue 29 §4):
-before and after a server-side tool call (``hello.tools = "server"``) the
-session asks a client to run its BeforeTool / AfterTool hooks and waits for
-their combined verdict. One :class:`ToolHooks` per session.
+before and after each tool call the server runs — every call of a session
+whose tools run here (``hello.tools = "server"``: the ``ToolHost``'s
+executor applies the verdict), and ``google_web_search`` and
+``activate_skill`` in any session (:func:`before_tool` / :func:`after_tool`)
+— the session asks a client to run its BeforeTool / AfterTool hooks and
+waits for their combined verdict. One :class:`ToolHooks` per session.
 
 Who is asked: the client whose prompt started the request (its *origin*),
 if it listed the capability ``tool_hooks`` (and speaks 1.4); when the

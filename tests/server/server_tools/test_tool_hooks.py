@@ -206,3 +206,26 @@ async def test_an_output_over_the_cap_is_ignored_and_said_and_the_call_goes_on(t
             await raw.send(HookResponse(hook_id=after.hook_id, output={}))
             await finish(raw)
     assert (root / connected.session_id / "made.txt").exists()
+
+
+async def test_a_rewrite_is_decided_again_so_the_operators_deny_rule_still_holds(tmp_path):
+    """A client's hooks may rewrite the arguments, never past the server's
+    policy: the rewritten call is decided (and asked about) again."""
+    from gemini_split.policy import Policy, read_policy_file
+
+    rules = tmp_path / "operator.toml"
+    rules.write_text('[[rule]]\ntoolName = "run_shell_command"\ncommandPrefix = "touch"\ndecision = "deny"\n'
+                     'priority = 900\n')
+    policy = Policy().with_rules(read_policy_file(rules, 5))
+    model = ScriptedModel([_shell("echo harmless"), {"text": "ok"}])
+    root = tmp_path / "ws"
+    async with serving(model, make_server_tools(root, max_approval_mode="yolo", policy=policy)) as (_, address):
+        async with hello(address, tools="server", approval_mode="yolo", capabilities=HOOKS) as (raw, connected):
+            await raw.send(GenerateContentRequest(prompt="go"))
+            _, ask = await until(raw, HookRequest, event="BeforeTool")
+            await raw.send(HookResponse(hook_id=ask.hook_id, output={
+                "hookSpecificOutput": {"tool_input": {"command": "touch pwned"}}}))
+            events = await finish(raw)
+    assert not (root / connected.session_id / "pwned").exists()
+    [error] = [e for e in events if isinstance(e, ToolError)]
+    assert error.error.code == "refused" and "not allowed by the approval policy" in error.error.message

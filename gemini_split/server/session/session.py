@@ -764,7 +764,8 @@ class Session:
                        tools=list(self.tools), context=self.context,
                        server_tools=self.server_tools, pace=self.priority.request(),
                        last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed,
-                       running_agents=self.running_agents, agent_slots=self.agent_slots)
+                       running_agents=self.running_agents, agent_slots=self.agent_slots,
+                       hooks=self.tool_hooks.bind(message.id))
         assert done.site is not None
         error: tuple[ErrorCode, str] | None = None
         recorded = trio.Event()

@@ -10,7 +10,9 @@ reconnect when the answer was lost); the answers are kept for that. A
 ``tool_awaiting_approval`` becomes the same question a local call asks
 (:class:`~.approval.Asker`); it is withdrawn when the question is over
 elsewhere (decided by another client, the call or request ended, the
-connection went).
+connection went). A ``hook_request`` (1.4: a server asks this client's
+BeforeTool/AfterTool hooks about a tool it runs) runs the user's hooks here
+and answers with their combined output; it ends with its request.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from gemini_split.protocol import (
     AgentStarted,
     Error,
     Finished,
+    HookRequest,
+    HookResponse,
     LocalProtocolError,
     ServerEvent,
     ToolAwaitingApproval,
@@ -51,6 +55,10 @@ log = logging.getLogger(__name__)
 #: Answers to tool calls (and approval decisions made here) kept for a
 #: server that asks again after a reconnect.
 ANSWERS_KEPT = 256
+#: What of a ``hook_request``'s input reaches the hooks: gemini-cli's
+#: tool-event fields. The common ones (``session_id``, ``cwd``,
+#: ``hook_event_name``…) are this client's, never the server's.
+HOOK_INPUT_FIELDS = ("tool_name", "tool_input", "tool_response", "mcp_context", "original_request_name")
 
 
 class _Question:
@@ -80,6 +88,8 @@ class ToolCalls:
         # answered here (their tool_decided is not news to the UI).
         self._asking: dict[str, _Question] = {}
         self._decided_here: OrderedDict[str, None] = OrderedDict()
+        # Hook runs a server asked for, by hook id: (request id, scope).
+        self._hook_runs: dict[str, tuple[str | None, trio.CancelScope]] = {}
         # (1.4) Sub-agents' names by (request, agent id), from agent_started:
         # a question about a sub-agent's call says which agent asks.
         self._agents: dict[tuple[str | None, int], str] = {}
@@ -101,6 +111,10 @@ class ToolCalls:
                 del self._agents[next(iter(self._agents))]
         if isinstance(message, ToolExecutionRequest) and self._runs_here(message, turn):
             await self._requested(message, nursery)
+            return True
+        if isinstance(message, HookRequest):
+            if not message.replayed:
+                nursery.start_soon(self._run_hooks, message, turn)
             return True
         if isinstance(message, ToolCallAnswered) and message.call_id in self._running \
                 and (turn is None or message.request_id != turn.request_id):
@@ -131,6 +145,9 @@ class ToolCalls:
             self.withdraw([call for call, question in self._asking.items()
                            if question.request_id == ended or ended is None],
                           "the request was interrupted" if isinstance(message, Error) else "the request ended")
+            for request_id, scope in self._hook_runs.values():
+                if request_id == ended or ended is None:
+                    scope.cancel()  # nobody waits for their verdict now
         return False
 
     def withdraw_all(self, reason: str) -> None:
@@ -214,6 +231,37 @@ class ToolCalls:
         except LocalProtocolError as exc:  # the request ended meanwhile, or the call is asked again
             log.info("not answering %s now: %s", request.id, exc)
 
+    # --- hooks about the server's calls ---------------------------------------------------
+
+    async def _run_hooks(self, request: HookRequest, turn: _Turn | None) -> None:
+        """Run the user's hooks a server asks about and send their verdict.
+        They stop with the request (its own turn's tools are cancelled with
+        it) or at the server's ``timeout``, when it no longer waits."""
+        client = self._client
+        hooks = client.hooks if client.hooks is not None else client.executor.hooks
+        fields = {k: request.input[k] for k in HOOK_INPUT_FIELDS if k in request.input}
+        tool = fields.get("tool_name")
+        ours = turn is not None and turn.request_id == request.request_id
+        scope = turn.new_tool_scope() if ours else trio.CancelScope()
+        scope.deadline = trio.current_time() + max(request.timeout, 0.0)
+        output: dict[str, Any] = {}
+        self._hook_runs[request.hook_id] = (request.request_id, scope)
+        try:
+            with scope:
+                if hooks is not None:
+                    outcome = await hooks.fire(request.event, fields, target=tool if isinstance(tool, str) else "")
+                    output = outcome.as_output()
+        finally:
+            self._hook_runs.pop(request.hook_id, None)
+        if scope.cancelled_caught:
+            return  # the request ended, or the server stopped waiting
+        try:
+            await client.send(HookResponse(hook_id=request.hook_id, output=output))
+        except (ConnectionClosed, ConnectionBroken):
+            log.info("could not answer hook %s: the connection is down", request.hook_id)
+        except LocalProtocolError as exc:  # the request ended meanwhile
+            log.info("not answering hook %s now: %s", request.hook_id, exc)
+
     # --- the server's calls ------------------------------------------------------------
 
     async def _answer_approval(self, question: ToolAwaitingApproval) -> None:
@@ -226,6 +274,11 @@ class ToolCalls:
         answer = Answer.NO
         try:
             with asking.scope:
+                if client.hooks is not None:  # as before a question about a call run here
+                    await client.hooks.fire("Notification", {
+                        "notification_type": "ToolPermission", "message": f"{question.tool} needs your approval",
+                        "details": {"tool_name": question.tool, "tool_input": dict(question.parameters)}},
+                        target="ToolPermission")
                 try:
                     answer = await client.executor.asker.ask(ApprovalRequest(
                         question.call_id, _ServerTool(question.tool, question.kind), dict(question.parameters),

@@ -22,6 +22,7 @@ import trio
 from gemini_split._trio_util import single_exceptions
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
+from gemini_split.protocol import TOOL_HOOKS_SINCE
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,
@@ -269,15 +270,12 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
     extension_hooks = list(extensions.hooks()) if extensions is not None else []
     if loaded is None or (not extension_hooks and not any(f.exists and "hooks" in f.raw for f in loaded.files)):
         return None  # no hooks anywhere: their module is not even loaded
-    from .hooks import TOOL_EVENTS, HookRunner, load_hooks, parse_hooks  # lazy_imports.EDGES
+    from .hooks import HookRunner, load_hooks, parse_hooks  # lazy_imports.EDGES
 
     hook_set = load_hooks(loaded)
     for name, hooks in extension_hooks:  # an extension's hooks/hooks.json, after the settings files'
         hook_set.add(*parse_hooks(hooks, f"extension {name}"))
     notice = hook_set.unsupported_notice()
-    if settings.tools.run_on == "server" and any(h.event in TOOL_EVENTS for h in hook_set.active()):
-        hook_set.warnings.append("gemini-split: BeforeTool and AfterTool hooks do not run for the tools the "
-                                 "server runs (--tools server); see README \"Hooks\"")
     for line in [*hook_set.warnings, *([notice] if notice else [])]:
         if on_notice is not None and line not in _SAID:
             _SAID.add(line)
@@ -359,7 +357,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                         and client.connected is not None:
                     executor.edits_dir = edits_directory(tools.edits_dir, client.connected.session_id)
                     executor.request_seq = lambda request_id: client.request_seqs.get(request_id or "")
-                for line in _tools_elsewhere(tools, client, runs_ours):
+                for line in [*_tools_elsewhere(tools, client, runs_ours), *_hooks_not_run(tools, client)]:
                     if on_notice is not None and line not in _SAID:
                         _SAID.add(line)  # once a process: /clear reconnects to the same server
                         on_notice(line)
@@ -414,6 +412,20 @@ def _tools_elsewhere(settings: ToolSettings, client: ProtocolClient, runs_ours: 
         lines.append(f"the MCP servers in settings.json ({', '.join(names)}) are not used: this server runs "
                      "its own tools and takes none from this client")
     return lines
+
+
+def _hooks_not_run(settings: ToolSettings, client: ProtocolClient) -> list[str]:
+    """The line to say when this client has tool hooks, the session's tools
+    run on the server, and the server cannot ask this client to run them
+    (it speaks a protocol older than 1.4): its tools then run without them."""
+    hooks = client.executor.hooks
+    if settings.run_on != "server" or hooks is None or not hooks.has_tool_hooks \
+            or client.conn.version >= TOOL_HOOKS_SINCE:
+        return []
+    version = ".".join(map(str, client.conn.version))
+    return ["BeforeTool and AfterTool hooks do not run for the tools the server runs (--tools server): "
+            f"this server speaks protocol {version}, and asks a client to run them from 1.4 on; "
+            "see README \"Hooks\""]
 
 
 def server_tool_choice(settings: ToolSettings, *, can_ask: bool) -> ServerToolChoice | None:

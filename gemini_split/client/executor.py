@@ -185,6 +185,51 @@ class ToolExecutor:
                 "available tools: " + ", ".join(self.registry.names()),
             )
         args = tool.validate(args)
+        verdict = await self._approve(call_id, tool, args, agent)
+        if self.hooks is not None:
+            rewritten = await self._before_tool(tool, args)
+            if rewritten != args:
+                # What runs is what the policy decides on (its deny rules, its
+                # network allowance) and what the user approved: the
+                # rewritten arguments are decided (and asked about: a question
+                # of its own, a server takes one decision per call id) again.
+                args, verdict = rewritten, await self._approve(f"{call_id}.rewritten", tool, rewritten, agent)
+
+        checkpoint = target = None
+        if self.checkpoints is not None:
+            checkpoint, target = await self._checkpoint(call_id, tool, args, request_id)
+
+        await start()
+
+        async def output(text: str, stream: str = "stdout") -> None:
+            await emit(self.events.delta(request_id=request_id, call_id=call_id, content=text, stream=stream))
+
+        extra: dict[str, Any] = {"policy": self.policy}
+        if verdict.decision is Decision.ALLOW and verdict.network:
+            extra["network"] = True  # allowNetwork rules allowed exactly this command
+        ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id, extra=extra)
+        journal, noted = await self._before_edit(tool, args)
+        result = await tool.run(args, ctx)
+        if noted is not None:
+            try:
+                await trio.to_thread.run_sync(functools.partial(
+                    journal.after, self.workspace, request_id or "", call_id, noted, seq=self.request_seq(request_id)))
+            except OSError as exc:
+                log.warning("the edit of %s is not journaled for /rewind: %s", args["file_path"], exc)
+        if checkpoint is not None:
+            await self.checkpoints.after(checkpoint, target)
+        if self.after_run is not None:
+            result = await self.after_run(tool_name, args, result)
+        if self.hooks is not None:
+            result = await self._after_tool(tool.name, args, result)
+        return result
+
+    async def _approve(self, call_id: str, tool: Tool, args: dict[str, Any], agent: str = "") -> Any:
+        """The approval policy's verdict on a call, asking the user (naming
+        the sub-agent ``agent`` that calls, if any) when it says so. Raises
+        :class:`ToolFailed` (``refused``) for a deny, a question nobody can
+        answer, and the user's no."""
+        tool_name = tool.name
         later = self._executes_later(tool, args)
         verdict = self.policy.check(tool, args, executes_later=later, interactive=self.asker is not None)
         if verdict.decision is Decision.DENY:
@@ -220,38 +265,7 @@ class ToolExecutor:
                 raise ToolFailed("refused", f"the user declined to run {tool_name}", "ask the user how to proceed")
             if answer is Answer.ALWAYS:
                 self.policy.remember(tool, args)
-
-        if self.hooks is not None:
-            args = await self._before_tool(tool, args)
-
-        checkpoint = target = None
-        if self.checkpoints is not None:
-            checkpoint, target = await self._checkpoint(call_id, tool, args, request_id)
-
-        await start()
-
-        async def output(text: str, stream: str = "stdout") -> None:
-            await emit(self.events.delta(request_id=request_id, call_id=call_id, content=text, stream=stream))
-
-        extra: dict[str, Any] = {"policy": self.policy}
-        if verdict.decision is Decision.ALLOW and verdict.network:
-            extra["network"] = True  # allowNetwork rules allowed exactly this command
-        ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id, extra=extra)
-        journal, noted = await self._before_edit(tool, args)
-        result = await tool.run(args, ctx)
-        if noted is not None:
-            try:
-                await trio.to_thread.run_sync(functools.partial(
-                    journal.after, self.workspace, request_id or "", call_id, noted, seq=self.request_seq(request_id)))
-            except OSError as exc:
-                log.warning("the edit of %s is not journaled for /rewind: %s", args["file_path"], exc)
-        if checkpoint is not None:
-            await self.checkpoints.after(checkpoint, target)
-        if self.after_run is not None:
-            result = await self.after_run(tool_name, args, result)
-        if self.hooks is not None:
-            result = await self._after_tool(tool.name, args, result)
-        return result
+        return verdict
 
     async def _before_edit(self, tool: Tool, args: dict[str, Any]) -> tuple[Any, Any]:
         """For an edit tool, with a journal: the journal and what it noted of

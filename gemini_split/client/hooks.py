@@ -10,7 +10,11 @@ The ``hooks`` section of ``settings.json`` (gemini-cli's format, see its
 Hooks are the user's own configuration, so they run here, on the client,
 with the user's environment (plus ``GEMINI_PROJECT_DIR``,
 ``CLAUDE_PROJECT_DIR``, ``GEMINI_CWD`` and ``GEMINI_SESSION_ID``), and are
-never offered to the model. Definitions are gathered from the project's
+never offered to the model. BeforeTool and AfterTool also run here for the
+tools a server runs (``--tools server``, ``google_web_search``,
+``activate_skill``): the server asks with ``hook_request`` (protocol 1.4,
+``client/calls.py``) and applies the verdict of
+:meth:`HookOutcome.as_output` it gets back. Definitions are gathered from the project's
 settings (only in a trusted folder), the user's, the system's, then any
 added with :meth:`HookSet.add` (extensions), in that order — gemini-cli's
 precedence; every matching hook runs. ``hooksConfig.enabled: false`` turns
@@ -51,6 +55,9 @@ EVENTS = (
 #: Events whose matcher is a regular expression over the tool's name.
 TOOL_EVENTS = frozenset({"BeforeTool", "AfterTool"})
 #: Events fired where the model is called (the server): see README "Hooks".
+#: Not asked of the client as tool hooks are: they would put a round trip
+#: and a process start into every model call (AfterModel: every streamed
+#: chunk), and BeforeModel's input is the whole conversation each time.
 MODEL_EVENTS = frozenset({"BeforeModel", "AfterModel", "BeforeToolSelection"})
 #: Events gemini-split does not fire (yet); configuring one is reported.
 #: (PreCompress fires for ``/compress`` only: automatic compression is the
@@ -197,8 +204,9 @@ class HookSet:
         events = sorted({h.event for h in self.active() if h.event in UNSUPPORTED_EVENTS}, key=EVENTS.index)
         if not events:
             return None
-        return ("gemini-split: hooks for " + ", ".join(events) + " are configured but do not run: "
-                "gemini-split does not fire these events (see README \"Hooks\")")
+        return ("gemini-split: hooks for " + ", ".join(events) + " are configured but do not run: the model "
+                "is called on the server, and gemini-split does not hold up each model call (AfterModel: each "
+                "streamed chunk) to run commands here (see README \"Hooks\")")
 
 
 def load_hooks(loaded: Any) -> HookSet:
@@ -302,6 +310,38 @@ class HookOutcome:
     def additional_context(self) -> str:
         return "\n".join(str(v) for v in self.specific("additionalContext"))
 
+    def as_output(self) -> dict[str, Any]:
+        """The combined verdict as one hook output object (gemini-cli's
+        fields), what a ``hook_response`` carries to a server: ``decision``
+        ``deny`` with the joined ``reason`` (exit status 2 included),
+        ``continue: false`` with ``stopReason``, and in
+        ``hookSpecificOutput`` the joined ``additionalContext`` and the
+        merged ``tool_input`` rewrites. ``{}``: no opinion. Messages for
+        the user (``systemMessage``, warnings) are not in it: they were
+        shown where the hooks ran."""
+        output: dict[str, Any] = {}
+        if self.denied:
+            output.update(decision="deny", reason=self.reason)
+        if self.stopped:
+            output.update({"continue": False, "stopReason": self.stop_reason})
+        specific: dict[str, Any] = {}
+        if self.additional_context:
+            specific["additionalContext"] = self.additional_context
+        rewrites = [r for r in self.specific("tool_input") if isinstance(r, dict)]
+        if rewrites:
+            specific["tool_input"] = {k: v for rewrite in rewrites for k, v in rewrite.items()}
+        if specific:
+            output["hookSpecificOutput"] = specific
+        return output
+
+    @classmethod
+    def from_output(cls, event: str, output: Any, where: str) -> HookOutcome:
+        """The outcome a combined output object stands for (what
+        :meth:`as_output` made, on another machine: ``where`` names it in
+        a default reason); anything but an object is no opinion."""
+        hook = HookDefinition(event, where, name=where)
+        return cls([HookResult(hook, output=dict(output) if isinstance(output, dict) else {})])
+
 
 @dataclass
 class HookRunner:
@@ -318,6 +358,24 @@ class HookRunner:
 
     def has(self, event: str, target: str | None = None) -> bool:
         return bool(self.hooks.for_event(event, target))
+
+    @property
+    def has_tool_hooks(self) -> bool:
+        """Whether any BeforeTool or AfterTool hook may run."""
+        return any(self.has(event) for event in TOOL_EVENTS)
+
+    def longest_tool_round(self) -> float:
+        """The longest one BeforeTool or AfterTool round may take, in
+        seconds (what a server waits for it, ``hello.tool_hooks_timeout``):
+        its parallel hooks at once beside its sequential ones one after
+        another, each with its output grace."""
+        longest = 0.0
+        for event in TOOL_EVENTS:
+            hooks = self.hooks.for_event(event)
+            parallel = max((h.timeout_ms for h in hooks if not h.sequential), default=0) / 1000
+            sequential = [h.timeout_ms / 1000 + OUTPUT_GRACE for h in hooks if h.sequential]
+            longest = max(longest, parallel + OUTPUT_GRACE if parallel else 0.0, sum(sequential))
+        return longest
 
     async def fire(self, event: str, fields: dict[str, Any], target: str | None = None) -> HookOutcome:
         """Run the hooks of ``event`` matching ``target`` with ``fields``

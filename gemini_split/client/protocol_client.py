@@ -64,6 +64,7 @@ from gemini_split.protocol import (
     SessionContext,
     State,
     TextDelta,
+    TOOL_HOOKS_CAPABILITY,
     ToolDiscovery,
     Replay,
     RequestStarted,
@@ -321,6 +322,12 @@ class ProtocolClient:
         capabilities = list(CLIENT_CAPABILITIES)
         if self.executor.asker is not None:
             capabilities.append(APPROVALS_CAPABILITY)
+        hooks = self.executor.hooks
+        hooks_timeout = None
+        if hooks is not None and hooks.has_tool_hooks and self._role != "observer":
+            # Only with some: a server then asks about every call it runs.
+            capabilities.append(TOOL_HOOKS_CAPABILITY)
+            hooks_timeout = hooks.longest_tool_round()
         choice = self.tool_choice
         await self.send(Hello(client=f"gemini-split/{__version__}", capabilities=capabilities, token=token,
                               session_id=session_id, resume_token=resume_token, last_seq=last_seq,
@@ -331,7 +338,8 @@ class ProtocolClient:
                               approval_mode=choice.approval_mode if choice is not None else None,
                               core_tools=choice.core_tools if choice is not None else None,
                               exclude_tools=choice.exclude_tools if choice is not None else (),
-                              role=self._role, label=self._label, replay=replay))  # type: ignore[arg-type]
+                              role=self._role, label=self._label, replay=replay,  # type: ignore[arg-type]
+                              tool_hooks_timeout=hooks_timeout))
         with trio.move_on_after(self.handshake_timeout) as scope:
             try:
                 text = await self.stream.receive()

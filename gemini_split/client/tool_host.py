@@ -9,6 +9,10 @@ the server, and the composition root (``gemini_split.app``) hands
 becomes a ``tool_awaiting_approval`` question (the diff of an edit, the
 exact command and working directory of a shell call) handed to the
 server's ``ask``; its ``tool_decision`` answers the executor's asker.
+The user's BeforeTool/AfterTool hooks are the executor's hooks too: fired
+through the server's ``hooks`` (a client runs them and sends back their
+combined output), so their verdict is applied by the same code as on a
+client (:class:`_WireHooks`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .workspace import Workspace
 
 Ask = Callable[[ToolAwaitingApproval], Awaitable["ToolDecision | str"]]
 Emit = Callable[[ServerEvent], Awaitable[None]]
+Hooks = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any] | None"]]
 
 #: Server approval modes → the client policy's modes. ``reject_dangerous``
 #: is ``default`` with nobody to ask: what would be asked is refused.
@@ -91,13 +96,15 @@ class LocalToolHost:
         return self.registry.specs()
 
     async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
-                      request_id: str | None) -> tuple[Any, ToolFailure | None]:
+                      request_id: str | None, hooks: Hooks | None = None) -> tuple[Any, ToolFailure | None]:
         asker = None if self.mode == "reject_dangerous" else _WireAsker(ask, self.workspace, request_id)
         # The events go out on the wire: the server runs these calls.
         executor = ToolExecutor(self.registry, self.workspace, self.policy, asker, refusal=REJECT_DANGEROUS_REFUSAL,
                                 events=WIRE_TOOL_EVENTS)
         executor.edits_dir = self.edits.directory if self.edits is not None else None
         executor.checkpoints = self.checkpoints
+        if hooks is not None:
+            executor.hooks = _WireHooks(hooks)
         return await executor.execute(call_id, name, args, emit, request_id=request_id)
 
     def close(self) -> None:
@@ -183,6 +190,24 @@ def _offered(spec: Any) -> ToolRegistry:
     )
     offered.closers = tools.closers
     return offered
+
+
+class _WireHooks:
+    """The executor's hooks for server-side calls: BeforeTool and AfterTool
+    go to the client that runs the user's hooks (the server's ``hooks``),
+    and its combined output comes back as the outcome the executor applies.
+    Other events (Notification) are the client's to fire: nothing here."""
+
+    def __init__(self, hooks: Hooks):
+        self.ask_client = hooks
+
+    async def fire(self, event: str, fields: dict[str, Any], target: str | None = None) -> Any:
+        from .hooks import TOOL_EVENTS, HookOutcome  # lazy_imports.EDGES
+
+        if event not in TOOL_EVENTS:
+            return HookOutcome()
+        output = await self.ask_client(event, fields)
+        return HookOutcome.from_output(event, output, "the user's hooks")
 
 
 class _WireAsker:

@@ -84,6 +84,7 @@ from .messages import (  # 1.4: sub-agents
     RunningAgent,
 )
 from .messages import RESTORE_SINCE, CheckpointChange, CheckpointInfo, Checkpoints, Restore  # 1.4
+from .messages import TOOL_HOOK_EVENTS, TOOL_HOOKS_CAPABILITY, TOOL_HOOKS_SINCE, HookRequest, HookResponse  # 1.4
 from .connection import Connection, Phase, RequestState, starts_request
 from .tracker import RequestTracker
 from .event_log import EventLog, ReplayUnavailable, coalesce

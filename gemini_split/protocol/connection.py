@@ -64,6 +64,10 @@ from .error_codes import ErrorCode, LocalProtocolError, ProtocolError, RemotePro
 from .messages import (
     ANNOUNCED_REQUESTS_SINCE,
     DECISIONS,
+    TOOL_HOOKS_CAPABILITY,
+    TOOL_HOOKS_SINCE,
+    HookRequest,
+    HookResponse,
     Cancel,
     ClientsChanged,
     RequestStarted,
@@ -149,6 +153,12 @@ class _Conversation(msgspec.Struct):
     hello_version: tuple[int, int] = (0, 0)
     #: The version both ends speak (the lower of hello's and connected's).
     version: tuple[int, int] = (0, 0)
+    #: (1.4) The hello listed ``tool_hooks`` …
+    hooks_offered: bool = False
+    #: … and both ends speak 1.4: the server may send ``hook_request``.
+    tool_hooks: bool = False
+    #: (1.4) ``hook_request`` ids not answered yet → their request_id.
+    pending_hooks: dict[str, str] = msgspec.field(default_factory=dict)
 
     @property
     def request(self) -> RequestState | None:
@@ -175,6 +185,7 @@ def _hello(c: _Conversation, m: Hello) -> None:
                           field="new_session_id")
     c.hello_version = version_tuple(m.protocol_version)
     c.observer = m.role == "observer"
+    c.hooks_offered = TOOL_HOOKS_CAPABILITY in m.capabilities and m.role != "observer"
     c.phase = Phase.AWAITING_CONNECTED
 
 
@@ -191,6 +202,7 @@ def _connected(c: _Conversation, m: Connected) -> None:
     _check_version(m.protocol_version)
     c.version = min(c.hello_version, version_tuple(m.protocol_version))
     c.announced = c.version >= ANNOUNCED_REQUESTS_SINCE
+    c.tool_hooks = c.hooks_offered and c.version >= TOOL_HOOKS_SINCE
     if m.active_request_id is not None:
         c.tracker.restore(RequestState(m.active_request_id, set(m.pending_tool_calls), set(m.pending_approvals)))
     c.phase = Phase.OPEN
@@ -397,10 +409,40 @@ def _await_decision(c: _Conversation, m: ToolAwaitingApproval) -> None:
     c.tracker.awaiting(m.call_id)
 
 
+def _hook_request(c: _Conversation, m: HookRequest) -> None:
+    """(1.4) Only to a client that offered ``tool_hooks`` and speaks 1.4,
+    about the running request, each hook id once."""
+    if not c.tool_hooks:
+        raise _Breach(ErrorCode.UNEXPECTED_MESSAGE,
+                      "hook_request goes only to a client that listed the capability tool_hooks and speaks "
+                      "protocol 1.4")
+    request = _running(c, m)
+    if m.hook_id in c.pending_hooks:
+        raise _Breach(ErrorCode.INVALID_FIELD, f"hook {quote(m.hook_id)} was already requested", field="hook_id")
+    _event(c, m)
+    for hook_id, request_id in list(c.pending_hooks.items()):
+        if request_id != request.request_id:  # an earlier request's: it can no longer be answered
+            del c.pending_hooks[hook_id]
+    c.pending_hooks[m.hook_id] = request.request_id
+
+
+def _hook_response(c: _Conversation, m: HookResponse) -> None:
+    """(1.4) Answers a ``hook_request`` this connection got, of the running
+    request, once."""
+    _driver_only(c, m)
+    request_id = c.pending_hooks.get(m.hook_id)
+    if request_id is None or c.request is None or c.request.request_id != request_id:
+        raise _Breach(ErrorCode.UNEXPECTED_MESSAGE,
+                      f"no hook_request {quote(m.hook_id)} to this client is waiting for an answer",
+                      field="hook_id")
+    del c.pending_hooks[m.hook_id]
+
+
 def _end_request(c: _Conversation, m: Finished) -> None:
     _running(c, m)
     _event(c, m)
     c.tracker.end()
+    c.pending_hooks.clear()
 
 
 def _server_error(c: _Conversation, m: Error) -> None:
@@ -417,6 +459,7 @@ def _server_error(c: _Conversation, m: Error) -> None:
     if rid is not None:
         if c.request is not None and c.request.request_id == rid:
             c.tracker.end()
+            c.pending_hooks.clear()
         c.owed_replies.discard(rid)
     if m.in_reply_to is not None:
         c.owed_replies.discard(m.in_reply_to)
@@ -448,6 +491,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (CLIENT, ToolExecutionResponse): (_OPEN, _answer_call),
     (CLIENT, ToolDecision): (_OPEN, _decide),
     (CLIENT, Cancel): (_OPEN, _cancel),
+    (CLIENT, HookResponse): (_OPEN, _hook_response),
     (CLIENT, GetState): (_OPEN, _expect_reply),
     (CLIENT, GetHistory): (_OPEN, _expect_reply),
     (CLIENT, ListSessions): (_OPEN, _expect_reply),
@@ -464,6 +508,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (SERVER, ToolExecutionRequest): (_OPEN, _request_call),
     (SERVER, ToolAwaitingApproval): (_OPEN, _await_decision),
     (SERVER, ToolDecided): (_OPEN, _decided),
+    (SERVER, HookRequest): (_OPEN, _hook_request),
     (SERVER, ToolStarted): (_OPEN, _in_request),
     (SERVER, ToolDelta): (_OPEN, _in_request),
     (SERVER, ToolCompleted): (_OPEN, _in_request),

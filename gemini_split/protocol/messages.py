@@ -60,6 +60,14 @@ SUBAGENTS_SINCE = (1, 4)
 #: The minor version from which a server restores its own tools'
 #: checkpoints (``restore``, ``checkpoints``).
 RESTORE_SINCE = (1, 4)
+#: (1.4) The minor version from which a server asks a client's hooks about
+#: the tools it runs itself (``hook_request`` / ``hook_response``).
+TOOL_HOOKS_SINCE = (1, 4)
+#: (1.4) The capability a client lists in ``hello`` when it runs the user's
+#: BeforeTool/AfterTool hooks for the tools a server runs.
+TOOL_HOOKS_CAPABILITY = "tool_hooks"
+#: (1.4) The events a ``hook_request`` asks about.
+TOOL_HOOK_EVENTS = ("BeforeTool", "AfterTool")
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -300,6 +308,11 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
     core_tools: tuple[str, ...] | None = None
     #: With ``tools="server"``: these tools are not offered.
     exclude_tools: tuple[str, ...] = ()
+    #: (1.4) With capability ``tool_hooks``: the longest one round of this
+    #: client's BeforeTool or AfterTool hooks may take, in seconds (None:
+    #: 60, gemini-cli's default hook timeout). A server waits that long, plus
+    #: a margin and at most its tool timeout, for a ``hook_response``.
+    tool_hooks_timeout: Annotated[float, Meta(gt=0)] | None = None
 
 
 class Connected(ServerMessage, tag="connected", kw_only=True):
@@ -495,6 +508,18 @@ class ToolDecision(ClientMessage, tag="tool_decision", kw_only=True):
         return "approve_always" if self.always else "approve"
 
 
+class HookResponse(ClientMessage, tag="hook_response", kw_only=True):
+    """(1.4) The verdict of this client's hooks on a ``hook_request`` (its
+    ``hook_id``): their outputs combined into one object of gemini-cli's
+    hook output (``decision``, ``reason``, ``continue``, ``stopReason``,
+    ``hookSpecificOutput``: ``tool_input`` for BeforeTool,
+    ``additionalContext`` for both); ``{}``: no opinion. Only the client
+    asked may answer, once."""
+
+    hook_id: str
+    output: dict[str, Any] = {}
+
+
 class Cancel(ClientMessage, tag="cancel", kw_only=True):
     """Stop the running request (or the one named) at once."""
 
@@ -635,6 +660,22 @@ class ToolAwaitingApproval(ServerEvent, tag="tool_awaiting_approval", kw_only=Tr
     parameters_hash: str = ""
     expires_at: int | None = None
     agent_id: int = 0
+
+
+class HookRequest(ServerEvent, tag="hook_request", kw_only=True):
+    """(1.4) Run the user's ``event`` hooks (BeforeTool before a tool the
+    server runs, after its approval; AfterTool after it ran) with ``input``
+    (gemini-cli's hook input for that event: ``tool_name``, ``tool_input``,
+    and for AfterTool ``tool_response``; the client adds the common fields)
+    and answer with a ``hook_response`` carrying this ``hook_id``. Sent to
+    one client only (no ``seq``: never logged or replayed), one that listed
+    the capability ``tool_hooks``; the server waits ``timeout`` seconds,
+    then goes on as for a hook that timed out."""
+
+    hook_id: str
+    event: Literal["BeforeTool", "AfterTool"]
+    input: dict[str, Any] = {}
+    timeout: float = 60.0
 
 
 class ToolDecided(ServerEvent, tag="tool_decided", kw_only=True):

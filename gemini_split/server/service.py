@@ -76,6 +76,7 @@ from gemini_split.protocol.agents import for_older_peer, text_for_older_peer
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
 from .session.server_tools import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
+from .session.tool_hooks import runs_tool_hooks
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +259,8 @@ class AgentService:
         hello, principal, session = admitted
         view = View(close=stream.aclose, label=hello.label or "client", role=hello.role,
                     limit=self.config.outbox_limit, max_bytes=self.config.outbox_bytes,
-                    approves=APPROVALS_CAPABILITY in hello.capabilities)
+                    approves=APPROVALS_CAPABILITY in hello.capabilities,
+                    tool_hooks=runs_tool_hooks(hello), hook_timeout=hello.tool_hooks_timeout)
         point = self.manager.attach(session, view)
         self._streams[id(view)] = (stream, conn)
         resumed = hello.session_id is not None

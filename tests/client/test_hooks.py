@@ -209,16 +209,6 @@ def test_tool_hooks_run_on_the_client_against_a_remote_serve(setup):
     assert (setup["work"] / "victim.txt").exists()
 
 
-def test_with_tools_on_the_server_the_user_is_told_tool_hooks_do_not_run(setup):
-    settings(setup["home"], {"BeforeTool": group("exit 2")})
-    with FakeGemini([{"text": "hi"}], api_key=API_KEY) as fake, unix_listener() as listen, \
-            daemon(setup["tmp"], fake, "--server-tools", "--sandbox", "none",
-                   "--workspace-root", str(setup["tmp"] / "workspaces"), *listen) as (_p, address):
-        done = run(setup, None, "--server", address, "--tools", "server", "-p", "hi")
-        assert done.returncode == 0, done.stderr
-    assert "BeforeTool and AfterTool hooks do not run for the tools the server runs (--tools server)" in done.stderr
-
-
 # --- bad input ---------------------------------------------------------------------
 
 

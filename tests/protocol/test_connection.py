@@ -25,6 +25,8 @@ from gemini_split.protocol import (
     GetState,
     Hello,
     History,
+    HookRequest,
+    HookResponse,
     LocalProtocolError,
     Phase,
     RemoteProtocolError,
@@ -343,6 +345,56 @@ def test_a_tool_decision_answers_a_call_awaiting_approval_once():
 
 
 # --- replies ---------------------------------------------------------------------
+
+
+def _hooks_pair(**hello) -> Pair:
+    pair = Pair()
+    pair.client_sends(m(Hello, **hello))
+    pair.server_sends(m(Connected, session_id="s-1"))
+    return pair
+
+
+def test_a_hook_request_goes_only_to_a_1_4_client_that_offered_tool_hooks():
+    for hello in ({}, {"capabilities": ("tool_hooks",), "protocol_version": "1.3"},
+                  {"capabilities": ("tool_hooks",), "role": "observer"}):
+        pair = _hooks_pair(**hello)
+        request_id = pair.start() if hello.get("role") != "observer" else None
+        if request_id is None:  # an observer cannot prompt: another client's request
+            pair.server_sends(pair.event(RequestStarted, request_id="r-1"))
+            request_id = "r-1"
+        ask = m(HookRequest, request_id=request_id, hook_id="h-1", event="BeforeTool")
+        error = refused_on_send(pair.server, ask)
+        assert error.code is ErrorCode.UNEXPECTED_MESSAGE and "tool_hooks" in str(error), hello
+        assert refused_on_receive(pair.client, ask).code is ErrorCode.UNEXPECTED_MESSAGE
+
+
+def test_a_hook_response_answers_a_hook_request_of_the_running_request_once():
+    pair = _hooks_pair(capabilities=("tool_hooks",))
+    request_id = pair.start()
+    never = m(HookResponse, hook_id="h-never")
+    assert refused_on_send(pair.client, never).code is ErrorCode.UNEXPECTED_MESSAGE
+    assert refused_on_receive(pair.server, never).code is ErrorCode.UNEXPECTED_MESSAGE
+    pair.server_sends(m(HookRequest, request_id=request_id, hook_id="h-1", event="BeforeTool",
+                        input={"tool_name": "run_shell_command"}))
+    again = m(HookRequest, request_id=request_id, hook_id="h-1", event="AfterTool")
+    assert refused_on_send(pair.server, again).code is ErrorCode.INVALID_FIELD
+    pair.client_sends(m(HookResponse, hook_id="h-1", output={"decision": "deny", "reason": "no"}))
+    error = refused_on_receive(pair.server, m(HookResponse, hook_id="h-1"))
+    assert error.code is ErrorCode.UNEXPECTED_MESSAGE and not error.fatal and error.field == "hook_id"
+    # one still waiting when the request ends can no longer be answered
+    pair.server_sends(m(HookRequest, request_id=request_id, hook_id="h-2", event="AfterTool"))
+    pair.server_sends(pair.event(Finished, request_id=request_id))
+    assert refused_on_send(pair.client, m(HookResponse, hook_id="h-2")).code is ErrorCode.UNEXPECTED_MESSAGE
+
+
+def test_a_hook_request_names_a_tool_event():
+    pair = _hooks_pair(capabilities=("tool_hooks",))
+    request_id = pair.start()
+    text = ('{"type":"hook_request","id":"x","timestamp":1,"request_id":"%s","hook_id":"h",'
+            '"event":"BeforeModel"}' % request_id)
+    with pytest.raises(RemoteProtocolError) as info:
+        pair.client.receive(text)
+    assert info.value.code is ErrorCode.INVALID_FIELD
 
 
 def test_get_state_and_get_history_are_answered_exactly_once():

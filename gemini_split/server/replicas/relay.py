@@ -88,6 +88,7 @@ from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, mark_replayed, p
 from ..session.rewind import rewound_notice
 from gemini_split.protocol.agents import text_for_older_peer
 from ..session.server_tools import APPROVALS_CAPABILITY
+from ..session.tool_hooks import runs_tool_hooks
 from ..session.views import View
 from ..store import SessionRecord, StoreError, hash_token, token_matches
 from .replica import RelayedClient, Replica
@@ -240,6 +241,7 @@ class Relay:
         await self.replica.send(self.holder, self.record.id, "join", owner=self.record.owner, relay=self.relay_id,
                                 replica=self.replica.id, role=self.role, label=self.label,
                                 approves="1" if APPROVALS_CAPABILITY in self._client_capabilities else "",
+                                hooks=self._hooks_field(),
                                 token="" if self._has_token else "1")
         reply = await self.replica.control_reply(self.relay_id, JOIN_TIMEOUT)
         if reply is not None and reply[1].get("by_id_refused"):
@@ -249,6 +251,15 @@ class Relay:
                         self.holder, "no answer" if reply is None else reply[1].get("refused"))
             return None
         return reply[0], reply[1]["joined"]
+
+    def _hooks_field(self) -> str:
+        """(1.4) For the runner's view: "" when the client does not run
+        tool hooks, else the seconds a round of them may take ("60" when
+        it did not say)."""
+        hello = self.conn.hello
+        if hello is None or not runs_tool_hooks(hello):
+            return ""
+        return repr(float(hello.tool_hooks_timeout or 60.0))
 
     async def _replay_planned(self, seqs: tuple[int, ...]) -> None:
         """The planned events, marked ``replayed``."""
@@ -406,6 +417,14 @@ class RelayedView(View):
         self.replica.reply_soon(self.relay_id, text)
 
 
+def _seconds(text: str | None) -> float | None:
+    try:
+        value = float(text or "")
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
 async def _no_close(reason: str) -> None:
     return None
 
@@ -492,7 +511,8 @@ def _attach(manager: Any, session: Any, relay_id: str, fields: dict[str, str]) -
         old.detach()
     role = fields.get("role") if fields.get("role") in ("driver", "observer") else "driver"
     label = (fields.get("label") or "client")[:64]
-    view = RelayedView(replica, relay_id, role=role, label=label, approves=fields.get("approves") == "1")
+    view = RelayedView(replica, relay_id, role=role, label=label, approves=fields.get("approves") == "1",
+                       tool_hooks=bool(fields.get("hooks")), hook_timeout=_seconds(fields.get("hooks")))
     point = manager.attach(session, view)
     entry = RelayedClient(replica=fields.get("replica", ""), view=view,
                           detach=lambda: manager.detach(session, view), point=point)

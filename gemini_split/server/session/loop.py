@@ -43,6 +43,7 @@ from ..config import ServerConfig
 from . import agents as subagents
 from . import compression
 from . import skills as skill_tool
+from . import tool_hooks
 from .priority import Pace
 from .prompts import ContextBlock, PromptFacts, system_instruction
 from ..model.base import (
@@ -143,6 +144,11 @@ class AgentRun:
     #: on how many run at once; None: the request's own.
     running_agents: dict[int, Any] | None = None
     agent_slots: trio.CapacityLimiter | None = None
+    #: (1.4) The user's tool hooks, run by a client, around the tools the
+    #: loop answers itself (``google_web_search``, ``activate_skill``):
+    #: ``await hooks(event, input)`` → their output (see :mod:`.tool_hooks`);
+    #: None: none.
+    hooks: Any = None
 
 
 #: The tools a server runs itself for any session, by name (announced in
@@ -379,12 +385,18 @@ def _with_server_tools(run: AgentRun, call_tool: CallTool, *, model: Model, emit
             return await call_tool(name, args)
         call_id = f"{run.request_id}.server.{_agent_part(run)}{next(numbers)}"
         aid = run.agent_id
+        failure = None
+        if run.hooks is not None:
+            args, failure = await tool_hooks.before_tool(run.hooks, name, args)
         await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args, agent_id=aid))
-        text, failure, usage = await web_search.google_web_search(args, model=model, model_name=run.model_name)
-        run.usage = run.usage + usage
+        if failure is None:
+            text, failure, usage = await web_search.google_web_search(args, model=model, model_name=run.model_name)
+            run.usage = run.usage + usage
         if failure is not None:
             await emit(ToolError(request_id=run.request_id, call_id=call_id, tool=name, error=failure, agent_id=aid))
             return None, failure
+        if run.hooks is not None:
+            text = await tool_hooks.after_tool(run.hooks, name, args, text)
         await emit(ToolCompleted(request_id=run.request_id, call_id=call_id, tool=name, result=text, agent_id=aid))
         return text, None
 
@@ -406,11 +418,17 @@ def _with_skills(run: AgentRun, call_tool: CallTool, *, emit: Emit) -> CallTool:
             return await call_tool(name, args)
         call_id = f"{run.request_id}.skill.{_agent_part(run)}{next(numbers)}"
         aid = run.agent_id
+        failure = None
+        if run.hooks is not None:
+            args, failure = await tool_hooks.before_tool(run.hooks, name, args)
         await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args, agent_id=aid))
-        text, failure = skill_tool.activate(_skills(run), args)
+        if failure is None:
+            text, failure = skill_tool.activate(_skills(run), args)
         if failure is not None:
             await emit(ToolError(request_id=run.request_id, call_id=call_id, tool=name, error=failure, agent_id=aid))
             return None, failure
+        if run.hooks is not None:
+            text = await tool_hooks.after_tool(run.hooks, name, args, text)
         await emit(ToolCompleted(request_id=run.request_id, call_id=call_id, tool=name,
                                  result=f"Skill {args.get('name')} activated", agent_id=aid))
         return text, None
@@ -540,12 +558,14 @@ async def _run_tools(
 
 def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any,
                      on_call: Callable[[str, str, dict[str, Any]], None] | None = None,
-                     agent_id: int = 0) -> CallTool:
+                     agent_id: int = 0, hooks: Any = None) -> CallTool:
     """A :data:`CallTool` that runs each call on the server, through a
     :class:`~gemini_split.server.session.server_tools.ToolHost` (``hello.tools =
     "server"``): each call gets a fresh call id (``t-…``, told to
     ``on_call(call_id, name, args)`` first), its events go out through
-    ``emit`` and a call that needs approval asks through ``ask``. A
+    ``emit``, a call that needs approval asks through ``ask`` and the
+    user's tool hooks are asked through ``hooks`` (see
+    :data:`~gemini_split.server.session.server_tools.Hooks`). A
     sub-agent's calls (``agent_id``) say so on their events and questions."""
     if agent_id:
         emit = _as_agent(emit, agent_id)
@@ -558,7 +578,7 @@ def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any,
         call_id = "t-" + secrets.token_hex(8)
         if on_call is not None:
             on_call(call_id, name, args)
-        return await host.execute(call_id, name, args, emit=emit, ask=ask, request_id=request_id)
+        return await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id)
 
     return call
 

@@ -91,6 +91,13 @@ def mode_allows(cap: str, mode: str) -> bool:
 Ask = Callable[[ToolAwaitingApproval], Awaitable["ToolDecision | str"]]
 #: ``await emit(event)`` → the event is on its way to every attached client.
 Emit = Callable[[ServerEvent], Awaitable[None]]
+#: (1.4) ``await hooks(event, input)`` → the combined output (gemini-cli's
+#: hook output object) of the user's ``event`` hooks (``BeforeTool`` /
+#: ``AfterTool``), run by a client; None when nobody ran them (no client
+#: runs hooks, or it did not answer in time). ``input`` is gemini-cli's
+#: hook input for the event without the common fields (the client adds
+#: those).
+Hooks = Callable[[str, dict[str, Any]], Awaitable["dict[str, Any] | None"]]
 
 
 @dataclass(frozen=True)
@@ -133,13 +140,18 @@ class ToolHost(Protocol):
     confined to the workspace; it emits ``tool_started``, ``tool_delta``
     (stdout/stderr as it arrives), then ``tool_completed`` or ``tool_error``
     through ``emit``, and returns ``(result, None)`` or ``(None, failure)``.
+    With ``hooks``, the user's BeforeTool hooks are asked after the
+    approval and before the call runs, and AfterTool hooks after it ran;
+    their verdict is applied as a client applies its own (a deny refuses the
+    call with the hooks' reason, ``tool_input`` rewrites the arguments,
+    ``additionalContext`` is appended to the result).
     It never raises for a tool's failure; Trio cancellation propagates.
     ``close`` ends what outlives a call (background commands)."""
 
     def specs(self) -> list[ToolSpec]: ...
 
     async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
-                      request_id: str | None) -> tuple[Any, ToolFailure | None]: ...
+                      request_id: str | None, hooks: Hooks | None = None) -> tuple[Any, ToolFailure | None]: ...
 
     def close(self) -> None: ...
 

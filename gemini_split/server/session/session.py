@@ -55,6 +55,7 @@ from gemini_split.protocol import (
     GetState,
     History,
     Restore,
+    HookResponse,
     ServerEvent,
     SessionContext,
     State,
@@ -86,6 +87,7 @@ from ..store import SessionRecord, SessionStore, StoredEvent, StoreError, hash_t
 from ..store.memory import MemoryStore
 from .rewind import Rewinding, RewindRefused, Timeline
 from .server_tools import ToolChoice, ToolHost
+from .tool_hooks import HookRefused, ToolHooks
 from .views import AttachPoint, View
 
 log = logging.getLogger(__name__)
@@ -190,6 +192,8 @@ class Session:
         #: The questions server-side tools ask the attached clients.
         self.approvals = Approvals(self.emit_nowait,
                                    can_answer=lambda: any(v.approves and v.may_act for v in self.views))
+        #: The user's tool hooks around server-side tools, run by a client (1.4).
+        self.tool_hooks = ToolHooks(self._hooks_client, max_wait=config.tool_timeout)
         self._pending: dict[str, _PendingCall] = {}
         #: (1.4) The running request's sub-agents at work (``state.agents``),
         #: and the slots of the cap on how many run at once.
@@ -281,10 +285,23 @@ class Session:
     # --- views ---------------------------------------------------------------
 
     def _view_left(self, view: View) -> None:
-        """Its request's tool calls are handed over to the drivers left."""
+        """Its request's tool calls are handed over to the drivers left;
+        a hook it was running will not answer."""
+        self.tool_hooks.view_left(view)
         if self._active is not None and self._active.origin is view:
             self._active.origin = None
             self.hand_over_calls()
+
+    def _hooks_client(self, request_id: str) -> View | None:
+        """Who runs the user's tool hooks for ``request_id``: its origin if
+        that client runs them (``tool_hooks``), nobody if it does not; once
+        the origin has left, the first attached driver that runs them."""
+        active = self._active
+        if active is None or active.request_id != request_id:
+            return None
+        if active.origin is not None:
+            return active.origin if active.origin.tool_hooks and active.origin.attached else None
+        return next((v for v in self.views if v.tool_hooks and v.may_act and v.attached), None)
 
     def _handed_out(self) -> None:
         if self._active is not None and self._active.origin is None and self._pending:
@@ -435,6 +452,11 @@ class Session:
                 self.approvals.decide(message, by=view.label)
             except DecisionRefused as exc:
                 view.send_direct(Error(code=exc.code.value, message=str(exc), in_reply_to=message.id))
+        elif isinstance(message, HookResponse):
+            try:
+                self.tool_hooks.answer(message, view)
+            except HookRefused as exc:
+                view.send_direct(Error(code=exc.code.value, message=str(exc), in_reply_to=message.id))
         elif isinstance(message, ToolDiscovery):
             view.tools = list(message.tools)
             if view.may_act:
@@ -535,7 +557,8 @@ class Session:
                        tools=list(self.tools), context=self.context,
                        server_tools=self.server_tools, pace=self.priority.request(),
                        last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed,
-                       running_agents=self.running_agents, agent_slots=self.agent_slots)
+                       running_agents=self.running_agents, agent_slots=self.agent_slots,
+                       hooks=self.tool_hooks.bind(request.id))
         self.timeline.begin(request.id, self.history)
         error: tuple[ErrorCode, str] | None = None
         if not self.title:
@@ -642,7 +665,8 @@ class Session:
             return call_server_tool(
                 self.tool_host, request_id=request_id, emit=self.emit, ask=self.approvals.ask, agent_id=agent_id,
                 on_call=None if agent_id else (lambda call_id, name, args: self.timeline.note_call(
-                    call_id, request_id, name, args, self.history)))
+                    call_id, request_id, name, args, self.history)),
+                hooks=self.tool_hooks.bind(request_id))
         return lambda name, args: self._call_tool(request_id, name, args, agent_id=agent_id)
 
     # --- rewinding (1.4) ------------------------------------------------------------
@@ -740,7 +764,8 @@ class Session:
                        tools=list(self.tools), context=self.context,
                        server_tools=self.server_tools, pace=self.priority.request(),
                        last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed,
-                       running_agents=self.running_agents, agent_slots=self.agent_slots)
+                       running_agents=self.running_agents, agent_slots=self.agent_slots,
+                       hooks=self.tool_hooks.bind(message.id))
         assert done.site is not None
         error: tuple[ErrorCode, str] | None = None
         recorded = trio.Event()

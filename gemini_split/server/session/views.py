@@ -65,6 +65,11 @@ class View:
     tools: list[ToolSpec] | None = None
     #: The client answers approval questions (capability ``tool_approvals``).
     approves: bool = False
+    #: (1.4) The client runs the user's tool hooks for server-run tools
+    #: (capability ``tool_hooks``, and it speaks 1.4), for up to
+    #: ``hook_timeout`` seconds a round (None: the default).
+    tool_hooks: bool = False
+    hook_timeout: float | None = None
     detached: trio.Event = field(default_factory=trio.Event)
     #: Why the view was cut off (None while it keeps up).
     cut_off: str | None = None

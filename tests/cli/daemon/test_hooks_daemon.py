@@ -33,3 +33,19 @@ def test_a_before_tool_hook_denies_rm_through_the_local_daemon(environ, home, tm
     assert "no rm through the daemon either" in bodies[1]
     assert (tmp_path / "victim.txt").exists()
     assert Path(home, "daemon", "daemon.sock").exists()  # it went through the daemon
+
+
+def test_a_before_tool_hook_sees_the_search_the_daemon_runs(environ, home, tmp_path):
+    """google_web_search runs in the daemon, not on the client: the daemon
+    asks the client's hooks about it (protocol 1.4, ``hook_request``)."""
+    deny = json.dumps({"decision": "deny", "reason": "no searching through the daemon"})
+    Path(home, "settings.json").write_text(json.dumps({"hooks": {
+        "BeforeTool": [{"matcher": "google_web_search", "hooks": [{"type": "command", "command": f"echo '{deny}'"}]}],
+    }}))
+    script = [{"function_calls": [{"name": "google_web_search", "args": {"query": "trio"}}]}, {"text": "done"}]
+    with FakeGemini(script, api_key=API_KEY) as fake:
+        done = run(["-p", "what is trio?"], {**environ, "GOOGLE_GEMINI_BASE_URL": fake.url}, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        bodies = [json.dumps(r["body"]) for r in fake.requests if r["action"].endswith("GenerateContent")]
+    assert len(bodies) == 2 and "no searching through the daemon" in bodies[1]
+    assert Path(home, "daemon", "daemon.sock").exists()

@@ -60,6 +60,9 @@ SUBAGENTS_SINCE = (1, 4)
 #: The minor version from which a server restores its own tools'
 #: checkpoints (``restore``, ``checkpoints``).
 RESTORE_SINCE = (1, 4)
+#: (1.4) The minor version from which ``SessionInfo`` says the project
+#: directory a session was started in (``project``).
+SESSION_PROJECT_SINCE = (1, 4)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -193,6 +196,11 @@ class SessionInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
     updated: int = 0
     turns: int = 0
     model: str = ""
+    #: (1.4) The project directory the session was started in, as its
+    #: client saw it (the first of its ``SessionContext.workspace_dirs``);
+    #: empty when not known. ``--list-sessions`` and ``--resume N`` count
+    #: only the sessions of the project they run in.
+    project: str = ""
 
 
 # --- the local daemon's caller (1.2) -------------------------------------------

@@ -45,9 +45,10 @@ from gemini_split.client.approval import ApprovalMode
 from gemini_split.client.context import runs_elsewhere
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient, RequestFailed
+from gemini_split.client.session_scope import NO_SESSIONS, needs_scope, pick, project_sessions, resolve_resume
 from gemini_split.client.connect import ClientSettings, describe_connect_error, open_client
 from gemini_split.environment import Environment
-from gemini_split.errors import ConfigurationError, ProfileError
+from gemini_split.errors import BadInput, ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent, Usage
@@ -360,6 +361,9 @@ class Repl:
             try:
                 await self._open(self.settings, self.server_label)
                 return None
+            except BadInput as exc:  # --resume N with no such session here
+                self.console.print(error_panel(str(exc), title="Cannot resume"))
+                return ExitStatus.BAD_INPUT
             except (TransportError, ConfigurationError) as exc:
                 message, code, status = describe_connect_error(exc)
                 self.console.print(error_panel(f"{self.settings.endpoint.server}: {message}", code=code,
@@ -688,6 +692,17 @@ class Repl:
     async def resume(self, target: str) -> bool:
         """Continue an earlier session (an id or ``latest``) on the current
         server, and redraw its conversation."""
+        if needs_scope(target):  # latest or N: among this project's sessions
+            try:
+                sessions = await project_sessions(self.require_client(), self.settings)
+                chosen = pick(sessions, target)
+            except (RequestFailed, BadInput) as exc:
+                self.console.print(error_panel(str(exc), title="Cannot resume"))
+                return False
+            if chosen is None:
+                self.console.print(Text(NO_SESSIONS, style="yellow"))
+                return False
+            target = chosen.id
         settings = self._fresh(self.settings).choosing(resume=target)
         try:
             opened = await self.interruptible(self._open(settings, self.server_label), f"Resuming {target}…")
@@ -791,6 +806,8 @@ class Repl:
         assert self._nursery is not None
         if settings.endpoint.server is None:
             settings = settings.reaching(embedded_address=await self._serve_embedded())
+        if needs_scope(settings.session.resume):  # --resume latest|N: this project's session
+            settings = await resolve_resume(settings, lambda line: self.console.print(Text(line, style="yellow")))
         with single_exceptions():
             client, scope = await self._nursery.start(self._hold, settings)
         old = self._connection_scope

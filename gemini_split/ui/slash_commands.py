@@ -74,7 +74,8 @@ async def _help(repl: Repl, args: list[str]) -> None:
     repl.console.print(Text(
         f"\nKeys: Enter sends · {NEWLINE_KEYS} inserts a newline · Tab completes · "
         "Ctrl-C cancels a running turn (clears the line at the prompt) · Ctrl-D quits · "
-        "Shift+Tab cycles the approval mode · Ctrl-T shows the last thought in full.\n"
+        "Shift+Tab cycles the approval mode · Ctrl+Y turns yolo on or off · Ctrl-T shows the last thought in full · "
+        "Ctrl+X edits the prompt in your editor (general.preferredEditor, $VISUAL, $EDITOR).\n"
         "Text typed while an answer streams waits for the next prompt; with Enter it is sent when the turn ends.\n"
         "Start a message with // to send a line that begins with /.\n"
         "@path attaches a file or a directory's files (Tab completes; .gitignore and the workspace apply).\n"
@@ -902,7 +903,7 @@ async def _sessions(repl: Repl, args: list[str]) -> None:
 
 async def _resume(repl: Repl, args: list[str]) -> None:
     if len(args) != 1:
-        raise CommandUsage("/resume ID|latest")
+        raise CommandUsage("/resume ID|N|latest")
     await repl.resume(args[0])
 
 
@@ -1072,7 +1073,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             _approval_mode, _approval_modes),
     Command("/model", MODEL_USAGE, "show or set the model for the next prompts", _model, _models),
     Command("/sessions", "/sessions", "your sessions on this server, newest first", _sessions),
-    Command("/resume", "/resume ID|latest", "continue an earlier session and redraw it", _resume, _session_ids),
+    Command("/resume", "/resume ID|N|latest", "continue an earlier session and redraw it (N and latest: "
+            "this project's, as --list-sessions numbers them)", _resume, _session_ids),
     Command("/restore", "/restore [ID]", "list the checkpoints, or put the files back as before one edit and "
             "propose it again (general.checkpointing.enabled)", _restore, _checkpoint_ids),
     Command("/server", "/server ACTION",

@@ -65,6 +65,8 @@ from typing import Any
 
 import trio
 
+from gemini_split.protocol import SessionInfo
+from gemini_split.protocol.messages import SESSION_PROJECT_SINCE
 from gemini_split.transport import Principal
 
 from .session import LOCAL_OWNER, Session
@@ -292,6 +294,7 @@ class SessionManager:
         return matches[0] if matches else name
 
     async def list_sessions(self, principal: Principal | None) -> list[SessionSummary]:
+        """The caller's sessions, most recently updated first."""
         return await self.store.list_sessions(owner_of(principal))
 
     async def delete(self, session_id: str, principal: Principal | None) -> bool:
@@ -440,3 +443,13 @@ class SessionManager:
             session.resume_token = resume_token  # what the next attach by id is given
             return True
         return False
+
+
+def session_infos(summaries: list[SessionSummary], version: tuple[int, int]) -> tuple[SessionInfo, ...]:
+    """``summaries`` as ``sessions`` lists them to a peer of protocol
+    ``version``: the project directory only from 1.4 on
+    (``SESSION_PROJECT_SINCE``)."""
+    with_project = version >= SESSION_PROJECT_SINCE
+    return tuple(SessionInfo(id=s.id, title=s.title, created=int(s.created * 1000), updated=int(s.updated * 1000),
+                             turns=s.turns, model=s.model, project=s.project if with_project else "")
+                 for s in summaries)

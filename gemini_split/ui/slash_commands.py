@@ -679,6 +679,15 @@ def persist_user_setting(repl: Repl, key: str, value: Any) -> None:
     set_setting(repl.env.config_dir / "settings.json", key, value)
 
 
+async def _directory(repl: Repl, args: list[str]) -> None:
+    from .directory_command import DirectoryRefused, directory_command
+
+    try:
+        await directory_command(repl, args)
+    except DirectoryRefused as exc:
+        raise CommandUsage(str(exc)) from None
+
+
 def _mcp_actions(repl: Repl) -> Iterable[str]:
     return ["tools", "desc"]
 
@@ -1056,6 +1065,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             _memory, _memory_actions),
     Command("/policies", "/policies [list]", "the policy rules deciding this client's tool calls, by approval "
             "mode, with their priority and source", _policies, lambda repl: ["list"]),
+    Command("/directory", "/directory add PATH[,PATH]|show",
+            "add workspace directories (as --include-directories), or show them; also /dir",
+            _directory, lambda repl: ["add", "show"]),
     Command("/vim", "/vim", "vi editing keys on or off (saved as general.vimMode in your settings.json)", _vim),
     Command("/settings", "/settings", "the effective settings and where each came from "
             "(user, project, system, default); read-only: edit settings.json to change one", _settings),
@@ -1081,7 +1093,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "list | add NAME URL [--token T|--token-env VAR] [--ca FILE] | remove NAME | "
             "connect NAME|URL | status | test NAME|URL", _server, _server_actions),
 ]}
-ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear"}
+ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear", "/dir": "/directory"}
 
 
 async def run_command(repl: Repl, line: str) -> None:
@@ -1159,5 +1171,6 @@ class SlashCompleter(Completer):
 
         client = self.repl.client
         root = client.executor.workspace.root if client is not None else self.repl.env.cwd
-        for candidate in complete_reference(typed, root):
+        include = client.executor.workspace.roots[1:] if client is not None else ()
+        for candidate in complete_reference(typed, root, include=include):
             yield Completion(candidate, -len(typed))

@@ -249,3 +249,82 @@ def test_ctrl_y_at_an_approval_question_leaves_it_pending(start_repl, workdir):
     assert not (workdir / "x.txt").exists()
     ask(repl, "/approval-mode")
     repl.expect(r"approval mode: default")
+
+
+# --- /directory (issue 31 item 5) ---------------------------------------------
+
+
+def test_directory_add_widens_the_tools_the_context_and_completion_at_once(tmp_path, workdir):
+    from gemini_split.testing.fake_gemini import FakeGemini
+
+    from .test_repl import _environ
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "data.txt").write_text("LIB-DATA-7\n")
+    (lib / "GEMINI.md").write_text("LIB-RULE: always use tabs\n")
+    (tmp_path / "a-file").write_text("x")
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "settings.json").write_text(json.dumps({"context": {"loadMemoryFromIncludeDirectories": True}}))
+    read = {"function_calls": [{"name": "read_file", "args": {"file_path": str(lib / "data.txt")}}]}
+    with FakeGemini([read, {"text": "refused, as expected"}, read, {"text": "got it"}], api_key="k") as fake:
+        repl = PtyProcess([sys.executable, "-m", "gemini_split", "--approval-mode", "yolo"],
+                          env=_environ(tmp_path, NO_COLOR="1", GEMINI_API_KEY="k", GOOGLE_GEMINI_BASE_URL=fake.url,
+                                       GEMINI_CLI_TRUST_WORKSPACE="true"),
+                          cwd=str(workdir), cols=200)
+        try:
+            repl.expect(PROMPT, timeout=30)
+            ask(repl, "read the data")
+            repl.expect(r"refused, as expected", timeout=30)  # outside the workspace: the tool refused
+            repl.expect(PROMPT)
+            ask(repl, "/dir add ../lib, ../missing ,../a-file")
+            repl.expect(r"Successfully added directories:\s+- \.\./lib")
+            repl.expect(r"Error adding '\.\./missing': no such directory\s+Error adding '\.\./a-file': not a directory")
+            repl.expect(PROMPT)
+            ask(repl, "/directory add ../lib")
+            repl.expect(r"The following directories are already in the workspace:\s+- \.\./lib")
+            repl.expect(PROMPT)
+            ask(repl, "/directory show")
+            repl.expect(rf"Current workspace directories:\s+- {re.escape(str(workdir))}\s+- {re.escape(str(lib))}")
+            repl.expect(PROMPT)
+            ask(repl, "/memory list")
+            repl.expect(re.escape(str(lib / "GEMINI.md")))
+            repl.expect(PROMPT)
+            repl.type("@../lib/da")
+            repl.send("\t")
+            repl.expect(r"@\.\./lib/data\.txt")
+            repl.send("\x15")  # Ctrl-U: clear the line
+            ask(repl, "read it now")
+            repl.expect(r"got it", timeout=30)
+            repl.expect(PROMPT)
+        finally:
+            repl.close()
+        bodies = [r["body"] for r in fake.requests if r["action"].endswith("GenerateContent")]
+    first_result = json.dumps(bodies[1]["contents"][-1])
+    assert "outside" in first_result and "LIB-DATA-7" not in first_result
+    system = json.dumps(bodies[-1]["systemInstruction"])
+    assert str(lib) in system and "LIB-RULE: always use tabs" in system
+    assert "LIB-DATA-7" in json.dumps(bodies[-1]["contents"][-1])
+
+
+def test_directory_add_refuses_distrusted_folders_and_restrictive_sandboxes(start_repl, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "trustedFolders.json").write_text(json.dumps({str(other): "DO_NOT_TRUST"}))
+    repl = start_repl([])
+    ask(repl, f"/directory add {other}")
+    repl.expect(r"the folder\s+trust\s+rules\s+do\s+not\s+trust")
+    repl.expect(PROMPT)
+    ask(repl, "/directory show")
+    repl.expect(r"Current workspace directories:\s+- \S+\s*\n")
+    repl.expect(PROMPT)
+    assert str(other) not in repl.text.split("Current workspace directories:")[-1]
+    ask(repl, "/directory")
+    repl.expect(r"usage: /directory add PATH\[,PATH…\] \| show")
+    sandboxed = start_repl([], "--sandbox", "bwrap", SEATBELT_PROFILE="restrictive-open")
+    ask(sandboxed, f"/directory add {tmp_path}")
+    sandboxed.expect(r"The /directory add command is not supported in restrictive\s+sandbox\s+profiles\.\s+"
+                     r"Please\s+use\s+--include-directories\s+when\s+starting\s+the\s+session\s+instead\.")

@@ -310,10 +310,10 @@ def test_directory_add_widens_the_tools_the_context_and_completion_at_once(tmp_p
             repl.expect(re.escape(str(lib / "GEMINI.md")))
             repl.expect(PROMPT)
             repl.type("@../lib/da")
-            repl.send("\t")
-            repl.expect(r"@\.\./lib/data\.txt")
-            repl.send("\x15")  # Ctrl-U: clear the line
-            ask(repl, "read it now")
+            repl.send("\t")  # completes to @../lib/data.txt
+            repl.expect(r"\.\./lib/data\.txt")
+            repl.drain(0.5)
+            ask(repl, " and read it now")
             repl.expect(r"got it", timeout=30)
             repl.expect(PROMPT)
         finally:
@@ -321,6 +321,7 @@ def test_directory_add_widens_the_tools_the_context_and_completion_at_once(tmp_p
         bodies = [r["body"] for r in fake.requests if r["action"].endswith("GenerateContent")]
     first_result = json.dumps(bodies[1]["contents"][-1])
     assert "outside" in first_result and "LIB-DATA-7" not in first_result
+    assert "LIB-DATA-7" in json.dumps(bodies[2]["contents"][-1])  # the @ reference, completed, was attached
     system = json.dumps(bodies[-1]["systemInstruction"])
     assert str(lib) in system and "LIB-RULE: always use tabs" in system
     assert "LIB-DATA-7" in json.dumps(bodies[-1]["contents"][-1])

@@ -67,12 +67,13 @@ def in_project(sessions: Sequence[SessionInfo], project: str) -> list[SessionInf
 def pick(sessions: Sequence[SessionInfo], which: str) -> SessionInfo | None:
     """The session ``which`` (``latest`` or a number) names among
     ``sessions`` (:func:`in_project`'s order): latest is the one most
-    recently updated that has an answer (one stopped before its first is
-    not the conversation the user was having). None for ``latest`` when
+    recently updated that has an answer or is answering now (one stopped
+    before its first answer is not the conversation the user was having,
+    as the server's own ``latest``). None for ``latest`` when
     there is none; raises :class:`BadInput` for a number out of range, in
     gemini-cli's words."""
     if which == LATEST:
-        answered = [s for s in sessions if s.turns > 0]
+        answered = [s for s in sessions if s.turns > 0 or s.running]
         return max(answered, key=lambda s: (s.updated, s.created)) if answered else None
     index = int(which)
     if not 1 <= index <= len(sessions):

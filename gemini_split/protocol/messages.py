@@ -61,8 +61,9 @@ SUBAGENTS_SINCE = (1, 4)
 #: checkpoints (``restore``, ``checkpoints``).
 RESTORE_SINCE = (1, 4)
 #: (1.4) The minor version from which ``SessionInfo`` says the project
-#: directory a session was started in (``project``).
-SESSION_PROJECT_SINCE = (1, 4)
+#: directory a session was started in (``project``) and whether it is
+#: answering a prompt now (``running``): sessions per project.
+SESSION_SCOPE_SINCE = (1, 4)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -201,6 +202,10 @@ class SessionInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: empty when not known. ``--list-sessions`` and ``--resume N`` count
     #: only the sessions of the project they run in.
     project: str = ""
+    #: (1.4) Whether it is answering a prompt on this server now (a session
+    #: answering its first has no completed turn yet, and is still the
+    #: ``latest`` conversation).
+    running: bool = False
 
 
 # --- the local daemon's caller (1.2) -------------------------------------------

@@ -618,7 +618,8 @@ class AgentService:
             view.send_direct(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
                                    message=f"the server cannot read its sessions: {exc}"))
             return
-        view.send_direct(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, version)))
+        view.send_direct(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, version,
+                                                                                 self.manager.running())))
 
 #: Events only 1.2 clients know (several clients on one session).
 _V12_EVENTS = (RequestStarted, ClientsChanged, ToolCallAnswered, ToolDecided)

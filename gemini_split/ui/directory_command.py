@@ -52,6 +52,10 @@ def workspace_dirs(repl: Repl) -> list[Path]:
 
 
 async def directory_command(repl: Repl, args: list[str]) -> None:
+    if args == ["show"] and repl.settings.tools.run_on == "server":
+        repl.console.print(Text("The tools run on the server (--tools server), in the workspace it gives this "
+                                "session: no directory of this machine is in it."))
+        return
     if args == ["show"]:
         lines = "\n".join(f"- {visible(str(d), newlines=False)}" for d in workspace_dirs(repl))
         repl.console.print(Text(f"Current workspace directories:\n{lines}"), soft_wrap=True)

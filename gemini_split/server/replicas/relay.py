@@ -374,7 +374,8 @@ class Relay:
             await self._send(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
                                    message=f"the server cannot read its sessions: {exc}"))
             return
-        await self._send(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, self.conn.version)))
+        await self._send(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, self.conn.version,
+                                                                                  self.manager.running())))
 
 
 class _RefusedById(Exception):

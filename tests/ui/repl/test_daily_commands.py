@@ -347,3 +347,27 @@ def test_directory_add_refuses_distrusted_folders_and_restrictive_sandboxes(star
     ask(sandboxed, f"/directory add {tmp_path}")
     sandboxed.expect(r"The /directory add command is not supported in restrictive\s+sandbox\s+profiles\.\s+"
                      r"Please\s+use\s+--include-directories\s+when\s+starting\s+the\s+session\s+instead\.")
+
+
+def test_directory_add_is_refused_when_the_server_runs_the_tools(tmp_path, workdir):
+    from gemini_split.testing.fake_gemini import FakeGemini
+
+    from tests.e2e.test_serve_e2e import API_KEY, daemon
+    from tests.server.server_tools.helpers import unix_listener
+
+    from .test_repl import _environ
+
+    with FakeGemini(api_key=API_KEY) as fake, unix_listener() as listen, \
+            daemon(tmp_path, fake, "--server-tools", "--sandbox", "none",
+                   "--workspace-root", str(tmp_path / "workspaces"), *listen) as (_, address):
+        repl = PtyProcess([sys.executable, "-m", "gemini_split", "--server", address, "--tools", "server"],
+                          env=_environ(tmp_path, NO_COLOR="1"), cwd=str(workdir), cols=200)
+        try:
+            repl.expect(PROMPT, timeout=30)
+            ask(repl, f"/directory add {tmp_path}")
+            repl.expect(r"with --tools server the tools run on the server, in its own workspace")
+            repl.expect(PROMPT)
+            ask(repl, "/directory show")
+            repl.expect(r"The tools run on the server \(--tools server\), in the workspace it gives this session")
+        finally:
+            repl.close()

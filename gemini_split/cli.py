@@ -312,16 +312,19 @@ def _add_client_connection_args(parser: argparse.ArgumentParser) -> None:
                        help="keep trying to reconnect and resume this long after the connection "
                             "to a server drops (default 120; 0: give up at once)")
     sessions = parser.add_argument_group("sessions (kept by the server, or in $GEMINI_SPLIT_HOME/sessions)")
-    sessions.add_argument("-r", "--resume", nargs="?", const="latest", metavar="latest|ID",
-                          help="continue an earlier conversation: the latest with an answer (default) or "
-                               "the one with this id (any unambiguous beginning of it, such as the short "
-                               "id the banner shows), in the REPL or with -p")
+    sessions.add_argument("-r", "--resume", nargs="?", const="latest", metavar="latest|N|ID",
+                          help="continue an earlier conversation of this project: the latest with an "
+                               "answer (default), number N of --list-sessions, or the one with this id "
+                               "(from any project; any unambiguous beginning of it, such as the short id "
+                               "the banner shows), in the REPL or with -p")
     sessions.add_argument("--session-id", type=_session_id, metavar="ID",
                           help="start a new session under this id (letters, digits, '-', '_'), to "
                                "--resume it by that id later; an id you already use is refused")
     sessions.add_argument("--list-sessions", action="store_true",
-                          help="list your sessions (id, last update, turns, title), newest first")
-    sessions.add_argument("--delete-session", metavar="ID", help="delete one of your sessions")
+                          help="list your sessions of this project, numbered, oldest first (title, "
+                               "last update, id)")
+    sessions.add_argument("--delete-session", metavar="N|ID",
+                          help="delete one of your sessions: number N of --list-sessions, or its id")
     sessions.add_argument("--rewind-to", type=_prompt_number, metavar="N",
                           help="with --resume: rewind the conversation to before its N-th prompt (1: the "
                                "first), as /rewind does, and run nothing")

@@ -83,6 +83,11 @@ class GeneralSettings(_Section):
     default_approval_mode: Literal["default", "auto_edit", "plan", "yolo"] | None = None
     plan: PlanSettings = msgspec.field(default_factory=PlanSettings)
     checkpointing: CheckpointingSettings = msgspec.field(default_factory=CheckpointingSettings)
+    #: ``general.vimMode``: the REPL's line editor in vi mode (``/vim`` toggles it).
+    vim_mode: bool = False
+    #: ``general.preferredEditor``: what Ctrl+X opens the prompt in
+    #: (gemini-cli's names; unset: ``$VISUAL``, ``$EDITOR``).
+    preferred_editor: str | None = None
 
 
 class OutputSettings(_Section):

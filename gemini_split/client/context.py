@@ -33,7 +33,7 @@ import os
 import platform
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 import trio
@@ -58,6 +58,9 @@ class ContextFile(msgspec.Struct, frozen=True):
     path: Path
     scope: Scope
     content: str
+    #: Its ``@`` imports (``memory_import.ImportNode``), in the order read:
+    #: the tree ``/memory show`` draws.
+    imports: tuple[Any, ...] = ()
 
 
 class ProjectContext(msgspec.Struct):
@@ -196,11 +199,13 @@ def _read_context_file(path: Path, scope: Scope, seen: set[tuple[int, int]],
         text += f"\n[… {path.name} is longer than {MAX_CONTEXT_FILE_BYTES // 1024} KiB; the rest was not read]"
         warnings.append(f"gemini-split: context file {path} is over {MAX_CONTEXT_FILE_BYTES // 1024} KiB; "
                         "only the start is used")
+    imports: list[Any] = []
     if imports_from and "@" in text:
         from .memory_import import expand_imports
 
-        text = expand_imports(text, path, allowed=imports_from, warnings=warnings, max_bytes=MAX_CONTEXT_FILE_BYTES)
-    return ContextFile(Path(os.path.abspath(path)), scope, text)
+        text = expand_imports(text, path, allowed=imports_from, warnings=warnings, max_bytes=MAX_CONTEXT_FILE_BYTES,
+                              tree=imports)
+    return ContextFile(Path(os.path.abspath(path)), scope, text, tuple(imports))
 
 
 # --------------------------------------------------------------------------

@@ -23,7 +23,8 @@ from gemini_split.client.protocol_client import RequestFailed  # noqa: I001
 from gemini_split.client.context import runs_elsewhere  # noqa: I001
 from gemini_split.client.protocol_client import ProtocolClient  # noqa: I001 (apart: fewer merge conflicts)
 from gemini_split.protocol import Attachment  # noqa: I001
-from gemini_split.client.connect import ClientSettings, open_client
+from gemini_split.client.connect import ClientSettings
+from gemini_split.client.session_scope import open_resumed_client
 from gemini_split.ui.safe_text import visible
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError
@@ -198,8 +199,8 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
             await renderer.on_event(event)
 
     try:
-        async with hold_embedded(settings, embedded) as settings, open_client(
-                settings, on_event=own_events,
+        async with hold_embedded(settings, embedded) as settings, open_resumed_client(
+                settings, lambda line: renderer.stderr.write(f"gemini-split: {line}\n"), on_event=own_events,
                 on_notice=lambda line: renderer.stderr.write(f"gemini-split: {visible(line)}\n"),
                 on_connection=_reconnect_notice(renderer.stderr, clients)) as client:
             clients.append(client)

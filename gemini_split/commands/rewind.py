@@ -18,7 +18,7 @@ import argparse
 import trio
 
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
-from gemini_split.client.connect import open_client
+from gemini_split.client.session_scope import open_resumed_client
 from gemini_split.client.failures import RequestFailed
 from gemini_split.client.rewinding import files_since, rewind, runs_on_server, steps
 from gemini_split.commands.options import client_options
@@ -36,7 +36,8 @@ def run_rewind(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     async def main() -> ExitStatus:
         try:
-            async with hold_embedded(settings, embedded) as held, open_client(held) as client:
+            async with hold_embedded(settings, embedded) as held, \
+                    open_resumed_client(held, lambda line: env.warn(f"gemini-split: {line}")) as client:
                 assert client.connected is not None
                 session = client.connected.session_id
                 found = await steps(client)

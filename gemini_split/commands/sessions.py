@@ -1,6 +1,7 @@
-"""``--list-sessions`` and ``--delete-session ID``: the caller's sessions on
-the server (or in embedded mode, in the local session store), through the
-protocol's ``list_sessions`` / ``delete_session``."""
+"""``--list-sessions`` and ``--delete-session N|ID``: the caller's sessions
+of this project on the server (or in embedded mode, in the local session
+store), through the protocol's ``list_sessions`` / ``delete_session``,
+numbered as gemini-cli numbers them (:mod:`gemini_split.client.session_scope`)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import unicodedata
 import trio
 
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
-from gemini_split.client.connect import open_client
 from gemini_split.client.protocol_client import RequestFailed
+from gemini_split.client.session_scope import NO_SESSIONS, is_number, listing_client, project_sessions
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
+from gemini_split.errors import BadInput
 from gemini_split.exit_status import ExitStatus
 from gemini_split.transport import ConnectFailed, TransportError
 
@@ -35,35 +37,66 @@ def _run(args: argparse.Namespace, env: Environment, delete: str | None) -> Exit
 
     async def main() -> ExitStatus:
         try:
-            async with hold_embedded(settings, embedded) as held, open_client(held) as client:
-                if delete is not None:
-                    await client.delete_session(delete)
-                    env.warn(f"Deleted session {delete}.")
+            async with hold_embedded(settings, embedded) as held, listing_client(held) as client:
+                sessions = await project_sessions(client, held)
+                if delete is None:
+                    print_sessions(sessions, env)
                     return ExitStatus.SUCCESS
-                sessions = await client.list_sessions()
+                chosen = _to_delete(sessions, delete)
+                await client.delete_session(chosen.id if chosen is not None else delete)
         except RequestFailed as exc:
             env.warn(f"gemini-split: {exc} ({exc.code})")
             return ExitStatus.ERROR
         except (ConnectFailed, TransportError) as exc:
             env.warn(f"gemini-split: {exc}")
             return ExitStatus.ERROR
-        print_sessions(sessions, env)
+        if chosen is not None:  # gemini-cli's words
+            env.stdout.write(f"Deleted session {delete}: {printable(chosen.title)} ({_ago(chosen.updated)})\n")
+            env.stdout.flush()
+        else:
+            env.warn(f"Deleted session {delete}.")
         return ExitStatus.SUCCESS
 
     return trio.run(main)
 
 
+def _to_delete(sessions, which: str):
+    """The session ``--delete-session`` names by number (in this project's
+    list, :mod:`gemini_split.client.session_scope`), or None: an id (or
+    the start of one), sent as it is. Raises :class:`BadInput` for a number
+    with no session, in gemini-cli's words."""
+    if not is_number(which):
+        return next((s for s in sessions if s.id == which), None)
+    if not 1 <= int(which) <= len(sessions):
+        raise BadInput(f'Invalid session identifier "{which}". Use --list-sessions to see available sessions.')
+    return sessions[int(which) - 1]
+
+
 def print_sessions(sessions, env: Environment) -> None:
-    """Newest first: id, last update (local time), turns, title."""
-    if not sessions:
-        env.warn("No earlier sessions.")
-        return
+    """gemini-cli's list: this project's sessions, oldest first, numbered
+    (the numbers ``--resume N`` and ``--delete-session N`` take), each with
+    its title, last update and id."""
     out = env.stdout
-    out.write(f"{'ID':<20} {'UPDATED':<16} {'TURNS':>5}  TITLE\n")
-    for s in sessions:
-        updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated / 1000))
-        out.write(f"{printable(s.id):<20} {updated:<16} {s.turns:>5}  {printable(s.title)}\n")
+    if not sessions:
+        out.write(f"{NO_SESSIONS}\n")
+        out.flush()
+        return
+    out.write(f"\nAvailable sessions for this project ({len(sessions)}):\n")
+    for i, s in enumerate(sessions, 1):
+        title = printable(s.title) or "Empty conversation"
+        title = title if len(title) <= 100 else title[:97] + "..."
+        out.write(f"  {i}. {title} ({_ago(s.updated)}) [{printable(s.id)}]\n")
     out.flush()
+
+
+def _ago(ms: int) -> str:
+    """As gemini-cli's formatRelativeTime: "Just now", "5 minutes ago", "2 days ago"."""
+    seconds = max(0, time.time() - ms / 1000)
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' * (n != 1)} ago"
+    return "Just now"
 
 
 def printable(text: str) -> str:

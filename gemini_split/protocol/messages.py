@@ -68,6 +68,10 @@ TOOL_HOOKS_SINCE = (1, 4)
 TOOL_HOOKS_CAPABILITY = "tool_hooks"
 #: (1.4) The events a ``hook_request`` asks about.
 TOOL_HOOK_EVENTS = ("BeforeTool", "AfterTool")
+#: (1.4) The minor version from which ``SessionInfo`` says the project
+#: directory a session was started in (``project``) and whether it is
+#: answering a prompt now (``running``): sessions per project.
+SESSION_SCOPE_SINCE = (1, 4)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -201,6 +205,15 @@ class SessionInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
     updated: int = 0
     turns: int = 0
     model: str = ""
+    #: (1.4) The project directory the session was started in, as its
+    #: client saw it (the first of its ``SessionContext.workspace_dirs``);
+    #: empty when not known. ``--list-sessions`` and ``--resume N`` count
+    #: only the sessions of the project they run in.
+    project: str = ""
+    #: (1.4) Whether it is answering a prompt on this server now (a session
+    #: answering its first has no completed turn yet, and is still the
+    #: ``latest`` conversation).
+    running: bool = False
 
 
 # --- the local daemon's caller (1.2) -------------------------------------------

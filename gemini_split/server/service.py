@@ -37,7 +37,6 @@ from gemini_split.protocol import (
     encode,
     History,
     ListSessions,
-    SessionInfo,
     Sessions,
     ReplayUnavailable,
     RemoteProtocolError,
@@ -68,7 +67,7 @@ from .model.base import Model
 from .session.priority import AnswerFirst
 from .session.session import Session
 from .session.rewind import rewound_notice
-from .session.manager import AmbiguousSession, RemoteSession, SessionManager
+from .session.manager import AmbiguousSession, RemoteSession, SessionManager, session_infos
 from .session.manager import no_such_session as _no_such_session
 from .session.views import OBSERVER, AttachPoint, View
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
@@ -596,11 +595,12 @@ class AgentService:
                     return
                 continue
             if isinstance(message, ListSessions | DeleteSession):
-                await self._answer_sessions(session, view, message)
+                await self._answer_sessions(session, view, message, conn.version)
                 continue
             await session.handle(message, view)
 
-    async def _answer_sessions(self, session: Session, view: View, message: ListSessions | DeleteSession) -> None:
+    async def _answer_sessions(self, session: Session, view: View, message: ListSessions | DeleteSession,
+                               version: tuple[int, int]) -> None:
         """``list_sessions`` / ``delete_session``: only ever the caller's
         own sessions."""
         try:
@@ -620,11 +620,8 @@ class AgentService:
             view.send_direct(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
                                    message=f"the server cannot read its sessions: {exc}"))
             return
-        view.send_direct(Sessions(in_reply_to=message.id, sessions=tuple(
-            SessionInfo(id=s.id, title=s.title, created=int(s.created * 1000), updated=int(s.updated * 1000),
-                        turns=s.turns, model=s.model)
-            for s in summaries
-        )))
+        view.send_direct(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, version,
+                                                                                 self.manager.running())))
 
 #: Events only 1.2 clients know (several clients on one session).
 _V12_EVENTS = (RequestStarted, ClientsChanged, ToolCallAnswered, ToolDecided)

@@ -131,6 +131,43 @@ class RunStats(msgspec.Struct):
             for kind, n in (api.errors_by_type or {}).items():
                 self.api.errors_by_type[kind] = self.api.errors_by_type.get(kind, 0) + n
 
+    def count(self, change: Change) -> None:
+        """Fold one of a turn's changes into the counts: tool calls
+        (count, outcome, duration, decision) and, at the turn's end, its
+        usage and API calls."""
+        stats = self
+        if isinstance(change, ToolCallStarted):
+            stats.tool(change.name).count += 1
+        elif isinstance(change, ToolCallEnded):
+            t = stats.tool(change.name)
+            if change.duration is not None:
+                t.duration_ms += int(change.duration * 1000)
+            # gemini-cli counts a call that was allowed to run as "accept"
+            # (whether it then succeeded or not), a refused one as "reject".
+            refused = change.error is not None and change.error.code == "refused"
+            t.decisions["reject" if refused else "accept"] += 1
+            if change.ok:
+                t.success += 1
+                stats.count_edit(change.result)
+            else:
+                t.fail += 1
+        elif isinstance(change, TurnEnded):
+            self._add_request_totals(change)
+        elif isinstance(change, AgentEnded):
+            stats.count_agent(change.state)
+
+    def _add_request_totals(self, ended: TurnEnded) -> None:
+        api: Any = ended.api
+        if api is None:
+            # A server that does not report per-call stats: count what the
+            # events show (each retry was a failed call).
+            turns = ended.turns
+            failed = ended.reason == "error"
+            errors = ended.retries + (1 if failed else 0)
+            api = _ApiStats(requests=turns + ended.retries + (1 if failed and not turns else 0),
+                            errors=errors, errors_by_type={"model_error": errors} if errors else {})
+        self.add_usage(ended.usage or Usage(), api)
+
     def count_edit(self, result: Any) -> None:
         """``files.totalLinesAdded/Removed`` from an edit tool's summary."""
         if not isinstance(result, str):
@@ -252,38 +289,7 @@ class OneShotRenderer:
             self.show(change)
 
     def _count(self, change: Change) -> None:
-        stats = self.stats
-        if isinstance(change, ToolCallStarted):
-            stats.tool(change.name).count += 1
-        elif isinstance(change, ToolCallEnded):
-            t = stats.tool(change.name)
-            if change.duration is not None:
-                t.duration_ms += int(change.duration * 1000)
-            # gemini-cli counts a call that was allowed to run as "accept"
-            # (whether it then succeeded or not), a refused one as "reject".
-            refused = change.error is not None and change.error.code == "refused"
-            t.decisions["reject" if refused else "accept"] += 1
-            if change.ok:
-                t.success += 1
-                stats.count_edit(change.result)
-            else:
-                t.fail += 1
-        elif isinstance(change, TurnEnded):
-            self._add_request_totals(change)
-        elif isinstance(change, AgentEnded):
-            stats.count_agent(change.state)
-
-    def _add_request_totals(self, ended: TurnEnded) -> None:
-        api: Any = ended.api
-        if api is None:
-            # A server that does not report per-call stats: count what the
-            # events show (each retry was a failed call).
-            turns = ended.turns
-            failed = ended.reason == "error"
-            errors = ended.retries + (1 if failed else 0)
-            api = _ApiStats(requests=turns + ended.retries + (1 if failed and not turns else 0),
-                            errors=errors, errors_by_type={"model_error": errors} if errors else {})
-        self.stats.add_usage(ended.usage or Usage(), api)
+        self.stats.count(change)
 
     def show(self, change: Change) -> None:
         """Print what this format prints for a change as it happens."""

@@ -36,12 +36,15 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.application import Application, create_app_session, run_in_terminal
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.document import Document
+from prompt_toolkit.enums import EditingMode
 from prompt_toolkit.filters import Condition
-from prompt_toolkit.formatted_text import AnyFormattedText
+from prompt_toolkit.filters import vi_mode as vi_editing
+from prompt_toolkit.formatted_text import AnyFormattedText, to_formatted_text
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.key_binding.key_processor import KeyPressEvent
+from prompt_toolkit.key_binding.vi_state import InputMode
 from prompt_toolkit.layout import Layout, Window
 from prompt_toolkit.layout.controls import FormattedTextControl
 from prompt_toolkit.output import ColorDepth, Output
@@ -202,7 +205,9 @@ class LineReader:
 
     Enter sends; Alt+Enter, Esc Enter, Ctrl-J or a trailing backslash insert a
     newline; Ctrl-C clears the line; Ctrl-D on an empty line ends input;
-    Tab completes slash commands and profile names."""
+    Tab completes slash commands and profile names; Ctrl+X edits the line
+    in ``edit_line`` (an external editor); Ctrl+Y calls ``on_ctrl_y``
+    (yolo on or off). ``vi_mode``: vi editing keys (:meth:`set_vi_mode`)."""
 
     def __init__(
         self,
@@ -215,6 +220,9 @@ class LineReader:
         output: Output | None = None,
         on_shift_tab: Callable[[], None] | None = None,
         on_ctrl_t: Callable[[], None] | None = None,
+        on_ctrl_y: Callable[[], str | None] | None = None,
+        edit_line: Callable[[str], str] | None = None,
+        vi_mode: bool = False,
     ):
         self.hint = ""
         self.shell_mode = False
@@ -222,7 +230,10 @@ class LineReader:
         self.unsent = ""
         self._on_shift_tab = on_shift_tab
         self._on_ctrl_t = on_ctrl_t
+        self._on_ctrl_y = on_ctrl_y
+        self._edit_line = edit_line
         self._session: PromptSession[str] = PromptSession(
+            vi_mode=vi_mode,
             history=history,
             completer=completer,
             complete_while_typing=Condition(self._typing_a_command),
@@ -268,6 +279,15 @@ class LineReader:
 
     def _prompt(self) -> AnyFormattedText:
         return [("class:prompt.shell", "! ")] if self.shell_mode else [("class:prompt", "› ")]
+
+    @property
+    def vi_mode(self) -> bool:
+        return self._session.app.editing_mode == EditingMode.VI
+
+    def set_vi_mode(self, on: bool) -> None:
+        """vi editing keys (``/vim``) from the next key on; each prompt
+        starts in INSERT mode."""
+        self._session.app.editing_mode = EditingMode.VI if on else EditingMode.EMACS
 
     def toggle_shell_mode(self) -> None:
         """Shell mode: every line is a ``!command`` until ``!`` (or Escape) on
@@ -327,6 +347,10 @@ class LineReader:
                 return [("class:bottom-toolbar.hint",
                          " shell mode: each line runs here, its output goes to the model · "
                          "! or Esc on an empty line leaves ")]
+            if self.vi_mode:  # gemini-cli's status indicator
+                insert = self._session.app.vi_state.input_mode in (InputMode.INSERT, InputMode.INSERT_MULTIPLE)
+                return [("class:bottom-toolbar.key", " [INSERT] " if insert else " [NORMAL] "),
+                        *to_formatted_text(toolbar())]
             return toolbar()
 
         return render
@@ -344,7 +368,9 @@ class LineReader:
                 return
             buffer.validate_and_handle()
 
-        @kb.add("escape", "enter")
+        # In vi mode Esc is NORMAL mode: Esc then Enter sends, as in
+        # gemini-cli's vim mode (Ctrl-J or a trailing backslash still make a newline).
+        @kb.add("escape", "enter", filter=~vi_editing)
         @kb.add("c-j")
         def _newline(event: KeyPressEvent) -> None:
             event.current_buffer.newline(copy_margin=False)
@@ -375,6 +401,34 @@ class LineReader:
             if self._on_ctrl_t is not None:
                 # Printed above the prompt, which is redrawn below it.
                 run_in_terminal(self._on_ctrl_t)
+
+        @kb.add("c-y")
+        def _yolo(event: KeyPressEvent) -> None:
+            if self._on_ctrl_y is not None:
+                refused = self._on_ctrl_y()
+                if refused:
+                    self.hint = refused
+                event.app.invalidate()
+
+        @kb.add("c-x", eager=True)  # eager: Emacs mode's Ctrl-X prefix keys must not make it wait
+        def _editor(event: KeyPressEvent) -> None:
+            if self._edit_line is None:
+                return
+            buffer, edit = event.current_buffer, self._edit_line
+
+            def run() -> str | None:
+                try:
+                    return edit(buffer.text)
+                except Exception as exc:  # the editor's failure is said; the line stays as it was
+                    self.hint = str(exc)
+                    return None
+
+            async def edit_and_put_back() -> None:
+                text = await run_in_terminal(run, in_executor=True)
+                if text is not None:
+                    buffer.document = Document(text, cursor_position=len(text))
+
+            event.app.create_background_task(edit_and_put_back())
 
         @kb.add("c-c")
         def _clear(event: KeyPressEvent) -> None:

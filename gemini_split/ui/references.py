@@ -207,16 +207,21 @@ def _walk(workspace: Workspace, directory: Path) -> list[str]:
     return names
 
 
-def complete_reference(word: str, workspace_root: Path, limit: int = 50) -> list[str]:
+def complete_reference(word: str, workspace_root: Path, limit: int = 50,
+                       include: tuple[Path, ...] = ()) -> list[str]:
     """Completions for ``word`` (what follows ``@``): entries of its
-    directory inside the workspace, not .git or git-ignored, directories
-    with a trailing ``/``."""
+    directory inside the workspace — the root, or an ``include`` directory
+    (``--include-directories``, ``/directory add``) written absolute or
+    relative to the root — not .git or git-ignored, directories with a
+    trailing ``/``."""
     from gemini_split.client.tools._files import load_ignore_rules
 
     directory, _, prefix = word.rpartition("/")
+    if word.startswith("/") and not directory:
+        directory = "/"
     base = (workspace_root / directory).resolve() if directory else workspace_root
     try:
-        workspace = Workspace(workspace_root)
+        workspace = Workspace(workspace_root, include)
         if not workspace.contains(base):
             return []
         rules = load_ignore_rules(workspace, base)
@@ -230,7 +235,7 @@ def complete_reference(word: str, workspace_root: Path, limit: int = 50) -> list
         if entry.name.startswith(".") and not prefix.startswith("."):
             continue
         is_dir = entry.is_dir()
-        rel = f"{directory}/{entry.name}" if directory else entry.name
+        rel = f"{directory.rstrip('/')}/{entry.name}" if directory else entry.name
         if rules.is_ignored(os.path.relpath(entry.path, workspace.root).replace(os.sep, "/"), is_dir):
             continue
         out.append(rel.replace(" ", "\\ ") + ("/" if is_dir else ""))

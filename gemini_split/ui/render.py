@@ -19,7 +19,7 @@ import io
 import json
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from rich.console import Console, Group, RenderableType
@@ -230,6 +230,9 @@ class TurnView:
         #: block: its current tool) and summed up in one line when done;
         #: these lines are what Ctrl-T expands.
         self.agent_log: dict[int, list[Text]] = {}
+        #: Called with every change the turn's events make (``/stats``
+        #: counts them), before it is shown.
+        self.on_change: Callable[[Any], None] | None = None
 
     @property
     def answer(self) -> str:
@@ -294,6 +297,8 @@ class TurnView:
 
     def on_event(self, event: ServerEvent) -> None:
         for change in self.turn.apply(event, now=time.monotonic()):
+            if self.on_change is not None:
+                self.on_change(change)
             self._show(change)
 
     def _show(self, change: Any) -> None:

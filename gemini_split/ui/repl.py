@@ -45,9 +45,10 @@ from gemini_split.client.approval import ApprovalMode
 from gemini_split.client.context import runs_elsewhere
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient, RequestFailed
+from gemini_split.client.session_scope import NO_SESSIONS, needs_scope, pick, project_sessions, resolve_resume
 from gemini_split.client.connect import ClientSettings, describe_connect_error, open_client
 from gemini_split.environment import Environment
-from gemini_split.errors import ConfigurationError, ProfileError
+from gemini_split.errors import BadInput, ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent, Usage
@@ -66,6 +67,7 @@ from .prompt_input import (
     split_queued,
 )
 from .follow import Follower
+from .oneshot import RunStats
 from .render import TurnView, code_theme_for, error_panel, make_console, usage_line
 from .safe_text import visible
 from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, run_command
@@ -159,6 +161,9 @@ class Repl:
                 output=output,
                 on_shift_tab=self.cycle_approval_mode,
                 on_ctrl_t=self.show_last_thought,
+                on_ctrl_y=self.toggle_yolo,
+                edit_line=self.edit_in_editor,
+                vi_mode=self._general.vim_mode,
             )
 
             async def ask_choice(header: Any, choices: list[tuple[str, str]], default: int) -> str:
@@ -216,6 +221,47 @@ class Repl:
         modes = [m for m in ApprovalMode if m is not ApprovalMode.YOLO]
         current = self.approval_mode
         self.set_approval_mode(modes[(modes.index(current) + 1) % len(modes)] if current in modes else modes[0])
+
+    @property
+    def _general(self) -> Any:
+        """settings.json's ``general`` section."""
+        from gemini_split.settings import GeneralSettings
+
+        loaded = self.settings.loaded_settings
+        return loaded.merged.general if loaded is not None else GeneralSettings()
+
+    def toggle_yolo(self) -> str | None:
+        """Ctrl+Y at the prompt (gemini-cli's ``app.toggleYolo``): yolo on,
+        or back to default. Returns why it was refused (gemini-cli's
+        words), or None. Only ever pressed at the line prompt: an approval
+        question shows its own menu, which takes no such key, so a question
+        already asked stays asked whatever the mode becomes."""
+        if self.approval_mode is ApprovalMode.YOLO:
+            self.set_approval_mode(ApprovalMode.DEFAULT)
+            return None
+        refused = self.yolo_refused()
+        if refused is None:
+            self.set_approval_mode(ApprovalMode.YOLO)
+        return refused
+
+    def yolo_refused(self) -> str | None:
+        """Why yolo may not be turned on now (``security.disableYoloMode``,
+        or an untrusted folder, as gemini-cli refuses both), or None."""
+        loaded = self.settings.loaded_settings
+        if loaded is not None and loaded.merged.security.disable_yolo_mode:
+            return "You cannot enter YOLO mode since it is disabled in your settings."
+        if loaded is not None and not loaded.trusted:
+            return "Cannot enable privileged approval modes in an untrusted folder."
+        return None
+
+    def edit_in_editor(self, text: str) -> str:
+        """Ctrl+X: ``text`` edited in ``general.preferredEditor``,
+        ``$VISUAL`` or ``$EDITOR`` (:mod:`gemini_split.ui.external_editor`);
+        runs in the prompt's worker thread, the terminal handed over."""
+        from .external_editor import edit_text, editor_command
+
+        environ = self.env.environ
+        return edit_text(text, editor_command(self._general.preferred_editor, environ), environ)
 
     def show_last_thought(self) -> None:
         """Ctrl-T at the prompt: the last thought in full (it is shown
@@ -315,6 +361,9 @@ class Repl:
             try:
                 await self._open(self.settings, self.server_label)
                 return None
+            except BadInput as exc:  # --resume N with no such session here
+                self.console.print(error_panel(str(exc), title="Cannot resume"))
+                return ExitStatus.BAD_INPUT
             except (TransportError, ConfigurationError) as exc:
                 message, code, status = describe_connect_error(exc)
                 self.console.print(error_panel(f"{self.settings.endpoint.server}: {message}", code=code,
@@ -481,6 +530,7 @@ class Repl:
             prompt, more = await self._expand(client, prompt, references)
             attachments = (*attachments, *more)
         view = TurnView(self.console, code_theme=self.code_theme)
+        view.on_change = self.stats.counter(self.model or "the server default")
         self.view = view
         self._cancel_requested = False
         outcome = None
@@ -642,6 +692,17 @@ class Repl:
     async def resume(self, target: str) -> bool:
         """Continue an earlier session (an id or ``latest``) on the current
         server, and redraw its conversation."""
+        if needs_scope(target):  # latest or N: among this project's sessions
+            try:
+                sessions = await project_sessions(self.require_client(), self.settings)
+                chosen = pick(sessions, target)
+            except (RequestFailed, BadInput) as exc:
+                self.console.print(error_panel(str(exc), title="Cannot resume"))
+                return False
+            if chosen is None:
+                self.console.print(Text(NO_SESSIONS, style="yellow"))
+                return False
+            target = chosen.id
         settings = self._fresh(self.settings).choosing(resume=target)
         try:
             opened = await self.interruptible(self._open(settings, self.server_label), f"Resuming {target}…")
@@ -745,6 +806,8 @@ class Repl:
         assert self._nursery is not None
         if settings.endpoint.server is None:
             settings = settings.reaching(embedded_address=await self._serve_embedded())
+        if needs_scope(settings.session.resume):  # --resume latest|N: this project's session
+            settings = await resolve_resume(settings, lambda line: self.console.print(Text(line, style="yellow")))
         with single_exceptions():
             client, scope = await self._nursery.start(self._hold, settings)
         old = self._connection_scope
@@ -795,6 +858,13 @@ class SessionStats:
     #: Prompt tokens of the last turn, and whether that was one model call.
     last_prompt_tokens: int = 0
     last_turn_single_call: bool = True
+    #: Per model (the name the turn ran on): requests, tokens and tool
+    #: calls counted as gemini-cli counts them (``/stats model|tools``).
+    by_model: dict[str, RunStats] = dataclasses.field(default_factory=dict)
+
+    def counter(self, model: str) -> Callable[[Any], None]:
+        """What a turn on ``model`` feeds its changes to."""
+        return self.by_model.setdefault(model, RunStats(model=model)).count
 
     #: (1.4) Per sub-agent name: ``[runs, turns, tool calls, usage]``
     #: (their tokens are part of ``usage``, their calls of ``tool_calls``).

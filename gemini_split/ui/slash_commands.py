@@ -74,7 +74,8 @@ async def _help(repl: Repl, args: list[str]) -> None:
     repl.console.print(Text(
         f"\nKeys: Enter sends · {NEWLINE_KEYS} inserts a newline · Tab completes · "
         "Ctrl-C cancels a running turn (clears the line at the prompt) · Ctrl-D quits · "
-        "Shift+Tab cycles the approval mode · Ctrl-T shows the last thought in full.\n"
+        "Shift+Tab cycles the approval mode · Ctrl+Y turns yolo on or off · Ctrl-T shows the last thought in full · "
+        "Ctrl+X edits the prompt in your editor (general.preferredEditor, $VISUAL, $EDITOR).\n"
         "Text typed while an answer streams waits for the next prompt; with Enter it is sent when the turn ends.\n"
         "Start a message with // to send a line that begins with /.\n"
         "@path attaches a file or a directory's files (Tab completes; .gitignore and the workspace apply).\n"
@@ -185,9 +186,22 @@ def _permission_actions(repl: Repl) -> Iterable[str]:
 CONTEXT_WINDOW = 1_048_576
 
 
+def _stats_actions(repl: Repl) -> Iterable[str]:
+    return ("session", "model", "tools")
+
+
 async def _stats(repl: Repl, args: list[str]) -> None:
-    _no_args(args, "/stats")
-    import time
+    """gemini-cli's /stats: ``session`` (the default), ``model`` (per
+    model: requests, errors, latency, tokens) or ``tools`` (per tool: calls,
+    success rate, average duration, and the user's decisions)."""
+    if args not in ([], ["session"], ["model"], ["tools"]):
+        raise CommandUsage("/stats [session|model|tools]")
+    if args == ["model"]:
+        _stats_model(repl)
+        return
+    if args == ["tools"]:
+        _stats_tools(repl)
+        return
 
     st = repl.stats
     u = st.usage
@@ -219,6 +233,93 @@ async def _stats(repl: Repl, args: list[str]) -> None:
             rows.append((f"↳ {name}", f"{runs} run{'s' * (runs != 1)} · {turns} turns · {calls:,} tool calls · "
                                       f"{usage.total_tokens:,} tokens"))
     _print_rows(repl, rows)
+
+
+def _stats_model(repl: Repl) -> None:
+    """gemini-cli's "Model Stats For Nerds": a column per model."""
+    runs = [r for r in repl.stats.by_model.values() if r.api.requests or r.usage.total_tokens]
+    if not runs:
+        repl.console.print(Text("No API calls have been made in this session.", style="dim"))
+        return
+    table = Table(title="Model Stats For Nerds", title_justify="left", box=None, padding=(0, 2, 0, 0))
+    table.add_column("Metric")
+    for run in runs:
+        table.add_column(visible(run.model, newlines=False), justify="right")
+
+    def row(label: str, value: Callable[[Any], str]) -> None:
+        table.add_row(label, *(value(r) for r in runs))
+
+    def errors(r: Any) -> str:
+        share = r.api.errors / r.api.requests * 100 if r.api.requests else 0.0
+        return f"{r.api.errors:,} ({share:.1f}%)"
+
+    table.add_row(Text("API", style="bold"))
+    row("Requests", lambda r: f"{r.api.requests:,}")
+    row("Errors", errors)
+    row("Avg Latency", lambda r: _duration(r.api.latency_ms / r.api.requests if r.api.requests else 0))
+    table.add_row("")
+    table.add_row(Text("Tokens", style="bold"))
+    row("Total", lambda r: f"{r.usage.total_tokens:,}")
+    row("  ↳ Input", lambda r: f"{max(0, r.usage.prompt_tokens - r.usage.cached_tokens):,}")
+    row("  ↳ Cache Reads", lambda r: f"{r.usage.cached_tokens:,} ({_share(r.usage.cached_tokens, r.usage.prompt_tokens)})")
+    row("  ↳ Thoughts", lambda r: f"{r.usage.thinking_tokens:,}")
+    row("  ↳ Tool", lambda r: f"{getattr(r.usage, 'tool_tokens', 0):,}")
+    row("  ↳ Output", lambda r: f"{r.usage.output_tokens:,}")
+    repl.console.print(table)
+
+
+def _stats_tools(repl: Repl) -> None:
+    """gemini-cli's "Tool Stats For Nerds": a row per tool called."""
+    tools: dict[str, Any] = {}
+    for run in repl.stats.by_model.values():
+        for name, t in run.tools.items():
+            total = tools.setdefault(name, {"count": 0, "success": 0, "duration_ms": 0, "accept": 0, "reject": 0})
+            total["count"] += t.count
+            total["success"] += t.success
+            total["duration_ms"] += t.duration_ms
+            total["accept"] += t.decisions.get("accept", 0)
+            total["reject"] += t.decisions.get("reject", 0)
+    tools = {name: t for name, t in tools.items() if t["count"]}
+    if not tools:
+        repl.console.print(Text("No tool calls have been made in this session.", style="dim"))
+        return
+    table = Table(title="Tool Stats For Nerds", title_justify="left", box=None, padding=(0, 2, 0, 0))
+    table.add_column("Tool Name")
+    table.add_column("Calls", justify="right")
+    table.add_column("Success Rate", justify="right")
+    table.add_column("Avg Duration", justify="right")
+    for name, t in sorted(tools.items()):
+        table.add_row(visible(name, newlines=False), f"{t['count']:,}", _share(t["success"], t["count"]),
+                      _duration(t["duration_ms"] / t["count"]))
+    repl.console.print(table)
+    accepted = sum(t["accept"] for t in tools.values())
+    rejected = sum(t["reject"] for t in tools.values())
+    reviewed = accepted + rejected
+    _print_rows(repl, [
+        ("User Decision Summary", ""),
+        ("Total Reviewed Suggestions:", f"{reviewed:,}"),
+        (" » Accepted:", f"{accepted:,}"),
+        (" » Rejected:", f"{rejected:,}"),
+        (" Overall Agreement Rate:", _share(accepted, reviewed) if reviewed else "--"),
+    ])
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole * 100:.1f}%" if whole else "0.0%"
+
+
+def _duration(ms: float) -> str:
+    """As gemini-cli's formatDuration: ``0s``, ``850ms``, ``1.2s``, ``1h 2m 5s``."""
+    if ms <= 0:
+        return "0s"
+    if ms < 1000:
+        return f"{round(ms)}ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return " ".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n) or "0s"
 
 
 async def _copy(repl: Repl, args: list[str]) -> None:
@@ -396,18 +497,26 @@ async def _mcp(repl: Repl, args: list[str]) -> None:
 
 async def _memory(repl: Repl, args: list[str]) -> None:
     """gemini-cli's /memory: ``show`` the context files sent with every
-    prompt, ``refresh`` them from disk, ``add TEXT`` to the user's memory
-    file (as the save_memory tool does) and refresh."""
-    usage = "/memory show | refresh | add TEXT"
+    prompt (the import tree first, then their text), ``list`` their paths,
+    ``refresh`` them from disk, ``add TEXT`` to the user's memory file (as
+    the save_memory tool does) and refresh."""
+    usage = "/memory show | list | refresh | add TEXT"
     action, rest = (args[0], args[1:]) if args else ("show", [])
     settings = repl.settings
-    if action == "show" and not rest:
+    if action in ("show", "list") and not rest:
         project = settings.context.project
         files = project.files if project is not None else []
         if not files:
-            repl.console.print(Text("No context files loaded (GEMINI.md, or context.fileName in settings.json).",
+            repl.console.print(Text("No GEMINI.md files in use." if action == "list" else
+                                    "No context files loaded (GEMINI.md, or context.fileName in settings.json).",
                                     style="dim"))
             return
+        if action == "list":
+            repl.console.print(Text(f"There are {len(files)} GEMINI.md file(s) in use:\n"))
+            for f in files:
+                repl.console.print(Text(visible(str(f.path), newlines=False)), soft_wrap=True)
+            return
+        repl.console.print(_memory_tree(files))
         for f in files:
             repl.console.print(Text(f"── {visible(str(f.path))} ({f.scope}, {len(f.content):,} characters)",
                                     style="bold"))
@@ -445,7 +554,31 @@ async def _refresh_memory(repl: Repl) -> None:
 
 
 def _memory_actions(repl: Repl) -> Iterable[str]:
-    return ["show", "refresh", "add"]
+    return ["show", "list", "refresh", "add"]
+
+
+def _memory_tree(files: list[Any]) -> Text:
+    """gemini-cli's import tree (reference/memport.md): each context file
+    with its scope, under it the files it imported (as written), nested;
+    an import not read says why."""
+    out = Text()
+    out.append("Memory Files\n", style="bold")
+
+    def node(item: Any, indent: str) -> None:
+        out.append(f"{indent}L {visible(item.written, newlines=False)}")
+        if item.problem:
+            out.append(f"  ({visible(item.problem, newlines=False)})", style="yellow")
+        out.append("\n")
+        for child in item.imports:
+            node(child, indent + "  ")
+
+    for f in files:
+        label = f" L {f.scope}: {visible(str(f.path), newlines=False)}\n"
+        out.append(label)
+        for item in f.imports:
+            node(item, " " * 4)
+    out.rstrip()
+    return out
 
 
 async def _hooks(repl: Repl, args: list[str]) -> None:
@@ -461,6 +594,98 @@ async def _hooks(repl: Repl, args: list[str]) -> None:
     hooks = load_hooks(loaded)
     for line in [*hooks.warnings, *describe(hooks)]:
         repl.console.print(Text(visible(line)))
+
+
+async def _policies(repl: Repl, args: list[str]) -> None:
+    """gemini-cli's ``/policies list``: the rules this client decides tool
+    calls with (policy files, settings, flags, the built-in ones and this
+    session's "always" answers), grouped by the approval mode they apply
+    in, each with its priority and where it came from."""
+    if args not in ([], ["list"]):
+        raise CommandUsage("/policies [list]")
+    rules = repl.require_client().executor.policy.engine.rules
+    if not rules:
+        repl.console.print(Text("No active policies.", style="dim"))
+        return
+    from gemini_split.policy.rules import MODES
+
+    by_mode = {mode: [r for r in rules if r.modes is None or mode in r.modes] for mode in MODES}
+    normal = set(map(id, by_mode["default"]))
+    sections = [("Normal Mode Policies", by_mode["default"])] + [
+        (f"{title} Mode Policies (combined with normal mode policies)", [r for r in by_mode[mode] if id(r) not in normal])
+        for title, mode in (("Auto Edit", "auto_edit"), ("Yolo", "yolo"), ("Plan", "plan"))]
+    out = Text("Active Policies\n", style="bold")
+    for title, section in sections:
+        out.append(f"\n{title}\n", style="bold")
+        if not section:
+            out.append("  No policies.\n", style="dim")
+        for i, rule in enumerate(section, 1):
+            out.append(f"  {i}. ")
+            out.append(visible(rule.describe(), newlines=False))
+            out.append(f" [Priority: {rule.priority:g}] [Source: {visible(rule.source, newlines=False)}]\n",
+                       style="dim")
+    out.rstrip()
+    repl.console.print(out, soft_wrap=True)
+
+
+async def _settings(repl: Repl, args: list[str]) -> None:
+    """``/settings``: the effective settings and where each came from
+    (:mod:`gemini_split.ui.settings_list`). Read-only: gemini-cli's dialog
+    edits them; here the files named are edited by hand."""
+    _no_args(args, "/settings")
+    loaded = repl.settings.loaded_settings
+    if loaded is None:
+        repl.console.print(Text("No settings files were read for this session.", style="dim"))
+        return
+    from .settings_list import effective_settings, settings_files
+
+    _print_rows(repl, settings_files(loaded))
+    table = Table(box=None, padding=(0, 2, 0, 0))
+    table.add_column("Setting")
+    table.add_column("Value")
+    table.add_column("From")
+    for key, value, source in effective_settings(loaded):
+        table.add_row(key, Text(visible(value, newlines=False)), Text(source, style="dim" if source == "default" else ""))
+    repl.console.print(table)
+    repl.console.print(Text("Read-only: edit the file a setting comes from (settings.json) to change it; "
+                            "command-line flags and environment variables (--model, GEMINI_MODEL …) win over "
+                            "these for this session.", style="dim"))
+
+
+async def _vim(repl: Repl, args: list[str]) -> None:
+    """gemini-cli's /vim: vi editing keys on or off, from the next prompt,
+    and ``general.vimMode`` saved in the user's settings.json (as
+    gemini-cli saves it) so that the next session starts the same way."""
+    _no_args(args, "/vim")
+    from .prompt_input import LineReader
+
+    if not isinstance(repl.reader, LineReader):
+        raise CommandUsage("/vim needs a terminal: input is read line by line here")
+    on = not repl.reader.vi_mode
+    repl.reader.set_vi_mode(on)
+    repl.console.print(Text("Entered Vim mode. Run /vim again to exit." if on else "Exited Vim mode."))
+    try:
+        persist_user_setting(repl, "general.vimMode", on)
+    except (OSError, ConfigurationError, ImportError) as exc:
+        repl.print_notice(f"general.vimMode not saved: {exc}")
+
+
+def persist_user_setting(repl: Repl, key: str, value: Any) -> None:
+    """``key`` (dotted) = ``value`` in the user's settings.json, the rest of
+    the file (comments included) kept. Raises ``OSError`` or a
+    ``ConfigurationError`` (a file that cannot be parsed: left as it was)."""
+    from gemini_split.settings_edit import set_setting
+
+    set_setting(repl.env.config_dir / "settings.json", key, value)
+
+
+async def _directory(repl: Repl, args: list[str]) -> None:
+    from .directory_command import DirectoryRefused, directory_command
+
+    try:
+        await directory_command(repl, args)
+    except DirectoryRefused as exc:
+        raise CommandUsage(str(exc)) from None
 
 
 def _mcp_actions(repl: Repl) -> Iterable[str]:
@@ -482,6 +707,9 @@ async def _approval_mode(repl: Repl, args: list[str]) -> None:
         mode = ApprovalMode(args[0].lower().replace("-", "_"))
     except ValueError:
         raise CommandUsage(f"/approval-mode [{modes}]") from None
+    loaded = repl.settings.loaded_settings
+    if mode is ApprovalMode.YOLO and loaded is not None and loaded.merged.security.disable_yolo_mode:
+        raise CommandUsage("You cannot enter YOLO mode since it is disabled in your settings.")
     repl.set_approval_mode(mode)
     repl.console.print(f"approval mode: [bold]{mode.value}[/bold]")
 
@@ -684,7 +912,7 @@ async def _sessions(repl: Repl, args: list[str]) -> None:
 
 async def _resume(repl: Repl, args: list[str]) -> None:
     if len(args) != 1:
-        raise CommandUsage("/resume ID|latest")
+        raise CommandUsage("/resume ID|N|latest")
     await repl.resume(args[0])
 
 
@@ -834,7 +1062,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/permissions", "/permissions [revoke N|all]",
             "what runs without asking: the mode, --allowed-tools, this session's \"always\" answers",
             _permissions, _permission_actions),
-    Command("/stats", "/stats", "this session: turns, tool calls, tokens, time, context use", _stats),
+    Command("/stats", "/stats [session|model|tools]",
+            "this session: turns, tool calls, tokens, time, context use; model: per model; tools: per tool",
+            _stats, _stats_actions),
     Command("/copy", "/copy", "copy the model's last answer to the clipboard", _copy),
     Command("/output", "/output [N]", "the whole output of the last turn's tool calls", _output),
     Command("/init", "/init", "analyze the project and have the model write a GEMINI.md for it", _init),
@@ -844,8 +1074,16 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "or both (also Esc twice)", _rewind),
     Command("/chat", "/chat ACTION", "save TAG | resume TAG | list | delete TAG: keep conversations to go back to",
             _chat, _chat_actions),
-    Command("/memory", "/memory show|refresh|add TEXT", "the context files (GEMINI.md) sent with every prompt",
+    Command("/memory", "/memory show|list|refresh|add TEXT", "the context files (GEMINI.md) sent with every prompt",
             _memory, _memory_actions),
+    Command("/policies", "/policies [list]", "the policy rules deciding this client's tool calls, by approval "
+            "mode, with their priority and source", _policies, lambda repl: ["list"]),
+    Command("/directory", "/directory add PATH[,PATH]|show",
+            "add workspace directories (as --include-directories), or show them; also /dir",
+            _directory, lambda repl: ["add", "show"]),
+    Command("/vim", "/vim", "vi editing keys on or off (saved as general.vimMode in your settings.json)", _vim),
+    Command("/settings", "/settings", "the effective settings and where each came from "
+            "(user, project, system, default); read-only: edit settings.json to change one", _settings),
     Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
     Command("/hooks", "/hooks [list]", "the hooks of settings.json (run here, on this machine)", _hooks,
             lambda repl: ["list"]),
@@ -863,14 +1101,15 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             _approval_mode, _approval_modes),
     Command("/model", MODEL_USAGE, "show or set the model for the next prompts", _model, _models),
     Command("/sessions", "/sessions", "your sessions on this server, newest first", _sessions),
-    Command("/resume", "/resume ID|latest", "continue an earlier session and redraw it", _resume, _session_ids),
+    Command("/resume", "/resume ID|N|latest", "continue an earlier session and redraw it (N and latest: "
+            "this project's, as --list-sessions numbers them)", _resume, _session_ids),
     Command("/restore", "/restore [ID]", "list the checkpoints, or put the files back as before one edit and "
             "propose it again (general.checkpointing.enabled)", _restore, _checkpoint_ids),
     Command("/server", "/server ACTION",
             "list | add NAME URL [--token T|--token-env VAR] [--ca FILE] | remove NAME | "
             "connect NAME|URL | status | test NAME|URL", _server, _server_actions),
 ]}
-ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear"}
+ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear", "/dir": "/directory"}
 
 
 async def run_command(repl: Repl, line: str) -> None:
@@ -948,5 +1187,6 @@ class SlashCompleter(Completer):
 
         client = self.repl.client
         root = client.executor.workspace.root if client is not None else self.repl.env.cwd
-        for candidate in complete_reference(typed, root):
+        include = client.executor.workspace.roots[1:] if client is not None else ()
+        for candidate in complete_reference(typed, root, include=include):
             yield Completion(candidate, -len(typed))

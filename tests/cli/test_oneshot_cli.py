@@ -225,9 +225,12 @@ def test_resuming_a_session_started_in_another_directory_says_its_tools_now_run_
     other.mkdir()
     home = {"GEMINI_SPLIT_HOME": str(tmp_path / "home")}
     with FakeGemini(script=[{"text": "first"}, {"text": "second"}, {"text": "third"}], api_key=API_KEY) as fake:
-        assert run_cli(["-p", "start here"], cwd=project, fake=fake, env_extra=home).returncode == 0
+        started = run_cli(["-p", "start here", "-o", "json"], cwd=project, fake=fake, env_extra=home)
+        assert started.returncode == 0, started.stderr
+        session = json.loads(started.stdout)["session_id"]
         same = run_cli(["-r", "latest", "-p", "go on"], cwd=project, fake=fake, env_extra=home)
-        moved = run_cli(["-r", "latest", "-p", "and here?"], cwd=other, fake=fake, env_extra=home)
+        # Its id (latest and numbers count this project's sessions only):
+        moved = run_cli(["-r", session, "-p", "and here?"], cwd=other, fake=fake, env_extra=home)
     assert same.returncode == 0 and same.stderr == "", same.stderr
     assert moved.returncode == 0 and moved.stdout == "third\n", moved.stderr
     assert moved.stderr == (f"gemini-split: this session was started in {project}; its tools now run here, "

@@ -199,3 +199,52 @@ async def test_a_schema_1_database_is_migrated_and_keeps_its_sessions_and_events
     assert old.data == '{"type":"text_delta"}' and old.timestamp == 0 and old.type == ""
     assert [m.seq for m in marks] == [1, 2]
     assert sqlite3.connect(state / DB_NAME).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+
+async def test_a_schema_2_database_is_migrated_its_sessions_in_no_project(tmp_path):
+    import sqlite3
+
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = sqlite3.connect(state / DB_NAME)
+    conn.executescript(SCHEMA_1.replace("PRAGMA user_version=1;", "")
+                       + "ALTER TABLE events ADD COLUMN timestamp INTEGER NOT NULL DEFAULT 0;"
+                         "ALTER TABLE events ADD COLUMN type TEXT NOT NULL DEFAULT '';"
+                         "PRAGMA user_version=2;")
+    conn.close()
+    store = open_store(state)
+    with trio.fail_after(10):
+        await store.open()
+        try:
+            [old] = await store.list_sessions("alice")
+            record = await store.get("s-old")
+        finally:
+            await store.aclose()
+    assert old.id == "s-old" and old.project == "" and record is not None and record.project == ""
+    assert sqlite3.connect(state / DB_NAME).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+async def test_a_schema_3_database_is_migrated_its_sessions_in_no_project(tmp_path):
+    import sqlite3
+
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = sqlite3.connect(state / DB_NAME)
+    conn.executescript(SCHEMA_1.replace("PRAGMA user_version=1;", "")
+                       + "ALTER TABLE events ADD COLUMN timestamp INTEGER NOT NULL DEFAULT 0;"
+                         "ALTER TABLE events ADD COLUMN type TEXT NOT NULL DEFAULT '';"
+                         "ALTER TABLE sessions ADD COLUMN timeline TEXT NOT NULL DEFAULT '{}';"
+                         "ALTER TABLE sessions ADD COLUMN archive TEXT NOT NULL DEFAULT '[]';"
+                         "PRAGMA user_version=3;")
+    conn.close()
+    store = open_store(state)
+    with trio.fail_after(10):
+        await store.open()
+        try:
+            [old] = await store.list_sessions("alice")
+            record = await store.get("s-old")
+        finally:
+            await store.aclose()
+    assert old.project == "" and record is not None and record.project == "" and record.timeline == {}
+    assert sqlite3.connect(state / DB_NAME).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

@@ -74,7 +74,6 @@ from gemini_split.protocol import (
     ListSessions,
     RemoteProtocolError,
     Replay,
-    SessionInfo,
     Sessions,
     ToolExecutionResponse,
     decode,
@@ -83,7 +82,7 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
 
-from ..session.manager import no_such_session
+from ..session.manager import no_such_session, session_infos
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
 from ..session.rewind import rewound_notice
 from gemini_split.protocol.agents import text_for_older_peer
@@ -386,10 +385,8 @@ class Relay:
             await self._send(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
                                    message=f"the server cannot read its sessions: {exc}"))
             return
-        await self._send(Sessions(in_reply_to=message.id, sessions=tuple(
-            SessionInfo(id=s.id, title=s.title, created=int(s.created * 1000), updated=int(s.updated * 1000),
-                        turns=s.turns, model=s.model)
-            for s in summaries)))
+        await self._send(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, self.conn.version,
+                                                                                  self.manager.running())))
 
 
 class _RefusedById(Exception):

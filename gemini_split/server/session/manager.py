@@ -59,12 +59,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
+from gemini_split.protocol import SessionInfo
+from gemini_split.protocol.messages import SESSION_SCOPE_SINCE
 from gemini_split.transport import Principal
 
 from .session import LOCAL_OWNER, Session
@@ -291,7 +293,12 @@ class SessionManager:
             raise AmbiguousSession(name, matches)
         return matches[0] if matches else name
 
+    def running(self) -> set[str]:
+        """The ids of the sessions answering a prompt here now."""
+        return {sid for sid, entry in self._live.items() if entry.session.busy}
+
     async def list_sessions(self, principal: Principal | None) -> list[SessionSummary]:
+        """The caller's sessions, most recently updated first."""
         return await self.store.list_sessions(owner_of(principal))
 
     async def delete(self, session_id: str, principal: Principal | None) -> bool:
@@ -440,3 +447,15 @@ class SessionManager:
             session.resume_token = resume_token  # what the next attach by id is given
             return True
         return False
+
+
+def session_infos(summaries: list[SessionSummary], version: tuple[int, int],
+                  running: Container[str] = frozenset()) -> tuple[SessionInfo, ...]:
+    """``summaries`` as ``sessions`` lists them to a peer of protocol
+    ``version``: the project directory and whether each is ``running``
+    (the ids in ``running``) only from 1.4 on (``SESSION_SCOPE_SINCE``)."""
+    scoped = version >= SESSION_SCOPE_SINCE
+    return tuple(SessionInfo(id=s.id, title=s.title, created=int(s.created * 1000), updated=int(s.updated * 1000),
+                             turns=s.turns, model=s.model, project=s.project if scoped else "",
+                             running=scoped and s.id in running)
+                 for s in summaries)

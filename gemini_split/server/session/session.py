@@ -231,6 +231,7 @@ class Session:
                     id=self.id, owner=self.owner, token_hash=self.token_hash,
                     created=now, updated=now, model=self.model_name, running_request=request_id,
                     approval=self.tool_choice.to_record() if self.tool_choice is not None else {},
+                    project=self.context.workspace_dirs[0] if self.context and self.context.workspace_dirs else "",
                 ))
             except BaseException:
                 self._unstored = None

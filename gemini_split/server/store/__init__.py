@@ -109,6 +109,10 @@ class SessionRecord:
     #: messages compressions dropped from the history: what rewinding needs.
     timeline: dict[str, Any] = field(default_factory=dict)
     archive: list[dict[str, Any]] = field(default_factory=list)
+    #: The project directory it was started in, as its client saw it
+    #: (``SessionContext.workspace_dirs[0]`` of its first request); "" when
+    #: not said.
+    project: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,7 @@ class SessionSummary:
     updated: float
     turns: int
     model: str
+    project: str = ""
 
 
 @dataclass(frozen=True)

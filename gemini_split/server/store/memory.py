@@ -38,7 +38,7 @@ class MemoryStore(SessionStore):
     async def list_sessions(self, owner: str) -> list[SessionSummary]:
         mine = [r for r in self._sessions.values() if r.owner == owner]
         mine.sort(key=lambda r: r.updated, reverse=True)
-        return [SessionSummary(r.id, r.title, r.created, r.updated, r.turns, r.model) for r in mine]
+        return [SessionSummary(r.id, r.title, r.created, r.updated, r.turns, r.model, r.project) for r in mine]
 
     async def delete(self, session_id: str) -> bool:
         self._events.pop(session_id, None)

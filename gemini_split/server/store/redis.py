@@ -75,7 +75,7 @@ RETRY_INTERVAL = 0.5
 #: plus the replica's inbox) at most; Redis's own default ``maxclients``.
 MAX_BLOCKING_READS = 10_000
 
-_STRING_FIELDS = ("id", "owner", "token_hash", "model", "title")
+_STRING_FIELDS = ("id", "owner", "token_hash", "model", "title", "project")
 
 # KEYS: hash, stream. ARGV: capacity, then (seq, request id or "", data,
 # timestamp ms, type)...
@@ -472,13 +472,14 @@ class RedisStore(SessionStore):
                 title=f.get("title", ""), history=json.loads(f.get("history", "[]")), turns=int(f.get("turns", 0)),
                 running_request=f.get("running_request"), last_seq=int(f.get("last_seq", 0)),
                 timeline=json.loads(f.get("timeline", "{}")), archive=json.loads(f.get("archive", "[]")),
+                project=f.get("project", ""),
             )
         except (KeyError, ValueError) as exc:
             raise StoreError(f"{self.name}: session {f.get('id', '?')!r} is not readable ({exc!r})") from None
 
     async def list_sessions(self, owner: str) -> list[SessionSummary]:
         await self._sync()
-        names = ("id", "title", "created", "updated", "turns", "model")
+        names = ("id", "title", "created", "updated", "turns", "model", "project")
         async with self._command("list sessions"):
             ids = await self.client.zrange(self._owner_key(owner), 0, -1, rev=True)
             if not ids:
@@ -490,8 +491,9 @@ class RedisStore(SessionStore):
             values = await reply
             if values[0] is None:
                 continue  # deleted meanwhile
-            sid, title, created, updated, turns, model = values
-            out.append(SessionSummary(sid, title or "", float(created), float(updated), int(turns or 0), model or ""))
+            sid, title, created, updated, turns, model, project = values
+            out.append(SessionSummary(sid, title or "", float(created), float(updated), int(turns or 0), model or "",
+                                      project or ""))
         return out
 
     async def delete(self, session_id: str) -> bool:

@@ -59,7 +59,7 @@ T = TypeVar("T")
 
 DB_NAME = "sessions.db"
 LOCK_NAME = "serve.lock"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -76,7 +76,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     running_request TEXT,
     last_seq INTEGER NOT NULL DEFAULT 0,
     timeline TEXT NOT NULL DEFAULT '{}',
-    archive TEXT NOT NULL DEFAULT '[]'
+    archive TEXT NOT NULL DEFAULT '[]',
+    project TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS sessions_by_owner ON sessions (owner, updated);
 CREATE TABLE IF NOT EXISTS events (
@@ -99,9 +100,16 @@ _MIGRATE_2_TO_3 = """
 ALTER TABLE sessions ADD COLUMN timeline TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE sessions ADD COLUMN archive TEXT NOT NULL DEFAULT '[]';
 """
+#: Schema 3 → 4: sessions remember their project directory (sessions per project).
+_MIGRATE_3_TO_4 = """
+ALTER TABLE sessions ADD COLUMN project TEXT NOT NULL DEFAULT '';
+"""
 _COLUMNS_2 = ("id", "owner", "token_hash", "created", "updated", "model", "approval", "title", "history",
               "turns", "running_request", "last_seq")
-_COLUMNS = (*_COLUMNS_2, "timeline", "archive")
+_COLUMNS_3 = (*_COLUMNS_2, "timeline", "archive")
+_COLUMNS = (*_COLUMNS_3, "project")
+#: The sessions table's columns in each schema version this store opens.
+_LAYOUTS = {1: _COLUMNS_2, 2: _COLUMNS_2, 3: _COLUMNS_3, 4: _COLUMNS}
 
 #: Operations the writer thread takes from its queue at most per transaction.
 _MAX_BATCH = 5000
@@ -217,6 +225,8 @@ class SQLiteStore(SessionStore):
                     conn.executescript(_MIGRATE_1_TO_2)
                 if version in (1, 2):
                     conn.executescript(_MIGRATE_2_TO_3)
+                if version in (1, 2, 3):
+                    conn.executescript(_MIGRATE_3_TO_4)
                 if version != SCHEMA_VERSION:
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("PRAGMA journal_mode=WAL")
@@ -234,14 +244,14 @@ class SQLiteStore(SessionStore):
         return conn
 
     def _check(self, conn: sqlite3.Connection) -> int:
-        """The file's schema version (1, 2 or 3), once it is ours and sound."""
+        """The file's schema version (1 to 4), once it is ours and sound."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if version not in (1, 2, SCHEMA_VERSION) or not {"sessions", "events"} <= tables:
+        if version not in _LAYOUTS or not {"sessions", "events"} <= tables:
             raise StoreError(f"{self.path}: not a gemini-split session database "
                              f"(schema version {version}, tables {sorted(tables) or 'none'})")
         columns = [row[1] for row in conn.execute("PRAGMA table_info(sessions)")]
-        if tuple(columns) != (_COLUMNS if version == SCHEMA_VERSION else _COLUMNS_2):
+        if tuple(columns) != _LAYOUTS[version]:
             raise StoreError(f"{self.path}: unexpected sessions table layout {columns}")
         # Reads every page of the two tables' b-trees: a damaged file is
         # found now, not in the middle of a resume.
@@ -282,7 +292,7 @@ class SQLiteStore(SessionStore):
     async def list_sessions(self, owner: str) -> list[SessionSummary]:
         def do(conn: sqlite3.Connection) -> list[SessionSummary]:
             rows = conn.execute(
-                "SELECT id, title, created, updated, turns, model FROM sessions WHERE owner = ? "
+                "SELECT id, title, created, updated, turns, model, project FROM sessions WHERE owner = ? "
                 "ORDER BY updated DESC, id", (owner,)).fetchall()
             return [SessionSummary(*row) for row in rows]
 
@@ -481,7 +491,7 @@ async def _wait(future: concurrent.futures.Future[T]) -> T:
 def _to_row(r: SessionRecord) -> tuple[Any, ...]:
     return (r.id, r.owner, r.token_hash, r.created, r.updated, r.model, json.dumps(r.approval),
             r.title, json.dumps(r.history, ensure_ascii=False), r.turns, r.running_request, r.last_seq,
-            json.dumps(r.timeline, ensure_ascii=False), json.dumps(r.archive, ensure_ascii=False))
+            json.dumps(r.timeline, ensure_ascii=False), json.dumps(r.archive, ensure_ascii=False), r.project)
 
 
 def _from_row(row: tuple[Any, ...]) -> SessionRecord:

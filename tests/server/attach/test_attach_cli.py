@@ -4,6 +4,7 @@ client processes (issue 11 §4 §5)."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -98,4 +99,4 @@ def test_a_watcher_replays_the_last_turn_as_json_lines_and_another_user_gets_unk
 
 def first_session(address: str, work) -> str:
     listed = client(["--server", address, "--token", ALICE, "--list-sessions"], cwd=work, in_process=False)
-    return listed.stdout.splitlines()[1].split()[0]
+    return re.findall(r"\[(\S+)\]$", listed.stdout, re.M)[0]

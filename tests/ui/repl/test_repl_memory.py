@@ -31,4 +31,4 @@ def test_memory_show_refresh_and_add(start_repl, workdir, tmp_path):
     assert "PROJECT-RULE-ONE" not in repl.text.split("Context refreshed")[-1]
     assert "- my name is Ada" in (tmp_path / "home" / "GEMINI.md").read_text()
     ask(repl, "/memory frobnicate")
-    repl.expect(r"usage: /memory show \| refresh \| add TEXT")
+    repl.expect(r"usage: /memory show \| list \| refresh \| add TEXT")

@@ -49,8 +49,8 @@ def test_resume_latest_at_start_continues_the_last_conversation(start_repl, tmp_
     again.expect(r"Echo: which one\?")
 
 
-def _resume_in(tmp_path, directory, script, *keys: str) -> tuple[str, int]:
-    """``gemini-split --resume`` started under a pty in ``directory``;
+def _resume_in(tmp_path, directory, script, session: str, *keys: str) -> tuple[str, int]:
+    """``gemini-split --resume SESSION`` started under a pty in ``directory``;
     ``keys`` answer what it asks. Returns what it showed and its status."""
     import json
     import sys
@@ -60,7 +60,7 @@ def _resume_in(tmp_path, directory, script, *keys: str) -> tuple[str, int]:
 
     path = tmp_path / "resume-script.json"
     path.write_text(json.dumps(script))
-    proc = PtyProcess([sys.executable, "-m", "gemini_split", "-m", f"scripted:{path}", "--resume"],
+    proc = PtyProcess([sys.executable, "-m", "gemini_split", "-m", f"scripted:{path}", "--resume", session],
                       env=_environ(tmp_path, NO_COLOR="1"), cwd=str(directory))
     try:
         proc.expect(r"This session was started in another directory", timeout=15)
@@ -80,17 +80,55 @@ def _resume_in(tmp_path, directory, script, *keys: str) -> tuple[str, int]:
 @pytest.mark.timeout(90)
 def test_resuming_a_session_started_in_another_project_asks_before_its_tools_run_here(start_repl, tmp_path, workdir):
     first = start_repl([{"text": "Planned."}])
+    session = re.search(r"session\s+(s-[0-9a-f]+)", first.text).group(1)
     ask(first, "plan the refactor")
     first.expect(r"Planned\.")
     first.expect(PROMPT)
     first.close()
     other = tmp_path / "other-project"
     other.mkdir()
-    shown, status = _resume_in(tmp_path, other, [], "2")
+    shown, status = _resume_in(tmp_path, other, [], session, "2")
     said = f"This session was started in another directory, {workdir}; its tools would now run here, in {other}."
     assert "".join(said.split()) in "".join(shown.split())  # (wrapped at the terminal's width)
     assert re.search(r"Notresumedhere:rungemini-split--resumes-[0-9a-f]{16}in" + re.escape("".join(str(workdir).split())),
                      "".join(shown.split()))
     assert status == 0
-    shown, status = _resume_in(tmp_path, other, [], "1")
+    shown, status = _resume_in(tmp_path, other, [], session, "1")
     assert status == 0 and "Not resumed here" not in shown
+
+
+@pytest.mark.timeout(90)
+def test_resume_latest_and_numbers_count_this_projects_sessions_only(start_repl, tmp_path, workdir):
+    first = start_repl([{"text": "Planned."}])
+    ask(first, "plan the refactor")
+    first.expect(r"Planned\.")
+    first.expect(PROMPT)
+    first.close()
+    other = tmp_path / "other-project"
+    other.mkdir()
+    import json
+    import sys
+
+    from .pty_driver import PtyProcess
+    from .test_repl import _environ
+
+    path = tmp_path / "other-script.json"
+    path.write_text(json.dumps([]))
+    proc = PtyProcess([sys.executable, "-m", "gemini_split", "-m", f"scripted:{path}", "--resume"],
+                      env=_environ(tmp_path, NO_COLOR="1"), cwd=str(other))
+    try:
+        proc.expect(r"No previous sessions found for this project\.", timeout=20)
+        proc.expect(PROMPT)
+        ask(proc, "hello here")
+        proc.expect(r"Echo: hello here")  # a new session: the other project's is not carried
+        proc.expect(PROMPT)
+        ask(proc, "/resume 2")
+        proc.expect(r"Invalid session identifier \"2\"")
+        proc.expect(PROMPT)
+        ask(proc, "/resume 1")
+        proc.expect(r"Resumed session s-[0-9a-f]{16} \(\d+ messages\)")
+        proc.expect(r"» hello here")
+        proc.expect(PROMPT)
+    finally:
+        proc.close()
+    assert "plan the refactor" not in proc.text

@@ -36,6 +36,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import stat
 from collections.abc import Callable
@@ -53,6 +54,7 @@ EDIT_TOOLS = ("write_file", "replace")
 #: Bytes of a file kept at most; a larger one is recorded as skipped.
 SIZE_LIMIT = 10 * 1024 * 1024
 _JOURNAL = "journal.jsonl"
+_BLOB = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass
@@ -205,7 +207,10 @@ class EditJournal:
                     _delete(workspace, item.path)
                     outcomes.append(Outcome(item.path, "deleted"))
                 else:
-                    data = (self.directory / "blobs" / str(item.edits[0].before)).read_bytes()
+                    blob = str(item.edits[0].before)
+                    if not _BLOB.fullmatch(blob):  # a journal line not ours: never a path to follow
+                        raise OSError(f"its kept content {blob[:70]!r} is not one of the journal's")
+                    data = (self.directory / "blobs" / blob).read_bytes()
                     workspace.write_atomic(workspace.resolve_file(item.path), data, item.path)
                     outcomes.append(Outcome(item.path, "restored"))
                 undone.extend(item.edits)

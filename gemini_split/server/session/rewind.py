@@ -40,6 +40,9 @@ from typing import Any
 from gemini_split.protocol import Error, ErrorCode, Rewound
 from gemini_split.stamping import stamp
 
+#: Tool calls whose place is kept (for ``/restore``), the latest: the
+#: timeline is saved with every turn, so it must not grow with the session.
+CALLS_KEPT = 1000
 #: Texts of a first user turn that are the session's context, not the prompt.
 _CONTEXT_OPENING = "<session_context>"
 
@@ -150,6 +153,8 @@ class Timeline:
             if isinstance(call, dict) and part_no not in taken and call.get("name") == name \
                     and _same(call.get("args") or {}, args or {}):
                 self.calls[call_id] = CallSite(request_id, index, part_no)
+                while len(self.calls) > CALLS_KEPT:  # saved with every turn: the oldest go
+                    del self.calls[next(iter(self.calls))]
                 return
 
     def call_logged(self, call_id: str, seq: int) -> None:

@@ -82,6 +82,12 @@ async def finish(raw: RawClient) -> list[ServerEvent]:
     return await raw.receive_until(lambda m: isinstance(m, Finished))
 
 
+def workspaces_in(root: Path) -> list[Path]:
+    """The sessions' workspaces in a workspace root: not its dot areas
+    (``.rewind``: the edit journals ``/rewind`` puts files back from)."""
+    return [p for p in root.iterdir() if not p.name.startswith(".")]
+
+
 def outside_canary(tmp_path: Path) -> Path:
     """A directory beside the workspace root holding a canary file."""
     outside = tmp_path / "outside"

@@ -16,7 +16,7 @@ from gemini_split.testing.fake_gemini import FakeGemini
 from tests.ui.repl.pty_driver import ENTER, UP, PtyProcess
 from tests.ui.repl.test_repl import PROMPT, _environ
 from tests.e2e.test_serve_e2e import API_KEY, daemon
-from .helpers import unix_listener
+from .helpers import unix_listener, workspaces_in
 
 
 @pytest.mark.timeout(90)
@@ -55,7 +55,7 @@ def test_the_repl_asks_with_the_diff_and_the_approved_edit_is_made_on_the_server
             repl.expect(PROMPT)
         finally:
             repl.close()
-    (workspace,) = root.iterdir()
+    (workspace,) = workspaces_in(root)
     assert (workspace / "plan.md").read_text() == "# Plan\nship it\n"
     assert not (workspace / "out.txt").exists()
     assert not list(client_dir.iterdir())  # nothing was written where the client runs

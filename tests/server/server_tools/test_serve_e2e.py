@@ -12,7 +12,7 @@ import pytest
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.e2e.test_serve_e2e import API_KEY, client, daemon
-from .helpers import unix_listener
+from .helpers import unix_listener, workspaces_in
 
 
 def _calls(*calls):
@@ -49,7 +49,7 @@ def test_one_shot_gets_reject_dangerous_refusals_without_hanging_and_yolo_runs_o
     assert ran.returncode == 0, ran.stderr
     stats = json.loads(ran.stdout)["stats"]["tools"]["byName"]
     assert stats["write_file"]["success"] == 1 and stats["run_shell_command"]["success"] == 1
-    workspaces = [w for w in root.iterdir()]
+    workspaces = workspaces_in(root)
     written = [w for w in workspaces if (w / "out.txt").exists()]
     assert len(workspaces) == 2 and len(written) == 1
     assert (written[0] / "out.txt").read_text() == "from the server\n"
@@ -92,7 +92,7 @@ def test_a_deny_rule_of_the_servers_policy_beats_a_clients_yolo(tmp_path, client
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)["stats"]["tools"]["byName"]["run_shell_command"]
     assert stats["fail"] == 1 and stats["success"] == 1
-    (workspace,) = root.iterdir()
+    (workspace,) = workspaces_in(root)
     assert not (workspace / "denied.txt").exists() and (workspace / "ok.txt").read_text() == "allowed\n"
     refusal = fake.requests[1]["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]["error"]
     assert refusal["code"] == "refused" and "team.toml" in refusal["message"]
@@ -120,7 +120,7 @@ def test_the_servers_deny_rule_sees_through_exec_wrappers_and_unseen_programs(tm
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)["stats"]["tools"]["byName"]["run_shell_command"]
     assert stats["fail"] == len(wrapped) and stats["success"] == 1
-    (workspace,) = root.iterdir()
+    (workspace,) = workspaces_in(root)
     assert sorted(p.name for p in workspace.iterdir()) == ["ok.txt"]
     refusals = [fake.requests[i]["body"]["contents"][-1]["parts"][0]["functionResponse"]["response"]["error"]
                 for i in range(1, len(wrapped) + 1)]

@@ -84,3 +84,42 @@ def test_a_file_changed_by_hand_is_named_and_asked_about_and_only_the_conversati
     repl.expect(r"1\. Rewind conversation\s+2\. Do nothing")  # the file choices hidden
     repl.send(ESC)
     repl.expect(PROMPT)
+
+
+@pytest.mark.timeout(120)
+def test_a_repl_attached_to_the_session_redraws_it_when_another_client_rewinds(tmp_path):
+    """Every attached client redraws: a REPL attached to a session on
+    ``serve`` shows the rewind as a line and the conversation as it now
+    is, while its own prompt stays open."""
+    import sys
+
+    from gemini_split.testing.fake_gemini import FakeGemini
+
+    from tests.e2e.test_serve_e2e import API_KEY, _env, client, daemon
+    from tests.inprocess import cli
+    from .pty_driver import PtyProcess
+    from .test_repl import _environ
+
+    work = tmp_path / "work"
+    work.mkdir()
+    script = [{"text": "First answer."}, {"text": "Second answer."}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake, \
+            daemon(tmp_path, fake, "--state-dir", str(tmp_path / "state")) as (_, address):
+        for n, prompt in enumerate(("first question", "second question")):
+            done = client(["--server", address, *(("--resume", "latest") if n else ()), "-p", prompt], cwd=work)
+            assert done.returncode == 0, done.stderr
+        repl = PtyProcess([sys.executable, "-m", "gemini_split", "attach", "latest", "--server", address,
+                           "--label", "laptop"], env=_environ(tmp_path, NO_COLOR="1"), cwd=str(work))
+        try:
+            repl.expect(r"Second answer\.", timeout=30)  # the last turn, replayed
+            repl.expect(PROMPT)
+            rewound = cli(["--server", address, "--resume", "latest", "--rewind-to", "2"],
+                          environ=_env(HOME=str(tmp_path), GEMINI_SPLIT_HOME=str(tmp_path / "home")), cwd=work)
+            assert rewound.returncode == 0, rewound.stderr
+            repl.expect(r"⟲ .* rewound to before: second question \(1 prompt left\)")
+            repl.expect(r"the conversation as it is now \(1 prompt\)")
+            repl.expect(r"» first question")
+            repl.expect(r"First answer\.")
+            repl.expect(PROMPT)
+        finally:
+            repl.close()

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ContextManager
 
 import msgspec
 import trio
@@ -49,6 +49,8 @@ from gemini_split.errors import (
 )
 from gemini_split.options import ClientOptions, ServerToolsOptions
 from gemini_split.settings import LoadedSettings, Settings, load_settings
+from gemini_split.telemetry import Recorder, TelemetryFlags, activated, secret_values
+from gemini_split.telemetry import resolve_config as resolve_telemetry
 from gemini_split.protocol import Caller
 from gemini_split.transport import ConnectFailed, ConnectOptions, ServeOptions, get_transport
 
@@ -795,3 +797,79 @@ def resolve_server_sandbox(flag: str, *, network: bool = False, env: Environment
     from gemini_split.sandbox import Sandbox
 
     return Sandbox.resolve(flag, network=network, environ=env.environ if env is not None else None)
+
+
+def client_telemetry(settings: ClientSettings, env: Environment, *, interactive: bool,
+                     output_format: str = "text", debug: bool = False) -> ContextManager[Recorder]:
+    """The telemetry of a client command (``-p``, the REPL, ACP), from the
+    user's settings and ``GEMINI_TELEMETRY_*`` (``docs/telemetry.md``): a
+    context manager around the command's ``trio.run``. In embedded mode it
+    also records the model calls (the server side runs in this process).
+
+    Raises :class:`~gemini_split.errors.SettingsError` for a target or
+    protocol gemini-cli does not know."""
+    loaded = settings.loaded_settings
+    section = loaded.merged.telemetry if loaded is not None else Settings().telemetry
+    config = resolve_telemetry(section, env.environ, cwd=env.cwd)
+    if not config.enabled:
+        return activated(config, role="client", warn=env.warn)
+    tools = settings.tools
+    e = env.environ
+    servers = sorted(tools.mcp_servers)
+    extensions = [ext.name for ext in tools.extensions.active()] if tools.extensions is not None else []
+    s = loaded.merged if loaded is not None else Settings()
+    attributes = {
+        "model": settings.session.model or e.get("GEMINI_MODEL"),  # None: the server decides
+        "sandbox_enabled": tools.sandbox is not None,
+        "core_tools_enabled": ",".join(tools.core_tools or ()),
+        "approval_mode": "reject_dangerous" if tools.reject_dangerous else tools.approval_mode.value,
+        "api_key_enabled": bool(e.get("GEMINI_API_KEY") or e.get("GOOGLE_API_KEY")),
+        "vertex_ai_enabled": _truthy(e.get("GOOGLE_GENAI_USE_VERTEXAI")),
+        "file_filtering_respect_git_ignore": s.context.file_filtering.respect_git_ignore,
+        "debug_mode": debug,
+        "mcp_servers": ",".join(servers),
+        "mcp_servers_count": len(servers),
+        "output_format": output_format,
+        "extensions": ",".join(extensions),
+        "extensions_count": len(extensions),
+        "server": settings.endpoint.server or "embedded",
+    }
+    from gemini_split.client.tools.subprocess_env import is_secret_name
+
+    return activated(config, role="client" if settings.endpoint.server else "embedded",
+                     warn=lambda line: env.warn(f"gemini-split: {line}"),
+                     secrets=secret_values(e, is_secret_name), config_attributes=attributes,
+                     common={"interactive": interactive}, state_dir=env.config_dir, debug=debug)
+
+
+def server_telemetry(env: Environment, flags: TelemetryFlags | None = None, *, model: str,
+                     role: str = "server") -> ContextManager[Recorder]:
+    """The telemetry of ``serve`` (and the local daemon), as its operator
+    set it: ``flags`` (``serve --telemetry*``) over ``GEMINI_TELEMETRY_*``
+    over the ``telemetry`` of the settings files. Settings files that
+    cannot be read are left out with a warning (they never stopped
+    ``serve``). Warnings go to the log.
+
+    Raises :class:`~gemini_split.errors.SettingsError` for a target or
+    protocol gemini-cli does not know."""
+    try:
+        section = load_settings(env).merged.telemetry
+    except SettingsError as exc:
+        log.warning("settings.json left out for telemetry: %s", exc)
+        section = Settings().telemetry
+    config = resolve_telemetry(section, env.environ, flags, cwd=env.cwd)
+    if not config.enabled:
+        return activated(config, role=role, warn=log.warning)
+    from gemini_split.client.tools.subprocess_env import is_secret_name
+
+    log.info("telemetry: exporting to %s%s", config.destination(),
+             " (with prompts and answers: logPrompts)" if config.log_prompts else "")
+    e = env.environ
+    attributes = {
+        "model": model,
+        "api_key_enabled": bool(e.get("GEMINI_API_KEY") or e.get("GOOGLE_API_KEY")),
+        "vertex_ai_enabled": _truthy(e.get("GOOGLE_GENAI_USE_VERTEXAI")),
+        "server": role,
+    }
+    return activated(config, role=role, warn=log.warning, secrets=secret_values(e, is_secret_name),
+                     config_attributes=attributes, state_dir=env.config_dir)

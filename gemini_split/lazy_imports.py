@@ -46,6 +46,9 @@ EDGES = {
     "gemini_split.client.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
     "importlib.metadata": "entry points only when a plugin is looked up",
     "gemini_split.client.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",
+    "opentelemetry": "the OpenTelemetry SDK: only when telemetry is on",
+    "gemini_split.telemetry.otel": "the OpenTelemetry SDK: only when telemetry is on",
+    "gemini_split.telemetry.recorder": "telemetry's events (json, logging): only when telemetry is on",
 }
 
 #: Never imported by ``--version``, ``--help`` and ``server list --names``
@@ -56,7 +59,8 @@ SHELL_NEVER = ("trio", "gemini_split.protocol", "gemini_split.transport", "gemin
 
 #: Never imported by a one-shot ``-p``, embedded or through a daemon.
 ONESHOT_NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",
-                 "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn")
+                 "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn", "opentelemetry",
+                 "gemini_split.telemetry.otel")
 
 #: Never imported by ``-p`` through the local daemon (a thin client).
 THIN_ONESHOT_NEVER = ONESHOT_NEVER + (

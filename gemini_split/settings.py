@@ -227,6 +227,24 @@ class AdvancedSettings(_Section):
     ignore_local_env: bool = False
 
 
+class TelemetrySettings(_Section):
+    """``telemetry``: gemini-cli's OpenTelemetry settings, as written (checked
+    and resolved with the ``GEMINI_TELEMETRY_*`` variables by
+    :func:`gemini_split.telemetry.resolve_config`)."""
+
+    enabled: bool | None = None
+    #: ``"local"`` or ``"gcp"``.
+    target: str | None = None
+    otlp_endpoint: str | None = None
+    #: ``"grpc"`` or ``"http"``.
+    otlp_protocol: str | None = None
+    outfile: str | None = None
+    log_prompts: bool | None = None
+    use_collector: bool | None = None
+    #: Detailed trace attributes: gemini-split exports no traces; accepted, ignored.
+    traces: bool | None = None
+
+
 class Settings(_Section):
     model: ModelSettings = msgspec.field(default_factory=ModelSettings)
     general: GeneralSettings = msgspec.field(default_factory=GeneralSettings)
@@ -241,6 +259,7 @@ class Settings(_Section):
     skills: SkillsSettings = msgspec.field(default_factory=SkillsSettings)
     agents: AgentsSettings = msgspec.field(default_factory=AgentsSettings)
     advanced: AdvancedSettings = msgspec.field(default_factory=AdvancedSettings)
+    telemetry: TelemetrySettings = msgspec.field(default_factory=TelemetrySettings)
     #: ``modelConfigs``: kept as written; its aliases that name a model are
     #: model aliases (:mod:`gemini_split.model_aliases`).
     model_configs: dict[str, Any] | None = None

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 import trio
 
+from gemini_split import telemetry
 from gemini_split.protocol import ServerEvent, ToolFailure
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later
@@ -58,6 +59,21 @@ ONE_SHOT_REFUSAL = Refusal(
 )
 
 
+class _CallSeen:
+    """What :meth:`ToolExecutor.execute` learnt of one call, for telemetry."""
+
+    __slots__ = ("began", "tool", "args", "decision")
+
+    def __init__(self, began: float):
+        self.began = began
+        self.tool: Tool | None = None
+        self.args: dict[str, Any] | None = None
+        self.decision: str | None = None
+
+
+_CANCELLED = ToolFailure(code="cancelled", message="cancelled by the user")
+
+
 class ToolExecutor:
     def __init__(
         self,
@@ -95,6 +111,8 @@ class ToolExecutor:
         #: that snapshots the workspace before a file-modifying call runs.
         #: None: no checkpoints (and no git is ever started for them).
         self.checkpoints: Any = None
+        #: The session the calls belong to (telemetry's ``session.id``), once known.
+        self.session_id: str | None = None
 
     async def execute(
         self,
@@ -125,11 +143,13 @@ class ToolExecutor:
                 await emit(self.events.started(request_id=request_id, call_id=call_id, tool=tool_name,
                                                parameters=params))
 
+        seen = _CallSeen(trio.current_time())
         try:
-            result = await self._run(call_id, tool_name, args, emit, request_id, start, agent)
+            result = await self._run(call_id, tool_name, args, emit, request_id, start, seen, agent)
         except ToolFailed as failed:
             failure = failed.to_failure()
         except trio.Cancelled:
+            self._record(seen, tool_name, args, request_id, failure=_CANCELLED)
             with trio.CancelScope(shield=True):
                 await start()
             await self._report_cancelled(emit, call_id, tool_name, request_id)
@@ -140,16 +160,36 @@ class ToolExecutor:
         except BaseExceptionGroup as group:
             # A tool's nursery may deliver the cancellation as a group of Cancelled.
             if group.split(trio.Cancelled)[1] is None:
+                self._record(seen, tool_name, args, request_id, failure=_CANCELLED)
                 with trio.CancelScope(shield=True):
                     await start()
                 await self._report_cancelled(emit, call_id, tool_name, request_id)
             raise
         else:
+            self._record(seen, tool_name, args, request_id, result=result)
             await emit(self.events.completed(request_id=request_id, call_id=call_id, tool=tool_name, result=result))
             return result, None
+        self._record(seen, tool_name, args, request_id, failure=failure)
         await start()
         await emit(self.events.error(request_id=request_id, call_id=call_id, tool=tool_name, error=failure))
         return None, failure
+
+    def _record(self, seen: _CallSeen, tool_name: str, args: Any, request_id: str | None, *,
+                result: Any = None, failure: ToolFailure | None = None) -> None:
+        """The call for telemetry (``gemini_cli.tool_call``): how it was
+        decided, how long it took, how it ended."""
+        recorder = telemetry.current()
+        if not recorder.enabled:
+            return
+        server = getattr(seen.tool, "server", None)
+        recorder.tool_call(
+            tool_name, seen.args if seen.args is not None else args,
+            duration_ms=int((trio.current_time() - seen.began) * 1000), success=failure is None,
+            decision=seen.decision, prompt_id=request_id, session_id=self.session_id,
+            error=failure.message if failure is not None else None,
+            error_type=failure.code if failure is not None else None,
+            mcp_server_name=getattr(server, "name", None),
+            content_length=len(result) if isinstance(result, str) else None)
 
     def _executes_later(self, tool: Tool, args: dict[str, Any]) -> str | None:
         """What the file an edit targets runs later, if anything (see
@@ -173,8 +213,9 @@ class ToolExecutor:
             ))
 
     async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None,
-                   start: Callable[[], Awaitable[None]], agent: str = "") -> Any:
+                   start: Callable[[], Awaitable[None]], seen: _CallSeen, agent: str = "") -> Any:
         tool = self.registry.get(tool_name)
+        seen.tool = tool
         if tool is None and not self.registry.names():
             raise ToolFailed("no_tools", "no tools are available in this session",
                              "answer from what you know, without tools")
@@ -185,7 +226,7 @@ class ToolExecutor:
                 "available tools: " + ", ".join(self.registry.names()),
             )
         args = tool.validate(args)
-        verdict = await self._approve(call_id, tool, args, agent)
+        verdict = await self._approve(call_id, tool, args, seen, agent)
         if self.hooks is not None:
             rewritten = await self._before_tool(tool, args)
             if rewritten != args:
@@ -193,7 +234,8 @@ class ToolExecutor:
                 # network allowance) and what the user approved: the
                 # rewritten arguments are decided (and asked about: a question
                 # of its own, a server takes one decision per call id) again.
-                args, verdict = rewritten, await self._approve(f"{call_id}.rewritten", tool, rewritten, agent)
+                args, verdict = rewritten, await self._approve(
+                    f"{call_id}.rewritten", tool, rewritten, seen, agent)
 
         checkpoint = target = None
         if self.checkpoints is not None:
@@ -224,14 +266,21 @@ class ToolExecutor:
             result = await self._after_tool(tool.name, args, result)
         return result
 
-    async def _approve(self, call_id: str, tool: Tool, args: dict[str, Any], agent: str = "") -> Any:
+    async def _approve(self, call_id: str, tool: Tool, args: dict[str, Any], seen: _CallSeen,
+                       agent: str = "") -> Any:
         """The approval policy's verdict on a call, asking the user (naming
         the sub-agent ``agent`` that calls, if any) when it says so. Raises
         :class:`ToolFailed` (``refused``) for a deny, a question nobody can
-        answer, and the user's no."""
+        answer, and the user's no. Notes in ``seen`` (telemetry) the
+        arguments decided on and the decision: a hook's rewrite, approved
+        again, replaces both, so the record tells what ran and why."""
         tool_name = tool.name
+        seen.args = args
         later = self._executes_later(tool, args)
         verdict = self.policy.check(tool, args, executes_later=later, interactive=self.asker is not None)
+        # gemini-cli's decisions: refused → reject, "allow always" → auto_accept, else accept.
+        seen.decision = "reject" if verdict.decision is Decision.DENY or (
+            verdict.decision is Decision.ASK and self.asker is None) else "accept"
         if verdict.decision is Decision.DENY:
             raise ToolFailed(
                 "refused",
@@ -262,8 +311,10 @@ class ToolExecutor:
                 executes_later=later, agent=agent,
             ))
             if answer is Answer.NO:
+                seen.decision = "reject"
                 raise ToolFailed("refused", f"the user declined to run {tool_name}", "ask the user how to proceed")
             if answer is Answer.ALWAYS:
+                seen.decision = "auto_accept"
                 self.policy.remember(tool, args)
         return verdict
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 import trio
 
-from gemini_split import __version__
+from gemini_split import __version__, telemetry
 from gemini_split.protocol import (
     Attachment,
     Caller,
@@ -439,7 +439,7 @@ class ProtocolClient:
         times)."""
         hooks = self.hooks
         if hooks is None:
-            return await self._run_turn(prompt, model=model, attachments=attachments, context=context)
+            return await self._run_turn(prompt, model=model, attachments=attachments, context=context, user=prompt)
         before = await hooks.fire("BeforeAgent", {"prompt": prompt})
         if before.denied or before.stopped:
             why = before.reason if before.denied else before.stop_reason
@@ -452,7 +452,7 @@ class ProtocolClient:
             sent = f"{sent}\n\n{before.additional_context}"
         if self.pending_hook_context:
             sent, self.pending_hook_context = f"{self.pending_hook_context}\n\n{sent}", ""
-        outcome = await self._run_turn(sent, model=model, attachments=attachments, context=context)
+        outcome = await self._run_turn(sent, model=model, attachments=attachments, context=context, user=prompt)
         retried = False
         for _ in range(MAX_HOOK_RETRIES):
             if outcome.finished is None or outcome.cancelled or not hooks.has("AfterAgent"):
@@ -467,14 +467,20 @@ class ProtocolClient:
 
     async def _run_turn(self, prompt: str, *, model: str | None = None,
                         attachments: tuple[Attachment, ...] = (),
-                        context: SessionContext | None = None) -> TurnOutcome:
+                        context: SessionContext | None = None, user: str | None = None) -> TurnOutcome:
+        """``user``: the prompt as the user typed it (telemetry's
+        ``gemini_cli.user_prompt``); None for a hook's prompt."""
         if self.before_turn is not None:
             await self.before_turn()
         if context is not None and context.agents and self.conn.version < SUBAGENTS_SINCE:
             # (1.4) A server that runs no sub-agents is not sent them.
             context = msgspec.structs.replace(context, agents=())
-        return await self._run_request(stamp(GenerateContentRequest(prompt=prompt, model=model,
-                                                                    attachments=attachments, context=context)))
+        request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments, context=context))
+        session_id = self.connected.session_id if self.connected is not None else None
+        self.executor.session_id = session_id
+        if user is not None:
+            telemetry.current().user_prompt(user, prompt_id=request.id, session_id=session_id)
+        return await self._run_request(request)
 
     async def compress(self) -> TurnOutcome:
         """(1.3) Ask the server to compress the session's history now: its

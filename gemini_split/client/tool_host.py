@@ -105,6 +105,7 @@ class LocalToolHost:
         executor.checkpoints = self.checkpoints
         if hooks is not None:
             executor.hooks = _WireHooks(hooks)
+        executor.session_id = getattr(self.spec, "session_id", None)
         return await executor.execute(call_id, name, args, emit, request_id=request_id)
 
     def close(self) -> None:

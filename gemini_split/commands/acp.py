@@ -36,6 +36,7 @@ from gemini_split.acp.jsonrpc import DEFAULT_MAX_MESSAGE_SIZE
 from gemini_split.acp.peer import RpcPeer
 from gemini_split.app import (
     attach_context,
+    client_telemetry,
     embedded_service,
     embedded_service_for,
     hold_embedded,
@@ -127,7 +128,8 @@ def run_acp(args: argparse.Namespace, env: Environment) -> ExitStatus:
             env.warn("gemini-split: no Gemini API key (GEMINI_API_KEY): the editor is told at session/new "
                      "and may authenticate with one")
         login = _key_login(options, env, settings) if settings.endpoint.server is None else None
-        return trio.run(_serve_stdio, settings, embedded, env, login, missing)
+        with client_telemetry(settings, env, interactive=True, debug=bool(args.debug)):
+            return trio.run(_serve_stdio, settings, embedded, env, login, missing)
     finally:
         stop()
 

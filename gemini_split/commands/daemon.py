@@ -21,6 +21,7 @@ import trio
 
 from gemini_split import __version__
 from gemini_split._trio_util import single_exceptions
+from gemini_split.app import server_telemetry
 from gemini_split.client import local_daemon as ld
 from gemini_split.client.local_daemon import daemon_paths, remove_info, write_info
 from gemini_split.environment import Environment
@@ -91,7 +92,8 @@ def _run(env: Environment, idle_exit: float) -> ExitStatus:
     store = open_store(env.config_dir / "sessions", replay_capacity=config.replay_capacity)
     service = AgentService(KeylessModel(), config, store=store, callers=CallerModels())
     try:
-        with single_exceptions():
+        # The model calls are recorded here (the thin clients record their side).
+        with single_exceptions(), server_telemetry(env, model=config.model):
             trio.run(_serve, service, paths, idle_exit)
     except (TransportError, StoreError) as exc:
         env.warn(f"gemini-split daemon: {exc}")

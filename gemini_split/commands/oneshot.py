@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
+from gemini_split.app import client_telemetry, embedded_service_for, hold_embedded, resolve_client_settings
 from gemini_split.commands.options import client_options
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.protocol_client import RequestFailed  # noqa: I001
@@ -180,7 +180,9 @@ def _run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> Exi
                              stderr_is_terminal=env.stderr_isatty and not screen_reader,
                              raw_output=args.raw_output)
     try:
-        return trio.run(_oneshot, settings, embedded, renderer, prompt, settings.session.model, command)
+        with client_telemetry(settings, env, interactive=False, output_format=output_format,
+                              debug=bool(getattr(args, "debug", False))):
+            return trio.run(_oneshot, settings, embedded, renderer, prompt, settings.session.model, command)
     except BrokenPipeError:
         # The reader of our output went away (`| head`): not our failure.
         return ExitStatus.SUCCESS

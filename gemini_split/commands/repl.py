@@ -11,7 +11,7 @@ import argparse
 
 import trio
 
-from gemini_split.app import embedded_service_for, resolve_client_settings
+from gemini_split.app import client_telemetry, embedded_service_for, resolve_client_settings
 from gemini_split.commands.options import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
@@ -28,7 +28,8 @@ def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:
     embedded = embedded_service_for(options, env, settings)
     from gemini_split.ui.repl import Repl
 
-    return trio.run(Repl(options, env, settings, embedded=embedded).run)
+    with client_telemetry(settings, env, interactive=True, debug=bool(getattr(args, "debug", False))):
+        return trio.run(Repl(options, env, settings, embedded=embedded).run)
 
 
 TRUST_CHOICES = [

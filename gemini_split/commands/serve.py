@@ -21,7 +21,7 @@ import msgspec
 import trio
 
 from gemini_split._trio_util import single_exceptions
-from gemini_split.app import open_model, server_tools_from
+from gemini_split.app import open_model, server_telemetry, server_tools_from
 from gemini_split.client.approval_mode import parse_approval_mode
 from gemini_split.collector import settle_for_serving
 from gemini_split.commands.options import server_tools_options
@@ -36,6 +36,7 @@ from gemini_split.server.ops import Operations
 from gemini_split.server.service import AgentService
 from gemini_split.server.store import StoreError, open_store
 from gemini_split.server.store.redis import store_url
+from gemini_split.telemetry import TelemetryFlags
 from gemini_split.transport import ServeOptions, TransportError, get_transport, is_loopback_host
 from gemini_split.transport.throttle import parse_networks
 
@@ -176,8 +177,11 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
             "max_streams": args.grpc_max_streams,
             "server_tools": bool(args.server_tools),
         })))
+    flags = TelemetryFlags(enabled=args.telemetry, target=args.telemetry_target,
+                           otlp_endpoint=args.telemetry_otlp_endpoint, otlp_protocol=args.telemetry_otlp_protocol,
+                           outfile=args.telemetry_outfile, log_prompts=args.telemetry_log_prompts)
     try:
-        with single_exceptions():
+        with single_exceptions(), server_telemetry(env, flags, model=model_name):
             trio.run(_serve, service, listeners, env, args.session_ttl, acp, options, ops, notice)
     except TransportError as exc:
         env.warn(f"gemini-split serve: cannot serve {' and '.join(a for a, _ in listeners)}: {exc}")

@@ -142,6 +142,24 @@ def add_parser(commands: Any) -> None:
                             "loopback, private or link-local (repeatable; default: public addresses only)")
     tools.add_argument("--sandbox-network", dest="serve_sandbox_network", action="store_true",
                        help="let sandboxed server-side commands reach the network (default: no network)")
+    telemetry = p.add_argument_group(
+        "telemetry (docs/telemetry.md; needs: pip install 'gemini-split[telemetry]')",
+        "gemini-cli's OpenTelemetry logs and metrics of every model call this server makes. Each flag "
+        "overrides its GEMINI_TELEMETRY_* variable, which overrides settings.json's telemetry.")
+    telemetry.add_argument("--telemetry", action=argparse.BooleanOptionalAction, default=None,
+                           help="export telemetry (default: off)")
+    telemetry.add_argument("--telemetry-target", choices=("local", "gcp"),
+                           help="local (the default) or gcp, which needs an OpenTelemetry collector here "
+                                "(settings.json telemetry.useCollector)")
+    telemetry.add_argument("--telemetry-otlp-endpoint", metavar="URL",
+                           help="the OTLP collector (default http://localhost:4317)")
+    telemetry.add_argument("--telemetry-otlp-protocol", choices=("grpc", "http"),
+                           help="how to reach it (default grpc)")
+    telemetry.add_argument("--telemetry-outfile", metavar="FILE",
+                           help="append the records to FILE (gemini-cli's JSON) instead of exporting them")
+    telemetry.add_argument("--telemetry-log-prompts", action=argparse.BooleanOptionalAction, default=None,
+                           help="include prompts, tool arguments and the model's requests and answers "
+                                "(default: off)")
     # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="log details to stderr")
     p.set_defaults(run="gemini_split.commands.serve:run_serve")

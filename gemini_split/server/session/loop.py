@@ -20,6 +20,7 @@ from typing import Any
 import trio
 from msgspec.structs import replace as replace_struct
 
+from gemini_split import telemetry
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import (
     ApiStats,
@@ -149,6 +150,8 @@ class AgentRun:
     #: ``await hooks(event, input)`` → their output (see :mod:`.tool_hooks`);
     #: None: none.
     hooks: Any = None
+    #: The session's id, for telemetry (``session.id``).
+    session_id: str | None = None
 
 
 #: The tools a server runs itself for any session, by name (announced in
@@ -299,11 +302,14 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
         for line in text.splitlines():
             log.debug("  | %s", line)
     pace = run.pace
+    recorder = telemetry.current()
     attempt = 1
     while True:
         parts: list[dict[str, Any]] = []
         calls: list[FunctionCallChunk] = []
         usage = Usage()
+        recorder.api_request(model=run.model_name, prompt_id=run.request_id, session_id=run.session_id,
+                             contents=request.contents)
         began = trio.current_time()
         try:
             async for chunk in model.stream(request):
@@ -327,8 +333,14 @@ async def _model_turn(run: AgentRun, *, model: Model, config: ServerConfig, emit
             run.usage = run.usage + usage
             run.last_prompt_tokens = usage.prompt_tokens or run.last_prompt_tokens
             run.api.record(trio.current_time() - began)
+            recorder.api_response(model=run.model_name, duration_ms=int((trio.current_time() - began) * 1000),
+                                  usage=usage, prompt_id=run.request_id, session_id=run.session_id,
+                                  parts=parts)
         except ModelError as exc:
             run.api.record(trio.current_time() - began, error_type=api_error_type(exc))
+            recorder.api_error(model=run.model_name, error=str(exc), error_type=api_error_type(exc),
+                               status_code=exc.status, duration_ms=int((trio.current_time() - began) * 1000),
+                               prompt_id=run.request_id, session_id=run.session_id)
             if parts or not exc.retryable or attempt >= config.max_attempts:
                 # Output already reached the user: repeating would duplicate it.
                 _keep_partial(run, parts)
@@ -370,6 +382,8 @@ async def _compress_if_due(run: AgentRun, *, model: Model, emit: Emit) -> None:
     run.history[:] = done.history
     run.usage = run.usage + done.usage
     run.last_prompt_tokens = done.after_tokens
+    telemetry.current().chat_compression(tokens_before=done.before_tokens, tokens_after=done.after_tokens,
+                                         prompt_id=run.request_id, session_id=run.session_id)
     await emit(Compressed(request_id=run.request_id, before_tokens=done.before_tokens,
                           after_tokens=done.after_tokens, automatic=True))
 

@@ -30,6 +30,7 @@ import trio
 from msgspec import UNSET
 from msgspec.structs import replace
 
+from gemini_split import telemetry
 from gemini_split.protocol import (
     AgentFinished,
     AgentStarted,
@@ -559,7 +560,8 @@ class Session:
                        server_tools=self.server_tools, pace=self.priority.request(),
                        last_prompt_tokens=self.last_prompt_tokens, on_compressed=self.timeline.compressed,
                        running_agents=self.running_agents, agent_slots=self.agent_slots,
-                       hooks=self.tool_hooks.bind(request.id))
+                       hooks=self.tool_hooks.bind(request.id),
+                       session_id=self.id)
         self.timeline.begin(request.id, self.history)
         error: tuple[ErrorCode, str] | None = None
         if not self.title:
@@ -635,6 +637,8 @@ class Session:
             await self._save(request.id)
             self.emit_nowait(Compressed(request_id=request.id, before_tokens=done.before_tokens,
                                         after_tokens=done.after_tokens))
+            telemetry.current().chat_compression(tokens_before=done.before_tokens, tokens_after=done.after_tokens,
+                                                 prompt_id=request.id, session_id=self.id)
         if error is not None:
             self.emit_nowait(Error(request_id=request.id, in_reply_to=request.id, code=error[0].value,
                                    message=error[1]))

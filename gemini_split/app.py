@@ -839,7 +839,7 @@ def client_telemetry(settings: ClientSettings, env: Environment, *, interactive:
     return activated(config, role="client" if settings.endpoint.server else "embedded",
                      warn=lambda line: env.warn(f"gemini-split: {line}"),
                      secrets=secret_values(e, is_secret_name), config_attributes=attributes,
-                     common={"interactive": interactive}, state_dir=env.config_dir, debug=debug)
+                     common={"interactive": interactive}, state_dir=env.config_dir)
 
 
 def server_telemetry(env: Environment, flags: TelemetryFlags | None = None, *, model: str,

@@ -193,8 +193,7 @@ def current() -> Recorder:
 @contextmanager
 def activated(config: TelemetryConfig, *, role: str, warn: Callable[[str], None],
               secrets: Collection[str] = (), config_attributes: Mapping[str, Any] | None = None,
-              common: Mapping[str, Any] | None = None, state_dir: Path | None = None,
-              debug: bool = False) -> Iterator[Recorder]:
+              common: Mapping[str, Any] | None = None, state_dir: Path | None = None) -> Iterator[Recorder]:
     """Record this command's run (``with`` around its ``trio.run``) as
     ``config`` says; with telemetry off, the silent recorder and nothing
     imported.
@@ -224,7 +223,7 @@ def activated(config: TelemetryConfig, *, role: str, warn: Callable[[str], None]
         from .otel import open_sink
         from .recorder import EventRecorder
 
-        sink = open_sink(config, warn=warn, debug=debug)
+        sink = open_sink(config, warn=warn)
     except ImportError as exc:
         warn(f"telemetry is on but the OpenTelemetry SDK is missing ({exc.name}): "
              "pip install 'gemini-split[telemetry]'. Nothing is exported for this run")

@@ -59,19 +59,20 @@ METRIC_INTERVAL_MS = 10_000
 LOG_DELAY_MS = 1_000
 
 
-def open_sink(config: TelemetryConfig, *, warn: Callable[[str], None], debug: bool = False) -> OtelSink:
+def open_sink(config: TelemetryConfig, *, warn: Callable[[str], None]) -> OtelSink:
     """The providers and exporters ``config`` names, started."""
-    return OtelSink(config, warn=warn, debug=debug)
+    return OtelSink(config, warn=warn)
 
 
 class OtelSink:
     """Log records and metric instruments on the SDK (see the module)."""
 
-    def __init__(self, config: TelemetryConfig, *, warn: Callable[[str], None], debug: bool):
+    def __init__(self, config: TelemetryConfig, *, warn: Callable[[str], None]):
         self.health = ExportHealth(config.destination(), warn)
-        self._quiet = None if debug else _quiet_sdk_logs(self.health)
+        self._unwatch = _watch_sdk_logs(self.health)
         resource = Resource.create({"service.name": "gemini-split", "service.version": gemini_split.__version__})
         log_exporter, metric_exporter = _exporters(config)
+        self._exporters = (log_exporter, metric_exporter)
         self._log_processor = BatchLogRecordProcessor(
             _Watched(log_exporter, self.health), schedule_delay_millis=LOG_DELAY_MS,
             export_timeout_millis=EXPORT_TIMEOUT * 1000)
@@ -112,13 +113,24 @@ class OtelSink:
                    for shutdown in (self._log_processor.shutdown, self._meters.shutdown)]
         for thread in closers:
             thread.start()
-        for thread in closers:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        while any(t.is_alive() for t in closers) and time.monotonic() < deadline:
+            if self.health.trouble:
+                # The collector is failing (the exporters are waiting to
+                # retry): waiting longer would only delay the exit.
+                for exporter in self._exporters:
+                    try:
+                        exporter.shutdown()  # ends their retry waits
+                    except Exception:
+                        pass
+                for thread in closers:
+                    thread.join(max(0.0, min(0.2, deadline - time.monotonic())))
+                break
+            for thread in closers:
+                thread.join(0.02)
         if any(thread.is_alive() for thread in closers):
             self.health.dropped()
         self.health.close()
-        if self._quiet is not None:
-            self._quiet()
+        self._unwatch()
 
 
 def _exporters(config: TelemetryConfig) -> tuple[LogRecordExporter, MetricExporter]:
@@ -156,9 +168,19 @@ class ExportHealth:
         self.destination = destination
         self._warn = warn
         self.failing = False
+        #: The SDK said an export failed or is being retried (before the
+        #: export itself gives up and reports the failure).
+        self.trouble = False
         self.reason = ""
         self._lock = threading.Lock()
         self._closed = False
+
+    def heard(self, logger: str, level: int, message: str) -> None:
+        """One of the SDK's log lines."""
+        if logger.startswith("opentelemetry.exporter"):
+            self.trouble = True
+        if not self.reason and level >= logging.WARNING:
+            self.reason = _reason(message)
 
     def result(self, ok: bool) -> None:
         with self._lock:
@@ -236,36 +258,51 @@ class _WatchedMetrics(MetricExporter):
 
 
 class _SdkLogs(logging.Handler):
-    """Keeps the SDK's exporter log lines (one per failed batch, retries…)
-    off the terminal; the first error's text becomes the reason in the one
-    warning."""
+    """The SDK's exporter log lines (one per failed batch, per retry…),
+    kept off the terminal for good once telemetry has been on in this
+    process (exports may still be finishing after a command returned):
+    each watching :class:`ExportHealth` hears them instead (the first
+    problem becomes the reason in its one warning), and ``--debug`` shows
+    them as this module's debug lines."""
 
-    def __init__(self, health: ExportHealth):
-        super().__init__(logging.WARNING)
-        self.health = health
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.watching: set[ExportHealth] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if not self.health.reason and record.levelno >= logging.WARNING:
-            try:
-                self.health.reason = record.getMessage()[:300]
-            except Exception:
-                pass
+        try:
+            message = record.getMessage()
+        except Exception:
+            return
+        for health in list(self.watching):
+            health.heard(record.name, record.levelno, message)
+        log.debug("%s: %s", record.name, message)
 
 
-def _quiet_sdk_logs(health: ExportHealth) -> Callable[[], None]:
-    """Route the ``opentelemetry`` loggers to :class:`_SdkLogs` until the
-    returned function is called (``--debug`` leaves them as they are)."""
-    logger = logging.getLogger("opentelemetry")
-    handler = _SdkLogs(health)
-    saved = logger.propagate
-    logger.addHandler(handler)
-    logger.propagate = False
+_SDK_LOGS: _SdkLogs | None = None
 
-    def restore() -> None:
-        logger.removeHandler(handler)
-        logger.propagate = saved
 
-    return restore
+def _watch_sdk_logs(health: ExportHealth) -> Callable[[], None]:
+    """Let ``health`` hear the SDK's log lines until the returned function is called."""
+    global _SDK_LOGS
+    if _SDK_LOGS is None:
+        _SDK_LOGS = _SdkLogs()
+        logger = logging.getLogger("opentelemetry")
+        logger.addHandler(_SDK_LOGS)
+        logger.propagate = False
+    sdk_logs = _SDK_LOGS
+    sdk_logs.watching.add(health)
+    return lambda: sdk_logs.watching.discard(health)
+
+
+def _reason(message: str) -> str:
+    """The gist of an exporter's log line (requests' errors run to lines)."""
+    lowered = message.lower()
+    for gist in ("connection refused", "timed out", "timeout", "name or service not known", "connection reset",
+                 "certificate verify failed", "unavailable", "deadline exceeded"):
+        if gist in lowered:
+            return gist
+    return message[:200]
 
 
 # --- gemini-cli's file format ---------------------------------------------------------

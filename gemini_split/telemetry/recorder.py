@@ -141,10 +141,10 @@ class EventRecorder(Recorder):
         }
         if self.log_prompts and args:
             attributes["function_args"] = json.dumps(args, indent=2, ensure_ascii=False, default=str)
-        if error:
+        if error_type:
+            attributes.update({"error_type": error_type, "error.type": error_type})
+        if error and self.log_prompts:  # a tool's message may quote the file it read
             attributes.update({"error": error, "error.message": error})
-            if error_type:
-                attributes.update({"error_type": error_type, "error.type": error_type})
         body = (f"Tool call: {name}{f'. Decision: {decision}' if decision else ''}. Success: "
                 f"{'true' if success else 'false'}. Duration: {duration_ms}ms.")
         self._event("gemini_cli.tool_call", body, session_id, attributes)

@@ -55,7 +55,7 @@ EDGES = {
 #: (the completions run it on every Tab).
 SHELL_NEVER = ("trio", "gemini_split.protocol", "gemini_split.transport", "gemini_split_loopback",
                "gemini_split_websocket", "gemini_split_stdio", "google.genai", "httpx", "prompt_toolkit", "rich",
-               "shtab")
+               "shtab", "opentelemetry")
 
 #: Never imported by a one-shot ``-p``, embedded or through a daemon.
 ONESHOT_NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",

@@ -221,3 +221,21 @@ def test_a_dead_collector_costs_a_run_at_most_the_close_budget_and_one_warning(t
     warnings = [line for line in result.stderr.splitlines() if "telemetry" in line]
     assert len(warnings) == 1, result.stderr
     assert f"127.0.0.1:{port}" in warnings[0] and "dropped" in warnings[0]
+
+
+def test_an_automatic_compression_is_recorded_with_its_token_counts(tmp_path):
+    outfile = tmp_path / "telemetry.log"
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "settings.json").write_text(json.dumps({
+        "model": {"compressionThreshold": 0.0001}, "telemetry": {"enabled": True, "outfile": str(outfile)}}))
+    script = [{"text": "Paris is the capital of France. " * 60},
+              {"text": "<state_snapshot><overall_goal>capitals</overall_goal></state_snapshot>"}, {"text": "Madrid."}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        assert run(tmp_path, fake, "-p", "capital of France?").returncode == 0
+        second = run(tmp_path, fake, "-r", "latest", "-p", "and Spain?")
+    assert second.returncode == 0 and second.stdout == "Madrid.\n", second.stderr
+    (compression,) = [o for o in _json_objects(outfile.read_text())
+                      if o.get("attributes", {}).get("event.name") == "gemini_cli.chat_compression"]
+    before, after = compression["attributes"]["tokens_before"], compression["attributes"]["tokens_after"]
+    assert before > after > 0
+    assert compression["_body"] == f"Chat compression (Saved {before - after} tokens)"

@@ -309,18 +309,25 @@ def _reason(message: str) -> str:
 
 
 class _AppendFile:
-    """One file written by both exporters (their threads), a record at a time."""
+    """One file written by both exporters (their threads), a batch at a
+    time: one ``write`` on an ``O_APPEND`` descriptor, so the batches of
+    several processes sharing the file (a client and its local daemon)
+    never interleave."""
 
     def __init__(self, path: str):
         self.path = path
         self._lock = threading.Lock()
 
     def write(self, text: str) -> bool:
+        data = text.encode("utf-8")
         with self._lock:
             try:
                 fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-                with os.fdopen(fd, "a", encoding="utf-8") as f:
-                    f.write(text)
+                try:
+                    while data:
+                        data = data[os.write(fd, data):]
+                finally:
+                    os.close(fd)
             except OSError as exc:
                 log.debug("telemetry: cannot write %s: %s", self.path, exc)
                 return False

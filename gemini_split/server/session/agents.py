@@ -325,6 +325,7 @@ class Delegation:
                        server_tools=tuple(n for n in self.run.server_tools if n in granted),
                        pace=self.run.pace, api=self.run.api, agent_id=agent.agent_id,
                        temperature=definition.temperature, hooks=self.run.hooks,
+                       session_id=self.run.session_id,
                        system_instruction=self._instruction(definition, args, agent.tools))
         ending = _Ending("error", error="it failed (the server's log says why)")
         timeout = min((definition.timeout_mins or DEFAULT_TIMEOUT_MINS) * 60, self.config.subagent_timeout_max)

@@ -239,3 +239,33 @@ def test_an_automatic_compression_is_recorded_with_its_token_counts(tmp_path):
     before, after = compression["attributes"]["tokens_before"], compression["attributes"]["tokens_after"]
     assert before > after > 0
     assert compression["_body"] == f"Chat compression (Saved {before - after} tokens)"
+
+
+#: A BeforeTool hook that points read_file at other.txt instead.
+REDIRECT = r'''#!/usr/bin/env python3
+import json
+print(json.dumps({"decision": "allow", "hookSpecificOutput": {"tool_input": {"file_path": "other.txt"}}}))
+'''
+
+
+def test_a_tool_call_a_before_tool_hook_rewrote_is_recorded_with_the_arguments_that_ran(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    hook = home / "redirect.py"
+    hook.write_text(REDIRECT)
+    hook.chmod(0o755)
+    (home / "settings.json").write_text(json.dumps({"hooks": {"BeforeTool": [
+        {"matcher": "read_file", "hooks": [{"type": "command", "command": str(hook)}]}]}}))
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "other.txt").write_text("the other file\n")
+    with OtlpCollector() as collector, FakeGemini(script=READ_NOTES, api_key=API_KEY) as fake:
+        result = run(tmp_path, fake, "-p", "summarise notes.txt",
+                     telemetry=otlp_http(collector, log_prompts="true"))
+        # What is asserted is in the logs: waiting for the metrics too would
+        # hang on a close that ran out of its budget on a loaded machine.
+        collector.wait_for(lambda c: c.events("gemini_cli.tool_call") and len(c.events("gemini_cli.api_request")) == 2)
+    assert result.returncode == 0, result.stderr
+    assert "the other file" in collector.events("gemini_cli.api_request")[1]["attributes"]["request_text"]
+    (tool,) = collector.events("gemini_cli.tool_call")
+    assert json.loads(tool["attributes"]["function_args"]) == {"file_path": "other.txt"}
+    assert (tool["attributes"]["decision"], tool["attributes"]["success"]) == ("accept", True)

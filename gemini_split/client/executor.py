@@ -23,6 +23,7 @@ from gemini_split.protocol import ServerEvent, ToolFailure
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later
 from .local_events import LOCAL_TOOL_EVENTS, ToolEvents
+from .tools import ask_user
 from .tools.base import Tool, ToolContext, ToolFailed, ToolKind
 from .tools.registry import ToolRegistry
 from .workspace import Workspace
@@ -95,6 +96,10 @@ class ToolExecutor:
         #: that snapshots the workspace before a file-modifying call runs.
         #: None: no checkpoints (and no git is ever started for them).
         self.checkpoints: Any = None
+        #: Who answers ``ask_user`` (a ``tools.ask_user.UserAsker``: the
+        #: REPL, an editor, the clients of a server-run call); None: nobody
+        #: is present (a one-shot run), whatever ``asker`` is.
+        self.user: Any = None
 
     async def execute(
         self,
@@ -175,6 +180,10 @@ class ToolExecutor:
     async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None,
                    start: Callable[[], Awaitable[None]], agent: str = "") -> Any:
         tool = self.registry.get(tool_name)
+        if tool is None and tool_name == ask_user.NAME and self.user is None:
+            # Not offered with nobody to ask (as gemini-cli): a call anyway
+            # gets gemini-cli's non-interactive answer, so the model goes on.
+            raise ask_user.no_user_failure()
         if tool is None and not self.registry.names():
             raise ToolFailed("no_tools", "no tools are available in this session",
                              "answer from what you know, without tools")
@@ -204,7 +213,7 @@ class ToolExecutor:
         async def output(text: str, stream: str = "stdout") -> None:
             await emit(self.events.delta(request_id=request_id, call_id=call_id, content=text, stream=stream))
 
-        extra: dict[str, Any] = {"policy": self.policy}
+        extra: dict[str, Any] = {"policy": self.policy, "user": self.user}
         if verdict.decision is Decision.ALLOW and verdict.network:
             extra["network"] = True  # allowNetwork rules allowed exactly this command
         ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id, extra=extra)

@@ -37,6 +37,7 @@ from gemini_split.client.context import (
     session_context_text,
 )
 from gemini_split.client.tools.session_tools import default_memory_file
+from gemini_split.client.system_prompt import custom_prompt_file, read_custom_prompt, write_prompt_file
 from gemini_split.collector import paused_collection
 from gemini_split.environment import Environment
 from gemini_split.errors import (
@@ -234,12 +235,17 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
             env.warn(f"gemini-split: agents: {line}")
         message = msgspec.structs.replace(message, agents=wire_agents(agents,
                                                                       excluded=settings.tools.exclude_tools))
+    custom = custom_prompt_file(env.environ, env.cwd)
+    if custom is not None:  # GEMINI_SYSTEM_MD: the user's own, in place of the built-in one
+        message = msgspec.structs.replace(message, system_prompt=read_custom_prompt(custom))
     settings.context = ContextSettings(
         message=message,
         project=project,
         tracker=SubdirectoryContext(dirs, file_names=names, loaded=project.paths(), trusted=loaded.trusted),
         skills=skills,
         agents=agents,
+        system_prompt_file=custom,
+        write_system_prompt=write_prompt_file(env.environ, env.cwd),
     )
     log.debug("context files: %s", ", ".join(str(p) for p in project.paths()) or "none")
 

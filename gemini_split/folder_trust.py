@@ -45,7 +45,9 @@ def project_files(folder: Path, env: Environment, context_file_names: list[str])
     gemini_dir = folder / ".gemini"
     if gemini_dir.is_dir() and not _same(gemini_dir, env.config_dir) and not _same(folder, _home(env)):
         try:
-            found.extend(sorted(gemini_dir.iterdir()))
+            # system.md is read only when GEMINI_SYSTEM_MD (the user's own
+            # choice, in any folder) names it: trust does not change that.
+            found.extend(sorted(p for p in gemini_dir.iterdir() if p.name != "system.md"))
         except OSError:
             found.append(gemini_dir)
     agents_skills = folder / ".agents" / "skills"  # gemini-cli's alias for .gemini/skills

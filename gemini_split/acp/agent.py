@@ -40,11 +40,12 @@ from gemini_split import __version__
 from gemini_split.client.approval import Answer, ApprovalMode, ApprovalRequest
 from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.client.protocol_client import HandshakeFailed, ProtocolClient, RequestFailed
+from gemini_split.client.tools import ask_user
 from gemini_split.client.tools.base import ToolFailed
 from gemini_split.client.tools.registry import ToolRegistry
 from gemini_split.client.workspace import Workspace
 from gemini_split.errors import GeminiSplitError
-from gemini_split.protocol import Rewound, ServerEvent
+from gemini_split.protocol import AskUserQuestion, Rewound, ServerEvent
 from gemini_split.protocol.turn import (
     HistoryCompressed,
     Notice,
@@ -72,6 +73,7 @@ from .jsonrpc import (
 )
 from .peer import AnswerThen, PeerGone, RpcPeer
 from .ring import DEFAULT_BUDGET, Budget, Ring
+from . import questions as q
 from .tools import client_path, lend_editor_tools
 
 log = logging.getLogger(__name__)
@@ -426,7 +428,8 @@ class AcpSession:
         assert self.client is not None
         can = {c: self.can(c) for c in ("readTextFile", "writeTextFile", "terminal")}
         needs = {"read_file": ("readTextFile",), "write_file": ("writeTextFile",),
-                 "replace": ("readTextFile", "writeTextFile"), "run_shell_command": ("terminal",)}
+                 "replace": ("readTextFile", "writeTextFile"), "run_shell_command": ("terminal",),
+                 ask_user.NAME: ()}  # the editor's own UI: every editor has one
         tools = [t for t in self._lent if all(can[c] for c in needs.get(t.name, ("-",)) if c in can)
                  and t.name in needs]
         if [t.name for t in tools] != [t.name for t in self.client.executor.registry]:
@@ -504,6 +507,44 @@ class _PermissionAsker:
             await session.update({"sessionUpdate": "tool_call_update", "toolCallId": request.call_id,
                                   "status": "in_progress"})
         return answer
+
+    async def ask_user(self, call_id: str, questions: tuple[AskUserQuestion, ...]) -> dict[str, str] | None:
+        """The model's ``ask_user`` questions (:mod:`.questions`): one form
+        for an editor with form elicitation, else a permission question
+        per choice; the answers, or None when the user dismissed them."""
+        session = self.session
+        peer = session.prompter
+        caps = peer.state.get("capabilities") if peer is not None else None
+        try:
+            if q.can_elicit(caps):
+                reply = await session.call("elicitation/create", {
+                    "sessionId": session.id, "toolCallId": call_id, "mode": "form",
+                    "message": q.cut("\n".join(x.question for x in questions), q.QUESTION_CHARS),
+                    "requestedSchema": q.form_schema(questions)})
+                if not isinstance(reply, dict) or reply.get("action") != "accept":
+                    return None
+                return q.form_answers(questions, reply.get("content"))
+            if any(x.type == "text" for x in questions):
+                raise q.cannot_type()
+            answers: dict[str, str] = {}
+            for i, question in enumerate(questions):
+                tool_call = u.tool_call_start(session.workspace, call_id, ask_user.NAME, {})
+                del tool_call["sessionUpdate"]
+                tool_call["title"] = q.cut(f"{question.header}: {question.question}", q.SHORT_CHARS)
+                tool_call["content"] = [u.text_content(q.cut(question.question, q.QUESTION_CHARS))]
+                reply = await session.call("session/request_permission", {
+                    "sessionId": session.id, "toolCall": tool_call, "options": q.permission_options(question)})
+                outcome = reply.get("outcome") if isinstance(reply, dict) else None
+                chosen = outcome.get("optionId") if isinstance(outcome, dict) \
+                    and outcome.get("outcome") == "selected" else None
+                answer = q.permission_answer(question, chosen)
+                if answer is None:
+                    return None
+                answers[str(i)] = answer
+            return answers
+        except (RpcError, PeerGone) as exc:
+            log.info("ask_user %s not answered: %s", call_id, exc)
+            return None
 
 
 # --- the agent: sessions of every connection -----------------------------------------

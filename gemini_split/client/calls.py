@@ -1,6 +1,8 @@
 """The tool calls a connected client takes part in: running the server's
 calls on this client's tools, once each, and answering the server's
-approval questions about the calls it runs itself.
+approval questions about the calls it runs itself (and, 1.4, the
+``ask_user`` questions of its server-run ``ask_user`` calls: the answers
+go back in the ``tool_decision``, for the question shown and no other).
 
 :class:`ToolCalls` belongs to one :class:`~.protocol_client.ProtocolClient`
 and sees every server event before the UI does (:meth:`ToolCalls.intercept`).
@@ -119,7 +121,7 @@ class ToolCalls:
         if isinstance(message, ToolCallAnswered) and message.call_id in self._running \
                 and (turn is None or message.request_id != turn.request_id):
             self._abandon(message.call_id)
-        if isinstance(message, ToolAwaitingApproval) and client.executor.asker is not None \
+        if isinstance(message, ToolAwaitingApproval) and self._can_answer(message) \
                 and not message.replayed and not client.observer:
             # A replayed question is history (one still waiting is asked
             # again, unlogged, after the replay).
@@ -149,6 +151,12 @@ class ToolCalls:
                 if request_id == ended or ended is None:
                     scope.cancel()  # nobody waits for their verdict now
         return False
+
+    def _can_answer(self, question: ToolAwaitingApproval) -> bool:
+        """Whether a person here can answer ``question``: an approval when
+        there is an asker, ``ask_user`` questions when there is a user."""
+        executor = self._client.executor
+        return (executor.user if question.questions else executor.asker) is not None
 
     def withdraw_all(self, reason: str) -> None:
         """Stop asking every question (a question cannot outlive its
@@ -272,6 +280,7 @@ class ToolCalls:
         asking = self._asking[question.call_id]
         message: str | None = None
         answer = Answer.NO
+        answers: dict[str, str] | None = None
         try:
             with asking.scope:
                 if client.hooks is not None:  # as before a question about a call run here
@@ -280,12 +289,16 @@ class ToolCalls:
                         "details": {"tool_name": question.tool, "tool_input": dict(question.parameters)}},
                         target="ToolPermission")
                 try:
-                    answer = await client.executor.asker.ask(ApprovalRequest(
-                        question.call_id, _ServerTool(question.tool, question.kind), dict(question.parameters),
-                        question.description, reason=question.reason, always_scope=question.always_scope,
-                        executes_later=question.executes_later,
-                        agent=self.agent_name(question.request_id, question.agent_id),
-                    ))
+                    if question.questions:  # ask_user: answers, or dismissed (a deny)
+                        answers = await client.executor.user.ask_user(question.call_id, question.questions)
+                        answer = Answer.NO if answers is None else Answer.YES
+                    else:
+                        answer = await client.executor.asker.ask(ApprovalRequest(
+                            question.call_id, _ServerTool(question.tool, question.kind), dict(question.parameters),
+                            question.description, reason=question.reason, always_scope=question.always_scope,
+                            executes_later=question.executes_later,
+                            agent=self.agent_name(question.request_id, question.agent_id),
+                        ))
                 except ToolFailed as refused:  # "No, and tell the model…": the words go with the refusal
                     words = str(refused)
                     message = words.partition(" and said: ")[2] or words
@@ -299,6 +312,7 @@ class ToolCalls:
                 call_id=question.call_id, decision=verdict, approved=verdict != "deny",
                 always=verdict == "approve_always", message=message,
                 parameters_hash=question.parameters_hash if verdict != "deny" else None,
+                answers=answers if verdict != "deny" else None,
             )
             self._decided_here[question.call_id] = None
             while len(self._decided_here) > ANSWERS_KEPT:

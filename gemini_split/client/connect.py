@@ -41,6 +41,7 @@ from .protocol_client import (
     RequestFailed,
     ServerToolChoice,
 )
+from .tools import ask_user
 from .tools.base import ToolKind
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
@@ -180,6 +181,12 @@ class ContextSettings(msgspec.Struct, frozen=True, kw_only=True):
     #: (1.4) The sub-agents found (built-ins, user and project files), or
     #: None; the enabled ones travel in ``message.agents``.
     agents: "AgentDiscovery | None" = None
+    #: ``GEMINI_SYSTEM_MD``: the file whose text replaces the built-in
+    #: system prompt (in ``message.system_prompt``), None: the built-in one.
+    system_prompt_file: Path | None = None
+    #: ``GEMINI_WRITE_SYSTEM_MD``: where the system prompt the server would
+    #: send is written once connected (None: nowhere).
+    write_system_prompt: Path | None = None
 
 
 class ClientSettings(msgspec.Struct, kw_only=True):
@@ -241,6 +248,12 @@ async def open_client(
         None if tools.reject_dangerous else asker,  # reject_dangerous: nobody is asked
         after_run=tracker.after_run if tracker is not None else None,
     )
+    # ask_user needs someone to answer (whatever reject_dangerous says of
+    # approvals); with nobody, it is not offered, as in gemini-cli.
+    executor.user = asker if getattr(asker, "ask_user", None) is not None else None
+    if executor.user is not None and _offers(tools, ask_user.NAME, read_only=True) \
+            and registry.get(ask_user.NAME) is None:
+        registry.register(ask_user.AskUserTool())
     hooks = _hook_runner(settings, on_notice)
     executor.hooks = hooks
     if tools.checkpoints_home is not None and tools.run_on == "client":
@@ -352,6 +365,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 await client.handshake(token=endpoint.connect.token, session_id=session.resume,
                                        new_session_id=session.new_session_id,
                                        role=session.role, label=session.label, replay=replay)
+                _check_system_prompt(settings.context, client)
                 runs_ours = _runs_client_tools(client)
                 if tools.edits_dir is not None and runs_ours and tools.run_on != "server" \
                         and client.connected is not None:
@@ -364,6 +378,8 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 if mcp is not None and runs_ours:
                     client.before_turn = _joining_mcp_tools(client, mcp, tools.exclude_tools, on_notice)
                 await nursery.start(client.run)
+                if settings.context.write_system_prompt is not None:
+                    await _write_system_prompt(settings.context, client, on_notice)
                 yield client
             finally:
                 with trio.CancelScope(shield=True):
@@ -387,6 +403,38 @@ def _forget_edits(base: Path, session_id: str) -> None:
 
 #: Notices already given by this process (see :func:`_tools_elsewhere`).
 _SAID: set[str] = set()
+
+
+def _check_system_prompt(context: ContextSettings, client: ProtocolClient) -> None:
+    """Refuse to go on with a server that would ignore the user's own system
+    prompt (``GEMINI_SYSTEM_MD``: protocol 1.4). Raises :class:`HandshakeFailed`."""
+    from gemini_split.protocol import SYSTEM_PROMPT_SINCE
+
+    message = context.message
+    if message is None or message.system_prompt is None or client.conn.version >= SYSTEM_PROMPT_SINCE:
+        return
+    server = (client.connected.server if client.connected is not None else "") or "the server"
+    raise HandshakeFailed(
+        f"{server} speaks protocol {'.'.join(map(str, client.conn.version))} and would ignore your system prompt "
+        f"file {context.system_prompt_file} (GEMINI_SYSTEM_MD needs 1.4): upgrade the server, or unset "
+        "GEMINI_SYSTEM_MD to use its built-in system prompt", "unsupported_version")
+
+
+async def _write_system_prompt(context: ContextSettings, client: ProtocolClient,
+                               on_notice: Callable[[str], None] | None) -> None:
+    """``GEMINI_WRITE_SYSTEM_MD``: write the system prompt the server would
+    send to the file it names; a failure is told, not fatal."""
+    from .system_prompt import write_prompt
+
+    path = context.write_system_prompt
+    assert path is not None
+    try:
+        reply = await client.get_system_prompt(context.message)
+        await trio.to_thread.run_sync(write_prompt, path, reply.text)
+    except (RequestFailed, OSError) as exc:
+        if on_notice is not None:
+            on_notice(f"GEMINI_WRITE_SYSTEM_MD: the system prompt was not written to {path}: "
+                      f"{getattr(exc, 'strerror', None) or exc}")
 
 
 def _runs_client_tools(client: ProtocolClient) -> bool:

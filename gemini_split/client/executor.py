@@ -24,6 +24,7 @@ from gemini_split.protocol import ServerEvent, ToolFailure
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later
 from .local_events import LOCAL_TOOL_EVENTS, ToolEvents
+from .tools import ask_user
 from .tools.base import Tool, ToolContext, ToolFailed, ToolKind
 from .tools.registry import ToolRegistry
 from .workspace import Workspace
@@ -113,6 +114,10 @@ class ToolExecutor:
         self.checkpoints: Any = None
         #: The session the calls belong to (telemetry's ``session.id``), once known.
         self.session_id: str | None = None
+        #: Who answers ``ask_user`` (a ``tools.ask_user.UserAsker``: the
+        #: REPL, an editor, the clients of a server-run call); None: nobody
+        #: is present (a one-shot run), whatever ``asker`` is.
+        self.user: Any = None
 
     async def execute(
         self,
@@ -216,6 +221,10 @@ class ToolExecutor:
                    start: Callable[[], Awaitable[None]], seen: _CallSeen, agent: str = "") -> Any:
         tool = self.registry.get(tool_name)
         seen.tool = tool
+        if tool is None and tool_name == ask_user.NAME and self.user is None:
+            # Not offered with nobody to ask (as gemini-cli): a call anyway
+            # gets gemini-cli's non-interactive answer, so the model goes on.
+            raise ask_user.no_user_failure()
         if tool is None and not self.registry.names():
             raise ToolFailed("no_tools", "no tools are available in this session",
                              "answer from what you know, without tools")
@@ -246,7 +255,7 @@ class ToolExecutor:
         async def output(text: str, stream: str = "stdout") -> None:
             await emit(self.events.delta(request_id=request_id, call_id=call_id, content=text, stream=stream))
 
-        extra: dict[str, Any] = {"policy": self.policy}
+        extra: dict[str, Any] = {"policy": self.policy, "user": self.user}
         if verdict.decision is Decision.ALLOW and verdict.network:
             extra["network"] = True  # allowNetwork rules allowed exactly this command
         ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id, extra=extra)

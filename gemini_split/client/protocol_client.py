@@ -40,9 +40,13 @@ from gemini_split.protocol import (
     ListSessions,
     SessionInfo,
     Sessions,
+    ASK_USER_CAPABILITY,
     COMPRESSION_SINCE,
     SUBAGENTS_SINCE,
     RESTORE_SINCE,
+    SYSTEM_PROMPT_SINCE,
+    GetSystemPrompt,
+    SystemPrompt,
     Compress,
     REWIND_SINCE,
     Rewind,
@@ -328,6 +332,8 @@ class ProtocolClient:
             # Only with some: a server then asks about every call it runs.
             capabilities.append(TOOL_HOOKS_CAPABILITY)
             hooks_timeout = hooks.longest_tool_round()
+        if self.executor.user is not None:
+            capabilities.append(ASK_USER_CAPABILITY)
         choice = self.tool_choice
         await self.send(Hello(client=f"gemini-split/{__version__}", capabilities=capabilities, token=token,
                               session_id=session_id, resume_token=resume_token, last_seq=last_seq,
@@ -630,6 +636,17 @@ class ProtocolClient:
         reply = await self._request(Restore(session_id=self.connected.session_id, checkpoint_id=checkpoint_id,
                                             apply=apply), timeout)
         assert isinstance(reply, Checkpoints)
+        return reply
+
+    async def get_system_prompt(self, context: SessionContext | None = None, timeout: float = 10.0) -> SystemPrompt:
+        """(1.4) The system instruction the server would send the model
+        with ``context`` (None: the session's last). Raises
+        :class:`RequestFailed` (``unknown_type`` from a server older than 1.4)."""
+        if self.conn.version < SYSTEM_PROMPT_SINCE:
+            raise RequestFailed(f"this server cannot show its system prompt (it speaks protocol "
+                                f"{'.'.join(map(str, self.conn.version))}; 1.4 can)", ErrorCode.UNKNOWN_TYPE.value)
+        reply = await self._request(GetSystemPrompt(context=context), timeout)
+        assert isinstance(reply, SystemPrompt)
         return reply
 
     async def get_state(self, timeout: float = 10.0) -> State:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
+
 from gemini_split.protocol import (
     CheckpointChange,
     CheckpointInfo,
@@ -27,6 +29,7 @@ from gemini_split.protocol import (
     Error,
     ErrorCode,
     FileRevert,
+    AskUserQuestion,
     ServerEvent,
     ToolAwaitingApproval,
     ToolDecision,
@@ -38,6 +41,7 @@ from .approval import Answer, ApprovalPolicy, ApprovalRequest
 from .approval_mode import ApprovalMode
 from .executor import Refusal, ToolExecutor
 from .local_events import WIRE_TOOL_EVENTS
+from .tools import ask_user
 from .tools.base import ToolFailed, ToolKind
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
@@ -106,6 +110,7 @@ class LocalToolHost:
         if hooks is not None:
             executor.hooks = _WireHooks(hooks)
         executor.session_id = getattr(self.spec, "session_id", None)
+        executor.user = asker  # ask_user's questions go to the attached clients too
         return await executor.execute(call_id, name, args, emit, request_id=request_id)
 
     def close(self) -> None:
@@ -175,7 +180,8 @@ def open_tool_host(spec: Any) -> LocalToolHost:
 
 def _offered(spec: Any) -> ToolRegistry:
     """The built-in tools (no ``save_memory``: the server's own context
-    files are nobody's memory) minus ``core_tools`` / ``exclude_tools``; in
+    files are nobody's memory; ``ask_user`` unless nobody is asked, in
+    ``reject_dangerous``) minus ``core_tools`` / ``exclude_tools``; in
     plan mode the read-only ones only. ``web_fetch`` reaches public
     addresses and ``spec.web_fetch_allow`` only: it runs on the server's
     network, not the user's."""
@@ -183,6 +189,8 @@ def _offered(spec: Any) -> ToolRegistry:
 
     guard = AddressGuard(getattr(spec, "web_fetch_allow", ()))
     tools = default_tools(sandbox=spec.sandbox, web_guard=guard)
+    if spec.approval_mode != "reject_dangerous":  # someone attached can answer it
+        tools.register(ask_user.AskUserTool())
     core = set(spec.core_tools) if spec.core_tools is not None else None
     offered = ToolRegistry(
         tool for tool in tools
@@ -248,3 +256,21 @@ class _WireAsker:
             raise ToolFailed("refused", f"the user declined to run {name} and said: {words[:2000]}",
                              "do what the user said instead")
         return Answer.NO
+
+    async def ask_user(self, call_id: str, questions: tuple[AskUserQuestion, ...]) -> dict[str, str] | None:
+        """``ask_user`` on the server: the questions go to every attached
+        client that can answer them (1.4, capability ``ask_user``), bound
+        to exactly these questions; the first client's answers come back
+        (None: dismissed)."""
+        parameters = {"questions": [msgspec.to_builtins(q) for q in questions]}
+        decision = await self.ask_clients(ToolAwaitingApproval(
+            request_id=self.request_id, call_id=call_id, tool=ask_user.NAME, parameters=parameters,
+            description="Asking user: " + ", ".join(q.question for q in questions), kind=ToolKind.READ.value,
+            questions=questions,
+        ))
+        if isinstance(decision, str):  # nobody answered: the server says why
+            raise ToolFailed("no_user_present", f"{ask_user.NO_USER} ({decision})", ask_user.NO_USER_HINT)
+        if decision.verdict == "deny":
+            return None
+        answers = decision.answers or {}
+        return {k: v for k, v in answers.items() if isinstance(v, str)}

@@ -85,6 +85,18 @@ from .messages import (  # 1.4: sub-agents
 )
 from .messages import RESTORE_SINCE, CheckpointChange, CheckpointInfo, Checkpoints, Restore  # 1.4
 from .messages import TOOL_HOOK_EVENTS, TOOL_HOOKS_CAPABILITY, TOOL_HOOKS_SINCE, HookRequest, HookResponse  # 1.4
+from .messages import (  # 1.4
+    ASK_USER_CAPABILITY,
+    ASK_USER_OPTIONS_MAX,
+    ASK_USER_QUESTIONS_MAX,
+    ASK_USER_SINCE,
+    SYSTEM_PROMPT_LIMIT,
+    SYSTEM_PROMPT_SINCE,
+    AskUserOption,
+    AskUserQuestion,
+    GetSystemPrompt,
+    SystemPrompt,
+)
 from .connection import Connection, Phase, RequestState, starts_request
 from .tracker import RequestTracker
 from .event_log import EventLog, ReplayUnavailable, coalesce

@@ -90,6 +90,8 @@ from .messages import (
     GenerateContentRequest,
     GetHistory,
     GetState,
+    GetSystemPrompt,
+    SystemPrompt,
     Hello,
     History,
     Message,
@@ -344,8 +346,8 @@ def _expect_reply(c: _Conversation, m: GetState | GetHistory | Rewind) -> None:
     c.owed_replies.add(m.id)
 
 
-def _reply(c: _Conversation, m: State | History | Sessions | Checkpoints) -> None:
-    if m.in_reply_to is None and not isinstance(m, Sessions | Checkpoints):
+def _reply(c: _Conversation, m: State | History | Sessions | Checkpoints | SystemPrompt) -> None:
+    if m.in_reply_to is None and not isinstance(m, Sessions | Checkpoints | SystemPrompt):
         # Unasked: the snapshot a server sends after replay_unavailable.
         _event(c, m)
         return
@@ -498,6 +500,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (CLIENT, DeleteSession): (_OPEN, _expect_reply),
     (CLIENT, Rewind): (_OPEN, _rewind),  # 1.4
     (CLIENT, Restore): (_OPEN, _expect_reply),
+    (CLIENT, GetSystemPrompt): (_OPEN, _expect_reply),  # 1.4
     # server -> client: events of the running request
     (SERVER, TextDelta): (_OPEN, _in_request),
     (SERVER, ThinkingDelta): (_OPEN, _in_request),
@@ -524,6 +527,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (SERVER, History): (_OPEN, _reply),
     (SERVER, Sessions): (_OPEN, _reply),
     (SERVER, Checkpoints): (_OPEN, _reply),
+    (SERVER, SystemPrompt): (_OPEN, _reply),  # 1.4
 }
 
 

@@ -72,6 +72,15 @@ TOOL_HOOK_EVENTS = ("BeforeTool", "AfterTool")
 #: directory a session was started in (``project``) and whether it is
 #: answering a prompt now (``running``): sessions per project.
 SESSION_SCOPE_SINCE = (1, 4)
+#: (1.4) The minor version from which a server asks ``ask_user`` questions
+#: (``tool_awaiting_approval.questions``, ``tool_decision.answers``).
+ASK_USER_SINCE = (1, 4)
+#: (1.4) The minor version from which a server uses the client's own system
+#: prompt (``SessionContext.system_prompt``) and answers ``get_system_prompt``.
+SYSTEM_PROMPT_SINCE = (1, 4)
+#: (1.4) The capability a client lists in ``hello`` when a person can answer
+#: ``ask_user`` questions on it.
+ASK_USER_CAPABILITY = "ask_user"
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -192,6 +201,33 @@ class ToolFailure(Struct, frozen=True, kw_only=True, omit_defaults=True):
     code: str
     message: str
     hint: str | None = None
+
+
+#: (1.4) ``ask_user``: questions in one call, options in one question, at most.
+ASK_USER_QUESTIONS_MAX = 4
+ASK_USER_OPTIONS_MAX = 4
+
+
+class AskUserOption(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.4) One choice of an ``ask_user`` question: its label (the answer
+    when chosen) and what it means."""
+
+    label: str
+    description: str = ""
+
+
+class AskUserQuestion(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.4) One question of gemini-cli's ``ask_user`` tool: ``type`` is
+    ``choice`` (pick among ``options``, several when ``multi_select``, or
+    type another answer), ``text`` (a typed answer) or ``yesno``;
+    ``header`` is a short label, ``placeholder`` a hint for a typed answer."""
+
+    question: str
+    header: str = ""
+    type: Literal["choice", "text", "yesno"] = "choice"
+    options: Annotated[tuple[AskUserOption, ...], Meta(max_length=ASK_USER_OPTIONS_MAX)] = ()
+    multi_select: bool = False
+    placeholder: str = ""
 
 
 class SessionInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -445,6 +481,9 @@ class AgentDefinition(Struct, frozen=True, kw_only=True, omit_defaults=True):
     output_name: str = "result"
     output_schema: dict[str, Any] | None = None
     source: str = ""
+#: (1.4) The longest system prompt a client may send (characters):
+#: gemini-cli's own is about 25,000.
+SYSTEM_PROMPT_LIMIT = 256 * 1024
 
 
 class SessionContext(Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -469,6 +508,11 @@ class SessionContext(Struct, frozen=True, kw_only=True, omit_defaults=True):
     skills: tuple[SkillInfo, ...] = ()
     #: (1.4) The sub-agents the model may delegate to (at most 64).
     agents: Annotated[tuple[AgentDefinition, ...], Meta(max_length=64)] = ()
+    #: (1.4) gemini-cli's ``GEMINI_SYSTEM_MD``: the user's own system prompt,
+    #: replacing the built-in one (its ``${AgentSkills}``, ``${SubAgents}``,
+    #: ``${AvailableTools}`` and ``${<tool>_ToolName}`` filled in by the
+    #: server, the context files still appended). None: the built-in one.
+    system_prompt: Annotated[str, Meta(max_length=SYSTEM_PROMPT_LIMIT)] | None = None
 
 
 class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_only=True):
@@ -509,6 +553,9 @@ class ToolDecision(ClientMessage, tag="tool_decision", kw_only=True):
     decision: str | None = None
     parameters_hash: str | None = None
     message: str | None = None
+    #: (1.4) The answers to a question's ``questions``, by question index
+    #: (``"0"``…), with ``decision: approve``; a ``deny`` dismisses them.
+    answers: dict[str, str] | None = None
 
     @property
     def verdict(self) -> str:
@@ -580,6 +627,14 @@ class Rewind(ClientMessage, tag="rewind", kw_only=True):
 
 class GetState(ClientMessage, tag="get_state", kw_only=True):
     pass
+
+
+class GetSystemPrompt(ClientMessage, tag="get_system_prompt", kw_only=True):
+    """(1.4) Ask for the system instruction the session's next model call
+    would get, with ``context`` (None: the session's last), answered by
+    ``system_prompt`` (gemini-cli's ``GEMINI_WRITE_SYSTEM_MD``)."""
+
+    context: SessionContext | None = None
 
 
 class ListSessions(ClientMessage, tag="list_sessions", kw_only=True):
@@ -673,6 +728,10 @@ class ToolAwaitingApproval(ServerEvent, tag="tool_awaiting_approval", kw_only=Tr
     parameters_hash: str = ""
     expires_at: int | None = None
     agent_id: int = 0
+    #: (1.4) Not a yes or no: the model's ``ask_user`` questions, answered
+    #: with ``tool_decision.answers`` (sent only to 1.4 clients that list
+    #: the ``ask_user`` capability).
+    questions: Annotated[tuple[AskUserQuestion, ...], Meta(max_length=ASK_USER_QUESTIONS_MAX)] = ()
 
 
 class HookRequest(ServerEvent, tag="hook_request", kw_only=True):
@@ -894,6 +953,16 @@ class State(ServerEvent, tag="state", kw_only=True):
     tools: str = "client"
     #: (1.4) The running request's sub-agents still at work.
     agents: tuple[RunningAgent, ...] = ()
+
+
+class SystemPrompt(ServerEvent, tag="system_prompt", kw_only=True):
+    """(1.4) The answer to ``get_system_prompt``: the whole system
+    instruction (the client's own system prompt when it sent one, context
+    files included); ``custom``: it is the client's, not the built-in one."""
+
+    in_reply_to: str | None = None
+    text: str = ""
+    custom: bool = False
 
 
 class Sessions(ServerEvent, tag="sessions", kw_only=True):

@@ -19,6 +19,9 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.protocol import (
+    ASK_USER_CAPABILITY,
+    ASK_USER_SINCE,
+    version_tuple,
     COMPRESSION_SINCE,
     REWIND_SINCE,
     Rewound,
@@ -48,6 +51,7 @@ from gemini_split.protocol import (
     Replay,
     RequestStarted,
     ToolCallAnswered,
+    ToolAwaitingApproval,
     ToolDecided,
 )
 from gemini_split.stamping import stamp
@@ -259,7 +263,9 @@ class AgentService:
         view = View(close=stream.aclose, label=hello.label or "client", role=hello.role,
                     limit=self.config.outbox_limit, max_bytes=self.config.outbox_bytes,
                     approves=APPROVALS_CAPABILITY in hello.capabilities,
-                    tool_hooks=runs_tool_hooks(hello), hook_timeout=hello.tool_hooks_timeout)
+                    tool_hooks=runs_tool_hooks(hello), hook_timeout=hello.tool_hooks_timeout,
+                    answers_questions=ASK_USER_CAPABILITY in hello.capabilities
+                    and version_tuple(hello.protocol_version) >= ASK_USER_SINCE)
         point = self.manager.attach(session, view)
         self._streams[id(view)] = (stream, conn)
         resumed = hello.session_id is not None
@@ -501,6 +507,8 @@ class AgentService:
                         text = None
                     if conn.version < SUBAGENTS_SINCE and not for_older_peer(event):
                         continue  # a sub-agent's own events (protocol/agents.py)
+                    if isinstance(event, ToolAwaitingApproval) and event.questions and conn.version < ASK_USER_SINCE:
+                        continue  # nor a 1.3 client of ask_user's questions (it would take them for an approval)
                     try:
                         text = conn.send(event, text=text)
                     except LocalProtocolError:

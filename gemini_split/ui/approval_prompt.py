@@ -35,6 +35,7 @@ from rich.text import Text
 
 from gemini_split.client.approval import Answer, ApprovalPolicy, ApprovalRequest
 from gemini_split.client.tools.base import ToolFailed
+from gemini_split.protocol import AskUserQuestion
 
 from .safe_text import clip_lines, collapse_blank_runs, command_warnings, visible
 
@@ -48,7 +49,9 @@ LINE_CHARS = 600
 #: Characters of the command or path repeated in the question line.
 SUBJECT_CHARS = 60
 
-ChoiceReader = Callable[[Any, list[tuple[str, str]], int], Awaitable[str]]
+#: ``await read_choice(header, choices, default, multi=None)`` (see
+#: :func:`gemini_split.ui.prompt_input.read_choice`).
+ChoiceReader = Callable[..., Awaitable[str]]
 TextReader = Callable[[str], Awaitable["str | None"]]
 
 SHELL_TOOL = "run_shell_command"
@@ -128,6 +131,23 @@ class InlineAsker:
                 view.pause()
             try:
                 return await self._ask(request)
+            finally:
+                if view is not None:
+                    view.resume()
+
+    async def ask_user(self, call_id: str, questions: tuple[AskUserQuestion, ...]) -> dict[str, str] | None:
+        """The model's ``ask_user`` questions (:mod:`.questions`), asked
+        like an approval: one question on the screen at a time, keys typed
+        ahead kept for the next prompt. Cancelled, the menu goes away and
+        nothing typed into it is used."""
+        from .questions import ask_questions
+
+        async with self._lock, self.hold_prompt():
+            view = self.view()
+            if view is not None:
+                view.pause()
+            try:
+                return await ask_questions(self, questions)
             finally:
                 if view is not None:
                     view.resume()

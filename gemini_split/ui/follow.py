@@ -15,6 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from gemini_split.client.tools import ask_user
+from gemini_split.client.tools.base import ToolFailed
 from gemini_split.protocol import ClientsChanged, Rewound, ServerEvent
 from gemini_split.protocol.turn import (
     AgentEnded,
@@ -158,6 +160,8 @@ class Follower:
                 # see): what the model said before calling it comes first.
                 self._show_answer(change.text_before)
                 self._print(Text(f"  ⚙ {visible(change.name)}", style="dim"))
+                for line in question_lines(change.name, change.args):
+                    self._print(Text(f"    {line}", style="cyan"))
             elif isinstance(change, HistoryCompressed):
                 self._print(Text(f"  ✦ {change.describe()}", style="dim"))
             elif isinstance(change, TurnEnded) and change.request_id is not None:
@@ -179,3 +183,28 @@ class Follower:
             attached.remove(mine)
         return ", ".join(visible(label) + (" (watching)" if role == "observer" else "")
                          for label, role in attached)
+
+
+#: Characters of an ``ask_user`` question shown in its line.
+QUESTION_SHOWN = 200
+
+
+def question_lines(tool: str, args: Any) -> list[str]:
+    """The model's ``ask_user`` questions as one line each (``? Header:
+    question (option / option)``), made inert and bounded: what a watcher
+    sees of a question another client is asked. Empty for other tools or
+    questions the tool refuses."""
+    if tool != ask_user.NAME or not isinstance(args, dict):
+        return []
+    try:
+        questions = ask_user.parse_questions(args.get("questions"))
+    except ToolFailed:
+        return []
+    lines = []
+    for q in questions:
+        text = " ".join(q.question.split())
+        text = text[:QUESTION_SHOWN] + ("…" if len(text) > QUESTION_SHOWN else "")
+        options = ["Yes", "No"] if q.type == "yesno" else [o.label for o in q.options]
+        choices = f" ({' / '.join(' '.join(o.split())[:40] for o in options)})" if options else ""
+        lines.append(visible(f"? {' '.join(q.header.split())[:40]}: {text}{choices}", newlines=False))
+    return lines

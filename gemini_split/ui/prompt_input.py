@@ -442,26 +442,73 @@ class LineReader:
         return kb
 
 
+#: The keys of an approval question's menu.
+APPROVAL_KEYS_HELP = "  ↑/↓ and Enter, or a number · Esc: no · Ctrl-C: no, and stop the turn"
+#: The keys of a menu that picks several (``read_choice(multi=...)``).
+MULTI_KEYS_HELP = "  ↑/↓ and Space (or a number) to tick · Enter: done · Esc: dismiss · Ctrl-C: dismiss, and stop the turn"
+#: The keys of a question's menu (``ask_user``).
+QUESTION_KEYS_HELP = "  ↑/↓ and Enter, or a number · Esc: dismiss · Ctrl-C: dismiss, and stop the turn"
+
+
 async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], *, default: int,
                       no_color: bool = False, input: Input | None = None, output: Output | None = None,
-                      keys_help: str = "  ↑/↓ and Enter, or a number · Esc: no · Ctrl-C: no, and stop the turn") -> str:
+                      keys_help: str = APPROVAL_KEYS_HELP,
+                      multi: frozenset[str] | None = None) -> str:
     """A menu of ``choices`` (``(value, label)`` pairs) under ``header``:
     the arrow keys move, Enter picks, a number key picks that line at once.
     Starts on ``default``. Returns the value; Ctrl-C returns
     ``"interrupt"``, Escape and Ctrl-D ``"escape"``. Every other key is
-    ignored, so stray letters cannot answer."""
-    state = {"at": default}
+    ignored, so stray letters cannot answer.
+
+    ``multi``: the values that can be ticked together (the others still
+    pick at once): Space or a number key ticks the line, Enter returns the
+    ticked values joined by newlines (the line under the cursor when none
+    is ticked). An empty set: a question's menu, one pick."""
+    if multi is not None and keys_help == APPROVAL_KEYS_HELP:
+        keys_help = QUESTION_KEYS_HELP
+    state: dict[str, Any] = {"at": default, "ticked": []}
     kb = KeyBindings()
 
     def render() -> AnyFormattedText:
         lines: list[tuple[str, str]] = [*_as_fragments(header), ("", "\n")]
-        for i, (_value, label) in enumerate(choices):
+        for i, (value, label) in enumerate(choices):
             here = i == state["at"]
+            box = ("☑ " if value in state["ticked"] else "☐ ") if multi and value in multi else ""
             lines.append(("class:choice.selected" if here else "class:choice",
-                          f"{'❯' if here else ' '} {i + 1}. {label}"))
+                          f"{'❯' if here else ' '} {i + 1}. {box}{label}"))
             lines.append(("", "\n"))
-        lines.append(("class:choice.help", keys_help))
+        lines.append(("class:choice.help", MULTI_KEYS_HELP if multi else keys_help))
         return lines
+
+    def tick(index: int | None) -> Callable[[KeyPressEvent], None]:
+        def handler(event: KeyPressEvent) -> None:
+            at = state["at"] if index is None else index
+            value = choices[at][0]
+            if not multi or value not in multi:
+                if index is not None:  # a line that picks at once (Other): it ends the menu
+                    state["at"] = at
+                    done(event)
+                return
+            state["at"] = at
+            ticked = state["ticked"]
+            if value in ticked:
+                ticked.remove(value)
+            else:
+                ticked.append(value)
+
+        return handler
+
+    def done(event: KeyPressEvent) -> None:
+        """Enter: the ticked values, with the line under the cursor when it
+        is one that cannot be ticked (Other); none ticked: that line."""
+        ticked = set(state["ticked"])
+        value = choices[state["at"]][0]
+        if not ticked:
+            pick(None)(event)
+            return
+        if multi is not None and value not in multi:
+            ticked.add(value)
+        pick(None, "\n".join(v for v, _ in choices if v in ticked))(event)
 
     def move(step: int) -> Callable[[KeyPressEvent], None]:
         def handler(event: KeyPressEvent) -> None:
@@ -481,9 +528,11 @@ async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], 
 
     kb.add("up")(move(-1))
     kb.add("down")(move(1))
-    kb.add("enter")(pick(None))
+    kb.add("enter")(pick(None) if not multi else done)
+    if multi:
+        kb.add("space")(tick(None))
     for i in range(min(len(choices), 9)):
-        kb.add(str(i + 1))(pick(i))
+        kb.add(str(i + 1))(pick(i) if not multi else tick(i))
     kb.add("c-c")(pick(None, "interrupt"))
     kb.add("c-d")(pick(None, "escape"))
     kb.add("escape", eager=True)(pick(None, "escape"))
@@ -619,11 +668,14 @@ class PlainLineReader:
         line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
         return line.rstrip("\n") if line else None
 
-    async def read_choice(self, header: str, choices: list[tuple[str, str]], *, default: int) -> str:
+    async def read_choice(self, header: str, choices: list[tuple[str, str]], *, default: int,
+                          multi: frozenset[str] | None = None) -> str:
         """The choices numbered on stderr; a line with a number picks one,
-        an empty line the default; anything else is "escape" (no)."""
+        an empty line the default; anything else is "escape" (no). With
+        ``multi`` (see :func:`read_choice`), numbers separated by commas
+        pick several of those."""
         lines = [header, *(f"  {i + 1}. {label}" for i, (_v, label) in enumerate(choices)),
-                 f"Choose 1-{len(choices)} [{default + 1}]: "]
+                 f"Choose 1-{len(choices)}{' (several: 1,3)' if multi else ''} [{default + 1}]: "]
         self.stderr.write("\n".join(lines))
         self.stderr.flush()
         line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
@@ -634,6 +686,11 @@ class PlainLineReader:
             return choices[default][0]
         if word.isdigit() and 1 <= int(word) <= len(choices):
             return choices[int(word) - 1][0]
+        words = [w.strip() for w in word.split(",")]
+        if multi and len(words) > 1 and all(w.isdigit() and 1 <= int(w) <= len(choices) for w in words):
+            picked = [choices[int(w) - 1][0] for w in words]
+            if all(v in multi for v in picked):
+                return "\n".join(v for v, _ in choices if v in picked)
         return "escape"
 
     async def read_text(self, question: str) -> str | None:

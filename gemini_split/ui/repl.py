@@ -46,6 +46,7 @@ from gemini_split.client.context import runs_elsewhere
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient, RequestFailed
 from gemini_split.client.session_scope import NO_SESSIONS, needs_scope, pick, project_sessions, resolve_resume
+from gemini_split.client.system_prompt import INDICATOR as SYSTEM_PROMPT_INDICATOR
 from gemini_split.client.connect import ClientSettings, describe_connect_error, open_client
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError, ProfileError
@@ -166,10 +167,11 @@ class Repl:
                 vi_mode=self._general.vim_mode,
             )
 
-            async def ask_choice(header: Any, choices: list[tuple[str, str]], default: int) -> str:
+            async def ask_choice(header: Any, choices: list[tuple[str, str]], default: int,
+                                 multi: frozenset[str] | None = None) -> str:
                 question = [("class:question", header)]
                 return await read_choice(question, choices, default=default, no_color=no_color,
-                                         input=input, output=output)
+                                         input=input, output=output, multi=multi)
 
             async def ask_text(question: str) -> str | None:
                 return await read_text(question, input=input, output=output)
@@ -177,8 +179,9 @@ class Repl:
             plain = PlainLineReader(env.stdin, env.stderr)
             self.reader = plain
 
-            async def ask_choice(header: Any, choices: list[tuple[str, str]], default: int) -> str:
-                return await plain.read_choice(header, choices, default=default)
+            async def ask_choice(header: Any, choices: list[tuple[str, str]], default: int,
+                                 multi: frozenset[str] | None = None) -> str:
+                return await plain.read_choice(header, choices, default=default, multi=multi)
 
             ask_text = plain.read_text
         #: Approval questions showing now, and the line prompt's read (closed
@@ -469,6 +472,8 @@ class Repl:
             fields.append(("attached ", str(attached), 8))
         fields += [("server ", self.server_label, 3), ("session ", session, 5),
                    ("model ", _short_model(self.model), 2), ("approval ", self.approval_mode.value, 7)]
+        if self.settings.context.system_prompt_file is not None:
+            fields.append(("", SYSTEM_PROMPT_INDICATOR, 6))  # GEMINI_SYSTEM_MD, as gemini-cli shows it
         return fit_toolbar(fields, "Alt+Enter newline · /help", _terminal_columns())
 
     # --- turns -----------------------------------------------------------------------------

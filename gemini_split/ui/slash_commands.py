@@ -546,7 +546,10 @@ async def _memory(repl: Repl, args: list[str]) -> None:
 async def _refresh_memory(repl: Repl) -> None:
     from gemini_split.app import attach_context
 
-    attach_context(repl.settings, repl.env, interactive=True)
+    try:
+        attach_context(repl.settings, repl.env, interactive=True)
+    except ConfigurationError as exc:  # e.g. GEMINI_SYSTEM_MD's file gone: the old context stays
+        raise CommandUsage(f"not refreshed: {exc}") from None
     project = repl.settings.context.project
     count = len(project.files) if project is not None else 0
     repl.console.print(Text(f"Context refreshed: {count} file{'s' * (count != 1)}; "
@@ -859,7 +862,19 @@ async def _about(repl: Repl, args: list[str]) -> None:
         ("auth", connected.model_auth or "not said by the server"),
         ("server", f"{address} · {connected.server or 'unknown'} · protocol {connected.protocol_version}"),
         ("session", connected.session_id),
+        ("system prompt", _system_prompt_source(repl)),
     ])
+
+
+def _system_prompt_source(repl: Repl) -> str:
+    """Where the system prompt comes from: the built-in one, or the
+    user's own file (``GEMINI_SYSTEM_MD``, gemini-cli's ``|⌐■_■|``)."""
+    from gemini_split.client.system_prompt import INDICATOR
+
+    path = repl.settings.context.system_prompt_file
+    if path is None:
+        return "built-in"
+    return f"{INDICATOR} custom, from {visible(str(path), newlines=False)} (GEMINI_SYSTEM_MD)"
 
 
 async def _server_test(repl: Repl, args: list[str]) -> None:

@@ -55,6 +55,8 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.protocol import (
+    ASK_USER_CAPABILITY,
+    ASK_USER_SINCE,
     REWIND_SINCE,
     Rewind,
     decode,
@@ -78,6 +80,7 @@ from gemini_split.protocol import (
     ToolExecutionResponse,
     decode,
     encode,
+    version_tuple,
 )
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
@@ -97,6 +100,10 @@ _ACTS = (GenerateContentRequest, Compress, Cancel, ToolExecutionResponse, Rewind
 #: How a ``compressed`` event's text starts (msgspec writes the tag first).
 _COMPRESSED = '{"type":"compressed"'
 _REWOUND = '{"type":"rewound"'
+#: How an approval question's text starts, and what only an ``ask_user``
+#: question (1.4) carries.
+_APPROVAL = '{"type":"tool_awaiting_approval"'
+_QUESTIONS = '"questions":['
 
 
 log = logging.getLogger(__name__)
@@ -136,6 +143,12 @@ class Relay:
     def _client_capabilities(self) -> tuple[str, ...]:
         hello = self.conn.hello
         return tuple(hello.capabilities) if hello is not None else ()
+
+    @property
+    def _hello_version(self) -> tuple[int, int]:
+        """The version the client speaks (``connected`` is not sent yet when it joins)."""
+        hello = self.conn.hello
+        return version_tuple(hello.protocol_version) if hello is not None else (0, 0)
 
     @property
     def replay(self) -> Replay | None:
@@ -241,6 +254,8 @@ class Relay:
                                 replica=self.replica.id, role=self.role, label=self.label,
                                 approves="1" if APPROVALS_CAPABILITY in self._client_capabilities else "",
                                 hooks=self._hooks_field(),
+                                asks="1" if ASK_USER_CAPABILITY in self._client_capabilities
+                                and self._hello_version >= ASK_USER_SINCE else "",
                                 token="" if self._has_token else "1")
         reply = await self.replica.control_reply(self.relay_id, JOIN_TIMEOUT)
         if reply is not None and reply[1].get("by_id_refused"):
@@ -294,12 +309,15 @@ class Relay:
     def _knows(self, text: str) -> bool:
         """Whether the client speaks the version of this event (a 1.2
         client is never sent ``compressed``, a 1.3 client no sub-agent's
-        own events)."""
-        if self.conn.version >= SUBAGENTS_SINCE:
+        own events nor ``ask_user``'s questions)."""
+        version = self.conn.version
+        if version < ASK_USER_SINCE and text.startswith(_APPROVAL) and _QUESTIONS in text:
+            return False  # it would take them for a yes-or-no approval
+        if version >= SUBAGENTS_SINCE:
             return True
         if not text_for_older_peer(text):
             return False  # a sub-agent's own events (protocol/agents.py)
-        return self.conn.version >= COMPRESSION_SINCE or not text.startswith(_COMPRESSED)
+        return version >= COMPRESSION_SINCE or not text.startswith(_COMPRESSED)
 
     async def _send(self, message: Any) -> None:
         await self.stream.send(encode(stamp(message)))
@@ -509,7 +527,8 @@ def _attach(manager: Any, session: Any, relay_id: str, fields: dict[str, str]) -
     role = fields.get("role") if fields.get("role") in ("driver", "observer") else "driver"
     label = (fields.get("label") or "client")[:64]
     view = RelayedView(replica, relay_id, role=role, label=label, approves=fields.get("approves") == "1",
-                       tool_hooks=bool(fields.get("hooks")), hook_timeout=_seconds(fields.get("hooks")))
+                       tool_hooks=bool(fields.get("hooks")), hook_timeout=_seconds(fields.get("hooks")),
+                       answers_questions=fields.get("asks") == "1")
     point = manager.attach(session, view)
     entry = RelayedClient(replica=fields.get("replica", ""), view=view,
                           detach=lambda: manager.detach(session, view), point=point)

@@ -40,6 +40,8 @@ from gemini_split.protocol import ErrorCode, ServerEvent, ToolAwaitingApproval, 
 SETTLED_KEPT = 1024
 #: Seconds a question waits by default (``serve --approval-timeout``).
 DEFAULT_APPROVAL_TIMEOUT = 600.0
+#: Why an ``ask_user`` question was not asked (1.4): nobody attached can answer.
+NO_ONE_TO_ASK = "no attached client can answer questions (no user is present)"
 
 
 def parameters_hash(tool: str, parameters: dict[str, Any]) -> str:
@@ -69,13 +71,18 @@ class Approvals:
     session's outbox without waiting (the caller's ``emit_nowait``)."""
 
     def __init__(self, emit: Callable[[ServerEvent], None], *, timeout: float = DEFAULT_APPROVAL_TIMEOUT,
-                 can_answer: Callable[[], bool] = lambda: True):
+                 can_answer: Callable[[], bool] = lambda: True,
+                 can_answer_questions: Callable[[], bool] = lambda: False):
         self.emit = emit
         self.timeout = timeout
         #: Whether an attached client can answer a question now (one that
         #: lists the ``tool_approvals`` capability): with none, a question
         #: is not asked at all, it is refused at once (nothing hangs).
         self.can_answer = can_answer
+        #: (1.4) Whether an attached client can answer ``ask_user``
+        #: questions now (capability ``ask_user``): with none, a question
+        #: that carries ``questions`` is not asked either.
+        self.can_answer_questions = can_answer_questions
         self._waiting: dict[str, _Question] = {}
         #: call id → ``decided`` / ``expired`` / ``ended``, the latest last.
         self.settled: OrderedDict[str, str] = OrderedDict()
@@ -91,6 +98,8 @@ class Approvals:
         ended), everyone is told it was cancelled."""
         if question.call_id in self._waiting or question.call_id in self.settled:
             raise ValueError(f"call id {question.call_id!r} was asked about already")
+        if question.questions and not self.can_answer_questions():
+            return NO_ONE_TO_ASK
         if not self.can_answer():
             return ("no attached client can answer approval questions (a one-shot or program client: "
                     "its approval mode is reject_dangerous)")

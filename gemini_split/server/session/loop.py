@@ -46,7 +46,7 @@ from . import compression
 from . import skills as skill_tool
 from . import tool_hooks
 from .priority import Pace
-from .prompts import ContextBlock, PromptFacts, system_instruction
+from .prompts import ContextBlock, PromptFacts, custom_instruction, system_instruction
 from ..model.base import (
     FunctionCallChunk,
     Model,
@@ -497,7 +497,9 @@ def _plain_text(part: dict[str, Any]) -> bool:
 
 def _system_instruction(run: AgentRun, config: ServerConfig) -> str | None:
     """The operator's fixed instruction (``ServerConfig.system_instruction``)
-    if set, else one built for this session (:mod:`.prompts`).
+    if set, else one built for this session (:mod:`.prompts`): the user's
+    own system prompt (``SessionContext.system_prompt``) when the client
+    sent one, else the built-in one.
 
     Built once per content (about 0.4 ms each, every model call of every
     session): sessions with the same tools and context share it."""
@@ -510,7 +512,27 @@ def _system_instruction(run: AgentRun, config: ServerConfig) -> str | None:
     return _built_instruction(tools, (
         context.approval_mode, tuple(context.workspace_dirs), context.interactive,
         tuple((f.path, f.scope, f.content) for f in context.files), tuple(context.file_names),
-        tuple((k.name, k.description, k.location) for k in getattr(context, "skills", ()) or ())))
+        tuple((k.name, k.description, k.location) for k in getattr(context, "skills", ()) or ()),
+        _custom_prompt(run)))
+
+
+def _custom_prompt(run: AgentRun) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]] | None:
+    """The client's own system prompt, the names of the tools the model
+    gets besides the client's (the server's, ``activate_skill``, the
+    sub-agents'), which its ``${AvailableTools}`` lists too, and the
+    sub-agents (name, description) for its ``${SubAgents}``; None: the
+    built-in prompt."""
+    custom = getattr(run.context, "system_prompt", None)
+    if custom is None:
+        return None
+    agents = tuple((a.name, a.description) for a in getattr(run.context, "agents", ()) or ())
+    extra = tuple(n for n in run.server_tools if n in SERVER_TOOLS) + ((skill_tool.NAME,) if _skills(run) else ()) \
+        + tuple(name for name, _ in agents)
+    return custom, extra, agents
+
+
+#: The system instruction of a request (what ``get_system_prompt`` answers).
+instruction_for = _system_instruction
 
 
 def instruction_for_tools(run: AgentRun, config: ServerConfig, tools: Sequence[ToolSpec]) -> str | None:
@@ -524,13 +546,16 @@ def instruction_for_tools(run: AgentRun, config: ServerConfig, tools: Sequence[T
 def _built_instruction(tools: tuple[tuple[str, str], ...], context: tuple | None) -> str:
     facts = PromptFacts(tools=list(tools))
     if context is not None:
-        approval_mode, workspace_dirs, interactive, files, file_names, skills = context
+        approval_mode, workspace_dirs, interactive, files, file_names, skills, custom = context
         facts.skills = list(skills)
         facts.approval_mode = approval_mode
         facts.workspace_dirs = list(workspace_dirs)
         facts.interactive = interactive
         facts.context_files = [ContextBlock(*f) for f in files]
         facts.context_file_names = list(file_names) or ["GEMINI.md"]
+        if custom is not None:  # GEMINI_SYSTEM_MD: the user's own, in place of ours
+            text, extra, agents = custom
+            return custom_instruction(text, facts, extra_tools=extra, subagents=agents)
     return system_instruction(facts)
 
 

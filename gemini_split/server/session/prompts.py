@@ -11,6 +11,7 @@ project context files written for gemini-cli read the same here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -20,7 +21,7 @@ from .skills import instruction_section as skills_section
 READ_ONLY_TOOLS = frozenset({
     "read_file", "read_many_files", "list_directory", "glob", "grep_search", "search_file_content",
     "web_fetch", "google_web_search", "list_background_processes", "read_background_output",
-    "write_todos",
+    "write_todos", "ask_user",
 })
 
 _MODE_NAMES = {"default": "Default", "auto_edit": "Auto-Edit", "yolo": "YOLO", "plan": "Plan"}
@@ -65,6 +66,40 @@ def system_instruction(facts: PromptFacts) -> str:
     ]
     text = "\n\n".join(s.strip() for s in sections if s and s.strip())
     return text + format_loaded_context(facts.context_files)
+
+
+def custom_instruction(text: str, facts: PromptFacts, *, extra_tools: Sequence[str] = (),
+                       subagents: Sequence[tuple[str, str]] = ()) -> str:
+    """gemini-cli's ``GEMINI_SYSTEM_MD``: the user's own system prompt in
+    place of the built-in one — a full replacement, not a merge — with its
+    variables filled in (``${AgentSkills}``: the skills section;
+    ``${SubAgents}``: the ``subagents`` (name, description) section, empty
+    when there are none;
+    ``${AvailableTools}``: a bulleted list of the tools' names, with
+    ``extra_tools``, the ones the server adds;
+    ``${<name>_ToolName}``: a tool's name), then the context files as for
+    the built-in one, and runs of blank lines collapsed, as gemini-cli does."""
+    names = [name for name, _ in facts.tools] + [n for n in extra_tools if n not in dict(facts.tools)]
+    text = text.replace("${AgentSkills}", skills_section(facts.skills))
+    text = text.replace("${SubAgents}", subagents_section(subagents))
+    available = "\n".join(f"- {name}" for name in names) or "No tools are currently available."
+    text = text.replace("${AvailableTools}", available)
+    for name in names:
+        text = text.replace("${" + name + "_ToolName}", name)
+    return re.sub(r"\n{3,}", "\n\n", text.strip() + format_loaded_context(facts.context_files))
+
+
+def subagents_section(agents: Sequence[tuple[str, str]]) -> str:
+    """gemini-cli's sub-agents section for ``(name, description)`` pairs
+    (here each sub-agent is a tool of its own name); empty without any."""
+    if not agents:
+        return ""
+    xml = "\n".join(f"  <subagent>\n    <name>{n}</name>\n    <description>{d}</description>\n  </subagent>"
+                    for n, d in agents)
+    return ("# Available Sub-Agents\n\n"
+            "Sub-agents are specialized expert agents. Each is a tool named after it: call it with the task to "
+            "delegate it. You MUST delegate tasks to the sub-agent with the most relevant expertise.\n\n"
+            f"<available_subagents>\n{xml}\n</available_subagents>")
 
 
 def format_loaded_context(files: Iterable[ContextBlock]) -> str:
@@ -182,6 +217,10 @@ def _tools(facts: PromptFacts) -> str:
     if "write_todos" in names:
         lines.append("- For a task with several steps, keep a to-do list with `write_todos` and update "
                      "it as you go.")
+    if "ask_user" in names:
+        lines.append("- Use `ask_user` only when the request is ambiguous with no reasonable default or a wrong "
+                     "guess would cost real rework; prefer choices with short descriptions. Never use it to ask "
+                     "permission for a tool call: the user approves those in a dialog.")
     if "save_memory" in names:
         lines.append("- Use `save_memory` only when the user asks you to remember a fact about "
                      "themselves or their preferences for later sessions.")

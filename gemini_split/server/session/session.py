@@ -54,6 +54,8 @@ from gemini_split.protocol import (
     GenerateContentRequest,
     GetHistory,
     GetState,
+    GetSystemPrompt,
+    SystemPrompt,
     History,
     Restore,
     HookResponse,
@@ -74,7 +76,7 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.transport import Principal
 
-from .loop import SERVER_TOOLS, AgentRun, TurnLimitExceeded, call_server_tool, run_agent
+from .loop import SERVER_TOOLS, AgentRun, TurnLimitExceeded, call_server_tool, instruction_for, run_agent
 from .approvals import Approvals, DecisionRefused
 from ..config import ServerConfig
 from ..model.base import Model, ModelAuthError, ModelError
@@ -192,7 +194,9 @@ class Session:
         self.tool_host: ToolHost | None = None
         #: The questions server-side tools ask the attached clients.
         self.approvals = Approvals(self.emit_nowait,
-                                   can_answer=lambda: any(v.approves and v.may_act for v in self.views))
+                                   can_answer=lambda: any(v.approves and v.may_act for v in self.views),
+                                   can_answer_questions=lambda: any(v.answers_questions and v.may_act
+                                                                    for v in self.views))
         #: The user's tool hooks around server-side tools, run by a client (1.4).
         self.tool_hooks = ToolHooks(self._hooks_client, max_wait=config.tool_timeout)
         self._pending: dict[str, _PendingCall] = {}
@@ -475,6 +479,20 @@ class Session:
             view.send_direct(self.state(in_reply_to=message.id))
         elif isinstance(message, Restore):
             await answer_restore(self, view, message)
+        elif isinstance(message, GetSystemPrompt):
+            view.send_direct(self.system_prompt(message, view))
+
+    def system_prompt(self, message: GetSystemPrompt, view: View) -> SystemPrompt:
+        """(1.4) The system instruction the next model call would get, with
+        the context asked about (or the session's last) and the tools of
+        ``view`` (or the session's own, when the server runs them)."""
+        context = message.context or self.context
+        tools = view.tools if view.tools is not None and self.tool_host is None else self.tools
+        run = AgentRun(request_id=message.id if isinstance(message.id, str) else "", model_name=self.model_name,
+                       history=[], tools=list(tools), context=context, server_tools=self.server_tools)
+        return SystemPrompt(in_reply_to=message.id, text=instruction_for(run, self.config) or "",
+                            custom=getattr(context, "system_prompt", None) is not None
+                            and self.config.system_instruction is None)
 
     def state(self, *, in_reply_to: str | None = None) -> State:
         return State(

@@ -70,6 +70,8 @@ class View:
     #: ``hook_timeout`` seconds a round (None: the default).
     tool_hooks: bool = False
     hook_timeout: float | None = None
+    #: (1.4) The client answers ``ask_user`` questions (capability ``ask_user``).
+    answers_questions: bool = False
     detached: trio.Event = field(default_factory=trio.Event)
     #: Why the view was cut off (None while it keeps up).
     cut_off: str | None = None

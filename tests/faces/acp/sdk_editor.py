@@ -9,6 +9,8 @@ PLAN (a JSON file) says how to reach the agent and what to do:
      "capabilities": {"fs": {"readTextFile": true, "writeTextFile": true}, "terminal": false},
      "buffers": {"/abs/path": "unsaved text"},   # what fs/read_text_file returns first
      "permission": "proceed_once",                # the option chosen (or "cancelled")
+     "elicit": {"action": "accept", "content": {...}},  # the answer to elicitation/create
+                                                  # (capabilities "elicitation": true offers form elicitation)
      "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "prompt", "text": "hi"},
                {"do": "prompt", "text": "...", "cancel_after": "agent_message_chunk"},
                {"do": "load", "session": "ID"}, {"do": "set_mode", "mode": "yolo"},
@@ -37,6 +39,11 @@ from typing import Any
 
 import acp
 from acp.schema import (
+    AcceptElicitationResponse,
+    CancelElicitationResponse,
+    DeclineElicitationResponse,
+    ElicitationCapabilities,
+    ElicitationFormCapabilities,
     AllowedOutcome,
     ClientCapabilities,
     DeniedOutcome,
@@ -88,6 +95,13 @@ class Editor:
             f.write(content)
         return WriteTextFileResponse()
 
+    async def create_elicitation(self, message: str, mode: Any, **kwargs: Any):
+        self.calls.append({"method": "elicitation/create", "message": message,
+                           "mode": mode.model_dump(by_alias=True, exclude_none=True)})
+        answer = self.plan.get("elicit", {"action": "cancel"})
+        return {"accept": AcceptElicitationResponse, "decline": DeclineElicitationResponse,
+                "cancel": CancelElicitationResponse}[answer["action"]](**answer)
+
     def on_connect(self, conn: Any) -> None:
         pass
 
@@ -109,7 +123,9 @@ async def run_steps(conn: Any, editor: Editor, plan: dict[str, Any]) -> list[Any
                 reply = await conn.initialize(protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities(
                     fs=FileSystemCapabilities(read_text_file=fs.get("readTextFile", False),
                                               write_text_file=fs.get("writeTextFile", False)),
-                    terminal=caps.get("terminal", False)))
+                    terminal=caps.get("terminal", False),
+                    elicitation=ElicitationCapabilities(form=ElicitationFormCapabilities())
+                    if caps.get("elicitation") else None))
             elif do == "authenticate":
                 meta = {"api-key": step["key"]} if "key" in step else {}
                 reply = await conn.authenticate(method_id=step.get("method", "gemini-api-key"), **meta)
@@ -162,14 +178,16 @@ async def run_plan(plan_path: str) -> dict[str, Any]:
         from acp.ws.client import create_websocket_stream
 
         transport = await create_websocket_stream(plan["ws"], headers=plan.get("headers"))
-        conn = acp.connect_to_agent(editor, transport)
+        conn = acp.connect_to_agent(editor, transport, use_unstable_protocol=bool(plan.get("elicit")))
         results = await run_steps(conn, editor, plan)
         await conn.close()
     else:
         from acp.stdio import spawn_agent_process
 
         command, *args = plan["agent"]
-        async with spawn_agent_process(editor, command, *args, env=plan.get("env"), cwd=plan["cwd"]) as (conn, process):
+        # Form elicitation is ACP's unstable protocol: the SDK routes it only when asked to.
+        async with spawn_agent_process(editor, command, *args, env=plan.get("env"), cwd=plan["cwd"],
+                                       use_unstable_protocol=bool(plan.get("elicit"))) as (conn, process):
             results = await run_steps(conn, editor, plan)
     return {"results": results, "updates": editor.updates, "calls": editor.calls}
 

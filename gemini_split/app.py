@@ -36,6 +36,9 @@ from gemini_split.client.context import (
     session_context_message,
     session_context_text,
 )
+from gemini_split.client.local_daemon import ensure_daemon
+from gemini_split.client.skills import Discovery, discover, skill_roots, wire_skills
+from gemini_split.client.tool_host import open_tool_host
 from gemini_split.client.tools.session_tools import default_memory_file
 from gemini_split.collector import paused_collection
 from gemini_split.environment import Environment
@@ -47,8 +50,11 @@ from gemini_split.errors import (
     ProfileError,
     SettingsError,
 )
+from gemini_split.model_aliases import resolve_model_name
 from gemini_split.options import ClientOptions, ServerToolsOptions
-from gemini_split.settings import LoadedSettings, Settings, load_settings
+from gemini_split.policy import excluded_tools_rules, load_policy
+from gemini_split.sandbox import Sandbox, sandbox_mode_from
+from gemini_split.settings import LoadedSettings, MCPServerSettings, Settings, load_settings
 from gemini_split.protocol import Caller
 from gemini_split.transport import ConnectFailed, ConnectOptions, ServeOptions, get_transport
 
@@ -148,7 +154,6 @@ def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
     if not (env.config_dir / "extensions").is_dir():
         return tools  # none installed: their module is not even loaded (the thin -p path)
     from gemini_split.client.extensions import load_extensions  # lazy_imports.EDGES
-    from gemini_split.settings import MCPServerSettings
 
     found = load_extensions(env.config_dir, tools.workspace, home=_home_dir(env))
     servers = dict(tools.mcp_servers)
@@ -162,8 +167,6 @@ def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
     for line in found.problems:
         env.warn(f"gemini-split: {line}")
     if tools.policy is not None:
-        from gemini_split.policy import excluded_tools_rules
-
         for ext in found.active():  # "run_shell_command(rm -rf)" is refused when called, too
             tools.policy.add(*excluded_tools_rules(ext.exclude_tools, source=f"extension {ext.name} excludeTools"))
     return msgspec.structs.replace(
@@ -221,8 +224,6 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
         interactive=interactive, environment=environment, compression_threshold=s.model.compression_threshold,
     )
     if skills.enabled():
-        from gemini_split.client.skills import wire_skills
-
         message = msgspec.structs.replace(message, skills=wire_skills(skills))
     agents = discover_agents(settings, env)
     if agents is not None:
@@ -261,8 +262,6 @@ def discover_skills(settings: ClientSettings, env: Environment, extensions: Iter
     user skills, and the project's in a trusted folder; the active
     extensions' ``(name, skills directory)`` rank below both. None offered with
     ``skills.enabled`` false, or ``activate_skill`` in ``tools.exclude``."""
-    from gemini_split.client.skills import Discovery, discover, skill_roots
-
     loaded = settings.loaded_settings
     s = loaded.merged
     if not s.skills.enabled or "activate_skill" in settings.tools.exclude_tools:
@@ -309,8 +308,6 @@ def _mcp_allowed(options: ClientOptions, s: Settings) -> tuple[str, ...] | None:
 def resolve_model(options: ClientOptions, env: Environment, s: Settings) -> str | None:
     """``--model``, ``$GEMINI_MODEL``, ``model.name``, an alias resolved
     (:mod:`gemini_split.model_aliases`); None: the server's default."""
-    from gemini_split.model_aliases import resolve_model_name
-
     name = options.model or env.environ.get("GEMINI_MODEL") or s.model.name or None
     return resolve_model_name(name, s.model_configs) if name else None
 
@@ -368,8 +365,6 @@ def resolve_policy(options: ClientOptions, env: Environment, loaded: LoadedSetti
     the user's (or ``--policy``'s), the admin's (and ``--admin-policy``'s),
     and a trusted project's. A malformed file is a :class:`PolicyError`
     naming file, rule and field (exit status 2)."""
-    from gemini_split.policy import load_policy
-
     policy = load_policy(config_dir=env.config_dir, cwd=env.cwd, trusted=loaded.trusted,
                          policy_paths=options.policy, admin_policy_paths=options.admin_policy,
                          environ=env.environ)
@@ -384,8 +379,6 @@ def resolve_sandbox(options: ClientOptions, env: Environment, s: Settings) -> Sa
     ``--sandbox-network`` they may use the network. Raises
     :class:`~gemini_split.sandbox.SandboxUnavailable` when a sandbox is
     asked for and bwrap cannot provide it: never run unconfined silently."""
-    from gemini_split.sandbox import Sandbox, sandbox_mode_from
-
     mode = sandbox_mode_from(options.sandbox, env.environ, s.tools.sandbox, warn=env.warn)
     if mode == "none":
         return None
@@ -461,8 +454,6 @@ def _names_local_daemon(server_arg: str | None, env: Environment) -> bool:
 def _local_daemon_address(env: Environment) -> str:
     """This user's local daemon (``unix:…``), started first when none runs
     (see :mod:`gemini_split.client.local_daemon`)."""
-    from gemini_split.client.local_daemon import ensure_daemon
-
     return ensure_daemon(env)
 
 
@@ -589,7 +580,6 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
     from gemini_split.server.service import create_model
 
     e = env.environ if environ is None else environ
-    from gemini_split.model_aliases import resolve_model_name
 
     name = resolve_model_name(flag or e.get("GEMINI_MODEL") or DEFAULT_MODEL)
     auth = None
@@ -704,7 +694,6 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
         if given:
             raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
         return None
-    from gemini_split.client.tool_host import open_tool_host
     from gemini_split.server.session.server_tools import ServerTools
 
     projects: dict[str, Path] = {}
@@ -722,7 +711,6 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from None
     root = Path(options.workspace_root).expanduser() if options.workspace_root else env.config_dir / "workspaces"
-    from gemini_split.policy import load_policy
 
     # The server's own rules (no project's: a client cannot bring rules along).
     policy = load_policy(config_dir=env.config_dir, cwd=None,
@@ -792,6 +780,4 @@ def resolve_server_sandbox(flag: str, *, network: bool = False, env: Environment
     (:class:`~gemini_split.sandbox.SandboxUnavailable`, saying how to
     install it); unconfined only with ``none`` said explicitly.
     ``network``: ``--sandbox-network``."""
-    from gemini_split.sandbox import Sandbox
-
     return Sandbox.resolve(flag, network=network, environ=env.environ if env is not None else None)

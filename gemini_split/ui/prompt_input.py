@@ -507,8 +507,6 @@ async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], 
 
 
 def _as_fragments(text: AnyFormattedText) -> list[tuple[str, str]]:
-    from prompt_toolkit.formatted_text import to_formatted_text
-
     return [(style, chunk) for style, chunk, *_ in to_formatted_text(text)]
 
 

@@ -489,7 +489,7 @@ def _check_rewind_flags(parser: argparse.ArgumentParser, args: argparse.Namespac
 
 def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if args.acp:
-        from gemini_split.commands.acp import run_acp
+        from gemini_split.commands.run_acp import run_acp
 
         return run_acp(args, env)
     if args.rewind_to is not None:
@@ -497,15 +497,15 @@ def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
         return run_rewind(args, env)
     if args.list_sessions or args.delete_session:
-        from gemini_split.commands.sessions import run_delete_session, run_list_sessions
+        from gemini_split.commands.run_sessions import run_delete_session, run_list_sessions
 
         return run_delete_session(args, env) if args.delete_session else run_list_sessions(args, env)
     with paused_collection(env.owns_process):  # the bulk of start-up: trio, the client
-        from gemini_split.commands.oneshot import read_prompt, run_oneshot
+        from gemini_split.commands.run_oneshot import read_prompt, run_oneshot
 
     prompt = read_prompt(args, env)
     if prompt is None:
-        from gemini_split.commands.repl import run_repl
+        from gemini_split.commands.run_repl import run_repl
 
         return run_repl(args, env)
     return run_oneshot(args, env, prompt)

@@ -33,7 +33,7 @@ EDGES = {
     "gemini_split_grpc": "the gRPC stack: grpc:// and serve --grpc only",
     "grpc": "the gRPC stack",
     "gemini_split.acp": "the ACP stack: --acp and serve --acp-ws only",
-    "gemini_split.commands.acp": "the ACP stack",
+    "gemini_split.commands.run_acp": "the ACP stack",
     "mcp": "the MCP SDK: only when MCP servers are configured, or mcp serve",
     "gemini_split.client.mcp": "the MCP SDK",
     "hypercorn": "mcp serve --http only",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gemini_split.app import embedded_service_for, resolve_client_settings
 from gemini_split.cli import build_parser
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.ui.repl import Repl
 
@@ -223,7 +223,7 @@ def test_runtime_code_never_imports_the_testing_package():
 
 def test_nothing_below_the_commands_reads_parsed_arguments():
     # Each command turns its argparse.Namespace into a typed options record
-    # (gemini_split/commands/options.py); below the commands only the parsers'
+    # (gemini_split/commands/options_from_args.py); below the commands only the parsers'
     # own type callables (argtypes) know argparse.
     allowed = {"gemini_split.cli", "gemini_split.argtypes"}
     wrong = [f"{path.relative_to(PACKAGE.parent)}:{line}"

@@ -25,7 +25,7 @@ from gemini_split.app import open_model, server_tools_from
 from gemini_split.client.approval_mode import parse_approval_mode
 from gemini_split.client.face_client import open_face_client
 from gemini_split.collector import settle_for_serving
-from gemini_split.commands.options import server_tools_options
+from gemini_split.commands.options_from_args import server_tools_options
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, MissingApiKey
 from gemini_split.exit_status import ExitStatus
@@ -155,7 +155,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     acp = None
     if acp_address is not None:
         # Lazy: the ACP stack only with --acp-ws (gemini_split/lazy_imports.py).
-        from gemini_split.commands.acp import log_path, open_log
+        from gemini_split.commands.run_acp import log_path, open_log
 
         try:
             mode = parse_approval_mode(e.get("GEMINI_APPROVAL_MODE") or "default")

@@ -178,13 +178,16 @@ def _home_dir(env: Environment) -> Path:
     return Path(env.environ.get("HOME") or Path.home())
 
 
-def embedded_service_for(options: ClientOptions, env: Environment, settings: ClientSettings) -> AgentService | None:
+def embedded_service_for(options: ClientOptions, env: Environment, settings: ClientSettings, *,
+                         model: bool = True) -> AgentService | None:
     """The embedded service when ``settings`` name no server (its key is
     checked now, before anything is shown), else None: the command holds it
-    around its sessions with :func:`hold_embedded`."""
+    around its sessions with :func:`hold_embedded`. ``model=False``: the
+    session store only (``--list-sessions``, ``--delete-session``), so no
+    credentials are needed."""
     if settings.endpoint.server is not None:
         return None
-    return embedded_service(options, env, settings.loaded_settings)
+    return embedded_service(options, env, settings.loaded_settings, model=model)
 
 
 def _load_settings(options: ClientOptions, env: Environment) -> LoadedSettings:
@@ -600,8 +603,11 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
         raise ConfigurationError(f"cannot set up model {name!r}: {exc}") from None
 
 
-def embedded_service(options: ClientOptions, env: Environment, loaded: LoadedSettings | None = None) -> AgentService:
-    """The server side for embedded mode (the key is checked first).
+def embedded_service(options: ClientOptions, env: Environment, loaded: LoadedSettings | None = None, *,
+                     model: bool = True) -> AgentService:
+    """The server side for embedded mode (the key is checked first; with
+    ``model=False`` there is no model, and no key is asked for: a service
+    that only lists and deletes stored sessions).
 
     Resource handling: the service owns its model (one Gemini client, one
     TLS context); close it with ``await service.aclose()`` or ``async with
@@ -618,19 +624,26 @@ def embedded_service(options: ClientOptions, env: Environment, loaded: LoadedSet
         from gemini_split.server.config import ServerConfig
         from gemini_split.server.service import AgentService
 
-        model_name, model = open_model(
-            resolve_model(options, env, s), env, missing_key_hint=", or use --server to reach a server that has one.",
-            selected_type=s.security.auth.selected_type,
-        )
         from gemini_split.server.store import open_store
 
+        if model:
+            model_name, served = open_model(
+                resolve_model(options, env, s), env,
+                missing_key_hint=", or use --server to reach a server that has one.",
+                selected_type=s.security.auth.selected_type,
+            )
+        else:
+            from gemini_split.server.config import DEFAULT_MODEL
+            from gemini_split.server.model.callers import KeylessModel
+
+            model_name, served = DEFAULT_MODEL, KeylessModel("this run only lists or deletes sessions")
     config = ServerConfig(model=model_name)
     if max_turns:
         config.max_turns = max_turns
     # The same store and place as `serve`: a REPL conversation outlives the
     # process too. Not exclusive: several REPLs may run at once.
     store = open_store(env.config_dir / "sessions", replay_capacity=config.replay_capacity)
-    return AgentService(model, config, store=store)
+    return AgentService(served, config, store=store)
 
 
 @asynccontextmanager

@@ -33,7 +33,7 @@ def _run(args: argparse.Namespace, env: Environment, delete: str | None) -> Exit
 
     options = client_options(args)
     settings = resolve_client_settings(options, env)
-    embedded = embedded_service_for(options, env, settings)
+    embedded = embedded_service_for(options, env, settings, model=False)  # the store only: no key needed
 
     async def main() -> ExitStatus:
         try:

@@ -525,7 +525,9 @@ class Repl:
         if carry_context and not compress and start is None:
             prompt, more = await self._expand(client, prompt, references)
             attachments = (*attachments, *more)
-        view = TurnView(self.console, code_theme=self.code_theme)
+        # gemini-cli's words while it compresses.
+        view = TurnView(self.console, code_theme=self.code_theme,
+                        **({"waiting": "Compressing chat history"} if compress else {}))
         view.on_change = self.stats.counter(self.model or "the server default")
         self.view = view
         self._cancel_requested = False

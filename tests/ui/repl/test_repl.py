@@ -619,3 +619,17 @@ def test_the_command_shapes_gemini_cli_users_type(start_repl, workdir, tmp_path)
                             text=True, timeout=30)
     assert listed.returncode == 0, listed.stderr
     assert "notes" not in listed.stdout, listed.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_choice_longer_than_the_terminal_is_wrapped_not_cut(start_repl, workdir):
+    repl = start_repl([{"function_calls": [{"name": "write_file", "args": {"file_path": "w.txt", "content": "w\n"}}]},
+                       {"text": "ok"}], cols=50)
+    ask(repl, "write w.txt")
+    repl.expect(r"❯ 3\. No")
+    # "2. Yes, and allow every write_file call for the rest of this session"
+    # is 70 columns: its end is on the next line, not cut off.
+    assert re.search(r"rest\W*of\W*this\W*session", repl.text), repl.text[-1500:]
+    repl.send(ESC)
+    repl.expect(r"✗ refused")
+    repl.expect(PROMPT)

@@ -28,6 +28,8 @@ import msgspec
 import trio
 
 from gemini_split._trio_util import single_exceptions
+from gemini_split.client.agents import agent_roots, wire_agents
+from gemini_split.client.agents import discover as discover_agent_files
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.connect import ClientSettings, ContextSettings, Endpoint, SessionChoice, ToolSettings
 from gemini_split.client.context import (
@@ -230,8 +232,6 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
         message = msgspec.structs.replace(message, skills=wire_skills(skills))
     agents = discover_agents(settings, env)
     if agents is not None:
-        from gemini_split.client.agents import wire_agents
-
         for line in agents.warnings + [n for a in agents.agents for n in a.notes]:
             env.warn(f"gemini-split: agents: {line}")
         message = msgspec.structs.replace(message, agents=wire_agents(agents,
@@ -252,12 +252,10 @@ def discover_agents(settings: ClientSettings, env: Environment):
     the project's ``.gemini/agents``, with ``agents.overrides`` applied
     (the server clamps each to the session's own tools: in plan mode, the
     read-only ones)."""
-    from gemini_split.client.agents import agent_roots, discover
-
     loaded = settings.loaded_settings
     s = loaded.merged
     roots = agent_roots(env.config_dir, settings.tools.workspace, trusted=loaded.trusted)
-    return discover(roots, overrides=s.agents.overrides)
+    return discover_agent_files(roots, overrides=s.agents.overrides)
 
 
 def discover_skills(settings: ClientSettings, env: Environment, extensions: Iterable[tuple[str, Path]] = ()):

@@ -493,7 +493,7 @@ def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
         return run_acp(args, env)
     if args.rewind_to is not None:
-        from gemini_split.commands.rewind import run_rewind
+        from gemini_split.commands.run_rewind import run_rewind
 
         return run_rewind(args, env)
     if args.list_sessions or args.delete_session:

@@ -11,6 +11,7 @@ It never starts or stops a server: that is the holder's
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -380,8 +381,6 @@ def edits_directory(base: Path, session_id: str) -> Path:
 
 
 def _forget_edits(base: Path, session_id: str) -> None:
-    import shutil
-
     shutil.rmtree(edits_directory(base, session_id), ignore_errors=True)
 
 

@@ -40,7 +40,6 @@ from gemini_split.client.context import (
 )
 from gemini_split.client.local_daemon import ensure_daemon
 from gemini_split.client.skills import Discovery, discover, skill_roots, wire_skills
-from gemini_split.client.tool_host import open_tool_host
 from gemini_split.client.tools.session_tools import default_memory_file
 from gemini_split.collector import paused_collection
 from gemini_split.environment import Environment
@@ -705,6 +704,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
         if given:
             raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
         return None
+    from gemini_split.client.tool_host import open_tool_host  # lazy_imports.EDGES
     from gemini_split.server.session.server_tools import ServerTools
 
     projects: dict[str, Path] = {}

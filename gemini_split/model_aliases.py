@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any
 
 from gemini_split.errors import BadInput
-from gemini_split.settings_edit import set_setting
 
 BUILT_IN_ALIASES: dict[str, str] = {
     "auto": "gemini-3.1-pro-preview",
@@ -122,4 +121,6 @@ def persist_model_name(settings_path: Path, name: str) -> None:
     raises :class:`~gemini_split.errors.SettingsError` when the file cannot be
     read as settings, and ``OSError`` when it cannot be written — the file is
     then as it was."""
+    from gemini_split.settings_edit import set_setting  # lazy_imports.EDGES
+
     set_setting(settings_path, "model.name", name)

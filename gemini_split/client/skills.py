@@ -43,7 +43,6 @@ import msgspec
 
 from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded
-from gemini_split.settings_edit import SettingsFile
 
 #: A ``SKILL.md`` larger than this is refused (gemini-cli reads any size;
 #: a skill's instructions are a page or two, and all of them travel with
@@ -267,6 +266,8 @@ def set_disabled(path: Path, name: str, disabled: bool) -> bool:
     (:mod:`gemini_split.settings_edit`). Returns whether the file changed.
     Raises :class:`SkillError` for a file that is not a JSON object (it is
     left as it was), ``OSError`` when it cannot be written."""
+    from gemini_split.settings_edit import SettingsFile  # lazy_imports.EDGES
+
     try:
         settings = SettingsFile.read(path)
         listed = settings.get("skills.disabled", [])

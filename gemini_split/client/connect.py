@@ -23,7 +23,7 @@ import trio
 from gemini_split._trio_util import single_exceptions
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
-from gemini_split.protocol import TOOL_HOOKS_SINCE
+from gemini_split.protocol import Replay, TOOL_HOOKS_SINCE
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,
@@ -347,7 +347,6 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 replay = session.replay
                 if session.resume is not None and not session.attach and replay is None:
                     # A resumed conversation is redrawn from its history.
-                    from gemini_split.protocol import Replay
 
                     replay = Replay(limit=0)
                 await client.handshake(token=endpoint.connect.token, session_id=session.resume,

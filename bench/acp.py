@@ -127,12 +127,12 @@ def _context(env: dict, cwd: str):
     """The session context a client in ``cwd`` sends (context files, the
     environment listing), built as the REPL and the ACP face build it."""
     from gemini_split.app import attach_context
-    from gemini_split.client.connect import ClientSettings
+    from gemini_split.client.connect import ClientSettings, ToolSettings
     from gemini_split.environment import Environment
     from gemini_split.settings import load_settings
 
     environment = Environment(environ=env, cwd=Path(cwd))
-    settings = ClientSettings(workspace=Path(cwd), loaded_settings=load_settings(environment))
+    settings = ClientSettings(tools=ToolSettings(workspace=Path(cwd)), loaded_settings=load_settings(environment))
     attach_context(settings, environment, interactive=True)
     return settings.context
 

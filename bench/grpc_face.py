@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 import trio  # noqa: E402
 
 from bench.procs import stop  # noqa: E402
-from gemini_split.client.connect import ClientSettings, open_client  # noqa: E402
+from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings, open_client  # noqa: E402
 from gemini_split.protocol import TextDelta  # noqa: E402
 
 PY = sys.executable
@@ -138,7 +138,7 @@ class Recorder:
 
 async def run(args: argparse.Namespace, pb: Any, stubs: Any, ws: str, grpc_address: str, workdir: Path) -> dict:
     rec = Recorder()
-    settings = ClientSettings(workspace=workdir, server=ws)
+    settings = ClientSettings(endpoint=Endpoint(server=ws), tools=ToolSettings(workspace=workdir))
     grpc_stream = await trio.to_thread.run_sync(GrpcStream, pb, stubs, grpc_address)
     ttft: dict[str, list[float]] = {"ws": [], "grpc": []}
     stream: dict[str, dict] = {}

@@ -67,7 +67,7 @@ async def _connected(home: Path, cwd: Path, script: Path) -> float:
     when the REPL shows its first prompt."""
     from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
     from gemini_split.cli import build_parser
-    from gemini_split.commands.options import client_options
+    from gemini_split.commands.options_from_args import client_options
     from gemini_split.client.connect import open_client
     from gemini_split.environment import Environment
 

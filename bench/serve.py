@@ -66,7 +66,7 @@ import trio  # noqa: E402
 
 from bench.procs import stop  # noqa: E402
 from gemini_split.app import hold_embedded  # noqa: E402
-from gemini_split.client.connect import ClientSettings, open_client  # noqa: E402
+from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings, open_client  # noqa: E402
 from gemini_split.protocol import TextDelta  # noqa: E402
 
 PY = sys.executable
@@ -340,7 +340,7 @@ def embedded_settings(workspace: Path, backend: str, fake_url: str,
     else:
         model = create_model(MODEL, api_key=API_KEY, base_url=fake_url)
         config = ServerConfig(model=MODEL)
-    return ClientSettings(workspace=workspace, server=None), AgentService(model, config)
+    return ClientSettings(endpoint=Endpoint(server=None), tools=ToolSettings(workspace=workspace)), AgentService(model, config)
 
 
 async def timed_turn(client: Any, rec: Recorder, prompt: str) -> tuple[float, float, Any]:
@@ -388,7 +388,7 @@ async def measure_ttfd(workspace: Path, daemon_url: str, backend: str, fake_url:
         recs = {"embedded": Recorder(), "ws": Recorder()}
         embedded, service = embedded_settings(workspace, backend, fake_url, [TTFD_TURN] * (per_connection + 1))
         async with hold_embedded(embedded, service) as embedded, open_client(embedded, on_event=recs["embedded"].on_event) as emb_client, \
-                open_client(ClientSettings(workspace=workspace, server=daemon_url),
+                open_client(ClientSettings(endpoint=Endpoint(server=daemon_url), tools=ToolSettings(workspace=workspace)),
                             on_event=recs["ws"].on_event) as ws_client:
             clients = {"embedded": emb_client, "ws": ws_client}
             for i in range(per_connection + 1):
@@ -448,7 +448,7 @@ def daemon_stream(daemon: Daemon, workspace: Path, chunks: int, expected: str, b
     (three turns: warm-up, the long answer, a short one): a figure a busy
     machine disturbs far less than a rate."""
     before = cpu_seconds(daemon.pid)
-    row = trio.run(measure_stream, workspace, (ClientSettings(workspace=workspace, server=daemon.url), None),
+    row = trio.run(measure_stream, workspace, (ClientSettings(endpoint=Endpoint(server=daemon.url), tools=ToolSettings(workspace=workspace)), None),
                    chunks, expected, backend, "ws")
     row["daemon_cpu_us_per_chunk"] = (cpu_seconds(daemon.pid) - before) / chunks * 1e6
     return row
@@ -554,7 +554,7 @@ async def run_concurrent(workspace: Path, url: str, n: int, expected: str, *, co
     async def one(i: int) -> None:
         nonlocal complete
         rec = Recorder()
-        settings = ClientSettings(workspace=workspace, server=url)
+        settings = ClientSettings(endpoint=Endpoint(server=url), tools=ToolSettings(workspace=workspace))
         async with contextlib.AsyncExitStack() as stack:
             try:
                 async with limiter:
@@ -615,7 +615,7 @@ async def run_concurrent(workspace: Path, url: str, n: int, expected: str, *, co
 
 async def warm_up(workspace: Path, url: str) -> None:
     rec = Recorder()
-    async with open_client(ClientSettings(workspace=workspace, server=url), on_event=rec.on_event) as client:
+    async with open_client(ClientSettings(endpoint=Endpoint(server=url), tools=ToolSettings(workspace=workspace)), on_event=rec.on_event) as client:
         _, _, outcome = await timed_turn(client, rec, "warm up")
         check_outcome(outcome, "(c) warm-up turn")
 

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 import trio  # noqa: E402
 
 from bench.procs import stop  # noqa: E402
-from gemini_split.client.connect import ClientSettings, open_client  # noqa: E402
+from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings, open_client  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from serve import API_KEY, FakeGeminiProcess, die_with_parent  # noqa: E402  (bench/serve.py)
@@ -135,7 +135,7 @@ async def stream_once(url: str, workspace: Path, fake: Any, chunks: int, expecte
             parts.append(event.content)
 
     fake.add_turns([{"text": expected, "chunks": chunks}])
-    async with open_client(ClientSettings(workspace=workspace, server=url), on_event=on_event) as client:
+    async with open_client(ClientSettings(endpoint=Endpoint(server=url), tools=ToolSettings(workspace=workspace)), on_event=on_event) as client:
         outcome = await client.run_turn("stream")
     fake.forget_requests()
     if outcome.error is not None or "".join(parts) != expected:
@@ -399,7 +399,7 @@ def bench_cut(workdir: Path, runs: int) -> dict:
                             cut_at.append(time.perf_counter())
                             proxy.cut()
 
-                settings = ClientSettings(workspace=workspace, server=f"ws://127.0.0.1:{proxy_port}")
+                settings = ClientSettings(endpoint=Endpoint(server=f"ws://127.0.0.1:{proxy_port}"), tools=ToolSettings(workspace=workspace))
                 async with open_client(settings, on_event=on_event) as client:
                     outcome = await client.run_turn("stream")
                 if outcome.error is not None or "".join(parts) != text:

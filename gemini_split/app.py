@@ -28,6 +28,8 @@ import msgspec
 import trio
 
 from gemini_split._trio_util import single_exceptions
+from gemini_split.client.agents import agent_roots, wire_agents
+from gemini_split.client.agents import discover as discover_agent_files
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.connect import ClientSettings, ContextSettings, Endpoint, SessionChoice, ToolSettings
 from gemini_split.client.context import (
@@ -36,6 +38,8 @@ from gemini_split.client.context import (
     session_context_message,
     session_context_text,
 )
+from gemini_split.client.local_daemon import ensure_daemon
+from gemini_split.client.skills import Discovery, discover, skill_roots, wire_skills
 from gemini_split.client.tools.session_tools import default_memory_file
 from gemini_split.client.system_prompt import custom_prompt_file, read_custom_prompt, write_prompt_file
 from gemini_split.collector import paused_collection
@@ -48,8 +52,11 @@ from gemini_split.errors import (
     ProfileError,
     SettingsError,
 )
+from gemini_split.model_aliases import resolve_model_name
 from gemini_split.options import ClientOptions, ServerToolsOptions
-from gemini_split.settings import LoadedSettings, Settings, load_settings
+from gemini_split.policy import excluded_tools_rules, load_policy
+from gemini_split.sandbox import Sandbox, sandbox_mode_from
+from gemini_split.settings import LoadedSettings, MCPServerSettings, Settings, load_settings
 from gemini_split.telemetry import Recorder, TelemetryFlags, activated, secret_values
 from gemini_split.telemetry import resolve_config as resolve_telemetry
 from gemini_split.protocol import Caller
@@ -151,7 +158,6 @@ def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
     if not (env.config_dir / "extensions").is_dir():
         return tools  # none installed: their module is not even loaded (the thin -p path)
     from gemini_split.client.extensions import load_extensions  # lazy_imports.EDGES
-    from gemini_split.settings import MCPServerSettings
 
     found = load_extensions(env.config_dir, tools.workspace, home=_home_dir(env))
     servers = dict(tools.mcp_servers)
@@ -165,8 +171,6 @@ def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
     for line in found.problems:
         env.warn(f"gemini-split: {line}")
     if tools.policy is not None:
-        from gemini_split.policy import excluded_tools_rules
-
         for ext in found.active():  # "run_shell_command(rm -rf)" is refused when called, too
             tools.policy.add(*excluded_tools_rules(ext.exclude_tools, source=f"extension {ext.name} excludeTools"))
     return msgspec.structs.replace(
@@ -178,13 +182,16 @@ def _home_dir(env: Environment) -> Path:
     return Path(env.environ.get("HOME") or Path.home())
 
 
-def embedded_service_for(options: ClientOptions, env: Environment, settings: ClientSettings) -> AgentService | None:
+def embedded_service_for(options: ClientOptions, env: Environment, settings: ClientSettings, *,
+                         model: bool = True) -> AgentService | None:
     """The embedded service when ``settings`` name no server (its key is
     checked now, before anything is shown), else None: the command holds it
-    around its sessions with :func:`hold_embedded`."""
+    around its sessions with :func:`hold_embedded`. ``model=False``: the
+    session store only (``--list-sessions``, ``--delete-session``), so no
+    credentials are needed."""
     if settings.endpoint.server is not None:
         return None
-    return embedded_service(options, env, settings.loaded_settings)
+    return embedded_service(options, env, settings.loaded_settings, model=model)
 
 
 def _load_settings(options: ClientOptions, env: Environment) -> LoadedSettings:
@@ -224,13 +231,9 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
         interactive=interactive, environment=environment, compression_threshold=s.model.compression_threshold,
     )
     if skills.enabled():
-        from gemini_split.client.skills import wire_skills
-
         message = msgspec.structs.replace(message, skills=wire_skills(skills))
     agents = discover_agents(settings, env)
     if agents is not None:
-        from gemini_split.client.agents import wire_agents
-
         for line in agents.warnings + [n for a in agents.agents for n in a.notes]:
             env.warn(f"gemini-split: agents: {line}")
         message = msgspec.structs.replace(message, agents=wire_agents(agents,
@@ -256,12 +259,10 @@ def discover_agents(settings: ClientSettings, env: Environment):
     the project's ``.gemini/agents``, with ``agents.overrides`` applied
     (the server clamps each to the session's own tools: in plan mode, the
     read-only ones)."""
-    from gemini_split.client.agents import agent_roots, discover
-
     loaded = settings.loaded_settings
     s = loaded.merged
     roots = agent_roots(env.config_dir, settings.tools.workspace, trusted=loaded.trusted)
-    return discover(roots, overrides=s.agents.overrides)
+    return discover_agent_files(roots, overrides=s.agents.overrides)
 
 
 def discover_skills(settings: ClientSettings, env: Environment, extensions: Iterable[tuple[str, Path]] = ()):
@@ -269,8 +270,6 @@ def discover_skills(settings: ClientSettings, env: Environment, extensions: Iter
     user skills, and the project's in a trusted folder; the active
     extensions' ``(name, skills directory)`` rank below both. None offered with
     ``skills.enabled`` false, or ``activate_skill`` in ``tools.exclude``."""
-    from gemini_split.client.skills import Discovery, discover, skill_roots
-
     loaded = settings.loaded_settings
     s = loaded.merged
     if not s.skills.enabled or "activate_skill" in settings.tools.exclude_tools:
@@ -317,8 +316,6 @@ def _mcp_allowed(options: ClientOptions, s: Settings) -> tuple[str, ...] | None:
 def resolve_model(options: ClientOptions, env: Environment, s: Settings) -> str | None:
     """``--model``, ``$GEMINI_MODEL``, ``model.name``, an alias resolved
     (:mod:`gemini_split.model_aliases`); None: the server's default."""
-    from gemini_split.model_aliases import resolve_model_name
-
     name = options.model or env.environ.get("GEMINI_MODEL") or s.model.name or None
     return resolve_model_name(name, s.model_configs) if name else None
 
@@ -376,8 +373,6 @@ def resolve_policy(options: ClientOptions, env: Environment, loaded: LoadedSetti
     the user's (or ``--policy``'s), the admin's (and ``--admin-policy``'s),
     and a trusted project's. A malformed file is a :class:`PolicyError`
     naming file, rule and field (exit status 2)."""
-    from gemini_split.policy import load_policy
-
     policy = load_policy(config_dir=env.config_dir, cwd=env.cwd, trusted=loaded.trusted,
                          policy_paths=options.policy, admin_policy_paths=options.admin_policy,
                          environ=env.environ)
@@ -392,8 +387,6 @@ def resolve_sandbox(options: ClientOptions, env: Environment, s: Settings) -> Sa
     ``--sandbox-network`` they may use the network. Raises
     :class:`~gemini_split.sandbox.SandboxUnavailable` when a sandbox is
     asked for and bwrap cannot provide it: never run unconfined silently."""
-    from gemini_split.sandbox import Sandbox, sandbox_mode_from
-
     mode = sandbox_mode_from(options.sandbox, env.environ, s.tools.sandbox, warn=env.warn)
     if mode == "none":
         return None
@@ -469,8 +462,6 @@ def _names_local_daemon(server_arg: str | None, env: Environment) -> bool:
 def _local_daemon_address(env: Environment) -> str:
     """This user's local daemon (``unix:…``), started first when none runs
     (see :mod:`gemini_split.client.local_daemon`)."""
-    from gemini_split.client.local_daemon import ensure_daemon
-
     return ensure_daemon(env)
 
 
@@ -597,7 +588,6 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
     from gemini_split.server.service import create_model
 
     e = env.environ if environ is None else environ
-    from gemini_split.model_aliases import resolve_model_name
 
     name = resolve_model_name(flag or e.get("GEMINI_MODEL") or DEFAULT_MODEL)
     auth = None
@@ -618,8 +608,11 @@ def open_model(flag: str | None, env: Environment, *, missing_key_hint: str = ""
         raise ConfigurationError(f"cannot set up model {name!r}: {exc}") from None
 
 
-def embedded_service(options: ClientOptions, env: Environment, loaded: LoadedSettings | None = None) -> AgentService:
-    """The server side for embedded mode (the key is checked first).
+def embedded_service(options: ClientOptions, env: Environment, loaded: LoadedSettings | None = None, *,
+                     model: bool = True) -> AgentService:
+    """The server side for embedded mode (the key is checked first; with
+    ``model=False`` there is no model, and no key is asked for: a service
+    that only lists and deletes stored sessions).
 
     Resource handling: the service owns its model (one Gemini client, one
     TLS context); close it with ``await service.aclose()`` or ``async with
@@ -636,19 +629,26 @@ def embedded_service(options: ClientOptions, env: Environment, loaded: LoadedSet
         from gemini_split.server.config import ServerConfig
         from gemini_split.server.service import AgentService
 
-        model_name, model = open_model(
-            resolve_model(options, env, s), env, missing_key_hint=", or use --server to reach a server that has one.",
-            selected_type=s.security.auth.selected_type,
-        )
         from gemini_split.server.store import open_store
 
+        if model:
+            model_name, served = open_model(
+                resolve_model(options, env, s), env,
+                missing_key_hint=", or use --server to reach a server that has one.",
+                selected_type=s.security.auth.selected_type,
+            )
+        else:
+            from gemini_split.server.config import DEFAULT_MODEL
+            from gemini_split.server.model.callers import KeylessModel
+
+            model_name, served = DEFAULT_MODEL, KeylessModel("this run only lists or deletes sessions")
     config = ServerConfig(model=model_name)
     if max_turns:
         config.max_turns = max_turns
     # The same store and place as `serve`: a REPL conversation outlives the
     # process too. Not exclusive: several REPLs may run at once.
     store = open_store(env.config_dir / "sessions", replay_capacity=config.replay_capacity)
-    return AgentService(model, config, store=store)
+    return AgentService(served, config, store=store)
 
 
 @asynccontextmanager
@@ -712,7 +712,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
         if given:
             raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
         return None
-    from gemini_split.client.tool_host import open_tool_host
+    from gemini_split.client.tool_host import open_tool_host  # lazy_imports.EDGES
     from gemini_split.server.session.server_tools import ServerTools
 
     projects: dict[str, Path] = {}
@@ -730,7 +730,6 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from None
     root = Path(options.workspace_root).expanduser() if options.workspace_root else env.config_dir / "workspaces"
-    from gemini_split.policy import load_policy
 
     # The server's own rules (no project's: a client cannot bring rules along).
     policy = load_policy(config_dir=env.config_dir, cwd=None,
@@ -800,8 +799,6 @@ def resolve_server_sandbox(flag: str, *, network: bool = False, env: Environment
     (:class:`~gemini_split.sandbox.SandboxUnavailable`, saying how to
     install it); unconfined only with ``none`` said explicitly.
     ``network``: ``--sandbox-network``."""
-    from gemini_split.sandbox import Sandbox
-
     return Sandbox.resolve(flag, network=network, environ=env.environ if env is not None else None)
 
 

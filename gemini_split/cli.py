@@ -16,9 +16,11 @@ parser only when that subcommand is on the command line
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
 import sys
+import threading
 
 # Not `from typing import ...`: typing costs more to import than the rest of
 # this module, and annotations here are never evaluated.
@@ -31,14 +33,15 @@ from gemini_split import __version__
 from gemini_split.argtypes import positive_int
 from gemini_split.client.approval_mode import ApprovalMode
 from gemini_split.collector import paused_collection
-
-#: Seed 001's names, accepted beside gemini-cli's: ``reject_dangerous``
-#: (never ask: refuse what would need approval) and ``auto_approve`` (yolo).
-SEED_APPROVAL_MODES = ("reject_dangerous", "auto_approve")
+from gemini_split.env_files import load_env_file
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.ui.output_formats import OUTPUT_FORMATS
+
+#: Seed 001's names, accepted beside gemini-cli's: ``reject_dangerous``
+#: (never ask: refuse what would need approval) and ``auto_approve`` (yolo).
+SEED_APPROVAL_MODES = ("reject_dangerous", "auto_approve")
 
 DESCRIPTION = """\
 A Gemini coding agent whose terminal UI and local tools run where your files
@@ -403,8 +406,6 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     except SystemExit as exc:  # --help and --version
         return ExitStatus(exc.code or 0)
     if args.command != "daemon":  # a daemon serves many projects: it reads none's .env
-        from gemini_split.env_files import load_env_file
-
         env = load_env_file(env, skip_trust=getattr(args, "skip_trust", False))
     stop_logging = _log_to(env, args.debug) if args.debug or args.command in (None, "serve", "daemon") else None
     try:
@@ -488,23 +489,23 @@ def _check_rewind_flags(parser: argparse.ArgumentParser, args: argparse.Namespac
 
 def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
     if args.acp:
-        from gemini_split.commands.acp import run_acp
+        from gemini_split.commands.run_acp import run_acp
 
         return run_acp(args, env)
     if args.rewind_to is not None:
-        from gemini_split.commands.rewind import run_rewind
+        from gemini_split.commands.run_rewind import run_rewind
 
         return run_rewind(args, env)
     if args.list_sessions or args.delete_session:
-        from gemini_split.commands.sessions import run_delete_session, run_list_sessions
+        from gemini_split.commands.run_sessions import run_delete_session, run_list_sessions
 
         return run_delete_session(args, env) if args.delete_session else run_list_sessions(args, env)
     with paused_collection(env.owns_process):  # the bulk of start-up: trio, the client
-        from gemini_split.commands.oneshot import read_prompt, run_oneshot
+        from gemini_split.commands.run_oneshot import read_prompt, run_oneshot
 
     prompt = read_prompt(args, env)
     if prompt is None:
-        from gemini_split.commands.repl import run_repl
+        from gemini_split.commands.run_repl import run_repl
 
         return run_repl(args, env)
     return run_oneshot(args, env, prompt)
@@ -570,9 +571,6 @@ def exit_without_teardown(status: int) -> None:
     its imports (~40 ms; bench/oneshot.py). When a flush fails because the
     reader went away (``| head``), what is left unwritten is dropped and
     the status stands, without Python's "Exception ignored" at exit."""
-    import atexit
-    import threading
-
     run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
     if run_exit_handlers is None:  # not CPython: the ordinary way
         sys.exit(status)

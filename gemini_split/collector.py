@@ -38,6 +38,8 @@ A leaf module: ``cli``, ``app`` and ``commands.serve`` use it.
 
 from __future__ import annotations
 
+import gc
+
 
 class paused_collection:
     """``with paused_collection(owns_process): import …`` — see the module
@@ -49,15 +51,11 @@ class paused_collection:
 
     def __enter__(self) -> None:
         if self._active:
-            import gc
-
             self._was_enabled = gc.isenabled()
             gc.disable()
 
     def __exit__(self, *exc_info: object) -> None:
         if self._active:
-            import gc
-
             gc.freeze()
             if self._was_enabled:
                 gc.enable()
@@ -75,8 +73,6 @@ def settle_for_serving() -> None:
     """Collect what start-up left, freeze what remains and collect the
     young generation less often (see the module docstring). Call once,
     from a server process (``serve``), after its start-up."""
-    import gc
-
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)

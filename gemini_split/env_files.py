@@ -25,6 +25,8 @@ import os
 from pathlib import Path
 
 from gemini_split.environment import Environment
+from gemini_split.errors import SettingsError
+from gemini_split.files import read_bounded
 
 #: A ``.env`` over this size is refused (it holds a handful of variables).
 MAX_ENV_BYTES = 256 * 1024
@@ -58,8 +60,6 @@ def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
     import logging  # lazy_imports.EDGES: not on Tab completion's path
 
     from dotenv import dotenv_values
-
-    from gemini_split.files import read_bounded
 
     data = read_bounded(path, MAX_ENV_BYTES)
     if len(data) > MAX_ENV_BYTES:
@@ -131,7 +131,6 @@ def load_env_file(env: Environment, *, skip_trust: bool = False) -> Environment:
     home = Path(env.environ.get("HOME") or Path.home())
     if find_env_file(env.cwd, home, ignore_local=False) is None:
         return env  # no .env anywhere: the settings (msgspec) are not read for it (Tab completion's path)
-    from gemini_split.errors import SettingsError
     from gemini_split.settings import load_settings
 
     try:

@@ -2,8 +2,10 @@
 
 A module imports what it uses at its head, as usual, except for the modules
 below: they cost enough to import that a path which does not need them must
-not pay for them, so they are imported inside the function that needs them,
-with a comment naming this table. The start-up tests read these tables
+not pay for them, so they are imported inside the function that needs them.
+Nothing else is imported inside a function, except to break an import cycle
+listed in :data:`CYCLES`; ``tests/test_app.py`` checks both (an edge imported
+at the module's head as well is refused there too). The start-up tests read these tables
 (``tests/cli/test_cli_start.py``, ``tests/cli/daemon/test_oneshot_imports.py``): a
 path that imports one of them fails there. What each costs, measured, is in
 ``docs/performance.md`` ("Start-up: the heavy edges").
@@ -31,7 +33,7 @@ EDGES = {
     "gemini_split_grpc": "the gRPC stack: grpc:// and serve --grpc only",
     "grpc": "the gRPC stack",
     "gemini_split.acp": "the ACP stack: --acp and serve --acp-ws only",
-    "gemini_split.commands.acp": "the ACP stack",
+    "gemini_split.commands.run_acp": "the ACP stack",
     "mcp": "the MCP SDK: only when MCP servers are configured, or mcp serve",
     "gemini_split.client.mcp": "the MCP SDK",
     "hypercorn": "mcp serve --http only",
@@ -49,6 +51,59 @@ EDGES = {
     "opentelemetry": "the OpenTelemetry SDK: only when telemetry is on",
     "gemini_split.telemetry.otel": "the OpenTelemetry SDK: only when telemetry is on",
     "gemini_split.telemetry.recorder": "telemetry's events (json, logging): only when telemetry is on",
+    # Modules of ours that are heavy through what they import, each kept
+    # off the paths named (a module imports one of them inside a function).
+    "gemini_split.commands": "a command's runner: cli imports only the one the command line names",
+    "gemini_split.settings": "msgspec and the settings schema: not on the shell's path (a .env loads them)",
+    "gemini_split.log_limits": "logging (see above): only when there is logging to do",
+    "gemini_split.client.profiles": "servers.json (json): only when a profile is named",
+    "gemini_split.client.tool_host": "serve --server-tools only",
+    "gemini_split.client.memory_import": "a context file's @imports only when it has some",
+    "gemini_split.settings_edit": "only when a setting is saved (/model set --persist, /skills disable…)",
+    "gemini_split.client.tools.processes": "the tools and the protocol: not on --version's path",
+    "gemini_split.client.tools.web_guard": "httpx and httpcore: only when web_fetch runs",
+    "gemini_split.client.htmltext": "html.parser: only when a fetched page is HTML",
+    "gemini_split.client.custom_commands": "-p /command: only when the prompt starts with one (dataclasses, shlex)",
+    "gemini_split.ui.command_expansion": "custom commands' !{} and @{} (dataclasses, shlex): only when one runs",
+    "gemini_split.ui.references": "@path in a prompt (dataclasses): only when the prompt has one",
+    "gemini_split.ui.slash_commands": "the REPL's commands (prompt-toolkit, rich): -p only for a custom command",
+    "gemini_split.ui.conversation": "/chat (json)",
+    "gemini_split.ui.skills_command": "/skills (rich)",
+    "gemini_split.ui.shell_passthrough": "!command (rich)",
+    "gemini_split.shell_split": "the bash splitter (dataclasses, shlex): only when a shell command is checked",
+    "gemini_split.server.model.gemini": "google-genai: not for -m scripted",
+    "gemini_split.server.model.scripted": "-m scripted only (json)",
+    "gemini_split.server.replicas": "serve --store redis:// only (json, secrets)",
+    "gemini_split_websocket.client": "the WebSocket stack: the plugin's package is read to find the transport",
+    "gemini_split_websocket.server": "the WebSocket stack",
+    "gemini_split_grpc.client": "the gRPC stack: the plugin's package is read to find the transport",
+    "gemini_split_grpc.server": "the gRPC stack",
+    "mcp_types": "the MCP SDK's types",
+    "yaml": "PyYAML: only when a SKILL.md's frontmatter is read",
+    "re2": "google-re2: only when a policy or a tool compiles a pattern",
+    "jsonschema": "only when an MCP tool's arguments are checked",
+    "dotenv": "python-dotenv: only when a .env file exists",
+    "difflib": "a close-match suggestion or an edit's diff only, never on -p",
+    "sysconfig": "only where ripgrep is looked for",
+    "cryptography": "gemini_split.testing only",
+}
+
+#: Imports inside a function that break a real import cycle: (importing
+#: module, imported module) → the cycle. Prefer removing the cycle by moving
+#: code down; what is here could not be, yet.
+CYCLES = {
+    ("gemini_split.settings", "gemini_split.folder_trust"):
+        "folder_trust reads trust rules and the size limit from settings; settings names what an untrusted folder ignores",
+    ("gemini_split.ui.slash_commands", "gemini_split.ui.repl"):
+        "the REPL runs the slash commands; /chat resume redraws with the REPL's history",
+    ("gemini_split.server.session.agents", "gemini_split.server.session.loop"):
+        "a sub-agent runs the agent loop, and the loop starts sub-agents",
+    ("gemini_split.server.store", "gemini_split.server.store.memory"):
+        "each store implements the contract its package defines",
+    ("gemini_split.server.store", "gemini_split.server.store.sqlite"):
+        "each store implements the contract its package defines",
+    ("gemini_split.server.store", "gemini_split.server.store.redis"):
+        "each store implements the contract its package defines (and coredis only for redis://)",
 }
 
 #: Never imported by ``--version``, ``--help`` and ``server list --names``

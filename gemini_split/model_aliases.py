@@ -116,18 +116,11 @@ def _alias_names(model_configs: Mapping[str, Any] | None) -> set[str]:
 
 def persist_model_name(settings_path: Path, name: str) -> None:
     """``/model set NAME --persist``: ``model.name`` = ``name`` in the user's
-    ``settings.json`` at ``settings_path``, the rest of the file kept (its
-    comments are not: the file is rewritten as JSON). Written atomically;
+    ``settings.json`` at ``settings_path``, the rest of the file (comments
+    too) kept, by :mod:`gemini_split.settings_edit`. Written atomically;
     raises :class:`~gemini_split.errors.SettingsError` when the file cannot be
     read as settings, and ``OSError`` when it cannot be written — the file is
     then as it was."""
-    import json
+    from gemini_split.settings_edit import set_setting  # lazy_imports.EDGES
 
-    from gemini_split.files import replace_atomically
-    from gemini_split.settings import _read_json_object
-
-    data = _read_json_object(settings_path) or {}
-    model = data.get("model")
-    data["model"] = {**(model if isinstance(model, dict) else {}), "name": name}
-    settings_path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(settings_path, (json.dumps(data, indent=2) + "\n").encode())
+    set_setting(settings_path, "model.name", name)

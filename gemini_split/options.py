@@ -1,7 +1,7 @@
 """What the user asked for on the command line, as typed records.
 
 Each command turns its parsed arguments into one of these once
-(:mod:`gemini_split.commands.options`); the composition root
+(:mod:`gemini_split.commands.options_from_args`); the composition root
 (:mod:`gemini_split.app`), the front ends and everything below them read
 the record, never an ``argparse.Namespace``. So a flag renamed in one
 parser is an ``AttributeError`` where the record is built, not a silent

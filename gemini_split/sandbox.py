@@ -48,6 +48,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import msgspec
@@ -120,7 +121,6 @@ class Sandbox(msgspec.Struct, frozen=True):
         :attr:`env_keep` matches."""
         if self.env_keep is None:
             return dict(env)
-        from fnmatch import fnmatchcase
 
         return {k: v for k, v in env.items() if any(fnmatchcase(k, p) for p in self.env_keep)}
 

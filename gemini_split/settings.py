@@ -418,20 +418,27 @@ def _read_json_object(path: Path) -> dict[str, Any] | None:
         raise SettingsError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > MAX_SETTINGS_BYTES:
         raise SettingsError(f"{path}: larger than {MAX_SETTINGS_BYTES // (1024 * 1024)} MiB; not read")
-    import json  # here, once there is a file: json costs ~1.5 ms to import
-
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise SettingsError(f"{path}: not UTF-8 text") from None
+    return parse_json_object(text, path)
+
+
+def parse_json_object(text: str, where: str | Path) -> dict[str, Any]:
+    """The JSON object a settings file's ``text`` holds (comments allowed);
+    raises :class:`SettingsError` naming ``where`` (and the line and column)
+    when it is not JSON or not an object."""
+    import json  # lazy_imports.EDGES: here, once there is a file
+
     try:
         value = json.loads(strip_json_comments(text))
     except json.JSONDecodeError as exc:
-        raise SettingsError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
+        raise SettingsError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     except RecursionError:
-        raise SettingsError(f"{path}: nested too deeply") from None
+        raise SettingsError(f"{where}: nested too deeply") from None
     if not isinstance(value, dict):
-        raise SettingsError(f"{path}: the settings file must hold a JSON object, not {type(value).__name__}")
+        raise SettingsError(f"{where}: the settings file must hold a JSON object, not {type(value).__name__}")
     return value
 
 

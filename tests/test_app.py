@@ -10,7 +10,7 @@ from pathlib import Path
 
 from gemini_split.app import embedded_service_for, resolve_client_settings
 from gemini_split.cli import build_parser
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.ui.repl import Repl
 
@@ -223,7 +223,7 @@ def test_runtime_code_never_imports_the_testing_package():
 
 def test_nothing_below_the_commands_reads_parsed_arguments():
     # Each command turns its argparse.Namespace into a typed options record
-    # (gemini_split/commands/options.py); below the commands only the parsers'
+    # (gemini_split/commands/options_from_args.py); below the commands only the parsers'
     # own type callables (argtypes) know argparse.
     allowed = {"gemini_split.cli", "gemini_split.argtypes"}
     wrong = [f"{path.relative_to(PACKAGE.parent)}:{line}"
@@ -278,3 +278,70 @@ def test_a_run_in_this_process_leaves_the_logger_levels_as_it_found_them():
     ours.setLevel(logging.INFO)  # what run_serve does
     stop()
     assert ours.level == before
+
+
+def _head_and_function_imports(path: Path, module: str) -> tuple[set[str], list[tuple[int, str]]]:
+    """The modules ``path`` imports at its head (``TYPE_CHECKING`` blocks
+    left out: they import nothing at run time), and those it imports inside
+    a function, each with its line; relative imports resolved."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+    def names(node: ast.Import | ast.ImportFrom) -> list[str]:
+        if isinstance(node, ast.Import):
+            return [alias.name for alias in node.names]
+        if not node.level:
+            return [node.module or ""]
+        base = package.split(".")
+        base = base[: len(base) - node.level + 1]
+        return [".".join([*base, node.module] if node.module else base)]
+
+    head = {name for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom)) for name in names(node)}
+    inside: list[tuple[int, str]] = []
+
+    def walk(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                inside.extend((child.lineno, name) for name in names(child))
+            walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    walk(tree, False)
+    return head, inside
+
+
+def _within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def test_a_function_imports_only_a_heavy_edge_or_to_break_a_listed_cycle():
+    """Imports sit at a module's head, where a reader looks for them. Inside
+    a function only a module of lazy_imports.EDGES (imported from outside
+    that edge: the server's own modules import each other at their heads),
+    and not one the module also imports at its head; or an import cycle
+    listed, with its reason, in lazy_imports.CYCLES."""
+    from gemini_split.lazy_imports import CYCLES, EDGES
+
+    wrong = []
+    for path in _runtime_modules():
+        module = _module_name(path)
+        head, inside = _head_and_function_imports(path, module)
+        for line, name in inside:
+            where = f"{path.relative_to(PACKAGE.parent)}:{line}: {name}"
+            if (module, name) in CYCLES:
+                continue
+            edge = max((e for e in EDGES if _within(name, e) and not _within(module, e)), key=len, default=None)
+            if edge is None:
+                wrong.append(f"{where} is no heavy edge (lazy_imports.EDGES) nor a listed cycle: import it at the head")
+            elif any(_within(h, edge) for h in head):
+                wrong.append(f"{where} is imported at the module's head too")
+    assert wrong == []
+
+
+def test_every_listed_cycle_is_still_a_function_local_import():
+    from gemini_split.lazy_imports import CYCLES
+
+    found = set()
+    for path in _runtime_modules():
+        module = _module_name(path)
+        found |= {(module, name) for _, name in _head_and_function_imports(path, module)[1]}
+    assert sorted(set(CYCLES) - found) == []

@@ -17,6 +17,7 @@ import binascii
 import json
 import os
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from gemini_split.protocol import Attachment
 
@@ -260,7 +261,5 @@ def _attachment(mime: Any, data: str, where: str) -> Attachment:
 
 def _uri_path(uri: str) -> str:
     if uri.startswith("file://"):
-        from urllib.parse import unquote, urlparse
-
         return unquote(urlparse(uri).path)
     return uri

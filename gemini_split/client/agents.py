@@ -38,7 +38,7 @@ from typing import Any
 
 import msgspec
 
-from gemini_split.files import read_bounded
+from gemini_split.files import read_bounded, replace_atomically
 
 #: A definition larger than this is refused (its body travels with every request).
 MAX_AGENT_BYTES = 256 * 1024
@@ -389,7 +389,6 @@ def set_enabled(path: Path, name: str, enabled: bool) -> bool:
     ``path``, keeping every other key. Returns whether the file changed.
     Raises :class:`AgentError` for a file that is not a JSON object (it is
     left as it was)."""
-    from gemini_split.files import replace_atomically
     from gemini_split.settings import strip_json_comments
 
     try:

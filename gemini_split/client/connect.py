@@ -11,6 +11,7 @@ It never starts or stops a server: that is the holder's
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ import trio
 from gemini_split._trio_util import single_exceptions
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
-from gemini_split.protocol import TOOL_HOOKS_SINCE
+from gemini_split.protocol import Replay, TOOL_HOOKS_SINCE
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,
@@ -359,7 +360,6 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 replay = session.replay
                 if session.resume is not None and not session.attach and replay is None:
                     # A resumed conversation is redrawn from its history.
-                    from gemini_split.protocol import Replay
 
                     replay = Replay(limit=0)
                 await client.handshake(token=endpoint.connect.token, session_id=session.resume,
@@ -396,8 +396,6 @@ def edits_directory(base: Path, session_id: str) -> Path:
 
 
 def _forget_edits(base: Path, session_id: str) -> None:
-    import shutil
-
     shutil.rmtree(edits_directory(base, session_id), ignore_errors=True)
 
 

@@ -201,7 +201,7 @@ def _read_context_file(path: Path, scope: Scope, seen: set[tuple[int, int]],
                         "only the start is used")
     imports: list[Any] = []
     if imports_from and "@" in text:
-        from .memory_import import expand_imports
+        from .memory_import import expand_imports  # lazy_imports.EDGES
 
         text = expand_imports(text, path, allowed=imports_from, warnings=warnings, max_bytes=MAX_CONTEXT_FILE_BYTES,
                               tree=imports)

@@ -44,7 +44,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+from gemini_split.env_files import read_env_file
 from gemini_split.files import read_bounded
 
 EXTENSIONS_DIR = "extensions"
@@ -358,8 +360,6 @@ def _inside(path: Path, name: str) -> Path | None:
 
 
 def _unquote(text: str) -> str:
-    from urllib.parse import unquote
-
     return unquote(text)
 
 
@@ -392,8 +392,6 @@ def _read_env_file(path: Path) -> dict[str, str]:
     """gemini-cli's ``.env`` (dotenv) of an extension's settings, read as
     any ``.env`` is (:func:`gemini_split.env_files.read_env_file`: bounded,
     never blocking on a FIFO); ``{}`` when there is none or it is unusable."""
-    from gemini_split.env_files import read_env_file
-
     try:
         values, _ = read_env_file(path)
     except (OSError, ValueError):

@@ -42,6 +42,7 @@ Everything here is synchronous: it runs before the client's event loop.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import socket
@@ -328,8 +329,6 @@ class _locked:
         self._fd = -1
 
     def __enter__(self) -> None:
-        import fcntl
-
         self._fd = os.open(self._paths.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         deadline = time.monotonic() + LOCK_TIMEOUT
         while True:

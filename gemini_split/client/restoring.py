@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from .checkpoints import Checkpoint, CheckpointError, Checkpoints, for_settings, shown_path
+from .failures import RequestFailed
 
 
 class Entry(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,8 +92,6 @@ class ServerSource:
         await self._restore(plan.token, apply=True)
 
     async def _restore(self, checkpoint_id: str | None, *, apply: bool) -> Any:
-        from .failures import RequestFailed
-
         try:
             return await self.client.restore_checkpoint(checkpoint_id, apply=apply)
         except RequestFailed as exc:
@@ -145,8 +144,6 @@ async def request_seq(client: Any, entry: Entry) -> int:
     checkpoint's call: from the record (this client's checkpoints), else
     from the session's rewind points (``history.points``, 1.4). Raises
     :class:`CheckpointError` when the conversation no longer has it."""
-    from .failures import RequestFailed
-
     connected = client.connected
     if connected is None or entry.session_id != connected.session_id:
         raise CheckpointError(f"the checkpoint is of session {entry.session_id}, not of this one")

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from gemini_split.errors import BadInput
+from .connect import open_client
+from .protocol_client import RequestFailed
 
 if TYPE_CHECKING:
     from gemini_split.protocol import SessionInfo
@@ -96,8 +98,6 @@ def _listing(settings: ClientSettings) -> ClientSettings:
 async def listing_client(settings: ClientSettings) -> Any:
     """A connection to ``settings``' server for listing or deleting
     sessions (see :func:`_listing`)."""
-    from .connect import open_client
-
     async with open_client(_listing(settings)) as client:
         yield client
 
@@ -120,8 +120,6 @@ async def resolve_resume(settings: ClientSettings, warn: Callable[[str], None]) 
     assert resume is not None
     from gemini_split.transport import ConnectFailed
 
-    from .protocol_client import RequestFailed
-
     try:
         async with listing_client(settings) as client:
             every = await client.list_sessions()
@@ -141,7 +139,5 @@ async def open_resumed_client(settings: ClientSettings, warn: Callable[[str], No
     """:func:`~gemini_split.client.connect.open_client` after
     :func:`resolve_resume`: the session ``--resume latest|N`` names in
     this project."""
-    from .connect import open_client
-
     async with open_client(await resolve_resume(settings, warn), **kwargs) as client:
         yield client

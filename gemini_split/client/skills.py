@@ -41,6 +41,7 @@ from pathlib import Path
 
 import msgspec
 
+from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded
 
 #: A ``SKILL.md`` larger than this is refused (gemini-cli reads any size;
@@ -261,32 +262,22 @@ def settings_path(scope: str, config_dir: Path, project: Path) -> Path:
 
 def set_disabled(path: Path, name: str, disabled: bool) -> bool:
     """Add ``name`` to (or remove it from) ``skills.disabled`` in the
-    settings file ``path``, keeping every other key. Returns whether the
-    file changed. Raises :class:`SkillError` for a file that is not a JSON
-    object (it is left as it was)."""
-    from gemini_split.files import replace_atomically
-    from gemini_split.settings import strip_json_comments
+    settings file ``path``, keeping everything else, comments too
+    (:mod:`gemini_split.settings_edit`). Returns whether the file changed.
+    Raises :class:`SkillError` for a file that is not a JSON object (it is
+    left as it was), ``OSError`` when it cannot be written."""
+    from gemini_split.settings_edit import SettingsFile  # lazy_imports.EDGES
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = "{}"
-    try:
-        raw = msgspec.json.decode(strip_json_comments(text)) if text.strip() else {}
-    except msgspec.DecodeError as exc:
-        raise SkillError(f"{path}: not JSON ({exc}); left unchanged") from None
-    if not isinstance(raw, dict):
-        raise SkillError(f"{path}: not a JSON object; left unchanged")
-    section = raw.setdefault("skills", {})
-    if not isinstance(section, dict):
-        raise SkillError(f"{path}: 'skills' is not an object; left unchanged")
-    names = [n for n in section.get("disabled", []) if isinstance(n, str)]
-    if disabled == (name in names):
-        return False
-    section["disabled"] = [*names, name] if disabled else [n for n in names if n != name]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(path, msgspec.json.format(msgspec.json.encode(raw), indent=2) + b"\n")
-    return True
+        settings = SettingsFile.read(path)
+        listed = settings.get("skills.disabled", [])
+        names = [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
+        if disabled == (name in names):
+            return False
+        settings.set("skills.disabled", [*names, name] if disabled else [n for n in names if n != name])
+    except SettingsError as exc:
+        raise SkillError(str(exc)) from None
+    return settings.save()
 
 
 # --------------------------------------------------------------------------

@@ -42,10 +42,11 @@ import msgspec
 
 from gemini_split.errors import ConfigurationError
 from gemini_split.files import read_toml
+from gemini_split.regex import compile_linear
 
 from .builtin import allowed_tools_rules, excluded_tools_rules
 from .engine import Policy
-from .rules import ADMIN_TIER, MODES, SHELL_ALIASES, SHELL_TOOL, USER_TIER, WORKSPACE_TIER, Decision, Rule
+from .rules import ADMIN_TIER, MODES, SHELL_ALIASES, SHELL_TOOL, USER_TIER, WORKSPACE_TIER, Decision, Rule, normalize_mode
 
 POLICIES_DIR_NAME = "policies"
 DEFAULT_SYSTEM_POLICIES_DIR = Path("/etc/gemini-cli/policies")
@@ -169,8 +170,6 @@ def read_policy_file(path: Path, tier: int) -> list[Rule]:
 
 
 def _check(entry: _RuleToml, source: str, where: str, tier: int) -> Rule:
-    from gemini_split.regex import compile_linear
-
     names = [entry.toolName] if isinstance(entry.toolName, str) else list(entry.toolName)
     if not names:
         raise PolicyError(f"{where}: field toolName: give a tool name, a list of them, or \"*\" for every tool")
@@ -213,8 +212,6 @@ def _check(entry: _RuleToml, source: str, where: str, tier: int) -> Rule:
                               "RE2 syntax: no backreferences or lookaround") from None
     modes = None
     if entry.modes is not None:
-        from .rules import normalize_mode
-
         try:
             modes = frozenset(normalize_mode(m) for m in entry.modes) or None  # []: every mode
         except ValueError as exc:

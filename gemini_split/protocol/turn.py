@@ -189,7 +189,7 @@ class HistoryCompressed(Struct, frozen=True, kw_only=True):
     def describe(self) -> str:
         """gemini-cli's line for it."""
         why = " (automatically: the prompt passed the compression threshold)" if self.automatic else ""
-        return f"Chat history compressed from {self.before_tokens:,} to {self.after_tokens:,} tokens{why}."
+        return f"Chat history compressed from {self.before_tokens} to {self.after_tokens} tokens{why}."
 
 
 class AgentBegan(Struct, frozen=True, kw_only=True):

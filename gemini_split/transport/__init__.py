@@ -25,6 +25,7 @@ gRPC).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import warnings
 from abc import ABC, abstractmethod
@@ -171,8 +172,6 @@ class MessageStream(ABC):
 def is_loopback_host(host: str) -> bool:
     """Whether ``host`` (a name or an address, without brackets) is this
     machine's loopback: ``localhost``, ``127.0.0.0/8``, ``::1``."""
-    import ipaddress
-
     if host == "localhost":
         return True
     try:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from gemini_split.client.agents import AgentError, set_enabled
+from gemini_split.client.skills import settings_path
 from .safe_text import visible
 
 if TYPE_CHECKING:
@@ -75,9 +77,6 @@ def _list(repl: Repl, *, describe: bool) -> None:
 
 
 def _set(repl: Repl, name: str, *, enabled: bool, scope: str) -> None:
-    from gemini_split.client.agents import AgentError, set_enabled
-    from gemini_split.client.skills import settings_path
-
     found = repl.settings.context.agents
     if found is None or found.get(name) is None:
         known = ", ".join(a.name for a in found.agents) if found is not None and found.agents else "none"

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from gemini_split.app import attach_context
+from gemini_split.client.workspace import Workspace
 from .safe_text import visible
 
 if TYPE_CHECKING:
@@ -133,9 +135,6 @@ async def _trust_refusal(repl: Repl, text: str, real: Path) -> str | None:
 
 def _add(repl: Repl, dirs: list[Path]) -> None:
     """Make ``dirs`` workspace directories of the session, everywhere at once."""
-    from gemini_split.app import attach_context
-    from gemini_split.client.workspace import Workspace
-
     settings = repl.settings.with_tools(include_dirs=(*repl.settings.tools.include_dirs, *dirs))
     repl.settings = settings
     attach_context(settings, repl.env, interactive=True)

@@ -538,9 +538,9 @@ async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], 
     kb.add("escape", eager=True)(pick(None, "escape"))
     kb.add("<any>")(lambda event: None)
     app: Application[str] = Application(
-        # Wrapped, not cut: a choice may name what will run, and all of it is shown.
+        # Wrapped (indented under its text), not cut: a choice may name what will run, and all of it is shown.
         layout=Layout(Window(FormattedTextControl(render, show_cursor=False), dont_extend_height=True,
-                             wrap_lines=True)),
+                             wrap_lines=True, get_line_prefix=lambda line, wrapped: "     " if wrapped else "")),
         key_bindings=kb,
         full_screen=False,
         erase_when_done=True,
@@ -556,8 +556,6 @@ async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], 
 
 
 def _as_fragments(text: AnyFormattedText) -> list[tuple[str, str]]:
-    from prompt_toolkit.formatted_text import to_formatted_text
-
     return [(style, chunk) for style, chunk, *_ in to_formatted_text(text)]
 
 

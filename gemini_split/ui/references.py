@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from gemini_split.client.tools._files import load_ignore_rules, looks_binary, walk_files
 from gemini_split.client.tools.base import Tool, ToolContext, ToolFailed
 from gemini_split.client.workspace import Workspace
 from gemini_split.protocol import Attachment
@@ -179,8 +180,6 @@ def _read_inline(workspace: Workspace, real: Path, shown: str, budget: int) -> b
 
 
 def _ignored(workspace: Workspace, real: Path) -> bool:
-    from gemini_split.client.tools._files import load_ignore_rules
-
     if real == workspace.root:
         return False
     rel = workspace.relative(real)
@@ -193,8 +192,6 @@ def _ignored(workspace: Workspace, real: Path) -> bool:
 
 
 def _walk(workspace: Workspace, directory: Path) -> list[str]:
-    from gemini_split.client.tools._files import looks_binary, walk_files
-
     names = []
     for walked in walk_files(workspace, directory, max_files=MAX_FILES * 4, time_budget=5.0):
         try:
@@ -214,8 +211,6 @@ def complete_reference(word: str, workspace_root: Path, limit: int = 50,
     (``--include-directories``, ``/directory add``) written absolute or
     relative to the root — not .git or git-ignored, directories with a
     trailing ``/``."""
-    from gemini_split.client.tools._files import load_ignore_rules
-
     directory, _, prefix = word.rpartition("/")
     if word.startswith("/") and not directory:
         directory = "/"

@@ -203,7 +203,9 @@ class TurnView:
     Not thread-safe: call it from the Trio thread only (rich's own refresh
     thread only redraws what :meth:`_refresh` handed it)."""
 
-    def __init__(self, console: Console, *, code_theme: str | None = "monokai"):
+    def __init__(self, console: Console, *, code_theme: str | None = "monokai",
+                 waiting: str = "Waiting for the model…"):
+        """``waiting``: the spinner's words until the first output."""
         self.console = console
         self.code_theme = code_theme or "monokai"
         self.live_enabled = console.is_terminal and not console.is_dumb_terminal
@@ -219,7 +221,7 @@ class TurnView:
         #: The turn, folded: the running calls, the answer, the count of calls.
         self.turn = Turn()
         self._last_render = 0.0
-        self._status = "Waiting for the model…"
+        self._status = waiting
         self._show_status = False
         #: What the turn produced, for Ctrl-T (the answer and the count
         #: of calls, for /stats and /copy, are the turn model's).

@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import trio
+from prompt_toolkit.application.current import get_app_or_none
 from prompt_toolkit.formatted_text import AnyFormattedText
 from prompt_toolkit.input import Input
 from prompt_toolkit.output import Output
+from prompt_toolkit.utils import get_cwidth
 from rich.console import Console
 from rich.text import Text
 
@@ -53,9 +55,11 @@ from gemini_split.errors import BadInput, ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent, Usage
+from gemini_split.settings import GeneralSettings, UISettings
 from gemini_split.transport import ConnectOptions, TransportError
 
 from .approval_prompt import InlineAsker
+from .external_editor import edit_text, editor_command
 from .prompt_input import (
     NEWLINE_KEYS,
     LineReader,
@@ -69,9 +73,11 @@ from .prompt_input import (
 )
 from .follow import Follower
 from .oneshot import RunStats
+from .references import attach_references
 from .render import TurnView, code_theme_for, error_panel, make_console, usage_line
 from .safe_text import visible
-from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, run_command
+from .shell_passthrough import format_for_model, run_passthrough
+from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, load_custom_commands, run_command
 
 if TYPE_CHECKING:
     from gemini_split.server.service import AgentService
@@ -194,7 +200,6 @@ class Repl:
         self.asker = InlineAsker(self.console, ask_choice, ask_text, lambda: self.view, self._start_interrupt,
                                  drain=self._drain_typed_ahead, hold_prompt=self._hold_prompt)
         #: Custom commands (.gemini/commands/*.toml); /commands reload rereads them.
-        from .slash_commands import load_custom_commands
 
         load_custom_commands(self)
 
@@ -228,8 +233,6 @@ class Repl:
     @property
     def _general(self) -> Any:
         """settings.json's ``general`` section."""
-        from gemini_split.settings import GeneralSettings
-
         loaded = self.settings.loaded_settings
         return loaded.merged.general if loaded is not None else GeneralSettings()
 
@@ -261,8 +264,6 @@ class Repl:
         """Ctrl+X: ``text`` edited in ``general.preferredEditor``,
         ``$VISUAL`` or ``$EDITOR`` (:mod:`gemini_split.ui.external_editor`);
         runs in the prompt's worker thread, the terminal handed over."""
-        from .external_editor import edit_text, editor_command
-
         environ = self.env.environ
         return edit_text(text, editor_command(self._general.preferred_editor, environ), environ)
 
@@ -405,7 +406,6 @@ class Repl:
         context = self.settings.context.message
         if context is None:
             return None
-        import msgspec
 
         return msgspec.structs.replace(context, approval_mode=self.approval_mode.value)
 
@@ -483,8 +483,6 @@ class Repl:
         shell and environment; show its output; keep command and output
         for the model, sent with the next prompt. A lone ``!`` toggles
         shell mode."""
-        from .shell_passthrough import format_for_model, run_passthrough
-
         if not command.strip():
             self.reader.toggle_shell_mode()
             return
@@ -506,8 +504,6 @@ class Repl:
                       references: bool = True) -> tuple[str, tuple[Attachment, ...]]:
         """The prompt with ``@path`` content (unless ``references`` is
         false) and pending ``!command`` output, and the images it attaches."""
-        from .references import attach_references
-
         attachments: tuple[Attachment, ...] = ()
         if references:
             prompt, attachments = await attach_references(
@@ -534,7 +530,9 @@ class Repl:
         if carry_context and not compress and start is None:
             prompt, more = await self._expand(client, prompt, references)
             attachments = (*attachments, *more)
-        view = TurnView(self.console, code_theme=self.code_theme)
+        # gemini-cli's words while it compresses.
+        view = TurnView(self.console, code_theme=self.code_theme,
+                        **({"waiting": "Compressing chat history"} if compress else {}))
         view.on_change = self.stats.counter(self.model or "the server default")
         self.view = view
         self._cancel_requested = False
@@ -892,8 +890,6 @@ class SessionStats:
 
 
 def _ui_settings(settings: ClientSettings) -> Any:
-    from gemini_split.settings import UISettings
-
     loaded = settings.loaded_settings
     return loaded.merged.ui if loaded is not None else UISettings()
 
@@ -926,8 +922,6 @@ def fit_toolbar(fields: list[tuple[str, str, int]], hints: str, width: int) -> l
     display order) and ``hints`` (last), in at most ``width`` columns: when
     space runs out the hints go first, then the fields of lowest rank; the
     last field left, if still wider than the line, is cut with ``…``."""
-    from prompt_toolkit.utils import get_cwidth
-
     bar, key = "class:bottom-toolbar", "class:bottom-toolbar.key"
 
     def fragments(shown: list[tuple[str, str, int]], with_hints: bool) -> list[tuple[str, str]]:
@@ -960,8 +954,6 @@ def fit_toolbar(fields: list[tuple[str, str, int]], hints: str, width: int) -> l
 
 def _terminal_columns() -> int:
     """The width the toolbar is drawn in (80 when unknown)."""
-    from prompt_toolkit.application.current import get_app_or_none
-
     app = get_app_or_none()
     try:
         return app.output.get_size().columns if app is not None else 80

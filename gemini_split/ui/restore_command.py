@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from gemini_split.client.checkpoints import CheckpointError
+from gemini_split.client.checkpoints import CheckpointError, for_settings
+from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.client.restoring import (
     Entry,
     hand_edited_sentence,
@@ -35,8 +36,6 @@ USAGE = "/restore [ID]"
 def checkpoint_ids(repl: Repl) -> list[str]:
     """What Tab offers after ``/restore``: this client's checkpoints, newest
     first (a server's are not asked for on every key)."""
-    from gemini_split.client.checkpoints import for_settings
-
     if repl.settings.tools.run_on == "server":
         return []
     try:
@@ -93,8 +92,6 @@ async def restore(repl: Repl, args: list[str]) -> None:
 async def _propose_again(repl: Repl, entry: Entry) -> None:
     """The conversation back at the checkpoint's call, proposed again: run
     and shown as a turn (its approval asked as any call's)."""
-    from gemini_split.client.protocol_client import RequestFailed
-
     client = repl.require_client()
     try:
         start = proposing_again(client, entry, await request_seq(client, entry))

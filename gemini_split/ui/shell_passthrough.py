@@ -10,6 +10,7 @@ when it adds a shell command to the conversation.
 
 from __future__ import annotations
 
+import codecs
 import os
 import subprocess
 from pathlib import Path
@@ -68,8 +69,6 @@ def _kill(process: trio.Process) -> None:
 
 class _Utf8:
     def __init__(self) -> None:
-        import codecs
-
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
 
     def feed(self, data: bytes) -> str:

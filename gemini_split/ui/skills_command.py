@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
+from gemini_split.app import attach_context
+from gemini_split.client.skills import SkillError, set_disabled, settings_path
+
+from gemini_split.settings import load_settings
 from .safe_text import visible
 
 if TYPE_CHECKING:
@@ -63,8 +67,6 @@ def _list(repl: Repl, *, describe: bool) -> None:
 
 
 def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
-    from gemini_split.client.skills import SkillError, set_disabled, settings_path
-
     found = repl.settings.context.skills
     if found is None or found.get(name) is None:
         known = ", ".join(s.name for s in found.skills) if found is not None and found.skills else "none"
@@ -89,9 +91,6 @@ def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
 def _reload(repl: Repl) -> None:
     """Read the settings and the skills again, and rebuild what the next
     prompt carries (as /memory refresh does)."""
-    from gemini_split.app import attach_context
-    from gemini_split.settings import load_settings
-
     old = repl.settings.loaded_settings
     if old is not None:
         repl.settings.loaded_settings = load_settings(repl.env, trust=old.trusted)

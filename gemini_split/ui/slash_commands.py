@@ -11,22 +11,42 @@ import shlex
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import trio
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from rich.table import Table
 from rich.text import Text
 
-from gemini_split.app import settings_for
+from gemini_split import __version__
+from gemini_split.app import attach_context, settings_for
 from gemini_split.client.approval import ApprovalMode, Decision
 from gemini_split.client.probe import measure_latency, probe
 from gemini_split.client.profiles import make_profile, profile_table
 from gemini_split.client.protocol_client import RequestFailed
+from gemini_split.client.tools.base import ToolContext, ToolFailed
+from gemini_split.client.tools.session_tools import SaveMemoryTool
 from gemini_split.errors import ConfigurationError
+from gemini_split.model_aliases import persist_model_name, resolve_model_name
+from gemini_split.policy.rules import MODES
+from gemini_split.settings_edit import set_setting
 
-from .prompt_input import NEWLINE_KEYS
+from . import project_init
+from .agents_command import AgentsUsage, agents_command
+from .clipboard import copy_text
+from .command_expansion import CommandFailed, load_commands, run_custom_command
+from .conversation import ChatStore, resumed_context, share
+from .directory_command import DirectoryRefused, directory_command
+from .extension_list import list_lines
+from .prompt_input import LineReader, NEWLINE_KEYS
+from .references import complete_reference
+from .restore_command import checkpoint_ids, restore
+from .rewind_menu import rewind_menu
 from .safe_text import visible
+from .settings_list import effective_settings, settings_files
+from .skills_command import SkillsUsage, skills_command
 
 if TYPE_CHECKING:
     from .repl import Repl
@@ -326,7 +346,6 @@ async def _copy(repl: Repl, args: list[str]) -> None:
     _no_args(args, "/copy")
     if not repl.last_answer.strip():
         raise CommandUsage("nothing to copy yet: /copy copies the model's last answer")
-    from .clipboard import copy_text
 
     how = copy_text(repl.last_answer, repl.env.stdout, repl.env.environ)
     repl.console.print(Text(f"Copied the last answer ({len(repl.last_answer):,} characters) {how}.",
@@ -370,7 +389,6 @@ async def _rewind(repl: Repl, args: list[str]) -> None:
     before an earlier prompt — the conversation, the agent's file edits, or
     both (``ui/rewind_menu.py``)."""
     _no_args(args, "/rewind")
-    from .rewind_menu import rewind_menu
 
     await rewind_menu(repl)
 
@@ -379,7 +397,6 @@ async def _init(repl: Repl, args: list[str]) -> None:
     """gemini-cli's ``/init``: the model writes a GEMINI.md for the project
     (an existing one is left alone)."""
     _no_args(args, "/init")
-    from . import project_init
 
     if repl.settings.tools.run_on == "server":
         raise CommandUsage("/init writes GEMINI.md where your files are; with --tools server the files are on "
@@ -404,8 +421,6 @@ def _chat_actions(repl: Repl) -> Iterable[str]:
 
 
 async def _chat(repl: Repl, args: list[str]) -> None:
-    from .conversation import ChatStore, resumed_context
-
     store = ChatStore(repl.env.config_dir / "chats")
     if args == ["list"]:
         saved = store.list()
@@ -446,10 +461,6 @@ async def _chat(repl: Repl, args: list[str]) -> None:
 async def _chat_share(repl: Repl, name: str) -> None:
     """gemini-cli's ``/chat share FILE``: the conversation as JSON (its
     Content objects) or Markdown, by the file's extension."""
-    from pathlib import Path
-
-    from .conversation import share
-
     path = Path(name).expanduser()
     path = path if path.is_absolute() else Path.cwd() / path
     if path.suffix.lower() not in (".md", ".json"):
@@ -529,8 +540,6 @@ async def _memory(repl: Repl, args: list[str]) -> None:
         memory_file = settings.tools.memory_file
         if memory_file is None:
             raise CommandUsage("no memory file: context files are not loaded in this session")
-        from gemini_split.client.tools.base import ToolContext, ToolFailed
-        from gemini_split.client.tools.session_tools import SaveMemoryTool
 
         tool = SaveMemoryTool(memory_file)
         try:
@@ -544,8 +553,6 @@ async def _memory(repl: Repl, args: list[str]) -> None:
 
 
 async def _refresh_memory(repl: Repl) -> None:
-    from gemini_split.app import attach_context
-
     try:
         attach_context(repl.settings, repl.env, interactive=True)
     except ConfigurationError as exc:  # e.g. GEMINI_SYSTEM_MD's file gone: the old context stays
@@ -610,7 +617,6 @@ async def _policies(repl: Repl, args: list[str]) -> None:
     if not rules:
         repl.console.print(Text("No active policies.", style="dim"))
         return
-    from gemini_split.policy.rules import MODES
 
     by_mode = {mode: [r for r in rules if r.modes is None or mode in r.modes] for mode in MODES}
     normal = set(map(id, by_mode["default"]))
@@ -640,7 +646,6 @@ async def _settings(repl: Repl, args: list[str]) -> None:
     if loaded is None:
         repl.console.print(Text("No settings files were read for this session.", style="dim"))
         return
-    from .settings_list import effective_settings, settings_files
 
     _print_rows(repl, settings_files(loaded))
     table = Table(box=None, padding=(0, 2, 0, 0))
@@ -660,7 +665,6 @@ async def _vim(repl: Repl, args: list[str]) -> None:
     and ``general.vimMode`` saved in the user's settings.json (as
     gemini-cli saves it) so that the next session starts the same way."""
     _no_args(args, "/vim")
-    from .prompt_input import LineReader
 
     if not isinstance(repl.reader, LineReader):
         raise CommandUsage("/vim needs a terminal: input is read line by line here")
@@ -677,14 +681,10 @@ def persist_user_setting(repl: Repl, key: str, value: Any) -> None:
     """``key`` (dotted) = ``value`` in the user's settings.json, the rest of
     the file (comments included) kept. Raises ``OSError`` or a
     ``ConfigurationError`` (a file that cannot be parsed: left as it was)."""
-    from gemini_split.settings_edit import set_setting
-
     set_setting(repl.env.config_dir / "settings.json", key, value)
 
 
 async def _directory(repl: Repl, args: list[str]) -> None:
-    from .directory_command import DirectoryRefused, directory_command
-
     try:
         await directory_command(repl, args)
     except DirectoryRefused as exc:
@@ -722,9 +722,6 @@ def _models(repl: Repl) -> Iterable[str]:
 
 
 async def _model(repl: Repl, args: list[str]) -> None:
-    from gemini_split.errors import ConfigurationError
-    from gemini_split.model_aliases import persist_model_name, resolve_model_name
-
     if args[:1] == ["set"]:  # gemini-cli's /model set NAME [--persist]
         args = args[1:]
         persist = "--persist" in args
@@ -850,7 +847,6 @@ async def _about(repl: Repl, args: list[str]) -> None:
     """gemini-cli's /about: versions, model, how the model is reached
     (never a secret) and the server."""
     _no_args(args, "/about")
-    from gemini_split import __version__
 
     client = repl.require_client()
     connected = client.connected
@@ -956,8 +952,6 @@ async def _commands(repl: Repl, args: list[str]) -> None:
 
 
 async def _skills(repl: Repl, args: list[str]) -> None:
-    from .skills_command import SkillsUsage, skills_command
-
     try:
         await skills_command(repl, args)
     except SkillsUsage as exc:
@@ -969,8 +963,6 @@ def _skills_actions(repl: Repl) -> Iterable[str]:
 
 
 async def _agents(repl: Repl, args: list[str]) -> None:
-    from .agents_command import AgentsUsage, agents_command
-
     try:
         await agents_command(repl, args)
     except AgentsUsage as exc:
@@ -987,9 +979,6 @@ async def _extensions(repl: Repl, args: list[str]) -> None:
     as in gemini-cli; changes apply to the next session)."""
     if args not in ([], ["list"]):
         raise CommandUsage("/extensions [list]  (install, enable… with 'gemini-split extensions' outside the REPL)")
-    from pathlib import Path
-
-    from .extension_list import list_lines
 
     home = Path(repl.env.environ.get("HOME") or Path.home())
     for line in list_lines(repl.env.config_dir, repl.settings.tools.workspace, home,
@@ -1006,8 +995,6 @@ def load_custom_commands(repl: Repl) -> None:
     user's and, in a trusted folder, the current directory's (where
     ``.gemini/settings.json`` and the trust decision are read, as in
     gemini-cli). Each file left out is said in one line."""
-    from .command_expansion import load_commands
-
     loaded = repl.settings.loaded_settings
     repl.custom_commands = load_commands(repl.env.config_dir, repl.env.cwd,
                                          trusted=bool(loaded is not None and loaded.trusted),
@@ -1020,10 +1007,6 @@ def load_custom_commands(repl: Repl) -> None:
 async def _run_custom(repl: Repl, command: Any, line: str) -> None:
     """A custom command: expanded here (``!{…}`` asked as the model's shell
     calls are), then sent as an ordinary prompt."""
-    from .command_expansion import CommandFailed, run_custom_command
-
-    import trio
-
     client = repl.require_client()
     expanded = None
     with trio.CancelScope() as scope:  # Ctrl-C stops a slow !{…}, as it stops a !command
@@ -1049,14 +1032,10 @@ def _visible(text: str) -> str:
 
 
 async def _restore(repl: Repl, args: list[str]) -> None:
-    from .restore_command import restore
-
     await restore(repl, args)
 
 
 def _checkpoint_ids(repl: Repl) -> Iterable[str]:
-    from .restore_command import checkpoint_ids
-
     return checkpoint_ids(repl)
 
 
@@ -1198,8 +1177,6 @@ class SlashCompleter(Completer):
                 yield Completion(candidate, -len(current))
 
     def _references(self, typed: str) -> Iterable[Completion]:
-        from .references import complete_reference
-
         client = self.repl.client
         root = client.executor.workspace.root if client is not None else self.repl.env.cwd
         include = client.executor.workspace.roots[1:] if client is not None else ()

@@ -47,6 +47,7 @@ from typing import Any
 import grpc
 import trio
 from google.protobuf import json_format
+from msgspec.structs import replace
 
 from gemini_split import __version__
 from gemini_split.protocol import (
@@ -255,8 +256,6 @@ class GrpcClientStream(MessageStream):
         await self.incoming.send((None, encode(self._event(message))))
 
     def _event(self, message: Message) -> Message:
-        from msgspec.structs import replace
-
         if hasattr(message, "seq"):
             self._seq += 1
             message = replace(message, seq=self._seq)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from functools import partial
 from typing import Any
+from urllib.parse import parse_qsl
 
 import trio
 from wsproto.utilities import generate_accept_token
@@ -302,8 +303,6 @@ def query_parameters(target: str) -> dict[str, str]:
     """The request's query parameters (the first of each name), without
     ``auth`` (a token is never handed on): e.g. the ACP bridge's
     ``?limit=N&since=MS``. Bounded: at most 32 parameters are read."""
-    from urllib.parse import parse_qsl
-
     query = target.partition("?")[2]
     params: dict[str, str] = {}
     for name, value in parse_qsl(query, keep_blank_values=True, max_num_fields=None)[:32]:

@@ -41,7 +41,7 @@ def test_the_shell_imports_no_trio_protocol_or_transport(args, tmp_path):
     modules = _imported_modules(args, tmp_path)
     assert "gemini_split.cli" in modules  # the measurement saw our imports at all
     if args[0] == "server":
-        assert "gemini_split.commands.server_profiles" in modules  # ... and the runner's
+        assert "gemini_split.commands.run_server_profiles" in modules  # ... and the runner's
     heavy = sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
     assert heavy == [], f"gemini-split {' '.join(args)} imported {heavy}"
 
@@ -85,7 +85,7 @@ def test_every_subcommand_names_the_runner_that_runs_it(argv):
 
 def test_every_subcommand_is_on_the_list_above():
     from gemini_split.cli import build_parser
-    from gemini_split.commands.completions import _fill_all
+    from gemini_split.commands.run_completions import _fill_all
 
     parser = build_parser()
     _fill_all(parser)

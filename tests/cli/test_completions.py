@@ -14,7 +14,7 @@ import pytest
 
 from gemini_split.cli import build_parser
 from gemini_split.client.profiles import ServerProfile, profile_store
-from gemini_split.commands.completions import FILE_NAMES, SHELLS, generate
+from gemini_split.commands.run_completions import FILE_NAMES, SHELLS, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPLETIONS = ROOT / "completions"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gemini_split.cli import build_parser, main
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.options import ClientOptions
 from gemini_split.client.profiles import ProfileStore, ServerProfile, profile_store
 from gemini_split.app import resolve_client_settings

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from gemini_split.commands.acp import open_log
+from gemini_split.commands.run_acp import open_log
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.tools.sandbox.other_user import other_user, run_as

@@ -27,6 +27,7 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.client.executor import ToolExecutor
+from gemini_split.client.tools.registry import ToolRegistry, default_tools
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +41,6 @@ NOT_EXPOSED = frozenset({"enter_plan_mode"})
 
 def exposed_tools() -> Any:
     """The tool registry ``mcp serve`` exposes (see :data:`NOT_EXPOSED`)."""
-    from gemini_split.client.tools.registry import ToolRegistry, default_tools
-
     tools = default_tools()
     exposed = ToolRegistry(tool for tool in tools if tool.name not in NOT_EXPOSED)
     exposed.closers = tools.closers

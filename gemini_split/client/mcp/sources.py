@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import tempfile
 from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -41,10 +42,12 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from gemini_split import __version__
 from gemini_split.client.tools.base import ToolFailed
 
 from . import cache
 from .results import content_to_text
+from .stdio import open_stdio_transport
 from .tool import McpTool
 
 if TYPE_CHECKING:
@@ -140,8 +143,6 @@ class McpServer:
     async def serve(self, stop: trio.Event) -> None:
         """Connect, list the tools, then hold the connection until ``stop``.
         Never raises for the server's failures: they land in :attr:`status`."""
-        import tempfile  # only when a server is started
-
         self.launched = True
         self.status.state = "connecting"
         self.status.error = None
@@ -186,8 +187,6 @@ class McpServer:
         config = self.config
         kind = self.status.transport
         if kind == "stdio":
-            from .stdio import open_stdio_transport
-
             return open_stdio_transport(config.command or "", list(config.args), env=dict(config.env),
                                         cwd=self.server_cwd, errlog=errlog)
         from mcp.shared._httpx_utils import create_mcp_http_client
@@ -375,8 +374,6 @@ def _transport_of(config: MCPServerSettings) -> tuple[str, str]:
 
 def _client_info() -> Any:
     from mcp import Implementation
-
-    from gemini_split import __version__
 
     return Implementation(name="gemini-split", version=__version__)
 

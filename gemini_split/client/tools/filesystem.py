@@ -9,6 +9,7 @@ path as a regular file only; writes are atomic (:meth:`Workspace.write_atomic`).
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -326,8 +327,6 @@ def _one_hunk(old_lines: list[str], new_lines: list[str], head: int, tail: int, 
 def _diff_stat(old: str | None, new: str) -> str:
     """``+added -removed lines``, counted as multisets of lines: linear in
     the size of the texts (a moved line counts as neither)."""
-    from collections import Counter
-
     before, after = Counter((old or "").splitlines()), Counter(new.splitlines())
     added = sum((after - before).values())
     removed = sum((before - after).values())

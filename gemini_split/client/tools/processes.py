@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Sequence
@@ -86,7 +87,6 @@ def _ensure_watchdog(skip: str = "") -> int | None:
     global _watchdog, _watchdog_fd
     if sys.platform == "win32":
         return None
-    import subprocess
     if _watchdog_fd is None or (_watchdog is not None and _watchdog.poll() is not None):
         read_end, write_end = os.pipe()  # both close-on-exec: no tool inherits them
         try:

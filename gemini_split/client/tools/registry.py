@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 from gemini_split.protocol import ToolSpec
 
+from .background import BackgroundProcesses, ListBackgroundProcessesTool, ReadBackgroundOutputTool
 from .base import Tool
+from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
+from .read_many import ReadManyFilesTool
+from .search import GlobTool, GrepSearchTool
+from .session_tools import EnterPlanModeTool, SaveMemoryTool, WriteTodosTool
+from .shell import RunShellCommandTool
+from .web import WebFetchTool
 
 if TYPE_CHECKING:
     from gemini_split.sandbox import Sandbox
@@ -76,14 +83,6 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
 
     ``web_guard``: the addresses ``web_fetch`` may connect to
     (:class:`~.web_guard.AddressGuard`, a server's tools); default: any."""
-    from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
-    from .search import GlobTool, GrepSearchTool
-    from .read_many import ReadManyFilesTool
-    from .background import BackgroundProcesses, ListBackgroundProcessesTool, ReadBackgroundOutputTool
-    from .session_tools import EnterPlanModeTool, SaveMemoryTool, WriteTodosTool
-    from .shell import RunShellCommandTool
-    from .web import WebFetchTool
-
     extra: list[Tool] = [SaveMemoryTool(memory_file)] if memory_file is not None else []
     background = BackgroundProcesses()
     registry = ToolRegistry([

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -232,7 +233,6 @@ def _invalid_regex(what: str, pattern: str, reason: str) -> ToolFailed:
 def find_rg() -> str:
     """The ``rg`` executable: the one the ``ripgrep`` wheel installed beside
     this Python, else one on PATH. Raises :class:`ToolFailed` if none."""
-    import shutil
     import sysconfig
 
     found = shutil.which("rg", path=sysconfig.get_path("scripts")) or shutil.which("rg")

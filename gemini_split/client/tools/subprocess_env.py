@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from fnmatch import fnmatchcase
 
 ALWAYS_REMOVED = frozenset({
     "GEMINI_API_KEY",
@@ -35,8 +36,6 @@ SECRET_PATTERNS = (
 
 def is_secret_name(name: str, allow: Iterable[str] = ()) -> bool:
     """Whether ``name`` is removed from a tool's environment."""
-    from fnmatch import fnmatchcase
-
     upper = name.upper()
     if upper in ALWAYS_REMOVED:
         return True

@@ -1,4 +1,4 @@
-"""``gemini-split attach``'s arguments (the runner: :mod:`gemini_split.commands.attach`)."""
+"""``gemini-split attach``'s arguments (the runner: :mod:`gemini_split.commands.run_attach`)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def add_parser(commands: Any) -> None:
     p.add_argument("-o", "--output-format", dest="attach_output", choices=["text", "stream-json"],
                    default="text", help="text (default) or stream-json: one JSON line per session event")
     _add_client_options(p)
-    p.set_defaults(run="gemini_split.commands.attach:run_attach")
+    p.set_defaults(run="gemini_split.commands.run_attach:run_attach")
 
 
 def _add_client_options(p: argparse.ArgumentParser) -> None:

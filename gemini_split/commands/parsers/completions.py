@@ -1,4 +1,4 @@
-"""``gemini-split completions``'s arguments (the runner: :mod:`gemini_split.commands.completions`)."""
+"""``gemini-split completions``'s arguments (the runner: :mod:`gemini_split.commands.run_completions`)."""
 
 from __future__ import annotations
 
@@ -19,4 +19,4 @@ def add_parser(commands: Any) -> None:
                "  fish:  gemini-split completions fish > ~/.config/fish/completions/gemini-split.fish\n",
     )
     p.add_argument("shell", choices=SHELLS, help="the shell to complete in")
-    p.set_defaults(run="gemini_split.commands.completions:run_completions")
+    p.set_defaults(run="gemini_split.commands.run_completions:run_completions")

@@ -1,4 +1,4 @@
-"""``gemini-split daemon``'s arguments (the runner: :mod:`gemini_split.commands.daemon`)."""
+"""``gemini-split daemon``'s arguments (the runner: :mod:`gemini_split.commands.run_daemon`)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def add_parser(commands: Any) -> None:
                                  "30m, 12h, or 0 for never (default 30m)")
     actions.add_parser("stop", help="stop the daemon (running requests are cancelled)",
                        description="Stop the daemon: running requests are cancelled, its clients told why.")
-    p.set_defaults(run="gemini_split.commands.daemon:run_daemon_command")
+    p.set_defaults(run="gemini_split.commands.run_daemon:run_daemon_command")
     actions.add_parser("status", help="say whether the daemon runs, its pid, version, socket and log",
                        description="Say whether the daemon runs (exit status 0) or not (1).")
 

@@ -1,4 +1,4 @@
-"""``gemini-split extensions``'s arguments (the runner: :mod:`gemini_split.commands.extensions`)."""
+"""``gemini-split extensions``'s arguments (the runner: :mod:`gemini_split.commands.run_extensions`)."""
 
 from __future__ import annotations
 
@@ -32,4 +32,4 @@ def add_parser(commands: Any) -> None:
         p.add_argument("name", metavar="NAME")
         p.add_argument("--scope", choices=("user", "workspace"), default="user",
                        help="user (default): everywhere under your home; workspace: this folder and below")
-    parser.set_defaults(run="gemini_split.commands.extensions:run_extensions_command")
+    parser.set_defaults(run="gemini_split.commands.run_extensions:run_extensions_command")

@@ -1,4 +1,4 @@
-"""``gemini-split hooks``'s arguments (the runner: :mod:`gemini_split.commands.hooks`)."""
+"""``gemini-split hooks``'s arguments (the runner: :mod:`gemini_split.commands.run_hooks`)."""
 
 from __future__ import annotations
 
@@ -14,4 +14,4 @@ def add_parser(commands: Any) -> None:
     )
     sub = parser.add_subparsers(dest="hooks_command", metavar="ACTION", required=True)
     sub.add_parser("list", help="each event's hooks: matcher, timeout, command and the file defining it")
-    parser.set_defaults(run="gemini_split.commands.hooks:run_hooks_command")
+    parser.set_defaults(run="gemini_split.commands.run_hooks:run_hooks_command")

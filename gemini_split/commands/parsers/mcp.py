@@ -1,4 +1,4 @@
-"""``gemini-split mcp``'s arguments (the runner: :mod:`gemini_split.commands.mcp`)."""
+"""``gemini-split mcp``'s arguments (the runner: :mod:`gemini_split.commands.run_mcp`)."""
 
 from __future__ import annotations
 
@@ -60,4 +60,4 @@ def add_parser(commands: Any) -> None:
                             "required unless HOST is loopback")
     serve.add_argument("--insecure-no-auth", action="store_true",
                        help="--http: allow a non-loopback address without tokens (not recommended)")
-    parser.set_defaults(run="gemini_split.commands.mcp:run_mcp_command")
+    parser.set_defaults(run="gemini_split.commands.run_mcp:run_mcp_command")

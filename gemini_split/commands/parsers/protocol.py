@@ -1,4 +1,4 @@
-"""``gemini-split protocol``'s arguments (the runner: :mod:`gemini_split.commands.protocol`)."""
+"""``gemini-split protocol``'s arguments (the runner: :mod:`gemini_split.commands.run_protocol`)."""
 
 from __future__ import annotations
 
@@ -19,4 +19,4 @@ def add_parser(commands: Any) -> None:
                     "sends, generated from the message classes. $defs/ClientToServer and "
                     "$defs/ServerToClient are the two directions.",
     )
-    p.set_defaults(run="gemini_split.commands.protocol:run_protocol")
+    p.set_defaults(run="gemini_split.commands.run_protocol:run_protocol")

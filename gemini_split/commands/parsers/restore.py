@@ -1,4 +1,4 @@
-"""``gemini-split restore``'s arguments (the runner: :mod:`gemini_split.commands.restore`)."""
+"""``gemini-split restore``'s arguments (the runner: :mod:`gemini_split.commands.run_restore`)."""
 
 from __future__ import annotations
 
@@ -20,4 +20,4 @@ def add_parser(commands: Any) -> None:
                         help="restore without asking (for scripts; files changed by hand since are overwritten)")
     parser.add_argument("--files-only", action="store_true",
                         help="put the files back, leave the conversation as it is")
-    parser.set_defaults(run="gemini_split.commands.restore:run_restore_command")
+    parser.set_defaults(run="gemini_split.commands.run_restore:run_restore_command")

@@ -1,4 +1,4 @@
-"""``gemini-split serve``'s arguments (the runner: :mod:`gemini_split.commands.serve`)."""
+"""``gemini-split serve``'s arguments (the runner: :mod:`gemini_split.commands.run_serve`)."""
 
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def add_parser(commands: Any) -> None:
                                 "(default: off)")
     # SUPPRESS: a subcommand default must not undo `gemini-split --debug serve`.
     p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="log details to stderr")
-    p.set_defaults(run="gemini_split.commands.serve:run_serve")
+    p.set_defaults(run="gemini_split.commands.run_serve:run_serve")
 
 
 def parse_duration(text: str) -> float:

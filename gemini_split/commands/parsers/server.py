@@ -1,6 +1,6 @@
 """``gemini-split server``'s arguments (the runners:
-:mod:`gemini_split.commands.server_profiles` for the profile file,
-:mod:`gemini_split.commands.server_remote` for what connects)."""
+:mod:`gemini_split.commands.run_server_profiles` for the profile file,
+:mod:`gemini_split.commands.run_server_remote` for what connects)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ if TYPE_CHECKING:
 
 #: The runners: the profile file alone (light: `server list --names` runs on
 #: every Tab), and what connects to a server.
-PROFILES = "gemini_split.commands.server_profiles:run_server_command"
-REMOTE = "gemini_split.commands.server_remote:run_server_remote"
+PROFILES = "gemini_split.commands.run_server_profiles:run_server_command"
+REMOTE = "gemini_split.commands.run_server_remote:run_server_remote"
 
 ADDRESS_HELP = "ws://HOST:PORT, wss://HOST:PORT, grpc://HOST:PORT, grpcs://… or 'stdio:COMMAND …'"
 

@@ -1,4 +1,4 @@
-"""``gemini-split skills``'s arguments (the runner: :mod:`gemini_split.commands.skills`)."""
+"""``gemini-split skills``'s arguments (the runner: :mod:`gemini_split.commands.run_skills`)."""
 
 from __future__ import annotations
 
@@ -23,4 +23,4 @@ def add_parser(commands: Any) -> None:
     uninstall = sub.add_parser("uninstall", help="remove an installed skill")
     uninstall.add_argument("name", metavar="NAME")
     uninstall.add_argument("--scope", choices=("user", "workspace"), default="user")
-    parser.set_defaults(run="gemini_split.commands.skills:run_skills_command")
+    parser.set_defaults(run="gemini_split.commands.run_skills:run_skills_command")

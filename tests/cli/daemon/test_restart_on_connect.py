@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from gemini_split.app import resolve_client_settings
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.cli import build_parser
 from gemini_split.client.connect import open_client
 from gemini_split.environment import Environment

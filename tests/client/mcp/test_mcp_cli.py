@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gemini_split.settings import strip_json_comments
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.cli.test_oneshot_cli import API_KEY, run_cli
@@ -110,12 +111,14 @@ def test_mcp_add_list_remove_edit_settings_json_like_gemini_cli(tmp_path):
                      "-m", "mcp_server_time", "--local-timezone", "UTC"], cwd=project, env_extra=env)
     assert added.returncode == 0, added.stderr
     assert 'MCP server "time" added to project settings' in added.stdout
-    data = json.loads((project / ".gemini" / "settings.json").read_text())
-    assert data["model"] == {"name": "gemini-2.5-pro"}  # other keys kept
+    written = (project / ".gemini" / "settings.json").read_text()
+    assert written.startswith('{\n  // kept key\n  "model": {"name": "gemini-2.5-pro"},\n  "mcpServers": {\n')
+    data = json.loads(strip_json_comments(written))
+    assert data["model"] == {"name": "gemini-2.5-pro"}  # other keys kept, comments too
     assert data["mcpServers"]["time"] == {"command": sys.executable,
                                           "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"],
                                           "env": {"TZ_KEY": "$MY_TOKEN"}}  # $VAR kept unexpanded
-    assert "comments" in added.stderr and (project / ".gemini" / "settings.json.bak").exists()
+    assert added.stderr == "" and not (project / ".gemini" / "settings.json.bak").exists()
 
     http = run_cli(["mcp", "add", "-s", "user", "-t", "http", "-H", "Authorization: Bearer abc", "--trust",
                     "--include-tools", "a,b", "remote", "https://example.invalid/mcp"], cwd=project, env_extra=env)
@@ -132,6 +135,7 @@ def test_mcp_add_list_remove_edit_settings_json_like_gemini_cli(tmp_path):
 
     removed = run_cli(["mcp", "remove", "time"], cwd=project, env_extra=env)
     assert removed.returncode == 0 and 'Server "time" removed' in removed.stdout
-    assert "time" not in json.loads((project / ".gemini" / "settings.json").read_text())["mcpServers"]
+    assert (project / ".gemini" / "settings.json").read_text() == (
+        '{\n  // kept key\n  "model": {"name": "gemini-2.5-pro"},\n  "mcpServers": {}\n}\n')
     missing = run_cli(["mcp", "remove", "time"], cwd=project, env_extra=env)
     assert missing.returncode == 1 and "not found" in missing.stdout

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from gemini_split.commands.acp import LOG_MAX_BYTES, open_log
+from gemini_split.commands.run_acp import LOG_MAX_BYTES, open_log
 
 pytestmark = pytest.mark.timeout(20)
 

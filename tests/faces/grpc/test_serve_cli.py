@@ -26,7 +26,7 @@ def _env(**extra):
 
 
 @pytest.mark.timeout(60)  # a serve with gRPC starts; 25 s is too tight on a loaded 2-core machine
-def test_serve_grpc_serves_chat_streams_and_stops_on_sigterm(third_party, tmp_path):
+def test_serve_grpc_serves_chat_streams_beside_websocket_says_how_the_model_is_reached_once_and_stops_on_sigterm(third_party, tmp_path):
     tp = third_party
     with FakeGemini() as fake:
         proc = subprocess.Popen(
@@ -34,12 +34,13 @@ def test_serve_grpc_serves_chat_streams_and_stops_on_sigterm(third_party, tmp_pa
             cwd=tmp_path, env=_env(GEMINI_API_KEY="k", GOOGLE_GEMINI_BASE_URL=fake.url),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            addresses = []
+            addresses, lines = [], []
             deadline = time.monotonic() + 50
             while len(addresses) < 2 and time.monotonic() < deadline:
                 line = proc.stderr.readline()
                 if not line:
                     break
+                lines.append(line)
                 addresses += re.findall(r"serving on (\S+)", line)
             assert any(a.startswith("grpc://") for a in addresses), addresses
             grpc_address = next(a for a in addresses if a.startswith("grpc://"))
@@ -48,6 +49,9 @@ def test_serve_grpc_serves_chat_streams_and_stops_on_sigterm(third_party, tmp_pa
             assert outcome.code == grpc.StatusCode.OK and outcome.text() == "Echo: from another language"
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=15) == 0
+            lines += proc.stderr.read().splitlines()
+            # One model, one line about how it is reached, however many listeners.
+            assert sum("the model is reached through" in line for line in lines) == 1, lines
         finally:
             if proc.poll() is None:
                 proc.kill()

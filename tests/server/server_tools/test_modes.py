@@ -9,7 +9,7 @@ from gemini_split.app import resolve_approval_mode
 from gemini_split.cli import build_parser
 from gemini_split.client.approval_mode import ApprovalMode
 from gemini_split.client.connect import ToolSettings, server_tool_choice
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.options import ClientOptions
 

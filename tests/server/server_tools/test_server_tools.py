@@ -184,7 +184,7 @@ async def test_a_session_dropped_for_idleness_takes_its_workspace_along(tmp_path
     sessions it drops, and only those."""
     import time
 
-    from gemini_split.commands.serve import _expire_sessions
+    from gemini_split.commands.run_serve import _expire_sessions
     from gemini_split.server.store import SessionRecord
     from gemini_split.server.store.memory import MemoryStore
     from gemini_split.server.session.server_tools import ToolChoice

@@ -4,8 +4,6 @@ changes nothing."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures)
@@ -13,10 +11,11 @@ from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures
 pytestmark = pytest.mark.timeout(60)
 
 
-def test_model_set_resolves_the_alias_and_persist_saves_it(start_repl, tmp_path):
+def test_model_set_resolves_the_alias_and_persist_saves_it_keeping_the_files_comments(start_repl, tmp_path):
     settings = tmp_path / "home" / "settings.json"
     settings.parent.mkdir(parents=True, exist_ok=True)
-    settings.write_text('{"output": {"format": "text"}}')
+    settings.write_text('{\n  // gemini-cli allows comments: /model set --persist keeps them\n'
+                        '  "output": {"format": "text"}\n}\n')
     repl = start_repl([])
     ask(repl, "/model flsh")
     repl.expect(r"unknown model 'flsh'")
@@ -25,11 +24,12 @@ def test_model_set_resolves_the_alias_and_persist_saves_it(start_repl, tmp_path)
     ask(repl, "/model pro")
     repl.expect(r"model: gemini-3\.1-pro-preview \(pro\) \(from the next prompt on\)")
     repl.expect(PROMPT)
-    assert json.loads(settings.read_text()) == {"output": {"format": "text"}}  # not saved without --persist
+    assert '"model"' not in settings.read_text()  # not saved without --persist
     ask(repl, "/model set flash --persist")
     repl.expect(r"model: gemini-3\.8-flash \(flash\) \(from the next prompt on; saved as")
     repl.expect(PROMPT)
-    assert json.loads(settings.read_text()) == {"output": {"format": "text"}, "model": {"name": "flash"}}
+    assert settings.read_text() == ('{\n  // gemini-cli allows comments: /model set --persist keeps them\n'
+                                    '  "output": {"format": "text"},\n  "model": {\n    "name": "flash"\n  }\n}\n')
     ask(repl, "/model set")
     repl.expect(r"usage: /model \[NAME\] \| /model set NAME \[--persist\]")
     repl.expect(PROMPT)

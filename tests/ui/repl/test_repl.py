@@ -449,7 +449,8 @@ def test_compress_has_the_server_replace_the_older_turns_with_the_models_summary
     repl.expect(r"Madrid")
     repl.expect(PROMPT)
     ask(repl, "/compress")
-    repl.expect(r"✦ Chat history compressed from [\d,]+ to [\d,]+ tokens\.")
+    repl.expect(r"Compressing chat history")  # gemini-cli's words while it runs, and after:
+    repl.expect(r"✦ Chat history compressed from \d+ to \d+ tokens\.")
     repl.expect(PROMPT)
     ask(repl, "/chat save after")
     repl.expect(r"Saved chat after \(4 messages\)")  # summary, acknowledgement, the last exchange
@@ -618,3 +619,17 @@ def test_the_command_shapes_gemini_cli_users_type(start_repl, workdir, tmp_path)
                             text=True, timeout=30)
     assert listed.returncode == 0, listed.stderr
     assert "notes" not in listed.stdout, listed.stdout
+
+
+@pytest.mark.timeout(60)
+def test_a_choice_longer_than_the_terminal_is_wrapped_not_cut(start_repl, workdir):
+    repl = start_repl([{"function_calls": [{"name": "write_file", "args": {"file_path": "w.txt", "content": "w\n"}}]},
+                       {"text": "ok"}], cols=50)
+    ask(repl, "write w.txt")
+    repl.expect(r"❯ 3\. No")
+    # "2. Yes, and allow every write_file call for the rest of this session"
+    # is 70 columns: its end is on the next line, not cut off.
+    assert re.search(r"rest\W*of\W*this\W*session", repl.text), repl.text[-1500:]
+    repl.send(ESC)
+    repl.expect(r"✗ refused")
+    repl.expect(PROMPT)

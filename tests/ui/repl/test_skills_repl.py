@@ -3,8 +3,6 @@ persisted in settings.json as gemini-cli persists them."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures)
@@ -20,7 +18,9 @@ def skills_home(tmp_path):
     return tmp_path / "home"
 
 
-def test_skills_are_listed_disabled_enabled_and_reloaded_and_the_choice_persists(start_repl, skills_home):  # noqa: F811
+def test_skills_are_listed_disabled_enabled_and_reloaded_and_the_choice_persists_with_the_files_comments(start_repl, skills_home):  # noqa: F811
+    settings_file = skills_home / "settings.json"
+    settings_file.write_text('{\n  // skills the team turned off\n  "skills": {"disabled": []}\n}\n')
     repl = start_repl([{"function_calls": [{"name": "activate_skill", "args": {"name": "greeter"}}]},
                        {"text": "activated it"}])
     ask(repl, "/skills list")
@@ -29,15 +29,15 @@ def test_skills_are_listed_disabled_enabled_and_reloaded_and_the_choice_persists
     ask(repl, "/skills disable greeter")
     repl.expect(r'Skill "greeter" disabled in user settings')
     repl.expect(PROMPT)
-    settings = json.loads((skills_home / "settings.json").read_text())
-    assert settings == {"skills": {"disabled": ["greeter"]}}
+    assert settings_file.read_text() == '{\n  // skills the team turned off\n  "skills": {"disabled": ["greeter"]}\n}\n'
+
     ask(repl, "/skills list")
     repl.expect(r"greeter \[disabled\] \(user\)")
     repl.expect(PROMPT)
     ask(repl, "/skills enable greeter")
     repl.expect(r'Skill "greeter" enabled in user settings')
     repl.expect(PROMPT)
-    assert json.loads((skills_home / "settings.json").read_text()) == {"skills": {"disabled": []}}
+    assert settings_file.read_text() == '{\n  // skills the team turned off\n  "skills": {"disabled": []}\n}\n'
     second = skills_home / "skills" / "second"
     second.mkdir()
     (second / "SKILL.md").write_text("---\nname: second\ndescription: [broken\n---\n")

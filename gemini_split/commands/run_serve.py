@@ -23,8 +23,9 @@ import trio
 from gemini_split._trio_util import single_exceptions
 from gemini_split.app import open_model, server_telemetry, server_tools_from
 from gemini_split.client.approval_mode import parse_approval_mode
+from gemini_split.client.face_client import open_face_client
 from gemini_split.collector import settle_for_serving
-from gemini_split.commands.options import server_tools_options
+from gemini_split.commands.options_from_args import server_tools_options
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, MissingApiKey
 from gemini_split.exit_status import ExitStatus
@@ -137,7 +138,6 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     server_tools = server_tools_from(server_tools_options(args), env)
     client_model = None
     if args.allow_client_credentials:
-
         client_model = functools.partial(network_caller_model, base_url=e.get("GOOGLE_GEMINI_BASE_URL") or None)
     service = AgentService(model, config, authenticate=authenticate, store=store, server_tools=server_tools,
                            client_model=client_model)
@@ -156,7 +156,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
     acp = None
     if acp_address is not None:
         # Lazy: the ACP stack only with --acp-ws (gemini_split/lazy_imports.py).
-        from gemini_split.commands.acp import log_path, open_log
+        from gemini_split.commands.run_acp import log_path, open_log
 
         try:
             mode = parse_approval_mode(e.get("GEMINI_APPROVAL_MODE") or "default")
@@ -166,9 +166,6 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         stop_log = open_log(log_path(args, env))
     listeners = [(address, options)] if address else []
     if grpc_address:
-        # Lazy: the gRPC face only with --grpc (gemini_split/lazy_imports.py).
-        from gemini_split.client.face_client import open_face_client
-
         listeners.append((grpc_address, msgspec.structs.replace(options, extra={
             # The face opens its streams' sessions with the native client.
             "open_client": open_face_client,
@@ -230,7 +227,6 @@ def state_dir(value: str | None, env: Environment) -> str:
 
 
 async def _expire_sessions(store: Any, ttl: float, server_tools: Any = None) -> None:
-
     while True:
         try:
             gone = await store.expire(time.time() - ttl)

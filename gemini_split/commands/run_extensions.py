@@ -14,14 +14,14 @@ import getpass
 from pathlib import Path
 from typing import Any
 
+from gemini_split.client import extensions as ext_mod
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
+from gemini_split.ui.extension_list import list_lines
+from gemini_split.ui.safe_text import visible
 
 
 def run_extensions_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
-    from gemini_split.client import extensions as ext_mod
-    from gemini_split.ui.safe_text import visible
-
     home = Path(env.environ.get("HOME") or Path.home())
     common = {"workspace": env.cwd, "home": home}
     try:
@@ -81,8 +81,6 @@ def run_extensions_command(args: argparse.Namespace, env: Environment) -> ExitSt
 
 
 def _list(env: Environment, home: Path) -> ExitStatus:
-    from gemini_split.ui.extension_list import list_lines
-
     for line in list_lines(env.config_dir, env.cwd, home, warn=env.warn):
         print(line, file=env.stdout)
     return ExitStatus.SUCCESS
@@ -90,8 +88,6 @@ def _list(env: Environment, home: Path) -> ExitStatus:
 
 def _confirm(env: Environment, consent: bool) -> Any:
     def confirm(description: str) -> bool:
-        from gemini_split.ui.safe_text import visible
-
         print(visible(description), file=env.stderr)
         if consent:
             return True

@@ -26,7 +26,7 @@ from gemini_split.client.skills import (
     skill_roots,
     uninstall,
 )
-from gemini_split.commands.sessions import printable
+from gemini_split.commands.run_sessions import printable
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.settings import load_settings

@@ -1,6 +1,6 @@
 """``gemini-split server status|connect|test``: what connects to a server
 named by a profile or an address (the profile file alone:
-:mod:`gemini_split.commands.server_profiles`)."""
+:mod:`gemini_split.commands.run_server_profiles`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import trio
 from gemini_split.app import resolve_server_address, settings_for
 from gemini_split.client.connect import describe_connect_error
 from gemini_split.client.probe import probe
-from gemini_split.commands.repl import run_repl
+from gemini_split.commands.run_repl import run_repl
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus

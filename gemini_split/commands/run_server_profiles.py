@@ -7,7 +7,7 @@ line: the shell completions call it to complete ``--server``.
 
 Light on imports: ``list --names`` runs on every Tab (bench/cli_start.py),
 so what connects to a server (trio, the client, the composition root) is
-in :mod:`gemini_split.commands.server_remote`.
+in :mod:`gemini_split.commands.run_server_remote`.
 """
 
 from __future__ import annotations

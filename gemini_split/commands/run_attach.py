@@ -20,7 +20,7 @@ import trio
 
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
 from gemini_split.client.connect import describe_connect_error, open_client
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.protocol import Replay, ServerEvent, encode

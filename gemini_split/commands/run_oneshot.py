@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gemini_split.app import client_telemetry, embedded_service_for, hold_embedded, resolve_client_settings
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.protocol_client import RequestFailed  # noqa: I001
 from gemini_split.client.context import runs_elsewhere  # noqa: I001

@@ -14,7 +14,7 @@ import trio
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
 from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.client.session_scope import NO_SESSIONS, is_number, listing_client, project_sessions
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput
 from gemini_split.exit_status import ExitStatus
@@ -33,7 +33,7 @@ def _run(args: argparse.Namespace, env: Environment, delete: str | None) -> Exit
 
     options = client_options(args)
     settings = resolve_client_settings(options, env)
-    embedded = embedded_service_for(options, env, settings)
+    embedded = embedded_service_for(options, env, settings, model=False)  # the store only: no key needed
 
     async def main() -> ExitStatus:
         try:

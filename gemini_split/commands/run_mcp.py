@@ -2,8 +2,9 @@
 
 ``list`` / ``add`` / ``remove`` edit the ``mcpServers`` of gemini-cli's
 settings files the way ``gemini mcp …`` does (project scope by default,
-``-s user`` for ``~/.gemini/settings.json``): the file is rewritten
-atomically, every other key kept; ``$VAR`` references stay unexpanded.
+``-s user`` for ``~/.gemini/settings.json``): the file is edited in place
+by :mod:`gemini_split.settings_edit` (atomically, every other key and every
+comment kept; ``$VAR`` references stay unexpanded).
 ``serve`` exposes gemini-split's own tools as an MCP server (stdio, or
 streamable HTTP with ``--http``).
 """
@@ -11,7 +12,6 @@ streamable HTTP with ``--http``).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,9 @@ from gemini_split.client.workspace import Workspace
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus
-from gemini_split.files import replace_atomically
 from gemini_split.server.auth import load_auth_config
-from gemini_split.settings import load_settings, strip_json_comments
+from gemini_split.settings import load_settings
+from gemini_split.settings_edit import SettingsFile
 from gemini_split.transport import is_loopback_host
 from gemini_split.ui.safe_text import visible
 
@@ -83,37 +83,16 @@ def _settings_path(scope: str, env: Environment) -> Path:
     return env.cwd / ".gemini" / "settings.json"
 
 
-def _read_for_edit(path: Path) -> tuple[dict[str, Any], bool]:
-    """The file's object as written (no ``$VAR`` expansion) and whether it
-    held comments (which a rewrite cannot keep)."""
-
+def _read_for_edit(path: Path) -> SettingsFile:
+    """The settings file to edit, refused (as written, ``$VAR`` unexpanded)
+    when its ``mcpServers`` is not an object."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        return {}, False
+        settings = SettingsFile.read(path)
     except OSError as exc:
         raise ConfigurationError(f"cannot read {path}: {exc.strerror or exc}") from None
-    stripped = strip_json_comments(text)
-    try:
-        data = json.loads(stripped) if stripped.strip() else {}
-    except ValueError as exc:
-        raise ConfigurationError(f"{path} is not valid JSON ({exc}); fix it before editing it with 'mcp'") from None
-    if not isinstance(data, dict):
-        raise ConfigurationError(f"{path} must hold a JSON object")
-    servers = data.get("mcpServers", {})
-    if not isinstance(servers, dict):
+    if not isinstance(settings.get("mcpServers", {}), dict):
         raise ConfigurationError(f"{path}: key 'mcpServers' must be an object")
-    return data, stripped != text
-
-
-def _write(path: Path, data: dict[str, Any], had_comments: bool, env: Environment) -> None:
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if had_comments:
-        backup = path.with_name(path.name + ".bak")
-        replace_atomically(backup, path.read_bytes())
-        env.warn(f"gemini-split: {path} had comments, which JSON cannot keep; the original is in {backup}")
-    replace_atomically(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+    return settings
 
 
 def _split_list(text: str | None) -> list[str] | None:
@@ -154,11 +133,10 @@ def _add(args: argparse.Namespace, env: Environment) -> ExitStatus:
     entry = {k: v for k, v in entry.items() if v not in ({}, [])}
 
     path = _settings_path(args.scope, env)
-    data, had_comments = _read_for_edit(path)
-    servers = data.setdefault("mcpServers", {})
-    existed = args.name in servers
-    servers[args.name] = entry
-    _write(path, data, had_comments, env)
+    settings = _read_for_edit(path)
+    existed = args.name in settings.get("mcpServers", {})
+    settings.set(("mcpServers", args.name), entry)
+    settings.save()
     verb = "updated in" if existed else "added to"
     print(f'MCP server "{args.name}" {verb} {args.scope} settings ({path}). ({args.transport})', file=env.stdout)
     return ExitStatus.SUCCESS
@@ -166,13 +144,11 @@ def _add(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
 def _remove(args: argparse.Namespace, env: Environment) -> ExitStatus:
     path = _settings_path(args.scope, env)
-    data, had_comments = _read_for_edit(path)
-    servers = data.get("mcpServers", {})
-    if args.name not in servers:
+    settings = _read_for_edit(path)
+    if not settings.unset(("mcpServers", args.name)):
         print(f'Server "{args.name}" not found in {args.scope} settings ({path}).', file=env.stdout)
         return ExitStatus.ERROR
-    del servers[args.name]
-    _write(path, data, had_comments, env)
+    settings.save()
     print(f'Server "{args.name}" removed from {args.scope} settings ({path}).', file=env.stdout)
     return ExitStatus.SUCCESS
 

@@ -27,7 +27,7 @@ from gemini_split.client.restoring import (
     request_seq,
     source_for,
 )
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.transport import ConnectFailed

@@ -12,7 +12,7 @@ import argparse
 import trio
 
 from gemini_split.app import client_telemetry, embedded_service_for, resolve_client_settings
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.folder_trust import project_files, record_trust

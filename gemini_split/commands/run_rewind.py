@@ -21,7 +21,7 @@ from gemini_split.app import embedded_service_for, hold_embedded, resolve_client
 from gemini_split.client.session_scope import open_resumed_client
 from gemini_split.client.failures import RequestFailed
 from gemini_split.client.rewinding import files_since, rewind, runs_on_server, steps
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.transport import ConnectFailed, TransportError

@@ -43,7 +43,7 @@ from gemini_split.app import (
     resolve_client_settings,
 )
 from gemini_split.client.connect import ClientSettings
-from gemini_split.commands.options import client_options
+from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.errors import MissingApiKey
 from gemini_split.exit_status import ExitStatus

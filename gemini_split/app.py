@@ -41,6 +41,7 @@ from gemini_split.client.context import (
 from gemini_split.client.local_daemon import ensure_daemon
 from gemini_split.client.skills import Discovery, discover, skill_roots, wire_skills
 from gemini_split.client.tools.session_tools import default_memory_file
+from gemini_split.client.tools.subprocess_env import is_secret_name
 from gemini_split.client.system_prompt import custom_prompt_file, read_custom_prompt, write_prompt_file
 from gemini_split.collector import paused_collection
 from gemini_split.environment import Environment
@@ -837,8 +838,6 @@ def client_telemetry(settings: ClientSettings, env: Environment, *, interactive:
         "extensions_count": len(extensions),
         "server": settings.endpoint.server or "embedded",
     }
-    from gemini_split.client.tools.subprocess_env import is_secret_name
-
     return activated(config, role="client" if settings.endpoint.server else "embedded",
                      warn=lambda line: env.warn(f"gemini-split: {line}"),
                      secrets=secret_values(e, is_secret_name), config_attributes=attributes,
@@ -863,8 +862,6 @@ def server_telemetry(env: Environment, flags: TelemetryFlags | None = None, *, m
     config = resolve_telemetry(section, env.environ, flags, cwd=env.cwd)
     if not config.enabled:
         return activated(config, role=role, warn=log.warning)
-    from gemini_split.client.tools.subprocess_env import is_secret_name
-
     log.info("telemetry: exporting to %s%s", config.destination(),
              " (with prompts and answers: logPrompts)" if config.log_prompts else "")
     e = env.environ

@@ -49,6 +49,8 @@ EDGES = {
     "importlib.metadata": "entry points only when a plugin is looked up",
     "gemini_split.client.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",
     "opentelemetry": "the OpenTelemetry SDK: only when telemetry is on",
+    "opentelemetry.exporter.otlp.proto.grpc": "the OTLP/gRPC exporter (grpc): only for otlpProtocol grpc",
+    "opentelemetry.exporter.otlp.proto.http": "the OTLP/HTTP exporter (requests): only for otlpProtocol http",
     "gemini_split.telemetry.otel": "the OpenTelemetry SDK: only when telemetry is on",
     "gemini_split.telemetry.recorder": "telemetry's events (json, logging): only when telemetry is on",
     # Modules of ours that are heavy through what they import, each kept

@@ -23,7 +23,7 @@ import trio
 from gemini_split._trio_util import single_exceptions
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
-from gemini_split.protocol import Replay, TOOL_HOOKS_SINCE
+from gemini_split.protocol import Replay, TOOL_HOOKS_SINCE, SYSTEM_PROMPT_SINCE
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,
@@ -44,6 +44,7 @@ from .protocol_client import (
 )
 from .tools import ask_user
 from .tools.base import ToolKind
+from .system_prompt import write_prompt
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
 
@@ -406,8 +407,6 @@ _SAID: set[str] = set()
 def _check_system_prompt(context: ContextSettings, client: ProtocolClient) -> None:
     """Refuse to go on with a server that would ignore the user's own system
     prompt (``GEMINI_SYSTEM_MD``: protocol 1.4). Raises :class:`HandshakeFailed`."""
-    from gemini_split.protocol import SYSTEM_PROMPT_SINCE
-
     message = context.message
     if message is None or message.system_prompt is None or client.conn.version >= SYSTEM_PROMPT_SINCE:
         return
@@ -422,8 +421,6 @@ async def _write_system_prompt(context: ContextSettings, client: ProtocolClient,
                                on_notice: Callable[[str], None] | None) -> None:
     """``GEMINI_WRITE_SYSTEM_MD``: write the system prompt the server would
     send to the file it names; a failure is told, not fatal."""
-    from .system_prompt import write_prompt
-
     path = context.write_system_prompt
     assert path is not None
     try:

@@ -38,6 +38,7 @@ around its run (:func:`activated`) and read where things happen
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -248,8 +249,6 @@ def installation_id(state_dir: Path) -> str:
     """gemini-cli's ``installation.id``: a random id kept in
     ``installation_id`` in the config directory, made on first use (a
     fresh one each time when it cannot be kept)."""
-    import uuid
-
     path = state_dir / "installation_id"
     try:
         text = path.read_text(encoding="utf-8").strip()

@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 import time
+from urllib.parse import urlsplit
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -144,8 +145,6 @@ def _exporters(config: TelemetryConfig) -> tuple[LogRecordExporter, MetricExport
         base = config.otlp_endpoint.rstrip("/")
         return (OTLPLogExporter(endpoint=f"{base}/v1/logs", timeout=EXPORT_TIMEOUT),
                 OTLPMetricExporter(endpoint=f"{base}/v1/metrics", timeout=EXPORT_TIMEOUT))
-    from urllib.parse import urlsplit
-
     from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter as GrpcLogExporter
     from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter as GrpcMetricExporter
 

@@ -37,6 +37,7 @@ from gemini_split.client.approval import Answer, ApprovalPolicy, ApprovalRequest
 from gemini_split.client.tools.base import ToolFailed
 from gemini_split.protocol import AskUserQuestion
 
+from .questions import ask_questions
 from .safe_text import clip_lines, collapse_blank_runs, command_warnings, visible
 
 if TYPE_CHECKING:
@@ -140,8 +141,6 @@ class InlineAsker:
         like an approval: one question on the screen at a time, keys typed
         ahead kept for the next prompt. Cancelled, the menu goes away and
         nothing typed into it is used."""
-        from .questions import ask_questions
-
         async with self._lock, self.hold_prompt():
             view = self.view()
             if view is not None:

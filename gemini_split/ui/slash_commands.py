@@ -26,6 +26,7 @@ from gemini_split.client.approval import ApprovalMode, Decision
 from gemini_split.client.probe import measure_latency, probe
 from gemini_split.client.profiles import make_profile, profile_table
 from gemini_split.client.protocol_client import RequestFailed
+from gemini_split.client.system_prompt import INDICATOR
 from gemini_split.client.tools.base import ToolContext, ToolFailed
 from gemini_split.client.tools.session_tools import SaveMemoryTool
 from gemini_split.errors import ConfigurationError
@@ -865,8 +866,6 @@ async def _about(repl: Repl, args: list[str]) -> None:
 def _system_prompt_source(repl: Repl) -> str:
     """Where the system prompt comes from: the built-in one, or the
     user's own file (``GEMINI_SYSTEM_MD``, gemini-cli's ``|⌐■_■|``)."""
-    from gemini_split.client.system_prompt import INDICATOR
-
     path = repl.settings.context.system_prompt_file
     if path is None:
         return "built-in"

@@ -38,7 +38,8 @@ from typing import Any
 
 import msgspec
 
-from gemini_split.files import read_bounded, replace_atomically
+from gemini_split.errors import SettingsError
+from gemini_split.files import read_bounded
 
 #: A definition larger than this is refused (its body travels with every request).
 MAX_AGENT_BYTES = 256 * 1024
@@ -386,32 +387,22 @@ def wire_agents(discovery: Discovery, *, excluded: Iterable[str] = ()) -> tuple:
 
 def set_enabled(path: Path, name: str, enabled: bool) -> bool:
     """Set ``agents.overrides.<name>.enabled`` in the settings file
-    ``path``, keeping every other key. Returns whether the file changed.
-    Raises :class:`AgentError` for a file that is not a JSON object (it is
-    left as it was)."""
-    from gemini_split.settings import strip_json_comments
+    ``path``, keeping everything else, comments too
+    (:mod:`gemini_split.settings_edit`). Returns whether the file changed.
+    Raises :class:`AgentError` for a file that is not a JSON object, or
+    whose ``agents.overrides.<name>`` is not one (it is left as it was),
+    ``OSError`` when it cannot be written."""
+    from gemini_split.settings_edit import SettingsFile  # lazy_imports.EDGES
 
+    key = ("agents", "overrides", name, "enabled")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = "{}"
-    try:
-        raw = msgspec.json.decode(strip_json_comments(text)) if text.strip() else {}
-    except msgspec.DecodeError as exc:
-        raise AgentError(f"{path}: not JSON ({exc}); left unchanged") from None
-    if not isinstance(raw, dict):
-        raise AgentError(f"{path}: not a JSON object; left unchanged")
-    section = raw.setdefault("agents", {})
-    overrides = section.setdefault("overrides", {}) if isinstance(section, dict) else None
-    entry = overrides.setdefault(name, {}) if isinstance(overrides, dict) else None
-    if not isinstance(entry, dict):
-        raise AgentError(f"{path}: 'agents.overrides.{name}' is not an object; left unchanged")
-    if entry.get("enabled") is enabled:
-        return False
-    entry["enabled"] = enabled
-    path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(path, msgspec.json.format(msgspec.json.encode(raw), indent=2) + b"\n")
-    return True
+        settings = SettingsFile.read(path)
+        if settings.get(key, None) is enabled:
+            return False
+        settings.set(key, enabled)
+    except SettingsError as exc:
+        raise AgentError(str(exc)) from None
+    return settings.save()
 
 
 __all__ = ["Agent", "AgentError", "Discovery", "agent_roots", "discover", "load_agent",

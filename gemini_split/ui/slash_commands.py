@@ -674,7 +674,7 @@ async def _vim(repl: Repl, args: list[str]) -> None:
     repl.console.print(Text("Entered Vim mode. Run /vim again to exit." if on else "Exited Vim mode."))
     try:
         persist_user_setting(repl, "general.vimMode", on)
-    except (OSError, ConfigurationError, ImportError) as exc:
+    except (OSError, ConfigurationError) as exc:
         repl.print_notice(f"general.vimMode not saved: {exc}")
 
 

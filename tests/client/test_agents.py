@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+from gemini_split.settings import strip_json_comments
+
 from gemini_split.client.agents import (
     MAX_AGENT_BYTES,
     agent_roots,
@@ -118,10 +120,11 @@ def test_set_enabled_keeps_every_other_key_and_refuses_a_file_that_is_not_an_obj
     settings.write_text('{"model": {"name": "x"}, // a comment\n "agents": {"overrides": {"a": {"runConfig": '
                         '{"maxTurns": 4}}}}}')
     assert set_enabled(settings, "a", False) is True
-    assert json.loads(settings.read_text()) == {"model": {"name": "x"}, "agents": {"overrides": {
+    assert "// a comment" in settings.read_text()  # kept
+    assert json.loads(strip_json_comments(settings.read_text())) == {"model": {"name": "x"}, "agents": {"overrides": {
         "a": {"runConfig": {"maxTurns": 4}, "enabled": False}}}}
     assert set_enabled(settings, "a", False) is False
     settings.write_text("[1, 2]")
-    with pytest.raises(AgentError, match="not a JSON object; left unchanged"):
+    with pytest.raises(AgentError, match="must hold a JSON object, not list; left unchanged"):
         set_enabled(settings, "a", True)
     assert settings.read_text() == "[1, 2]"

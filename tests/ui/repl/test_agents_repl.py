@@ -10,6 +10,8 @@ import json
 
 import pytest
 
+from gemini_split.settings import strip_json_comments
+
 from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(90)
@@ -52,6 +54,7 @@ def test_a_sub_agent_shows_as_a_block_then_one_line_and_ctrl_t_expands_it(start_
 
 
 def test_agents_are_listed_disabled_enabled_and_the_choice_persists(start_repl, agents_home):  # noqa: F811
+    (agents_home / "settings.json").write_text('{\n  // my own note\n  "general": {"vimMode": false}\n}\n')
     repl = start_repl([])
     ask(repl, "/agents list")
     repl.expect(r"codebase_investigator \[enabled\] \(builtin\)")
@@ -60,8 +63,10 @@ def test_agents_are_listed_disabled_enabled_and_the_choice_persists(start_repl, 
     ask(repl, "/agents disable scout")
     repl.expect(r'Sub-agent "scout" disabled in user settings')
     repl.expect(PROMPT)
-    assert json.loads((agents_home / "settings.json").read_text()) == {
-        "agents": {"overrides": {"scout": {"enabled": False}}}}
+    saved = (agents_home / "settings.json").read_text()
+    assert "// my own note" in saved  # the user's comment is kept
+    assert json.loads(strip_json_comments(saved)) == {
+        "general": {"vimMode": False}, "agents": {"overrides": {"scout": {"enabled": False}}}}
     ask(repl, "/agents list")
     repl.expect(r"scout \[disabled\] \(user\)")
     repl.expect(PROMPT)

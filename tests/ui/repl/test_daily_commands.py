@@ -161,7 +161,6 @@ def test_vim_toggles_vi_keys_live(start_repl):
 
 
 def test_vim_saves_general_vim_mode_in_the_users_settings_keeping_comments(start_repl, tmp_path):
-    pytest.importorskip("gemini_split.settings_edit")  # the shared settings editor
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     (home / "settings.json").write_text('{\n  // the user\'s own comment\n  "ui": {"showLineNumbers": false}\n}\n')

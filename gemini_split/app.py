@@ -237,8 +237,9 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
     if agents is not None:
         for line in agents.warnings + [n for a in agents.agents for n in a.notes]:
             env.warn(f"gemini-split: agents: {line}")
-        message = msgspec.structs.replace(message, agents=wire_agents(agents,
-                                                                      excluded=settings.tools.exclude_tools))
+        message = msgspec.structs.replace(message, agents=wire_agents(
+            agents, excluded=settings.tools.exclude_tools, only=settings.tools.core_tools,
+            plan=settings.tools.approval_mode is ApprovalMode.PLAN))
     custom = custom_prompt_file(env.environ, env.cwd)
     if custom is not None:  # GEMINI_SYSTEM_MD: the user's own, in place of the built-in one
         message = msgspec.structs.replace(message, system_prompt=read_custom_prompt(custom))

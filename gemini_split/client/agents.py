@@ -41,6 +41,9 @@ import msgspec
 from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded
 
+#: The sub-agents plan mode offers: gemini-cli's built-in research agents
+#: (read-only tools only).
+PLAN_MODE_AGENTS = frozenset({"codebase_investigator"})
 #: A definition larger than this is refused (its body travels with every request).
 MAX_AGENT_BYTES = 256 * 1024
 #: At most this many sub-agents are sent (the protocol's bound).
@@ -377,12 +380,19 @@ def apply_overrides(agent: Agent, override: Any) -> Agent:
     return Agent(definition, agent.scope, enabled, agent.notes)
 
 
-def wire_agents(discovery: Discovery, *, excluded: Iterable[str] = ()) -> tuple:
+def wire_agents(discovery: Discovery, *, excluded: Iterable[str] = (), only: Iterable[str] | None = None,
+                plan: bool = False) -> tuple:
     """The enabled agents' definitions, as ``SessionContext.agents`` carries
-    them (at most :data:`MAX_AGENTS`; ``excluded`` — ``tools.exclude`` —
-    takes an agent out as it takes out a tool)."""
+    them (at most :data:`MAX_AGENTS`), offered as the session's tools are:
+    ``excluded`` (``tools.exclude``) takes an agent out as it takes out a
+    tool, ``only`` (``tools.core``, an allowlist of names) keeps just the
+    agents it names, and in plan mode only the built-in research agents
+    (:data:`PLAN_MODE_AGENTS`) are offered, as in gemini-cli."""
     off = set(excluded)
-    return tuple(a.definition for a in discovery.enabled() if a.name not in off)[:MAX_AGENTS]
+    allowed = set(only) if only is not None else None
+    return tuple(a.definition for a in discovery.enabled()
+                 if a.name not in off and (allowed is None or a.name in allowed)
+                 and (not plan or a.name in PLAN_MODE_AGENTS))[:MAX_AGENTS]
 
 
 def set_enabled(path: Path, name: str, enabled: bool) -> bool:

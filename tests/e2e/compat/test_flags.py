@@ -181,8 +181,10 @@ def test_plan_mode_offers_only_read_only_tools(box):
     assert result.status == 0, result.stderr
     assert offered and set(offered) <= {"read_file", "read_many_files", "list_directory", "glob", "grep_search", "write_todos",
                                         "list_background_processes", "read_background_output",
-                                        "enter_plan_mode", "google_web_search"}
+                                        "enter_plan_mode", "google_web_search",
+                                        "codebase_investigator"}  # gemini-cli's research sub-agent
     assert "write_file" not in offered and "run_shell_command" not in offered
+    assert "generalist" not in offered  # a sub-agent that may write is not offered in plan mode
 
 
 def test_plan_mode_refuses_a_write_even_if_the_model_calls_it(box):

@@ -102,7 +102,7 @@ def test_the_client_never_sends_its_key_over_a_stream_that_is_not_private():
         client_end, _server_end = open_memory_pair(buffer=4, client_peer="ws://203.0.113.5:8080",
                                                    server_peer="client", client_max=1 << 20, server_max=1 << 20)
         client_end.private = False  # as a ws:// connection to another machine is
-        client = ProtocolClient(client_end, executor=SimpleNamespace(asker=None))  # type: ignore[arg-type]
+        client = ProtocolClient(client_end, executor=SimpleNamespace(asker=None, hooks=None, user=None))  # type: ignore[arg-type]
         client.caller, client.send_api_key = Caller(api_key=CLIENT_KEY), True
         with pytest.raises(ConnectFailed, match="not sending your API key to ws://203.0.113.5:8080"):
             await client.handshake()

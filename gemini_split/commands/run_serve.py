@@ -152,6 +152,15 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     ops = Operations(service)
     options.health, options.ready, options.metrics = ops.health, ops.ready, ops.metrics
+    if args.web:
+        if address is None or address.startswith(("stdio:", "unix:")):
+            raise ConfigurationError("--web is served on the WebSocket listener: give --listen HOST:PORT")
+        # Lazy: the web face only with --web (gemini_split/lazy_imports.py).
+        from gemini_split.web.face import web_face_for
+
+        options.extra["web"] = web_face_for(
+            service, pair_ttl=args.web_pair_ttl, cookie_days=args.web_cookie_days,
+            state_dir=None if redis_url else state_dir(args.state_dir, env), static_dir=args.web_static)
     stop_log = None
     acp = None
     if acp_address is not None:

@@ -289,3 +289,76 @@ def test_paired_browsers_survive_a_restart_and_only_hashes_are_kept(tmp_path, pa
     assert logout.status_code == 200 and "Max-Age=0" in logout.headers["set-cookie"]
     assert after.status_code == 401
     assert cookie not in stored and cookie not in log
+
+
+class _Hook:
+    """A webhook receiver: a real HTTP server on a thread, keeping what is posted."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        received = self.received = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                received.append((self.path, self.headers.get("content-type"), json.loads(body)))
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def wait(self, count: int, timeout: float = 15) -> list:
+        deadline = time.monotonic() + timeout
+        while len(self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.received
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_webhook_hears_a_turn_end_ntfy_style_without_the_prompt(tmp_path, page):
+    hook = _Hook()
+    try:
+        with FakeGemini(api_key=API_KEY) as fake, \
+                web_server(tmp_path, fake, page, "--notify-webhook", f"{hook.url}/my-topic") as (_, address):
+            done = client(["--server", address, "-p", "my very secret prompt", "-o", "json"], cwd=tmp_path)
+            assert done.returncode == 0, done.stderr
+            session = json.loads(done.stdout)["session_id"]
+            received = hook.wait(1)
+    finally:
+        hook.close()
+    assert len(received) == 1
+    path, content_type, payload = received[0]
+    assert path == "/" and content_type == "application/json"
+    assert payload == {"topic": "my-topic", "title": "gemini-split: Turn finished",
+                       "message": f"The agent finished its turn: session {session}",
+                       "click": f"{http_of(address)}/#session={session}"}
+
+
+def test_a_dead_webhook_neither_slows_a_turn_nor_floods_the_log(tmp_path, page):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/hooks/secret-path?token=hidden"
+    with FakeGemini(api_key=API_KEY) as fake, \
+            web_server(tmp_path, fake, page, "--notify-webhook", dead) as (proc, address):
+        started = time.monotonic()
+        for n in range(2):
+            done = client(["--server", address, "-p", f"hi {n}", "--resume", "latest"] if n else
+                          ["--server", address, "-p", "hi"], cwd=tmp_path)
+            assert done.returncode == 0, done.stderr
+        took = time.monotonic() - started
+        time.sleep(1)
+    log = proc.stderr.read()
+    assert took < 20
+    assert log.count("cannot post a notification") == 1
+    assert "secret-path" not in log and "hidden" not in log

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import time
-import urllib.parse
 
 import trio
 
@@ -19,6 +18,7 @@ from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.protocol import PairedBrowsers, PairedLink
 from gemini_split.transport import ConnectFailed, TransportError
+from gemini_split.web.link import link_for, qr_text
 
 
 def run_pair_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
@@ -65,27 +65,3 @@ def run_pair_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
         out.write(f"{printable(b.id):<10} {created:<16} {used:<16} {printable(b.user_agent)}\n")
     out.flush()
     return ExitStatus.SUCCESS
-
-
-def link_for(server: str, reply: PairedLink) -> str:
-    """The page's pairing link on the origin the client reached
-    (``ws://h:p`` → ``http://h:p/pair#CODE``); the code rides in the fragment
-    so it never reaches a server log or a Referer."""
-    parts = urllib.parse.urlsplit(server)
-    scheme = {"ws": "http", "wss": "https", "http": "http", "https": "https"}.get(parts.scheme)
-    if scheme is None or not parts.netloc:
-        return reply.url or f"{reply.path}#{reply.code}"
-    netloc = parts.netloc.rpartition("@")[2]  # never a user:password into the link
-    return f"{scheme}://{netloc}{reply.path}#{reply.code}"
-
-
-def qr_text(url: str) -> str:
-    """``url`` as a QR code drawn with half blocks for a terminal."""
-    # segno: pure Python, no dependencies, terminal rendering built in.
-    import io
-
-    import segno
-
-    buffer = io.StringIO()
-    segno.make(url, error="m").terminal(out=buffer, compact=True)
-    return buffer.getvalue()

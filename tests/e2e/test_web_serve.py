@@ -362,3 +362,25 @@ def test_a_dead_webhook_neither_slows_a_turn_nor_floods_the_log(tmp_path, page):
     assert took < 20
     assert log.count("cannot post a notification") == 1
     assert "secret-path" not in log and "hidden" not in log
+
+
+def test_remote_in_the_repl_prints_a_link_that_signs_a_browser_in(tmp_path, page):
+    import sys
+
+    from tests.ui.repl.pty_driver import ENTER, PtyProcess, plain
+    from tests.ui.repl.test_repl import _environ
+
+    with FakeGemini(api_key=API_KEY) as fake, web_server(tmp_path, fake, page) as (_, address):
+        repl = PtyProcess([sys.executable, "-m", "gemini_split", "--server", address],
+                          env=_environ(tmp_path, NO_COLOR="1"), cwd=str(tmp_path), cols=200)
+        try:
+            repl.expect(r"/help for commands", timeout=20)
+            repl.type("/remote")
+            repl.send(ENTER)
+            found = repl.expect(r"(http://127\.0\.0\.1:\d+/pair#[A-Za-z0-9_-]+)", timeout=20)
+            text = plain(repl.text)
+        finally:
+            repl.close()
+        signed_in = post_code(http_of(address), found.group(1).partition("#")[2])
+    assert signed_in.status_code == 200
+    assert "█" in text  # the QR code

@@ -384,3 +384,33 @@ def test_remote_in_the_repl_prints_a_link_that_signs_a_browser_in(tmp_path, page
         signed_in = post_code(http_of(address), found.group(1).partition("#")[2])
     assert signed_in.status_code == 200
     assert "█" in text  # the QR code
+
+
+def test_under_tls_the_link_is_https_and_the_cookie_is_secure(tmp_path, page):
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    cert_file, key_file, ca_file = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(cert_file))
+    cert.private_key_pem.write_to_path(str(key_file))
+    ca.cert_pem.write_to_path(str(ca_file))
+    context = ssl.create_default_context(cafile=str(ca_file))
+    with FakeGemini(api_key=API_KEY) as fake, \
+            web_server(tmp_path, fake, page, "--tls-cert", str(cert_file), "--tls-key", str(key_file)) as (_, address):
+        assert address.startswith("wss://")
+        base = address.replace("wss://", "https://", 1)
+        result = client(["pair", "--no-qr", "--server", address, "--ca", str(ca_file)], cwd=tmp_path)
+        link = result.stdout.strip().splitlines()[-1]
+        answer = httpx.post(f"{base}/api/pair", json={"code": link.partition("#")[2]},
+                            headers={"Origin": base}, verify=context)
+        cookie = answer.cookies["gs_browser"]
+        with connect(address, origin=base, additional_headers={"Cookie": f"gs_browser={cookie}"}, ssl=context,
+                     open_timeout=10) as ws:
+            works = exchange(ws, {"type": "hello", "id": "h", "client": "web",
+                                  "protocol_version": PROTOCOL_VERSION}, "connected")["type"]
+    assert link.startswith(f"{base}/pair#")
+    assert answer.status_code == 200 and "; Secure" in answer.headers["set-cookie"]
+    assert works == "connected"

@@ -929,8 +929,7 @@ async def _remote(repl: Repl, args: list[str]) -> None:
         raise CommandUsage("/remote pairs a browser with a server started with serve --web: "
                            "connect to one first (/server connect NAME|URL)")
     client = repl.require_client()
-    from gemini_split.client.failures import RequestFailed
-    from gemini_split.web.link import link_for, qr_text
+    from gemini_split.web.link import link_for, qr_text  # lazy: gemini_split/lazy_imports.py
 
     try:
         reply = await repl.interruptible(client.pair(), "Asking the server for a pairing link…")

@@ -35,12 +35,17 @@ import hashlib
 import json
 import logging
 import mimetypes
+from http import HTTPStatus
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any, Protocol
 
 import trio
+
+from gemini_split.protocol import PROTOCOL_VERSION
+from gemini_split.transport.throttle import FailedAuthThrottle
 
 from .pairing import Browser, Pairing, PairingError
 
@@ -107,8 +112,6 @@ class WebFace:
         if not self.files:
             self.files = load_static()
         if self.throttle is None:
-            from gemini_split.transport.throttle import FailedAuthThrottle
-
             self.throttle = FailedAuthThrottle(burst=10, refill_per_second=1 / 6)
         self.pairing.on_revoke = self._close_sockets
 
@@ -319,8 +322,6 @@ def response(status: int, body: bytes, *, content_type: str = "text/plain; chars
              headers: list[tuple[str, str]] | None = None, head_only: bool = False) -> bytes:
     """One complete response that closes the connection, with the security
     headers."""
-    from http import HTTPStatus
-
     names = {name.lower() for name, _ in headers or []}
     lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}"]
     for name, value in [
@@ -341,10 +342,6 @@ def web_face_for(service: Any, *, pair_ttl: float, cookie_days: float, state_dir
     ``STATE_DIR/browsers.json`` (in memory only without a state directory,
     e.g. with ``--store redis://``); the page from ``static_dir`` when
     given (development), else the package's."""
-    from pathlib import Path
-
-    from gemini_split.protocol import PROTOCOL_VERSION
-
     pairing = Pairing(code_ttl=pair_ttl, cookie_days=cookie_days,
                       path=Path(state_dir) / "browsers.json" if state_dir else None)
     service.pairing = pairing

@@ -3,6 +3,7 @@ reached, and its QR code for a terminal (``gemini-split pair``, ``/remote``)."""
 
 from __future__ import annotations
 
+import io
 import urllib.parse
 
 from gemini_split.protocol import PairedLink
@@ -23,9 +24,7 @@ def link_for(server: str, reply: PairedLink) -> str:
 def qr_text(url: str) -> str:
     """``url`` as a QR code drawn with half blocks for a terminal."""
     # segno: pure Python, no dependencies, terminal rendering built in.
-    import io
-
-    import segno
+    import segno  # lazy: gemini_split/lazy_imports.py
 
     buffer = io.StringIO()
     segno.make(url, error="m").terminal(out=buffer, compact=True)

@@ -27,4 +27,4 @@ def add_parser(commands: Any) -> None:
     group.add_argument("--ca", metavar="FILE", default=keep, help="CA certificate to trust for wss://")
     group.add_argument("--insecure", action="store_true", default=keep,
                        help="do not verify the server's TLS certificate (testing only)")
-    parser.set_defaults(run="gemini_split.commands.pair:run_pair_command")
+    parser.set_defaults(run="gemini_split.commands.run_pair:run_pair_command")

@@ -12,8 +12,8 @@ import trio
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
 from gemini_split.client.connect import open_client
 from gemini_split.client.protocol_client import RequestFailed
-from gemini_split.commands.options import client_options
-from gemini_split.commands.sessions import printable
+from gemini_split.commands.options_from_args import client_options
+from gemini_split.commands.run_sessions import printable
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.protocol import PairedBrowsers, PairedLink

@@ -266,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "gemini_split.commands.parsers.skills:add_parser")
     commands.add_lazy("restore", "list the checkpoints (general.checkpointing.enabled), or restore one",
                       "gemini_split.commands.parsers.restore:add_parser")
+    commands.add_lazy("pair", "sign a browser in to a serve --web server: a one-time link and QR code",
+                      "gemini_split.commands.parsers.pair:add_parser")
     return parser
 
 

@@ -47,6 +47,8 @@ EDGES = {
     "gemini_split.client.checkpoints": "checkpoints only with general.checkpointing.enabled (and /restore)",
     "gemini_split.client.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
     "importlib.metadata": "entry points only when a plugin is looked up",
+    "gemini_split.web": "serve --web only (the page's files are read at start)",
+    "segno": "gemini-split pair's QR code only",
     "gemini_split.client.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",
     "opentelemetry": "the OpenTelemetry SDK: only when telemetry is on",
     "opentelemetry.exporter.otlp.proto.grpc": "the OTLP/gRPC exporter (grpc): only for otlpProtocol grpc",

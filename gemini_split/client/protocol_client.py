@@ -47,6 +47,10 @@ from gemini_split.protocol import (
     SYSTEM_PROMPT_SINCE,
     GetSystemPrompt,
     SystemPrompt,
+    PAIRING_SINCE,
+    Pair,
+    PairedBrowsers,
+    PairedLink,
     Compress,
     REWIND_SINCE,
     Rewind,
@@ -622,6 +626,18 @@ class ProtocolClient:
         assert isinstance(reply, Sessions)
         self.forget_session(session_id)
         return reply.sessions
+
+    async def pair(self, action: str = "link", browser_id: str | None = None,
+                   timeout: float = 10.0) -> PairedLink | PairedBrowsers:
+        """(1.4) ``pair``: a one-time browser sign-in code (``link``), the
+        user's paired browsers (``list``), or revoke one (``revoke``,
+        ``browser_id`` or ``"all"``). Raises :class:`RequestFailed`."""
+        if self.conn.version < PAIRING_SINCE:
+            raise RequestFailed("this server cannot pair browsers (it speaks protocol "
+                                f"{'.'.join(map(str, self.conn.version))}; 1.4 is needed)", "unknown_type")
+        reply = await self._request(Pair(action=action, browser_id=browser_id), timeout)
+        assert isinstance(reply, PairedLink | PairedBrowsers)
+        return reply
 
     async def restore_checkpoint(self, checkpoint_id: str | None = None, *, apply: bool = False,
                                  timeout: float = 120.0) -> Checkpoints:

@@ -152,6 +152,25 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     ops = Operations(service)
     options.health, options.ready, options.metrics = ops.health, ops.ready, ops.metrics
+    if args.notify_webhook:
+        # Lazy: only with --notify-webhook (gemini_split/lazy_imports.py).
+        from gemini_split.web.notify import Notifier
+
+        if not args.notify_webhook.startswith(("http://", "https://")):
+            raise ConfigurationError("--notify-webhook: give an http:// or https:// URL")
+        service.notifier = Notifier(args.notify_webhook, detail=args.notify_detail)
+        config.observe_events = service.notifier.observe
+    elif args.notify_detail:
+        raise ConfigurationError("--notify-detail goes with --notify-webhook URL")
+    if args.web:
+        if address is None or address.startswith(("stdio:", "unix:")):
+            raise ConfigurationError("--web is served on the WebSocket listener: give --listen HOST:PORT")
+        # Lazy: the web face only with --web (gemini_split/lazy_imports.py).
+        from gemini_split.web.face import web_face_for
+
+        options.extra["web"] = web_face_for(
+            service, pair_ttl=args.web_pair_ttl, cookie_days=args.web_cookie_days,
+            state_dir=None if redis_url else state_dir(args.state_dir, env), static_dir=args.web_static)
     stop_log = None
     acp = None
     if acp_address is not None:
@@ -190,6 +209,12 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         if stop_log is not None:
             stop_log()
     return ExitStatus.SUCCESS
+
+
+def _page_url(address: str) -> str:
+    """The page's address for links: ``ws://h:p`` → ``http://h:p`` (a
+    wildcard host is left as it is: the operator knows the real name)."""
+    return address.replace("wss://", "https://", 1).replace("ws://", "http://", 1)
 
 
 def _serve_model(args: argparse.Namespace, env: Environment) -> tuple[str, Any]:
@@ -253,6 +278,9 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
             async with trio.open_nursery() as nursery:
                 # Before listening: a bad state directory must stop us, not a client.
                 await nursery.start(service.run)
+                notifier = getattr(service, "notifier", None)
+                if notifier is not None:  # serve --notify-webhook
+                    nursery.start_soon(notifier.run)
                 # Built once, and then out of the collector's way (gemini_split/collector.py).
                 service.model.warm_up(service.config.model)
                 settle_for_serving()
@@ -268,6 +296,9 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
                         nursery.cancel_scope.cancel()
 
                     bound = await nursery.start(serve_then_stop)
+                    notifier = getattr(service, "notifier", None)
+                    if notifier is not None and "web" in listen_options.extra:
+                        notifier.base_url = _page_url(bound)  # links in notifications open the page
                     if not address.startswith("stdio:"):
                         log.info("gemini-split serving on %s (model %s, auth %s, store %s)", bound,
                                  service.config.model, "on" if listen_options.authenticate else "off",

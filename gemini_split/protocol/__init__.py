@@ -97,6 +97,7 @@ from .messages import (  # 1.4
     GetSystemPrompt,
     SystemPrompt,
 )
+from .messages import PAIRING_SINCE, Pair, PairedBrowser, PairedBrowsers, PairedLink  # 1.4
 from .connection import Connection, Phase, RequestState, starts_request
 from .tracker import RequestTracker
 from .event_log import EventLog, ReplayUnavailable, coalesce

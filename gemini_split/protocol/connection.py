@@ -75,6 +75,9 @@ from .messages import (
     version_tuple,
     Connected,
     Checkpoints,
+    Pair,
+    PairedBrowsers,
+    PairedLink,
     DeleteSession,
     ListSessions,
     Restore,
@@ -346,8 +349,10 @@ def _expect_reply(c: _Conversation, m: GetState | GetHistory | Rewind) -> None:
     c.owed_replies.add(m.id)
 
 
-def _reply(c: _Conversation, m: State | History | Sessions | Checkpoints | SystemPrompt) -> None:
-    if m.in_reply_to is None and not isinstance(m, Sessions | Checkpoints | SystemPrompt):
+def _reply(c: _Conversation, m: State | History | Sessions | Checkpoints | SystemPrompt | PairedLink
+           | PairedBrowsers) -> None:
+    if m.in_reply_to is None and not isinstance(m, Sessions | Checkpoints | SystemPrompt | PairedLink
+                                                | PairedBrowsers):
         # Unasked: the snapshot a server sends after replay_unavailable.
         _event(c, m)
         return
@@ -501,6 +506,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (CLIENT, Rewind): (_OPEN, _rewind),  # 1.4
     (CLIENT, Restore): (_OPEN, _expect_reply),
     (CLIENT, GetSystemPrompt): (_OPEN, _expect_reply),  # 1.4
+    (CLIENT, Pair): (_OPEN, _expect_reply),  # 1.4
     # server -> client: events of the running request
     (SERVER, TextDelta): (_OPEN, _in_request),
     (SERVER, ThinkingDelta): (_OPEN, _in_request),
@@ -528,6 +534,8 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (SERVER, Sessions): (_OPEN, _reply),
     (SERVER, Checkpoints): (_OPEN, _reply),
     (SERVER, SystemPrompt): (_OPEN, _reply),  # 1.4
+    (SERVER, PairedLink): (_OPEN, _reply),  # 1.4
+    (SERVER, PairedBrowsers): (_OPEN, _reply),  # 1.4
 }
 
 

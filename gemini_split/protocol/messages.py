@@ -81,6 +81,9 @@ SYSTEM_PROMPT_SINCE = (1, 4)
 #: (1.4) The capability a client lists in ``hello`` when a person can answer
 #: ``ask_user`` questions on it.
 ASK_USER_CAPABILITY = "ask_user"
+#: (1.4) The minor version from which a server pairs browsers with its
+#: users (``pair``, ``paired_link``, ``paired_browsers``; ``serve --web``).
+PAIRING_SINCE = (1, 4)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -667,6 +670,20 @@ class Restore(ClientMessage, tag="restore", kw_only=True):
     apply: bool = False
 
 
+class Pair(ClientMessage, tag="pair", kw_only=True):
+    """(1.4) Browser pairing for the caller's user (``serve --web``).
+    ``action`` ``"link"``: a one-time sign-in code, answered by
+    ``paired_link``; ``"list"``: the user's paired browsers, answered by
+    ``paired_browsers``; ``"revoke"``: forget ``browser_id`` (``"all"``: every
+    one) and close its open connections at once, answered by
+    ``paired_browsers`` (the ones left). Refused with ``error``:
+    ``invalid_request`` (the server serves no web page, or an unknown
+    action), ``invalid_field`` (no such browser of the caller's)."""
+
+    action: str = "link"
+    browser_id: str | None = None
+
+
 # --- server to client: events of a session -----------------------------------
 
 
@@ -971,6 +988,41 @@ class Sessions(ServerEvent, tag="sessions", kw_only=True):
 
     in_reply_to: str | None = None
     sessions: tuple[SessionInfo, ...] = ()
+
+
+class PairedLink(ServerEvent, tag="paired_link", kw_only=True):
+    """(1.4) The answer to ``pair`` ``link``: ``code`` signs one browser in
+    as the caller's user when posted to ``POST /api/pair`` on the server's
+    web origin (the page at ``/pair#CODE`` does it), once, before
+    ``expires`` (ms since the epoch). ``code_id`` names it without giving
+    it away. ``url``: the link as the server sees its own address (empty
+    when it cannot tell, e.g. listening on 0.0.0.0): a client builds it from
+    the address it reached instead (``path`` + ``#`` + ``code``)."""
+
+    in_reply_to: str | None = None
+    code: str
+    code_id: str
+    expires: int
+    path: str = "/pair"
+    url: str = ""
+
+
+class PairedBrowser(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.4) One browser signed in by pairing: ``created`` and ``last_used``
+    in ms since the epoch, the ``user_agent`` it signed in with (bounded)."""
+
+    id: str
+    created: int
+    last_used: int = 0
+    user_agent: str = ""
+
+
+class PairedBrowsers(ServerEvent, tag="paired_browsers", kw_only=True):
+    """(1.4) The caller's paired browsers (answer to ``pair`` ``list`` and
+    ``revoke``), oldest first. Never anyone else's."""
+
+    in_reply_to: str | None = None
+    browsers: tuple[PairedBrowser, ...] = ()
 
 
 class CheckpointInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from gemini_split.protocol import DEFAULT_MAX_MESSAGE_SIZE
 
@@ -62,3 +63,6 @@ class ServerConfig:
     #: many ready tasks make it busy (``server/session/priority.py``).
     answer_first_wait: float = 0.5
     answer_first_busy_tasks: int = 100
+    #: Told every batch of events a session logs, ``(session, batch)``:
+    #: ``serve --notify-webhook`` (gemini_split/web/notify.py). Must not wait.
+    observe_events: Any = None

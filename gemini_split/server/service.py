@@ -40,6 +40,10 @@ from gemini_split.protocol import (
     encode,
     History,
     ListSessions,
+    Pair,
+    PairedBrowser,
+    PairedBrowsers,
+    PairedLink,
     Sessions,
     ReplayUnavailable,
     RemoteProtocolError,
@@ -118,6 +122,8 @@ class AgentService:
         self.authenticate = authenticate
         #: ``serve --server-tools``: sessions may run tools here (None: never).
         self.server_tools = server_tools
+        #: serve --web: the paired browsers (gemini_split.web.pairing.Pairing), None without --web.
+        self.pairing: Any = None
         #: Where sessions are kept; opened and closed by whoever runs the
         #: service (``serve``, embedded mode).
         self.store = store if store is not None else MemoryStore(replay_capacity=config.replay_capacity)
@@ -605,6 +611,9 @@ class AgentService:
             if isinstance(message, ListSessions | DeleteSession):
                 await self._answer_sessions(session, view, message, conn.version)
                 continue
+            if isinstance(message, Pair):
+                self._answer_pair(session, view, message)
+                continue
             await session.handle(message, view)
 
     async def _answer_sessions(self, session: Session, view: View, message: ListSessions | DeleteSession,
@@ -630,6 +639,37 @@ class AgentService:
             return
         view.send_direct(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, version,
                                                                                  self.manager.running())))
+
+    def _answer_pair(self, session: Session, view: View, message: Pair) -> None:
+        """(1.4) ``pair``: a sign-in code, the list of paired browsers, or a
+        revocation — always for the connection's own user."""
+        if self.pairing is None:
+            view.send_direct(Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
+                                   message="this server serves no web page: start it with serve --web"))
+            return
+        principal = session.principal
+        user = principal.user_id if principal is not None else ""
+        if message.action == "link":
+            code, code_id, expires = self.pairing.new_code(user, principal.permissions if principal else ())
+            log.info("session %s: a pairing code %s for user %s", session.id, code_id, user or "(local)")
+            view.send_direct(PairedLink(in_reply_to=message.id, code=code, code_id=code_id,
+                                        expires=int(expires * 1000)))
+            return
+        if message.action == "revoke":
+            if not message.browser_id or not self.pairing.revoke(user, message.browser_id):
+                view.send_direct(Error(code=ErrorCode.INVALID_FIELD.value, in_reply_to=message.id,
+                                       message=f"no paired browser {message.browser_id!r} of yours "
+                                               "(gemini-split pair --list shows them)"))
+                return
+        elif message.action != "list":
+            view.send_direct(Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
+                                   message=f"unknown pair action {message.action!r} (link, list, revoke)"))
+            return
+        view.send_direct(PairedBrowsers(in_reply_to=message.id, browsers=tuple(
+            PairedBrowser(id=b.id, created=int(b.created * 1000), last_used=int(b.last_used * 1000),
+                          user_agent=b.user_agent)
+            for b in self.pairing.browsers(user))))
+
 
 #: Events only 1.2 clients know (several clients on one session).
 _V12_EVENTS = (RequestStarted, ClientsChanged, ToolCallAnswered, ToolDecided)

@@ -920,6 +920,29 @@ async def _sessions(repl: Repl, args: list[str]) -> None:
     repl.console.print(Text("/resume ID continues one (Tab completes the id).", style="dim"))
 
 
+async def _remote(repl: Repl, args: list[str]) -> None:
+    """``/remote``: a one-time link (and QR code) that signs a browser in to
+    this server's page (``serve --web``) as you, as ``gemini-split pair``."""
+    _no_args(args, "/remote")
+    server = repl.settings.endpoint.server
+    if not server:
+        raise CommandUsage("/remote pairs a browser with a server started with serve --web: "
+                           "connect to one first (/server connect NAME|URL)")
+    client = repl.require_client()
+    from gemini_split.web.link import link_for, qr_text  # lazy: gemini_split/lazy_imports.py
+
+    try:
+        reply = await repl.interruptible(client.pair(), "Asking the server for a pairing link…")
+    except RequestFailed as exc:
+        repl.print_usage(f"/remote: {exc}")
+        return
+    if reply is None:
+        return
+    url = link_for(server, reply)
+    repl.console.print(Text(qr_text(url)))
+    repl.console.print(Text(f"Open this link in the browser (once, within 10 minutes) to continue there:\n{url}"))
+
+
 async def _resume(repl: Repl, args: list[str]) -> None:
     if len(args) != 1:
         raise CommandUsage("/resume ID|N|latest")
@@ -1094,6 +1117,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             _approval_mode, _approval_modes),
     Command("/model", MODEL_USAGE, "show or set the model for the next prompts", _model, _models),
     Command("/sessions", "/sessions", "your sessions on this server, newest first", _sessions),
+    Command("/remote", "/remote", "a one-time link and QR code that opens your sessions in a browser "
+            "(a server started with serve --web)", _remote),
     Command("/resume", "/resume ID|N|latest", "continue an earlier session and redraw it (N and latest: "
             "this project's, as --list-sessions numbers them)", _resume, _session_ids),
     Command("/restore", "/restore [ID]", "list the checkpoints, or put the files back as before one edit and "

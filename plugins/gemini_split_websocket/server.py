@@ -173,6 +173,20 @@ class _Server:
             return
         if head is None:
             return
+        web = self.options.extra.get("web")
+        if not head.wants_websocket and web is not None:
+            # serve --web: the page, pairing, /api/* (gemini_split/web/face.py).
+            secure = isinstance(tcp, trio.SSLStream)
+            with trio.move_on_after(self.handshake_timeout):
+                host = _host_of(tcp)
+                web_response = await web.answer(
+                    head, tcp, secure=secure, peer_host=host,
+                    source=lambda: client_source(host, forwarded_for=head.header("x-forwarded-for"),
+                                                 real_ip=head.header("x-real-ip"), trusted=self.trusted_proxies))
+                if web_response is not None:
+                    log.debug("%s %s from %s: HTTP %s", head.method, head.path, peer, web_response[9:12].decode())
+                    await tcp.send_all(web_response)
+                    return
         if not head.wants_websocket:
             status, response = answer_plain_request(head, self.options.health, ready=self.options.ready,
                                                     metrics=self.options.metrics)
@@ -188,8 +202,12 @@ class _Server:
             with trio.move_on_after(self.handshake_timeout):
                 await tcp.send_all(plain_response(status, text(message), headers=headers))
             return
+        browser = None
         try:
-            principal = self._admit(head, _host_of(tcp))
+            if web is not None and web.is_browser_request(head, isinstance(tcp, trio.SSLStream)):
+                principal, browser = self._admit_browser(web, head, _host_of(tcp))
+            else:
+                principal = self._admit(head, _host_of(tcp))
         except _Refusal as refusal:
             await self._refuse(tcp, peer, head, refusal)
             return
@@ -204,7 +222,18 @@ class _Server:
                 await tcp.send_all(_switching_protocols(head))
             if accepting.cancelled_caught:
                 return
-            await self._run(tcp, head, peer, principal)
+            if browser is None:
+                await self._run(tcp, head, peer, principal)
+                return
+            # A paired browser's connection ends the moment it is revoked.
+            with trio.CancelScope() as scope:
+                release = web.hold_socket(browser.id, scope)
+                try:
+                    await self._run(tcp, head, peer, principal)
+                finally:
+                    release()
+            if scope.cancelled_caught:
+                log.info("closed the connection from %s: browser %s was signed out", peer, browser.id)
 
     async def _run(self, tcp: trio.abc.Stream, head: RequestHead, peer: str, principal: Principal | None) -> None:
         wire = FrameSafeStream(tcp, stall_timeout=self.stall_timeout, grace=self.close_timeout)
@@ -269,6 +298,27 @@ class _Server:
             401, "invalid token" if token else "a token is required",
             [("WWW-Authenticate", 'Bearer realm="gemini-split"')], source=source if source != host else None,
         )
+
+    def _admit_browser(self, web: Any, head: RequestHead, host: str) -> tuple[Principal | None, Any]:
+        """A WebSocket from the server's own page (serve --web): admitted by
+        its ``gs_browser`` cookie, never a token (the page has none); raises
+        _Refusal (401, 429). Failed cookies count against the address as
+        failed tokens do."""
+        browser = web.admit_cookie(head)
+        if browser is not None:
+            if not browser.user:
+                return None, browser
+            return Principal(browser.user, tuple(browser.permissions)), browser
+        source = client_source(host, forwarded_for=head.header("x-forwarded-for"),
+                               real_ip=head.header("x-real-ip"), trusted=self.trusted_proxies)
+        now = trio.current_time()
+        wait = self.throttle.retry_after(source, now)
+        if wait:
+            raise _Refusal(429, f"too many failed sign-ins from this address; retry in {wait}s",
+                           [("Retry-After", str(wait))])
+        if (head.header("cookie") or ""):
+            self.throttle.failed(source, now)
+        raise _Refusal(401, "this browser is not signed in: pair it (gemini-split pair) and open the link")
 
     async def _refuse(self, tcp: trio.abc.Stream, peer: str, head: RequestHead, refusal: _Refusal) -> None:
         # head.path, never head.target: the query may hold ?auth=TOKEN.

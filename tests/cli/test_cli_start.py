@@ -65,7 +65,7 @@ COMMAND_LINES = [["serve"], ["attach"], ["server", "list"], ["server", "add", "n
                  ["skills", "list"], ["skills", "install", "p"], ["skills", "uninstall", "n"],
                  ["extensions", "install", "p"], ["extensions", "link", "p"], ["extensions", "list"],
                  ["extensions", "update", "n"], ["extensions", "uninstall", "n"], ["extensions", "enable", "n"],
-                 ["extensions", "disable", "n"], ["restore"]]
+                 ["extensions", "disable", "n"], ["restore"], ["pair"]]
 
 
 @pytest.mark.timeout(30)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPLETIONS = ROOT / "completions"
 BIN = Path(sys.executable).parent
 SUBCOMMANDS = ["serve", "attach", "server", "completions", "protocol", "daemon", "extensions", "mcp", "hooks",
-               "skills", "restore"]
+               "skills", "restore", "pair"]
 
 
 @pytest.mark.parametrize("shell", SHELLS)

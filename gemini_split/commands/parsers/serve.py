@@ -43,6 +43,21 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--tls-key", metavar="FILE", help="private key (PEM) for --tls-cert")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="browser Origin allowed to connect (repeatable)")
+    web = p.add_argument_group("the browser page (serve --web; docs/web.md)")
+    web.add_argument("--web", action="store_true",
+                     help="also serve the browser client on this listener (http(s)://HOST:PORT/); "
+                          "browsers sign in by pairing: gemini-split pair")
+    web.add_argument("--web-cookie-days", type=positive_int, default=30, metavar="N",
+                     help="days a paired browser stays signed in (default 30)")
+    # Development and tests: serve the page's files from DIR instead of the package's.
+    web.add_argument("--web-static", metavar="DIR", help=argparse.SUPPRESS)
+    # Tests: a pairing link's lifetime in seconds (default 600).
+    web.add_argument("--web-pair-ttl", type=float, default=600.0, help=argparse.SUPPRESS)
+    web.add_argument("--notify-webhook", metavar="URL",
+                     help="POST a short ntfy-compatible JSON message to URL when an approval waits or a "
+                          "turn ends (no prompt text or tool arguments unless --notify-detail)")
+    web.add_argument("--notify-detail", action="store_true",
+                     help="put the tool's name and command in --notify-webhook messages")
     p.add_argument("--trusted-proxy", action="append", default=[], metavar="CIDR",
                    help="a reverse proxy (address or CIDR) whose X-Forwarded-For / X-Real-IP name the "
                         "client that wrong tokens are counted against (repeatable; default: none, the "

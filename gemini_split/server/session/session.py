@@ -266,6 +266,8 @@ class Session:
                 self.timeline.call_logged(event.id, event.seq or 0)
             elif isinstance(event, ToolStarted | ToolAwaitingApproval):
                 self.timeline.call_logged(event.call_id, event.seq or 0)
+        if self.config.observe_events is not None:
+            self.config.observe_events(self, batch)
         if self.persisted or self._unstored is not None:
             stored = [StoredEvent(e.seq or 0, e.request_id, text, _ms(e.timestamp), e.TYPE) for e, text in batch]
             if self.persisted:

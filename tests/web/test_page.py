@@ -1,0 +1,209 @@
+"""The browser page against a real ``serve`` and the fake Gemini server, in
+headless chromium: what a person sees and can do (tests/web/conftest.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.web.conftest import running_server, screenshot, signed_in_page
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def _open_listed_session(page, title_part: str, *, seconds: float = 20):
+    """Refresh the list until a session titled with ``title_part`` shows, then open it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        item = page.locator(".session-open", has_text=title_part)
+        if item.count():
+            item.first.click()
+            return
+        assert time.monotonic() < deadline, f"no session titled {title_part!r}: {page.inner_text('#sessions')}"
+        page.wait_for_timeout(300)
+        page.click("#refresh")
+
+
+def _new_session_and_prompt(page, prompt: str):
+    page.click("#new-session")
+    page.wait_for_selector("#session:not([hidden])")
+    expect(page.locator("#status")).to_have_text("")
+    page.fill("#prompt", prompt)
+    page.keyboard.press("Enter")
+
+
+def test_the_list_shows_a_terminal_session_and_attaching_mid_answer_shows_the_whole_turn_once(
+        browser, server, fake):
+    words = " ".join(f"word{i:02d}" for i in range(40))
+    _script(fake, [{"text": words, "chunks": 20, "chunk_delay": 0.25}])
+    terminal = server.popen("-p", "count the words slowly")
+    try:
+        context, page, watch = signed_in_page(browser, server)
+        _open_listed_session(page, "count the words slowly")
+        expect(page.locator("#log")).to_contain_text("word39", timeout=30000)
+        page.wait_for_selector(".turn .end")
+        text = page.inner_text("#log")
+        assert text.count("word00") == 1 and text.count("word39") == 1, text
+        assert text.count("count the words slowly") == 1
+        assert words in text.replace("\n", " ")
+        assert not watch.dialogs and not watch.foreign
+        context.close()
+    finally:
+        terminal.wait(timeout=60)
+    assert words in terminal.stdout.read()
+
+
+def test_a_prompt_from_the_browser_streams_in_the_browser_and_in_an_attached_terminal(browser, server, fake):
+    context, page, watch = signed_in_page(browser, server)
+    _new_session_and_prompt(page, "first prompt from the browser")
+    page.wait_for_selector(".turn .end")
+    session_id = page.inner_text("#title")
+    watcher = server.popen("attach", "--watch", "-o", "stream-json", session_id)
+    try:
+        expect(page.locator("#attached")).to_contain_text("2", timeout=20000)
+        page.fill("#prompt", "second line one")
+        page.keyboard.press("Shift+Enter")
+        page.keyboard.type("second line two")
+        page.keyboard.press("Enter")
+        expect(page.locator("#log")).to_contain_text("Echo: second line one\nsecond line two")
+        assert page.locator(".turn").count() == 2
+        deadline = time.monotonic() + 20
+        seen = []
+        while time.monotonic() < deadline:
+            line = watcher.stdout.readline()
+            if not line:
+                break
+            event = json.loads(line)
+            seen.append(event)
+            if event["type"] == "finished" and any(e.get("prompt") == "second line one\nsecond line two"
+                                                   for e in seen):
+                break
+        texts = "".join(e.get("content", "") for e in seen if e["type"] == "text_delta")
+        assert "Echo: second line one\nsecond line two" in texts
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=10)
+    assert not watch.dialogs and not watch.foreign and not watch.console_errors
+    context.close()
+
+
+def _script(fake, turns):
+    import httpx
+    httpx.post(f"{fake.url}/_script", json=turns, timeout=10).raise_for_status()
+
+
+def _write_turns(path: str, content: str):
+    return [{"function_calls": [{"name": "write_file", "args": {"file_path": path, "content": content}}]},
+            {"text": "Finished writing."}]
+
+
+@pytest.mark.parametrize("answer", ["Yes, once", "No"])
+def test_a_write_file_approval_answered_in_the_browser_decides_whether_the_file_is_written(
+        browser, server, fake, answer):
+    _script(fake, _write_turns("hello.txt", "hello from the model\n"))
+    context, page, watch = signed_in_page(browser, server)
+    _new_session_and_prompt(page, "write hello.txt")
+    card = page.wait_for_selector(".approval")
+    assert "write_file" in card.inner_text()
+    assert "hello from the model" in card.inner_text()
+    for label in ("Yes, once", "No", "No, and tell the model"):
+        assert page.get_by_role("button", name=label, exact=True).is_visible()
+    screenshot(page, f"approval-desktop-{'yes' if answer.startswith('Yes') else 'no'}")
+    page.get_by_role("button", name=answer, exact=True).click()
+    page.wait_for_selector(".turn .end")
+    page.wait_for_selector(".approval", state="detached")
+    written = list(server.workspaces.rglob("hello.txt"))
+    if answer.startswith("Yes"):
+        assert len(written) == 1 and written[0].read_text() == "hello from the model\n"
+        assert page.inner_text(".tool .tool-status").lower() == "done"
+    else:
+        assert written == []
+    assert not watch.dialogs and not watch.foreign and not watch.console_errors
+    context.close()
+
+
+def test_cancel_from_the_browser_stops_the_answer(browser, server, fake):
+    _script(fake, [{"text": "slow " * 200, "chunks": 100, "chunk_delay": 0.2}])
+    context, page, watch = signed_in_page(browser, server)
+    _new_session_and_prompt(page, "answer slowly")
+    expect(page.locator("#log")).to_contain_text("slow")
+    page.click("#cancel")
+    end = page.wait_for_selector(".turn .end")
+    assert end.inner_text() == "cancelled"
+    assert page.is_disabled("#cancel")
+    context.close()
+
+
+def test_hostile_model_text_renders_inert_and_bounded(browser, server, fake):
+    hostile = ("<img src=x onerror=alert(1)> <script>alert(2)</script>\n\n"
+               "[click me](javascript:alert(3)) ![pic](http://evil.example/pixel.png) http://evil.example/auto\n\n"
+               "\x1b[31mred\x1b[0m \u202eevil\n\n"
+               "```python\nprint('highlighted')\n```\n\n"
+               + "\n".join(f"line {i}" for i in range(10000)))
+    _script(fake, [{"text": hostile, "chunks": 4}])
+    context, page, watch = signed_in_page(browser, server)
+    _new_session_and_prompt(page, "say something hostile")
+    page.wait_for_selector(".turn .end", timeout=30000)
+    page.wait_for_timeout(500)
+    log = page.locator("#log")
+    text = log.inner_text()
+    assert "<img src=x onerror=alert(1)>" in text  # shown as text
+    assert log.locator("img").count() == 0
+    assert log.locator("script").count() == 0
+    assert page.locator("a[href^='javascript:' i]").count() == 0
+    assert "\u241b[31mred" in text and "\x1b" not in text  # ESC made visible
+    assert "<U+202E>" in text
+    assert log.locator(".hljs-built_in, .hljs-string").count() > 0  # code highlighted
+    assert "line 1980" in text and "line 9999" not in text
+    more = page.locator("button.more")
+    assert "more lines" in more.first.inner_text()
+    screenshot(page, "hostile-desktop")
+    assert not watch.dialogs, watch.dialogs
+    assert not watch.foreign, watch.foreign
+    assert not [e for e in watch.console_errors if "Content Security Policy" in e], watch.console_errors
+    context.close()
+
+
+def test_the_page_reconnects_by_itself_after_the_server_restarts(browser, tmp_path, fake):
+    with running_server(tmp_path, fake) as server:
+        context, page, watch = signed_in_page(browser, server)
+        _new_session_and_prompt(page, "before the restart")
+        page.wait_for_selector(".turn .end")
+        server.stop()
+        expect(page.locator("#status")).to_contain_text("reconnecting", timeout=15000)
+        server.start()
+        expect(page.locator("#status")).to_have_text("", timeout=30000)
+        page.fill("#prompt", "after the restart")
+        page.keyboard.press("Enter")
+        expect(page.locator("#log")).to_contain_text("Echo: after the restart")
+        text = page.inner_text("#log")
+        assert text.count("Echo: before the restart") == 1
+        assert text.count("Echo: after the restart") == 1
+        context.close()
+
+
+@pytest.mark.parametrize("size,scheme", [((390, 844), "dark"), ((1280, 800), "light")])
+def test_screenshots_of_a_session_at_phone_and_desktop_sizes(browser, server, fake, size, scheme):
+    _script(fake, [
+        {"thought": "The user wants a function.",
+         "text": "Here is a **small** function:\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
+                 "It adds two numbers. See `add` in *math.py*."},
+    ])
+    _script(fake, _write_turns("math.py", "def add(a, b):\n    return a + b\n"))
+    width, height = size
+    context, page, watch = signed_in_page(browser, server, width=width, height=height, color_scheme=scheme)
+    _new_session_and_prompt(page, "write an add function")
+    page.wait_for_selector(".turn .end")
+    page.fill("#prompt", "save it to math.py")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".approval")
+    name = "phone" if width < 600 else "desktop"
+    screenshot(page, f"session-{name}-{scheme}")
+    page.click("#back")
+    page.wait_for_selector(".session-open")
+    screenshot(page, f"sessions-{name}-{scheme}")
+    assert not watch.console_errors, watch.console_errors
+    context.close()

@@ -207,3 +207,52 @@ def test_screenshots_of_a_session_at_phone_and_desktop_sizes(browser, server, fa
     screenshot(page, f"sessions-{name}-{scheme}")
     assert not watch.console_errors, watch.console_errors
     context.close()
+
+
+def test_a_second_users_browser_cannot_see_or_open_the_first_users_sessions(browser, server, fake):
+    context, page, watch = signed_in_page(browser, server, user="alice")
+    _new_session_and_prompt(page, "alice's secret plan")
+    page.wait_for_selector(".turn .end")
+    alice_session = page.inner_text("#title")
+    context.close()
+    context, page, watch = signed_in_page(browser, server, user="bob")
+    page.wait_for_selector("#sessions:not([hidden])")
+    expect(page.locator("#status")).to_have_text("")
+    assert "secret plan" not in page.inner_text("body")
+    assert page.locator(".session-open").count() == 0
+    page.goto(page.url.split("#")[0] + f"#session={alice_session}")
+    page.reload()
+    expect(page.locator("#log .error-line")).to_contain_text("unknown_session")
+    assert "secret plan" not in page.inner_text("body")
+    context.close()
+
+
+def test_every_page_carries_a_strict_csp_and_the_page_breaks_none_of_it(browser, server, fake):
+    context, page, watch = signed_in_page(browser, server)
+    for path in ("/", "/static/app.js", "/static/style.css", "/static/vendor/markdown-it/markdown-it.min.js"):
+        response = page.request.get(page.url.split("#")[0].rstrip("/") + path)
+        csp = response.headers.get("content-security-policy", "")
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp, (path, csp)
+        assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    _new_session_and_prompt(page, "hello")
+    page.wait_for_selector(".turn .end")
+    assert not [e for e in watch.console_errors if "Content Security Policy" in e], watch.console_errors
+    context.close()
+
+
+def test_the_keyboard_alone_opens_a_session_prompts_and_approves(browser, server, fake):
+    _script(fake, _write_turns("keys.txt", "typed\n"))
+    context, page, watch = signed_in_page(browser, server)
+    page.wait_for_selector("#sessions:not([hidden])")
+    page.focus("#new-session")
+    page.keyboard.press("Enter")
+    expect(page.locator("#prompt")).to_be_focused()
+    expect(page.locator("#status")).to_have_text("")
+    page.keyboard.type("write keys.txt")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".approval")
+    expect(page.get_by_role("button", name="Yes, once", exact=True)).to_be_focused()
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".turn .end")
+    assert [p.read_text() for p in server.workspaces.rglob("keys.txt")] == ["typed\n"]
+    context.close()

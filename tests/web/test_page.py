@@ -256,3 +256,33 @@ def test_the_keyboard_alone_opens_a_session_prompts_and_approves(browser, server
     page.wait_for_selector(".turn .end")
     assert [p.read_text() for p in server.workspaces.rglob("keys.txt")] == ["typed\n"]
     context.close()
+
+
+def test_an_approval_shows_the_command_with_control_characters_visible_and_a_long_diff_capped(
+        browser, server, fake):
+    command = "printf '\x1b[2J\x1b]0;owned\x07'; echo hi"
+    _script(fake, [{"function_calls": [{"name": "run_shell_command", "args": {"command": command}}]},
+                   {"text": "Not run."},
+                   *_write_turns("long.txt", "".join(f"row {i}\n" for i in range(100)))])
+    context, page, watch = signed_in_page(browser, server)
+    _new_session_and_prompt(page, "clear the screen")
+    card = page.wait_for_selector(".approval")
+    shown = page.inner_text(".approval .command")
+    assert "\x1b" not in shown and "\x07" not in shown
+    assert "printf '\u241b[2J\u241b]0;owned\u2407'; echo hi" == shown
+    page.get_by_role("textbox", name="Tell the model what to do instead").fill("use clear instead")
+    page.get_by_role("button", name="No, and tell the model").click()
+    page.wait_for_selector(".turn .end")
+    request = [r for r in fake.requests if r.get("action") == "streamGenerateContent"][-1]
+    assert "use clear instead" in json.dumps(request["body"])
+    page.fill("#prompt", "write long.txt")
+    page.keyboard.press("Enter")
+    card = page.wait_for_selector(".approval")
+    diff = page.locator(".approval .diff")
+    assert "row 30" in diff.inner_text() and "row 99" not in diff.inner_text()
+    page.get_by_role("button", name="Show all").click()
+    assert "row 99" in diff.inner_text()
+    page.get_by_role("button", name="No", exact=True).click()
+    page.wait_for_selector(".approval", state="detached")
+    assert list(server.workspaces.rglob("long.txt")) == []
+    context.close()

@@ -47,6 +47,7 @@ function markdown() {
   md = window.markdownit({
     html: false,
     linkify: true,
+    breaks: true, // a newline in the answer is a new line, as in the terminal
     highlight(code, lang) {
       const hljs = window.hljs;
       if (!hljs) return "";

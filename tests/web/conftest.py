@@ -250,10 +250,13 @@ class Front:
 
 
 def signed_in_page(browser, server: Server, *, width: int = 1280, height: int = 800, color_scheme: str = "light",
-                   user: str = "alice"):
-    """A new browser context signed in to ``server`` as ``user`` and its
-    page at ``/``; returns ``(context, page, watch)``."""
-    context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=color_scheme)
+                   user: str = "alice", init_script: str | None = None, **options):
+    """A new browser context (``options``: more of its options) signed in
+    to ``server`` as ``user`` and its page at ``/``, ``init_script`` run in
+    every page first; returns ``(context, page, watch)``."""
+    context = browser.new_context(viewport={"width": width, "height": height}, color_scheme=color_scheme, **options)
+    if init_script:
+        context.add_init_script(init_script)
     page = context.new_page()
     page.set_default_timeout(15000)
     if WEB:

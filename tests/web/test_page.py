@@ -286,3 +286,28 @@ def test_an_approval_shows_the_command_with_control_characters_visible_and_a_lon
     page.wait_for_selector(".approval", state="detached")
     assert list(server.workspaces.rglob("long.txt")) == []
     context.close()
+
+
+def test_notifications_are_asked_for_on_a_click_and_sent_when_a_turn_ends_in_a_hidden_tab(browser, server, fake):
+    context, page, watch = signed_in_page(browser, server)
+    page.wait_for_selector("#sessions:not([hidden])")
+    assert page.evaluate("Notification.permission") == "default"  # nothing asked on load
+    assert page.is_visible("#notify")
+    context.close()
+
+    context, page, watch = signed_in_page(browser, server, permissions=["notifications"], init_script="""
+        window.__notes = [];
+        window.Notification = class { constructor(title, o) { window.__notes.push([title, o.body]); }
+                                       static get permission() { return "granted"; } };
+        Object.defineProperty(document, "hidden", { get: () => window.__hidden === true });
+    """)
+    _new_session_and_prompt(page, "visible turn")
+    page.wait_for_selector(".turn .end")
+    assert page.evaluate("window.__notes") == []  # the tab was visible
+    page.evaluate("window.__hidden = true")
+    page.fill("#prompt", "hidden turn")
+    page.keyboard.press("Enter")
+    expect(page.locator(".turn .end")).to_have_count(2)
+    notes = page.evaluate("window.__notes")
+    assert notes == [["gemini-split: turn ended", "done"]]
+    context.close()

@@ -111,10 +111,10 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
 
-    def cli(self, *args: str, user: str = "alice", timeout: float = 60) -> subprocess.CompletedProcess:
+    def cli(self, *args: str, user: str = "alice", timeout: float = 60, **env_extra: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "gemini_split", "--server", self.address,
                                "--token", token_of(user), *args],
-                              cwd=self.home, env=env(self.home), stdin=subprocess.DEVNULL,
+                              cwd=self.home, env=env(self.home, **env_extra), stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, timeout=timeout)
 
     def popen(self, *args: str, user: str = "alice") -> subprocess.Popen:

@@ -311,3 +311,32 @@ def test_notifications_are_asked_for_on_a_click_and_sent_when_a_turn_ends_in_a_h
     notes = page.evaluate("window.__notes")
     assert notes == [["gemini-split: turn ended", "done"]]
     context.close()
+
+
+def test_a_sub_agents_work_shows_in_a_block_of_its_own(browser, server, fake, tmp_path):
+    agents = tmp_path / "gshome" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "scout.md").write_text("---\nname: scout\ndescription: Scouts.\ntools: [list_directory]\n---\n"
+                                     "You are SCOUT.\n")
+    main = "You are gemini-split"
+    _script(fake, [
+        {"system_contains": main, "function_calls": [{"name": "scout", "args": {"query": "look around"}}]},
+        {"system_contains": "SCOUT", "text": "scouting the area",
+         "function_calls": [{"name": "list_directory", "args": {"dir_path": "."}}]},
+        {"system_contains": "SCOUT", "function_calls": [{"name": "complete_task", "args": {"result": "all clear"}}]},
+        {"system_contains": main, "text": "Scout says all clear."},
+    ])
+    done = server.cli("-p", "send the scout", "--yolo", GEMINI_SPLIT_HOME=str(tmp_path / "gshome"))
+    assert done.returncode == 0, done.stderr
+    context, page, watch = signed_in_page(browser, server)
+    _open_listed_session(page, "send the scout")
+    page.wait_for_selector(".turn .end")
+    block = page.locator(".agent")
+    expect(block.locator("summary").first).to_contain_text("scout")
+    block.locator("summary").first.click()  # folded once it finished
+    expect(block).to_contain_text("scouting the area")
+    expect(block).to_contain_text("list_directory")
+    expect(block).to_contain_text("all clear")
+    assert "Scout says all clear." not in block.inner_text()
+    assert "Scout says all clear." in page.inner_text("#log")
+    context.close()

@@ -38,3 +38,19 @@ def test_a_browser_without_a_pairing_is_told_how_to_sign_in(browser, server):
     page.goto(f"{server.origin}/")
     expect(page.locator("#signin-text")).to_contain_text("gemini-split pair")
     context.close()
+
+
+def test_an_expired_pairing_link_is_refused_clearly(browser, tmp_path, fake):
+    import time
+
+    from tests.web.conftest import running_server
+
+    with running_server(tmp_path, fake, "--web-pair-ttl", "1") as server:
+        link = pair_link(server)
+        time.sleep(2)
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(link)
+        expect(page.locator("#signin-title")).to_have_text("Pairing refused")
+        expect(page.locator("#signin-text")).to_contain_text("expired")
+        context.close()

@@ -155,6 +155,7 @@ class Connection {
       let msg;
       try { msg = JSON.parse(e.data); } catch { return; }
       if (msg.type === "connected") {
+        admitted = true;
         this.sessionId = msg.session_id;
         this.resumeToken = msg.resume_token || this.resumeToken;
         this.delay = 500;
@@ -177,8 +178,19 @@ class Connection {
       }
       this.onEvent(msg);
     });
+    let admitted = false;
     ws.addEventListener("close", (e) => {
       if (this.closed) return;
+      if (!admitted) {
+        // Refused before the handshake: signed out (revoked, expired) or the
+        // server is down; /api/me tells which.
+        fetch("/api/me", { credentials: "same-origin" }).then((r) => {
+          if (r.status === 401 && !this.closed) {
+            this.closed = true;
+            this.onFatal({ code: "signed_out", message: "This browser is signed out: pair it again with gemini-split pair." });
+          }
+        }).catch(() => {});
+      }
       if (e.code === 1008 || e.code === 4401 || e.code === 4403) {
         this.onFatal({ code: "unauthorized", message: "The server refused this browser: pair it again with gemini-split pair." });
         return;
@@ -528,7 +540,7 @@ async function listSessions() {
   // never been prompted (this one included) are not listed.
   const lobby = new Connection({
     onEvent() {}, onStatus: setStatus,
-    onFatal: (e) => signedOut("Cannot connect", `${e.code}: ${e.message || ""}`),
+    onFatal: (e) => signedOut(e.code === "signed_out" ? "Signed out" : "Cannot connect", `${e.code}: ${e.message || ""}`),
   });
   state.lobby = lobby;
   try {
@@ -562,6 +574,7 @@ function openSession(sessionId, tools = null) {
     onStatus: setStatus,
     onFatal: (e) => {
       setStatus("");
+      if (e.code === "signed_out") { signedOut("Signed out", e.message); return; }
       $("log").append(el("p", { class: "error-line" }, `${e.code}: ${e.message || ""}`));
     },
   });

@@ -54,3 +54,15 @@ def test_an_expired_pairing_link_is_refused_clearly(browser, tmp_path, fake):
         expect(page.locator("#signin-title")).to_have_text("Pairing refused")
         expect(page.locator("#signin-text")).to_contain_text("expired")
         context.close()
+
+
+def test_sign_out_forgets_the_browser(browser, server):
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(pair_link(server))
+    page.wait_for_selector("#sessions:not([hidden])")
+    page.click("#logout")
+    expect(page.locator("#signin-title")).to_have_text("Signed out")
+    page.reload()
+    expect(page.locator("#signin-title")).to_have_text("Not signed in")
+    context.close()

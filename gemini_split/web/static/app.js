@@ -603,6 +603,17 @@ function wire() {
   $("back").addEventListener("click", () => { if (state.conn) state.conn.close(); state.conn = null; listSessions(); });
   $("refresh").addEventListener("click", () => listSessions());
   $("new-session").addEventListener("click", () => openSession(null, state.me?.server_tools ? "server" : null));
+  $("logout").addEventListener("click", async () => {
+    if (state.conn) state.conn.close();
+    state.conn = null;
+    try {
+      await fetch("/api/logout", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}",
+                                   credentials: "same-origin" });
+    } catch { /* signed out locally all the same */ }
+    $("logout").hidden = true;
+    $("who").textContent = "";
+    signedOut("Signed out", "This browser is signed out. Run gemini-split pair to sign it in again.");
+  });
   setUpNotifyButton();
 }
 
@@ -639,6 +650,7 @@ async function main() {
     return signedOut("Not signed in", "Run gemini-split pair in a terminal and open the link it prints in this browser.");
   }
   state.me = await response.json();
+  $("logout").hidden = false;
   $("who").textContent = visible(`${state.me.user || ""}${state.me.server ? " @ " + state.me.server : ""}`);
   const wanted = new URLSearchParams(location.hash.slice(1)).get("session");
   if (wanted) openSession(wanted);

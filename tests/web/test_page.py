@@ -60,7 +60,7 @@ def test_a_prompt_from_the_browser_streams_in_the_browser_and_in_an_attached_ter
     context, page, watch = signed_in_page(browser, server)
     _new_session_and_prompt(page, "first prompt from the browser")
     page.wait_for_selector(".turn .end")
-    session_id = page.inner_text("#title")
+    session_id = page.get_attribute("#title", "title")
     watcher = server.popen("attach", "--watch", "-o", "stream-json", session_id)
     try:
         expect(page.locator("#attached")).to_contain_text("2", timeout=20000)
@@ -213,7 +213,7 @@ def test_a_second_users_browser_cannot_see_or_open_the_first_users_sessions(brow
     context, page, watch = signed_in_page(browser, server, user="alice")
     _new_session_and_prompt(page, "alice's secret plan")
     page.wait_for_selector(".turn .end")
-    alice_session = page.inner_text("#title")
+    alice_session = page.get_attribute("#title", "title")
     context.close()
     context, page, watch = signed_in_page(browser, server, user="bob")
     page.wait_for_selector("#sessions:not([hidden])")

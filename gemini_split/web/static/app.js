@@ -398,7 +398,9 @@ class SessionView {
   handle(ev) {
     switch (ev.type) {
       case "connected":
-        $("title").textContent = visible(ev.session_id);
+        this.sessionId = ev.session_id;
+        $("title").textContent = visible(this.title || ev.session_id);
+        $("title").title = visible(ev.session_id);
         this.showAttached(ev.attached || []);
         this.setActive(ev.active_request_id || null);
         break;
@@ -406,6 +408,7 @@ class SessionView {
         this.attachedCount(ev.clients);
         break;
       case "request_started":
+        if (!this.title && ev.prompt) { this.title = ev.prompt.split("\n")[0].slice(0, 80); $("title").textContent = visible(this.title); }
         this.turn(ev.request_id, ev.prompt ?? "", ev.client);
         this.setActive(ev.request_id);
         break;
@@ -513,6 +516,7 @@ const state = { me: null, conn: null, view: null, lobby: null };
 function show(id) {
   for (const s of ["signin", "sessions", "session"]) $(s).hidden = s !== id;
   $("back").hidden = id !== "session";
+  document.body.classList.toggle("in-session", id === "session");
   if (id !== "session") $("title").textContent = "gemini-split";
 }
 
@@ -551,7 +555,7 @@ async function listSessions() {
     const sessions = (reply.sessions || []).filter((s) => s.id !== connected.session_id);
     $("no-sessions").hidden = sessions.length > 0;
     for (const s of sessions) {
-      const open = el("button", { type: "button", class: "session-open", onclick: () => openSession(s.id) },
+      const open = el("button", { type: "button", class: "session-open", onclick: () => openSession(s.id, null, s.title) },
         el("span", { class: "session-title" }, s.title || "(no prompt yet)"),
         el("span", { class: "session-meta" }, `${ago(s.updated)} · ${s.turns} turn${s.turns === 1 ? "" : "s"}${s.running ? " · running" : ""}${s.clients ? ` · ${s.clients} attached` : ""} · ${s.id}`));
       ul.append(el("li", {}, open));
@@ -564,7 +568,7 @@ async function listSessions() {
   }
 }
 
-function openSession(sessionId, tools = null) {
+function openSession(sessionId, tools = null, title = "") {
   if (state.conn) state.conn.close();
   show("session");
   let view = null;
@@ -579,6 +583,7 @@ function openSession(sessionId, tools = null) {
     },
   });
   view = new SessionView(conn);
+  view.title = title;
   state.conn = conn;
   state.view = view;
   $("prompt").focus();

@@ -215,6 +215,7 @@ def _drop(data: dict, parts: list[str]) -> None:
     data.pop(parts[-1], None)
 
 
+@pytest.mark.timeout(120)  # 150 examples, each writing a file: ~10 s alone, far more on a loaded CI machine
 @hyp_settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=_edits, one_line=st.booleans())
 def test_any_series_of_edits_reads_back_as_the_same_edits_on_the_data(tmp_path, edits, one_line):

@@ -342,7 +342,7 @@ def test_directory_add_refuses_distrusted_folders_and_restrictive_sandboxes(star
     assert str(other) not in repl.text.split("Current workspace directories:")[-1]
     ask(repl, "/directory")
     repl.expect(r"usage: /directory add PATH\[,PATH…\] \| show")
-    sandboxed = start_repl([], "--sandbox", "bwrap", SEATBELT_PROFILE="restrictive-open")
+    sandboxed = start_repl([], "--sandbox=bwrap", SEATBELT_PROFILE="restrictive-open")
     ask(sandboxed, f"/directory add {tmp_path}")
     sandboxed.expect(r"The /directory add command is not supported in restrictive\s+sandbox\s+profiles\.\s+"
                      r"Please\s+use\s+--include-directories\s+when\s+starting\s+the\s+session\s+instead\.")

@@ -586,7 +586,8 @@ def test_init_has_the_model_write_a_gemini_md_and_never_overwrites_one(start_rep
 @pytest.mark.timeout(60)
 def test_the_command_shapes_gemini_cli_users_type(start_repl, workdir, tmp_path):
     repl = start_repl([{"function_calls": [{"name": "read_file", "args": {"file_path": "notes.txt"}}]},
-                       {"text": "The notes say so."}], "--approval-mode", "auto_edit")
+                       {"text": "The notes say so."}], "--approval-mode", "auto_edit",
+                      cols=400)  # /chat share's path on one line, however deep the test's directory
     ask(repl, "/tools nodesc")
     repl.expect(r"read_file\s+read\s+runs")
     repl.expect(PROMPT)

@@ -18,6 +18,8 @@ from rich.text import Text
 from gemini_split.client.agents import AgentError, set_enabled
 from gemini_split.client.skills import settings_path
 from .safe_text import visible
+from .skills_command import _reload as reload_context
+from .skills_command import name_and_scope
 
 if TYPE_CHECKING:
     from .repl import Repl
@@ -41,13 +43,8 @@ async def agents_command(repl: Repl, args: list[str]) -> None:
         count = len(found.enabled()) if found is not None else 0
         repl.console.print(Text(f"Agents reloaded: {count} enabled; the next prompt offers them.", style="green"))
         return
-    if action in ("enable", "disable") and rest:
-        scope = "user"
-        if len(rest) == 3 and rest[1] == "--scope" and rest[2] in ("user", "workspace"):
-            scope = rest[2]
-        elif len(rest) != 1:
-            raise AgentsUsage(USAGE)
-        _set(repl, rest[0], enabled=action == "enable", scope=scope)
+    if action in ("enable", "disable") and (target := name_and_scope(rest)) is not None:
+        _set(repl, target[0], enabled=action == "enable", scope=target[1])
         return
     raise AgentsUsage(USAGE)
 
@@ -102,6 +99,4 @@ def _set(repl: Repl, name: str, *, enabled: bool, scope: str) -> None:
 def _reload(repl: Repl) -> None:
     """Read the settings and the definitions again, and rebuild what the
     next prompt carries (as /skills reload does)."""
-    from .skills_command import _reload as reload_context
-
     reload_context(repl)

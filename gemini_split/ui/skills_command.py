@@ -39,15 +39,21 @@ async def skills_command(repl: Repl, args: list[str]) -> None:
         count = len(repl.settings.context.skills.enabled()) if repl.settings.context.skills is not None else 0
         repl.console.print(Text(f"Skills reloaded: {count} enabled; the next prompt offers them.", style="green"))
         return
-    if action in ("enable", "disable") and rest:
-        scope = "user"
-        if len(rest) == 3 and rest[1] == "--scope" and rest[2] in ("user", "workspace"):
-            scope = rest[2]
-        elif len(rest) != 1:
-            raise SkillsUsage(USAGE)
-        _set(repl, rest[0], disabled=action == "disable", scope=scope)
+    if action in ("enable", "disable") and (target := name_and_scope(rest)) is not None:
+        _set(repl, target[0], disabled=action == "disable", scope=target[1])
         return
     raise SkillsUsage(USAGE)
+
+
+def name_and_scope(rest: list[str]) -> tuple[str, str] | None:
+    """``NAME [--scope user|workspace]`` (the arguments of ``enable`` and
+    ``disable``, here and in ``/agents``) as ``(name, scope)``; None when
+    they are not that shape."""
+    if len(rest) == 1:
+        return rest[0], "user"
+    if len(rest) == 3 and rest[1] == "--scope" and rest[2] in ("user", "workspace"):
+        return rest[0], rest[2]
+    return None
 
 
 def _list(repl: Repl, *, describe: bool) -> None:

@@ -2,12 +2,8 @@
 Debian chromium driven by Playwright, against a real ``gemini-split serve``
 subprocess and the fake Gemini server.
 
-When ``serve`` has ``--web`` (docs/web.md), the page comes from it and the
-browser signs in through the link ``gemini-split pair`` prints. Otherwise a
-stand-in front (:class:`Front`, in this process) serves the page's files
-with the contract's headers and passes the browser's WebSocket on to the
-real ``serve`` with the user's token, as ``serve --web`` does with its
-cookie."""
+The page comes from ``serve --web`` (docs/web.md), and the browser signs
+in through the link ``gemini-split pair`` prints."""
 
 from __future__ import annotations
 
@@ -27,28 +23,14 @@ import pytest
 from gemini_split.testing.fake_gemini import FakeGemini
 
 CHROMIUM = "/usr/bin/chromium"
-STATIC = Path(__file__).resolve().parents[2] / "gemini_split" / "web" / "static"
 ARTIFACTS = Path(os.environ.get("GEMINI_SPLIT_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")) / "web"
 API_KEY = "web-key"
 TOKENS = {"alice-web-token-0123456789": "alice", "bob-web-token-0123456789": "bob"}
-CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
-       "frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-         ".css": "text/css; charset=utf-8", ".md": "text/plain; charset=utf-8"}
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"the browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)",
                 allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need playwright (the [test] extra)")
-
-
-def serve_has_web() -> bool:
-    out = subprocess.run([sys.executable, "-m", "gemini_split", "serve", "--help"],
-                         capture_output=True, text=True, timeout=30).stdout
-    return "--web " in out or "--web\n" in out
-
-
-WEB = serve_has_web()
 
 
 def env(home: Path, **extra) -> dict:
@@ -83,7 +65,7 @@ class Server:
         self.proc = None
 
     def start(self) -> None:
-        extra = ["--web"] if WEB else []
+        extra = ["--web"]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gemini_split", "serve", "--listen", f"127.0.0.1:{self.port}", "--server-tools",
              "--workspace-root", str(self.workspaces), "--auth-config", str(self.auth), *extra, *self.args],
@@ -174,81 +156,6 @@ class Watch:
         page.on("console", lambda m: self.console_errors.append(m.text) if m.type == "error" else None)
 
 
-class Front:
-    """Until ``serve --web`` exists: the page's files with the contract's
-    headers, ``/api/me``, and the browser's WebSocket passed on to ``serve``
-    with ``user``'s token (the browser never sees it), on a port of its own."""
-
-    def __init__(self, server: Server, user: str):
-        import threading
-
-        from websockets.sync.server import serve
-
-        self.server, self.user = server, user
-        self.ws = serve(self._relay, "127.0.0.1", 0, process_request=self._http)
-        self.origin = f"http://127.0.0.1:{self.ws.socket.getsockname()[1]}"
-        threading.Thread(target=self.ws.serve_forever, daemon=True).start()
-
-    def _http(self, connection, request):
-        from websockets.datastructures import Headers
-        from websockets.http11 import Response
-
-        if request.headers.get("Upgrade", "").lower() == "websocket":
-            return None
-        path = request.path.split("?")[0]
-        headers = Headers({"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-                           "Referrer-Policy": "no-referrer", "Cache-Control": "no-cache"})
-        body, kind = None, None
-        if path in ("/", "/pair"):
-            file = STATIC / "index.html"
-        elif path == "/api/me":
-            file = None
-            body = json.dumps({"user": self.user, "server": "gemini-split", "protocol_version": "1.4",
-                               "server_tools": True}).encode()
-            kind = "application/json"
-        elif path.startswith("/static/") and ".." not in path:
-            file = STATIC / path[len("/static/"):]
-        else:
-            file = None
-        if file is not None and file.is_file():
-            body, kind = file.read_bytes(), TYPES.get(file.suffix, "application/octet-stream")
-        if body is None:
-            return Response(404, "Not Found", headers, b"not found")
-        headers["Content-Type"] = kind
-        headers["Content-Length"] = str(len(body))
-        return Response(200, "OK", headers, body)
-
-    def _relay(self, browser_ws):
-        import threading
-
-        from websockets.sync.client import connect
-
-        try:
-            upstream = connect(self.server.address + "/",
-                               additional_headers={"Authorization": f"Bearer {token_of(self.user)}"},
-                               max_size=None)
-        except Exception:
-            browser_ws.close(1011)
-            return
-
-        def pump(a, b):
-            try:
-                for message in a:
-                    b.send(message)
-            except Exception:
-                pass
-            finally:
-                a.close()
-                b.close()
-
-        with upstream:
-            threading.Thread(target=pump, args=(upstream, browser_ws), daemon=True).start()
-            pump(browser_ws, upstream)
-
-    def close(self):
-        self.ws.shutdown()
-
-
 def signed_in_page(browser, server: Server, *, width: int = 1280, height: int = 800, color_scheme: str = "light",
                    user: str = "alice", init_script: str | None = None, **options):
     """A new browser context (``options``: more of its options) signed in
@@ -259,16 +166,9 @@ def signed_in_page(browser, server: Server, *, width: int = 1280, height: int = 
         context.add_init_script(init_script)
     page = context.new_page()
     page.set_default_timeout(15000)
-    if WEB:
-        watch = Watch(page, server.origin)
-        link = pair_link(server, user)
-        page.goto(link)
-        page.wait_for_url(f"{server.origin}/")
-    else:
-        front = Front(server, user)
-        context.on("close", lambda _: front.close())
-        watch = Watch(page, front.origin)
-        page.goto(f"{front.origin}/")
+    watch = Watch(page, server.origin)
+    page.goto(pair_link(server, user))
+    page.wait_for_url(f"{server.origin}/")
     return context, page, watch
 
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.web.conftest import WEB, Watch, pair_link
+from tests.web.conftest import Watch, pair_link
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120),
-              pytest.mark.skipif(not WEB, reason="serve has no --web yet (the page's server side, docs/web.md)")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def test_a_pairing_link_signs_the_browser_in_once_and_a_reused_one_is_refused_clearly(browser, server):

@@ -33,7 +33,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-PROTOCOL_VERSION = "1.4"
+PROTOCOL_VERSION = "1.5"
 """``MAJOR.MINOR``. Peers with another major version cannot talk; a higher
 minor version only adds optional fields and message types (1.1: fields equal
 to their default are left out of the wire form; 1.2: several clients on one
@@ -41,8 +41,9 @@ session — ``request_started`` opens every request, ``clients_changed``,
 observers, late-joiner replay; server-side tools and their approvals; 1.3:
 compressing a session's history — ``compress``, ``compressed``,
 ``SessionContext.compression_threshold``; Agent Skills —
-``SessionContext.skills``; 1.4: the additions marked "(1.4)" in
-docs/protocol.md, each behind its own ``*_SINCE`` constant below)."""
+``SessionContext.skills``; 1.4 and 1.5: the additions marked "(1.4)" and
+"(1.5)" in docs/protocol.md, each behind its own ``*_SINCE`` constant
+below)."""
 
 #: The minor version from which a request is announced by ``request_started``.
 ANNOUNCED_REQUESTS_SINCE = (1, 2)

@@ -26,6 +26,12 @@ The stream, as a client sees it:
    ``ToolStarted`` / ``ToolEnded`` in order, and ends with ``SessionInfo``
    again (the seed has no end-of-turn message; this is ours). A turn that
    fails sends ``ErrorResponse`` and then ``SessionInfo``: the stream goes on.
+   A sub-agent the main model delegates to (issue 32) is framed by
+   ``AgentStarted`` / ``AgentFinished``, and its text, thoughts and tool
+   calls carry its ``agent_id`` (1, 2 …); the main agent's say 0, the
+   proto3 default, so they are the same bytes as before these fields
+   existed and a client generated from the seed's proto skips what it does
+   not know.
 4. The client half-closing ends the RPC with ``OK`` once the running turn
    is over. The RPC ending otherwise (cancel, deadline, lost connection)
    cancels the running turn; the session stays, resumable by id.
@@ -61,6 +67,9 @@ from gemini_split.protocol import (
     SessionContext,
 )
 from gemini_split.protocol.turn import (
+    AgentBegan,
+    AgentEnded,
+    AgentOutput,
     HistoryCompressed,
     Notice,
     TextAdded,
@@ -92,6 +101,10 @@ MAX_TOOL_NAMES = 128
 #: What ``ToolEndedResponse.result_summary`` keeps of a result.
 SUMMARY_LINES = 5
 SUMMARY_CHARS = 500
+#: Characters of a sub-agent's task and summary in ``AgentStarted`` /
+#: ``AgentFinished``, and names in its tool lists at most.
+AGENT_TEXT_CHARS = 500
+AGENT_TOOL_NAMES = 128
 #: Seconds the face waits for the session to take its ``cancel`` when the
 #: RPC ends mid-turn.
 CANCEL_GRACE = 2.0
@@ -163,6 +176,11 @@ class FacePolicy:
     #: then a stream's session has them, in its own workspace, with the
     #: stream's approval mode; otherwise it has none.
     server_tools: bool = False
+    #: The sub-agents (``AgentDefinition``) a stream's session may delegate
+    #: to (``serve`` passes the serving user's with ``--server-tools``),
+    #: less those the stream's ``exclude_tools`` names or its
+    #: ``core_tools`` (when given) does not.
+    agents: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -343,7 +361,9 @@ class _Chat:
         self.model = start.model
         files = (ContextFile(path="advanced_config.userMemory", content=start.user_memory, scope="global"),) \
             if start.user_memory else ()
-        self.context = SessionContext(files=files, interactive=False)
+        excluded, only = set(start.exclude_tools), set(start.core_tools)
+        agents = tuple(a for a in self.policy.agents if a.name not in excluded and (not only or a.name in only))
+        self.context = SessionContext(files=files, interactive=False, agents=agents)
         await self._session_info()
         if start.prompt:
             await self._turn(start.prompt)
@@ -432,6 +452,8 @@ class _Chat:
         for change in self.turn.apply(event):
             if isinstance(change, TextAdded):
                 await self.send_response(pb.ServerResponse(text_response=pb.TextResponse(content=change.text)))
+            elif isinstance(change, AgentBegan | AgentOutput | AgentEnded):
+                await self.send_response(_agent_response(change))
             elif isinstance(change, ThoughtAdded):
                 await self.send_response(pb.ServerResponse(thought_response=pb.ThoughtResponse(thought=change.text)))
             elif isinstance(change, HistoryCompressed):
@@ -441,7 +463,7 @@ class _Chat:
             elif isinstance(change, ToolCallStarted):
                 if not self.policy.server_tools:
                     continue  # no tools: the client refused the call (below)
-                started = pb.ToolStartedResponse(name=change.name)
+                started = pb.ToolStartedResponse(name=change.name, agent_id=change.agent_id, call_id=change.call_id)
                 started.args.update(_json_safe(change.args))
                 await self.send_response(pb.ServerResponse(tool_started=started))
             elif isinstance(change, ToolCallEnded):
@@ -452,7 +474,7 @@ class _Chat:
                 summary = (summarize(change.result) if change.error is None
                            else f"error: {change.error.code}: {change.error.message}")
                 await self.send_response(pb.ServerResponse(tool_ended=pb.ToolEndedResponse(
-                    name=change.name, result_summary=summary)))
+                    name=change.name, result_summary=summary, agent_id=change.agent_id, call_id=change.call_id)))
             elif isinstance(change, Notice | TurnEnded):
                 code, message, fatal = ((change.code, change.message, change.fatal) if isinstance(change, Notice)
                                         else (change.error_code, change.error_message, change.fatal))
@@ -468,6 +490,37 @@ class _Chat:
         message = (f"the model asked for the tool {_quote(tool)}, but this server runs no tools for "
                    "gRPC sessions (its operator can enable them with serve --server-tools)")
         await self.send_response(error_response(grpc.StatusCode.UNIMPLEMENTED, NO_TOOLS, message))
+
+def _agent_response(change: AgentBegan | AgentOutput | AgentEnded) -> pb.ServerResponse:
+    """A sub-agent's start, text or thought, or end as gRPC: its task and
+    summary cut to :data:`AGENT_TEXT_CHARS`, its tool lists to
+    :data:`AGENT_TOOL_NAMES` (its text goes as it came, as the main
+    agent's does: the session's outbox merges a flood of deltas)."""
+    if isinstance(change, AgentOutput):
+        if change.thought:
+            return pb.ServerResponse(thought_response=pb.ThoughtResponse(thought=change.text,
+                                                                         agent_id=change.agent_id))
+        return pb.ServerResponse(text_response=pb.TextResponse(content=change.text, agent_id=change.agent_id))
+    state = change.state
+    if isinstance(change, AgentBegan):
+        return pb.ServerResponse(agent_started=pb.AgentStartedResponse(
+            agent_id=change.agent_id, name=state.name, parent_call_id=state.parent_call_id, model=state.model,
+            task=_cut(state.task), tools=state.tools[:AGENT_TOOL_NAMES],
+            refused_tools=state.refused_tools[:AGENT_TOOL_NAMES]))
+    usage = state.usage
+    tokens = pb.TokenUsage(
+        prompt_tokens=usage.prompt_tokens, output_tokens=usage.output_tokens,
+        thinking_tokens=usage.thinking_tokens, cached_tokens=usage.cached_tokens,
+        total_tokens=usage.total_tokens, tool_tokens=usage.tool_tokens) if usage is not None else None
+    return pb.ServerResponse(agent_finished=pb.AgentFinishedResponse(
+        agent_id=change.agent_id, name=state.name, parent_call_id=state.parent_call_id,
+        outcome=state.outcome or "", turns=state.turns, tool_calls=state.tool_calls,
+        summary=_cut(state.summary), usage=tokens))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= AGENT_TEXT_CHARS else text[:AGENT_TEXT_CHARS - 1] + "…"
+
 
 def summarize(result: Any) -> str:
     """A tool result in a few lines: its exit status (or the signal that

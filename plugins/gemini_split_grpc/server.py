@@ -336,6 +336,7 @@ async def serve(address: str, handler: ConnectionHandler, options: ServeOptions,
         check_model=extra.get("check_model"),
         server_tools=bool(extra.get("server_tools")),
         allowed_config=frozenset(extra.get("allowed_config", ())),
+        agents=tuple(extra.get("agents", ())),
     )
     unknown = sorted(policy.allowed_config - CONFIG_KEYS.keys())
     if unknown:

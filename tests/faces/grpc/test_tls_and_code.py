@@ -61,15 +61,39 @@ def test_the_shipped_proto_keeps_the_seeds_package_names_and_field_numbers():
     assert fields == {
         "ClientRequest": {"start_request": 1, "prompt": 2},
         "ServerResponse": {"session_info": 1, "text_response": 2, "thought_response": 3, "tool_started": 4,
-                           "tool_ended": 5, "error": 6},
+                           "tool_ended": 5, "error": 6, "agent_started": 7, "agent_finished": 8},
         "StartRequest": {"session_id": 1, "prompt": 2, "model": 4, "approval_mode": 5, "core_tools": 6,
                          "exclude_tools": 7, "advanced_config": 8},
         "SessionInfo": {"session_id": 1},
-        "TextResponse": {"content": 1},
-        "ThoughtResponse": {"thought": 1},
-        "ToolStartedResponse": {"name": 1, "args": 2},
-        "ToolEndedResponse": {"name": 1, "result_summary": 2},
+        "TextResponse": {"content": 1, "agent_id": 2},
+        "ThoughtResponse": {"thought": 1, "agent_id": 2},
+        "ToolStartedResponse": {"name": 1, "args": 2, "agent_id": 3, "call_id": 4},
+        "ToolEndedResponse": {"name": 1, "result_summary": 2, "agent_id": 3, "call_id": 4},
         "ErrorResponse": {"message": 1, "code": 2},
+        # Issue 32's additions (sub-agents), after the seed's numbers.
+        "AgentStartedResponse": {"agent_id": 1, "name": 2, "parent_call_id": 3, "model": 4, "task": 5, "tools": 6,
+                                 "refused_tools": 7},
+        "AgentFinishedResponse": {"agent_id": 1, "name": 2, "parent_call_id": 3, "outcome": 4, "turns": 5,
+                                  "tool_calls": 6, "summary": 7, "usage": 8},
+        "TokenUsage": {"prompt_tokens": 1, "output_tokens": 2, "thinking_tokens": 3, "cached_tokens": 4,
+                       "total_tokens": 5, "tool_tokens": 6},
     }
     assert {v.name: v.number for v in pb.DESCRIPTOR.enum_types_by_name["ApprovalMode"].values} == {
         "APPROVAL_MODE_UNSPECIFIED": 0, "REJECT_DANGEROUS_TOOLS": 1, "AUTO_APPROVE": 2}
+
+
+def test_every_field_of_the_seeds_proto_keeps_its_number_type_and_place(tmp_path):
+    """Only additions: a client generated from the seed's file (kept as
+    seed/gemini/v1/gemini.proto) reads what this server sends."""
+    from gemini_split_grpc import gemini_pb2 as pb
+
+    from .test_subagents import seed_descriptors
+
+    old = seed_descriptors(tmp_path)
+    for name, message in old.message_types_by_name.items():
+        new = pb.DESCRIPTOR.message_types_by_name[name]
+        for field in message.fields:
+            same = new.fields_by_name[field.name]
+            assert (same.number, same.type, same.is_repeated, same.containing_oneof and same.containing_oneof.name) == (
+                field.number, field.type, field.is_repeated, field.containing_oneof and field.containing_oneof.name), \
+                f"{name}.{field.name} changed"

@@ -1,0 +1,178 @@
+"""Sub-agents (issue 32) on the gRPC face: a stream sees each sub-agent the
+main model delegates to framed by ``AgentStarted`` / ``AgentFinished``, its
+text and tool calls tagged with its ``agent_id``, and the main agent's own
+responses with ``agent_id`` 0 — bytes a client generated from the seed's
+proto (``seed/gemini/v1/gemini.proto``, the file before these additions)
+still parses, skipping what it does not know.
+
+The server is real (AgentService, server tools, the gRPC listener) and the
+model the fake Gemini server, scripted per agent by system instruction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import grpc
+import pytest
+import trio
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from grpc_tools import protoc
+
+from gemini_split.protocol import AgentDefinition
+from gemini_split.server.session.server_tools import ServerTools
+from gemini_split.client.tool_host import open_tool_host
+from gemini_split.testing.fake_gemini import FakeGemini
+
+from .helpers import chat, grpc_server, open_channel, start
+
+MAIN = "You are gemini-split"
+SCOUT = AgentDefinition(name="scout", description="Looks around the workspace.", tools=("list_directory",),
+                        system_prompt="You are SCOUT. List the workspace, then report.")
+#: The main model delegates to the scout, which thinks, writes, lists the
+#: workspace and reports; then the main model answers.
+SCRIPT = [
+    {"system_contains": MAIN, "text": "Let me ask the scout. ",
+     "function_calls": [{"name": "scout", "args": {"query": "what is in the workspace?"}}]},
+    {"system_contains": "SCOUT", "thought": "Where to look first.", "text": "Looking around.",
+     "function_calls": [{"name": "list_directory", "args": {"dir_path": "."}}]},
+    {"system_contains": "SCOUT",
+     "function_calls": [{"name": "complete_task", "args": {"result": "The workspace is empty."}}]},
+    {"system_contains": MAIN, "text": "The scout found nothing."},
+]
+
+
+def _tools(tmp_path) -> ServerTools:
+    tools = ServerTools(factory=open_tool_host, workspace_root=tmp_path / "workspaces")
+    tools.prepare()
+    return tools
+
+
+async def _delegate(tp, tmp_path, *, raw: bool = False, start_fields=None):
+    """Run :data:`SCRIPT` over one stream of a server that offers ``scout``:
+    (status, responses — or their bytes with ``raw``, fake's requests)."""
+    with FakeGemini(SCRIPT) as fake:
+        async with grpc_server(fake, server_tools=_tools(tmp_path),
+                               extra={"server_tools": True, "agents": (SCOUT,)}) as (_, address):
+            def run():
+                with open_channel(address) as channel:
+                    call = channel.stream_stream(
+                        "/gemini.v1.GeminiService/Chat", request_serializer=tp.pb2.ClientRequest.SerializeToString,
+                        response_deserializer=(lambda b: b) if raw else tp.pb2.ServerResponse.FromString)
+                    responses = list(call(iter([start(tp, "what is here?", **(start_fields or {}))]), timeout=30))
+                return responses
+            responses = await trio.to_thread.run_sync(run)
+        return responses, list(fake.requests)
+
+
+def _of(responses, kind):
+    return [getattr(r, kind) for r in responses if r.WhichOneof("response") == kind]
+
+
+@pytest.mark.timeout(60)
+async def test_a_stream_sees_a_sub_agent_start_work_with_its_agent_id_and_finish(third_party, tmp_path):
+    tp = third_party
+    responses, requests = await _delegate(tp, tmp_path)
+    kinds = [r.WhichOneof("response") for r in responses]
+    assert kinds[0] == "session_info" and kinds[-1] == "session_info"
+
+    (delegation,) = [t for t in _of(responses, "tool_started") if t.name == "scout"]
+    assert delegation.agent_id == 0 and delegation.call_id
+    assert dict(delegation.args) == {"query": "what is in the workspace?"}
+    (began,) = _of(responses, "agent_started")
+    assert began.agent_id == 1 and began.name == "scout"
+    assert began.parent_call_id == delegation.call_id
+    assert began.model and "what is in the workspace?" in began.task
+    assert "list_directory" in began.tools
+
+    (listing,) = [t for t in _of(responses, "tool_started") if t.name == "list_directory"]
+    assert listing.agent_id == 1 and dict(listing.args) == {"dir_path": "."}
+    listed = next(t for t in _of(responses, "tool_ended") if t.name == "list_directory")
+    assert listed.agent_id == 1 and listed.call_id == listing.call_id != delegation.call_id
+
+    assert [(t.content, t.agent_id) for t in _of(responses, "text_response")] == [
+        ("Let me ask the scout. ", 0), ("Looking around.", 1), ("The scout found nothing.", 0)]
+    assert [(t.thought, t.agent_id) for t in _of(responses, "thought_response")] == [("Where to look first.", 1)]
+
+    (finished,) = _of(responses, "agent_finished")
+    assert (finished.agent_id, finished.name, finished.parent_call_id) == (1, "scout", delegation.call_id)
+    assert finished.outcome == "completed" and finished.turns == 2 and finished.tool_calls == 1
+    assert "The workspace is empty." in finished.summary
+    assert finished.usage.total_tokens > 0
+    reported = next(t for t in _of(responses, "tool_ended") if t.name == "scout")
+    assert reported.agent_id == 0 and reported.call_id == delegation.call_id
+
+    # In order: the start before the sub-agent's work, its end before the
+    # delegation's result and the main agent's answer.
+    at = {k: kinds.index(k) for k in ("agent_started", "agent_finished")}
+    first_listing = next(i for i, r in enumerate(responses) if r.WhichOneof("response") == "tool_started"
+                         and r.tool_started.agent_id == 1)
+    answer = max(i for i, r in enumerate(responses) if r.WhichOneof("response") == "text_response")
+    assert at["agent_started"] < first_listing < at["agent_finished"] < answer
+    # The scout's model request carried its own prompt and only its tool.
+    scout = [r for r in requests if r["action"] and "SCOUT" in json.dumps(r["body"].get("systemInstruction"))]
+    assert len(scout) == 2
+
+
+@pytest.mark.timeout(60)
+async def test_exclude_tools_takes_a_sub_agent_out_of_a_streams_session(third_party, tmp_path):
+    tp = third_party
+    script = [{"system_contains": MAIN, "text": "Alone."}]
+    with FakeGemini(script) as fake:
+        async with grpc_server(fake, server_tools=_tools(tmp_path),
+                               extra={"server_tools": True, "agents": (SCOUT,)}) as (_, address):
+            offered = await chat(tp, address, [start(tp, "hi")])
+            excluded = await chat(tp, address, [start(tp, "hi", exclude_tools=["scout"])])
+        names = [[d["name"] for t in r["body"].get("tools", []) for d in t.get("functionDeclarations", [])]
+                 for r in fake.requests if r["action"] and r["action"].endswith("GenerateContent")]
+    assert offered.code == excluded.code == grpc.StatusCode.OK
+    assert "scout" in names[0] and "scout" not in names[1]
+
+
+def seed_descriptors(tmp_path):
+    """The file descriptor of the seed's proto (the shipped file before
+    issue 32's additions), in a pool of its own (the default pool holds
+    today's file of the same name)."""
+    seed = Path(__file__).parent / "seed"
+    out = tmp_path / "seed.pb"
+    include = Path(protoc.__file__).parent / "_proto"
+    assert protoc.main(["protoc", f"-I{seed}", f"-I{include}", "--include_imports",
+                        f"--descriptor_set_out={out}", "gemini/v1/gemini.proto"]) == 0
+    files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    pool = descriptor_pool.DescriptorPool()
+    for f in files.file:
+        pool.Add(f)
+    return pool.FindFileByName("gemini/v1/gemini.proto")
+
+
+def _seed_messages(tmp_path) -> dict[str, type]:
+    """The message classes a client generated from the seed's proto has."""
+    pool = seed_descriptors(tmp_path).pool
+    names = ("ServerResponse", "TextResponse", "ThoughtResponse", "ToolStartedResponse", "ToolEndedResponse")
+    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"gemini.v1.{n}")) for n in names}
+
+
+@pytest.mark.timeout(60)
+async def test_a_client_generated_from_the_seeds_proto_parses_every_response_and_skips_the_agents(
+        third_party, tmp_path):
+    tp = third_party
+    raw, _ = await _delegate(tp, tmp_path, raw=True)
+    seed = _seed_messages(tmp_path)
+    parsed = [seed["ServerResponse"].FromString(b) for b in raw]
+    today = [tp.pb2.ServerResponse.FromString(b) for b in raw]
+    for old, new in zip(parsed, today):
+        kind = new.WhichOneof("response")
+        if kind in ("agent_started", "agent_finished"):
+            assert old.WhichOneof("response") is None  # an unknown member: skipped
+            continue
+        assert old.WhichOneof("response") == kind
+        if kind == "text_response":
+            assert old.text_response.content == new.text_response.content
+        if kind in ("tool_started", "tool_ended"):
+            assert getattr(old, kind).name == getattr(new, kind).name
+    # The main agent's text is byte for byte what the seed's own code makes.
+    main_text = [b for b, new in zip(raw, today)
+                 if new.WhichOneof("response") == "text_response" and new.text_response.agent_id == 0]
+    assert main_text == [
+        seed["ServerResponse"](text_response=seed["TextResponse"](content=c)).SerializeToString()
+        for c in ("Let me ask the scout. ", "The scout found nothing.")]

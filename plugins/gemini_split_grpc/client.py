@@ -24,7 +24,11 @@ native, from the client                    gRPC
 
 and back: ``TextResponse`` → ``text_delta``, ``ThoughtResponse`` →
 ``thinking_delta``, ``ToolStarted`` / ``ToolEnded`` → ``tool_started`` /
-``tool_completed`` (the summary as the result), ``SessionInfo`` (the end of a
+``tool_completed`` (the summary as the result; matched by ``call_id`` when
+the server gives one, else by tool name), ``AgentStarted`` /
+``AgentFinished`` → ``agent_started`` / ``agent_finished`` (each with the
+``agent_id`` its responses carry, so the REPL nests a sub-agent's work
+under it as for a native server), ``SessionInfo`` (the end of a
 turn) → ``finished`` — or the turn's ``error`` when an ``ErrorResponse`` was
 the last thing the turn sent; an ``ErrorResponse`` followed by more of the
 turn is a non-fatal ``error``. The RPC ending with a status other than OK is
@@ -51,6 +55,9 @@ from msgspec.structs import replace
 
 from gemini_split import __version__
 from gemini_split.protocol import (
+    AGENT_OUTCOMES,
+    AgentFinished,
+    AgentStarted,
     Cancel,
     Connected,
     Error,
@@ -67,6 +74,7 @@ from gemini_split.protocol import (
     ToolCompleted,
     ToolDiscovery,
     ToolStarted,
+    Usage,
     decode,
     encode,
 )
@@ -157,7 +165,8 @@ class GrpcClientStream(MessageStream):
         #: An ErrorResponse that was, so far, the last thing of the turn.
         self._turn_error: Error | None = None
         self._tool_calls = itertools.count(1)
-        self._open_tools: dict[str, list[str]] = {}
+        #: Calls started and not ended, by (agent_id, tool name).
+        self._open_tools: dict[tuple[int, str], list[str]] = {}
         self._model: str | None = None
         self._auto_approve = False
         self._connected = False
@@ -290,21 +299,47 @@ class GrpcClientStream(MessageStream):
             events.append(self._event(self._turn_error))
             self._turn_error = None
         if kind == "text_response":
-            events.append(self._event(TextDelta(request_id=request_id, content=response.text_response.content)))
+            text = response.text_response
+            events.append(self._event(TextDelta(request_id=request_id, content=text.content,
+                                                agent_id=max(0, text.agent_id))))
         elif kind == "thought_response":
-            events.append(self._event(ThinkingDelta(request_id=request_id, content=response.thought_response.thought)))
+            thought = response.thought_response
+            events.append(self._event(ThinkingDelta(request_id=request_id, content=thought.thought,
+                                                    agent_id=max(0, thought.agent_id))))
         elif kind == "tool_started":
-            call_id = f"grpc-{next(self._tool_calls)}"
-            self._open_tools.setdefault(response.tool_started.name, []).append(call_id)
-            events.append(self._event(ToolStarted(request_id=request_id, call_id=call_id,
-                                                  tool=response.tool_started.name,
-                                                  parameters=json_format.MessageToDict(response.tool_started.args))))
+            started = response.tool_started
+            # A server that names its calls: its id; the seed's: one made up.
+            call_id = started.call_id or f"grpc-{next(self._tool_calls)}"
+            self._open_tools.setdefault((started.agent_id, started.name), []).append(call_id)
+            events.append(self._event(ToolStarted(request_id=request_id, call_id=call_id, tool=started.name,
+                                                  parameters=json_format.MessageToDict(started.args),
+                                                  agent_id=max(0, started.agent_id))))
         elif kind == "tool_ended":
-            name = response.tool_ended.name
-            waiting = self._open_tools.get(name) or [f"grpc-{next(self._tool_calls)}"]
-            call_id = waiting.pop(0)
-            events.append(self._event(ToolCompleted(request_id=request_id, call_id=call_id, tool=name,
-                                                    result=response.tool_ended.result_summary)))
+            ended = response.tool_ended
+            waiting = self._open_tools.get((ended.agent_id, ended.name), [])
+            if ended.call_id:
+                call_id = ended.call_id
+                if call_id in waiting:
+                    waiting.remove(call_id)
+            else:
+                call_id = waiting.pop(0) if waiting else f"grpc-{next(self._tool_calls)}"
+            events.append(self._event(ToolCompleted(request_id=request_id, call_id=call_id, tool=ended.name,
+                                                    result=ended.result_summary, agent_id=max(0, ended.agent_id))))
+        elif kind == "agent_started" and response.agent_started.agent_id > 0:
+            a = response.agent_started
+            events.append(self._event(AgentStarted(
+                request_id=request_id, agent_id=a.agent_id, name=a.name, parent_call_id=a.parent_call_id,
+                model=a.model, task=a.task, tools=tuple(a.tools), refused_tools=tuple(a.refused_tools))))
+        elif kind == "agent_finished" and response.agent_finished.agent_id > 0:
+            a = response.agent_finished
+            u = a.usage
+            events.append(self._event(AgentFinished(
+                request_id=request_id, agent_id=a.agent_id, name=a.name, parent_call_id=a.parent_call_id,
+                outcome=a.outcome if a.outcome in AGENT_OUTCOMES else "error", turns=max(0, a.turns),
+                tool_calls=max(0, a.tool_calls), summary=a.summary,
+                usage=Usage(prompt_tokens=u.prompt_tokens, output_tokens=u.output_tokens,
+                            thinking_tokens=u.thinking_tokens, cached_tokens=u.cached_tokens,
+                            total_tokens=u.total_tokens, tool_tokens=u.tool_tokens))))
         elif kind == "error":
             code, _, text = response.error.message.partition(": ")
             if not text or " " in code:

@@ -176,3 +176,101 @@ async def test_a_client_generated_from_the_seeds_proto_parses_every_response_and
     assert main_text == [
         seed["ServerResponse"](text_response=seed["TextResponse"](content=c)).SerializeToString()
         for c in ("Let me ask the scout. ", "The scout found nothing.")]
+
+
+def _cli_over_grpc(tmp_path, *args: str):
+    import os
+
+    from tests.inprocess import cli
+
+    from .helpers import ServerThread
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+    with FakeGemini(SCRIPT) as fake:
+        with ServerThread(fake, server_tools=_tools(tmp_path),
+                          extra={"server_tools": True, "agents": (SCOUT,)}) as server:
+            return cli(["--server", server.address, "-p", "what is here?", *args], environ=env, cwd=tmp_path)
+
+
+@pytest.mark.timeout(60)
+def test_the_command_line_over_grpc_nests_a_sub_agents_work_and_keeps_it_out_of_the_answer(tmp_path):
+    result = _cli_over_grpc(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Let me ask the scout. \nThe scout found nothing.\n"
+    assert "→ scout(query='what is in the workspace?')" in result.stderr
+    assert "  ↳ scout: list_directory(dir_path='.')" in result.stderr
+    assert "  ✓ scout completed (2 turns, 1 tool calls): The workspace is empty." in result.stderr
+
+
+@pytest.mark.timeout(60)
+def test_stream_json_over_grpc_tags_a_sub_agents_events_as_over_the_native_protocol(tmp_path):
+    result = _cli_over_grpc(tmp_path, "-o", "stream-json")
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    (delegation,) = [e for e in lines if e["type"] == "tool_use" and e["tool_name"] == "scout"]
+    (began,) = [e for e in lines if e["type"] == "agent_start"]
+    assert (began["agent_id"], began["agent_name"], began["parent_tool_id"]) == (1, "scout", delegation["tool_id"])
+    assert began["tools"] == ["list_directory"]
+    (listing,) = [e for e in lines if e["type"] == "tool_use" and e["tool_name"] == "list_directory"]
+    assert listing["agent_id"] == 1
+    (listed,) = [e for e in lines if e["type"] == "tool_result" and e["tool_id"] == listing["tool_id"]]
+    assert listed["agent_id"] == 1 and listed["status"] == "success"
+    said = [(e["content"], e.get("agent_id")) for e in lines if e["type"] == "message" and e["role"] == "assistant"]
+    assert said == [("Let me ask the scout. ", None), ("Looking around.", 1), ("The scout found nothing.", None)]
+    (finished,) = [e for e in lines if e["type"] == "agent_finish"]
+    assert finished["outcome"] == "completed" and finished["turn_count"] == 2 and finished["tool_calls"] == 1
+    assert finished["summary"] == "The workspace is empty." and finished["stats"]["total_tokens"] > 0
+
+
+@pytest.mark.timeout(60)
+def test_over_a_server_that_names_no_calls_overlapping_calls_pair_by_agent_and_name_and_a_bad_agent_is_dropped(
+        third_party, tmp_path):
+    """A seed-style server: no call_id. Two sub-agents each run ``grep`` at
+    once; each end pairs with its own agent's start. An ``AgentStarted``
+    with agent_id 0 (no sub-agent is 0) is not passed on."""
+    import os
+    from concurrent import futures
+
+    from tests.inprocess import cli
+
+    pb = third_party.pb2
+
+    class Seedish(third_party.grpc.GeminiServiceServicer):
+        def Chat(self, requests, context):
+            for request in requests:
+                if request.WhichOneof("request") == "start_request":
+                    yield pb.ServerResponse(session_info=pb.SessionInfo(session_id="s-seedish"))
+                if not (request.prompt or request.start_request.prompt):
+                    continue
+                for agent in (1, 2):
+                    yield pb.ServerResponse(agent_started=pb.AgentStartedResponse(agent_id=agent, name=f"a{agent}"))
+                yield pb.ServerResponse(agent_started=pb.AgentStartedResponse(agent_id=0, name="nobody"))
+                for agent in (1, 2):
+                    yield pb.ServerResponse(tool_started=pb.ToolStartedResponse(name="grep", agent_id=agent))
+                for agent in (2, 1):
+                    yield pb.ServerResponse(tool_ended=pb.ToolEndedResponse(
+                        name="grep", agent_id=agent, result_summary=f"found by {agent}"))
+                for agent in (1, 2):
+                    yield pb.ServerResponse(agent_finished=pb.AgentFinishedResponse(
+                        agent_id=agent, name=f"a{agent}", outcome="no-such-outcome"))
+                yield pb.ServerResponse(text_response=pb.TextResponse(content="Done."))
+                yield pb.ServerResponse(session_info=pb.SessionInfo(session_id="s-seedish"))
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    third_party.grpc.add_GeminiServiceServicer_to_server(Seedish(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+        result = cli(["--server", f"grpc://127.0.0.1:{port}", "-p", "go", "-o", "stream-json"],
+                     environ=env, cwd=tmp_path)
+    finally:
+        server.stop(None)
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(e["agent_id"], e["agent_name"]) for e in lines if e["type"] == "agent_start"] == [(1, "a1"), (2, "a2")]
+    started = {e["agent_id"]: e["tool_id"] for e in lines if e["type"] == "tool_use"}
+    ended = {e["agent_id"]: (e["tool_id"], e["output"]) for e in lines if e["type"] == "tool_result"}
+    assert started[1] != started[2]
+    assert ended == {1: (started[1], "found by 1"), 2: (started[2], "found by 2")}
+    assert [e["outcome"] for e in lines if e["type"] == "agent_finish"] == ["error", "error"]

@@ -18,8 +18,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from gemini_split.environment import Environment
+from gemini_split.settings import SettingsError, load_settings
 from gemini_split.transport import ConnectOptions
 
+from .agents import agent_roots, discover, wire_agents
 from .approval import ApprovalMode
 from .connect import ClientSettings, Endpoint, SessionChoice, ToolSettings, open_client
 from .protocol_client import HandshakeFailed, ProtocolClient
@@ -78,3 +81,22 @@ async def open_face_client(request: Any) -> AsyncIterator[ProtocolClient]:
 #: waits: few, so that a gRPC client that reads slowly makes the session's
 #: outbox merge deltas instead of queueing one per token.
 FACE_BUFFER = 8
+
+
+def face_agents(env: Environment) -> tuple[Any, ...]:
+    """(Issue 32) The sub-agents a face's sessions may delegate to
+    (``AgentDefinition``, for ``ServeOptions.extra["agents"]``): the
+    built-ins and the serving user's ``~/.gemini/agents``, with that user's
+    ``agents.overrides`` — never a project's (a face's session has its own
+    workspace, no project of the user's). Each problem (a malformed
+    definition, an unreadable settings file) is a line for ``env.warn``;
+    the rest still load."""
+    try:
+        overrides = load_settings(env, trust=False).merged.agents.overrides
+    except SettingsError as exc:
+        env.warn(f"gemini-split serve: agents.overrides not applied: {exc}")
+        overrides = None
+    found = discover(agent_roots(env.config_dir, None, trusted=False), overrides=overrides)
+    for line in found.warnings + [n for a in found.agents for n in a.notes]:
+        env.warn(f"gemini-split serve: agents: {line}")
+    return wire_agents(found)

@@ -23,7 +23,7 @@ import trio
 from gemini_split._trio_util import single_exceptions
 from gemini_split.app import open_model, server_telemetry, server_tools_from
 from gemini_split.client.approval_mode import parse_approval_mode
-from gemini_split.client.face_client import open_face_client
+from gemini_split.client.face_client import face_agents, open_face_client
 from gemini_split.collector import settle_for_serving
 from gemini_split.commands.options_from_args import server_tools_options
 from gemini_split.environment import Environment
@@ -192,6 +192,9 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
             "allowed_config": _grpc_config_keys(args.grpc_allow_config),
             "max_streams": args.grpc_max_streams,
             "server_tools": bool(args.server_tools),
+            # (Issue 32) Sub-agents work with the session's tools: only
+            # when the server runs tools for gRPC sessions.
+            "agents": face_agents(env) if args.server_tools else (),
         })))
     flags = TelemetryFlags(enabled=args.telemetry, target=args.telemetry_target,
                            otlp_endpoint=args.telemetry_otlp_endpoint, otlp_protocol=args.telemetry_otlp_protocol,

@@ -16,7 +16,7 @@ import pytest
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.inprocess import cli
-from .helpers import chat_sync, start
+from .helpers import ALICE, chat_sync, start, write_auth_config
 
 
 def _env(**extra):
@@ -76,3 +76,58 @@ def test_serve_refuses_an_advanced_config_key_it_does_not_know(tmp_path):
 def test_no_websocket_needs_grpc(tmp_path):
     result = cli(["serve", "--no-websocket"], environ=_env(GEMINI_API_KEY="k"), cwd=tmp_path)
     assert result.returncode != 0 and "--no-websocket goes with --grpc" in result.stderr
+
+
+@pytest.mark.timeout(90)
+def test_serve_grpc_with_server_tools_offers_the_serving_users_sub_agents_and_streams_them(third_party, tmp_path):
+    """Issue 32: the built-ins and ``~/.gemini/agents`` with the user's
+    ``agents.overrides`` (here: generalist off); a malformed file is said on
+    serve's stderr, the others still offered; the stream sees the
+    delegation framed by AgentStarted / AgentFinished."""
+    tp = third_party
+    home = tmp_path / "home"
+    (home / "agents").mkdir(parents=True)
+    (home / "agents" / "scout.md").write_text("---\nname: scout\ndescription: Looks.\ntools: [list_directory]\n"
+                                              "---\nYou are SCOUT.\n")
+    (home / "agents" / "broken.md").write_text("---\nname: broken\ndescription: [unclosed\n---\nx\n")
+    (home / "settings.json").write_text('{"agents": {"overrides": {"generalist": {"enabled": false}}}}')
+    script = [{"system_contains": "You are gemini-split", "function_calls": [{"name": "scout", "args": {"query": "look"}}]},
+              {"system_contains": "SCOUT", "function_calls": [{"name": "complete_task", "args": {"result": "Empty."}}]},
+              {"system_contains": "You are gemini-split", "text": "Nothing here."}]
+    with FakeGemini(script) as fake:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gemini_split", "serve", "--grpc", "127.0.0.1:0", "--no-websocket",
+             "--server-tools", "--sandbox", "none", "--workspace-root", str(tmp_path / "workspaces"),
+             "--state-dir", ":memory:", "--auth-config", write_auth_config(tmp_path / "auth.json")],
+            cwd=tmp_path, env=_env(GEMINI_API_KEY="k", GOOGLE_GEMINI_BASE_URL=fake.url, HOME=str(tmp_path),
+                                   GEMINI_SPLIT_HOME=str(home)),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            lines, address = [], None
+            deadline = time.monotonic() + 60
+            while address is None and time.monotonic() < deadline:
+                line = proc.stderr.readline()
+                if not line:
+                    break
+                lines.append(line)
+                address = next(iter(re.findall(r"serving on (grpc://\S+)", line)), None)
+            assert address, lines
+            outcome = chat_sync(tp, address, [start(tp, "what is here?")], token=ALICE, timeout=30)
+            first = fake.requests[0]["body"]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    assert outcome.code == grpc.StatusCode.OK, outcome.details
+    offered = {d["name"] for t in first.get("tools", []) for d in t.get("functionDeclarations", [])}
+    assert {"scout", "codebase_investigator"} <= offered and not {"generalist", "broken"} & offered
+    assert any("broken.md" in line and "malformed YAML" in line for line in lines), lines
+    kinds = outcome.kinds()
+    assert kinds.index("agent_started") < kinds.index("agent_finished")
+    (finished,) = [r.agent_finished for r in outcome.responses if r.WhichOneof("response") == "agent_finished"]
+    assert (finished.name, finished.outcome, finished.summary) == ("scout", "completed", "Empty.")
+    assert outcome.text() == "Nothing here."

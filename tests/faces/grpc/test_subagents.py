@@ -19,9 +19,9 @@ import trio
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_tools import protoc
 
+from gemini_split.client.tool_host import open_tool_host
 from gemini_split.protocol import AgentDefinition
 from gemini_split.server.session.server_tools import ServerTools
-from gemini_split.client.tool_host import open_tool_host
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from .helpers import chat, grpc_server, open_channel, start
@@ -48,9 +48,9 @@ def _tools(tmp_path) -> ServerTools:
     return tools
 
 
-async def _delegate(tp, tmp_path, *, raw: bool = False, start_fields=None):
+async def _delegate(tp, tmp_path, *, raw: bool = False):
     """Run :data:`SCRIPT` over one stream of a server that offers ``scout``:
-    (status, responses — or their bytes with ``raw``, fake's requests)."""
+    the responses (their bytes with ``raw``) and the fake's recorded requests."""
     with FakeGemini(SCRIPT) as fake:
         async with grpc_server(fake, server_tools=_tools(tmp_path),
                                extra={"server_tools": True, "agents": (SCOUT,)}) as (_, address):
@@ -59,7 +59,7 @@ async def _delegate(tp, tmp_path, *, raw: bool = False, start_fields=None):
                     call = channel.stream_stream(
                         "/gemini.v1.GeminiService/Chat", request_serializer=tp.pb2.ClientRequest.SerializeToString,
                         response_deserializer=(lambda b: b) if raw else tp.pb2.ServerResponse.FromString)
-                    responses = list(call(iter([start(tp, "what is here?", **(start_fields or {}))]), timeout=30))
+                    responses = list(call(iter([start(tp, "what is here?")]), timeout=30))
                 return responses
             responses = await trio.to_thread.run_sync(run)
         return responses, list(fake.requests)
@@ -274,3 +274,19 @@ def test_over_a_server_that_names_no_calls_overlapping_calls_pair_by_agent_and_n
     assert started[1] != started[2]
     assert ended == {1: (started[1], "found by 1"), 2: (started[2], "found by 2")}
     assert [e["outcome"] for e in lines if e["type"] == "agent_finish"] == ["error", "error"]
+
+
+@pytest.mark.timeout(60)
+async def test_a_huge_task_is_cut_in_agent_started(third_party, tmp_path):
+    tp = third_party
+    task = "x" * 20_000
+    script = [{"system_contains": MAIN, "function_calls": [{"name": "scout", "args": {"query": task}}]},
+              {"system_contains": "SCOUT", "function_calls": [{"name": "complete_task", "args": {"result": "ok"}}]},
+              {"system_contains": MAIN, "text": "Done."}]
+    with FakeGemini(script) as fake:
+        async with grpc_server(fake, server_tools=_tools(tmp_path),
+                               extra={"server_tools": True, "agents": (SCOUT,)}) as (_, address):
+            outcome = await chat(tp, address, [start(tp, "go")])
+    assert outcome.code == grpc.StatusCode.OK, outcome.details
+    (began,) = [r.agent_started for r in outcome.responses if r.WhichOneof("response") == "agent_started"]
+    assert len(began.task) == 500 and began.task.endswith("…") and began.task.startswith("x" * 400)

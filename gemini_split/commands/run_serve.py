@@ -169,8 +169,7 @@ def run_serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
         from gemini_split.web.face import web_face_for
 
         options.extra["web"] = web_face_for(
-            service, pair_ttl=args.web_pair_ttl, cookie_days=args.web_cookie_days,
-            state_dir=None if redis_url else state_dir(args.state_dir, env), static_dir=args.web_static)
+            service, pair_ttl=args.web_pair_ttl, cookie_days=args.web_cookie_days, static_dir=args.web_static)
     stop_log = None
     acp = None
     if acp_address is not None:
@@ -284,6 +283,8 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
                 notifier = getattr(service, "notifier", None)
                 if notifier is not None:  # serve --notify-webhook
                     nursery.start_soon(notifier.run)
+                if getattr(service, "pairing", None) is not None:  # serve --web: hears revocations elsewhere
+                    await nursery.start(service.pairing.run)
                 # Built once, and then out of the collector's way (gemini_split/collector.py).
                 service.model.warm_up(service.config.model)
                 settle_for_serving()

@@ -612,7 +612,7 @@ class AgentService:
                 await self._answer_sessions(session, view, message, conn.version)
                 continue
             if isinstance(message, Pair):
-                self._answer_pair(session, view, message)
+                await self._answer_pair(session, view, message)
                 continue
             await session.handle(message, view)
 
@@ -640,35 +640,42 @@ class AgentService:
         view.send_direct(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, version,
                                                                                  self.manager.running())))
 
-    def _answer_pair(self, session: Session, view: View, message: Pair) -> None:
+    async def _answer_pair(self, session: Session, view: View, message: Pair) -> None:
         """(1.4) ``pair``: a sign-in code, the list of paired browsers, or a
-        revocation — always for the connection's own user."""
+        revocation — always for the connection's own user. Kept in the
+        session store (shared by replicas with Redis)."""
         if self.pairing is None:
             view.send_direct(Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
                                    message="this server serves no web page: start it with serve --web"))
             return
         principal = session.principal
         user = principal.user_id if principal is not None else ""
-        if message.action == "link":
-            code, code_id, expires = self.pairing.new_code(user, principal.permissions if principal else ())
-            log.info("session %s: a pairing code %s for user %s", session.id, code_id, user or "(local)")
-            view.send_direct(PairedLink(in_reply_to=message.id, code=code, code_id=code_id,
-                                        expires=int(expires * 1000)))
-            return
-        if message.action == "revoke":
-            if not message.browser_id or not self.pairing.revoke(user, message.browser_id):
-                view.send_direct(Error(code=ErrorCode.INVALID_FIELD.value, in_reply_to=message.id,
-                                       message=f"no paired browser {message.browser_id!r} of yours "
-                                               "(gemini-split pair --list shows them)"))
+        try:
+            if message.action == "link":
+                code, code_id, expires = await self.pairing.new_code(user, principal.permissions if principal else ())
+                log.info("session %s: a pairing code %s for user %s", session.id, code_id, user or "(local)")
+                view.send_direct(PairedLink(in_reply_to=message.id, code=code, code_id=code_id,
+                                            expires=int(expires * 1000)))
                 return
-        elif message.action != "list":
-            view.send_direct(Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
-                                   message=f"unknown pair action {message.action!r} (link, list, revoke)"))
+            if message.action == "revoke":
+                if not message.browser_id or not await self.pairing.revoke(user, message.browser_id):
+                    view.send_direct(Error(code=ErrorCode.INVALID_FIELD.value, in_reply_to=message.id,
+                                           message=f"no paired browser {message.browser_id!r} of yours "
+                                                   "(gemini-split pair --list shows them)"))
+                    return
+            elif message.action != "list":
+                view.send_direct(Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
+                                       message=f"unknown pair action {message.action!r} (link, list, revoke)"))
+                return
+            browsers = await self.pairing.browsers(user)
+        except StoreError as exc:
+            view.send_direct(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
+                                   message=f"the server cannot reach its paired browsers: {exc}"))
             return
         view.send_direct(PairedBrowsers(in_reply_to=message.id, browsers=tuple(
             PairedBrowser(id=b.id, created=int(b.created * 1000), last_used=int(b.last_used * 1000),
                           user_agent=b.user_agent)
-            for b in self.pairing.browsers(user))))
+            for b in browsers)))
 
 
 #: Events only 1.2 clients know (several clients on one session).

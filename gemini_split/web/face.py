@@ -44,6 +44,7 @@ from typing import Any, Protocol
 
 import trio
 
+from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import PROTOCOL_VERSION
 from gemini_split.transport.throttle import FailedAuthThrottle
 
@@ -123,9 +124,10 @@ class WebFace:
         origin = head.header("origin")
         return origin is not None and _same_origin(origin, head, secure)
 
-    def admit_cookie(self, head: Head) -> Browser | None:
-        """The paired browser the request's cookie signs in, or None."""
-        return self.pairing.browser_for(cookie_of(head))
+    async def admit_cookie(self, head: Head) -> Browser | None:
+        """The paired browser the request's cookie signs in, or None.
+        Raises the store's error (a GeminiSplitError) when it cannot say."""
+        return await self.pairing.browser_for(cookie_of(head))
 
     def hold_socket(self, browser_id: str, scope: trio.CancelScope) -> Callable[[], None]:
         """Register an open connection of ``browser_id`` (cancelled when it
@@ -150,6 +152,15 @@ class WebFace:
                      source: Callable[[], str] | None = None) -> bytes | None:
         """The whole response to ``head``, or None when it is not the web's
         (the front answers it). Reads a POST's body from ``stream``."""
+        try:
+            return await self._answer(head, stream, secure=secure, peer_host=peer_host, source=source)
+        except GeminiSplitError as exc:  # the store (Redis away, disk full): say so, keep serving
+            log.warning("%s %s: %s", head.method, head.path, exc)
+            return _json(503, {"error": "unavailable", "message": "the server cannot reach its store of paired "
+                               "browsers; try again shortly"}, [("Retry-After", "5")])
+
+    async def _answer(self, head: Head, stream: trio.abc.Stream, *, secure: bool, peer_host: str,
+                      source: Callable[[], str] | None) -> bytes | None:
         path = head.path
         if path in ("/", "/index.html", "/pair"):
             return self._static(head, "index.html")
@@ -158,7 +169,7 @@ class WebFace:
         if path == "/api/me":
             if head.method not in ("GET", "HEAD"):
                 return _json(405, {"error": "method"}, [("Allow", "GET, HEAD")])
-            browser = self.admit_cookie(head)
+            browser = await self.admit_cookie(head)
             if browser is None:
                 return _json(401, {"error": "signed_out", "message": "this browser is not paired: "
                                    "run gemini-split pair and open its link"})
@@ -175,18 +186,18 @@ class WebFace:
             except ValueError as exc:
                 return _json(413 if "large" in str(exc) else 400, {"error": "bad_request", "message": str(exc)})
             if path == "/api/logout":
-                browser = self.admit_cookie(head)
+                browser = await self.admit_cookie(head)
                 if browser is not None:
-                    self.pairing.revoke(browser.user, browser.id)
+                    await self.pairing.revoke(browser.user, browser.id)
                 return _json(200, {"ok": True}, [("Set-Cookie", _cookie("", 0, secure))])
-            return self._pair(head, body, secure, (source or (lambda: peer_host))())
+            return await self._pair(head, body, secure, (source or (lambda: peer_host))())
         if path.startswith("/api/"):
             return _json(404, {"error": "not_found"})
         if path in FRONT_PATHS:
             return None
         return response(404, b"not found\n", head_only=head.method == "HEAD")
 
-    def _pair(self, head: Head, body: bytes, secure: bool, source: str) -> bytes:
+    async def _pair(self, head: Head, body: bytes, secure: bool, source: str) -> bytes:
         now = trio.current_time()
         wait = self.throttle.retry_after(source, now)
         if wait:
@@ -199,7 +210,7 @@ class WebFace:
         if not isinstance(code, str) or not code or len(code) > 200:
             return _json(400, {"error": "bad_request", "message": 'send {"code": "…"} as JSON'})
         try:
-            browser, cookie = self.pairing.redeem(code, head.header("user-agent") or "")
+            browser, cookie = await self.pairing.redeem(code, head.header("user-agent") or "")
         except PairingError as exc:
             self.throttle.failed(source, now)
             log.info("a pairing code was refused (%s) from %s", exc.reason, source)
@@ -336,14 +347,13 @@ def response(status: int, body: bytes, *, content_type: str = "text/plain; chars
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (b"" if head_only else body)
 
 
-def web_face_for(service: Any, *, pair_ttl: float, cookie_days: float, state_dir: str | None,
+def web_face_for(service: Any, *, pair_ttl: float, cookie_days: float,
                  static_dir: str | None = None) -> WebFace:
-    """``serve --web``'s face for ``service``: paired browsers kept in
-    ``STATE_DIR/browsers.json`` (in memory only without a state directory,
-    e.g. with ``--store redis://``); the page from ``static_dir`` when
-    given (development), else the package's."""
-    pairing = Pairing(code_ttl=pair_ttl, cookie_days=cookie_days,
-                      path=Path(state_dir) / "browsers.json" if state_dir else None)
+    """``serve --web``'s face for ``service``: paired browsers kept in its
+    session store (SQLite, Redis shared by replicas, or memory); the page
+    from ``static_dir`` when given (development), else the package's. The
+    server runs ``service.pairing.run`` once the store is open."""
+    pairing = Pairing(service.store.paired_browsers(), code_ttl=pair_ttl, cookie_days=cookie_days)
     service.pairing = pairing
 
     def me() -> dict[str, Any]:

@@ -30,7 +30,7 @@ import trio
 from wsproto.utilities import generate_accept_token
 
 from gemini_split._trio_util import serve_listeners_quietly
-from gemini_split.errors import ConfigurationError
+from gemini_split.errors import ConfigurationError, GeminiSplitError
 from gemini_split.transport.throttle import FailedAuthThrottle, client_source, parse_networks
 from gemini_split.transport import (
     is_loopback_host,
@@ -205,7 +205,7 @@ class _Server:
         browser = None
         try:
             if web is not None and web.is_browser_request(head, isinstance(tcp, trio.SSLStream)):
-                principal, browser = self._admit_browser(web, head, _host_of(tcp))
+                principal, browser = await self._admit_browser(web, head, _host_of(tcp))
             else:
                 principal = self._admit(head, _host_of(tcp))
         except _Refusal as refusal:
@@ -299,12 +299,19 @@ class _Server:
             [("WWW-Authenticate", 'Bearer realm="gemini-split"')], source=source if source != host else None,
         )
 
-    def _admit_browser(self, web: Any, head: RequestHead, host: str) -> tuple[Principal | None, Any]:
+    async def _admit_browser(self, web: Any, head: RequestHead, host: str) -> tuple[Principal | None, Any]:
         """A WebSocket from the server's own page (serve --web): admitted by
         its ``gs_browser`` cookie, never a token (the page has none); raises
-        _Refusal (401, 429). Failed cookies count against the address as
-        failed tokens do."""
-        browser = web.admit_cookie(head)
+        _Refusal (401, 429; 503 when the store of paired browsers cannot be
+        reached). Failed cookies count against the address as failed tokens
+        do."""
+        try:
+            with trio.fail_after(self.handshake_timeout):
+                browser = await web.admit_cookie(head)
+        except (GeminiSplitError, trio.TooSlowError) as exc:
+            log.warning("cannot check a browser's cookie: %s", exc)
+            raise _Refusal(503, "the server cannot check this browser's sign-in now; try again shortly",
+                           [("Retry-After", "5")]) from None
         if browser is not None:
             if not browser.user:
                 return None, browser

@@ -248,3 +248,65 @@ async def test_a_schema_3_database_is_migrated_its_sessions_in_no_project(tmp_pa
             await store.aclose()
     assert old.project == "" and record is not None and record.project == "" and record.timeline == {}
     assert sqlite3.connect(state / DB_NAME).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+SCHEMA_4 = (SCHEMA_1.replace("PRAGMA user_version=1;", "")
+            + "ALTER TABLE events ADD COLUMN timestamp INTEGER NOT NULL DEFAULT 0;"
+              "ALTER TABLE events ADD COLUMN type TEXT NOT NULL DEFAULT '';"
+              "ALTER TABLE sessions ADD COLUMN timeline TEXT NOT NULL DEFAULT '{}';"
+              "ALTER TABLE sessions ADD COLUMN archive TEXT NOT NULL DEFAULT '[]';"
+              "ALTER TABLE sessions ADD COLUMN project TEXT NOT NULL DEFAULT '';"
+              "PRAGMA user_version=4;")
+
+
+async def test_a_schema_4_database_and_its_browsers_json_move_into_schema_5_nothing_lost(tmp_path):
+    """Paired browsers were kept in STATE_DIR/browsers.json before schema 5:
+    they are imported into the database (still signed in), and the file goes
+    only once they are."""
+    import hashlib
+    import json
+    import sqlite3
+
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = sqlite3.connect(state / DB_NAME)
+    conn.executescript(SCHEMA_4)
+    conn.close()
+    now = time.time()
+    cookie_hash = hashlib.sha256(b"the-cookie").hexdigest()
+    # As gemini_split/web/pairing.py wrote it before schema 5.
+    (state / "browsers.json").write_text(json.dumps([
+        {"id": "ab12cd34", "user": "alice", "cookie_hash": cookie_hash, "created": now - 100, "expires": now + 3600,
+         "last_used": now - 50, "user_agent": "Firefox/1", "permissions": ["read"]}]))
+    store = open_store(state)
+    with trio.fail_after(10):
+        await store.open()
+        try:
+            pairing = store.paired_browsers()
+            await pairing.open()
+            found = await pairing.browser_by_cookie(cookie_hash, now)
+            [old] = await store.list_sessions("alice")
+        finally:
+            await store.aclose()
+    assert found is not None and (found.id, found.user, found.permissions) == ("ab12cd34", "alice", ("read",))
+    assert found.user_agent == "Firefox/1" and found.last_used == now - 50
+    assert old.id == "s-old"
+    assert not (state / "browsers.json").exists()
+    assert sqlite3.connect(state / DB_NAME).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+
+
+async def test_an_unreadable_browsers_json_is_left_in_place_and_said(tmp_path, caplog):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "browsers.json").write_text("{not json")
+    store = open_store(state)
+    with trio.fail_after(10):
+        await store.open()
+        try:
+            await store.paired_browsers().open()
+            listed = await store.paired_browsers().browsers("alice", time.time())
+        finally:
+            await store.aclose()
+    assert listed == []
+    assert (state / "browsers.json").read_text() == "{not json"
+    assert "cannot import the paired browsers" in caplog.text

@@ -60,10 +60,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol.replay import EventMark
+
+if TYPE_CHECKING:
+    from .pairing import PairingStore
 
 #: Events kept per session for replay, unless configured otherwise.
 DEFAULT_REPLAY_CAPACITY = 2000
@@ -231,6 +234,12 @@ class SessionStore(ABC):
     async def expire(self, idle_before: float) -> list[str]:
         """Delete sessions not updated since ``idle_before`` (epoch
         seconds); returns their ids."""
+
+    @abstractmethod
+    def paired_browsers(self) -> PairingStore:
+        """``serve --web``'s paired browsers and pairing codes, kept where
+        the sessions are (:mod:`.pairing`: its contract). Usable once the
+        store is open."""
 
 
 def hash_token(token: str) -> str:

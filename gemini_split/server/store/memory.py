@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from . import DEFAULT_REPLAY_CAPACITY, EventMark, SessionRecord, SessionStore, SessionSummary, StoredEvent
+from .pairing import MemoryPairing
 
 
 class MemoryStore(SessionStore):
@@ -22,6 +23,10 @@ class MemoryStore(SessionStore):
         self._events: dict[str, deque[StoredEvent]] = {}
         # The highest seq ever dropped per session (so gaps are detected).
         self._dropped: dict[str, int] = {}
+        self._pairing = MemoryPairing()
+
+    def paired_browsers(self) -> MemoryPairing:
+        return self._pairing
 
     async def aclose(self) -> None:
         return None

@@ -20,6 +20,7 @@ Keys (``PREFIX`` is ``gs:`` unless ``?prefix=`` in the URL says otherwise;
 ``PREFIX{id}:cmd`` stream: messages relayed to the replica that runs it.
 ``PREFIX owner:<owner>``  sorted set: the owner's session ids by ``updated``.
 ``PREFIX all``     sorted set: every session id by ``updated`` (expiry).
+``PREFIX pair:…``  paired browsers and pairing codes (:mod:`.redis_pairing`).
 
 Writing. :meth:`append_events` only queues; one Trio task (a system task, so
 it lives as long as the store, not as any one connection) writes what is
@@ -57,6 +58,7 @@ from typing import Any
 import trio
 
 from . import DEFAULT_REPLAY_CAPACITY, EventMark, SessionRecord, SessionStore, SessionSummary, StoredEvent, StoreError
+from .redis_pairing import RedisPairing
 
 log = logging.getLogger(__name__)
 
@@ -565,6 +567,14 @@ class RedisStore(SessionStore):
             return None
         kept = [_event(row) for row in rows]
         return [EventMark(e.seq, e.timestamp, e.request_id, e.type) for e in kept if e.seq > int(floor or 0)]
+
+    def paired_browsers(self) -> RedisPairing:
+        """Shared by every replica (:mod:`.redis_pairing`)."""
+        if self._pairing is None:
+            self._pairing = RedisPairing(self)
+        return self._pairing
+
+    _pairing: RedisPairing | None = None
 
     async def expire(self, idle_before: float) -> list[str]:
         await self._sync()

@@ -52,6 +52,7 @@ from . import (
     StoreError,
     StoreLocked,
 )
+from .sqlite_pairing import SQLitePairing
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +60,31 @@ T = TypeVar("T")
 
 DB_NAME = "sessions.db"
 LOCK_NAME = "serve.lock"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
+#: Paired browsers and pending pairing codes (``sqlite_pairing.py``): only
+#: hashes of cookies and codes.
+_PAIRING_TABLES = """
+CREATE TABLE IF NOT EXISTS browsers (
+    id TEXT PRIMARY KEY,
+    user TEXT NOT NULL,
+    cookie_hash TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL,
+    expires REAL NOT NULL,
+    last_used REAL NOT NULL DEFAULT 0,
+    user_agent TEXT NOT NULL DEFAULT '',
+    permissions TEXT NOT NULL DEFAULT '[]'
+);
+CREATE INDEX IF NOT EXISTS browsers_by_user ON browsers (user);
+CREATE TABLE IF NOT EXISTS pair_codes (
+    hash TEXT PRIMARY KEY,
+    user TEXT NOT NULL,
+    permissions TEXT NOT NULL DEFAULT '[]',
+    expires REAL NOT NULL,
+    used INTEGER NOT NULL DEFAULT 0,
+    keep_until REAL NOT NULL
+);
+"""
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
@@ -89,7 +113,7 @@ CREATE TABLE IF NOT EXISTS events (
     type TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
-"""
+""" + _PAIRING_TABLES
 #: Schema 1 → 2: events keep their timestamp and type (late-joiner replay).
 _MIGRATE_1_TO_2 = """
 ALTER TABLE events ADD COLUMN timestamp INTEGER NOT NULL DEFAULT 0;
@@ -104,12 +128,15 @@ ALTER TABLE sessions ADD COLUMN archive TEXT NOT NULL DEFAULT '[]';
 _MIGRATE_3_TO_4 = """
 ALTER TABLE sessions ADD COLUMN project TEXT NOT NULL DEFAULT '';
 """
+#: Schema 4 → 5: paired browsers and pairing codes (``serve --web``) move
+#: into the database from ``browsers.json`` (``sqlite_pairing.py`` imports it).
+_MIGRATE_4_TO_5 = _PAIRING_TABLES
 _COLUMNS_2 = ("id", "owner", "token_hash", "created", "updated", "model", "approval", "title", "history",
               "turns", "running_request", "last_seq")
 _COLUMNS_3 = (*_COLUMNS_2, "timeline", "archive")
 _COLUMNS = (*_COLUMNS_3, "project")
 #: The sessions table's columns in each schema version this store opens.
-_LAYOUTS = {1: _COLUMNS_2, 2: _COLUMNS_2, 3: _COLUMNS_3, 4: _COLUMNS}
+_LAYOUTS = {1: _COLUMNS_2, 2: _COLUMNS_2, 3: _COLUMNS_3, 4: _COLUMNS, 5: _COLUMNS}
 
 #: Operations the writer thread takes from its queue at most per transaction.
 _MAX_BATCH = 5000
@@ -227,6 +254,8 @@ class SQLiteStore(SessionStore):
                     conn.executescript(_MIGRATE_2_TO_3)
                 if version in (1, 2, 3):
                     conn.executescript(_MIGRATE_3_TO_4)
+                if version in (1, 2, 3, 4):
+                    conn.executescript(_MIGRATE_4_TO_5)
                 if version != SCHEMA_VERSION:
                     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             conn.execute("PRAGMA journal_mode=WAL")
@@ -244,7 +273,7 @@ class SQLiteStore(SessionStore):
         return conn
 
     def _check(self, conn: sqlite3.Connection) -> int:
-        """The file's schema version (1 to 4), once it is ours and sound."""
+        """The file's schema version (1 to 5), once it is ours and sound."""
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if version not in _LAYOUTS or not {"sessions", "events"} <= tables:
@@ -273,6 +302,9 @@ class SQLiteStore(SessionStore):
         self._release_lock()
 
     # --- the interface ------------------------------------------------------------
+
+    def paired_browsers(self) -> SQLitePairing:
+        return SQLitePairing(self)
 
     async def create(self, record: SessionRecord) -> None:
         row = _to_row(record)

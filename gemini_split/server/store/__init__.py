@@ -47,7 +47,9 @@ What every backend must guarantee
    the caller's in-memory state untouched; appended events that failed to
    be written are reported by the next durable call (and by
    :attr:`SessionStore.write_error`).
-7. **Isolation is the caller's.** The store filters by owner where asked
+7. **Paired browsers** (``serve --web``) live in the store too
+   (:meth:`~SessionStore.paired_browsers`; their contract: :mod:`.pairing`).
+8. **Isolation is the caller's.** The store filters by owner where asked
    (:meth:`~SessionStore.list_sessions`); checking that a principal may touch
    a session is done by the server before calling it.
 """

@@ -173,3 +173,24 @@ def test_two_replicas_redeeming_one_code_at_the_same_moment_sign_in_one_browser(
         listed = client(["pair", "--list", "--server", a, "--token", ALICE], cwd=tmp_path)
     assert statuses == [[200, 410, 410, 410]] * 3
     assert listed.stdout.count("TestBrowser/1.0") == 3, listed.stdout
+
+
+def test_while_redis_is_away_a_browser_is_told_to_retry_never_signed_out(tmp_path, page, auth_config):
+    port = _free_port()
+    address = f"ws://127.0.0.1:{port}"
+    with rs.RedisServer(tmp_path / "redis") as redis, FakeGemini(api_key=API_KEY) as fake, \
+            web_replica(tmp_path, fake, redis.url_with_prefix(), port, page, auth_config, "a"):
+        cookie = post_code(http_of(address), pair_link(address, tmp_path, "--token", ALICE).partition("#")[2]).cookies[
+            "gs_browser"]
+        redis.stop()
+        # A cookie this replica has not seen lately must be asked of Redis.
+        unknown = me(address, "never-seen-cookie")
+        with pytest.raises(InvalidStatus) as caught:
+            browser_socket(address, "never-seen-cookie")
+        code = post_code(http_of(address), "some-code")
+        redis.start()
+        after = me(address, cookie)
+    assert unknown.status_code == 503 and unknown.json()["error"] == "unavailable"
+    assert caught.value.response.status_code == 503
+    assert code.status_code == 503
+    assert after.status_code == 200 and after.json()["user"] == "alice"

@@ -5,6 +5,7 @@ them (httpx, websockets: the cookie and the page's Origin)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -76,6 +77,10 @@ def test_a_code_from_one_replica_signs_in_once_on_another_and_the_cookie_works_o
         listed_b = client(["pair", "--list", "--server", b, "--token", ALICE], cwd=tmp_path)
         listed_bob = client(["pair", "--list", "--server", b, "--token", BOB], cwd=tmp_path)
     logs = (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
+    # Everything Redis was told is in its append-only file: hashes only.
+    written = b"".join(p.read_bytes() for p in redis_server.directory.rglob("*") if p.is_file())
+    assert cookie.encode() not in written and code.encode() not in written
+    assert hashlib.sha256(cookie.encode()).hexdigest().encode() in written
     assert on_b.status_code == 200 and on_b.json()["user"] == "alice"
     assert again_on_a.status_code == again_on_b.status_code == 410
     assert again_on_a.json()["error"] == again_on_b.json()["error"] == "used"

@@ -711,9 +711,9 @@ async def _approval_mode(repl: Repl, args: list[str]) -> None:
         mode = ApprovalMode(args[0].lower().replace("-", "_"))
     except ValueError:
         raise CommandUsage(f"/approval-mode [{modes}]") from None
-    loaded = repl.settings.loaded_settings
-    if mode is ApprovalMode.YOLO and loaded is not None and loaded.merged.security.disable_yolo_mode:
-        raise CommandUsage("You cannot enter YOLO mode since it is disabled in your settings.")
+    refused = repl.yolo_refused() if mode is ApprovalMode.YOLO else None
+    if refused:
+        raise CommandUsage(refused)
     repl.set_approval_mode(mode)
     repl.console.print(f"approval mode: [bold]{mode.value}[/bold]")
 

@@ -18,7 +18,8 @@ from .test_repl import PROMPT, _environ, ask, workdir  # noqa: F401 - fixtures
 
 def _repl_listing(tmp_path, workdir, *typed: str) -> set[str]:
     """Every module loaded by a REPL that reached its prompt, had ``typed``
-    entered, and was left with Ctrl-D."""
+    entered (commands whose answers speak of checkpoints), and was left
+    with Ctrl-D."""
     script = tmp_path / "script.json"
     script.write_text("[]")
     listing = tmp_path / "modules.txt"
@@ -28,9 +29,10 @@ def _repl_listing(tmp_path, workdir, *typed: str) -> set[str]:
         repl.expect(PROMPT, timeout=30)
         for line in typed:
             ask(repl, line)
+            repl.expect(r"(?i)checkpoint")  # its answer (the prompt's own echo shows the prompt sign too)
             repl.expect(PROMPT)
         repl.send(CTRL_D)
-        assert repl.wait(timeout=20) == 0
+        assert repl.wait(timeout=30) == 0
     finally:
         repl.close()
     return set(listing.read_text().split())

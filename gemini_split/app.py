@@ -57,7 +57,7 @@ from gemini_split.model_aliases import resolve_model_name
 from gemini_split.options import ClientOptions, ServerToolsOptions
 from gemini_split.policy import excluded_tools_rules, load_policy
 from gemini_split.sandbox import Sandbox, sandbox_mode_from
-from gemini_split.settings import LoadedSettings, MCPServerSettings, Settings, load_settings
+from gemini_split.settings import LoadedSettings, MCPServerSettings, Settings, load_settings, yolo_disabled_by
 from gemini_split.telemetry import Recorder, TelemetryFlags, activated, secret_values
 from gemini_split.telemetry import resolve_config as resolve_telemetry
 from gemini_split.protocol import Caller
@@ -100,6 +100,8 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
                  "anyone on the network path can read and change this session.")
     # Resolved in this order, which decides the error shown first.
     approval_mode = resolve_approval_mode(options, env, s)
+    if approval_mode is ApprovalMode.YOLO:
+        refuse_disabled_yolo(_asked_for_yolo(options), loaded)
     allowed_tools = _allowed_tools(options, s)
     policy = resolve_policy(options, env, loaded)
     sandbox = resolve_sandbox(options, env, s)
@@ -348,6 +350,25 @@ def resolve_approval_mode(options: ClientOptions, env: Environment, s: Settings 
                  'using "default"')
         mode = ApprovalMode.DEFAULT
     return mode
+
+
+def refuse_disabled_yolo(asked: str, loaded: LoadedSettings) -> None:
+    """Raise :class:`SettingsError` (exit status 52, gemini-cli's
+    ``FatalConfigError``) when ``security.disableYoloMode`` is set: it holds
+    "even if enabled by a flag". ``asked``: how yolo was asked for, named
+    in the message with the setting and the file that set it."""
+    disabled = yolo_disabled_by(loaded)
+    if disabled:
+        raise SettingsError(f"{asked}: YOLO mode is disabled by {disabled}; run without it "
+                            "(tools then ask for approval), or ask whoever manages that file")
+
+
+def _asked_for_yolo(options: ClientOptions) -> str:
+    if options.yolo:
+        return "--yolo"
+    if options.approval_mode:
+        return f"--approval-mode {options.approval_mode}"
+    return "GEMINI_APPROVAL_MODE"
 
 
 def _rejects_dangerous(options: ClientOptions, env: Environment) -> bool:
@@ -738,6 +759,8 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
                          policy_paths=options.policy, admin_policy_paths=options.admin_policy, environ=env.environ)
     for line in policy.warnings:
         env.warn(line)
+    # The server's own settings: its user's and the system's, no project's.
+    server_settings = load_settings(env, env.config_dir, trust=False)
     try:
         tools = ServerTools(
             factory=open_tool_host, workspace_root=root, projects=projects,
@@ -745,20 +768,16 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
             sandbox=resolve_server_sandbox(options.sandbox, network=options.sandbox_network, env=env),
             policy=policy, web_fetch_allow=options.web_fetch_allow,
             private_paths=server_private_paths(options, env),
-            checkpointing=_server_checkpointing(env),
+            checkpointing=server_settings.merged.general.checkpointing.enabled,
         )
+        if tools.max_approval_mode == "yolo":
+            refuse_disabled_yolo(f"--max-approval-mode {options.max_approval_mode}", server_settings)
         tools.prepare()
     except ValueError as exc:
         raise ConfigurationError(f"--server-tools: {exc}") from None
     except OSError as exc:
         raise ConfigurationError(f"--workspace-root: {exc}") from None
     return tools
-
-
-def _server_checkpointing(env: Environment) -> bool:
-    """``general.checkpointing.enabled`` in the server's own settings (its
-    user's and the system's: no project's)."""
-    return load_settings(env, env.config_dir, trust=False).merged.general.checkpointing.enabled
 
 
 #: Directories too general to mask whole because a secret file lies in

@@ -74,6 +74,7 @@ EDGES = {
     "gemini_split.ui.conversation": "/chat (json)",
     "gemini_split.ui.skills_command": "/skills (rich)",
     "gemini_split.ui.shell_passthrough": "!command (rich)",
+    "gemini_split.ui.restore_command": "/restore (the checkpoints and their git): not at the REPL's start",
     "gemini_split.shell_split": "the bash splitter (dataclasses, shlex): only when a shell command is checked",
     "gemini_split.server.model.gemini": "google-genai: not for -m scripted",
     "gemini_split.server.model.scripted": "-m scripted only (json)",
@@ -120,6 +121,11 @@ SHELL_NEVER = ("trio", "gemini_split.protocol", "gemini_split.transport", "gemin
 ONESHOT_NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",
                  "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn", "opentelemetry",
                  "gemini_split.telemetry.otel")
+
+#: Never imported by the REPL on its way to the first prompt: what only one
+#: command needs is loaded when that command first runs.
+REPL_START_NEVER = ("gemini_split.ui.restore_command", "gemini_split.client.restoring",
+                    "gemini_split.client.checkpoints")
 
 #: Never imported by ``-p`` through the local daemon (a thin client).
 THIN_ONESHOT_NEVER = ONESHOT_NEVER + (

@@ -298,6 +298,35 @@ class LoadedSettings(msgspec.Struct):
     #: Lines for the user (e.g. a project file ignored in an untrusted folder).
     warnings: list[str] = msgspec.field(default_factory=list)
 
+    def set_by(self, *keys: str) -> SettingsFile | None:
+        """The file whose value of the setting at ``keys`` (gemini-cli's
+        camelCase path, e.g. ``"security", "disableYoloMode"``) the merged
+        settings hold: the last applied file (system over project over user
+        over system defaults) that has it; None: nobody set it."""
+        found = None
+        for file in self.files:
+            if file.scope == "project" and not self.trusted:
+                continue
+            node: Any = file.raw
+            for key in keys:
+                node = node.get(key, _ABSENT) if isinstance(node, dict) else _ABSENT
+            if node is not _ABSENT:
+                found = file
+        return found
+
+
+_ABSENT = object()
+
+
+def yolo_disabled_by(loaded: LoadedSettings | None) -> str | None:
+    """Where yolo is disabled (``security.disableYoloMode``: gemini-cli's
+    "Disable YOLO mode, even if enabled by a flag"), as words for a
+    message naming the setting and its file; None: yolo is allowed."""
+    if loaded is None or not loaded.merged.security.disable_yolo_mode:
+        return None
+    file = loaded.set_by("security", "disableYoloMode")
+    return "security.disableYoloMode" + (f" in the {file.scope} settings {file.path}" if file else "")
+
 
 def load_settings(env: Environment, cwd: Path | None = None, *, trust: bool | None = None) -> LoadedSettings:
     """Read and merge every settings file for a run in ``cwd`` (default

@@ -58,6 +58,7 @@ from gemini_split.protocol.turn import (
     ToolCallStarted,
     Turn,
 )
+from gemini_split.settings import MCPServerSettings, yolo_disabled_by
 from gemini_split.transport import ConnectFailed
 
 from . import updates as u
@@ -448,6 +449,10 @@ class AcpSession:
         if mode is None:
             valid = ", ".join(m[0] for m in MODES)
             raise RpcError(INVALID_PARAMS, f"unknown mode {mode_id!r}: the modes are {valid}")
+        disabled = yolo_disabled_by(self.settings.loaded_settings) if mode is ApprovalMode.YOLO else None
+        if disabled:
+            raise RpcError(INVALID_PARAMS, f"You cannot enter YOLO mode since it is disabled in your settings "
+                                           f"({disabled}).")
         assert self.client is not None
         self.client.executor.policy.mode = mode
         await self.update({"sessionUpdate": "current_mode_update", "currentModeId": _ID_BY_MODE[mode]})
@@ -873,8 +878,6 @@ def _is_dir(path: Path) -> bool:
 
 def _mcp_servers(servers: list[dict[str, Any]]) -> dict[str, Any]:
     """ACP ``mcpServers`` (stdio, http, sse) as settings' ``MCPServerSettings``."""
-    from gemini_split.settings import MCPServerSettings
-
     out: dict[str, Any] = {}
     for i, server in enumerate(servers):
         name = server.get("name")

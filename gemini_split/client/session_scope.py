@@ -4,7 +4,7 @@ A session remembers the project directory it was started in: the client's
 workspace as that client saw it (``SessionInfo.project``, protocol 1.4; the
 server stores what the first request's ``SessionContext.workspace_dirs[0]``
 said). ``--list-sessions`` lists, ``--resume N`` and ``--delete-session N``
-count, and ``--resume latest`` (``-r``) picks among the sessions of the
+count, and ``--resume latest`` (``-r``) and ``attach latest`` pick among the sessions of the
 project the command runs in — numbered oldest first (by start), as
 gemini-cli numbers them, so a new session never renumbers the old ones. A
 session id (or the start of one, or a ``--session-id`` name) works from
@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 LATEST = "latest"
 #: gemini-cli's words when the project has no earlier session.
 NO_SESSIONS = "No previous sessions found for this project."
+#: ``attach latest`` where this project has no session to attach to.
+NO_SESSION_TO_ATTACH = ("no earlier session in this project ({project}) to attach to; a session of another "
+                        "project is attached to by its id: gemini-split attach SESSION_ID (--list-sessions, "
+                        "run in that project's directory, lists them)")
 
 
 def is_number(text: str) -> bool:
@@ -87,11 +91,11 @@ def pick(sessions: Sequence[SessionInfo], which: str) -> SessionInfo | None:
 
 def _listing(settings: ClientSettings) -> ClientSettings:
     """``settings`` for a connection that only lists sessions: a new,
-    never-prompted session (never stored), no MCP server started, no
-    hook run."""
+    never-prompted session (never stored; its own, so not an observer's),
+    no MCP server started, no hook run."""
     tools = msgspec.structs.replace(settings.tools, mcp_servers={}, extensions=None)
     bare = msgspec.structs.replace(settings, tools=tools, loaded_settings=None)
-    return bare.choosing(resume=None, new_session_id=None, attach=False, replay=None)
+    return bare.choosing(resume=None, new_session_id=None, attach=False, replay=None, role="driver")
 
 
 @asynccontextmanager
@@ -108,14 +112,17 @@ async def project_sessions(client: ProtocolClient, settings: ClientSettings) -> 
 
 
 async def resolve_resume(settings: ClientSettings, warn: Callable[[str], None]) -> ClientSettings:
-    """``settings`` with ``--resume latest|N`` turned into the id of that
-    session of this project (asked of the server on a connection of its
-    own); ``latest`` with none: ``warn`` is told :data:`NO_SESSIONS` and a
-    new session starts, as gemini-cli does. Ids and attaches are left as
-    they are. Raises :class:`BadInput` for a number with no session, and
-    what :func:`open_client` raises."""
+    """``settings`` with ``--resume latest|N`` or ``attach latest`` turned
+    into the id of that session of this project (asked of the server on a
+    connection of its own); ``--resume latest`` with none: ``warn`` is told
+    :data:`NO_SESSIONS` and a new session starts, as gemini-cli does. Ids
+    are left as they are, and so is ``attach N`` (a ``--session-id``
+    name). Raises :class:`BadInput` for a number with no session or
+    ``attach latest`` with none (naming how to attach elsewhere: by id),
+    and what :func:`open_client` raises."""
     resume = settings.session.resume
-    if not needs_scope(resume) or settings.session.attach:
+    attach = settings.session.attach
+    if not needs_scope(resume) or (attach and resume != LATEST):
         return settings
     assert resume is not None
     from gemini_split.transport import ConnectFailed
@@ -128,6 +135,8 @@ async def resolve_resume(settings: ClientSettings, warn: Callable[[str], None]) 
     if any(s.id == resume for s in every):
         return settings  # a session of that very id (a --session-id name): the id wins
     chosen = pick(in_project(every, project_of(settings)), resume)
+    if chosen is None and attach:
+        raise BadInput(NO_SESSION_TO_ATTACH.format(project=project_of(settings)))
     if chosen is None:
         warn(NO_SESSIONS)
         return settings.choosing(resume=None)

@@ -19,7 +19,8 @@ from typing import Any
 import trio
 
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
-from gemini_split.client.connect import describe_connect_error, open_client
+from gemini_split.client.connect import describe_connect_error
+from gemini_split.client.session_scope import open_resumed_client
 from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
@@ -67,7 +68,8 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
 
     try:
         with trio.open_signal_receiver(signal.SIGINT) as signals:
-            async with hold_embedded(settings, embedded) as held, open_client(held, on_event=on_event) as client:
+            async with hold_embedded(settings, embedded) as held, open_resumed_client(
+                    held, lambda line: env.warn(f"gemini-split attach: {line}"), on_event=on_event) as client:
                 connected = client.connected
                 if follower is not None and connected is not None:
                     # Who this is, apart from who else is here: a label the

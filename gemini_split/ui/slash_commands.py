@@ -43,7 +43,6 @@ from .directory_command import DirectoryRefused, directory_command
 from .extension_list import list_lines
 from .prompt_input import LineReader, NEWLINE_KEYS
 from .references import complete_reference
-from .restore_command import checkpoint_ids, restore
 from .rewind_menu import rewind_menu
 from .safe_text import visible
 from .settings_list import effective_settings, settings_files
@@ -711,9 +710,9 @@ async def _approval_mode(repl: Repl, args: list[str]) -> None:
         mode = ApprovalMode(args[0].lower().replace("-", "_"))
     except ValueError:
         raise CommandUsage(f"/approval-mode [{modes}]") from None
-    loaded = repl.settings.loaded_settings
-    if mode is ApprovalMode.YOLO and loaded is not None and loaded.merged.security.disable_yolo_mode:
-        raise CommandUsage("You cannot enter YOLO mode since it is disabled in your settings.")
+    refused = repl.yolo_refused() if mode is ApprovalMode.YOLO else None
+    if refused:
+        raise CommandUsage(refused)
     repl.set_approval_mode(mode)
     repl.console.print(f"approval mode: [bold]{mode.value}[/bold]")
 
@@ -1054,10 +1053,14 @@ def _visible(text: str) -> str:
 
 
 async def _restore(repl: Repl, args: list[str]) -> None:
+    from .restore_command import restore  # lazy_imports.EDGES
+
     await restore(repl, args)
 
 
 def _checkpoint_ids(repl: Repl) -> Iterable[str]:
+    from .restore_command import checkpoint_ids  # lazy_imports.EDGES
+
     return checkpoint_ids(repl)
 
 

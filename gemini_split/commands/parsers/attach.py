@@ -54,7 +54,7 @@ def add_parser(commands: Any) -> None:
                     "options (--server, --token, -m, …) may come before or after 'attach'.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
-               "  gemini-split --server ws://host:8080 attach latest        the REPL on your latest session\n"
+               "  gemini-split --server ws://host:8080 attach latest        the REPL on this project's latest session\n"
                "  gemini-split attach s-5f1c… --watch --server ws://host:8080   follow it, read-only\n"
                "  gemini-split attach latest --watch -o stream-json --since 10m   events as JSON lines\n"
                "\n"
@@ -63,7 +63,7 @@ def add_parser(commands: Any) -> None:
     )
     p.add_argument("session", nargs="?", default="latest", metavar="SESSION_ID|latest",
                    help="the session to join: its id or any unambiguous beginning of it "
-                        "(default: your most recently used one with an answer)")
+                        "(default: latest: this project's most recently used one with an answer)")
     p.add_argument("--watch", action="store_true",
                    help="watch read-only: follow the session live, never prompt (Ctrl-C leaves)")
     p.add_argument("--limit", type=_replay_limit, metavar="N",

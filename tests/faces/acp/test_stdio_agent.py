@@ -3,6 +3,8 @@ spawns ``gemini-split --acp`` against the fake Gemini server."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gemini_split.testing.fake_gemini import FakeGemini
@@ -120,6 +122,22 @@ def test_without_editor_fs_the_local_workspace_is_used_and_yolo_mode_skips_the_q
     assert seen["calls"] == []
     assert {"sessionUpdate": "current_mode_update", "currentModeId": "yolo", "sessionId": seen["results"][1]["sessionId"]} \
         in seen["updates"]
+
+
+def test_set_mode_yolo_is_refused_where_settings_disable_it_naming_setting_and_file(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"security": {"disableYoloMode": True}}))
+    with FakeGemini(script=[], api_key=API_KEY) as fake:
+        seen = run_editor({"cwd": str(tmp_path), "env": agent_env(fake, home),
+                           "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "set_mode", "mode": "yolo"},
+                                     {"do": "set_mode", "mode": "autoEdit"}]}, tmp_path)
+    refused = seen["results"][2]["error"]
+    assert refused["code"] == -32602  # invalid params, as for a mode that does not exist
+    assert f"security.disableYoloMode in the user settings {home / 'settings.json'}" in refused["message"]
+    assert seen["results"][3] == {}
+    modes = [u["currentModeId"] for u in seen["updates"] if u["sessionUpdate"] == "current_mode_update"]
+    assert modes == ["autoEdit"]
 
 
 def test_cancel_mid_stream_ends_the_prompt_with_cancelled(tmp_path):

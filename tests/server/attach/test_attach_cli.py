@@ -100,3 +100,40 @@ def test_a_watcher_replays_the_last_turn_as_json_lines_and_another_user_gets_unk
 def first_session(address: str, work) -> str:
     listed = client(["--server", address, "--token", ALICE, "--list-sessions"], cwd=work, in_process=False)
     return re.findall(r"\[(\S+)\]$", listed.stdout, re.M)[0]
+
+
+def _watch_first_event(address: str, cwd) -> dict:
+    """``attach latest --watch -o stream-json --limit 1`` run in ``cwd``: the
+    first event it replays (then Ctrl-C)."""
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "gemini_split", "--server", address, "attach", "latest", "--watch",
+         "-o", "stream-json", "--limit", "1"],
+        cwd=cwd, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = watcher.stdout.readline()
+        assert line, watcher.stderr.read()
+        watcher.send_signal(signal.SIGINT)
+        assert watcher.wait(timeout=20) == 130
+        return json.loads(line)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+
+
+@pytest.mark.timeout(120)
+def test_attach_latest_picks_the_newest_session_of_this_project_and_says_how_to_reach_another(tmp_path):
+    a, b, c = (tmp_path / name for name in ("project-a", "project-b", "project-c"))
+    for d in (a, b, c):
+        d.mkdir()
+    with FakeGemini(api_key=API_KEY) as fake, daemon(tmp_path, fake, "--state-dir", str(tmp_path / "state")) \
+            as (_, address):
+        for prompt, where in (("alpha one", a), ("beta one", b)):  # project B's is the newest of all
+            done = client(["--server", address, "-p", prompt], cwd=where)
+            assert done.returncode == 0, done.stderr
+        seen = _watch_first_event(address, a)  # before: beta one, another project's
+        assert (seen["type"], seen["prompt"]) == ("request_started", "alpha one")
+        assert _watch_first_event(address, b)["prompt"] == "beta one"
+        none = client(["--server", address, "attach", "latest", "--watch"], cwd=c)
+    assert none.returncode == 42, none.stderr
+    assert f"no earlier session in this project ({c}) to attach to" in none.stderr
+    assert "gemini-split attach SESSION_ID" in none.stderr

@@ -243,13 +243,39 @@ def test_ctrl_y_is_refused_where_gemini_cli_refuses_it(start_repl, tmp_path):
     repl.expect(PROMPT)
     home = tmp_path / "home"
     (home / "settings.json").write_text(json.dumps({"security": {"disableYoloMode": True}}))
-    repl2 = start_repl([], GEMINI_CLI_TRUST_WORKSPACE="true")
+    # The refusal names the setting and the file that set it (a long path: a wide terminal).
+    refusal = re.escape("You cannot enter YOLO mode since it is disabled in your settings "
+                        f"(security.disableYoloMode in the user settings {home / 'settings.json'}).")
+    repl2 = start_repl([], GEMINI_CLI_TRUST_WORKSPACE="true", cols=300)
     repl2.send(CTRL_Y)
-    repl2.expect(r"You cannot enter YOLO mode since it is disabled in your settings\.")
+    repl2.expect(refusal)
     ask(repl2, "/approval-mode yolo")
-    repl2.expect(r"You cannot enter YOLO mode since it is disabled in your settings\.")
+    repl2.expect(refusal)
     ask(repl2, "/approval-mode")
     repl2.expect(r"approval mode: default")
+
+
+@pytest.mark.parametrize("flag", [["--yolo"], ["--approval-mode", "yolo"]])
+def test_the_repl_started_with_yolo_where_settings_disable_it_exits_52_before_the_prompt(tmp_path, workdir, flag):
+    """gemini-cli's "Disable YOLO mode, even if enabled by a flag": a
+    configuration error (its FatalConfigError), not a REPL in yolo."""
+    from .test_repl import _environ
+
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "settings.json").write_text(json.dumps({"security": {"disableYoloMode": True}}))
+    script = tmp_path / "script.json"
+    script.write_text("[]")
+    repl = PtyProcess([sys.executable, "-m", "gemini_split", "-m", f"scripted:{script}", *flag],
+                      env=_environ(tmp_path, NO_COLOR="1", GEMINI_CLI_TRUST_WORKSPACE="true"),
+                      cwd=str(workdir), cols=300)
+    try:
+        repl.expect(re.escape(f"{' '.join(flag)}: YOLO mode is disabled by security.disableYoloMode "
+                              f"in the user settings {home / 'settings.json'}"), timeout=20)
+        assert repl.wait(timeout=20) == 52
+        assert PROMPT not in repl.text
+    finally:
+        repl.close()
 
 
 def test_ctrl_y_at_an_approval_question_leaves_it_pending(start_repl, workdir):

@@ -81,3 +81,35 @@ def test_agents_are_listed_disabled_enabled_and_the_choice_persists(start_repl, 
     ask(repl, "/agents frob")
     repl.expect(r"/agents list \[nodesc\] \| enable NAME")
     repl.expect(PROMPT)
+
+
+def test_delegating_to_a_remote_agent_asks_naming_it_and_its_url_and_the_list_shows_it(  # noqa: F811
+        start_repl, tmp_path):
+    """(1.5) gemini-cli's default policy asks before delegating to a remote
+    agent: the question names the agent and where the task goes."""
+    from tests.e2e.test_remote_agents_e2e import a2a_peer
+
+    root = tmp_path / "home" / "agents"
+    root.mkdir(parents=True)
+    with a2a_peer(tmp_path) as (base, peer_log):
+        (root / "peer.md").write_text(f"---\nkind: remote\nname: peer\n"
+                                      f"agent_card_url: {base}/.well-known/agent-card.json\n---\n")
+        repl = start_repl([
+            {"system_contains": MAIN, "function_calls": [{"name": "peer", "args": {"query": "count the sheep"}}]},
+            {"system_contains": MAIN, "text": "The peer answered."},
+        ])
+        ask(repl, "/agents list")
+        repl.expect(rf"peer \[enabled\] \(user\)\s+remote \(Agent2Agent\) {base}/rpc")
+        repl.expect(PROMPT)
+        ask(repl, "ask the peer")
+        repl.expect(r"sub-agent peer")
+        repl.expect(rf"Delegate to the remote agent peer \(Agent2Agent\) at {base}/rpc")
+        repl.expect(r"count the sheep")
+        repl.expect(r"❯ 3\. No")
+        repl.send("\x1b[A\x1b[A")  # up, up: yes, once
+        repl.expect(r"❯ 1\. Yes, allow once")
+        repl.send("\r")
+        repl.expect(r"✓ peer completed")
+        repl.expect(r"The peer answered\.")
+        repl.expect(PROMPT)
+        assert {"task": "count the sheep"} in peer_log()

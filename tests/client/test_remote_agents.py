@@ -204,3 +204,42 @@ def test_a_hostile_card_is_refused_or_read_safely(tmp_path, card, said):
         return
     with pytest.raises(RemoteAgentError, match=f"field 'agent_card_json': {said}"):
         load_remote(tmp_path / "a.md", meta)
+
+
+@pytest.mark.parametrize("version, sent", [("1.4", ["scout"]), ("1.5", ["scout", "peer"])])
+async def test_remote_definitions_go_only_to_a_server_that_can_ask_for_them(tmp_path, version, sent):
+    """A 1.4 server (a stand-in answering the handshake as one) would refuse
+    ``kind: remote``: it is sent the local agents only."""
+    import trio
+
+    from gemini_split.client.approval import ApprovalPolicy
+    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.client.protocol_client import ProtocolClient
+    from gemini_split.client.tools.registry import default_tools
+    from gemini_split.client.workspace import Workspace
+    from gemini_split.protocol import AgentDefinition, Connected, SessionContext, decode, encode
+    from gemini_split.transport.memory_pair import open_memory_pair
+
+    remote, _ = load_remote(tmp_path / "a.md", {"kind": "remote", "name": "peer",
+                                                "agent_card_json": json.dumps(CARD)})
+    context = SessionContext(agents=(AgentDefinition(name="scout", description="Scouts."), remote))
+    ours, theirs = open_memory_pair(buffer=64, client_peer="s", server_peer="c", client_max=1 << 20,
+                                    server_max=1 << 20)
+    client = ProtocolClient(ours, ToolExecutor(default_tools(), Workspace(tmp_path), ApprovalPolicy()))
+    got = []
+    async with trio.open_nursery() as nursery:
+        async def server():
+            await theirs.receive()  # hello
+            await theirs.send(encode(Connected(id="c", timestamp=1, protocol_version=version, session_id="s-1")))
+            while True:
+                message = decode(await theirs.receive())
+                if message.TYPE == "generate_content_request":
+                    got.append(message)
+                    nursery.cancel_scope.cancel()
+
+        nursery.start_soon(server)
+        await client.handshake()
+        nursery.start_soon(client.run)
+        await client.run_turn("hi", context=context)
+    (request,) = got
+    assert [a.name for a in request.context.agents] == sent

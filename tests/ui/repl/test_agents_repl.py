@@ -113,3 +113,28 @@ def test_delegating_to_a_remote_agent_asks_naming_it_and_its_url_and_the_list_sh
         repl.expect(r"The peer answered\.")
         repl.expect(PROMPT)
         assert {"task": "count the sheep"} in peer_log()
+
+
+@pytest.mark.parametrize("run_on", ["client", "server"])
+def test_agents_list_says_why_a_tools_server_session_offers_no_remote_agent(tmp_path, run_on):
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from gemini_split.client.agents import discover
+    from gemini_split.ui.agents_command import _list
+
+    root = tmp_path / "agents"
+    root.mkdir()
+    (root / "peer.md").write_text("---\nkind: remote\nname: peer\nagent_card_json: "
+                                  "'{\"url\": \"https://peer.example/rpc\", \"description\": \"Peers.\"}'\n---\n")
+    out = io.StringIO()
+    repl = SimpleNamespace(console=Console(file=out, width=200, color_system=None),
+                           settings=SimpleNamespace(context=SimpleNamespace(agents=discover([("user", root)])),
+                                                    tools=SimpleNamespace(run_on=run_on)))
+    _list(repl, describe=True)
+    text = out.getvalue()
+    assert "peer [enabled] (user)  remote (Agent2Agent) https://peer.example/rpc" in text
+    assert ("not offered in this session: its tools run on the server (--tools server)" in text) == (
+        run_on == "server")

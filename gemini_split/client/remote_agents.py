@@ -396,6 +396,9 @@ class RemoteAgentTool(Tool):
         self.description = definition.description  # type: ignore[misc]
         self.parameters = _QUERY_SCHEMA  # type: ignore[misc]
         self.config = config
+        self.definition = definition
+        #: ``timeout_mins`` as ``agents.overrides`` left it (``maxTimeMinutes``).
+        self.timeout_mins = definition.timeout_mins
         self.environ = environ if environ is not None else os.environ
         self.proxy = proxy
         #: The conversation with the agent: its last answer's contextId.
@@ -406,7 +409,7 @@ class RemoteAgentTool(Tool):
                 f"{args.get('query', '')}")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
-        minutes = self.config.timeout_mins or DEFAULT_TIMEOUT_MINS
+        minutes = self.timeout_mins or DEFAULT_TIMEOUT_MINS
         with trio.move_on_after(minutes * 60) as deadline:
             return await self._exchange(str(args.get("query", "")), ctx)
         if deadline.cancelled_caught:
@@ -612,9 +615,11 @@ class RemoteAgents:
         if agent is None or remote is None or not agent.enabled:
             return None
         tool = self._tools.get(name)
-        if tool is None or tool.config is not remote:
+        if tool is None or tool.config is not remote or tool.definition != agent.definition:
+            context_id = tool.context_id if tool is not None and tool.config is remote else None
             tool = self._tools[name] = RemoteAgentTool(agent.definition, remote, environ=self.environ,
                                                        proxy=self.proxy)
+            tool.context_id = context_id
         return tool
 
 

@@ -20,8 +20,8 @@ list of them): ``client/remote_agents.py`` reads it, and this client makes
 its calls (its credentials never reach the server).
 
 A file named ``_*.md`` is skipped. A file that cannot be a definition (no
-frontmatter, malformed YAML, a missing or wrong field) is reported with its path and field in :attr:`Discovery.warnings` and the
-others still load; ``mcp_servers`` is not supported yet (said, and the
+frontmatter, malformed YAML, a missing or wrong field) is reported with its
+path and field in :attr:`Discovery.warnings` and the others still load; ``mcp_servers`` is not supported yet (said, and the
 agent loads without them); a tool name that is no tool gemini-split has is
 said too (the server clamps what an agent gets to the session's tools in
 any case, and names what it refused in ``agent_started``).

@@ -241,7 +241,7 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
             env.warn(f"gemini-split: agents: {line}")
         message = msgspec.structs.replace(message, agents=wire_agents(
             agents, excluded=settings.tools.exclude_tools, only=settings.tools.core_tools,
-            plan=settings.tools.approval_mode is ApprovalMode.PLAN))
+            plan=settings.tools.approval_mode is ApprovalMode.PLAN, remote=settings.tools.run_on == "client"))
     custom = custom_prompt_file(env.environ, env.cwd)
     if custom is not None:  # GEMINI_SYSTEM_MD: the user's own, in place of the built-in one
         message = msgspec.structs.replace(message, system_prompt=read_custom_prompt(custom))
@@ -266,7 +266,7 @@ def discover_agents(settings: ClientSettings, env: Environment):
     loaded = settings.loaded_settings
     s = loaded.merged
     roots = agent_roots(env.config_dir, settings.tools.workspace, trusted=loaded.trusted)
-    return discover_agent_files(roots, overrides=s.agents.overrides)
+    return discover_agent_files(roots, overrides=s.agents.overrides, proxy=s.general.proxy, environ=env.environ)
 
 
 def discover_skills(settings: ClientSettings, env: Environment, extensions: Iterable[tuple[str, Path]] = ()):

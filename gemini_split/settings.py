@@ -88,6 +88,9 @@ class GeneralSettings(_Section):
     #: ``general.preferredEditor``: what Ctrl+X opens the prompt in
     #: (gemini-cli's names; unset: ``$VISUAL``, ``$EDITOR``).
     preferred_editor: str | None = None
+    #: ``general.proxy``: the HTTP(S) proxy remote (Agent2Agent) agents are
+    #: reached through (unset: ``HTTPS_PROXY`` / ``HTTP_PROXY``).
+    proxy: str | None = None
 
 
 class OutputSettings(_Section):

@@ -14,10 +14,14 @@ agent registry loads them:
 3. project agents: ``<project>/.gemini/agents/*.md`` — only in a trusted
    folder, as every other project file.
 
+A ``kind: remote`` definition is an Agent2Agent agent (gemini-cli's
+``agent_card_url`` / ``agent_card_json`` and ``auth``; a file may hold a
+list of them): ``client/remote_agents.py`` reads it, and this client makes
+its calls (its credentials never reach the server).
+
 A file named ``_*.md`` is skipped. A file that cannot be a definition (no
-frontmatter, malformed YAML, a missing or wrong field, a ``remote`` agent)
-is reported with its path and field in :attr:`Discovery.warnings` and the
-others still load; ``mcp_servers`` is not supported yet (said, and the
+frontmatter, malformed YAML, a missing or wrong field) is reported with its
+path and field in :attr:`Discovery.warnings` and the others still load; ``mcp_servers`` is not supported yet (said, and the
 agent loads without them); a tool name that is no tool gemini-split has is
 said too (the server clamps what an agent gets to the session's tools in
 any case, and names what it refused in ``agent_started``).
@@ -74,6 +78,9 @@ class Agent(msgspec.Struct, frozen=True):
     scope: str
     enabled: bool = True
     notes: tuple[str, ...] = ()
+    #: A remote (Agent2Agent) agent's endpoint, card and auth
+    #: (``client.remote_agents.RemoteConfig``): this client's only.
+    remote: Any = None
 
     @property
     def name(self) -> str:
@@ -229,10 +236,13 @@ def agent_roots(config_dir: Path, project: Path | None, *, trusted: bool) -> lis
 
 
 def discover(roots: Sequence[tuple[str, Path]], *, overrides: Mapping[str, Any] | None = None,
-             with_builtins: bool = True) -> Discovery:
+             with_builtins: bool = True, proxy: str | None = None,
+             environ: Mapping[str, str] | None = None) -> Discovery:
     """The built-ins, then every definition under ``roots`` (later wins),
     with ``overrides`` (``agents.overrides``) applied. A missing directory
-    is no error."""
+    is no error. A remote agent's card is read now (through ``proxy``,
+    ``general.proxy``; ``environ`` for its auth's ``$VAR`` and
+    ``!command`` when the card asks for credentials)."""
     found: dict[str, Agent] = {}
     warnings: list[str] = []
     if with_builtins:
@@ -241,11 +251,12 @@ def discover(roots: Sequence[tuple[str, Path]], *, overrides: Mapping[str, Any] 
     for scope, root in roots:
         for path in _agent_files(Path(root), warnings):
             try:
-                agent = load_agent(path, scope)
+                loaded = load_agents(path, scope, warnings, proxy=proxy, environ=environ)
             except AgentError as exc:
                 warnings.append(str(exc))
                 continue
-            found[agent.name] = agent
+            for agent in loaded:
+                found[agent.name] = agent
     agents = [apply_overrides(a, (overrides or {}).get(a.name)) for a in sorted(found.values(), key=lambda a: a.name)]
     return Discovery(agents, warnings)
 
@@ -264,6 +275,38 @@ def _agent_files(root: Path, warnings: list[str]) -> list[Path]:
     return [Path(e.path) for e in entries if e.name.endswith(".md") and not e.name.startswith("_")]
 
 
+def load_agents(path: Path, scope: str, warnings: list[str], *, proxy: str | None = None,
+                environ: Mapping[str, str] | None = None) -> list[Agent]:
+    """The definitions in ``path``: one local or remote agent, or (gemini-cli's
+    list form, remote agents only) several; a bad entry of a list is said in
+    ``warnings`` and the others load. Raises :class:`AgentError` for a file
+    that yields nothing."""
+    text = _read(path)
+    match = _FRONTMATTER.match(text)
+    meta = _parse(path, match.group(1), lists=True) if match is not None else None
+    if isinstance(meta, dict) and meta.get("kind") != "remote":
+        return [load_agent(path, scope)]
+    if meta is None:
+        return [load_agent(path, scope)]  # says what is wrong
+    from .remote_agents import RemoteAgentError, load_remote  # lazy_imports.EDGES
+
+    entries = meta if isinstance(meta, list) else [meta]
+    if not all(isinstance(e, dict) and e.get("kind") == "remote" for e in entries):
+        raise AgentError(f"{path}: the frontmatter is not a mapping of fields (name:, description: …); a list "
+                         "may hold remote agents only, each with 'kind: remote' (as in gemini-cli)")
+    agents = []
+    for entry in entries:
+        try:
+            definition, remote = load_remote(path, entry, proxy=proxy, environ=environ)
+        except (AgentError, RemoteAgentError) as exc:
+            if len(entries) == 1:
+                raise AgentError(str(exc)) from None
+            warnings.append(str(exc))
+            continue
+        agents.append(Agent(definition, scope, remote=remote))
+    return agents
+
+
 def load_agent(path: Path, scope: str = "user") -> Agent:
     """The definition in ``path``. Raises :class:`AgentError` naming the
     file (and the field) for anything gemini-cli refuses."""
@@ -275,6 +318,8 @@ def load_agent(path: Path, scope: str = "user") -> Agent:
         raise AgentError(f"{path}: missing YAML frontmatter (an agent file starts with a '---' line, then "
                          "name:, description: …, then '---', then its system prompt)")
     meta = _parse(path, match.group(1))
+    if meta.get("kind") == "remote":
+        return load_agents(path, scope, [])[0]
     notes: list[str] = []
     unknown = sorted(set(meta) - _KEYS)
     if unknown:
@@ -288,8 +333,6 @@ def load_agent(path: Path, scope: str = "user") -> Agent:
         raise AgentError(f"{path}: field 'description' is required (text the main model reads to decide when "
                          "to delegate)")
     kind = meta.get("kind", "local")
-    if kind == "remote":
-        raise AgentError(f"{path}: field 'kind': remote (Agent2Agent) sub-agents are not supported yet")
     if kind != "local":
         raise AgentError(f"{path}: field 'kind' must be 'local' or 'remote', got {kind!r}")
     tools = meta.get("tools")
@@ -344,7 +387,7 @@ def _read(path: Path) -> str:
         raise AgentError(f"{path}: not UTF-8 text (byte {exc.start})") from None
 
 
-def _parse(path: Path, text: str) -> dict:
+def _parse(path: Path, text: str, *, lists: bool = False) -> Any:
     import yaml
 
     try:
@@ -354,6 +397,8 @@ def _parse(path: Path, text: str) -> dict:
         line = f" (line {where.line + 2})" if where is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise AgentError(f"{path}: malformed YAML frontmatter{line}: {problem}") from None
+    if lists and isinstance(meta, list):
+        return meta
     if not isinstance(meta, dict):
         raise AgentError(f"{path}: the frontmatter is not a mapping of fields (name:, description: …)")
     return meta
@@ -377,21 +422,24 @@ def apply_overrides(agent: Agent, override: Any) -> Agent:
         changes["timeout_mins"] = override.run_config.max_time_minutes
     definition = msgspec.structs.replace(agent.definition, **changes) if changes else agent.definition
     enabled = agent.enabled if override.enabled is None else override.enabled
-    return Agent(definition, agent.scope, enabled, agent.notes)
+    return Agent(definition, agent.scope, enabled, agent.notes, agent.remote)
 
 
 def wire_agents(discovery: Discovery, *, excluded: Iterable[str] = (), only: Iterable[str] | None = None,
-                plan: bool = False) -> tuple:
+                plan: bool = False, remote: bool = True) -> tuple:
     """The enabled agents' definitions, as ``SessionContext.agents`` carries
     them (at most :data:`MAX_AGENTS`), offered as the session's tools are:
     ``excluded`` (``tools.exclude``) takes an agent out as it takes out a
     tool, ``only`` (``tools.core``, an allowlist of names) keeps just the
     agents it names, and in plan mode only the built-in research agents
-    (:data:`PLAN_MODE_AGENTS`) are offered, as in gemini-cli."""
+    (:data:`PLAN_MODE_AGENTS`) are offered, as in gemini-cli. ``remote``
+    False (``--tools server``: no client runs the session's tools, and a
+    remote agent is called by that client): no remote agent is offered."""
     off = set(excluded)
     allowed = set(only) if only is not None else None
     return tuple(a.definition for a in discovery.enabled()
                  if a.name not in off and (allowed is None or a.name in allowed)
+                 and (remote or a.remote is None)
                  and (not plan or a.name in PLAN_MODE_AGENTS))[:MAX_AGENTS]
 
 

@@ -258,6 +258,8 @@ async def open_client(
         registry.register(ask_user.AskUserTool())
     hooks = _hook_runner(settings, on_notice)
     executor.hooks = hooks
+    if tools.run_on == "client":
+        executor.delegates = _remote_agents(settings)
     if tools.checkpoints_home is not None and tools.run_on == "client":
         from .checkpoints import Checkpoints  # lazy_imports.EDGES
 
@@ -275,6 +277,27 @@ async def open_client(
         # Background commands (run_shell_command is_background) end with the client.
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(executor.registry.close)
+
+
+def _remote_agents(settings: ClientSettings) -> Callable[[str], Any]:
+    """The executor's ``delegates``: the remote (Agent2Agent) sub-agents of
+    ``settings.context.agents`` as it is when the server asks (after
+    ``/agents reload`` too), their module loaded at the first one."""
+    made: list[Any] = []
+
+    def delegate(name: str) -> Any:
+        found = settings.context.agents
+        agent = found.get(name) if found is not None else None
+        if agent is None or agent.remote is None:
+            return None
+        if not made:
+            from .remote_agents import RemoteAgents  # lazy_imports.EDGES
+
+            loaded = settings.loaded_settings
+            made.append(RemoteAgents(proxy=loaded.merged.general.proxy if loaded is not None else None))
+        return made[0].get(found, name)
+
+    return delegate
 
 
 def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | None) -> Any:

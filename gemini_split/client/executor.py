@@ -118,6 +118,11 @@ class ToolExecutor:
         #: REPL, an editor, the clients of a server-run call); None: nobody
         #: is present (a one-shot run), whatever ``asker`` is.
         self.user: Any = None
+        #: ``delegates(name)`` → the tool that runs a call of ``name`` the
+        #: registry does not have (a remote sub-agent's call, which the
+        #: server asks for by the agent's name: ``client/remote_agents.py``),
+        #: or None; not offered in ``tool_discovery``. None: no such calls.
+        self.delegates: Callable[[str], Tool | None] | None = None
 
     async def execute(
         self,
@@ -220,6 +225,8 @@ class ToolExecutor:
     async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None,
                    start: Callable[[], Awaitable[None]], seen: _CallSeen, agent: str = "") -> Any:
         tool = self.registry.get(tool_name)
+        if tool is None and self.delegates is not None:
+            tool = self.delegates(tool_name)
         seen.tool = tool
         if tool is None and tool_name == ask_user.NAME and self.user is None:
             # Not offered with nobody to ask (as gemini-cli): a call anyway

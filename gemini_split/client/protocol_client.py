@@ -43,6 +43,7 @@ from gemini_split.protocol import (
     ASK_USER_CAPABILITY,
     COMPRESSION_SINCE,
     SUBAGENTS_SINCE,
+    REMOTE_AGENTS_SINCE,
     RESTORE_SINCE,
     SYSTEM_PROMPT_SINCE,
     GetSystemPrompt,
@@ -485,6 +486,10 @@ class ProtocolClient:
         if context is not None and context.agents and self.conn.version < SUBAGENTS_SINCE:
             # (1.4) A server that runs no sub-agents is not sent them.
             context = msgspec.structs.replace(context, agents=())
+        elif context is not None and self.conn.version < REMOTE_AGENTS_SINCE \
+                and any(a.kind == "remote" for a in context.agents):
+            # (1.5) Nor remote ones to a server that cannot ask for them.
+            context = msgspec.structs.replace(context, agents=tuple(a for a in context.agents if a.kind != "remote"))
         request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments, context=context))
         session_id = self.connected.session_id if self.connected is not None else None
         self.executor.session_id = session_id

@@ -85,6 +85,12 @@ ASK_USER_CAPABILITY = "ask_user"
 #: (1.4) The minor version from which a server pairs browsers with its
 #: users (``pair``, ``paired_link``, ``paired_browsers``; ``serve --web``).
 PAIRING_SINCE = (1, 4)
+#: (1.5) The minor version from which ``AgentDefinition.kind`` may be
+#: ``remote`` (an Agent2Agent agent, with its ``url``): the server asks the
+#: client that runs the session's tools to make the call (a
+#: ``tool_execution_request`` of the agent's name, with its ``agent_id``).
+#: An older server is not sent remote definitions.
+REMOTE_AGENTS_SINCE = (1, 5)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -469,11 +475,19 @@ class AgentDefinition(Struct, frozen=True, kw_only=True, omit_defaults=True):
     ``query``: the first message, ``${name}`` replaced by each input (None:
     the inputs as given). ``output_name`` / ``output_schema``: the argument
     of its ``complete_task`` tool (None: a ``result`` string). ``source``:
-    where it came from (a path, or ``builtin``), for messages."""
+    where it came from (a path, or ``builtin``), for messages.
+
+    (1.5) ``kind`` ``remote``: an Agent2Agent agent the client calls (its
+    credentials never leave the client: none are here); ``url`` is where
+    it answers (shown in approvals and ``/agents list``), ``description``
+    its card's. The server runs no model loop for it: it asks the client
+    that runs the session's tools to call it (a ``tool_execution_request``
+    of tool ``name`` with ``{"query": …}`` and the sub-agent's
+    ``agent_id``), and the answer is its report."""
 
     name: Annotated[str, Meta(pattern=AGENT_NAME_PATTERN)]
     description: Annotated[str, Meta(max_length=8192)]
-    kind: Literal["local"] = "local"
+    kind: Literal["local", "remote"] = "local"
     tools: tuple[str, ...] | None = None
     model: str | None = None
     temperature: Annotated[float, Meta(ge=0, le=2)] | None = None
@@ -485,6 +499,8 @@ class AgentDefinition(Struct, frozen=True, kw_only=True, omit_defaults=True):
     output_name: str = "result"
     output_schema: dict[str, Any] | None = None
     source: str = ""
+    #: (1.5) A remote agent's endpoint (``kind`` ``remote`` only).
+    url: Annotated[str, Meta(max_length=2048)] = ""
 #: (1.4) The longest system prompt a client may send (characters):
 #: gemini-cli's own is about 25,000.
 SYSTEM_PROMPT_LIMIT = 256 * 1024

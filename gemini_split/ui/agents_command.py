@@ -61,6 +61,8 @@ def _list(repl: Repl, *, describe: bool) -> None:
                              (f" ({a.scope})", "dim"))
         limits = [f"model {d.model}" if d.model else "", f"{d.max_turns} turns" if d.max_turns else "",
                   f"tools {', '.join(d.tools)}" if d.tools is not None else "all tools"]
+        if d.kind == "remote":  # (1.5) an Agent2Agent agent this client calls
+            limits = [f"remote (Agent2Agent) {d.url}"]
         line.append(f"  {visible(' · '.join(x for x in limits if x), newlines=False)}", style="dim")
         if describe:
             line.append(f"\n    {visible(d.description, newlines=False)[:300]}")
@@ -69,6 +71,10 @@ def _list(repl: Repl, *, describe: bool) -> None:
         repl.console.print(line)
         for note in a.notes:
             repl.console.print(Text(f"    ! {visible(note, newlines=False)}", style="yellow"))
+        if d.kind == "remote" and repl.settings.tools.run_on != "client":
+            repl.console.print(Text("    ! not offered in this session: its tools run on the server (--tools "
+                                    "server), and a remote agent is called by the client that runs them (its "
+                                    "credentials never leave this machine)", style="yellow"))
     for warning in found.warnings:
         repl.console.print(Text(f"! {visible(warning, newlines=False)}", style="yellow"))
 

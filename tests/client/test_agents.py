@@ -61,7 +61,8 @@ def test_the_built_in_investigator_is_read_only_and_reports_gemini_clis_structur
     ("description: no name", "field 'name'"),
     ("name: Has Spaces\ndescription: d", "field 'name'"),
     ("name: x", "field 'description'"),
-    ("name: x\ndescription: d\nkind: remote", "field 'kind': remote (Agent2Agent) sub-agents are not supported"),
+    ("name: x\ndescription: d\nkind: remote", "remote agent x: field 'agent_card_url' (or 'agent_card_json') is "
+                                               "required"),
     ("name: x\ndescription: d\ncolor: red", "unknown field 'color'"),
     ("name: x\ndescription: d\ntools: read_file", "field 'tools' must be a list"),
     ("name: x\ndescription: d\ntemperature: 2.5", "field 'temperature'"),

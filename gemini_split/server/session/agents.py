@@ -20,6 +20,12 @@ sub-agent is offered to the main model as a function of its own name
 * ``agent_started`` / ``agent_finished`` around it, and every event it
   causes carries its ``agent_id`` (1, 2 … per request).
 
+(1.5) A remote (Agent2Agent) definition runs no model loop here: the
+client that runs the session's tools calls it (its credentials never
+reach the server), asked with a ``tool_execution_request`` of the agent's
+name carrying its ``agent_id``; the answer is its text and its report
+(:meth:`Delegation._run_remote`).
+
 It ends when it calls ``complete_task`` (gemini-cli's way: the argument is
 its report, structured when the definition gives ``output_schema``) or
 answers without calling a tool (that text is its report). Wording of the
@@ -45,6 +51,7 @@ from gemini_split.protocol import (
     AgentStarted,
     RunningAgent,
     ServerEvent,
+    TextDelta,
     ToolCompleted,
     ToolError,
     ToolFailure,
@@ -269,7 +276,7 @@ class Delegation:
         rid = self.run.request_id
         await self.emit(ToolStarted(request_id=rid, call_id=parent_call_id, tool=definition.name, parameters=args))
         failure = self._check_input(definition, args)
-        if failure is None:
+        if failure is None and definition.kind != "remote":
             try:
                 model_name = (check_model_name(definition.model, self.config.allowed_models,
                                                default=self.config.model)
@@ -279,12 +286,19 @@ class Delegation:
         if failure is not None:
             await self.emit(ToolError(request_id=rid, call_id=parent_call_id, tool=definition.name, error=failure))
             return None, failure
-        tools, refused = grant(definition, self.offered, self.names)
-        agent = SubAgent(agent_id=n, definition=definition, parent_call_id=parent_call_id, model_name=model_name,
-                         tools=tools, refused=refused, task=task_of(definition, args))
+        if definition.kind == "remote":
+            agent = SubAgent(agent_id=n, definition=definition, parent_call_id=parent_call_id, model_name="",
+                             tools=[], refused=(), task=str(args.get("query", "")))
+        else:
+            tools, refused = grant(definition, self.offered, self.names)
+            agent = SubAgent(agent_id=n, definition=definition, parent_call_id=parent_call_id,
+                             model_name=model_name, tools=tools, refused=refused, task=task_of(definition, args))
         try:
             async with self.slots:  # more than the cap: this one waits its turn
-                ending = await self._run(agent, args)
+                if definition.kind == "remote":
+                    ending = await self._run_remote(agent)
+                else:
+                    ending = await self._run(agent, args)
         except trio.Cancelled:
             with trio.CancelScope(shield=True):
                 await self.emit(ToolError(request_id=rid, call_id=parent_call_id, tool=definition.name,
@@ -349,6 +363,42 @@ class Delegation:
                     request_id=rid, agent_id=agent.agent_id, name=definition.name,
                     parent_call_id=agent.parent_call_id, outcome=ending.outcome, turns=agent.turns,
                     tool_calls=agent.tool_calls, usage=sub.usage,
+                    summary=summary_line(ending.report) if ending.outcome == "completed" else ending.error))
+        return ending
+
+    async def _run_remote(self, agent: SubAgent) -> _Ending:
+        """(1.5) A remote (Agent2Agent) agent, from ``agent_started`` to its
+        one ``agent_finished``: no model loop here — the client that runs
+        the session's tools makes the call (its credentials stay there),
+        asked by the agent's name with ``{"query": task}`` as sub-agent
+        ``agent_id``; its answer is the sub-agent's text and report."""
+        definition, rid = agent.definition, self.run.request_id
+        await self.emit(AgentStarted(request_id=rid, agent_id=agent.agent_id, name=definition.name,
+                                     parent_call_id=agent.parent_call_id, task=agent.task,
+                                     tools=(definition.name,)))
+        self.running[agent.agent_id] = agent
+        ending = _Ending("error", error="it failed (the server's log says why)")
+        agent.turns, agent.tool_calls = 1, 1
+        agent.current.append(definition.name)
+        try:
+            result, failure = await self.tool_caller(agent.agent_id)(definition.name, {"query": agent.task})
+            if failure is None:
+                report = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+                await self.emit(TextDelta(request_id=rid, content=report, agent_id=agent.agent_id))
+                ending = _Ending("completed", report=report)
+            else:
+                outcome = failure.code if failure.code in ("timeout", "cancelled") else "error"
+                ending = _Ending(outcome, error=f"the remote agent at {definition.url}: {failure.message}")
+        except trio.Cancelled:
+            ending = _Ending("cancelled", error="the request was cancelled")
+            raise
+        finally:
+            del self.running[agent.agent_id]
+            with trio.CancelScope(shield=True):
+                await self.emit(AgentFinished(
+                    request_id=rid, agent_id=agent.agent_id, name=definition.name,
+                    parent_call_id=agent.parent_call_id, outcome=ending.outcome, turns=agent.turns,
+                    tool_calls=agent.tool_calls,
                     summary=summary_line(ending.report) if ending.outcome == "completed" else ending.error))
         return ending
 

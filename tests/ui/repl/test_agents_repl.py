@@ -81,3 +81,60 @@ def test_agents_are_listed_disabled_enabled_and_the_choice_persists(start_repl, 
     ask(repl, "/agents frob")
     repl.expect(r"/agents list \[nodesc\] \| enable NAME")
     repl.expect(PROMPT)
+
+
+def test_delegating_to_a_remote_agent_asks_naming_it_and_its_url_and_the_list_shows_it(  # noqa: F811
+        start_repl, tmp_path):
+    """(1.5) gemini-cli's default policy asks before delegating to a remote
+    agent: the question names the agent and where the task goes."""
+    from tests.e2e.test_remote_agents_e2e import a2a_peer
+
+    root = tmp_path / "home" / "agents"
+    root.mkdir(parents=True)
+    with a2a_peer(tmp_path) as (base, peer_log):
+        (root / "peer.md").write_text(f"---\nkind: remote\nname: peer\n"
+                                      f"agent_card_url: {base}/.well-known/agent-card.json\n---\n")
+        repl = start_repl([
+            {"system_contains": MAIN, "function_calls": [{"name": "peer", "args": {"query": "count the sheep"}}]},
+            {"system_contains": MAIN, "text": "The peer answered."},
+        ])
+        ask(repl, "/agents list")
+        repl.expect(rf"peer \[enabled\] \(user\)\s+remote \(Agent2Agent\) {base}/rpc")
+        repl.expect(PROMPT)
+        ask(repl, "ask the peer")
+        repl.expect(r"sub-agent peer")
+        repl.expect(rf"Delegate to the remote agent peer \(Agent2Agent\) at {base}/rpc")
+        repl.expect(r"count the sheep")
+        repl.expect(r"❯ 3\. No")
+        repl.send("\x1b[A\x1b[A")  # up, up: yes, once
+        repl.expect(r"❯ 1\. Yes, allow once")
+        repl.send("\r")
+        repl.expect(r"✓ peer completed")
+        repl.expect(r"The peer answered\.")
+        repl.expect(PROMPT)
+        assert {"task": "count the sheep"} in peer_log()
+
+
+@pytest.mark.parametrize("run_on", ["client", "server"])
+def test_agents_list_says_why_a_tools_server_session_offers_no_remote_agent(tmp_path, run_on):
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from gemini_split.client.agents import discover
+    from gemini_split.ui.agents_command import _list
+
+    root = tmp_path / "agents"
+    root.mkdir()
+    (root / "peer.md").write_text("---\nkind: remote\nname: peer\nagent_card_json: "
+                                  "'{\"url\": \"https://peer.example/rpc\", \"description\": \"Peers.\"}'\n---\n")
+    out = io.StringIO()
+    repl = SimpleNamespace(console=Console(file=out, width=200, color_system=None),
+                           settings=SimpleNamespace(context=SimpleNamespace(agents=discover([("user", root)])),
+                                                    tools=SimpleNamespace(run_on=run_on)))
+    _list(repl, describe=True)
+    text = out.getvalue()
+    assert "peer [enabled] (user)  remote (Agent2Agent) https://peer.example/rpc" in text
+    assert ("not offered in this session: its tools run on the server (--tools server)" in text) == (
+        run_on == "server")

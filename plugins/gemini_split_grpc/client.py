@@ -23,13 +23,16 @@ native, from the client                    gRPC
 =========================================  ==============================================
 
 and back: ``TextResponse`` → ``text_delta``, ``ThoughtResponse`` →
-``thinking_delta``, ``ToolStarted`` / ``ToolEnded`` → ``tool_started`` /
-``tool_completed`` (the summary as the result; matched by ``call_id`` when
-the server gives one, else by tool name), ``AgentStarted`` /
-``AgentFinished`` → ``agent_started`` / ``agent_finished`` (each with the
-``agent_id`` its responses carry, so the REPL nests a sub-agent's work
-under it as for a native server), ``SessionInfo`` (the end of a
-turn) → ``finished`` — or the turn's ``error`` when an ``ErrorResponse`` was
+``thinking_delta`` (the main agent's), ``ToolStarted`` / ``ToolEnded`` →
+``tool_started`` / ``tool_completed`` (the summary as the result; matched
+by ``call_id`` when the server gives one, else by tool name),
+``AgentStarted`` / ``AgentFinished`` → ``agent_started`` /
+``agent_finished``, ``AgentText`` / ``AgentThought`` → ``text_delta`` /
+``thinking_delta`` (each with the ``agent_id`` the response carries, so
+the REPL nests a sub-agent's work under it and keeps its text out of the
+answer, as for a native server; a sub-agent response that says
+``agent_id`` 0, which is no sub-agent, is dropped rather than taken for
+the main agent's), ``SessionInfo`` (the end of a turn) → ``finished`` — or the turn's ``error`` when an ``ErrorResponse`` was
 the last thing the turn sent; an ``ErrorResponse`` followed by more of the
 turn is a non-fatal ``error``. The RPC ending with a status other than OK is
 a fatal ``error`` (``UNAUTHENTICATED`` → ``unauthorized``, ``NOT_FOUND`` →
@@ -299,13 +302,18 @@ class GrpcClientStream(MessageStream):
             events.append(self._event(self._turn_error))
             self._turn_error = None
         if kind == "text_response":
-            text = response.text_response
-            events.append(self._event(TextDelta(request_id=request_id, content=text.content,
-                                                agent_id=max(0, text.agent_id))))
+            events.append(self._event(TextDelta(request_id=request_id, content=response.text_response.content)))
         elif kind == "thought_response":
-            thought = response.thought_response
+            events.append(self._event(ThinkingDelta(request_id=request_id,
+                                                    content=response.thought_response.thought)))
+        elif kind == "agent_text" and response.agent_text.agent_id > 0:
+            text = response.agent_text
+            events.append(self._event(TextDelta(request_id=request_id, content=text.content,
+                                                agent_id=text.agent_id)))
+        elif kind == "agent_thought" and response.agent_thought.agent_id > 0:
+            thought = response.agent_thought
             events.append(self._event(ThinkingDelta(request_id=request_id, content=thought.thought,
-                                                    agent_id=max(0, thought.agent_id))))
+                                                    agent_id=thought.agent_id)))
         elif kind == "tool_started":
             started = response.tool_started
             # A server that names its calls: its id; the seed's: one made up.

@@ -27,11 +27,14 @@ The stream, as a client sees it:
    again (the seed has no end-of-turn message; this is ours). A turn that
    fails sends ``ErrorResponse`` and then ``SessionInfo``: the stream goes on.
    A sub-agent the main model delegates to (issue 32) is framed by
-   ``AgentStarted`` / ``AgentFinished``, and its text, thoughts and tool
-   calls carry its ``agent_id`` (1, 2 …); the main agent's say 0, the
-   proto3 default, so they are the same bytes as before these fields
-   existed and a client generated from the seed's proto skips what it does
-   not know.
+   ``AgentStarted`` / ``AgentFinished``; its text and thoughts are
+   ``AgentText`` / ``AgentThought`` (never ``TextResponse`` /
+   ``ThoughtResponse``, which are the main agent's: the answer), its tool
+   calls ``ToolStarted`` / ``ToolEnded`` with its ``agent_id`` (1, 2 …).
+   The main agent's tool calls say 0, the proto3 default, so they are the
+   same bytes as before these fields existed, and a client generated from
+   the seed's proto skips the members it does not know: its answer is the
+   main agent's text, as before sub-agents.
 4. The client half-closing ends the RPC with ``OK`` once the running turn
    is over. The RPC ending otherwise (cancel, deadline, lost connection)
    cancels the running turn; the session stays, resumable by id.
@@ -495,12 +498,15 @@ def _agent_response(change: AgentBegan | AgentOutput | AgentEnded) -> pb.ServerR
     """A sub-agent's start, text or thought, or end as gRPC: its task and
     summary cut to :data:`AGENT_TEXT_CHARS`, its tool lists to
     :data:`AGENT_TOOL_NAMES` (its text goes as it came, as the main
-    agent's does: the session's outbox merges a flood of deltas)."""
+    agent's does: the session's outbox merges a flood of deltas). Its text
+    and thoughts are ``agent_text`` / ``agent_thought``, members a client
+    generated from the seed's proto skips: in ``text_response`` they would
+    join that client's answer."""
     if isinstance(change, AgentOutput):
         if change.thought:
-            return pb.ServerResponse(thought_response=pb.ThoughtResponse(thought=change.text,
-                                                                         agent_id=change.agent_id))
-        return pb.ServerResponse(text_response=pb.TextResponse(content=change.text, agent_id=change.agent_id))
+            return pb.ServerResponse(agent_thought=pb.AgentThoughtResponse(agent_id=change.agent_id,
+                                                                           thought=change.text))
+        return pb.ServerResponse(agent_text=pb.AgentTextResponse(agent_id=change.agent_id, content=change.text))
     state = change.state
     if isinstance(change, AgentBegan):
         return pb.ServerResponse(agent_started=pb.AgentStartedResponse(

@@ -25,39 +25,43 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16gemini/v1/gemini.proto\x12\tgemini.v1\x1a\x1cgoogle/protobuf/struct.proto\"^\n\rClientRequest\x12\x30\n\rstart_request\x18\x01 \x01(\x0b\x32\x17.gemini.v1.StartRequestH\x00\x12\x10\n\x06prompt\x18\x02 \x01(\tH\x00\x42\t\n\x07request\"\xc3\x03\n\x0eServerResponse\x12.\n\x0csession_info\x18\x01 \x01(\x0b\x32\x16.gemini.v1.SessionInfoH\x00\x12\x30\n\rtext_response\x18\x02 \x01(\x0b\x32\x17.gemini.v1.TextResponseH\x00\x12\x36\n\x10thought_response\x18\x03 \x01(\x0b\x32\x1a.gemini.v1.ThoughtResponseH\x00\x12\x36\n\x0ctool_started\x18\x04 \x01(\x0b\x32\x1e.gemini.v1.ToolStartedResponseH\x00\x12\x32\n\ntool_ended\x18\x05 \x01(\x0b\x32\x1c.gemini.v1.ToolEndedResponseH\x00\x12)\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x18.gemini.v1.ErrorResponseH\x00\x12\x38\n\ragent_started\x18\x07 \x01(\x0b\x32\x1f.gemini.v1.AgentStartedResponseH\x00\x12:\n\x0e\x61gent_finished\x18\x08 \x01(\x0b\x32 .gemini.v1.AgentFinishedResponseH\x00\x42\n\n\x08response\"\xce\x01\n\x0cStartRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12.\n\rapproval_mode\x18\x05 \x01(\x0e\x32\x17.gemini.v1.ApprovalMode\x12\x12\n\ncore_tools\x18\x06 \x03(\t\x12\x15\n\rexclude_tools\x18\x07 \x03(\t\x12\x30\n\x0f\x61\x64vanced_config\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\"!\n\x0bSessionInfo\x12\x12\n\nsession_id\x18\x01 \x01(\t\"1\n\x0cTextResponse\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\x05\"4\n\x0fThoughtResponse\x12\x0f\n\x07thought\x18\x01 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x02 \x01(\x05\"m\n\x13ToolStartedResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04\x61rgs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\x05\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\"\\\n\x11ToolEndedResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0eresult_summary\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\x05\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\".\n\rErrorResponse\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\"\x91\x01\n\x14\x41gentStartedResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0eparent_call_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0c\n\x04task\x18\x05 \x01(\t\x12\r\n\x05tools\x18\x06 \x03(\t\x12\x15\n\rrefused_tools\x18\x07 \x03(\t\"\xba\x01\n\x15\x41gentFinishedResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0eparent_call_id\x18\x03 \x01(\t\x12\x0f\n\x07outcome\x18\x04 \x01(\t\x12\r\n\x05turns\x18\x05 \x01(\x05\x12\x12\n\ntool_calls\x18\x06 \x01(\x05\x12\x0f\n\x07summary\x18\x07 \x01(\t\x12$\n\x05usage\x18\x08 \x01(\x0b\x32\x15.gemini.v1.TokenUsage\"\x95\x01\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12\x17\n\x0fthinking_tokens\x18\x03 \x01(\x03\x12\x15\n\rcached_tokens\x18\x04 \x01(\x03\x12\x14\n\x0ctotal_tokens\x18\x05 \x01(\x03\x12\x13\n\x0btool_tokens\x18\x06 \x01(\x03*[\n\x0c\x41pprovalMode\x12\x1d\n\x19\x41PPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16REJECT_DANGEROUS_TOOLS\x10\x01\x12\x10\n\x0c\x41UTO_APPROVE\x10\x02\x32P\n\rGeminiService\x12?\n\x04\x43hat\x12\x18.gemini.v1.ClientRequest\x1a\x19.gemini.v1.ServerResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16gemini/v1/gemini.proto\x12\tgemini.v1\x1a\x1cgoogle/protobuf/struct.proto\"^\n\rClientRequest\x12\x30\n\rstart_request\x18\x01 \x01(\x0b\x32\x17.gemini.v1.StartRequestH\x00\x12\x10\n\x06prompt\x18\x02 \x01(\tH\x00\x42\t\n\x07request\"\xb1\x04\n\x0eServerResponse\x12.\n\x0csession_info\x18\x01 \x01(\x0b\x32\x16.gemini.v1.SessionInfoH\x00\x12\x30\n\rtext_response\x18\x02 \x01(\x0b\x32\x17.gemini.v1.TextResponseH\x00\x12\x36\n\x10thought_response\x18\x03 \x01(\x0b\x32\x1a.gemini.v1.ThoughtResponseH\x00\x12\x36\n\x0ctool_started\x18\x04 \x01(\x0b\x32\x1e.gemini.v1.ToolStartedResponseH\x00\x12\x32\n\ntool_ended\x18\x05 \x01(\x0b\x32\x1c.gemini.v1.ToolEndedResponseH\x00\x12)\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x18.gemini.v1.ErrorResponseH\x00\x12\x38\n\ragent_started\x18\x07 \x01(\x0b\x32\x1f.gemini.v1.AgentStartedResponseH\x00\x12:\n\x0e\x61gent_finished\x18\x08 \x01(\x0b\x32 .gemini.v1.AgentFinishedResponseH\x00\x12\x32\n\nagent_text\x18\t \x01(\x0b\x32\x1c.gemini.v1.AgentTextResponseH\x00\x12\x38\n\ragent_thought\x18\n \x01(\x0b\x32\x1f.gemini.v1.AgentThoughtResponseH\x00\x42\n\n\x08response\"\xce\x01\n\x0cStartRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06prompt\x18\x02 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12.\n\rapproval_mode\x18\x05 \x01(\x0e\x32\x17.gemini.v1.ApprovalMode\x12\x12\n\ncore_tools\x18\x06 \x03(\t\x12\x15\n\rexclude_tools\x18\x07 \x03(\t\x12\x30\n\x0f\x61\x64vanced_config\x18\x08 \x01(\x0b\x32\x17.google.protobuf.Struct\"!\n\x0bSessionInfo\x12\x12\n\nsession_id\x18\x01 \x01(\t\"/\n\x0cTextResponse\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\tJ\x04\x08\x02\x10\x03R\x08\x61gent_id\"2\n\x0fThoughtResponse\x12\x0f\n\x07thought\x18\x01 \x01(\tJ\x04\x08\x02\x10\x03R\x08\x61gent_id\"m\n\x13ToolStartedResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x04\x61rgs\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\x05\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\"\\\n\x11ToolEndedResponse\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x16\n\x0eresult_summary\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\x05\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\".\n\rErrorResponse\x12\x0f\n\x07message\x18\x01 \x01(\t\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\"\x91\x01\n\x14\x41gentStartedResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0eparent_call_id\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0c\n\x04task\x18\x05 \x01(\t\x12\r\n\x05tools\x18\x06 \x03(\t\x12\x15\n\rrefused_tools\x18\x07 \x03(\t\"\xba\x01\n\x15\x41gentFinishedResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\x05\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x16\n\x0eparent_call_id\x18\x03 \x01(\t\x12\x0f\n\x07outcome\x18\x04 \x01(\t\x12\r\n\x05turns\x18\x05 \x01(\x05\x12\x12\n\ntool_calls\x18\x06 \x01(\x05\x12\x0f\n\x07summary\x18\x07 \x01(\t\x12$\n\x05usage\x18\x08 \x01(\x0b\x32\x15.gemini.v1.TokenUsage\"6\n\x11\x41gentTextResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\x05\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\"9\n\x14\x41gentThoughtResponse\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\x05\x12\x0f\n\x07thought\x18\x02 \x01(\t\"\x95\x01\n\nTokenUsage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\x03\x12\x15\n\routput_tokens\x18\x02 \x01(\x03\x12\x17\n\x0fthinking_tokens\x18\x03 \x01(\x03\x12\x15\n\rcached_tokens\x18\x04 \x01(\x03\x12\x14\n\x0ctotal_tokens\x18\x05 \x01(\x03\x12\x13\n\x0btool_tokens\x18\x06 \x01(\x03*[\n\x0c\x41pprovalMode\x12\x1d\n\x19\x41PPROVAL_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16REJECT_DANGEROUS_TOOLS\x10\x01\x12\x10\n\x0c\x41UTO_APPROVE\x10\x02\x32P\n\rGeminiService\x12?\n\x04\x43hat\x12\x18.gemini.v1.ClientRequest\x1a\x19.gemini.v1.ServerResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gemini.v1.gemini_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_APPROVALMODE']._serialized_start=1708
-  _globals['_APPROVALMODE']._serialized_end=1799
+  _globals['_APPROVALMODE']._serialized_start=1929
+  _globals['_APPROVALMODE']._serialized_end=2020
   _globals['_CLIENTREQUEST']._serialized_start=67
   _globals['_CLIENTREQUEST']._serialized_end=161
   _globals['_SERVERRESPONSE']._serialized_start=164
-  _globals['_SERVERRESPONSE']._serialized_end=615
-  _globals['_STARTREQUEST']._serialized_start=618
-  _globals['_STARTREQUEST']._serialized_end=824
-  _globals['_SESSIONINFO']._serialized_start=826
-  _globals['_SESSIONINFO']._serialized_end=859
-  _globals['_TEXTRESPONSE']._serialized_start=861
-  _globals['_TEXTRESPONSE']._serialized_end=910
-  _globals['_THOUGHTRESPONSE']._serialized_start=912
-  _globals['_THOUGHTRESPONSE']._serialized_end=964
-  _globals['_TOOLSTARTEDRESPONSE']._serialized_start=966
-  _globals['_TOOLSTARTEDRESPONSE']._serialized_end=1075
-  _globals['_TOOLENDEDRESPONSE']._serialized_start=1077
-  _globals['_TOOLENDEDRESPONSE']._serialized_end=1169
-  _globals['_ERRORRESPONSE']._serialized_start=1171
-  _globals['_ERRORRESPONSE']._serialized_end=1217
-  _globals['_AGENTSTARTEDRESPONSE']._serialized_start=1220
-  _globals['_AGENTSTARTEDRESPONSE']._serialized_end=1365
-  _globals['_AGENTFINISHEDRESPONSE']._serialized_start=1368
-  _globals['_AGENTFINISHEDRESPONSE']._serialized_end=1554
-  _globals['_TOKENUSAGE']._serialized_start=1557
-  _globals['_TOKENUSAGE']._serialized_end=1706
-  _globals['_GEMINISERVICE']._serialized_start=1801
-  _globals['_GEMINISERVICE']._serialized_end=1881
+  _globals['_SERVERRESPONSE']._serialized_end=725
+  _globals['_STARTREQUEST']._serialized_start=728
+  _globals['_STARTREQUEST']._serialized_end=934
+  _globals['_SESSIONINFO']._serialized_start=936
+  _globals['_SESSIONINFO']._serialized_end=969
+  _globals['_TEXTRESPONSE']._serialized_start=971
+  _globals['_TEXTRESPONSE']._serialized_end=1018
+  _globals['_THOUGHTRESPONSE']._serialized_start=1020
+  _globals['_THOUGHTRESPONSE']._serialized_end=1070
+  _globals['_TOOLSTARTEDRESPONSE']._serialized_start=1072
+  _globals['_TOOLSTARTEDRESPONSE']._serialized_end=1181
+  _globals['_TOOLENDEDRESPONSE']._serialized_start=1183
+  _globals['_TOOLENDEDRESPONSE']._serialized_end=1275
+  _globals['_ERRORRESPONSE']._serialized_start=1277
+  _globals['_ERRORRESPONSE']._serialized_end=1323
+  _globals['_AGENTSTARTEDRESPONSE']._serialized_start=1326
+  _globals['_AGENTSTARTEDRESPONSE']._serialized_end=1471
+  _globals['_AGENTFINISHEDRESPONSE']._serialized_start=1474
+  _globals['_AGENTFINISHEDRESPONSE']._serialized_end=1660
+  _globals['_AGENTTEXTRESPONSE']._serialized_start=1662
+  _globals['_AGENTTEXTRESPONSE']._serialized_end=1716
+  _globals['_AGENTTHOUGHTRESPONSE']._serialized_start=1718
+  _globals['_AGENTTHOUGHTRESPONSE']._serialized_end=1775
+  _globals['_TOKENUSAGE']._serialized_start=1778
+  _globals['_TOKENUSAGE']._serialized_end=1927
+  _globals['_GEMINISERVICE']._serialized_start=2022
+  _globals['_GEMINISERVICE']._serialized_end=2102
 # @@protoc_insertion_point(module_scope)

@@ -26,7 +26,7 @@ class ClientRequest(_message.Message):
     def __init__(self, start_request: _Optional[_Union[StartRequest, _Mapping]] = ..., prompt: _Optional[str] = ...) -> None: ...
 
 class ServerResponse(_message.Message):
-    __slots__ = ("session_info", "text_response", "thought_response", "tool_started", "tool_ended", "error", "agent_started", "agent_finished")
+    __slots__ = ("session_info", "text_response", "thought_response", "tool_started", "tool_ended", "error", "agent_started", "agent_finished", "agent_text", "agent_thought")
     SESSION_INFO_FIELD_NUMBER: _ClassVar[int]
     TEXT_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     THOUGHT_RESPONSE_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,8 @@ class ServerResponse(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     AGENT_STARTED_FIELD_NUMBER: _ClassVar[int]
     AGENT_FINISHED_FIELD_NUMBER: _ClassVar[int]
+    AGENT_TEXT_FIELD_NUMBER: _ClassVar[int]
+    AGENT_THOUGHT_FIELD_NUMBER: _ClassVar[int]
     session_info: SessionInfo
     text_response: TextResponse
     thought_response: ThoughtResponse
@@ -43,7 +45,9 @@ class ServerResponse(_message.Message):
     error: ErrorResponse
     agent_started: AgentStartedResponse
     agent_finished: AgentFinishedResponse
-    def __init__(self, session_info: _Optional[_Union[SessionInfo, _Mapping]] = ..., text_response: _Optional[_Union[TextResponse, _Mapping]] = ..., thought_response: _Optional[_Union[ThoughtResponse, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStartedResponse, _Mapping]] = ..., tool_ended: _Optional[_Union[ToolEndedResponse, _Mapping]] = ..., error: _Optional[_Union[ErrorResponse, _Mapping]] = ..., agent_started: _Optional[_Union[AgentStartedResponse, _Mapping]] = ..., agent_finished: _Optional[_Union[AgentFinishedResponse, _Mapping]] = ...) -> None: ...
+    agent_text: AgentTextResponse
+    agent_thought: AgentThoughtResponse
+    def __init__(self, session_info: _Optional[_Union[SessionInfo, _Mapping]] = ..., text_response: _Optional[_Union[TextResponse, _Mapping]] = ..., thought_response: _Optional[_Union[ThoughtResponse, _Mapping]] = ..., tool_started: _Optional[_Union[ToolStartedResponse, _Mapping]] = ..., tool_ended: _Optional[_Union[ToolEndedResponse, _Mapping]] = ..., error: _Optional[_Union[ErrorResponse, _Mapping]] = ..., agent_started: _Optional[_Union[AgentStartedResponse, _Mapping]] = ..., agent_finished: _Optional[_Union[AgentFinishedResponse, _Mapping]] = ..., agent_text: _Optional[_Union[AgentTextResponse, _Mapping]] = ..., agent_thought: _Optional[_Union[AgentThoughtResponse, _Mapping]] = ...) -> None: ...
 
 class StartRequest(_message.Message):
     __slots__ = ("session_id", "prompt", "model", "approval_mode", "core_tools", "exclude_tools", "advanced_config")
@@ -70,20 +74,16 @@ class SessionInfo(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class TextResponse(_message.Message):
-    __slots__ = ("content", "agent_id")
+    __slots__ = ("content",)
     CONTENT_FIELD_NUMBER: _ClassVar[int]
-    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     content: str
-    agent_id: int
-    def __init__(self, content: _Optional[str] = ..., agent_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, content: _Optional[str] = ...) -> None: ...
 
 class ThoughtResponse(_message.Message):
-    __slots__ = ("thought", "agent_id")
+    __slots__ = ("thought",)
     THOUGHT_FIELD_NUMBER: _ClassVar[int]
-    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     thought: str
-    agent_id: int
-    def __init__(self, thought: _Optional[str] = ..., agent_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, thought: _Optional[str] = ...) -> None: ...
 
 class ToolStartedResponse(_message.Message):
     __slots__ = ("name", "args", "agent_id", "call_id")
@@ -154,6 +154,22 @@ class AgentFinishedResponse(_message.Message):
     summary: str
     usage: TokenUsage
     def __init__(self, agent_id: _Optional[int] = ..., name: _Optional[str] = ..., parent_call_id: _Optional[str] = ..., outcome: _Optional[str] = ..., turns: _Optional[int] = ..., tool_calls: _Optional[int] = ..., summary: _Optional[str] = ..., usage: _Optional[_Union[TokenUsage, _Mapping]] = ...) -> None: ...
+
+class AgentTextResponse(_message.Message):
+    __slots__ = ("agent_id", "content")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: int
+    content: str
+    def __init__(self, agent_id: _Optional[int] = ..., content: _Optional[str] = ...) -> None: ...
+
+class AgentThoughtResponse(_message.Message):
+    __slots__ = ("agent_id", "thought")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    THOUGHT_FIELD_NUMBER: _ClassVar[int]
+    agent_id: int
+    thought: str
+    def __init__(self, agent_id: _Optional[int] = ..., thought: _Optional[str] = ...) -> None: ...
 
 class TokenUsage(_message.Message):
     __slots__ = ("prompt_tokens", "output_tokens", "thinking_tokens", "cached_tokens", "total_tokens", "tool_tokens")

@@ -1,9 +1,10 @@
 """Sub-agents (issue 32) on the gRPC face: a stream sees each sub-agent the
 main model delegates to framed by ``AgentStarted`` / ``AgentFinished``, its
-text and tool calls tagged with its ``agent_id``, and the main agent's own
-responses with ``agent_id`` 0 — bytes a client generated from the seed's
-proto (``seed/gemini/v1/gemini.proto``, the file before these additions)
-still parses, skipping what it does not know.
+text and thoughts as ``AgentText`` / ``AgentThought`` and its tool calls
+tagged with its ``agent_id``, and the main agent's own responses as before
+— bytes a client generated from the seed's proto
+(``seed/gemini/v1/gemini.proto``, the file before these additions) still
+parses, skipping what it does not know, so its answer is the main agent's.
 
 The server is real (AgentService, server tools, the gRPC listener) and the
 model the fake Gemini server, scripted per agent by system instruction."""
@@ -90,9 +91,13 @@ async def test_a_stream_sees_a_sub_agent_start_work_with_its_agent_id_and_finish
     listed = next(t for t in _of(responses, "tool_ended") if t.name == "list_directory")
     assert listed.agent_id == 1 and listed.call_id == listing.call_id != delegation.call_id
 
-    assert [(t.content, t.agent_id) for t in _of(responses, "text_response")] == [
-        ("Let me ask the scout. ", 0), ("Looking around.", 1), ("The scout found nothing.", 0)]
-    assert [(t.thought, t.agent_id) for t in _of(responses, "thought_response")] == [("Where to look first.", 1)]
+    assert [t.content for t in _of(responses, "text_response")] == [
+        "Let me ask the scout. ", "The scout found nothing."]
+    assert [(t.agent_id, t.content) for t in _of(responses, "agent_text")] == [(1, "Looking around.")]
+    assert _of(responses, "thought_response") == []
+    assert [(t.agent_id, t.thought) for t in _of(responses, "agent_thought")] == [(1, "Where to look first.")]
+    said = [i for i, r in enumerate(responses) if r.WhichOneof("response") in ("text_response", "agent_text")]
+    assert [responses[i].WhichOneof("response") for i in said] == ["text_response", "agent_text", "text_response"]
 
     (finished,) = _of(responses, "agent_finished")
     assert (finished.agent_id, finished.name, finished.parent_call_id) == (1, "scout", delegation.call_id)
@@ -153,6 +158,21 @@ def _seed_messages(tmp_path) -> dict[str, type]:
 
 
 @pytest.mark.timeout(60)
+async def test_a_client_generated_from_the_seeds_proto_gets_exactly_the_main_agents_answer(third_party, tmp_path):
+    """The old client's answer does not change with sub-agents: its
+    ``TextResponse``s concatenated are the main agent's text, and its
+    ``ThoughtResponse``s hold none of the sub-agent's thoughts."""
+    tp = third_party
+    raw, _ = await _delegate(tp, tmp_path, raw=True)
+    seed = _seed_messages(tmp_path)
+    parsed = [seed["ServerResponse"].FromString(b) for b in raw]
+    assert "".join(r.text_response.content for r in parsed if r.WhichOneof("response") == "text_response") == (
+        "Let me ask the scout. The scout found nothing.")
+    assert [r.thought_response.thought for r in parsed if r.WhichOneof("response") == "thought_response"] == []
+    assert [r.WhichOneof("response") for r in parsed].count("tool_started") == 2  # the delegation and the scout's
+
+
+@pytest.mark.timeout(60)
 async def test_a_client_generated_from_the_seeds_proto_parses_every_response_and_skips_the_agents(
         third_party, tmp_path):
     tp = third_party
@@ -162,7 +182,7 @@ async def test_a_client_generated_from_the_seeds_proto_parses_every_response_and
     today = [tp.pb2.ServerResponse.FromString(b) for b in raw]
     for old, new in zip(parsed, today):
         kind = new.WhichOneof("response")
-        if kind in ("agent_started", "agent_finished"):
+        if kind in ("agent_started", "agent_finished", "agent_text", "agent_thought"):
             assert old.WhichOneof("response") is None  # an unknown member: skipped
             continue
         assert old.WhichOneof("response") == kind
@@ -171,8 +191,7 @@ async def test_a_client_generated_from_the_seeds_proto_parses_every_response_and
         if kind in ("tool_started", "tool_ended"):
             assert getattr(old, kind).name == getattr(new, kind).name
     # The main agent's text is byte for byte what the seed's own code makes.
-    main_text = [b for b, new in zip(raw, today)
-                 if new.WhichOneof("response") == "text_response" and new.text_response.agent_id == 0]
+    main_text = [b for b, new in zip(raw, today) if new.WhichOneof("response") == "text_response"]
     assert main_text == [
         seed["ServerResponse"](text_response=seed["TextResponse"](content=c)).SerializeToString()
         for c in ("Let me ask the scout. ", "The scout found nothing.")]
@@ -226,8 +245,9 @@ def test_stream_json_over_grpc_tags_a_sub_agents_events_as_over_the_native_proto
 def test_over_a_server_that_names_no_calls_overlapping_calls_pair_by_agent_and_name_and_a_bad_agent_is_dropped(
         third_party, tmp_path):
     """A seed-style server: no call_id. Two sub-agents each run ``grep`` at
-    once; each end pairs with its own agent's start. An ``AgentStarted``
-    with agent_id 0 (no sub-agent is 0) is not passed on."""
+    once; each end pairs with its own agent's start. An ``AgentStarted``,
+    ``AgentText`` or ``AgentThought`` with agent_id 0 (no sub-agent is 0)
+    is not passed on: such text is not taken for the answer."""
     import os
     from concurrent import futures
 
@@ -245,6 +265,10 @@ def test_over_a_server_that_names_no_calls_overlapping_calls_pair_by_agent_and_n
                 for agent in (1, 2):
                     yield pb.ServerResponse(agent_started=pb.AgentStartedResponse(agent_id=agent, name=f"a{agent}"))
                 yield pb.ServerResponse(agent_started=pb.AgentStartedResponse(agent_id=0, name="nobody"))
+                yield pb.ServerResponse(agent_text=pb.AgentTextResponse(agent_id=2, content="a2 looks."))
+                yield pb.ServerResponse(agent_thought=pb.AgentThoughtResponse(agent_id=1, thought="a1 thinks."))
+                yield pb.ServerResponse(agent_text=pb.AgentTextResponse(agent_id=0, content="nobody's text"))
+                yield pb.ServerResponse(agent_thought=pb.AgentThoughtResponse(agent_id=0, thought="nobody's"))
                 for agent in (1, 2):
                     yield pb.ServerResponse(tool_started=pb.ToolStartedResponse(name="grep", agent_id=agent))
                 for agent in (2, 1):
@@ -274,6 +298,9 @@ def test_over_a_server_that_names_no_calls_overlapping_calls_pair_by_agent_and_n
     assert started[1] != started[2]
     assert ended == {1: (started[1], "found by 1"), 2: (started[2], "found by 2")}
     assert [e["outcome"] for e in lines if e["type"] == "agent_finish"] == ["error", "error"]
+    said = [(e["content"], e.get("agent_id")) for e in lines if e["type"] == "message" and e["role"] == "assistant"]
+    assert said == [("a2 looks.", 2), ("Done.", None)]
+    assert "nobody" not in result.stdout
 
 
 @pytest.mark.timeout(60)

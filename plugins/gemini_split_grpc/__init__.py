@@ -36,8 +36,10 @@ session is ready for the next prompt"); see ``docs/grpc.md``.
 Generated code
 --------------
 
-``gemini/v1/gemini.proto`` is the seed's file, unchanged (package, names,
-field numbers). ``gemini_pb2.py`` / ``.pyi`` are generated from it with
+``gemini/v1/gemini.proto`` is the seed's file with additions only (its
+package, names and field numbers unchanged; new fields and ``ServerResponse``
+members take new numbers, so a client generated from the seed's copy, kept in
+tests/faces/grpc/seed/, still parses every response). ``gemini_pb2.py`` / ``.pyi`` are generated from it with
 ``grpcio-tools`` and committed, so the extra needs no compiler and
 importing costs no compile step; ``tests/faces/grpc/test_generated_code.py``
 regenerates them and fails when the committed copy is stale (regenerate

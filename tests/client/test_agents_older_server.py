@@ -1,0 +1,63 @@
+"""(1.4) ``SessionContext.agents`` is not sent to a server older than 1.4:
+a 1.3 server does not know the field. Checked on the bytes a stand-in
+peer receives after answering the handshake as 1.3 (and, as the control,
+as 1.4: the same client sends the agents there)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+
+from gemini_split.client.approval import ApprovalPolicy
+from gemini_split.client.agents import builtins
+from gemini_split.client.executor import ToolExecutor
+from gemini_split.client.protocol_client import ProtocolClient
+from gemini_split.client.tools.registry import default_tools
+from gemini_split.client.workspace import Workspace
+from gemini_split.protocol import Connected, Finished, RequestStarted, SessionContext, encode
+from gemini_split.transport.memory_pair import open_memory_pair
+
+pytestmark = pytest.mark.timeout(30)
+
+
+async def _request_sent_to(version: str, tmp_path) -> dict:
+    """The ``generate_content_request`` a client sends, with sub-agents in
+    its context, to a server that says it speaks ``version``."""
+    ours, theirs = open_memory_pair(buffer=64, client_peer="srv", server_peer="c", client_max=1 << 20,
+                                    server_max=1 << 20)
+    client = ProtocolClient(ours, ToolExecutor(default_tools(), Workspace(tmp_path), ApprovalPolicy()))
+    received: list[dict] = []
+    async with trio.open_nursery() as nursery:
+        async def server():
+            await theirs.receive()  # hello
+            await theirs.send(encode(Connected(id="c", timestamp=1, protocol_version=version, session_id="s-1")))
+            while True:
+                message = json.loads(await theirs.receive())
+                if message["type"] == "generate_content_request":
+                    received.append(message)
+                    rid = message["id"]
+                    await theirs.send(encode(RequestStarted(id="r", timestamp=2, request_id=rid, prompt="hello")))
+                    await theirs.send(encode(Finished(id="f", timestamp=3, request_id=rid)))
+
+        nursery.start_soon(server)
+        await client.handshake()
+        await nursery.start(client.run)
+        context = SessionContext(environment="Today is Friday.", agents=tuple(builtins()))
+        outcome = await client.run_turn("hello", context=context)
+        assert outcome.finished is not None
+        nursery.cancel_scope.cancel()
+    [request] = received
+    return request
+
+
+async def test_a_13_server_receives_the_context_without_the_agents_field(tmp_path):
+    request = await _request_sent_to("1.3", tmp_path)
+    assert request["context"]["environment"] == "Today is Friday."  # the rest of the context still goes
+    assert "agents" not in request["context"]
+
+
+async def test_a_14_server_receives_the_agents_it_runs(tmp_path):
+    request = await _request_sent_to("1.4", tmp_path)
+    assert [a["name"] for a in request["context"]["agents"]] == ["codebase_investigator", "generalist"]

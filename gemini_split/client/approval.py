@@ -113,15 +113,18 @@ class ApprovalPolicy:
         self._granted: dict[tuple[str, str | None], Rule] = {}
 
     def check(self, tool: Tool, args: dict[str, Any], *, executes_later: str | None = None,
-              interactive: bool = True) -> Verdict:
+              interactive: bool = True, agent: str = "") -> Verdict:
         """The verdict for one call, with a reason when it is not ALLOW.
 
         ``executes_later``: the call edits a file that runs code later (see
         :func:`executes_later`); then it is asked about in every mode but
-        yolo, whatever is allowed. ``interactive``: someone can be asked."""
+        yolo, whatever is allowed. ``interactive``: someone can be asked.
+        ``agent``: the sub-agent that calls ("": the main agent), for rules
+        with ``subagent``."""
         server = getattr(getattr(tool, "server", None), "name", None)
         return self.engine.decide(tool.name, args, self.mode, kind=tool.kind.value, interactive=interactive,
-                                  trusted=tool.trusted, server_name=server, executes_later=executes_later)
+                                  trusted=tool.trusted, server_name=server, executes_later=executes_later,
+                                  subagent=agent or None)
 
     def decide(self, tool: Tool, args: dict[str, Any]) -> Decision:
         return self.check(tool, args).decision

@@ -293,7 +293,7 @@ class ToolExecutor:
         tool_name = tool.name
         seen.args = args
         later = self._executes_later(tool, args)
-        verdict = self.policy.check(tool, args, executes_later=later, interactive=self.asker is not None)
+        verdict = self.policy.check(tool, args, executes_later=later, interactive=self.asker is not None, agent=agent)
         # gemini-cli's decisions: refused → reject, "allow always" → auto_accept, else accept.
         seen.decision = "reject" if verdict.decision is Decision.DENY or (
             verdict.decision is Decision.ASK and self.asker is None) else "accept"

@@ -100,7 +100,8 @@ class LocalToolHost:
         return self.registry.specs()
 
     async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
-                      request_id: str | None, hooks: Hooks | None = None) -> tuple[Any, ToolFailure | None]:
+                      request_id: str | None, hooks: Hooks | None = None,
+                      agent: str = "") -> tuple[Any, ToolFailure | None]:
         asker = None if self.mode == "reject_dangerous" else _WireAsker(ask, self.workspace, request_id)
         # The events go out on the wire: the server runs these calls.
         executor = ToolExecutor(self.registry, self.workspace, self.policy, asker, refusal=REJECT_DANGEROUS_REFUSAL,
@@ -111,7 +112,7 @@ class LocalToolHost:
             executor.hooks = _WireHooks(hooks)
         executor.session_id = getattr(self.spec, "session_id", None)
         executor.user = asker  # ask_user's questions go to the attached clients too
-        return await executor.execute(call_id, name, args, emit, request_id=request_id)
+        return await executor.execute(call_id, name, args, emit, request_id=request_id, agent=agent)
 
     def close(self) -> None:
         self.registry.close()

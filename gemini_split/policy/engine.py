@@ -65,6 +65,7 @@ class _Call(msgspec.Struct, frozen=True):
     kind: str | None
     trusted: bool
     server_name: str | None
+    subagent: str | None = None
 
 
 class Policy:
@@ -102,7 +103,7 @@ class Policy:
 
     def decide(self, tool_name: str, args: Any, mode: Any = "default", *, kind: str | None = None,
                interactive: bool = True, trusted: bool = False, server_name: str | None = None,
-               executes_later: str | None = None) -> Verdict:
+               executes_later: str | None = None, subagent: str | None = None) -> Verdict:
         """The verdict for calling ``tool_name`` with ``args`` in approval
         ``mode`` (``default``, ``auto_edit``/``autoEdit``, ``yolo``, ``plan``,
         or the wire names ``auto_approve``, ``reject_dangerous``).
@@ -112,12 +113,15 @@ class Policy:
         ``interactive = false`` apply otherwise); ``trusted``: its MCP
         server is trusted; ``server_name``: its MCP server (for
         ``mcpName``); ``executes_later``: the call edits a file that runs
-        code later (what it is, for the question).
+        code later (what it is, for the question); ``subagent``: the
+        sub-agent that makes the call (its name; None: the main agent), for
+        rules with ``subagent``.
 
         ``ASK_USER`` with no one to ask is the caller's to refuse. Raises
         :class:`ValueError` for an unknown mode."""
         name = SHELL_TOOL if tool_name in SHELL_ALIASES else tool_name
-        call = _Call(name, normalize_mode(mode), interactive, getattr(kind, "value", kind), trusted, server_name)
+        call = _Call(name, normalize_mode(mode), interactive, getattr(kind, "value", kind), trusted, server_name,
+                     subagent or None)
         if name == SHELL_TOOL and isinstance(args, dict) and isinstance(args.get("command"), str):
             verdict = self._decide_shell(call, args["command"], args)
         else:
@@ -130,7 +134,7 @@ class Policy:
     def _applicable(self, call: _Call) -> list[Rule]:
         return [r for r in self._rules if r.applies(call.tool_name, call.mode, interactive=call.interactive,
                                                     kind=call.kind, trusted=call.trusted,
-                                                    server_name=call.server_name)]
+                                                    server_name=call.server_name, subagent=call.subagent)]
 
     def _decide_plain(self, call: _Call, args: Any) -> Verdict:
         text: str | None = None

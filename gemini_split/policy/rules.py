@@ -99,8 +99,9 @@ class Rule(msgspec.Struct, frozen=True, eq=False):
     kinds: frozenset[str] | None = None
     #: Rules gemini-split makes: only tools marked trusted (``"trust": true``).
     trusted_only: bool = False
-    #: ``subagent``: gemini-split has no sub-agents yet, so such a rule
-    #: never matches the main agent.
+    #: ``subagent``: the rule applies only to the calls that sub-agent
+    #: makes (its definition's name); None: to every agent's, the main
+    #: agent's too.
     subagent: str | None = None
     #: ``toolAnnotations``: only ``readOnlyHint`` is known here (a tool of
     #: kind ``read``); any other key never matches.
@@ -126,13 +127,14 @@ class Rule(msgspec.Struct, frozen=True, eq=False):
         return self.command_prefixes is not None or self.command_regex is not None
 
     def applies(self, tool_name: str, mode: str, *, interactive: bool, kind: str | None,
-                trusted: bool, server_name: str | None) -> bool:
-        """Whether the rule is about this tool in this mode (arguments aside)."""
+                trusted: bool, server_name: str | None, subagent: str | None = None) -> bool:
+        """Whether the rule is about this tool in this mode, called by the
+        sub-agent ``subagent`` (None: the main agent), arguments aside."""
         if self.modes is not None and mode not in self.modes:
             return False
         if self.interactive is not None and self.interactive != interactive:
             return False
-        if self.subagent is not None:
+        if self.subagent is not None and self.subagent != subagent:
             return False
         if self.kinds is not None and kind not in self.kinds:
             return False

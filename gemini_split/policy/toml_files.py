@@ -34,6 +34,7 @@ Regexes (``argsPattern``, ``commandRegex``) are RE2 (linear time, see
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -51,6 +52,8 @@ from .rules import ADMIN_TIER, MODES, SHELL_ALIASES, SHELL_TOOL, USER_TIER, WORK
 POLICIES_DIR_NAME = "policies"
 DEFAULT_SYSTEM_POLICIES_DIR = Path("/etc/gemini-cli/policies")
 MAX_POLICY_BYTES = 1024 * 1024
+#: A sub-agent's name, as its definition must give it (``client/agents.py``).
+_SUBAGENT_NAME = re.compile(r"[a-z0-9_-]{1,64}")
 _TIER_NAMES = {WORKSPACE_TIER: "workspace", USER_TIER: "user", ADMIN_TIER: "admin"}
 
 
@@ -219,6 +222,9 @@ def _check(entry: _RuleToml, source: str, where: str, tier: int) -> Rule:
     if entry.allowNetwork and (entry.decision != "allow" or len(names) != 1 or names[0] not in SHELL_ALIASES):
         raise PolicyError(f"{where}: field allowNetwork: only on a decision = \"allow\" rule for "
                           "toolName = \"run_shell_command\" (the commands it allows keep the sandbox's network)")
+    if entry.subagent is not None and not _SUBAGENT_NAME.fullmatch(entry.subagent):
+        raise PolicyError(f"{where}: field subagent: {_shown(entry.subagent)!r} is no sub-agent name (a sub-agent "
+                          "is named by its definition's name: lowercase letters, digits, '-' and '_', at most 64)")
     if entry.mcpName is not None and not entry.mcpName.strip():
         raise PolicyError(f"{where}: field mcpName: empty; leave it out or name the MCP server")
     return Rule(

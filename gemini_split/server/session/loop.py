@@ -597,7 +597,7 @@ async def _run_tools(
 
 def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any,
                      on_call: Callable[[str, str, dict[str, Any]], None] | None = None,
-                     agent_id: int = 0, hooks: Any = None) -> CallTool:
+                     agent_id: int = 0, hooks: Any = None, agent: str = "") -> CallTool:
     """A :data:`CallTool` that runs each call on the server, through a
     :class:`~gemini_split.server.session.server_tools.ToolHost` (``hello.tools =
     "server"``): each call gets a fresh call id (``t-…``, told to
@@ -605,7 +605,8 @@ def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any,
     ``emit``, a call that needs approval asks through ``ask`` and the
     user's tool hooks are asked through ``hooks`` (see
     :data:`~gemini_split.server.session.server_tools.Hooks`). A
-    sub-agent's calls (``agent_id``) say so on their events and questions."""
+    sub-agent's calls (``agent_id``, named ``agent``) say so on their
+    events and questions, and the policy's ``subagent`` rules see them."""
     if agent_id:
         emit = _as_agent(emit, agent_id)
         asked = ask
@@ -617,6 +618,9 @@ def call_server_tool(host: Any, *, request_id: str, emit: Emit, ask: Any,
         call_id = "t-" + secrets.token_hex(8)
         if on_call is not None:
             on_call(call_id, name, args)
+        if agent:
+            return await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id,
+                                      agent=agent)
         return await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id)
 
     return call

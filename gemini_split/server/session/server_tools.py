@@ -146,12 +146,15 @@ class ToolHost(Protocol):
     call with the hooks' reason, ``tool_input`` rewrites the arguments,
     ``additionalContext`` is appended to the result).
     It never raises for a tool's failure; Trio cancellation propagates.
-    ``close`` ends what outlives a call (background commands)."""
+    ``agent`` names the sub-agent that calls ("": the main agent; the
+    policy's ``subagent`` rules). ``close`` ends what outlives a call
+    (background commands)."""
 
     def specs(self) -> list[ToolSpec]: ...
 
     async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
-                      request_id: str | None, hooks: Hooks | None = None) -> tuple[Any, ToolFailure | None]: ...
+                      request_id: str | None, hooks: Hooks | None = None,
+                      agent: str = "") -> tuple[Any, ToolFailure | None]: ...
 
     def close(self) -> None: ...
 

@@ -687,11 +687,14 @@ class Session:
         "server"``) or through the client; each of the main agent's calls'
         place in the conversation noted for ``/restore``."""
         if self.tool_host is not None:
+            # A sub-agent asks for its tool path once it runs (it is listed).
+            running = self.running_agents.get(agent_id) if agent_id else None
             return call_server_tool(
                 self.tool_host, request_id=request_id, emit=self.emit, ask=self.approvals.ask, agent_id=agent_id,
                 on_call=None if agent_id else (lambda call_id, name, args: self.timeline.note_call(
                     call_id, request_id, name, args, self.history)),
-                hooks=self.tool_hooks.bind(request_id))
+                hooks=self.tool_hooks.bind(request_id),
+                agent=running.definition.name if running is not None else "")
         return lambda name, args: self._call_tool(request_id, name, args, agent_id=agent_id)
 
     # --- rewinding (1.4) ------------------------------------------------------------

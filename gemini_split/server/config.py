@@ -24,6 +24,9 @@ class ServerConfig:
     #: seconds one runs at most whatever its definition says (issue 32).
     max_subagents: int = 4
     subagent_timeout_max: float = 24 * 3600.0
+    #: Seconds of a sub-agent's final recovery turn, once it hit
+    #: ``max_turns`` or ``timeout_mins`` (gemini-cli's grace period).
+    subagent_grace_seconds: float = 60.0
     #: Seconds the client has to answer a tool_execution_request (approval
     #: time included).
     tool_timeout: float = 900.0

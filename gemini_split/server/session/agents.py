@@ -28,7 +28,12 @@ name carrying its ``agent_id``; the answer is its text and its report
 
 It ends when it calls ``complete_task`` (gemini-cli's way: the argument is
 its report, structured when the definition gives ``output_schema``) or
-answers without calling a tool (that text is its report). Wording of the
+answers without calling a tool (that text is its report). One that reaches
+``max_turns`` or ``timeout_mins`` gets gemini-cli's final recovery turn
+(:meth:`Delegation._grace`): told in gemini-cli's words that it is out of
+turns or time and must call ``complete_task`` now, it has one more model
+call, bounded by ``ServerConfig.subagent_grace_seconds`` and running no
+tool; what it answers is its report, and its outcome still names the limit. Wording of the
 system prompt's rules, the ``@name`` note and the report follow gemini-cli
 0.61 (``local-executor.ts``, ``atCommandProcessor.ts``), so agents written
 for it read the same.
@@ -98,6 +103,15 @@ _PLAIN = f"""
 * You MUST include your final findings in the "result" parameter. This is how you return the necessary results for the task to be marked complete.
 * Ensure your findings are comprehensive and follow any specific formatting requirements provided in your instructions.
 * Do not call any other tools in the same turn as `{COMPLETE_TASK}`."""
+
+#: gemini-cli's final warning (``local-executor.ts``), per outcome that gets
+#: a recovery turn.
+_GRACE_TAIL = (" You have one final chance to complete the task with a short grace period. You MUST call "
+               f"`{COMPLETE_TASK}` immediately with your best answer and explain that your investigation was "
+               "interrupted. Do not call any other tools.")
+_GRACE_WARNING = {"max_turns": "You have exceeded the maximum number of turns." + _GRACE_TAIL,
+                  "timeout": "You have exceeded the time limit." + _GRACE_TAIL}
+_GRACE_REASONS = frozenset(_GRACE_WARNING)
 
 #: gemini-cli's termination reasons, as the main model reads them.
 _TERMINATION = {"completed": "GOAL", "max_turns": "MAX_TURNS", "timeout": "TIMEOUT",
@@ -349,6 +363,8 @@ class Delegation:
             if deadline.cancelled_caught:
                 ending = _Ending("timeout", report=_last_text(sub.history),
                                  error=f"it ran out of time ({_minutes(timeout)})")
+            if ending.outcome in _GRACE_REASONS:
+                ending = await self._grace(agent, sub, ending)
         except ModelError as exc:
             ending = _Ending("error", error=str(exc))
         except trio.Cancelled:
@@ -432,6 +448,36 @@ class Delegation:
                 await _run_tools(calls, call_tool, responses)
             finally:
                 sub.history.append({"role": "user", "parts": _answered(calls, responses)})
+
+    async def _grace(self, agent: SubAgent, sub: AgentRun, ending: _Ending) -> _Ending:
+        """gemini-cli's final recovery turn for a sub-agent that hit a limit:
+        one model call, told in gemini-cli's words to call ``complete_task``
+        now, bounded by ``subagent_grace_seconds``. No tool it calls runs.
+        Its ``complete_task`` argument (else its text, else what it said
+        before) is the report; the outcome stays ``ending``'s."""
+        from .loop import _model_turn
+
+        note = {"text": _GRACE_WARNING[ending.outcome]}
+        last = sub.history[-1] if sub.history else None
+        if last is not None and last.get("role") == "user":
+            last["parts"] = [*last["parts"], note]  # one user turn, with the function responses
+        else:
+            sub.history.append({"role": "user", "parts": [note]})
+        before = len(sub.history)
+        calls: list[Any] = []
+        with trio.move_on_after(self.config.subagent_grace_seconds):
+            try:
+                calls = await _model_turn(sub, model=self.model, config=self.config, emit=self.emit)
+            except ModelError as exc:
+                log.info("sub-agent %s: its recovery turn failed: %s", agent.definition.name, exc)
+        done = next((c for c in calls if c.name == COMPLETE_TASK), None)
+        value = done.args.get(agent.definition.output_name) if done is not None and isinstance(done.args, dict) \
+            else None
+        if value is not None and value != "":
+            report = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+        else:
+            report = _last_text(sub.history[before:]) or ending.report
+        return _Ending(ending.outcome, report=report, error=ending.error)
 
     def _guarded(self, agent: SubAgent, base: CallTool) -> CallTool:
         """The sub-agent's own tool path: only what it was granted (a call

@@ -44,6 +44,7 @@ from gemini_split.protocol import (
     COMPRESSION_SINCE,
     SUBAGENTS_SINCE,
     REMOTE_AGENTS_SINCE,
+    AGENT_POLICY_SINCE,
     RESTORE_SINCE,
     SYSTEM_PROMPT_SINCE,
     GetSystemPrompt,
@@ -79,6 +80,7 @@ from gemini_split.protocol import (
     RequestStarted,
 )
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
+from gemini_split.policy.rules import DEFAULT_TIER, Decision
 from gemini_split.stamping import stamp
 from gemini_split.transport import (
     ConnectFailed,
@@ -490,12 +492,36 @@ class ProtocolClient:
                 and any(a.kind == "remote" for a in context.agents):
             # (1.5) Nor remote ones to a server that cannot ask for them.
             context = msgspec.structs.replace(context, agents=tuple(a for a in context.agents if a.kind != "remote"))
+        if context is not None and context.agents:
+            context = msgspec.structs.replace(context, agents=self._judged_agents(context.agents))
         request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments, context=context))
         session_id = self.connected.session_id if self.connected is not None else None
         self.executor.session_id = session_id
         if user is not None:
             telemetry.current().user_prompt(user, prompt_id=request.id, session_id=session_id)
         return await self._run_request(request)
+
+    def _judged_agents(self, agents: tuple) -> tuple:
+        """(1.5) ``agents`` as the policy (now, in the current approval
+        mode) lets the main agent delegate to them: one a policy rule denies
+        by name (gemini-cli's "sub-agent name as toolName") carries that
+        rule's message in ``denied`` for the server to refuse its call with;
+        a server older than 1.5, which would run it anyway, is not sent it."""
+        policy = getattr(self.executor, "policy", None)
+        engine = getattr(policy, "engine", None)
+        if engine is None:
+            return agents
+        judged = []
+        for agent in agents:
+            verdict = engine.decide(agent.name, {}, policy.mode)
+            # The approval modes' own rules (plan mode denies what is not
+            # read-only) are not about delegating: only a rule of the user's.
+            if verdict.decision is not Decision.DENY or verdict.rule is None \
+                    or verdict.rule.priority < DEFAULT_TIER + 1:
+                judged.append(agent)
+            elif self.conn.version >= AGENT_POLICY_SINCE:
+                judged.append(msgspec.structs.replace(agent, denied=(verdict.reason or "denied by policy")[:4096]))
+        return tuple(judged)
 
     async def compress(self) -> TurnOutcome:
         """(1.3) Ask the server to compress the session's history now: its

@@ -91,6 +91,10 @@ PAIRING_SINCE = (1, 4)
 #: ``tool_execution_request`` of the agent's name, with its ``agent_id``).
 #: An older server is not sent remote definitions.
 REMOTE_AGENTS_SINCE = (1, 5)
+#: (1.5) The minor version from which a server refuses a delegation the
+#: client's policy denies (``AgentDefinition.denied``). An older server is
+#: not sent a denied agent at all.
+AGENT_POLICY_SINCE = (1, 5)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -483,7 +487,11 @@ class AgentDefinition(Struct, frozen=True, kw_only=True, omit_defaults=True):
     its card's. The server runs no model loop for it: it asks the client
     that runs the session's tools to call it (a ``tool_execution_request``
     of tool ``name`` with ``{"query": …}`` and the sub-agent's
-    ``agent_id``), and the answer is its report."""
+    ``agent_id``), and the answer is its report.
+
+    ``denied`` (1.5): the client's policy denies delegating to it (a rule
+    naming the agent as its ``toolName``): a call of it is refused with
+    this text."""
 
     name: Annotated[str, Meta(pattern=AGENT_NAME_PATTERN)]
     description: Annotated[str, Meta(max_length=8192)]
@@ -501,6 +509,10 @@ class AgentDefinition(Struct, frozen=True, kw_only=True, omit_defaults=True):
     source: str = ""
     #: (1.5) A remote agent's endpoint (``kind`` ``remote`` only).
     url: Annotated[str, Meta(max_length=2048)] = ""
+    #: (1.5) Why the client's policy denies delegating to it (None: it does not).
+    denied: Annotated[str, Meta(max_length=4096)] | None = None
+
+
 #: (1.4) The longest system prompt a client may send (characters):
 #: gemini-cli's own is about 25,000.
 SYSTEM_PROMPT_LIMIT = 256 * 1024

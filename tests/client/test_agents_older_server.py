@@ -1,7 +1,9 @@
 """(1.4) ``SessionContext.agents`` is not sent to a server older than 1.4:
 a 1.3 server does not know the field. Checked on the bytes a stand-in
 peer receives after answering the handshake as 1.3 (and, as the control,
-as 1.4: the same client sends the agents there)."""
+as 1.4: the same client sends the agents there). (1.5) An agent the
+client's policy denies by name is sent with ``denied`` to a 1.5 server,
+and not at all to a 1.4 one, which would run it."""
 
 from __future__ import annotations
 
@@ -22,12 +24,13 @@ from gemini_split.transport.memory_pair import open_memory_pair
 pytestmark = pytest.mark.timeout(30)
 
 
-async def _request_sent_to(version: str, tmp_path) -> dict:
-    """The ``generate_content_request`` a client sends, with sub-agents in
-    its context, to a server that says it speaks ``version``."""
+async def _request_sent_to(version: str, tmp_path, policy=None) -> dict:
+    """The ``generate_content_request`` a client (with ``policy``) sends,
+    with sub-agents in its context, to a server that says it speaks
+    ``version``."""
     ours, theirs = open_memory_pair(buffer=64, client_peer="srv", server_peer="c", client_max=1 << 20,
                                     server_max=1 << 20)
-    client = ProtocolClient(ours, ToolExecutor(default_tools(), Workspace(tmp_path), ApprovalPolicy()))
+    client = ProtocolClient(ours, ToolExecutor(default_tools(), Workspace(tmp_path), ApprovalPolicy(policy=policy)))
     received: list[dict] = []
     async with trio.open_nursery() as nursery:
         async def server():
@@ -61,3 +64,28 @@ async def test_a_13_server_receives_the_context_without_the_agents_field(tmp_pat
 async def test_a_14_server_receives_the_agents_it_runs(tmp_path):
     request = await _request_sent_to("1.4", tmp_path)
     assert [a["name"] for a in request["context"]["agents"]] == ["codebase_investigator", "generalist"]
+
+
+def _denying(tmp_path):
+    from gemini_split.policy import Policy
+    from gemini_split.policy.rules import USER_TIER
+    from gemini_split.policy.toml_files import read_policy_file
+
+    path = tmp_path / "deny.toml"
+    path.write_text('[[rule]]\ntoolName = "codebase_investigator"\ndecision = "deny"\npriority = 500\n'
+                    'deny_message = "No deep analysis here."\n')
+    policy = Policy()
+    policy.add(*read_policy_file(path, USER_TIER))
+    return policy
+
+
+async def test_a_15_server_is_told_which_agent_the_policy_denies_and_why(tmp_path):
+    request = await _request_sent_to("1.5", tmp_path, _denying(tmp_path))
+    agents = {a["name"]: a for a in request["context"]["agents"]}
+    assert "No deep analysis here." in agents["codebase_investigator"]["denied"]
+    assert "denied" not in agents["generalist"]
+
+
+async def test_a_14_server_is_not_sent_an_agent_the_policy_denies(tmp_path):
+    request = await _request_sent_to("1.4", tmp_path, _denying(tmp_path))
+    assert [a["name"] for a in request["context"]["agents"]] == ["generalist"]

@@ -137,3 +137,33 @@ def test_a_malformed_subagent_value_is_refused_naming_the_file_the_rule_and_the_
         read_policy_file(path, USER_TIER)
     message = str(refused.value)
     assert str(path) in message and "rule #2" in message and "field subagent" in message
+
+
+NO_INVESTIGATOR = """
+[[rule]]
+toolName = "codebase_investigator"
+decision = "deny"
+priority = 500
+deny_message = "Deep codebase analysis is restricted for this session."
+"""
+
+
+async def test_a_rule_denying_a_sub_agent_by_name_refuses_the_delegation_with_its_deny_message(tmp_path):
+    from gemini_split.client.agents import builtins
+
+    model = ScriptedModel([
+        main_turn(**calls(("codebase_investigator", {"objective": "map it"}))),
+        sub_turn("Codebase Investigator", **done("should never run")),
+        main_turn(text="I will look myself"),
+    ])
+    context = SessionContext(agents=tuple(builtins()), approval_mode="default")
+    async with serving(model, None) as (_service, address):
+        async with client_with(address, tmp_path, ScriptedAsker(),
+                               policy_from(tmp_path, NO_INVESTIGATOR)) as client:
+            outcome = await client.run_turn("go", context=context)
+    assert outcome.finished is not None
+    assert not any("Codebase Investigator" in (r.system_instruction or "") for r in model.requests)
+    refusal = model.requests[-1].contents[-1]["parts"][0]["function_response"]["response"]["error"]
+    assert refusal["code"] == "refused"
+    assert "Deep codebase analysis is restricted for this session." in refusal["message"]
+    assert {"codebase_investigator", "generalist"} <= {t.name for t in model.requests[0].tools}

@@ -290,6 +290,10 @@ class Delegation:
         rid = self.run.request_id
         await self.emit(ToolStarted(request_id=rid, call_id=parent_call_id, tool=definition.name, parameters=args))
         failure = self._check_input(definition, args)
+        if definition.denied is not None:
+            failure = ToolFailure(code="refused", message=f"sub-agent {definition.name} is not allowed by the "
+                                                          f"approval policy: {definition.denied}",
+                                  hint="do not retry; do the task yourself or ask the user")
         if failure is None and definition.kind != "remote":
             try:
                 model_name = (check_model_name(definition.model, self.config.allowed_models,

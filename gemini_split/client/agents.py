@@ -2,7 +2,7 @@
 
 gemini-cli 0.61's format: a Markdown file whose YAML frontmatter
 (``name``, ``description``, ``kind``, ``display_name``, ``tools`` with
-``*`` wildcards, ``mcp_servers``, ``model``, ``temperature``,
+``*`` wildcards, ``mcpServers`` / ``mcp_servers``, ``model``, ``temperature``,
 ``max_turns``, ``timeout_mins``; no other key) describes the agent and
 whose body is its system prompt. Lowest precedence first (a later
 definition of the same name replaces an earlier one), as gemini-cli's
@@ -21,8 +21,10 @@ its calls (its credentials never reach the server).
 
 A file named ``_*.md`` is skipped. A file that cannot be a definition (no
 frontmatter, malformed YAML, a missing or wrong field) is reported with its
-path and field in :attr:`Discovery.warnings` and the others still load; ``mcp_servers`` is not supported yet (said, and the
-agent loads without them); a tool name that is no tool gemini-split has is
+path and field in :attr:`Discovery.warnings` and the others still load;
+``mcpServers`` entries are checked as a settings file's (a malformed one is
+named by path and field) but not run yet (said, and the agent loads
+without them: nothing is started); a tool name that is no tool gemini-split has is
 said too (the server clamps what an agent gets to the session's tools in
 any case, and names what it refused in ``agent_started``).
 
@@ -343,9 +345,7 @@ def load_agent(path: Path, scope: str = "user") -> Agent:
                          and not t.startswith("mcp_")]
         if unknown_tools:
             notes.append(f"{path}: field 'tools': no tool named {', '.join(unknown_tools)} (not granted)")
-    if meta.get("mcp_servers") or meta.get("mcpServers"):
-        notes.append(f"{path}: field 'mcp_servers': MCP servers of a sub-agent are not supported yet; "
-                     "it runs without them")
+    notes += mcp_server_notes(path, meta)
     model = meta.get("model")
     if model is not None and (not isinstance(model, str) or not model.strip()):
         raise AgentError(f"{path}: field 'model' must be a model name (or 'inherit')")
@@ -361,6 +361,47 @@ def load_agent(path: Path, scope: str = "user") -> Agent:
     except (msgspec.ValidationError, TypeError) as exc:
         raise AgentError(f"{path}: {exc}") from None
     return Agent(definition, scope, notes=tuple(notes))
+
+
+def mcp_server_notes(path: Path, meta: dict) -> list[str]:
+    """What is said of a definition's ``mcpServers`` (or ``mcp_servers``):
+    each entry checked as a settings file's ``mcpServers`` entry is
+    (gemini-cli's ``MCPServerConfig``: a malformed one is named by path and
+    field), and that a sub-agent's own MCP servers are not run yet (the
+    agent runs without them; nothing is started)."""
+    from gemini_split.settings import MCPServerSettings
+
+    notes: list[str] = []
+    for key in ("mcpServers", "mcp_servers"):
+        servers = meta.get(key)
+        if servers is None:
+            continue
+        if not isinstance(servers, dict):
+            notes.append(f"{path}: field '{key}' must be a mapping of server names to server settings "
+                         f"(command:, args: … or httpUrl:), got {type(servers).__name__}")
+            continue
+        usable = []
+        for name, entry in servers.items():
+            if not isinstance(name, str) or not name.strip() or not name.isprintable():
+                notes.append(f"{path}: field '{key}': {str(name)[:80]!r} is no MCP server name")
+                continue
+            try:
+                server = msgspec.convert(entry, MCPServerSettings)
+            except msgspec.ValidationError as exc:
+                message, _, at = str(exc).partition(" - at `$")
+                message = message.replace("`", "")
+                notes.append(f"{path}: field '{key}.{name}{at.rstrip('`')}': {message[:1].lower()}{message[1:]}; "
+                             "this MCP server is left out")
+                continue
+            if not (server.command or server.url or server.http_url):
+                notes.append(f"{path}: field '{key}.{name}': needs 'command' (a stdio server), 'httpUrl' or 'url'; "
+                             "this MCP server is left out")
+                continue
+            usable.append(name)
+        if usable:
+            notes.append(f"{path}: field '{key}': a sub-agent's own MCP servers ({', '.join(usable)}) are not "
+                         "run yet; it runs without them")
+    return notes
 
 
 def _number(path: Path, meta: dict, key: str, low: float, high: float, *, integer: bool = False) -> Any:

@@ -99,7 +99,22 @@ def test_unknown_tools_and_mcp_servers_are_said_and_the_agent_still_loads(tmp_pa
     agent = load_agent(path)
     assert agent.definition.tools == ("read_file", "teleport", "mcp_*", "github__search")
     assert any("no tool named teleport" in n for n in agent.notes)
-    assert any("mcp_servers" in n and "not supported yet" in n for n in agent.notes)
+    assert any("field 'mcp_servers'" in n and "(s) are not run yet" in n for n in agent.notes)
+
+
+def test_a_malformed_mcp_servers_entry_is_reported_with_path_and_field_and_the_agent_still_loads(tmp_path):
+    path = write(tmp_path, "a.md", "---\nname: a\ndescription: d\nmcpServers:\n  good:\n    command: node\n"
+                                   "    args: [server.js]\n  bad:\n    command: 7\n  nothing:\n    trust: true\n"
+                                   "  listed: [1]\n---\nbody")
+    agent = load_agent(path)
+    said = "\n".join(agent.notes)
+    assert f"{path}: field 'mcpServers.bad.command': expected str | null, got int" in said
+    assert f"{path}: field 'mcpServers.nothing': needs 'command'" in said
+    assert f"{path}: field 'mcpServers.listed': expected object, got array" in said
+    assert "own MCP servers (good) are not run yet" in said
+    assert agent.definition.name == "a"
+    not_a_mapping = write(tmp_path, "b.md", "---\nname: b\ndescription: d\nmcpServers: [x]\n---\nbody")
+    assert any("field 'mcpServers' must be a mapping" in n for n in load_agent(not_a_mapping).notes)
 
 
 def test_overrides_disable_and_set_model_and_limits_and_only_enabled_ones_travel(tmp_path):

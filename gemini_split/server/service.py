@@ -44,6 +44,7 @@ from gemini_split.protocol import (
     PairedBrowser,
     PairedBrowsers,
     PairedLink,
+    ServerMessage,
     Sessions,
     ReplayUnavailable,
     RemoteProtocolError,
@@ -458,6 +459,7 @@ class AgentService:
                       resume_token=hello.resume_token, last_seq=hello.last_seq,
                       capabilities=self._capabilities, manager=self.manager)
         relay.role, relay.label = hello.role, hello.label or "client"
+        relay.answer_pair = self.answer_pair
         self.relays += 1
         try:
             await relay.run()
@@ -641,41 +643,39 @@ class AgentService:
                                                                                  self.manager.running())))
 
     async def _answer_pair(self, session: Session, view: View, message: Pair) -> None:
-        """(1.4) ``pair``: a sign-in code, the list of paired browsers, or a
-        revocation — always for the connection's own user. Kept in the
-        session store (shared by replicas with Redis)."""
+        """(1.4) ``pair`` from a client of this replica."""
+        view.send_direct(await self.answer_pair(session.principal, message, where=f"session {session.id}"))
+
+    async def answer_pair(self, principal: Principal | None, message: Pair, *, where: str) -> ServerMessage:
+        """(1.4) The answer to ``pair``: a sign-in code, the list of paired
+        browsers, or a revocation — always for ``principal``'s own user.
+        Kept in the session store (shared by replicas with Redis: a relay
+        answers it too). ``where``: for the log."""
         if self.pairing is None:
-            view.send_direct(Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
-                                   message="this server serves no web page: start it with serve --web"))
-            return
-        principal = session.principal
+            return Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
+                         message="this server serves no web page: start it with serve --web")
         user = principal.user_id if principal is not None else ""
         try:
             if message.action == "link":
                 code, code_id, expires = await self.pairing.new_code(user, principal.permissions if principal else ())
-                log.info("session %s: a pairing code %s for user %s", session.id, code_id, user or "(local)")
-                view.send_direct(PairedLink(in_reply_to=message.id, code=code, code_id=code_id,
-                                            expires=int(expires * 1000)))
-                return
+                log.info("%s: a pairing code %s for user %s", where, code_id, user or "(local)")
+                return PairedLink(in_reply_to=message.id, code=code, code_id=code_id, expires=int(expires * 1000))
             if message.action == "revoke":
                 if not message.browser_id or not await self.pairing.revoke(user, message.browser_id):
-                    view.send_direct(Error(code=ErrorCode.INVALID_FIELD.value, in_reply_to=message.id,
-                                           message=f"no paired browser {message.browser_id!r} of yours "
-                                                   "(gemini-split pair --list shows them)"))
-                    return
+                    return Error(code=ErrorCode.INVALID_FIELD.value, in_reply_to=message.id,
+                                 message=f"no paired browser {message.browser_id!r} of yours "
+                                         "(gemini-split pair --list shows them)")
             elif message.action != "list":
-                view.send_direct(Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
-                                       message=f"unknown pair action {message.action!r} (link, list, revoke)"))
-                return
+                return Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
+                             message=f"unknown pair action {message.action!r} (link, list, revoke)")
             browsers = await self.pairing.browsers(user)
         except StoreError as exc:
-            view.send_direct(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
-                                   message=f"the server cannot reach its paired browsers: {exc}"))
-            return
-        view.send_direct(PairedBrowsers(in_reply_to=message.id, browsers=tuple(
+            return Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
+                         message=f"the server cannot reach its paired browsers: {exc}")
+        return PairedBrowsers(in_reply_to=message.id, browsers=tuple(
             PairedBrowser(id=b.id, created=int(b.created * 1000), last_used=int(b.last_used * 1000),
                           user_agent=b.user_agent)
-            for b in browsers)))
+            for b in browsers))
 
 
 #: Events only 1.2 clients know (several clients on one session).

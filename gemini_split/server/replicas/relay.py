@@ -41,7 +41,8 @@ single server's crash. When the relay itself dies, the client reconnects the
 same way, and the runner, unaffected, goes on.
 
 ``list_sessions`` / ``delete_session`` are answered by the relay itself from
-the store (only ever the caller's own sessions).
+the store (only ever the caller's own sessions), and so is ``pair``
+(``serve --web``: paired browsers are in the store too).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ from gemini_split.protocol import (
     GenerateContentRequest,
     History,
     ListSessions,
+    Pair,
     RemoteProtocolError,
     Replay,
     Sessions,
@@ -138,6 +140,9 @@ class Relay:
         self.relay_id = secrets.token_hex(8)
         self.role = "driver"
         self.label = "client"
+        #: (1.4) Answers ``pair`` (the service's ``answer_pair``): paired
+        #: browsers are in the shared store, so the relay answers it here.
+        self.answer_pair: Any = None
 
     @property
     def _client_capabilities(self) -> tuple[str, ...]:
@@ -374,6 +379,9 @@ class Relay:
                 continue
             if isinstance(message, ListSessions | DeleteSession):
                 await self._answer_sessions(message)
+                continue
+            if isinstance(message, Pair) and self.answer_pair is not None:
+                await self._send(await self.answer_pair(self.principal, message, where=f"relay {self.relay_id}"))
                 continue
             if self.role == "observer" and isinstance(message, _ACTS):
                 await self._send(Error(code=ErrorCode.FORBIDDEN.value, in_reply_to=message.id,

@@ -12,8 +12,10 @@ import time
 
 import httpx
 import pytest
+import trio
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from gemini_split.protocol import Error
 from gemini_split.testing import redis_server as rs
 from gemini_split.testing.fake_gemini import FakeGemini
 
@@ -199,3 +201,30 @@ def test_while_redis_is_away_a_browser_is_told_to_retry_never_signed_out(tmp_pat
     assert caught.value.response.status_code == 503
     assert code.status_code == 503
     assert after.status_code == 200 and after.json()["user"] == "alice"
+
+
+async def test_a_client_relayed_to_another_replica_gets_a_pairing_link_there_too(redis_server):
+    """/remote in a REPL whose session runs on another replica: the relay
+    answers ``pair`` from the shared store (the runner never hears it)."""
+    from gemini_split.protocol import Pair, PairedBrowsers, PairedLink
+    from gemini_split.web.pairing import Pairing
+
+    from tests.server.attach.test_attach_server import hello as attach
+    from tests.server.replicas.test_relay import _turn, two_replicas
+
+    with trio.fail_after(30):
+        async with two_replicas(redis_server, [{"text": "hi"}]) as (services, (at_a, at_b)):
+            for service in services:
+                service.pairing = Pairing(service.store.paired_browsers())
+            async with attach(at_a, label="laptop") as (local, first):
+                *_, done = await _turn(local, "first")
+                async with attach(at_b, session_id=first.session_id, label="phone", last_seq=done.seq) as (
+                        relayed, _):
+                    assert services[1].relays == 1  # it is relayed, not run on b
+                    await relayed.send(Pair(action="link"))
+                    *_, link = await relayed.receive_until(lambda m: isinstance(m, PairedLink | Error))
+                    browser, _cookie = await services[0].pairing.redeem(link.code, "Phone/1")
+                    await relayed.send(Pair(action="list"))
+                    *_, listed = await relayed.receive_until(lambda m: isinstance(m, PairedBrowsers | Error))
+    assert isinstance(link, PairedLink) and link.code
+    assert isinstance(listed, PairedBrowsers) and [b.id for b in listed.browsers] == [browser.id]

@@ -331,6 +331,18 @@ def yolo_disabled_by(loaded: LoadedSettings | None) -> str | None:
     return "security.disableYoloMode" + (f" in the {file.scope} settings {file.path}" if file else "")
 
 
+def yolo_refusal(loaded: LoadedSettings | None) -> str | None:
+    """Why yolo may not be turned on now, in gemini-cli's words
+    (``security.disableYoloMode``, or an untrusted folder: gemini-cli
+    refuses both), or None. Every face that can switch to yolo asks this."""
+    disabled = yolo_disabled_by(loaded)
+    if disabled:
+        return f"You cannot enter YOLO mode since it is disabled in your settings ({disabled})."
+    if loaded is not None and not loaded.trusted:
+        return "Cannot enable privileged approval modes in an untrusted folder."
+    return None
+
+
 def load_settings(env: Environment, cwd: Path | None = None, *, trust: bool | None = None) -> LoadedSettings:
     """Read and merge every settings file for a run in ``cwd`` (default
     ``env.cwd``). ``trust=True`` trusts the folder for this run

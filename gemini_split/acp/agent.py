@@ -58,7 +58,7 @@ from gemini_split.protocol.turn import (
     ToolCallStarted,
     Turn,
 )
-from gemini_split.settings import MCPServerSettings, yolo_disabled_by
+from gemini_split.settings import MCPServerSettings, yolo_refusal
 from gemini_split.transport import ConnectFailed
 
 from . import updates as u
@@ -212,7 +212,8 @@ class AcpSession:
     def modes(self) -> dict[str, Any]:
         return {
             "currentModeId": _ID_BY_MODE.get(self.mode, "default"),
-            "availableModes": [{"id": i, "name": n, "description": d} for i, n, d, _ in MODES],
+            "availableModes": [{"id": i, "name": n, "description": d} for i, n, d, mode in MODES
+                               if mode is not ApprovalMode.YOLO or self.yolo_refusal() is None],
         }
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -444,15 +445,18 @@ class AcpSession:
                 "tools here. Connect with a client that advertises fs/terminal capabilities to let it "
                 "read and edit your files.\n")})
 
+    def yolo_refusal(self) -> str | None:
+        """Why this session may not switch to yolo (settings, folder trust), or None."""
+        return yolo_refusal(self.settings.loaded_settings)
+
     async def set_mode(self, mode_id: str) -> None:
         mode = _MODE_BY_ID.get(mode_id)
         if mode is None:
             valid = ", ".join(m[0] for m in MODES)
             raise RpcError(INVALID_PARAMS, f"unknown mode {mode_id!r}: the modes are {valid}")
-        disabled = yolo_disabled_by(self.settings.loaded_settings) if mode is ApprovalMode.YOLO else None
-        if disabled:
-            raise RpcError(INVALID_PARAMS, f"You cannot enter YOLO mode since it is disabled in your settings "
-                                           f"({disabled}).")
+        refused = self.yolo_refusal() if mode is ApprovalMode.YOLO else None
+        if refused:
+            raise RpcError(INVALID_PARAMS, refused)
         assert self.client is not None
         self.client.executor.policy.mode = mode
         await self.update({"sessionUpdate": "current_mode_update", "currentModeId": _ID_BY_MODE[mode]})

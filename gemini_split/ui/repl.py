@@ -55,7 +55,7 @@ from gemini_split.errors import BadInput, ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent, Usage
-from gemini_split.settings import GeneralSettings, UISettings, yolo_disabled_by
+from gemini_split.settings import GeneralSettings, UISettings, yolo_refusal
 from gemini_split.transport import ConnectOptions, TransportError
 
 from .approval_prompt import InlineAsker
@@ -251,15 +251,8 @@ class Repl:
         return refused
 
     def yolo_refused(self) -> str | None:
-        """Why yolo may not be turned on now (``security.disableYoloMode``,
-        or an untrusted folder, as gemini-cli refuses both), or None."""
-        loaded = self.settings.loaded_settings
-        disabled = yolo_disabled_by(loaded)
-        if disabled:
-            return f"You cannot enter YOLO mode since it is disabled in your settings ({disabled})."
-        if loaded is not None and not loaded.trusted:
-            return "Cannot enable privileged approval modes in an untrusted folder."
-        return None
+        """Why yolo may not be turned on now (:func:`yolo_refusal`), or None."""
+        return yolo_refusal(self.settings.loaded_settings)
 
     def edit_in_editor(self, text: str) -> str:
         """Ctrl+X: ``text`` edited in ``general.preferredEditor``,

@@ -113,8 +113,11 @@ def test_a_rejected_write_changes_nothing_and_the_model_is_told(tmp_path):
 
 def test_without_editor_fs_the_local_workspace_is_used_and_yolo_mode_skips_the_question(tmp_path):
     script = [_ask("write_file", file_path="new.txt", content="hello\n"), {"text": "ok"}]
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "trustedFolders.json").write_text(json.dumps({str(tmp_path): "TRUST_FOLDER"}))  # yolo needs trust
     with FakeGemini(script=script, api_key=API_KEY) as fake:
-        seen = run_editor({"cwd": str(tmp_path), "env": agent_env(fake, tmp_path / "home"),
+        seen = run_editor({"cwd": str(tmp_path), "env": agent_env(fake, home),
                            "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "set_mode", "mode": "yolo"},
                                      {"do": "prompt", "text": "write"}]}, tmp_path)
     assert seen["results"][2] == {}
@@ -132,12 +135,31 @@ def test_set_mode_yolo_is_refused_where_settings_disable_it_naming_setting_and_f
         seen = run_editor({"cwd": str(tmp_path), "env": agent_env(fake, home),
                            "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "set_mode", "mode": "yolo"},
                                      {"do": "set_mode", "mode": "autoEdit"}]}, tmp_path)
+    offered = [m["id"] for m in seen["results"][1]["modes"]["availableModes"]]
+    assert offered == ["default", "autoEdit"]
     refused = seen["results"][2]["error"]
     assert refused["code"] == -32602  # invalid params, as for a mode that does not exist
     assert f"security.disableYoloMode in the user settings {home / 'settings.json'}" in refused["message"]
     assert seen["results"][3] == {}
     modes = [u["currentModeId"] for u in seen["updates"] if u["sessionUpdate"] == "current_mode_update"]
     assert modes == ["autoEdit"]
+
+
+def test_in_an_untrusted_folder_yolo_is_not_offered_and_set_mode_yolo_is_refused(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "settings.json").write_text(json.dumps({"security": {"folderTrust": {"enabled": True}}}))
+    project = tmp_path / "project"
+    project.mkdir()
+    with FakeGemini(script=[], api_key=API_KEY) as fake:
+        seen = run_editor({"cwd": str(project), "env": agent_env(fake, home),
+                           "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "set_mode", "mode": "yolo"}]},
+                          tmp_path)
+    assert "yolo" not in [m["id"] for m in seen["results"][1]["modes"]["availableModes"]]
+    refused = seen["results"][2]["error"]
+    assert refused["code"] == -32602
+    assert "untrusted folder" in refused["message"]
+    assert not [u for u in seen["updates"] if u["sessionUpdate"] == "current_mode_update"]
 
 
 def test_cancel_mid_stream_ends_the_prompt_with_cancelled(tmp_path):

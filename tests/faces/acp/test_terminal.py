@@ -22,6 +22,8 @@ def test_a_shell_command_runs_in_the_editors_terminal_without_the_agents_keys(tm
     script = [{"function_calls": [{"name": "run_shell_command",
                                    "args": {"command": command, "description": "say hi", "dir_path": "sub"}}]},
               {"text": "ran it"}]
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "trustedFolders.json").write_text(json.dumps({str(tmp_path): "TRUST_FOLDER"}))  # for yolo
     with FakeGemini(script=script, api_key=API_KEY) as fake:
         plan = {"agent": [sys.executable, "-m", "gemini_split", "--acp"], "cwd": str(tmp_path),
                 "env": agent_env(fake, tmp_path / "home"), "capabilities": {"terminal": True},

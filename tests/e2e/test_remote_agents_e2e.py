@@ -141,8 +141,15 @@ def test_a_streaming_remote_agent_with_command_auth_streams_its_task_and_artifac
     assert marker.exists()  # the command ran here, on the client
     assert [r["authorization"] for r in log if r.get("path") == "/rpc"] == ["Bearer from-command"]
     report = json.dumps(requests[-1]["body"]["contents"])
-    assert "done: stream it" in report
-    assert any(e["type"] == "agent_finish" and e["outcome"] == "completed" for e in events(done.stdout))
+    assert "done: stream it" in report  # the task's artifact is the report
+    seen = events(done.stdout)
+    start = next(e for e in seen if e["type"] == "agent_start")
+    said = [e["content"] for e in seen if e["type"] == "message" and e.get("agent_id") == start["agent_id"]]
+    # What it said came as it said it (tool_progress → the sub-agent's text), once.
+    assert "".join(said) == "part 1\n\npart 2\n\ndone: stream it" and len(said) == 3
+    finish = next(e for e in seen if e["type"] == "agent_finish")
+    assert finish["outcome"] == "completed"
+    assert seen.index(finish) > max(i for i, e in enumerate(seen) if e in said or e.get("content") in said)
 
 
 def test_a_dead_remote_agent_ends_the_sub_agent_with_a_clear_outcome_and_the_session_goes_on(tmp_path):

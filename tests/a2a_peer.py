@@ -7,7 +7,8 @@ uvicorn, with a trivial agent executor. Run as a subprocess::
 It binds 127.0.0.1 on a free port, writes the port to ``PORT_FILE`` once it
 listens, and appends one JSON line to ``LOG_FILE`` per HTTP request
 (``path``, ``method``, the ``x-api-key`` / ``authorization`` headers) and
-per task (``task``: the text the agent received). ``MODE``:
+per task (``task``: the text the agent received, ``context_id``: its
+conversation). ``MODE``:
 
 * ``echo``: answers ``echo: <text>`` as one message (no streaming in the card);
 * ``stream``: the card says streaming; the answer comes as a task whose
@@ -49,7 +50,7 @@ def main() -> None:
     class Executor(AgentExecutor):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
             text = context.get_user_input()
-            log({"task": text})
+            log({"task": text, "context_id": context.context_id})
             if mode == "slow":
                 await asyncio.sleep(3600)
             if mode == "huge":

@@ -40,8 +40,12 @@ from gemini_split.protocol import (
     ToolDecided,
     ToolDecision,
     ToolError,
+    ToolDelta,
     ToolExecutionRequest,
     ToolExecutionResponse,
+    ToolProgress,
+    REMOTE_AGENTS_SINCE,
+    TOOL_PROGRESS_LIMIT,
 )
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed
@@ -219,6 +223,8 @@ class ToolCalls:
             emit = client.on_event
             if request.agent_id:  # a sub-agent's call: its events say so
                 emit = _as_agent(client.on_event, request.agent_id)
+                if self._remote_agent_call(request):
+                    emit = self._streamed(request, emit)
             with scope:
                 result, failure = await client.executor.execute(
                     request.id, request.tool, request.parameters, emit, request_id=request.request_id,
@@ -238,6 +244,34 @@ class ToolCalls:
             log.info("could not answer %s now: the connection is down (the server asks again)", request.id)
         except LocalProtocolError as exc:  # the request ended meanwhile, or the call is asked again
             log.info("not answering %s now: %s", request.id, exc)
+
+    def _remote_agent_call(self, request: ToolExecutionRequest) -> bool:
+        """(1.5) Whether ``request`` calls a remote (Agent2Agent) sub-agent
+        this client makes the call of, for a server that takes its text as
+        it comes (``tool_progress``)."""
+        executor = self._client.executor
+        return (self._client.conn.version >= REMOTE_AGENTS_SINCE and executor.registry.get(request.tool) is None
+                and executor.delegates is not None and executor.delegates(request.tool) is not None)
+
+    def _streamed(self, request: ToolExecutionRequest, emit: Any) -> Any:
+        """``emit`` that sends a remote agent's output to the server as
+        ``tool_progress`` (the server sends it back, to every client, as the
+        sub-agent's text) instead of showing it here."""
+        client = self._client
+
+        async def streamed(event: Any) -> None:
+            if not isinstance(event, ToolDelta):
+                await emit(event)
+                return
+            text = event.content
+            try:
+                for at in range(0, len(text), TOOL_PROGRESS_LIMIT):
+                    await client.send(stamp(ToolProgress(request_id=request.id,
+                                                         content=text[at:at + TOOL_PROGRESS_LIMIT])))
+            except (ConnectionClosed, ConnectionBroken, LocalProtocolError) as exc:
+                log.info("remote agent output for %s not sent: %s (its report still is)", request.id, exc)
+
+        return streamed
 
     # --- hooks about the server's calls ---------------------------------------------------
 

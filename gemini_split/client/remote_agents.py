@@ -18,8 +18,10 @@ agent's name; :class:`RemoteAgentTool` (reached through
 ``ToolExecutor.delegates``) makes the A2A exchange — after the approval
 that gemini-cli's default policy asks for agent delegation (kind
 ``network``: asked in default mode, allowed in yolo, ``--allowed-tools``
-and policy rules apply by the agent's name) — and its text is the
-sub-agent's report.
+and policy rules apply by the agent's name). What the agent says is the
+call's output as it comes (``ToolContext.emit_output``; ``client/calls.py``
+sends it to a 1.5 server as ``tool_progress``, which the server sends on as
+the sub-agent's text), and its answer is the sub-agent's report.
 
 **Protocol.** A2A v0.3 JSON-RPC over HTTP, as gemini-cli speaks it:
 ``message/send``, or ``message/stream`` (server-sent events) when the card
@@ -434,7 +436,7 @@ class RemoteAgentTool(Tool):
                            **await trio.to_thread.run_sync(
                                auth_headers, self.config.auth, self.config.url, self.environ)}
                 try:
-                    status = await self._post(client, body, headers, answer)
+                    status = await self._post(client, body, headers, answer, ctx)
                 except httpx.HTTPError as exc:
                     raise ToolFailed("unreachable", f"the remote agent {self.name} at {self.config.url} could not "
                                                     f"be reached: {type(exc).__name__}: {exc or 'no answer'}",
@@ -453,7 +455,8 @@ class RemoteAgentTool(Tool):
             self.context_id = answer.contextId
         return answer.report()
 
-    async def _post(self, client: Any, body: dict[str, Any], headers: dict[str, str], answer: _Answer) -> int:
+    async def _post(self, client: Any, body: dict[str, Any], headers: dict[str, str], answer: _Answer,
+                    ctx: ToolContext) -> int:
         async with client.stream("POST", self.config.url, json=body, headers=headers) as response:
             if response.status_code != 200:
                 data = bytearray()
@@ -479,6 +482,8 @@ class RemoteAgentTool(Tool):
                         elif not line.strip() and data_lines:
                             answer.take(_rpc_result(self.name, "\n".join(data_lines)))
                             data_lines = []
+                            for piece in answer.said():
+                                await ctx.emit_output(piece, "stdout")
                 if pending.startswith(b"data:"):
                     data_lines.append(pending[5:].decode("utf-8", "replace").strip())
                 if data_lines:
@@ -489,6 +494,8 @@ class RemoteAgentTool(Tool):
                     answer.count(len(chunk))
                     data += chunk
                 answer.take(_rpc_result(self.name, data.decode("utf-8", "replace")))
+            for piece in answer.said():
+                await ctx.emit_output(piece, "stdout")
             return 200
 
 
@@ -519,6 +526,20 @@ class _Answer:
         self.state = ""
         self.contextId: str | None = None
         self.error_text = ""
+        #: Text not yet shown (``said``), and whether any was.
+        self._new: list[str] = []
+        self._shown = False
+
+    def said(self) -> list[str]:
+        """The text that came since the last call, to show as it arrives
+        (the agent's messages, its artifacts' parts)."""
+        out, self._new = self._new, []
+        return out
+
+    def _show(self, text: str, *, joined: bool = False) -> None:
+        if text:
+            self._new.append(text if joined or not self._shown else "\n\n" + text)
+            self._shown = True
 
     def count(self, n: int) -> None:
         self.size += n
@@ -557,6 +578,7 @@ class _Answer:
         text = _text_of(message.get("parts"))
         if text and (not self.messages or self.messages[-1] != text):
             self.messages.append(text)
+            self._show(text)
 
     def _artifact(self, artifact: dict[str, Any], *, append: bool) -> None:
         key = str(artifact.get("artifactId") or len(self.artifacts))
@@ -565,6 +587,7 @@ class _Answer:
             self.artifacts.setdefault(key, []).append(text)
         else:
             self.artifacts[key] = [text]
+        self._show(text, joined=append)
 
     def report(self) -> str:
         """The sub-agent's report; raises :class:`ToolFailed` for a task

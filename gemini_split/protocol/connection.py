@@ -111,6 +111,7 @@ from .messages import (
     ToolError,
     ToolExecutionRequest,
     ToolExecutionResponse,
+    ToolProgress,
     ToolStarted,
     is_stamped,
 )
@@ -309,6 +310,17 @@ def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
     c.tracker.call_answered(m.request_id)
 
 
+def _progress(c: _Conversation, m: ToolProgress) -> None:
+    """(1.5) ``tool_progress``: only about a call still waiting for its answer."""
+    _driver_only(c, m)
+    if c.request is None or m.request_id not in c.request.pending_calls:
+        raise _Breach(
+            ErrorCode.UNEXPECTED_MESSAGE,
+            f"no tool call {quote(m.request_id)} is waiting for an answer",
+            field="request_id",
+        )
+
+
 def _decide(c: _Conversation, m: ToolDecision) -> None:
     _driver_only(c, m)
     if m.decision is not None and m.decision not in DECISIONS:
@@ -496,6 +508,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (CLIENT, GenerateContentRequest): (_OPEN, _start_request),
     (CLIENT, Compress): (_OPEN, _start_request),
     (CLIENT, ToolExecutionResponse): (_OPEN, _answer_call),
+    (CLIENT, ToolProgress): (_OPEN, _progress),  # 1.5
     (CLIENT, ToolDecision): (_OPEN, _decide),
     (CLIENT, Cancel): (_OPEN, _cancel),
     (CLIENT, HookResponse): (_OPEN, _hook_response),

@@ -569,6 +569,21 @@ class ToolExecutionResponse(ClientMessage, tag="tool_execution_response", kw_onl
     error: ToolFailure | None = None
 
 
+#: (1.5) The most text one ``tool_progress`` carries (characters).
+TOOL_PROGRESS_LIMIT = 64 * 1024
+
+
+class ToolProgress(ClientMessage, tag="tool_progress", kw_only=True):
+    """(1.5) Text a remote (Agent2Agent) sub-agent's call has produced so
+    far, from the client making it, while its ``tool_execution_request``
+    (``request_id``) waits for the answer: the server sends it on as the
+    sub-agent's ``text_delta``. Sent only to a 1.5 server, only for a call
+    of a remote agent; ignored for any other call."""
+
+    request_id: str
+    content: Annotated[str, Meta(max_length=TOOL_PROGRESS_LIMIT)]
+
+
 class ToolDecision(ClientMessage, tag="tool_decision", kw_only=True):
     """The user's answer to ``tool_awaiting_approval``.
 

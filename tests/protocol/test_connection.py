@@ -313,6 +313,27 @@ def test_a_tool_response_answers_a_pending_call_once():
     refused_on_send(pair.client, m(ToolExecutionResponse, request_id="never-asked", result=1))
 
 
+def test_tool_progress_is_accepted_only_while_its_call_waits_for_its_answer():
+    """(1.5) A remote agent's text so far (``tool_progress``) is about a call
+    still pending: before its answer, any number; after it, or for a call
+    never asked, refused as unexpected."""
+    from gemini_split.protocol import ToolProgress
+
+    pair = Pair().open()
+    rid = pair.start()
+    call = pair.event(ToolExecutionRequest, request_id=rid, tool="peer", parameters={"query": "q"}, agent_id=1)
+    pair.server_sends(call)
+    for text in ("part 1", "part 2"):
+        pair.client_sends(m(ToolProgress, request_id=call.id, content=text))
+    assert pair.server.request.pending_calls == {call.id}  # progress answers nothing
+    pair.client_sends(m(ToolExecutionResponse, request_id=call.id, result="done"))
+    late = m(ToolProgress, request_id=call.id, content="more")
+    assert "no tool call" in str(refused_on_send(pair.client, late))
+    error = refused_on_receive(pair.server, late)
+    assert error.code is ErrorCode.UNEXPECTED_MESSAGE and not error.fatal
+    refused_on_send(pair.client, m(ToolProgress, request_id="never-asked", content="x"))
+
+
 def test_calls_still_pending_when_the_request_ends_can_no_longer_be_answered():
     pair = Pair().open()
     rid = pair.start()

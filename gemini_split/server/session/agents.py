@@ -88,6 +88,9 @@ QUERY_SCHEMA: dict[str, Any] = {
 }
 #: A summary line is at most this long.
 SUMMARY_LIMIT = 200
+#: (1.5) The most text a remote sub-agent's client may stream in one run
+#: (``tool_progress``, characters): the rest arrives with its report.
+STREAMED_LIMIT = 1 << 20
 
 _RULES = """Important Rules:
 * You are running in a non-interactive mode. You CANNOT ask the user for input or clarification.
@@ -230,6 +233,8 @@ class SubAgent:
     #: The tools it runs now (one name shown; several run at once at times).
     current: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    #: (1.5) A remote agent's text streamed so far (``tool_progress``).
+    streamed: int = 0
 
     def info(self) -> RunningAgent:
         return RunningAgent(agent_id=self.agent_id, name=self.definition.name, parent_call_id=self.parent_call_id,
@@ -404,7 +409,8 @@ class Delegation:
             result, failure = await self.tool_caller(agent.agent_id)(definition.name, {"query": agent.task})
             if failure is None:
                 report = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
-                await self.emit(TextDelta(request_id=rid, content=report, agent_id=agent.agent_id))
+                if not agent.streamed:  # nothing said while it ran (no tool_progress): its report is its text
+                    await self.emit(TextDelta(request_id=rid, content=report, agent_id=agent.agent_id))
                 ending = _Ending("completed", report=report)
             else:
                 outcome = failure.code if failure.code in ("timeout", "cancelled") else "error"

@@ -68,7 +68,9 @@ from gemini_split.protocol import (
     ToolExecutionRequest,
     ToolExecutionResponse,
     ToolFailure,
+    ToolProgress,
     ToolSpec,
+    TextDelta,
     Usage,
     encode,
     quote,
@@ -77,6 +79,7 @@ from gemini_split.stamping import stamp
 from gemini_split.transport import Principal
 
 from .loop import SERVER_TOOLS, AgentRun, TurnLimitExceeded, call_server_tool, instruction_for, run_agent
+from .agents import STREAMED_LIMIT
 from .approvals import Approvals, DecisionRefused
 from ..config import ServerConfig
 from ..model.base import Model, ModelAuthError, ModelError
@@ -455,6 +458,8 @@ class Session:
             await self._rewind(message, view)
         elif isinstance(message, ToolExecutionResponse):
             self._resolve_call(message, view)
+        elif isinstance(message, ToolProgress):
+            self._progress(message)
         elif isinstance(message, ToolDecision):
             try:
                 self.approvals.decide(message, by=view.label)
@@ -865,6 +870,22 @@ class Session:
                 hint="the user's machine may be busy or disconnected; do not retry the same call",
             )
         return response.result, response.error
+
+    def _progress(self, message: ToolProgress) -> None:
+        """(1.5) A remote sub-agent's text so far, from the client making its
+        call: sent on as that sub-agent's ``text_delta`` (at most
+        :data:`~.agents.STREAMED_LIMIT` characters a run). Progress on any
+        other call, or one no longer waiting, is dropped."""
+        pending = self._pending.get(message.request_id)
+        if pending is None or pending.done.is_set() or pending.request is None or not pending.request.agent_id:
+            return
+        agent = self.running_agents.get(pending.request.agent_id)
+        if agent is None or agent.definition.kind != "remote" or agent.streamed >= STREAMED_LIMIT:
+            return
+        content = message.content[:STREAMED_LIMIT - agent.streamed]
+        agent.streamed += len(content)
+        self.emit_nowait(TextDelta(request_id=pending.request.request_id, content=content,
+                                   agent_id=pending.request.agent_id))
 
     def _resolve_call(self, response: ToolExecutionResponse, view: View) -> None:
         pending = self._pending.get(response.request_id)

@@ -95,6 +95,9 @@ REMOTE_AGENTS_SINCE = (1, 5)
 #: client's policy denies (``AgentDefinition.denied``). An older server is
 #: not sent a denied agent at all.
 AGENT_POLICY_SINCE = (1, 5)
+#: (1.5) The minor version from which ``SessionInfo`` says who is attached
+#: to a session now (``clients``, ``attached``).
+SESSION_CLIENTS_SINCE = (1, 5)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -244,6 +247,24 @@ class AskUserQuestion(Struct, frozen=True, kw_only=True, omit_defaults=True):
     placeholder: str = ""
 
 
+#: ``driver`` may prompt, cancel and answer tool calls; ``observer``
+#: (``attach --watch``) only receives: its prompts, cancels and tool answers
+#: get ``error`` ``forbidden``.
+Role = Literal["driver", "observer"]
+
+
+class ClientInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One client attached to a session, as the others see it: a label
+    (never a token) and its role."""
+
+    label: str
+    role: Role = "driver"
+
+
+#: (1.5) Clients a ``SessionInfo`` names at most (``clients`` counts them all).
+SESSION_ATTACHED_MAX = 8
+
+
 class SessionInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One of the caller's sessions, as ``sessions`` lists it. ``created``
     and ``updated`` are milliseconds since the epoch; ``turns`` counts
@@ -264,6 +285,13 @@ class SessionInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: answering its first has no completed turn yet, and is still the
     #: ``latest`` conversation).
     running: bool = False
+    #: (1.5) How many clients are attached to it now, on whichever replica
+    #: runs it (the caller's own connection included when this is its
+    #: session); never sent to a 1.4 peer (``SESSION_CLIENTS_SINCE``).
+    clients: int = 0
+    #: (1.5) The first :data:`SESSION_ATTACHED_MAX` of them, in the order
+    #: they attached (as ``connected.attached`` names them).
+    attached: Annotated[tuple[ClientInfo, ...], Meta(max_length=SESSION_ATTACHED_MAX)] = ()
 
 
 # --- the local daemon's caller (1.2) -------------------------------------------
@@ -295,10 +323,6 @@ class Caller(Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 # --- 1.2: several clients on one session (attach, watch, late joiners) -------
 
-#: ``driver`` may prompt, cancel and answer tool calls; ``observer``
-#: (``attach --watch``) only receives: its prompts, cancels and tool answers
-#: get ``error`` ``forbidden``.
-Role = Literal["driver", "observer"]
 #: Characters of a client label at most.
 LABEL_LIMIT = 64
 #: Replay bounds: turns, and milliseconds since the epoch (year 2200).
@@ -315,14 +339,6 @@ class Replay(Struct, frozen=True, kw_only=True, omit_defaults=True):
     limit: Annotated[int, Meta(ge=0, le=REPLAY_LIMIT_MAX)] | None = None
     since: Annotated[int, Meta(ge=0, le=REPLAY_TIME_MAX)] | None = None
     before: Annotated[int, Meta(ge=0, le=REPLAY_TIME_MAX)] | None = None
-
-
-class ClientInfo(Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One client attached to a session, as the others see it: a label
-    (never a token) and its role."""
-
-    label: str
-    role: Role = "driver"
 
 
 # --- handshake --------------------------------------------------------------

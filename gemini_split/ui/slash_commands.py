@@ -909,12 +909,14 @@ async def _sessions(repl: Repl, args: list[str]) -> None:
         return
     current = client.connected.session_id if client.connected else None
     table = Table(box=None, padding=(0, 2, 0, 0))
-    for column in ("id", "updated", "turns", "title"):
-        table.add_column(column, style="bold" if column == "id" else None, justify="right" if column == "turns" else "left")
+    for column in ("id", "updated", "turns", "attached", "title"):
+        table.add_column(column, style="bold" if column == "id" else None,
+                         justify="right" if column in ("turns", "attached") else "left")
     for s in sessions:
         updated = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.updated / 1000))
         mark = " (this one)" if s.id == current else ""
-        table.add_row(s.id + mark, updated, str(s.turns), Text(_visible(s.title)))
+        # (1.5) Clients attached now, this REPL included for its own session.
+        table.add_row(s.id + mark, updated, str(s.turns), str(s.clients) if s.clients else "", Text(_visible(s.title)))
     repl.console.print(table)
     repl.console.print(Text("/resume ID continues one (Tab completes the id).", style="dim"))
 

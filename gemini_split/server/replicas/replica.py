@@ -26,6 +26,12 @@ every renewal and expiring with the replica); a runner drops a relayed client
 whose relay is no longer listed there — its replica died, or its leave was
 lost.
 
+**Who is attached.** The runner publishes who is attached to each session
+it holds (``PREFIX <id>:clients``, JSON) whenever that changes, only while
+the lease is its own, expiring with the lease and renewed with it; any
+replica listing sessions reads them in one round trip
+(:meth:`Replica.clients_of`). A session nobody runs has no such key.
+
 **Following.** A relaying replica reads the session's event Stream from the
 client's last seq with ``XREAD BLOCK`` (:meth:`Replica.follow`). Streams, not
 pub/sub: the replay (``XRANGE``) and the live part are one sequence read
@@ -62,15 +68,19 @@ INBOX_LENGTH = 10_000
 #: Milliseconds one blocking read waits before it is issued again.
 BLOCK_MS = 1000
 
-# KEYS: leases. ARGV: replica id, ttl ms. Renews the ones held (and takes
-# back the ones that expired while Redis was out of reach, if no one took
-# them); returns the indexes (1-based) of those another replica holds now.
+# KEYS: N leases, then the N sessions' clients keys. ARGV: replica id, ttl
+# ms, N. Renews the leases held (and takes back the ones that expired while
+# Redis was out of reach, if no one took them) with their clients keys;
+# returns the indexes (1-based) of those another replica holds now.
 _RENEW = """
 local lost = {}
-for i, key in ipairs(KEYS) do
+local n = tonumber(ARGV[3])
+for i = 1, n do
+  local key = KEYS[i]
   local holder = redis.call('GET', key)
   if holder == ARGV[1] then
     redis.call('PEXPIRE', key, ARGV[2])
+    redis.call('PEXPIRE', KEYS[n + i], ARGV[2])
   elseif holder == false then
     redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
   else
@@ -78,6 +88,15 @@ for i, key in ipairs(KEYS) do
   end
 end
 return lost
+"""
+# KEYS: lease, clients. ARGV: replica id, clients JSON ("" for none), ttl
+# ms. Writes who is attached only while the lease is ours (a replica that
+# lost it never overwrites the new runner's).
+_PUBLISH = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then return redis.call('DEL', KEYS[2]) end
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return 1
 """
 # KEYS: lease. ARGV: replica id. Deletes it if ours.
 _RELEASE = """
@@ -127,6 +146,9 @@ class Replica:
         #: On this replica as a runner: the clients relayed to it, by
         #: (session id, relay id).
         self.relayed: dict[tuple[str, str], RelayedClient] = {}
+        #: Who is attached to sessions held here, not yet published.
+        self._clients: dict[str, list[dict[str, str]]] = {}
+        self._clients_dirty = trio.Event()
 
     @property
     def _ttl_ms(self) -> int:
@@ -134,6 +156,9 @@ class Replica:
 
     def lease_key(self, session_id: str) -> str:
         return self.store.key(session_id, "lease")
+
+    def clients_key(self, session_id: str) -> str:
+        return self.store.key(session_id, "clients")
 
     def inbox_key(self, replica_id: str) -> str:
         return f"{self.store.prefix}replica:{replica_id}:inbox"
@@ -172,8 +197,9 @@ class Replica:
         if not held:
             return
         async with self.store._command("renew session leases"):
-            lost = await self.store.client.eval(_RENEW, [self.lease_key(sid) for sid in held],
-                                                [self.id, self._ttl_ms])
+            lost = await self.store.client.eval(
+                _RENEW, [self.lease_key(sid) for sid in held] + [self.clients_key(sid) for sid in held],
+                [self.id, self._ttl_ms, len(held)])
             await self.store.client.pexpire(self.inbox_key(self.id), self._ttl_ms * 6)
         for index in lost or ():
             sid = held[int(index) - 1]
@@ -262,6 +288,51 @@ class Replica:
                 await self._check_relayed()
             except StoreError as exc:
                 log.warning("%s; relayed clients not checked", exc)
+
+    # --- who is attached (for other replicas' session lists) ----------------------------
+
+    def publish_clients(self, session_id: str, clients: list[Any]) -> None:
+        """Say who is attached to a session held here (``ClientInfo``s),
+        without waiting: the latest word per session is written soon."""
+        self._clients[session_id] = [{"label": c.label, "role": c.role} for c in clients]
+        self._clients_dirty.set()
+
+    async def _publish_clients(self) -> None:
+        while True:
+            await self._clients_dirty.wait()
+            self._clients_dirty = trio.Event()
+            pending, self._clients = self._clients, {}
+            try:
+                async with self.store._command("publish who is attached"):
+                    async with self.store.client.pipeline(transaction=False) as pipe:
+                        for sid, clients in pending.items():
+                            pipe.eval(_PUBLISH, [self.lease_key(sid), self.clients_key(sid)],
+                                      [self.id, json.dumps(clients) if clients else "", self._ttl_ms])
+            except StoreError as exc:
+                log.warning("%s; who is attached is published again shortly", exc)
+                for sid, clients in pending.items():
+                    self._clients.setdefault(sid, clients)  # unless a newer word came meanwhile
+                await trio.sleep(self.lease_ttl / 3)
+                self._clients_dirty.set()
+
+    async def clients_of(self, session_ids: list[str]) -> dict[str, tuple[Any, ...]]:
+        """Who the replicas running ``session_ids`` say is attached to them
+        (``ClientInfo``s; sessions without clients are left out). Raises
+        StoreError."""
+        from gemini_split.protocol import ClientInfo
+
+        async with self.store._command("read who is attached"):
+            async with self.store.client.pipeline(transaction=False) as pipe:
+                replies = [pipe.get(self.clients_key(sid)) for sid in session_ids]
+            texts = [await reply for reply in replies]
+        found: dict[str, tuple[Any, ...]] = {}
+        for sid, text in zip(session_ids, texts, strict=True):
+            try:
+                found[sid] = tuple(ClientInfo(label=str(c["label"]), role="observer" if c.get("role") == "observer"
+                                              else "driver") for c in json.loads(text or "[]"))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                continue  # not ours to trust: listed without clients
+        return {sid: clients for sid, clients in found.items() if clients}
 
     # --- the inbox -------------------------------------------------------------------
 
@@ -381,6 +452,7 @@ class Replica:
             nursery.start_soon(self._read_inbox)
             nursery.start_soon(self._send_replies)
             nursery.start_soon(self._check_relayed_forever)
+            nursery.start_soon(self._publish_clients)
             task_status.started()
             try:
                 await trio.sleep_forever()

@@ -59,18 +59,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Container
+from collections.abc import Awaitable, Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
-from gemini_split.protocol import SessionInfo
-from gemini_split.protocol.messages import SESSION_SCOPE_SINCE
+from gemini_split.protocol import ClientInfo, SessionInfo
+from gemini_split.protocol.messages import SESSION_ATTACHED_MAX, SESSION_CLIENTS_SINCE, SESSION_SCOPE_SINCE
 from gemini_split.transport import Principal
 
 from .session import LOCAL_OWNER, Session
-from ..store import SessionStore, SessionSummary, StoredEvent, hash_token, token_matches
+from ..store import SessionStore, SessionSummary, StoreError, StoredEvent, hash_token, token_matches
 from .views import AttachPoint, View
 
 __all__ = ["AmbiguousSession", "AttachPoint", "LATEST", "SessionManager", "View", "owner_of"]
@@ -297,6 +297,28 @@ class SessionManager:
         """The ids of the sessions answering a prompt here now."""
         return {sid for sid, entry in self._live.items() if entry.session.busy}
 
+    async def attached(self, session_ids: Iterable[str]) -> dict[str, tuple[ClientInfo, ...]]:
+        """Who is attached now to each of ``session_ids`` that has clients
+        (a session listed without any has none): from the sessions live
+        here, and — among replicas — from what the replica running each of
+        the others publishes (:meth:`Replica.clients_of`); a Redis that
+        does not answer leaves those out rather than failing the list."""
+        found: dict[str, tuple[ClientInfo, ...]] = {}
+        elsewhere = []
+        for sid in session_ids:
+            entry = self._live.get(sid)
+            if entry is not None:
+                if entry.session.views:
+                    found[sid] = tuple(view.info for view in entry.session.views)
+            else:
+                elsewhere.append(sid)
+        if self.replica is not None and elsewhere:
+            try:
+                found.update(await self.replica.clients_of(elsewhere))
+            except StoreError as exc:
+                log.warning("%s; sessions listed without who is attached to them on other replicas", exc)
+        return found
+
     async def list_sessions(self, principal: Principal | None) -> list[SessionSummary]:
         """The caller's sessions, most recently updated first."""
         return await self.store.list_sessions(owner_of(principal))
@@ -332,7 +354,9 @@ class SessionManager:
         elif any(other.label == view.label for other in session.views):
             # Two clients from one host ("vm" and "vm"): told apart by number.
             view.label = f"{view.label}#{entry.view_count}"
-        return session.events.add_view(view)
+        point = session.events.add_view(view)
+        self._clients_changed(session)
+        return point
 
     def detach(self, session: Session, view: View) -> None:
         """The view's connection ended. The session goes on (detached when
@@ -341,8 +365,10 @@ class SessionManager:
         entry = self._live.get(session.id)
         if entry is None:
             return
-        if session.events.remove_view(view) and not session.views:
-            session.events.idle_since = trio.current_time()
+        if session.events.remove_view(view):
+            self._clients_changed(session)
+            if not session.views:
+                session.events.idle_since = trio.current_time()
 
     async def replay(self, session: Session, after: int, upto: int,
                      send: Callable[[StoredEvent], Awaitable[None]]) -> bool:
@@ -394,6 +420,12 @@ class SessionManager:
         await session.events.pump(grace=self.detached_grace, busy=lambda: session.busy)
         log.info("session %s: detached and idle for %gs, unloaded", session.id, self.detached_grace)
         self._unload(session.id)
+
+    def _clients_changed(self, session: Session) -> None:
+        """Among replicas: publish who is attached to ``session`` now, for
+        the others' session lists (never waits)."""
+        if self.replica is not None and session.id in self.replica.held:
+            self.replica.publish_clients(session.id, [view.info for view in session.views])
 
     def _unload(self, session_id: str, *, release: bool = True) -> None:
         entry = self._live.pop(session_id, None)
@@ -450,12 +482,18 @@ class SessionManager:
 
 
 def session_infos(summaries: list[SessionSummary], version: tuple[int, int],
-                  running: Container[str] = frozenset()) -> tuple[SessionInfo, ...]:
+                  running: Container[str] = frozenset(),
+                  attached: Mapping[str, tuple[ClientInfo, ...]] | None = None) -> tuple[SessionInfo, ...]:
     """``summaries`` as ``sessions`` lists them to a peer of protocol
     ``version``: the project directory and whether each is ``running``
-    (the ids in ``running``) only from 1.4 on (``SESSION_SCOPE_SINCE``)."""
+    (the ids in ``running``) only from 1.4 on (``SESSION_SCOPE_SINCE``);
+    who is ``attached`` to each (by id) only from 1.5 on
+    (``SESSION_CLIENTS_SINCE``), the first :data:`SESSION_ATTACHED_MAX`
+    named."""
     scoped = version >= SESSION_SCOPE_SINCE
+    clients = attached if attached is not None and version >= SESSION_CLIENTS_SINCE else {}
     return tuple(SessionInfo(id=s.id, title=s.title, created=int(s.created * 1000), updated=int(s.updated * 1000),
                              turns=s.turns, model=s.model, project=s.project if scoped else "",
-                             running=scoped and s.id in running)
+                             running=scoped and s.id in running, clients=len(clients.get(s.id, ())),
+                             attached=tuple(clients.get(s.id, ())[:SESSION_ATTACHED_MAX]))
                  for s in summaries)

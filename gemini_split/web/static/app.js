@@ -4,7 +4,7 @@
 // model, tools, files, session names or other clients is rendered inert:
 // text nodes, or markdown-it with html off, links vetted, images as links.
 
-const PROTOCOL_VERSION = "1.4";
+const PROTOCOL_VERSION = "1.5";
 const CLIENT = "gemini-split-web/0.1";
 const MAX_LINES = 2000;        // lines of one message rendered before "show more"
 const TOOL_OUTPUT_CHARS = 20000; // tool output kept per call (the tail)
@@ -557,7 +557,8 @@ async function listSessions() {
     for (const s of sessions) {
       const open = el("button", { type: "button", class: "session-open", onclick: () => openSession(s.id, null, s.title) },
         el("span", { class: "session-title" }, s.title || "(no prompt yet)"),
-        el("span", { class: "session-meta" }, `${ago(s.updated)} · ${s.turns} turn${s.turns === 1 ? "" : "s"}${s.running ? " · running" : ""}${s.clients ? ` · ${s.clients} attached` : ""} · ${s.id}`));
+        el("span", { class: "session-meta" }, `${ago(s.updated)} · ${s.turns} turn${s.turns === 1 ? "" : "s"}${s.running ? " · running" : ""} · ${s.id}`),
+        s.clients ? el("span", { class: "session-clients" }, attachedText(s)) : null);
       ul.append(el("li", {}, open));
     }
     setStatus("");
@@ -566,6 +567,13 @@ async function listSessions() {
   } finally {
     lobby.close();
   }
+}
+
+// "2 attached: laptop, browser" (the server names at most a few, 1.5).
+function attachedText(s) {
+  const names = (s.attached || []).map((c) => c.label + (c.role === "observer" ? " (watching)" : ""));
+  const more = s.clients - names.length;
+  return `${s.clients} attached${names.length ? ": " + names.join(", ") : ""}${more > 0 ? ` and ${more} more` : ""}`;
 }
 
 function openSession(sessionId, tools = null, title = "") {

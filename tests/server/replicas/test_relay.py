@@ -18,8 +18,10 @@ from gemini_split.protocol import (
     Error,
     Finished,
     GenerateContentRequest,
+    ListSessions,
     Replay,
     RequestStarted,
+    Sessions,
     TextDelta,
     ToolExecutionRequest,
     ToolExecutionResponse,
@@ -304,3 +306,35 @@ async def test_attaching_by_id_alone_through_the_relay_is_refused_where_the_runn
         assert isinstance(refused, Error) and refused.code == "unknown_session" and refused.fatal, (where, refused)
         assert isinstance(replies[where, "token"], Connected), (where, replies[where, "token"])
     assert replies["relay", "by id"].message == replies["runner", "by id"].message
+
+
+async def test_sessions_listed_through_another_replica_name_who_is_attached_on_the_runner(redis_server):
+    """(1.5) The runner publishes who is attached to the sessions it holds;
+    a replica listing them reads that (issue 33 §3)."""
+    async with two_replicas(redis_server, [{"text": "hi"}]) as (_, (at_a, at_b)):
+        with trio.fail_after(30):
+            async with hello(at_a, label="laptop") as (local, first):
+                await _turn(local, "first")
+                async with hello(at_b, label="lister") as (lister, _):
+                    async def listed():
+                        await lister.send(ListSessions())
+                        reply = await lister.receive_until(lambda m: isinstance(m, Sessions))
+                        return {s.id: s for s in reply[-1].sessions}[first.session_id]
+
+                    # Published when the laptop attached (without waiting on
+                    # it): it may take a moment to land.
+                    while not (info := await listed()).clients:
+                        await trio.sleep(0.05)
+                    assert [(c.label, c.role) for c in info.attached] == [("laptop", "driver")]
+                    # A client relayed from B counts on the runner, and so in the list.
+                    async with hello(at_b, session_id=first.session_id, label="phone",
+                                     resume_token=first.resume_token):
+                        while (info := await listed()).clients != 2:
+                            await trio.sleep(0.05)
+                        assert [c.label for c in info.attached] == ["laptop", "phone"]
+                    while (info := await listed()).clients != 1:
+                        await trio.sleep(0.05)
+            async with hello(at_b, label="lister") as (lister, _):
+                while (info := await listed()).clients:
+                    await trio.sleep(0.05)
+                assert info.attached == ()

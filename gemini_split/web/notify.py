@@ -10,7 +10,8 @@ root with that segment as ``topic``, as ntfy's JSON publishing wants; any
 other URL gets the JSON as it is, without ``topic``. Without ``detail`` a
 message names the session by id only: no prompt text, no session title
 (it is the first prompt), no tool arguments; with it, the tool's name and
-the session's title.
+what it acts on (the command, or the file or path: never what it would
+write) and the session's title, each shortened to one line.
 
 Sending never slows a turn: events go into a bounded queue (dropped when
 full) and one task posts them, each bounded by :data:`TIMEOUT`; a failure
@@ -63,7 +64,7 @@ class Notifier:
         waits)."""
         for event, _ in events:
             if isinstance(event, ToolAwaitingApproval):
-                tool = f" ({event.tool})" if self.detail else ""
+                tool = f" ({event.tool}{_target(event)})" if self.detail else ""
                 self._queue(session, "Approval waiting", f"A tool call{tool} waits for your approval", True)
             elif isinstance(event, Finished):
                 self._queue(session, "Turn finished", "The agent finished its turn", False)
@@ -79,7 +80,8 @@ class Notifier:
         self._last[sid] = now
         name = f"session {sid}"
         if self.detail and getattr(session, "title", ""):
-            name = f"{session.title[:60]} ({sid})"
+            title = "".join(ch for ch in " ".join(session.title.split()) if ch.isprintable())
+            name = f"{title[:60]} ({sid})"
         payload: dict[str, Any] = {"title": f"gemini-split: {title}", "message": f"{message}: {name}"}
         if self.topic:
             payload["topic"] = self.topic
@@ -112,3 +114,19 @@ class Notifier:
                 if self._failing:
                     log.info("notifications are posted again")
                     self._failing = False
+
+
+#: Characters of a command or path a detailed message quotes at most.
+TARGET_CHARS = 120
+
+
+def _target(event: ToolAwaitingApproval) -> str:
+    """``: <command or path>`` of an approval question (``--notify-detail``),
+    one line, bounded; "" when it names neither."""
+    params = event.parameters if isinstance(event.parameters, dict) else {}
+    target = event.command or params.get("file_path") or params.get("path") or params.get("dir_path") or ""
+    if not isinstance(target, str) or not target:
+        return ""
+    line = " ".join(target.split())  # newlines and control characters: no second line in a phone's banner
+    line = "".join(ch for ch in line if ch.isprintable())
+    return ": " + (line if len(line) <= TARGET_CHARS else line[:TARGET_CHARS - 1] + "…")

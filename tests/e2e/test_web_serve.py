@@ -294,7 +294,7 @@ def test_paired_browsers_survive_a_restart_and_only_hashes_are_kept(tmp_path, pa
 class _Hook:
     """A webhook receiver: a real HTTP server on a thread, keeping what is posted."""
 
-    def __init__(self):
+    def __init__(self, delay: float = 0):
         import http.server
         import threading
 
@@ -304,6 +304,7 @@ class _Hook:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 received.append((self.path, self.headers.get("content-type"), json.loads(body)))
+                time.sleep(delay)  # a slow receiver: answers late (or never, for the sender)
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -323,7 +324,7 @@ class _Hook:
 
     def close(self):
         self.server.shutdown()
-        self.server.server_close()
+        self.server.server_close()  # a handler still sleeping is a daemon thread
 
 
 def test_the_webhook_hears_a_turn_end_ntfy_style_without_the_prompt(tmp_path, page):

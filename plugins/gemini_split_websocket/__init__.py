@@ -13,13 +13,20 @@ Plain HTTP (no ``Upgrade: websocket``)
     ``GET /health`` answers 200 ``application/json`` with ``options.health()``
     — no auth, nothing else revealed. Other GETs get 426, other methods 405.
 
+Host (421), on a loopback address only
+    Every request's ``Host`` must be ``localhost`` or a loopback address
+    (any port, or none: a proxy on this machine may drop it) or the host of
+    an ``allowed_origins`` entry; no ``Host`` passes (not a browser). So a
+    DNS-rebinding page (``attacker.example`` pointed at 127.0.0.1) reads
+    nothing from a local server.
+
 Origin (403)
     A request without an ``Origin`` header (any non-browser client) passes.
-    With one: if ``allowed_origins`` is non-empty the origin must equal one of
-    them (scheme://host[:port], case-insensitive; ``*`` allows any); if it is
-    empty, only an origin whose host is loopback (``localhost``,
-    ``127.0.0.0/8``, ``[::1]``) passes. So a web page elsewhere cannot drive
-    a user's browser into a local daemon.
+    With one, it must be the server's own origin (``http(s)://`` + the
+    request's ``Host``; https under TLS) or equal one of ``allowed_origins``
+    (scheme://host[:port], case-insensitive, default ports filled in; ``*``
+    allows any). So a page anywhere else, another local port included,
+    cannot drive a user's browser into the server.
 
 Malformed requests (400, 414, 431)
     Garbage, or Content-Length with Transfer-Encoding → 400; a request line

@@ -44,7 +44,7 @@ from gemini_split.transport import (
 )
 
 from .address import WebSocketAddress
-from .admission import ConnectionCounter, origin_refusal, presented_token
+from .admission import ConnectionCounter, host_refusal, loopback_host_names, origin_refusal, presented_token
 from .connection import ServerStream
 from .front import (
     BadRequest,
@@ -110,6 +110,8 @@ async def serve(
     scheme = "wss" if tls_context is not None else "ws"
     bound = WebSocketAddress(scheme, where.host or "0.0.0.0", port).public
     server = _Server(handler, options)
+    if is_loopback_host(where.host or "0.0.0.0"):
+        server.host_names = loopback_host_names(options.allowed_origins)
     async with trio.open_nursery() as nursery:
         # Not trio.serve_listeners: at the file-descriptor limit it logs a
         # traceback every 0.1 s.
@@ -141,6 +143,9 @@ class _Server:
             burst=int(extra.get("auth_failure_burst", 10)),
             refill_per_second=float(extra.get("auth_failure_refill_per_second", 1 / 6)),
         )
+        #: On a loopback address: the names a request's Host may give
+        #: (admission.host_refusal); None: any (not checked).
+        self.host_names: frozenset[str] | None = None
         try:
             self.trusted_proxies = parse_networks(options.trusted_proxies)
         except ValueError as exc:
@@ -173,6 +178,14 @@ class _Server:
             return
         if head is None:
             return
+        if self.host_names is not None:
+            refused = host_refusal(head.header("host"), self.host_names)
+            if refused is not None:
+                log.warning("refused a request from %s on %s: %s (HTTP 421)", peer, head.path, refused,
+                            extra={"refusal": "HTTP 421"})
+                with trio.move_on_after(self.handshake_timeout):
+                    await tcp.send_all(plain_response(421, text(refused)))
+                return
         web = self.options.extra.get("web")
         if not head.wants_websocket and web is not None:
             # serve --web: the page, pairing, /api/* (gemini_split/web/face.py).
@@ -204,10 +217,11 @@ class _Server:
             return
         browser = None
         try:
-            if web is not None and web.is_browser_request(head, isinstance(tcp, trio.SSLStream)):
+            secure = isinstance(tcp, trio.SSLStream)
+            if web is not None and web.is_browser_request(head, secure):
                 principal, browser = await self._admit_browser(web, head, _host_of(tcp))
             else:
-                principal = self._admit(head, _host_of(tcp))
+                principal = self._admit(head, _host_of(tcp), secure=secure)
         except _Refusal as refusal:
             await self._refuse(tcp, peer, head, refusal)
             return
@@ -260,7 +274,7 @@ class _Server:
         log.info("connection from %s ended: %s", peer, stream.ending(),
                  extra={"refusal": "WebSocket protocol"} if stream.refused else None)
 
-    def _admit(self, head: RequestHead, host: str) -> Principal | None:
+    def _admit(self, head: RequestHead, host: str, *, secure: bool = False) -> Principal | None:
         """The principal to run the connection as (None when auth is off);
         raises _Refusal (403, 401, 429 with Retry-After, 500).
 
@@ -268,7 +282,8 @@ class _Server:
         address that has run out of tries (someone else's wrong guesses never
         lock a user out, e.g. behind one proxy); a wrong one from such an
         address gets 429 instead of 401."""
-        refusal = origin_refusal(head.header("origin"), self.options.allowed_origins)
+        refusal = origin_refusal(head.header("origin"), self.options.allowed_origins,
+                                 own_host=head.header("host"), secure=secure)
         if refusal is not None:
             raise _Refusal(403, refusal)
         if self.options.authenticate is None:

@@ -1,4 +1,6 @@
-"""Origin: browsers from elsewhere are refused unless allowed."""
+"""Origin: a browser page may connect only from the server's own origin
+(or one ``--allow-origin`` lists); clients that send no Origin (not
+browsers) are not affected."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import trio
 from gemini_split.transport import AuthenticationFailed, ConnectOptions, get_transport
 from gemini_split_websocket.admission import origin_refusal
 
-from .helpers import DEADLINE, Recorder, start
+from .helpers import DEADLINE, Recorder, port_of, start
 
 
 async def _connect(address: str, origin: str):
@@ -23,15 +25,18 @@ async def test_a_foreign_origin_is_refused_before_the_handler_runs():
             address = await start(nursery, recorder)
             with pytest.raises(AuthenticationFailed, match=r"HTTP 403: origin 'https://evil.example' is not allowed"):
                 await _connect(address, "https://evil.example")
-            local = await _connect(address, "http://localhost:5173")
-            await local.send("from a local page")
-            assert await local.receive() == "from a local page"
-            await local.aclose()
+            # Another page on this machine (a dev server) is not this server's.
+            with pytest.raises(AuthenticationFailed, match=r"HTTP 403: origin 'http://localhost:5173'"):
+                await _connect(address, "http://localhost:5173")
+            own = await _connect(address, f"http://127.0.0.1:{port_of(address)}")
+            await own.send("from the server's own page")
+            assert await own.receive() == "from the server's own page"
+            await own.aclose()
             assert recorder.started == 1
             nursery.cancel_scope.cancel()
 
 
-async def test_an_allowlist_replaces_the_loopback_rule():
+async def test_an_allowlist_adds_origins_to_the_servers_own():
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:
             address = await start(nursery, allowed_origins=("https://app.example",))
@@ -44,20 +49,30 @@ async def test_an_allowlist_replaces_the_loopback_rule():
 
 
 @pytest.mark.parametrize(
-    ("origin", "allowed", "refused"),
+    ("origin", "allowed", "own", "refused"),
     [
-        (None, (), False),  # not a browser
-        ("http://localhost:3000", (), False),
-        ("http://127.0.0.1", (), False),
-        ("http://127.1.2.3:8000", (), False),
-        ("http://[::1]:8080", (), False),
-        ("null", (), True),
-        ("https://evil.example", (), True),
-        ("http://localhost.evil.example", (), True),
-        ("https://evil.example", ("*",), False),
-        ("https://a.example", ("https://a.example/",), False),
-        ("https://a.example:8443", ("https://a.example",), True),
+        (None, (), "127.0.0.1:8080", False),  # not a browser
+        ("http://127.0.0.1:8080", (), "127.0.0.1:8080", False),  # the server's own page
+        ("HTTP://LOCALHOST:8080/", (), "localhost:8080", False),
+        ("http://[::1]:8080", (), "[::1]:8080", False),
+        ("http://localhost", (), "localhost:80", False),  # default port filled in
+        ("http://localhost:3000", (), "127.0.0.1:8080", True),  # another local page
+        ("http://127.0.0.1:3000", (), "127.0.0.1:8080", True),
+        ("http://localhost:8080", (), "127.0.0.1:8080", True),  # another name: another origin
+        ("https://127.0.0.1:8080", (), "127.0.0.1:8080", True),  # not TLS here
+        ("http://127.0.0.1:8080", (), None, True),  # no Host: no own origin
+        ("null", (), "127.0.0.1:8080", True),
+        ("https://evil.example", (), "127.0.0.1:8080", True),
+        ("http://localhost.evil.example", (), "127.0.0.1:8080", True),
+        ("https://evil.example", ("*",), "127.0.0.1:8080", False),
+        ("https://a.example", ("https://a.example/",), "127.0.0.1:8080", False),
+        ("https://a.example:8443", ("https://a.example",), "127.0.0.1:8080", True),
     ],
 )
-def test_origin_rule(origin, allowed, refused):
-    assert (origin_refusal(origin, allowed) is not None) is refused
+def test_origin_rule(origin, allowed, own, refused):
+    assert (origin_refusal(origin, allowed, own_host=own) is not None) is refused
+
+
+def test_the_tls_servers_own_origin_is_https():
+    assert origin_refusal("https://localhost:8443", (), own_host="localhost:8443", secure=True) is None
+    assert origin_refusal("http://localhost:8443", (), own_host="localhost:8443", secure=True) is not None

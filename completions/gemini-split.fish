@@ -112,7 +112,7 @@ complete -c gemini-split -n '_shtab_gemini_split_using serve' -l auth-config -xk
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l insecure-no-auth -d 'allow a non-loopback address without tokens (anyone who can connect can use your API key)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l tls-cert -xka "(__fish_complete_path (commandline -ct))" -d 'certificate chain (PEM): serve wss://'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l tls-key -xka "(__fish_complete_path (commandline -ct))" -d 'private key (PEM) for --tls-cert'
-complete -c gemini-split -n '_shtab_gemini_split_using serve' -l allow-origin -x -d 'a browser Origin allowed to connect besides the server'"'"'s own (repeatable); its host is also a name a loopback server answers to (a proxy'"'"'s public name)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l allow-origin -x -d 'a browser Origin allowed to connect besides the server'"'"'s own (repeatable); its host is also a name an unauthenticated loopback server answers to (a proxy'"'"'s public name)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l web -d 'also serve the browser client on this listener (http(s)://HOST:PORT/); browsers sign in by pairing: gemini-split pair'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l web-cookie-days -x -d 'days a paired browser stays signed in (default 30)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l notify-webhook -x -d 'POST a short ntfy-compatible JSON message to URL when an approval waits or a turn ends (no prompt text or tool arguments unless --notify-detail)'

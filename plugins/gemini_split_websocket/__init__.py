@@ -13,12 +13,14 @@ Plain HTTP (no ``Upgrade: websocket``)
     ``GET /health`` answers 200 ``application/json`` with ``options.health()``
     — no auth, nothing else revealed. Other GETs get 426, other methods 405.
 
-Host (421), on a loopback address only
+Host (421), on a loopback address without auth only
     Every request's ``Host`` must be ``localhost`` or a loopback address
     (any port, or none: a proxy on this machine may drop it) or the host of
     an ``allowed_origins`` entry; no ``Host`` passes (not a browser). So a
     DNS-rebinding page (``attacker.example`` pointed at 127.0.0.1) reads
-    nothing from a local server.
+    nothing from a local server that would take it for a client. With auth
+    on, such a page has no token (and no cookie: it is another site), so
+    Host is not checked and a proxy may pass its public name.
 
 Origin (403)
     A request without an ``Origin`` header (any non-browser client) passes.

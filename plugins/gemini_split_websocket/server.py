@@ -110,7 +110,10 @@ async def serve(
     scheme = "wss" if tls_context is not None else "ws"
     bound = WebSocketAddress(scheme, where.host or "0.0.0.0", port).public
     server = _Server(handler, options)
-    if is_loopback_host(where.host or "0.0.0.0"):
+    if is_loopback_host(where.host or "0.0.0.0") and options.authenticate is None:
+        # Without auth a page that reached us as its own origin by DNS
+        # rebinding would be a client; with auth it has no token, and a
+        # proxy passing its public name in Host needs no extra flag.
         server.host_names = loopback_host_names(options.allowed_origins)
     async with trio.open_nursery() as nursery:
         # Not trio.serve_listeners: at the file-descriptor limit it logs a

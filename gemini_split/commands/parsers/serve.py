@@ -43,7 +43,7 @@ def add_parser(commands: Any) -> None:
     p.add_argument("--tls-key", metavar="FILE", help="private key (PEM) for --tls-cert")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
                    help="a browser Origin allowed to connect besides the server's own (repeatable); its "
-                        "host is also a name a loopback server answers to (a proxy's public name)")
+                        "host is also a name an unauthenticated loopback server answers to (a proxy's public name)")
     web = p.add_argument_group("the browser page (serve --web; docs/web.md)")
     web.add_argument("--web", action="store_true",
                      help="also serve the browser client on this listener (http(s)://HOST:PORT/); "

@@ -95,6 +95,21 @@ async def test_a_name_the_operator_allowed_is_served_behind_a_proxy():
     assert _status(named) == 200 and _status(proxied) == 101 and _status(other) == 421
 
 
+async def test_with_auth_a_proxys_public_name_is_served_and_a_rebinding_page_still_has_no_way_in():
+    """With tokens a page that reached the server as its own origin has
+    none, so Host is not checked: a proxy may pass its public name."""
+    with trio.fail_after(DEADLINE):
+        async with trio.open_nursery() as nursery:
+            address = await start(nursery, authenticate=lambda token: None)
+            port = port_of(address)
+            proxied = await _answer(port, _get(b"agent.example.com"))
+            rebinding = await _answer(port, _upgrade(f"evil.example:{port}".encode(),
+                                                     origin=f"http://evil.example:{port}".encode()))
+            nursery.cancel_scope.cancel()
+    assert _status(proxied) == 200
+    assert _status(rebinding) == 401
+
+
 async def test_a_server_on_all_interfaces_does_not_check_host():
     with trio.fail_after(DEADLINE):
         async with trio.open_nursery() as nursery:

@@ -117,7 +117,7 @@ complete -c gemini-split -n '_shtab_gemini_split_using serve' -l web -d 'also se
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l web-cookie-days -x -d 'days a paired browser stays signed in (default 30)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l notify-webhook -x -d 'POST a short ntfy-compatible JSON message to URL when an approval waits or a turn ends (no prompt text or tool arguments unless --notify-detail)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l notify-detail -d 'put the tool'"'"'s name and command in --notify-webhook messages'
-complete -c gemini-split -n '_shtab_gemini_split_using serve' -l trusted-proxy -x -d 'a reverse proxy (address or CIDR) whose X-Forwarded-For / X-Real-IP name the client that wrong tokens are counted against (repeatable; default: none, the connecting address counts)'
+complete -c gemini-split -n '_shtab_gemini_split_using serve' -l trusted-proxy -x -d 'a reverse proxy (address or CIDR) whose X-Forwarded-For / X-Real-IP name the client that wrong tokens are counted against, and whose X-Forwarded-Proto: https puts the browser page on its https origin (repeatable; default: none, the connecting address counts)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l max-connections-per-user -x -d 'open connections one token may have (default 8; 0 = no cap)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l max-message-size -x -d 'largest message accepted (default 16 MiB)'
 complete -c gemini-split -n '_shtab_gemini_split_using serve' -l tool-timeout -x -d 'how long a client has to answer a tool request (default 900)'

@@ -125,6 +125,17 @@ def client_source(peer: str, *, forwarded_for: str | None = None, real_ip: str |
     return source
 
 
+def forwarded_https(peer: str, forwarded_proto: str | None, trusted: Sequence[Network] = ()) -> bool:
+    """Whether the browser reached us over https through a TLS-terminating
+    proxy: ``peer`` is one of the ``trusted`` proxies and its
+    ``X-Forwarded-Proto`` (the last value: the hop nearest to us) is
+    ``https``. From any other peer the header is a client's word and
+    counts for nothing."""
+    if not forwarded_proto or not trusted or not _is_in(peer, trusted):
+        return False
+    return forwarded_proto.rpartition(",")[2].strip().lower() == "https"
+
+
 def _is_in(address: str, networks: Sequence[Network]) -> bool:
     try:
         ip = ipaddress.ip_address(address)

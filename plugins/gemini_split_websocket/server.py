@@ -31,7 +31,7 @@ from wsproto.utilities import generate_accept_token
 
 from gemini_split._trio_util import serve_listeners_quietly
 from gemini_split.errors import ConfigurationError, GeminiSplitError
-from gemini_split.transport.throttle import FailedAuthThrottle, client_source, parse_networks
+from gemini_split.transport.throttle import FailedAuthThrottle, client_source, forwarded_https, parse_networks
 from gemini_split.transport import (
     is_loopback_host,
     ConnectionBroken,
@@ -192,7 +192,7 @@ class _Server:
         web = self.options.extra.get("web")
         if not head.wants_websocket and web is not None:
             # serve --web: the page, pairing, /api/* (gemini_split/web/face.py).
-            secure = isinstance(tcp, trio.SSLStream)
+            secure = self._secure(tcp, head)
             with trio.move_on_after(self.handshake_timeout):
                 host = _host_of(tcp)
                 web_response = await web.answer(
@@ -220,7 +220,7 @@ class _Server:
             return
         browser = None
         try:
-            secure = isinstance(tcp, trio.SSLStream)
+            secure = self._secure(tcp, head)
             if web is not None and web.is_browser_request(head, secure):
                 principal, browser = await self._admit_browser(web, head, _host_of(tcp))
             else:
@@ -276,6 +276,14 @@ class _Server:
             nursery.cancel_scope.cancel()
         log.info("connection from %s ended: %s", peer, stream.ending(),
                  extra={"refusal": "WebSocket protocol"} if stream.refused else None)
+
+    def _secure(self, tcp: trio.abc.Stream, head: RequestHead) -> bool:
+        """Whether the browser's origin is https: our own TLS, or a trusted
+        proxy's ``X-Forwarded-Proto: https`` (``--trusted-proxy``), so a
+        page behind a TLS-terminating proxy is on its own origin and its
+        cookie is ``Secure``."""
+        return isinstance(tcp, trio.SSLStream) or forwarded_https(
+            _host_of(tcp), head.header("x-forwarded-proto"), self.trusted_proxies)
 
     def _admit(self, head: RequestHead, host: str, *, secure: bool = False) -> Principal | None:
         """The principal to run the connection as (None when auth is off);

@@ -415,3 +415,39 @@ def test_under_tls_the_link_is_https_and_the_cookie_is_secure(tmp_path, page):
     assert link.startswith(f"{base}/pair#")
     assert answer.status_code == 200 and "; Secure" in answer.headers["set-cookie"]
     assert works == "connected"
+
+
+def test_behind_a_tls_terminating_proxy_the_page_pairs_and_signs_in_on_its_https_origin(tmp_path, page, auth_config):
+    """What nginx sends for a page on https://agent.example (Host, X-Forwarded-Proto:
+    https, from 127.0.0.1): believed only from a --trusted-proxy, so the page is on
+    its own origin, its cookie is Secure and its WebSocket is admitted."""
+    public = "https://agent.example"
+    proxied = {"Host": "agent.example", "X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7"}
+
+    def pair_and_open(address) -> tuple[httpx.Response, int | str]:
+        code = pair_link(address, tmp_path, "--token", ALICE).partition("#")[2]
+        answer = httpx.post(f"{http_of(address)}/api/pair", content=json.dumps({"code": code}), headers={
+            **proxied, "Origin": public, "Content-Type": "application/json"})
+        cookie = answer.cookies.get("gs_browser") or "none"
+        host, port = address.removeprefix("ws://").rsplit(":", 1)
+        try:  # the proxy's connection: to the server's port, asking for the public name
+            with connect("ws://agent.example/", sock=socket.create_connection((host, int(port)), timeout=10),
+                         origin=public, open_timeout=10,
+                         additional_headers={"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7",
+                                             "Cookie": f"gs_browser={cookie}"}) as ws:
+                return answer, exchange(ws, {"type": "hello", "id": "h", "client": "web",
+                                             "protocol_version": PROTOCOL_VERSION}, "connected")["type"]
+        except InvalidStatus as exc:
+            return answer, exc.response.status_code
+
+    with FakeGemini(api_key=API_KEY) as fake:
+        with web_server(tmp_path, fake, page, "--auth-config", str(auth_config),
+                        "--trusted-proxy", "127.0.0.1") as (_, address):
+            trusted_pair, trusted_socket = pair_and_open(address)
+        with web_server(tmp_path, fake, page, "--auth-config", str(auth_config)) as (_, address):
+            untrusted_pair, untrusted_socket = pair_and_open(address)
+    assert trusted_pair.status_code == 200, trusted_pair.text
+    assert "Secure" in trusted_pair.headers["set-cookie"]
+    assert trusted_socket == "connected"
+    # From a peer nobody named a proxy, X-Forwarded-Proto is a client's word: the https page is foreign.
+    assert untrusted_pair.status_code == 403 and untrusted_socket == 403

@@ -61,7 +61,8 @@ def add_parser(commands: Any) -> None:
                      help="put the tool's name and command in --notify-webhook messages")
     p.add_argument("--trusted-proxy", action="append", default=[], metavar="CIDR",
                    help="a reverse proxy (address or CIDR) whose X-Forwarded-For / X-Real-IP name the "
-                        "client that wrong tokens are counted against (repeatable; default: none, the "
+                        "client that wrong tokens are counted against, and whose X-Forwarded-Proto: https "
+                        "puts the browser page on its https origin (repeatable; default: none, the "
                         "connecting address counts)")
     p.add_argument("--max-connections-per-user", type=int, default=8, metavar="N",
                    help="open connections one token may have (default 8; 0 = no cap)")

@@ -49,6 +49,7 @@ EDGES = {
     "importlib.metadata": "entry points only when a plugin is looked up",
     "gemini_split.web": "serve --web only (the page's files are read at start)",
     "segno": "gemini-split pair's QR code only",
+    "gemini_split.client.agent_mcp": "a sub-agent's own MCP servers: only when a definition has some (dataclasses)",
     "gemini_split.client.remote_agents": "remote (Agent2Agent) sub-agents: only for a remote definition (httpx, json)",
     "gemini_split.client.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",
     "opentelemetry": "the OpenTelemetry SDK: only when telemetry is on",

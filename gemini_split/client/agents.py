@@ -23,8 +23,9 @@ A file named ``_*.md`` is skipped. A file that cannot be a definition (no
 frontmatter, malformed YAML, a missing or wrong field) is reported with its
 path and field in :attr:`Discovery.warnings` and the others still load;
 ``mcpServers`` entries are checked as a settings file's (a malformed one is
-named by path and field) but not run yet (said, and the agent loads
-without them: nothing is started); a tool name that is no tool gemini-split has is
+named by path and field, and left out) and kept in :attr:`Agent.mcp_servers`:
+the client that runs the session's tools starts them and offers their tools
+to that sub-agent alone (:mod:`.agent_mcp`); a tool name that is no tool gemini-split has is
 said too (the server clamps what an agent gets to the session's tools in
 any case, and names what it refused in ``agent_started``).
 
@@ -83,6 +84,9 @@ class Agent(msgspec.Struct, frozen=True):
     #: A remote (Agent2Agent) agent's endpoint, card and auth
     #: (``client.remote_agents.RemoteConfig``): this client's only.
     remote: Any = None
+    #: Its definition's own ``mcpServers`` (name → ``MCPServerSettings``),
+    #: the well-formed ones: run by this client for this sub-agent alone.
+    mcp_servers: dict[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -345,7 +349,8 @@ def load_agent(path: Path, scope: str = "user") -> Agent:
                          and not t.startswith("mcp_")]
         if unknown_tools:
             notes.append(f"{path}: field 'tools': no tool named {', '.join(unknown_tools)} (not granted)")
-    notes += mcp_server_notes(path, meta)
+    servers: dict[str, Any] = {}
+    notes += mcp_server_notes(path, meta, servers)
     model = meta.get("model")
     if model is not None and (not isinstance(model, str) or not model.strip()):
         raise AgentError(f"{path}: field 'model' must be a model name (or 'inherit')")
@@ -360,28 +365,27 @@ def load_agent(path: Path, scope: str = "user") -> Agent:
             max_turns=max_turns, timeout_mins=timeout, system_prompt=body, source=str(path))
     except (msgspec.ValidationError, TypeError) as exc:
         raise AgentError(f"{path}: {exc}") from None
-    return Agent(definition, scope, notes=tuple(notes))
+    return Agent(definition, scope, notes=tuple(notes), mcp_servers=servers)
 
 
-def mcp_server_notes(path: Path, meta: dict) -> list[str]:
+def mcp_server_notes(path: Path, meta: dict, servers: dict[str, Any] | None = None) -> list[str]:
     """What is said of a definition's ``mcpServers`` (or ``mcp_servers``):
     each entry checked as a settings file's ``mcpServers`` entry is
     (gemini-cli's ``MCPServerConfig``: a malformed one is named by path and
-    field), and that a sub-agent's own MCP servers are not run yet (the
-    agent runs without them; nothing is started)."""
+    field, and left out). The well-formed ones are put in ``servers``
+    (name → ``MCPServerSettings``; ``mcpServers`` wins a name both keys give)."""
     from gemini_split.settings import MCPServerSettings
 
     notes: list[str] = []
     for key in ("mcpServers", "mcp_servers"):
-        servers = meta.get(key)
-        if servers is None:
+        servers_of = meta.get(key)
+        if servers_of is None:
             continue
-        if not isinstance(servers, dict):
+        if not isinstance(servers_of, dict):
             notes.append(f"{path}: field '{key}' must be a mapping of server names to server settings "
-                         f"(command:, args: … or httpUrl:), got {type(servers).__name__}")
+                         f"(command:, args: … or httpUrl:), got {type(servers_of).__name__}")
             continue
-        usable = []
-        for name, entry in servers.items():
+        for name, entry in servers_of.items():
             if not isinstance(name, str) or not name.strip() or not name.isprintable():
                 notes.append(f"{path}: field '{key}': {str(name)[:80]!r} is no MCP server name")
                 continue
@@ -397,10 +401,8 @@ def mcp_server_notes(path: Path, meta: dict) -> list[str]:
                 notes.append(f"{path}: field '{key}.{name}': needs 'command' (a stdio server), 'httpUrl' or 'url'; "
                              "this MCP server is left out")
                 continue
-            usable.append(name)
-        if usable:
-            notes.append(f"{path}: field '{key}': a sub-agent's own MCP servers ({', '.join(usable)}) are not "
-                         "run yet; it runs without them")
+            if servers is not None and (key == "mcpServers" or name not in servers):
+                servers[name] = server
     return notes
 
 
@@ -463,7 +465,7 @@ def apply_overrides(agent: Agent, override: Any) -> Agent:
         changes["timeout_mins"] = override.run_config.max_time_minutes
     definition = msgspec.structs.replace(agent.definition, **changes) if changes else agent.definition
     enabled = agent.enabled if override.enabled is None else override.enabled
-    return Agent(definition, agent.scope, enabled, agent.notes, agent.remote)
+    return Agent(definition, agent.scope, enabled, agent.notes, agent.remote, agent.mcp_servers)
 
 
 def wire_agents(discovery: Discovery, *, excluded: Iterable[str] = (), only: Iterable[str] | None = None,

@@ -343,7 +343,8 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                      on_connection: ConnectionCallback | None) -> AsyncIterator[ProtocolClient]:
     with single_exceptions():
         endpoint, session, tools = settings.endpoint, settings.session, settings.tools
-        async with open_mcp_tools(tools) as mcp, trio.open_nursery() as nursery:
+        async with open_mcp_tools(tools) as mcp, _open_agent_mcp(settings, on_notice) as agent_mcp, \
+                trio.open_nursery() as nursery:
             address = endpoint.server or endpoint.embedded_address
             if address is None:
                 raise ConnectFailed("embedded mode: no embedded service is being served "
@@ -401,6 +402,8 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                         on_notice(line)
                 if mcp is not None and runs_ours:
                     client.before_turn = _joining_mcp_tools(client, mcp, tools.exclude_tools, on_notice)
+                if agent_mcp is not None and runs_ours:
+                    client.before_turn = _joining_agent_mcp(client, agent_mcp, client.before_turn, on_notice)
                 await nursery.start(client.run)
                 if settings.context.write_system_prompt is not None:
                     await _write_system_prompt(settings.context, client, on_notice)
@@ -550,6 +553,64 @@ async def open_mcp_tools(settings: ToolSettings) -> AsyncIterator[McpServers | N
         allowed=settings.mcp_allowed, excluded=settings.mcp_excluded, wait=False, cache_dir=settings.mcp_cache,
     ) as servers:
         yield servers
+
+
+def _offered_agents(settings: ClientSettings) -> list[Any]:
+    """The sub-agents (``client.agents.Agent``) this session offers the
+    model — the definitions in ``SessionContext.agents`` — that have their
+    own MCP servers."""
+    context = settings.context
+    found = getattr(context, "agents", None)
+    message = getattr(context, "message", None)
+    if found is None or message is None:
+        return []
+    agents = (found.get(d.name) for d in message.agents if d.kind == "local")
+    return [a for a in agents if a is not None and a.mcp_servers]
+
+
+@asynccontextmanager
+async def _open_agent_mcp(settings: ClientSettings,
+                          on_notice: Callable[[str], None] | None) -> AsyncIterator[Any]:
+    """(1.5) The offered sub-agents' own MCP servers, started as the
+    session's (:mod:`.agent_mcp`), or None. With ``--tools server`` none
+    is started (as the session's own are not used): that is said once."""
+    agents = _offered_agents(settings)
+    if not agents:
+        yield None
+        return
+    from .agent_mcp import not_used_notice, open_agent_mcp  # lazy_imports.EDGES
+
+    if settings.tools.run_on != "client":
+        line = not_used_notice(agents)
+        if line is not None and on_notice is not None and line not in _SAID:
+            _SAID.add(line)
+            on_notice(line)
+        yield None
+        return
+    async with open_agent_mcp(agents, settings.tools) as started:
+        yield started
+
+
+def _joining_agent_mcp(client: ProtocolClient, agent_mcp: Any, before: Callable[[], Awaitable[None]] | None,
+                       on_notice: Callable[[str], None] | None) -> Callable[[], Awaitable[None]]:
+    """What ``client`` awaits before its first prompt (after ``before``):
+    the sub-agents' own MCP servers started (or failed), their tools given
+    to the executor for their agents' calls only and to the client for the
+    definitions it sends; a server that failed said with the definition's
+    path and the server's name."""
+
+    async def join() -> None:
+        if before is not None:
+            await before()
+        if agent_mcp.joined:
+            return
+        for line in await agent_mcp.join():
+            if on_notice is not None:
+                on_notice(line)
+        client.executor.agent_tools = agent_mcp.tools
+        client.agent_mcp_tools = agent_mcp.specs
+
+    return join
 
 
 def _joining_mcp_tools(

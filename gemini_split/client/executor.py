@@ -123,6 +123,10 @@ class ToolExecutor:
         #: server asks for by the agent's name: ``client/remote_agents.py``),
         #: or None; not offered in ``tool_discovery``. None: no such calls.
         self.delegates: Callable[[str], Tool | None] | None = None
+        #: (1.5) The sub-agents' own MCP tools (``client/agent_mcp.py``):
+        #: agent name → tool name → tool. Not in ``registry`` (never
+        #: offered to the main model); run only for a call from that agent.
+        self.agent_tools: dict[str, dict[str, Tool]] = {}
 
     async def execute(
         self,
@@ -224,7 +228,16 @@ class ToolExecutor:
 
     async def _run(self, call_id: str, tool_name: str, args: Any, emit: EventSink, request_id: str | None,
                    start: Callable[[], Awaitable[None]], seen: _CallSeen, agent: str = "") -> Any:
-        tool = self.registry.get(tool_name)
+        tool = self.agent_tools.get(agent, {}).get(tool_name) if agent else None
+        if tool is None:
+            tool = self.registry.get(tool_name)
+        if tool is None:
+            owner = next((name for name, tools in self.agent_tools.items() if tool_name in tools), None)
+            if owner is not None:
+                # A server asked for it from an agent it does not belong to.
+                who = f"sub-agent {agent}" if agent else "the main agent"
+                raise ToolFailed("refused", f"{tool_name} is a tool of sub-agent {owner}'s own MCP servers: "
+                                 f"{who} may not call it", "do not retry this tool")
         if tool is None and self.delegates is not None:
             tool = self.delegates(tool_name)
         seen.tool = tool

@@ -45,6 +45,7 @@ from gemini_split.protocol import (
     SUBAGENTS_SINCE,
     REMOTE_AGENTS_SINCE,
     AGENT_POLICY_SINCE,
+    AGENT_MCP_SINCE,
     RESTORE_SINCE,
     SYSTEM_PROMPT_SINCE,
     GetSystemPrompt,
@@ -219,6 +220,10 @@ class ProtocolClient:
         #: The MCP servers lending tools to this client
         #: (:class:`~gemini_split.client.mcp.sources.McpServers`), if any.
         self.mcp_servers: McpServers | None = None
+        #: (1.5) ``agent_mcp_tools(name)`` → the ``ToolSpec``\ s of sub-agent
+        #: ``name``'s own MCP servers (``client/agent_mcp.py``), sent in its
+        #: definition's ``mcp_tools`` to a 1.5 server; None: none.
+        self.agent_mcp_tools: Callable[[str], tuple] | None = None
         #: Which of the tools the server runs itself (``server_tool:NAME``
         #: capabilities, e.g. ``google_web_search``) to ask for.
         self.wants_server_tool: Callable[[str], bool] = lambda name: True
@@ -494,6 +499,14 @@ class ProtocolClient:
             context = msgspec.structs.replace(context, agents=tuple(a for a in context.agents if a.kind != "remote"))
         if context is not None and context.agents:
             context = msgspec.structs.replace(context, agents=self._judged_agents(context.agents))
+        if context is not None and context.agents and self.agent_mcp_tools is not None \
+                and self.conn.version >= AGENT_MCP_SINCE:
+            # (1.5) Each sub-agent's own MCP tools, in its definition: an
+            # older server, which would not keep them to it, is not sent them.
+            own = self.agent_mcp_tools
+            context = msgspec.structs.replace(context, agents=tuple(
+                msgspec.structs.replace(a, mcp_tools=own(a.name)) if a.kind == "local" and own(a.name) else a
+                for a in context.agents))
         request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments, context=context))
         session_id = self.connected.session_id if self.connected is not None else None
         self.executor.session_id = session_id

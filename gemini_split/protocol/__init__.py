@@ -101,6 +101,7 @@ from .messages import PAIRING_SINCE, Pair, PairedBrowser, PairedBrowsers, Paired
 from .messages import REMOTE_AGENTS_SINCE, TOOL_PROGRESS_LIMIT, ToolProgress  # 1.5
 from .messages import AGENT_POLICY_SINCE  # 1.5
 from .messages import SESSION_ATTACHED_MAX, SESSION_CLIENTS_SINCE  # 1.5
+from .messages import AGENT_MCP_SINCE  # 1.5
 from .connection import Connection, Phase, RequestState, starts_request
 from .tracker import RequestTracker
 from .event_log import EventLog, ReplayUnavailable, coalesce

@@ -98,6 +98,10 @@ AGENT_POLICY_SINCE = (1, 5)
 #: (1.5) The minor version from which ``SessionInfo`` says who is attached
 #: to a session now (``clients``, ``attached``).
 SESSION_CLIENTS_SINCE = (1, 5)
+#: (1.5) The minor version from which a server offers a sub-agent the tools
+#: of its definition's own MCP servers (``AgentDefinition.mcp_tools``; the
+#: servers run on the client). An older server is not sent them.
+AGENT_MCP_SINCE = (1, 5)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -507,7 +511,13 @@ class AgentDefinition(Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     ``denied`` (1.5): the client's policy denies delegating to it (a rule
     naming the agent as its ``toolName``): a call of it is refused with
-    this text."""
+    this text.
+
+    ``mcp_tools`` (1.5): the tools of the definition's own ``mcpServers``
+    (gemini-cli's inline MCP servers, run by the client that runs the
+    session's tools; only names, descriptions and schemas travel). They are
+    offered to this sub-agent only — never the main model, never another
+    sub-agent — whatever its ``tools`` say, as in gemini-cli."""
 
     name: Annotated[str, Meta(pattern=AGENT_NAME_PATTERN)]
     description: Annotated[str, Meta(max_length=8192)]
@@ -527,6 +537,8 @@ class AgentDefinition(Struct, frozen=True, kw_only=True, omit_defaults=True):
     url: Annotated[str, Meta(max_length=2048)] = ""
     #: (1.5) Why the client's policy denies delegating to it (None: it does not).
     denied: Annotated[str, Meta(max_length=4096)] | None = None
+    #: (1.5) The tools of its own MCP servers, offered to it alone.
+    mcp_tools: Annotated[tuple[ToolSpec, ...], Meta(max_length=512)] = ()
 
 
 #: (1.4) The longest system prompt a client may send (characters):

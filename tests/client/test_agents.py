@@ -93,13 +93,14 @@ def test_no_frontmatter_an_oversized_file_non_utf8_and_a_fifo_are_refused_withou
     assert "latin.md: not UTF-8" in said and "fifo.md: cannot read" in said
 
 
-def test_unknown_tools_and_mcp_servers_are_said_and_the_agent_still_loads(tmp_path):
+def test_unknown_tools_are_said_and_the_agent_loads_with_its_own_mcp_servers_kept(tmp_path):
     path = write(tmp_path, "a.md", "---\nname: a\ndescription: d\ntools: [read_file, teleport, 'mcp_*', "
                                    "github__search]\nmcp_servers:\n  s:\n    command: node\n---\nbody")
     agent = load_agent(path)
     assert agent.definition.tools == ("read_file", "teleport", "mcp_*", "github__search")
     assert any("no tool named teleport" in n for n in agent.notes)
-    assert any("field 'mcp_servers'" in n and "(s) are not run yet" in n for n in agent.notes)
+    assert agent.mcp_servers["s"].command == "node"
+    assert not any("mcp_servers" in n for n in agent.notes)  # well-formed: nothing to say
 
 
 def test_a_malformed_mcp_servers_entry_is_reported_with_path_and_field_and_the_agent_still_loads(tmp_path):
@@ -111,7 +112,7 @@ def test_a_malformed_mcp_servers_entry_is_reported_with_path_and_field_and_the_a
     assert f"{path}: field 'mcpServers.bad.command': expected str | null, got int" in said
     assert f"{path}: field 'mcpServers.nothing': needs 'command'" in said
     assert f"{path}: field 'mcpServers.listed': expected object, got array" in said
-    assert "own MCP servers (good) are not run yet" in said
+    assert list(agent.mcp_servers) == ["good"] and agent.mcp_servers["good"].args == ["server.js"]
     assert agent.definition.name == "a"
     not_a_mapping = write(tmp_path, "b.md", "---\nname: b\ndescription: d\nmcpServers: [x]\n---\nbody")
     assert any("field 'mcpServers' must be a mapping" in n for n in load_agent(not_a_mapping).notes)

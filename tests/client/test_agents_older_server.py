@@ -3,7 +3,8 @@ a 1.3 server does not know the field. Checked on the bytes a stand-in
 peer receives after answering the handshake as 1.3 (and, as the control,
 as 1.4: the same client sends the agents there). (1.5) An agent the
 client's policy denies by name is sent with ``denied`` to a 1.5 server,
-and not at all to a 1.4 one, which would run it."""
+and not at all to a 1.4 one, which would run it. (1.5) A sub-agent's own
+MCP tools go in its definition's ``mcp_tools`` to a 1.5 server only."""
 
 from __future__ import annotations
 
@@ -24,13 +25,14 @@ from gemini_split.transport.memory_pair import open_memory_pair
 pytestmark = pytest.mark.timeout(30)
 
 
-async def _request_sent_to(version: str, tmp_path, policy=None) -> dict:
+async def _request_sent_to(version: str, tmp_path, policy=None, agent_mcp_tools=None) -> dict:
     """The ``generate_content_request`` a client (with ``policy``) sends,
     with sub-agents in its context, to a server that says it speaks
     ``version``."""
     ours, theirs = open_memory_pair(buffer=64, client_peer="srv", server_peer="c", client_max=1 << 20,
                                     server_max=1 << 20)
     client = ProtocolClient(ours, ToolExecutor(default_tools(), Workspace(tmp_path), ApprovalPolicy(policy=policy)))
+    client.agent_mcp_tools = agent_mcp_tools
     received: list[dict] = []
     async with trio.open_nursery() as nursery:
         async def server():
@@ -89,3 +91,19 @@ async def test_a_15_server_is_told_which_agent_the_policy_denies_and_why(tmp_pat
 async def test_a_14_server_is_not_sent_an_agent_the_policy_denies(tmp_path):
     request = await _request_sent_to("1.4", tmp_path, _denying(tmp_path))
     assert [a["name"] for a in request["context"]["agents"]] == ["generalist"]
+
+
+@pytest.mark.parametrize("version, sent", [("1.4", False), ("1.5", True)])
+async def test_a_sub_agents_own_mcp_tools_go_in_its_definition_to_a_15_server_only(tmp_path, version, sent):
+    from gemini_split.protocol import ToolSpec
+
+    own = (ToolSpec(name="mcp_time_get_current_time", description="The time.",
+                    parameters={"type": "object", "properties": {}}),)
+    request = await _request_sent_to(version, tmp_path,
+                                     agent_mcp_tools=lambda name: own if name == "generalist" else ())
+    agents = {a["name"]: a for a in request["context"]["agents"]}
+    assert "mcp_tools" not in agents["codebase_investigator"]  # not another agent's
+    if sent:
+        assert [t["name"] for t in agents["generalist"]["mcp_tools"]] == ["mcp_time_get_current_time"]
+    else:  # a 1.4 server would not keep them to the agent: it gets the agent without them
+        assert "mcp_tools" not in agents["generalist"]

@@ -14,6 +14,9 @@ sub-agent is offered to the main model as a function of its own name
   ``tool_execution_request`` to the client, or the server's tool host)
   under the same approval mode, policy and sandbox — the call path is the
   main agent's, told which agent calls (``agent_id``);
+* (1.5) the tools of its definition's own MCP servers
+  (``AgentDefinition.mcp_tools``), which the client runs: offered to it
+  alone, never to the main model or another sub-agent;
 * limits: ``max_turns`` model calls, ``timeout_mins``, at most
   ``ServerConfig.max_subagents`` running at once per session (more wait);
   no delegation from a sub-agent (refused with a function response);
@@ -314,6 +317,14 @@ class Delegation:
                              tools=[], refused=(), task=str(args.get("query", "")))
         else:
             tools, refused = grant(definition, self.offered, self.names)
+            if definition.mcp_tools:
+                # (1.5) Its own MCP servers' tools: its alone, whatever its
+                # ``tools`` say (gemini-cli's isolated tool registry), and
+                # one of the session's of the same name gives way to them.
+                own = {t.name for t in definition.mcp_tools}
+                tools = [t for t in tools if t.name not in own] + [
+                    t for t in definition.mcp_tools if t.name not in self.names and t.name != COMPLETE_TASK]
+                refused = tuple(p for p in refused if p not in own)
             agent = SubAgent(agent_id=n, definition=definition, parent_call_id=parent_call_id,
                              model_name=model_name, tools=tools, refused=refused, task=task_of(definition, args))
         try:

@@ -299,7 +299,8 @@ def _call_answered(c: _Conversation, m: ToolCallAnswered) -> None:
     c.tracker.call_answered(m.call_id)
 
 
-def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
+def _waiting_call(c: _Conversation, m: ToolExecutionResponse | ToolProgress) -> None:
+    """From the driver, about a tool call still waiting for its answer."""
     _driver_only(c, m)
     if c.request is None or m.request_id not in c.request.pending_calls:
         raise _Breach(
@@ -307,18 +308,16 @@ def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
             f"no tool call {quote(m.request_id)} is waiting for an answer",
             field="request_id",
         )
+
+
+def _answer_call(c: _Conversation, m: ToolExecutionResponse) -> None:
+    _waiting_call(c, m)
     c.tracker.call_answered(m.request_id)
 
 
 def _progress(c: _Conversation, m: ToolProgress) -> None:
     """(1.5) ``tool_progress``: only about a call still waiting for its answer."""
-    _driver_only(c, m)
-    if c.request is None or m.request_id not in c.request.pending_calls:
-        raise _Breach(
-            ErrorCode.UNEXPECTED_MESSAGE,
-            f"no tool call {quote(m.request_id)} is waiting for an answer",
-            field="request_id",
-        )
+    _waiting_call(c, m)
 
 
 def _decide(c: _Conversation, m: ToolDecision) -> None:

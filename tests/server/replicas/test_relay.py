@@ -372,3 +372,26 @@ async def test_a_session_answering_on_one_replica_is_listed_as_running_through_a
                         await trio.sleep(0.05)
                     assert info.clients == 1 and info.turns == 2
                     assert not (await listed(old_lister)).running
+
+
+async def test_what_a_listing_replica_cannot_trust_in_redis_lists_the_session_idle_without_clients(redis_server):
+    """Whatever lies in a session's ``:clients`` key — not JSON, another
+    shape, wrong types — the list is still answered: that session idle,
+    with no one attached."""
+    hostile = ["not json", "[1, 2]", '{"running": "yes", "clients": 5}', '{"clients": [{"role": "observer"}]}',
+               '{"running": 1}', "null"]
+    async with two_replicas(redis_server, [{"text": "hi"}]) as (services, (at_a, at_b)):
+        with trio.fail_after(30):
+            async with hello(at_a, label="laptop") as (local, first):
+                await _turn(local, "first")
+            key = services[0].manager.replica.clients_key(first.session_id)
+            async with hello(at_b, label="lister") as (lister, _):
+                while await services[1].store.client.exists([key]):  # A has said the laptop left
+                    await trio.sleep(0.05)
+                for value in hostile:
+                    await services[1].store.client.set(key, value)
+                    await lister.send(ListSessions())
+                    reply = await lister.receive_until(lambda m: isinstance(m, (Sessions, Error)))
+                    assert isinstance(reply[-1], Sessions), (value, reply[-1])
+                    info = {s.id: s for s in reply[-1].sessions}[first.session_id]
+                    assert (info.running, info.clients, info.attached) == (False, 0, ()), value

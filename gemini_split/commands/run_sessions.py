@@ -75,9 +75,9 @@ def _to_delete(sessions, which: str):
 def print_sessions(sessions, env: Environment) -> None:
     """gemini-cli's list: this project's sessions, oldest first, numbered
     (the numbers ``--resume N`` and ``--delete-session N`` take), each with
-    its title, last update and id — and how many clients are attached to
-    it now, when any are (the caller's own connection never is: it opens a
-    session of its own)."""
+    its title, last update and id — and whether it is answering a prompt
+    now and how many clients are attached to it, when so (the caller's own
+    connection never is: it opens a session of its own)."""
     out = env.stdout
     if not sessions:
         out.write(f"{NO_SESSIONS}\n")
@@ -87,8 +87,9 @@ def print_sessions(sessions, env: Environment) -> None:
     for i, s in enumerate(sessions, 1):
         title = printable(s.title) or "Empty conversation"
         title = title if len(title) <= 100 else title[:97] + "..."
-        attached = f" ({s.clients} attached)" if s.clients else ""  # a 1.5 server says so
-        out.write(f"  {i}. {title} ({_ago(s.updated)}) [{printable(s.id)}]{attached}\n")
+        # A 1.4 server says whether it runs, a 1.5 one who is attached.
+        now = ", ".join((["running"] if s.running else []) + ([f"{s.clients} attached"] if s.clients else []))
+        out.write(f"  {i}. {title} ({_ago(s.updated)}) [{printable(s.id)}]{f' ({now})' if now else ''}\n")
     out.flush()
 
 

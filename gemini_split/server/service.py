@@ -19,7 +19,6 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.protocol import (
-    SESSION_CLIENTS_SINCE,
     ASK_USER_CAPABILITY,
     ASK_USER_SINCE,
     version_tuple,
@@ -640,9 +639,9 @@ class AgentService:
             view.send_direct(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
                                    message=f"the server cannot read its sessions: {exc}"))
             return
-        attached = await self.manager.attached(s.id for s in summaries) if version >= SESSION_CLIENTS_SINCE else None
+        running, attached = await self.manager.activity(s.id for s in summaries)
         view.send_direct(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, version,
-                                                                                 self.manager.running(), attached)))
+                                                                                 running, attached)))
 
     async def _answer_pair(self, session: Session, view: View, message: Pair) -> None:
         """(1.4) ``pair`` from a client of this replica."""

@@ -56,7 +56,6 @@ import trio
 
 from gemini_split import __version__
 from gemini_split.protocol import (
-    SESSION_CLIENTS_SINCE,
     ASK_USER_CAPABILITY,
     ASK_USER_SINCE,
     REWIND_SINCE,
@@ -412,10 +411,9 @@ class Relay:
             await self._send(Error(code=ErrorCode.STORAGE_ERROR.value, in_reply_to=message.id,
                                    message=f"the server cannot read its sessions: {exc}"))
             return
-        attached = (await self.manager.attached(s.id for s in summaries)
-                    if self.conn.version >= SESSION_CLIENTS_SINCE else None)
+        running, attached = await self.manager.activity(s.id for s in summaries)
         await self._send(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, self.conn.version,
-                                                                                  self.manager.running(), attached)))
+                                                                                  running, attached)))
 
 
 class _RefusedById(Exception):

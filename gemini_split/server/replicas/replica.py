@@ -26,11 +26,13 @@ every renewal and expiring with the replica); a runner drops a relayed client
 whose relay is no longer listed there — its replica died, or its leave was
 lost.
 
-**Who is attached.** The runner publishes who is attached to each session
-it holds (``PREFIX <id>:clients``, JSON) whenever that changes, only while
-the lease is its own, expiring with the lease and renewed with it; any
-replica listing sessions reads them in one round trip
-(:meth:`Replica.clients_of`). A session nobody runs has no such key.
+**Who is attached, and whether it runs.** The runner publishes who is
+attached to each session it holds, and whether it is answering a prompt
+(``PREFIX <id>:clients``, JSON ``{"clients": [...], "running": bool}``),
+whenever either changes, only while the lease is its own, expiring with
+the lease and renewed with it; any replica listing sessions reads them in
+one round trip (:meth:`Replica.activity_of`). A session nobody runs, or
+one idle with no one attached, has no such key.
 
 **Following.** A relaying replica reads the session's event Stream from the
 client's last seq with ``XREAD BLOCK`` (:meth:`Replica.follow`). Streams, not
@@ -89,9 +91,9 @@ for i = 1, n do
 end
 return lost
 """
-# KEYS: lease, clients. ARGV: replica id, clients JSON ("" for none), ttl
-# ms. Writes who is attached only while the lease is ours (a replica that
-# lost it never overwrites the new runner's).
+# KEYS: lease, clients. ARGV: replica id, activity JSON ("" for none:
+# idle, no one attached), ttl ms. Writes it only while the lease is ours (a
+# replica that lost it never overwrites the new runner's).
 _PUBLISH = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then return redis.call('DEL', KEYS[2]) end
@@ -146,8 +148,9 @@ class Replica:
         #: On this replica as a runner: the clients relayed to it, by
         #: (session id, relay id).
         self.relayed: dict[tuple[str, str], RelayedClient] = {}
-        #: Who is attached to sessions held here, not yet published.
-        self._clients: dict[str, list[dict[str, str]]] = {}
+        #: Who is attached to sessions held here and whether they run,
+        #: not yet published (the JSON of the key's value).
+        self._clients: dict[str, dict[str, Any]] = {}
         self._clients_dirty = trio.Event()
 
     @property
@@ -289,12 +292,14 @@ class Replica:
             except StoreError as exc:
                 log.warning("%s; relayed clients not checked", exc)
 
-    # --- who is attached (for other replicas' session lists) ----------------------------
+    # --- who is attached, and running (for other replicas' session lists) --------------
 
-    def publish_clients(self, session_id: str, clients: list[Any]) -> None:
-        """Say who is attached to a session held here (``ClientInfo``s),
-        without waiting: the latest word per session is written soon."""
-        self._clients[session_id] = [{"label": c.label, "role": c.role} for c in clients]
+    def publish_clients(self, session_id: str, clients: list[Any], *, running: bool = False) -> None:
+        """Say who is attached to a session held here (``ClientInfo``s) and
+        whether it is answering a prompt, without waiting: the latest word
+        per session is written soon."""
+        self._clients[session_id] = {"clients": [{"label": c.label, "role": c.role} for c in clients],
+                                     "running": running}
         self._clients_dirty.set()
 
     async def _publish_clients(self) -> None:
@@ -305,34 +310,40 @@ class Replica:
             try:
                 async with self.store._command("publish who is attached"):
                     async with self.store.client.pipeline(transaction=False) as pipe:
-                        for sid, clients in pending.items():
+                        for sid, activity in pending.items():
+                            value = json.dumps(activity) if activity["clients"] or activity["running"] else ""
                             pipe.eval(_PUBLISH, [self.lease_key(sid), self.clients_key(sid)],
-                                      [self.id, json.dumps(clients) if clients else "", self._ttl_ms])
+                                      [self.id, value, self._ttl_ms])
             except StoreError as exc:
                 log.warning("%s; who is attached is published again shortly", exc)
-                for sid, clients in pending.items():
-                    self._clients.setdefault(sid, clients)  # unless a newer word came meanwhile
+                for sid, activity in pending.items():
+                    self._clients.setdefault(sid, activity)  # unless a newer word came meanwhile
                 await trio.sleep(self.lease_ttl / 3)
                 self._clients_dirty.set()
 
-    async def clients_of(self, session_ids: list[str]) -> dict[str, tuple[Any, ...]]:
-        """Who the replicas running ``session_ids`` say is attached to them
-        (``ClientInfo``s; sessions without clients are left out). Raises
-        StoreError."""
+    async def activity_of(self, session_ids: list[str]) -> dict[str, tuple[bool, tuple[Any, ...]]]:
+        """Whether each of ``session_ids`` is answering a prompt and who is
+        attached to it (``ClientInfo``s), as the replica running it says;
+        sessions idle without clients, or whose word is unreadable, are
+        left out. Raises StoreError."""
         from gemini_split.protocol import ClientInfo
 
         async with self.store._command("read who is attached"):
             async with self.store.client.pipeline(transaction=False) as pipe:
                 replies = [pipe.get(self.clients_key(sid)) for sid in session_ids]
             texts = [await reply for reply in replies]
-        found: dict[str, tuple[Any, ...]] = {}
+        found: dict[str, tuple[bool, tuple[Any, ...]]] = {}
         for sid, text in zip(session_ids, texts, strict=True):
             try:
-                found[sid] = tuple(ClientInfo(label=str(c["label"]), role="observer" if c.get("role") == "observer"
-                                              else "driver") for c in json.loads(text or "[]"))
+                activity = json.loads(text or "{}")
+                clients = tuple(ClientInfo(label=str(c["label"]), role="observer" if c.get("role") == "observer"
+                                           else "driver") for c in activity.get("clients") or ())
+                running = activity.get("running") is True
             except (ValueError, TypeError, KeyError, AttributeError):
-                continue  # not ours to trust: listed without clients
-        return {sid: clients for sid, clients in found.items() if clients}
+                continue  # not ours to trust: listed idle, without clients
+            if running or clients:
+                found[sid] = (running, clients)
+        return found
 
     # --- the inbox -------------------------------------------------------------------
 

@@ -293,31 +293,37 @@ class SessionManager:
             raise AmbiguousSession(name, matches)
         return matches[0] if matches else name
 
-    def running(self) -> set[str]:
-        """The ids of the sessions answering a prompt here now."""
-        return {sid for sid, entry in self._live.items() if entry.session.busy}
-
-    async def attached(self, session_ids: Iterable[str]) -> dict[str, tuple[ClientInfo, ...]]:
-        """Who is attached now to each of ``session_ids`` that has clients
-        (a session listed without any has none): from the sessions live
-        here, and — among replicas — from what the replica running each of
-        the others publishes (:meth:`Replica.clients_of`); a Redis that
-        does not answer leaves those out rather than failing the list."""
+    async def activity(self, session_ids: Iterable[str]) -> tuple[set[str], dict[str, tuple[ClientInfo, ...]]]:
+        """Which of ``session_ids`` are answering a prompt now, and who is
+        attached now to each that has clients (a session listed without
+        any has none): from the sessions live here, and — among replicas —
+        from what the replica running each of the others publishes
+        (:meth:`Replica.activity_of`, one round trip); a Redis that does
+        not answer leaves those out (idle, no one attached) rather than
+        failing the list."""
+        running: set[str] = set()
         found: dict[str, tuple[ClientInfo, ...]] = {}
         elsewhere = []
         for sid in session_ids:
             entry = self._live.get(sid)
             if entry is not None:
+                if entry.session.busy:
+                    running.add(sid)
                 if entry.session.views:
                     found[sid] = tuple(view.info for view in entry.session.views)
             else:
                 elsewhere.append(sid)
         if self.replica is not None and elsewhere:
             try:
-                found.update(await self.replica.clients_of(elsewhere))
+                for sid, (busy, clients) in (await self.replica.activity_of(elsewhere)).items():
+                    if busy:
+                        running.add(sid)
+                    if clients:
+                        found[sid] = clients
             except StoreError as exc:
-                log.warning("%s; sessions listed without who is attached to them on other replicas", exc)
-        return found
+                log.warning("%s; sessions listed without what other replicas say of them "
+                            "(running, who is attached)", exc)
+        return running, found
 
     async def list_sessions(self, principal: Principal | None) -> list[SessionSummary]:
         """The caller's sessions, most recently updated first."""
@@ -399,6 +405,7 @@ class SessionManager:
         self._live[session.id] = entry
         session.events.idle_since = trio.current_time()
         session.events.cut_off = self._cut_off
+        session.busy_changed = lambda: self._clients_changed(session)
 
         async def run_session(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
             with scope:
@@ -422,10 +429,12 @@ class SessionManager:
         self._unload(session.id)
 
     def _clients_changed(self, session: Session) -> None:
-        """Among replicas: publish who is attached to ``session`` now, for
-        the others' session lists (never waits)."""
+        """Among replicas: publish who is attached to ``session`` now, and
+        whether it is answering a prompt, for the others' session lists
+        (never waits). Called when a client comes or goes and when a
+        request starts or ends."""
         if self.replica is not None and session.id in self.replica.held:
-            self.replica.publish_clients(session.id, [view.info for view in session.views])
+            self.replica.publish_clients(session.id, [view.info for view in session.views], running=session.busy)
 
     def _unload(self, session_id: str, *, release: bool = True) -> None:
         entry = self._live.pop(session_id, None)

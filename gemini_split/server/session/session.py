@@ -24,6 +24,7 @@ import logging
 import secrets
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -207,7 +208,10 @@ class Session:
         #: and the slots of the cap on how many run at once.
         self.running_agents: dict[int, Any] = {}
         self.agent_slots = trio.CapacityLimiter(max(1, config.max_subagents))
-        self._active: _ActiveRequest | None = None
+        #: Called whenever :attr:`busy` turns true or false (the session's
+        #: manager publishes it to other replicas' session lists).
+        self.busy_changed: Callable[[], None] = lambda: None
+        self._active_request: _ActiveRequest | None = None
         self._nursery: trio.Nursery | None = None
 
     # --- lifetime ------------------------------------------------------------
@@ -431,6 +435,18 @@ class Session:
     @property
     def busy(self) -> bool:
         return self._active is not None
+
+    @property
+    def _active(self) -> _ActiveRequest | None:
+        """The request running now, if any."""
+        return self._active_request
+
+    @_active.setter
+    def _active(self, active: _ActiveRequest | None) -> None:
+        was_busy = self._active_request is not None
+        self._active_request = active
+        if (active is not None) != was_busy:
+            self.busy_changed()
 
     def cancel_active(self, because: tuple[ErrorCode, str] | None = None) -> bool:
         """Cancel the running request, if any. Returns whether one ran.

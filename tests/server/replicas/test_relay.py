@@ -338,3 +338,60 @@ async def test_sessions_listed_through_another_replica_name_who_is_attached_on_t
                 while (info := await listed()).clients:
                     await trio.sleep(0.05)
                 assert info.attached == ()
+
+
+async def test_a_session_answering_on_one_replica_is_listed_as_running_through_another(redis_server):
+    """(1.4 ``running``, carried among replicas like who is attached) A slow
+    streamed answer on A: B's list says the session is running while it
+    streams, and idle once it has finished — to a 1.5 and a 1.4 lister
+    alike (issue 33)."""
+    slow = {"text": "a slow answer in many pieces", "chunks": 8, "chunk_delay": 0.25}
+    async with two_replicas(redis_server, [{"text": "hi"}, slow]) as (_, (at_a, at_b)):
+        with trio.fail_after(30):
+            async with hello(at_a, label="laptop") as (local, first):
+                await _turn(local, "first")
+                async with hello(at_b, label="lister") as (lister, _), \
+                        hello(at_b, label="old lister", protocol_version="1.4") as (old_lister, _):
+                    async def listed(client):
+                        await client.send(ListSessions())
+                        reply = await client.receive_until(lambda m: isinstance(m, Sessions))
+                        return {s.id: s for s in reply[-1].sessions}[first.session_id]
+
+                    while not (await listed(lister)).clients:  # A has published who is attached
+                        await trio.sleep(0.05)
+                    assert not (await listed(lister)).running
+                    await local.send(GenerateContentRequest(prompt="take your time"))
+                    await local.receive_until(lambda m: isinstance(m, TextDelta))
+                    while not (info := await listed(lister)).running:
+                        await trio.sleep(0.05)
+                    assert [c.label for c in info.attached] == ["laptop"]
+                    assert (await listed(old_lister)).running
+                    finished = await local.receive_until(lambda m: isinstance(m, Finished))
+                    assert finished[-1].reason == "stop"
+                    while (info := await listed(lister)).running:
+                        await trio.sleep(0.05)
+                    assert info.clients == 1 and info.turns == 2
+                    assert not (await listed(old_lister)).running
+
+
+async def test_what_a_listing_replica_cannot_trust_in_redis_lists_the_session_idle_without_clients(redis_server):
+    """Whatever lies in a session's ``:clients`` key — not JSON, another
+    shape, wrong types — the list is still answered: that session idle,
+    with no one attached."""
+    hostile = ["not json", "[1, 2]", '{"running": "yes", "clients": 5}', '{"clients": [{"role": "observer"}]}',
+               '{"running": 1}', "null"]
+    async with two_replicas(redis_server, [{"text": "hi"}]) as (services, (at_a, at_b)):
+        with trio.fail_after(30):
+            async with hello(at_a, label="laptop") as (local, first):
+                await _turn(local, "first")
+            key = services[0].manager.replica.clients_key(first.session_id)
+            async with hello(at_b, label="lister") as (lister, _):
+                while await services[1].store.client.exists([key]):  # A has said the laptop left
+                    await trio.sleep(0.05)
+                for value in hostile:
+                    await services[1].store.client.set(key, value)
+                    await lister.send(ListSessions())
+                    reply = await lister.receive_until(lambda m: isinstance(m, (Sessions, Error)))
+                    assert isinstance(reply[-1], Sessions), (value, reply[-1])
+                    info = {s.id: s for s in reply[-1].sessions}[first.session_id]
+                    assert (info.running, info.clients, info.attached) == (False, 0, ()), value

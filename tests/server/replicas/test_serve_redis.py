@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -71,3 +72,46 @@ def test_a_replicas_start_up_line_names_its_redis_store_without_the_password(tmp
     log = (tmp_path / "a.log").read_text()
     assert f"(model gemini-2.5-flash, auth off, store redis://127.0.0.1:{server.port}/0)" in log, log
     assert "pa55-word" not in log
+
+
+@pytest.mark.timeout(120)
+def test_list_sessions_through_either_replica_says_which_session_is_answering_now(tmp_path, redis_server):
+    """A slow streamed answer on replica A: ``--list-sessions`` through A
+    and through B both mark the session running, and neither does once it
+    has finished (issue 33)."""
+    url = redis_server.url_with_prefix()
+    script = [{"text": "".join(f"line {i} of a slow answer\n" for i in range(40)), "chunks": 40,
+               "chunk_delay": 0.2}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        port_a, port_b = _free_port(), _free_port()
+        with replica(tmp_path, fake, url, port_a, name="a"), replica(tmp_path, fake, url, port_b, name="b"):
+            servers = [f"ws://127.0.0.1:{port}" for port in (port_a, port_b)]
+
+            def listed(server: str) -> str:
+                ran = client(["--server", server, "--list-sessions"], cwd=tmp_path)
+                assert ran.returncode == 0, ran.stderr
+                return ran.stdout
+
+            answering = subprocess.Popen(
+                [sys.executable, "-m", "gemini_split", "--server", servers[0], "-p", "tell me a slow story"],
+                cwd=tmp_path, env=_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True)
+            try:
+                deadline = time.monotonic() + 60
+                for server in (servers[1], servers[0]):
+                    while "(running, 1 attached)" not in (text := listed(server)):
+                        assert answering.poll() is None and time.monotonic() < deadline, text
+                        time.sleep(0.2)
+                    assert "Available sessions for this project (1):" in text
+                out, err = answering.communicate(timeout=60)
+            finally:
+                if answering.poll() is None:
+                    answering.kill()
+                    answering.communicate()
+            assert answering.returncode == 0 and "line 39 of a slow answer" in out, err
+            for server in servers:
+                deadline = time.monotonic() + 30
+                while "running" in (text := listed(server)) or "attached" in text:
+                    assert time.monotonic() < deadline, text
+                    time.sleep(0.2)
+                assert "tell me a slow story" in text

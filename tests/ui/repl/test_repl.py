@@ -258,7 +258,15 @@ def test_shell_output_streams_under_the_tool_call(start_repl):
     assert re.search(r"✓ run_shell_command\(.*\)\s+done", repl.text)
 
 
-def test_slash_commands(start_repl, tmp_path):
+def _trust(tmp_path: Path, workdir: Path) -> None:
+    """Trust the REPL's folder (gemini-cli refuses yolo in an untrusted one)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    (home / "trustedFolders.json").write_text(json.dumps({str(workdir): "TRUST_FOLDER"}))
+
+
+def test_slash_commands(start_repl, tmp_path, workdir):
+    _trust(tmp_path, workdir)
     repl = start_repl([])
     session = re.search(r"session (s-\w+)", repl.text).group(1)
     steps = [
@@ -523,8 +531,10 @@ def test_a_long_diff_is_capped_coloured_without_colour_and_shown_whole_on_reques
 
 
 @pytest.mark.timeout(60)
-def test_shift_tab_cycles_approval_modes_but_never_into_yolo(start_repl):
+def test_shift_tab_cycles_approval_modes_but_never_into_yolo(start_repl, tmp_path, workdir):
     import pyte
+
+    _trust(tmp_path, workdir)
 
     def toolbar_shows(text: str) -> bool:
         """Whether the screen's toolbar line (redrawn in place, cell by

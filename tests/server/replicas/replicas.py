@@ -28,6 +28,11 @@ def replica(tmp_path, fake, redis_url, port, *args, name="replica", env_extra=No
         deadline = time.monotonic() + 60  # a loaded machine starts Python slowly
         while time.monotonic() < deadline:
             assert proc.poll() is None, log_path.read_text()
+            # Its own start-up line, not just something answering on the port:
+            # another test's server may have been given the same free port.
+            if "serving on" not in log_path.read_text():
+                time.sleep(0.05)
+                continue
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break

@@ -269,3 +269,33 @@ def test_a_second_call_of_a_remote_agent_goes_on_with_the_same_conversation(tmp_
     assert done.returncode == 0, done.stderr
     assert [t["task"] for t in tasks] == ["first", "second"]
     assert tasks[0]["context_id"] and tasks[1]["context_id"] == tasks[0]["context_id"]
+
+
+def test_a_remote_agent_longer_than_the_servers_tool_timeout_ends_with_its_own_timeout_message(tmp_path):
+    """The server waits a remote agent's call for its ``timeout_mins`` (plus a
+    margin), not its ``--tool-timeout``: the client's own "did not answer
+    within 3 seconds" is the outcome, not the server's "the client did not
+    answer within 1 seconds"."""
+    from tests.e2e.test_serve_e2e import API_KEY as SERVE_KEY
+    from tests.server.resume.test_resume_e2e import _free_port, serve
+
+    home, state = tmp_path / "home", tmp_path / "state"
+    port = _free_port()
+    with a2a_peer(tmp_path, "slow") as (base, _):
+        write(home / "agents", "peer", f"kind: remote\nname: peer\ntimeout_mins: 0.05\n"
+                                       f"agent_card_url: {base}/.well-known/agent-card.json")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI", "GOOGLE"))}
+        env.update(GEMINI_SPLIT_HOME=str(home), HOME=str(tmp_path))
+        with FakeGemini(script=script_delegating("take your time", "Gave up."), api_key=SERVE_KEY) as fake, \
+                serve(tmp_path, fake, state, port, "--tool-timeout", "1"):
+            done = subprocess.run(
+                [sys.executable, "-m", "gemini_split", "--server", f"ws://127.0.0.1:{port}", "-p", "go",
+                 "-o", "stream-json", "--yolo"], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                capture_output=True, text=True, timeout=90)
+            requests = model_requests(fake)
+    assert done.returncode == 0, done.stderr
+    finish = next(e for e in events(done.stdout) if e["type"] == "agent_finish")
+    assert finish["outcome"] == "timeout", finish
+    assert "the remote agent peer did not answer within 3 seconds" in finish.get("summary", ""), finish
+    assert "the client did not answer" not in json.dumps(requests[-1]["body"]["contents"])
+    assert "Gave up." in done.stdout

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import msgspec
 import pytest
 
 from gemini_split.protocol import (
@@ -80,3 +81,23 @@ async def test_a_failed_remote_call_ends_the_sub_agent_with_the_clients_words_an
     assert finish.summary == ("the remote agent at https://peer.example/rpc: the remote agent peer did not answer "
                               "within 3 seconds")
     assert [e.content for e in seen if e.TYPE == "text_delta" and not e.agent_id] == ["It failed."]
+
+
+@pytest.mark.parametrize(("minutes", "cap", "waits"), [
+    (20, 24 * 3600.0, 20 * 60 + 60.0),  # longer than the tool timeout: its own limit, plus that
+    (None, 24 * 3600.0, 10 * 60 + 60.0),  # no timeout_mins: gemini-cli's 10 minutes
+    (20, 120.0, 120 + 60.0),  # the server's sub-agent maximum caps it
+])
+async def test_the_server_waits_for_a_remote_agents_call_as_long_as_the_agent_may_run(minutes, cap, waits):
+    """A remote agent's call is not cut at the session's tool timeout: the
+    server waits its ``timeout_mins`` plus the tool timeout, so the client's
+    own timeout and message end it."""
+    model = ScriptedModel([{"function_calls": [{"name": "peer", "args": {"query": "q"}}]}, {"text": "ok"}])
+    peer = msgspec.structs.replace(PEER, timeout_mins=minutes)
+    async with serving(model, tool_timeout=60.0, subagent_timeout_max=cap) as (_service, address), \
+            raw_client(address) as raw:
+        await raw.send(GenerateContentRequest(prompt="ask", context=SessionContext(agents=(peer,))))
+        seen = await raw.receive_until(lambda e: e.TYPE == "tool_execution_request")
+        assert seen[-1].timeout == waits
+        await raw.send(ToolExecutionResponse(request_id=seen[-1].id, result="fine"))
+        await raw.receive_until(lambda e: e.TYPE == "finished")

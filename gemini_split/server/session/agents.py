@@ -94,6 +94,10 @@ SUMMARY_LIMIT = 200
 #: (1.5) The most text a remote sub-agent's client may stream in one run
 #: (``tool_progress``, characters): the rest arrives with its report.
 STREAMED_LIMIT = 1 << 20
+#: (1.5) Seconds the server waits for a remote agent's call beyond the
+#: agent's own limit, at least: the client's own outcome and message
+#: ("did not answer within …") arrive before the server gives up.
+REMOTE_ANSWER_MARGIN = 30.0
 
 _RULES = """Important Rules:
 * You are running in a non-interactive mode. You CANNOT ask the user for input or clarification.
@@ -552,6 +556,18 @@ def _last_text(history: list[dict[str, Any]]) -> str:
             if text.strip():
                 return text.strip()
     return ""
+
+
+def remote_wait(definition: AgentDefinition, config: ServerConfig) -> float:
+    """(1.5) Seconds the server waits for the client's answer to a remote
+    agent's call: the agent's ``timeout_mins`` (as the client's
+    ``agents.overrides`` left it; default 10, at most
+    ``subagent_timeout_max``) plus the session's ``tool_timeout`` (the
+    time any call has to be approved and answered), and at least
+    :data:`REMOTE_ANSWER_MARGIN` more — so a definition longer than
+    ``tool_timeout`` ends with the client's own timeout, not the server's."""
+    limit = min((definition.timeout_mins or DEFAULT_TIMEOUT_MINS) * 60, config.subagent_timeout_max)
+    return limit + max(config.tool_timeout, REMOTE_ANSWER_MARGIN)
 
 
 def _minutes(seconds: float) -> str:

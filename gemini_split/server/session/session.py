@@ -80,7 +80,7 @@ from gemini_split.stamping import stamp
 from gemini_split.transport import Principal
 
 from .loop import SERVER_TOOLS, AgentRun, TurnLimitExceeded, call_server_tool, instruction_for, run_agent
-from .agents import STREAMED_LIMIT
+from .agents import STREAMED_LIMIT, remote_wait
 from .approvals import Approvals, DecisionRefused
 from ..config import ServerConfig
 from ..model.base import Model, ModelAuthError, ModelError
@@ -716,6 +716,11 @@ class Session:
                     call_id, request_id, name, args, self.history)),
                 hooks=self.tool_hooks.bind(request_id),
                 agent=running.definition.name if running is not None else "")
+        running = self.running_agents.get(agent_id) if agent_id else None
+        if running is not None and running.definition.kind == "remote":
+            # (1.5) Its call runs as long as the agent may, on the client.
+            wait = remote_wait(running.definition, self.config)
+            return lambda name, args: self._call_tool(request_id, name, args, agent_id=agent_id, wait=wait)
         return lambda name, args: self._call_tool(request_id, name, args, agent_id=agent_id)
 
     # --- rewinding (1.4) ------------------------------------------------------------
@@ -860,11 +865,13 @@ class Session:
         ))
 
     async def _call_tool(self, request_id: str, name: str, args: dict[str, Any], *,
-                         agent_id: int = 0) -> tuple[Any, ToolFailure | None]:
+                         agent_id: int = 0, wait: float | None = None) -> tuple[Any, ToolFailure | None]:
         """Ask the client to run a tool (for the agent ``agent_id``); wait
-        for its answer or the timeout."""
+        for its answer or ``wait`` seconds (default ``tool_timeout``)."""
+        if wait is None:
+            wait = self.config.tool_timeout
         event = stamp(ToolExecutionRequest(request_id=request_id, tool=name, parameters=args,
-                                           timeout=self.config.tool_timeout, agent_id=agent_id))
+                                           timeout=wait, agent_id=agent_id))
         if not agent_id:  # a sub-agent's calls are in its own history, not the conversation
             self.timeline.note_call(event.id, request_id, name, args, self.history)
         pending = _PendingCall(request=event)
@@ -873,16 +880,16 @@ class Session:
             pending.offered.add(self._active.origin)
         try:
             await self.emit(event)
-            with trio.move_on_after(self.config.tool_timeout):
+            with trio.move_on_after(wait):
                 await pending.done.wait()
         finally:
             del self._pending[event.id]
         response = pending.response
         if response is None:
-            log.warning("session %s: client did not answer %s (%s) within %ss", self.id, event.id, name, self.config.tool_timeout)
+            log.warning("session %s: client did not answer %s (%s) within %ss", self.id, event.id, name, wait)
             return None, ToolFailure(
                 code="timeout",
-                message=f"the client did not answer within {self.config.tool_timeout:g} seconds",
+                message=f"the client did not answer within {wait:g} seconds",
                 hint="the user's machine may be busy or disconnected; do not retry the same call",
             )
         return response.result, response.error

@@ -381,6 +381,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
             client.send_api_key = endpoint.send_api_key
             if mcp is not None:
                 client.mcp_servers = mcp
+            client.agent_mcp = agent_mcp
             try:
                 replay = session.replay
                 if session.resume is not None and not session.attach and replay is None:

@@ -224,6 +224,9 @@ class ProtocolClient:
         #: ``name``'s own MCP servers (``client/agent_mcp.py``), sent in its
         #: definition's ``mcp_tools`` to a 1.5 server; None: none.
         self.agent_mcp_tools: Callable[[str], tuple] | None = None
+        #: (1.5) The sub-agents' own MCP servers (``client/agent_mcp.py``'s
+        #: ``AgentMcp``), for ``/mcp``; None: none.
+        self.agent_mcp: Any = None
         #: Which of the tools the server runs itself (``server_tool:NAME``
         #: capabilities, e.g. ``google_web_search``) to ask for.
         self.wants_server_tool: Callable[[str], bool] = lambda name: True

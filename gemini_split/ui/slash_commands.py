@@ -479,26 +479,46 @@ async def _chat_share(repl: Repl, name: str) -> None:
 async def _mcp(repl: Repl, args: list[str]) -> None:
     """The MCP servers of this session: live status (ready with N tools, or
     why it failed; servers declared from the cache are started for it) and,
-    with ``/mcp tools`` or ``/mcp desc``, their tools."""
+    with ``/mcp tools`` or ``/mcp desc``, their tools. (1.5) The sub-agents'
+    own servers follow, each marked with its sub-agent."""
     if args not in ([], ["tools"], ["desc"]):
         raise CommandUsage("/mcp [tools|desc]")
     client = repl.require_client()
     servers = getattr(client, "mcp_servers", None)
-    if servers is None or not servers.statuses():
-        repl.console.print(Text("No MCP servers configured (mcpServers in settings.json; "
-                                "see 'gemini-split mcp add --help').", style="dim"))
+    agent_mcp = getattr(client, "agent_mcp", None)
+    # (label suffix, servers, tool name → tool) for each group of servers.
+    groups: list[tuple[str, Any, Callable[[], dict[str, Any]]]] = []
+    if servers is not None and servers.statuses():
+        groups.append(("", servers, lambda: {t.name: t for t in client.executor.registry}))
+    for entry in (agent_mcp.agents if agent_mcp is not None else ()):
+        if entry.servers.statuses():
+            groups.append((f" (sub-agent {entry.agent})", entry.servers,
+                           lambda own=entry.servers: {t.name: t for t in own.tools()}))
+    if not groups:
+        repl.console.print(Text("No MCP servers configured (mcpServers in settings.json or in a sub-agent's "
+                                "definition; see 'gemini-split mcp add --help').", style="dim"))
         return
-    await servers.start_all()
+    async with trio.open_nursery() as nursery:
+        for _, group, _ in groups:
+            nursery.start_soon(group.start_all)
+    for owner, group, tools_of in groups:
+        _mcp_group(repl, args, owner, group, tools_of)
+
+
+def _mcp_group(repl: Repl, args: list[str], owner: str, servers: Any,
+               tools_of: Callable[[], dict[str, Any]]) -> None:
     for status in servers.statuses():
         ok = status.state == "ready"
         line = Text("● " if ok else "✗ ", style="green" if ok else "red")
         line.append(visible(status.name), style="bold")
+        if owner:
+            line.append(visible(owner))
         line.append(f" ({status.transport}) — {visible(status.summary())}")
         repl.console.print(line)
         for note in status.skipped:
             repl.console.print(Text("    skipped " + visible(note), style="dim"))
         if args:
-            tools = {t.name: t for t in client.executor.registry}
+            tools = tools_of()
             for name in status.tools:
                 row = Text("    " + visible(name))
                 if args == ["desc"] and name in tools:

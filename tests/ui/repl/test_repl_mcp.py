@@ -57,3 +57,25 @@ def test_mcp_shows_live_status_when_the_tools_came_from_the_cache(start_repl, tm
     ask(repl, "/mcp")
     repl.expect(r"odd \(stdio\) — ready, 7 tools", timeout=30)  # started for /mcp, not "cached"
     repl.expect(r"skipped bad schema!: its input schema is invalid")
+
+
+def test_mcp_lists_a_sub_agents_own_servers_marked_with_their_sub_agent(start_repl, tmp_path):
+    home = tmp_path / "home"
+    (home / "agents").mkdir(parents=True)
+    (home / "settings.json").write_text(json.dumps({"mcpServers": {
+        "odd": {"command": sys.executable, "args": [ODDBALL]}}}))
+    (home / "agents" / "x.md").write_text(
+        f"---\nname: x\ndescription: Has its own servers.\nmcpServers:\n"
+        f"  mine:\n    command: {json.dumps(sys.executable)}\n    args: [{json.dumps(ODDBALL)}]\n"
+        f"  gone:\n    command: {json.dumps(str(tmp_path / 'no-such-server'))}\n---\nYou are X.\n")
+    repl = start_repl([{"text": "first answer"}])
+    ask(repl, "hello")
+    repl.expect(r"first answer", timeout=30)
+    repl.expect(PROMPT)
+    ask(repl, "/mcp desc")
+    repl.expect(r"odd \(stdio\) — ready, 7 tools", timeout=30)  # the session's own first
+    repl.expect(r"mine \(sub-agent x\) \(stdio\) — ready, 7 tools", timeout=30)
+    repl.expect(r"skipped bad schema!: its input schema is invalid")
+    repl.expect(r"mcp_mine_add — ")
+    repl.expect(r"gone \(sub-agent x\) \(stdio\) — failed: command not found")
+    repl.expect(PROMPT)

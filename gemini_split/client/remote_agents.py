@@ -49,6 +49,7 @@ import os
 import re
 import shlex
 import subprocess
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -63,7 +64,8 @@ from .tools.base import Tool, ToolContext, ToolFailed, ToolKind
 MAX_CARD_BYTES = 256 * 1024
 #: An answer (all of a stream's events together) larger than this ends the call.
 MAX_RESPONSE_BYTES = 1 << 20
-#: Seconds to connect, and to read a card.
+#: Seconds to connect, and to read a card: all of it (redirects, a
+#: retry with credentials, every byte), not each read.
 CONNECT_TIMEOUT = 10.0
 CARD_TIMEOUT = 10.0
 #: Redirects followed when reading a card (none for a call).
@@ -247,19 +249,25 @@ def _proxy(proxy: str | None) -> dict[str, Any]:
 def fetch_card(path: Path, url: str, auth: dict[str, Any] | None, *, proxy: str | None = None,
                environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The card at ``url`` (read without credentials; on 401 or 403 once
-    more with them, as gemini-cli), at most :data:`MAX_CARD_BYTES`."""
+    more with them, as gemini-cli), at most :data:`MAX_CARD_BYTES`, within
+    about :data:`CARD_TIMEOUT` seconds in all (a read under way when they
+    run out waits at most what was left when its request began)."""
     import httpx  # lazy_imports.EDGES
 
     field = "agent_card_url"
+    deadline = time.monotonic() + CARD_TIMEOUT
     try:
         with httpx.Client(timeout=httpx.Timeout(CARD_TIMEOUT, connect=CONNECT_TIMEOUT), follow_redirects=True,
                           max_redirects=MAX_REDIRECTS, **_proxy(proxy)) as client:
-            body, status = _get_bounded(path, client, url, {})
+            body, status = _get_bounded(path, client, url, {}, deadline)
             if status in (401, 403) and auth is not None:
                 headers = auth_headers(auth, url, environ or os.environ)
-                body, status = _get_bounded(path, client, url, headers)
+                body, status = _get_bounded(path, client, url, headers, deadline)
     except httpx.TooManyRedirects:
         raise RemoteAgentError(f"{path}: field {field!r}: more than {MAX_REDIRECTS} redirects from {url}") from None
+    except (httpx.TimeoutException, _TooSlow):
+        raise RemoteAgentError(f"{path}: field {field!r}: the agent card at {url} was not read within "
+                               f"{CARD_TIMEOUT:g} seconds") from None
     except httpx.HTTPError as exc:
         raise RemoteAgentError(f"{path}: field {field!r}: cannot read the agent card at {url}: "
                                f"{type(exc).__name__}: {exc}") from None
@@ -273,8 +281,19 @@ def fetch_card(path: Path, url: str, auth: dict[str, Any] | None, *, proxy: str 
     return _card_object(path, field, body)
 
 
-def _get_bounded(path: Path, client: Any, url: str, headers: dict[str, str]) -> tuple[bytes | None, int]:
-    with client.stream("GET", url, headers=headers) as response:
+class _TooSlow(Exception):
+    """The card's deadline passed while it was being read."""
+
+
+def _get_bounded(path: Path, client: Any, url: str, headers: dict[str, str],
+                 deadline: float) -> tuple[bytes | None, int]:
+    import httpx  # lazy_imports.EDGES
+
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _TooSlow
+    timeout = httpx.Timeout(left, connect=min(CONNECT_TIMEOUT, left))
+    with client.stream("GET", url, headers=headers, timeout=timeout) as response:
         for hop in [*response.history, response]:
             scheme = urlsplit(str(hop.url)).scheme
             if scheme not in ("http", "https"):
@@ -285,6 +304,8 @@ def _get_bounded(path: Path, client: Any, url: str, headers: dict[str, str]) -> 
             data += chunk
             if len(data) > MAX_CARD_BYTES:
                 return None, response.status_code
+            if time.monotonic() > deadline:  # a peer that trickles its card
+                raise _TooSlow
         return bytes(data), response.status_code
 
 

@@ -146,6 +146,50 @@ def test_a_card_too_large_or_redirecting_forever_or_elsewhere_is_refused_naming_
             fetch_card(path, f"{base}/card", None)
 
 
+def test_a_card_trickled_or_never_sent_fails_within_the_card_timeout_naming_the_field(tmp_path, monkeypatch):
+    """The card's limit is on all of it, not each read: a peer that sends a
+    byte every 0.2 s is cut off after ``CARD_TIMEOUT`` (1 s here), as is one
+    that never answers."""
+    import socket
+    import time
+
+    import gemini_split.client.remote_agents as remote_agents
+
+    monkeypatch.setattr(remote_agents, "CARD_TIMEOUT", 1.0)
+    stop = threading.Event()
+
+    def trickle(server: socket.socket) -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+            while not stop.wait(0.2):
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    return
+
+    path = tmp_path / "a.md"
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        thread = threading.Thread(target=trickle, args=(server,), daemon=True)
+        thread.start()
+        base = f"http://127.0.0.1:{server.getsockname()[1]}"
+        try:
+            began = time.monotonic()
+            with pytest.raises(RemoteAgentError, match=rf"{path}: field 'agent_card_url': the agent card at "
+                                                       rf"{base}/card was not read within 1 seconds"):
+                fetch_card(path, f"{base}/card", None)
+            assert time.monotonic() - began < 2.5
+        finally:
+            stop.set()
+            thread.join(5)
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (backlog), never answers
+        began = time.monotonic()
+        with pytest.raises(RemoteAgentError, match=r"was not read within 1 seconds"):
+            fetch_card(path, f"http://127.0.0.1:{silent.getsockname()[1]}/card", None)
+        assert time.monotonic() - began < 2.5
+
+
 def test_general_proxy_carries_the_card_request(tmp_path):
     # The proxy is asked for the absolute URL of a host that does not exist.
     with http_server(card_answer()) as (proxy, seen):

@@ -138,3 +138,38 @@ def test_agents_list_says_why_a_tools_server_session_offers_no_remote_agent(tmp_
     assert "peer [enabled] (user)  remote (Agent2Agent) https://peer.example/rpc" in text
     assert ("not offered in this session: its tools run on the server (--tools server)" in text) == (
         run_on == "server")
+
+
+def test_agents_reload_waiting_on_a_silent_card_can_be_abandoned_and_ends_within_the_card_timeout(  # noqa: F811
+        start_repl, agents_home):
+    """A remote agent's card is read off the REPL's loop: a reload that
+    waits says so, Ctrl-C abandons it (nothing changes, the next command is
+    answered at once), and a reload left to run ends within the card
+    timeout (10 s) with that agent's error, the others loaded."""
+    import socket
+    import time
+
+    from .pty_driver import CTRL_C
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (backlog), never answers
+        repl = start_repl([])
+        (agents_home / "agents" / "far.md").write_text(
+            f"---\nkind: remote\nname: far\nagent_card_url: http://127.0.0.1:{silent.getsockname()[1]}/card\n---\n")
+        ask(repl, "/agents reload")
+        repl.expect(r"Reading the agents' definitions \(a remote agent's card\)… Ctrl-C abandons", timeout=10)
+        began = time.monotonic()
+        repl.send(CTRL_C)
+        repl.expect(r"Interrupted\.", timeout=5)
+        repl.expect(PROMPT)
+        ask(repl, "/agents list nodesc")
+        repl.expect(r"scout \[enabled\]", timeout=5)
+        assert time.monotonic() - began < 5  # not after the card's 10 s
+        repl.expect(PROMPT)
+
+        began = time.monotonic()
+        ask(repl, "/agents reload")
+        repl.expect(r"far\.md: field 'agent_card_url': the agent card at http://127\.0\.0\.1:\d+/card was not "
+                    r"read within 10 seconds", timeout=30)
+        repl.expect(r"Agents reloaded: 3 enabled", timeout=10)  # the built-ins and scout
+        assert time.monotonic() - began < 20
+        repl.expect(PROMPT)

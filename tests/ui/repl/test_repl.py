@@ -498,7 +498,7 @@ def test_chat_save_resume(start_repl, tmp_path):
     assert "User: capital of France?\n\nModel: The capital is Paris." in sent
     # Its title is the chat it continues, not the preamble.
     ask(repl, "/sessions")
-    repl.expect(r"\(this one\)\s+\S+ \S+\s+1\s+geo: capital of France\?")
+    repl.expect(r"\(this one\)\s+\S+ \S+\s+1\s+1\s+geo: capital of France\?")  # 1 turn, 1 attached
     repl.expect(PROMPT)
     ask(repl, "/chat delete geo")
     repl.expect(r"Deleted chat geo")

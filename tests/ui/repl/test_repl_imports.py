@@ -12,14 +12,14 @@ from gemini_split.lazy_imports import REPL_START_NEVER
 
 from tests.cli.daemon.test_oneshot_imports import RUN_AND_LIST, offending
 
-from .pty_driver import CTRL_D, PtyProcess
+from .pty_driver import PtyProcess
 from .test_repl import PROMPT, _environ, ask, workdir  # noqa: F401 - fixtures
 
 
 def _repl_listing(tmp_path, workdir, *typed: str) -> set[str]:
     """Every module loaded by a REPL that reached its prompt, had ``typed``
     entered (commands whose answers speak of checkpoints), and was left
-    with Ctrl-D."""
+    with /quit."""
     script = tmp_path / "script.json"
     script.write_text("[]")
     listing = tmp_path / "modules.txt"
@@ -31,7 +31,7 @@ def _repl_listing(tmp_path, workdir, *typed: str) -> set[str]:
             ask(repl, line)
             repl.expect(r"(?i)checkpoint")  # its answer (the prompt's own echo shows the prompt sign too)
             repl.expect(PROMPT)
-        repl.send(CTRL_D)
+        ask(repl, "/quit")  # not Ctrl-D: at load, a Ctrl-D sent as the prompt redrew was seen to be lost
         assert repl.wait(timeout=30) == 0
     finally:
         repl.close()

@@ -80,8 +80,8 @@ class Notifier:
         self._last[sid] = now
         name = f"session {sid}"
         if self.detail and getattr(session, "title", ""):
-            title = "".join(ch for ch in " ".join(session.title.split()) if ch.isprintable())
-            name = f"{title[:60]} ({sid})"
+            shown = "".join(ch for ch in " ".join(session.title.split()) if ch.isprintable())
+            name = f"{shown[:60]} ({sid})"
         payload: dict[str, Any] = {"title": f"gemini-split: {title}", "message": f"{message}: {name}"}
         if self.topic:
             payload["topic"] = self.topic

@@ -103,6 +103,7 @@ def test_with_notify_detail_the_message_names_the_tool_its_target_and_the_sessio
     assert len(received) == 1
     path, _, payload = received[0]
     assert path == "/hooks/x?k=1" and "topic" not in payload  # not ntfy's one-segment form: posted as is
+    assert payload["title"] == "gemini-split: Approval waiting"  # what waits, not the session's title
     message = payload["message"]
     assert "write_file" in message and PATH in message and PROMPT in message and session in message
     assert CONTENT not in message  # what a tool would write is never sent

@@ -3,8 +3,8 @@
 per-user connection cap.
 
 Each rule is a plain function (or sans-I/O object) of the request, so the
-server applies them in one place, in order — on a loopback address, Host
-(421, every request: DNS rebinding), then Origin (403), too many failed
+server applies them in one place, in order — on a loopback address
+without auth, Host (421, every request: DNS rebinding), then Origin (403), too many failed
 tokens from this address (429 + Retry-After), token (401), cap (429) —
 before the upgrade is accepted and before any handler runs.
 """
@@ -118,8 +118,8 @@ def loopback_host_names(allowed_origins: tuple[str, ...]) -> frozenset[str]:
 
 
 def host_refusal(host: str | None, names: frozenset[str]) -> str | None:
-    """Why a request to a loopback-bound server with header ``Host: host``
-    is refused (DNS rebinding), or None.
+    """Why a request to a loopback-bound server without auth with header
+    ``Host: host`` is refused (DNS rebinding), or None.
 
     A page on ``http://evil.example:8080`` whose name its owner points at
     127.0.0.1 reaches a loopback server as its *own* origin, so Origin

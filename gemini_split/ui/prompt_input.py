@@ -89,6 +89,32 @@ def call_in_app(app: Application[Any], callback: Callable[[], Any]) -> bool:
     return True
 
 
+def print_above(app: Application[Any], show: Callable[[], None]) -> None:
+    """In ``app``'s loop: erase the prompt, run ``show`` (which prints),
+    draw the prompt again below what it printed.
+
+    Not prompt-toolkit's ``run_in_terminal``: that puts the terminal back
+    in cooked mode while ``show`` runs, and a key the user presses in that
+    window is taken by the terminal's line discipline instead: echoed where
+    ``show`` prints, and Enter turned into Ctrl-J (ICRNL), which the line
+    editor takes as a newline, so the prompt is not sent. Here the terminal
+    stays raw and the input attached: keys pressed meanwhile wait, unchanged,
+    for the prompt. (The output flags are not raw: newlines print as such.)"""
+    if app.is_done or getattr(app, "_running_in_terminal", False):
+        # The prompt is ending, or something else has the terminal (Ctrl-X's
+        # editor, Ctrl-T): print in turn after it, as prompt-toolkit would.
+        run_in_terminal(show, in_executor=False)
+        return
+    app.renderer.erase()
+    try:
+        show()
+    finally:
+        # As run_in_terminal ends; invalidate is the public fallback.
+        app.renderer.reset()
+        getattr(app, "_request_absolute_cursor_position", lambda: None)()
+        getattr(app, "_redraw", app.invalidate)()
+
+
 async def run_in_worker(app: Application[Any], call: Callable[[], Any]) -> Any:
     """Run ``call`` (which runs ``app``) in a worker thread.
 
@@ -322,7 +348,7 @@ class LineReader:
                 finally:
                     token.run_sync_soon(shown.set)
 
-        if not call_in_app(app, lambda: run_in_terminal(show_once, in_executor=False)):
+        if not call_in_app(app, lambda: print_above(app, show_once)):
             show_once()  # no prompt showing (or its loop closed in between)
             return
         with trio.move_on_after(wait):

@@ -58,7 +58,7 @@ from gemini_split.protocol.turn import (
     ToolCallStarted,
     Turn,
 )
-from gemini_split.settings import MCPServerSettings, yolo_refusal
+from gemini_split.settings import MCPServerSettings, approval_mode_refusal
 from gemini_split.transport import ConnectFailed
 
 from . import updates as u
@@ -213,7 +213,7 @@ class AcpSession:
         return {
             "currentModeId": _ID_BY_MODE.get(self.mode, "default"),
             "availableModes": [{"id": i, "name": n, "description": d} for i, n, d, mode in MODES
-                               if mode is not ApprovalMode.YOLO or self.yolo_refusal() is None],
+                               if self.mode_refusal(mode) is None],
         }
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -445,16 +445,17 @@ class AcpSession:
                 "tools here. Connect with a client that advertises fs/terminal capabilities to let it "
                 "read and edit your files.\n")})
 
-    def yolo_refusal(self) -> str | None:
-        """Why this session may not switch to yolo (settings, folder trust), or None."""
-        return yolo_refusal(self.settings.loaded_settings)
+    def mode_refusal(self, mode: ApprovalMode) -> str | None:
+        """Why this session may not switch to ``mode`` (yolo: settings or
+        folder trust; auto_edit: folder trust), or None."""
+        return approval_mode_refusal(self.settings.loaded_settings, mode.value)
 
     async def set_mode(self, mode_id: str) -> None:
         mode = _MODE_BY_ID.get(mode_id)
         if mode is None:
             valid = ", ".join(m[0] for m in MODES)
             raise RpcError(INVALID_PARAMS, f"unknown mode {mode_id!r}: the modes are {valid}")
-        refused = self.yolo_refusal() if mode is ApprovalMode.YOLO else None
+        refused = self.mode_refusal(mode)
         if refused:
             raise RpcError(INVALID_PARAMS, refused)
         assert self.client is not None

@@ -244,7 +244,7 @@ class LineReader:
         no_color: bool = False,
         input: Input | None = None,
         output: Output | None = None,
-        on_shift_tab: Callable[[], None] | None = None,
+        on_shift_tab: Callable[[], str | None] | None = None,
         on_ctrl_t: Callable[[], None] | None = None,
         on_ctrl_y: Callable[[], str | None] | None = None,
         edit_line: Callable[[str], str] | None = None,
@@ -419,7 +419,8 @@ class LineReader:
         @kb.add("s-tab")
         def _cycle(event: KeyPressEvent) -> None:
             if self._on_shift_tab is not None:
-                self._on_shift_tab()
+                # Why a mode was passed over (untrusted folder), else no hint.
+                self.hint = self._on_shift_tab() or ""
                 event.app.invalidate()
 
         @kb.add("c-t")

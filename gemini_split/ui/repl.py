@@ -55,7 +55,7 @@ from gemini_split.errors import BadInput, ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent, Usage
-from gemini_split.settings import GeneralSettings, UISettings, yolo_refusal
+from gemini_split.settings import GeneralSettings, UISettings, approval_mode_refusal
 from gemini_split.transport import ConnectOptions, TransportError
 
 from .approval_prompt import InlineAsker
@@ -221,14 +221,25 @@ class Repl:
         if self.client is not None:
             self.client.executor.policy.mode = mode
 
-    def cycle_approval_mode(self) -> None:
+    def cycle_approval_mode(self) -> str | None:
         """Shift+Tab at the prompt: the next approval mode, shown in the
         toolbar: default → auto_edit → plan → default, as gemini-cli cycles.
         Never into yolo by a stray key: that takes /approval-mode yolo (from
-        yolo, Shift+Tab goes back to default)."""
+        yolo, Shift+Tab goes back to default). A mode refused now
+        (auto_edit in an untrusted folder) is passed over; returns why,
+        for the toolbar, or None."""
         modes = [m for m in ApprovalMode if m is not ApprovalMode.YOLO]
         current = self.approval_mode
-        self.set_approval_mode(modes[(modes.index(current) + 1) % len(modes)] if current in modes else modes[0])
+        start = modes.index(current) if current in modes else -1
+        skipped = None
+        for step in range(1, len(modes) + 1):
+            mode = modes[(start + step) % len(modes)]
+            refused = self.mode_refused(mode)
+            if refused is None:
+                self.set_approval_mode(mode)
+                break
+            skipped = skipped or f"{mode.value} skipped: {refused}"
+        return skipped
 
     @property
     def _general(self) -> Any:
@@ -252,7 +263,12 @@ class Repl:
 
     def yolo_refused(self) -> str | None:
         """Why yolo may not be turned on now (:func:`yolo_refusal`), or None."""
-        return yolo_refusal(self.settings.loaded_settings)
+        return self.mode_refused(ApprovalMode.YOLO)
+
+    def mode_refused(self, mode: ApprovalMode) -> str | None:
+        """Why ``mode`` may not be turned on now
+        (:func:`approval_mode_refusal`), or None."""
+        return approval_mode_refusal(self.settings.loaded_settings, mode.value)
 
     def edit_in_editor(self, text: str) -> str:
         """Ctrl+X: ``text`` edited in ``general.preferredEditor``,

@@ -730,7 +730,7 @@ async def _approval_mode(repl: Repl, args: list[str]) -> None:
         mode = ApprovalMode(args[0].lower().replace("-", "_"))
     except ValueError:
         raise CommandUsage(f"/approval-mode [{modes}]") from None
-    refused = repl.yolo_refused() if mode is ApprovalMode.YOLO else None
+    refused = repl.mode_refused(mode)
     if refused:
         raise CommandUsage(refused)
     repl.set_approval_mode(mode)

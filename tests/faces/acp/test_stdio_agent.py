@@ -131,6 +131,7 @@ def test_set_mode_yolo_is_refused_where_settings_disable_it_naming_setting_and_f
     home = tmp_path / "home"
     home.mkdir()
     (home / "settings.json").write_text(json.dumps({"security": {"disableYoloMode": True}}))
+    (home / "trustedFolders.json").write_text(json.dumps({str(tmp_path): "TRUST_FOLDER"}))  # autoEdit needs trust
     with FakeGemini(script=[], api_key=API_KEY) as fake:
         seen = run_editor({"cwd": str(tmp_path), "env": agent_env(fake, home),
                            "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "set_mode", "mode": "yolo"},
@@ -145,7 +146,9 @@ def test_set_mode_yolo_is_refused_where_settings_disable_it_naming_setting_and_f
     assert modes == ["autoEdit"]
 
 
-def test_in_an_untrusted_folder_yolo_is_not_offered_and_set_mode_yolo_is_refused(tmp_path):
+def test_in_an_untrusted_folder_only_default_is_offered_and_set_mode_to_another_is_refused(tmp_path):
+    """As gemini-cli's setApprovalMode: no yolo and no autoEdit in an
+    untrusted folder."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "settings.json").write_text(json.dumps({"security": {"folderTrust": {"enabled": True}}}))
@@ -153,12 +156,13 @@ def test_in_an_untrusted_folder_yolo_is_not_offered_and_set_mode_yolo_is_refused
     project.mkdir()
     with FakeGemini(script=[], api_key=API_KEY) as fake:
         seen = run_editor({"cwd": str(project), "env": agent_env(fake, home),
-                           "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "set_mode", "mode": "yolo"}]},
+                           "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "set_mode", "mode": "yolo"},
+                                     {"do": "set_mode", "mode": "autoEdit"}]},
                           tmp_path)
-    assert "yolo" not in [m["id"] for m in seen["results"][1]["modes"]["availableModes"]]
-    refused = seen["results"][2]["error"]
-    assert refused["code"] == -32602
-    assert "untrusted folder" in refused["message"]
+    assert [m["id"] for m in seen["results"][1]["modes"]["availableModes"]] == ["default"]
+    for refused in (seen["results"][2]["error"], seen["results"][3]["error"]):
+        assert refused["code"] == -32602
+        assert refused["message"] == "Cannot enable privileged approval modes in an untrusted folder."
     assert not [u for u in seen["updates"] if u["sessionUpdate"] == "current_mode_update"]
 
 

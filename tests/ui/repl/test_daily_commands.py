@@ -20,6 +20,7 @@ pytestmark = pytest.mark.timeout(60)
 
 CTRL_X = "\x18"
 CTRL_Y = "\x19"
+SHIFT_TAB = "\x1b[Z"
 
 
 def _read(name: str) -> dict:
@@ -253,6 +254,22 @@ def test_ctrl_y_is_refused_where_gemini_cli_refuses_it(start_repl, tmp_path):
     repl2.expect(refusal)
     ask(repl2, "/approval-mode")
     repl2.expect(r"approval mode: default")
+
+
+def test_in_an_untrusted_folder_shift_tab_passes_over_auto_edit_and_the_command_refuses_it(start_repl):
+    """gemini-cli refuses every mode but default and plan in an untrusted
+    folder; Shift+Tab goes on to plan, saying why auto_edit was passed over."""
+    repl = start_repl([], cols=160)  # a folder no trust rule covers
+    repl.send(SHIFT_TAB)
+    repl.expect(r"auto_edit skipped: Cannot enable privileged approval modes in an untrusted folder\.")
+    ask(repl, "/approval-mode auto_edit")
+    repl.expect(r"Cannot enable privileged approval modes in an untrusted folder\.")
+    ask(repl, "/approval-mode")
+    repl.expect(r"approval mode: plan")
+    repl.expect(PROMPT)
+    repl.send(SHIFT_TAB)  # plan → default: nothing passed over, no hint
+    ask(repl, "/approval-mode")
+    repl.expect(r"approval mode: default")
 
 
 @pytest.mark.parametrize("flag", [["--yolo"], ["--approval-mode", "yolo"]])

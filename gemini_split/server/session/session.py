@@ -242,6 +242,7 @@ class Session:
                 await self.store.create(SessionRecord(
                     id=self.id, owner=self.owner, token_hash=self.token_hash,
                     created=now, updated=now, model=self.model_name, running_request=request_id,
+                    title=self.title,  # listed while the first prompt still runs
                     approval=self.tool_choice.to_record() if self.tool_choice is not None else {},
                     project=self.context.workspace_dirs[0] if self.context and self.context.workspace_dirs else "",
                 ))

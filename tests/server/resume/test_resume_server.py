@@ -305,6 +305,25 @@ async def test_latest_finds_a_session_answering_its_first_prompt_now():
     assert isinstance(watching, Connected) and watching.session_id == first.session_id
 
 
+async def test_a_session_answering_its_first_prompt_is_listed_with_that_prompt_as_its_title(tmp_path):
+    """Not "Empty conversation" (``--list-sessions``) until the turn is
+    saved: the title is in the record the first request writes."""
+    model = ScriptedModel([{"text": "y" * 100, "chunks": 100, "chunk_delay": 0.02}])
+    async with serving(model, store=open_store(tmp_path / "state")) as (_, address):
+        async with hello(address) as (raw, first):
+            await raw.send(GenerateContentRequest(prompt="refactor the parser\nand more"))
+            await raw.receive_until(lambda m: isinstance(m, TextDelta))
+            async with hello(address) as (other, _):
+                for _ in range(100):  # the record is written beside the first delta
+                    await other.send(ListSessions())
+                    listed = await other.receive()
+                    if any(s.id == first.session_id for s in listed.sessions):
+                        break
+                    await trio.sleep(0.02)
+    (running,) = [s for s in listed.sessions if s.id == first.session_id]
+    assert running.title == "refactor the parser" and running.running and running.turns == 0
+
+
 async def test_a_short_id_resumes_the_callers_session_and_an_ambiguous_one_lists_the_candidates():
     """The banner and toolbar show a short id (``s-74545a``): any prefix
     that begins exactly one of the caller's sessions stands for it; one that

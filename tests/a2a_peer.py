@@ -14,6 +14,9 @@ conversation). ``MODE``:
 * ``stream``: the card says streaming; the answer comes as a task whose
   status updates carry ``part 1``, ``part 2``, then an artifact ``done: <text>``;
 * ``slow``: waits an hour before answering;
+* ``slowstream``: the card says streaming; the task is started and says
+  ``working on it``, then waits an hour; ``tasks/cancel`` for it is logged
+  (``cancelled``: the task id) and ends it ``canceled``;
 * ``huge``: answers 8 MiB of text;
 * ``auth``: as ``echo``, but ``message/send`` needs ``X-API-Key: sesame``
   (401 otherwise).
@@ -53,6 +56,14 @@ def main() -> None:
             log({"task": text, "context_id": context.context_id})
             if mode == "slow":
                 await asyncio.sleep(3600)
+            if mode == "slowstream":
+                await event_queue.enqueue_event(Task(id=context.task_id, context_id=context.context_id,
+                                                     status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)))
+                updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+                await updater.update_status(TaskState.TASK_STATE_WORKING, message=updater.new_agent_message(
+                    [Part(text="working on it")]))
+                log({"started": context.task_id})
+                await asyncio.sleep(3600)
             if mode == "huge":
                 text = "x" * (8 << 20)
             if mode != "stream":
@@ -70,7 +81,8 @@ def main() -> None:
             await updater.complete()
 
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-            pass
+            log({"cancelled": context.task_id})
+            await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -79,7 +91,7 @@ def main() -> None:
     card = AgentCard(
         name="Echo Peer", description="Echoes what it is told, as a remote agent.", version="1.0.0",
         supported_interfaces=[AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3")],
-        capabilities=AgentCapabilities(streaming=mode == "stream"),
+        capabilities=AgentCapabilities(streaming=mode in ("stream", "slowstream")),
         default_input_modes=["text/plain"], default_output_modes=["text/plain"],
         skills=[AgentSkill(id="echo", name="Echo", description="Echoes.", tags=["echo"])])
     handler = DefaultRequestHandler(agent_executor=Executor(), task_store=InMemoryTaskStore(), agent_card=card)

@@ -28,7 +28,11 @@ the sub-agent's text), and its answer is the sub-agent's report.
 says ``capabilities.streaming``. The answer's text is the task's artifacts
 (else the agent's messages); a failed, rejected or cancelled task is an
 error with its message. The ``contextId`` of an agent's last answer is sent
-with the next call to it, so a conversation with it goes on. The official
+with the next call to it, so a conversation with it goes on. A call that
+ends before its task did (cancelled, timed out, its answer too large) sends
+``tasks/cancel`` for the task once the agent has named it (a stream's
+first event; a ``message/send`` names it only in its answer), within
+:data:`CANCEL_TIMEOUT`: the agent stops working on it. The official
 ``a2a-sdk`` client is asyncio-only (its transports and queues), so this is
 a small client over httpx, which runs under Trio.
 
@@ -68,6 +72,10 @@ MAX_RESPONSE_BYTES = 1 << 20
 #: retry with credentials, every byte), not each read.
 CONNECT_TIMEOUT = 10.0
 CARD_TIMEOUT = 10.0
+#: Seconds to tell the agent a task is cancelled (``tasks/cancel``), best effort.
+CANCEL_TIMEOUT = 5.0
+#: A task in one of these states is over: nothing to cancel.
+TERMINAL_STATES = frozenset({"completed", "failed", "canceled", "rejected"})
 #: Redirects followed when reading a card (none for a call).
 MAX_REDIRECTS = 3
 #: The whole exchange's limit when the definition names none (gemini-cli's).
@@ -462,6 +470,11 @@ class RemoteAgentTool(Tool):
                     raise ToolFailed("unreachable", f"the remote agent {self.name} at {self.config.url} could not "
                                                     f"be reached: {type(exc).__name__}: {exc or 'no answer'}",
                                      "do not retry now; tell the user the agent is down") from None
+                except BaseException:  # cancelled, timed out, too large: the task goes on there
+                    if answer.task_id and answer.state not in TERMINAL_STATES:
+                        with trio.CancelScope(shield=True):
+                            await self._cancel_task(client, answer.task_id, headers)
+                    raise
                 if status in (401, 403) and self.config.auth is not None and attempt < 2:
                     continue
                 break
@@ -475,6 +488,18 @@ class RemoteAgentTool(Tool):
         if answer.contextId:
             self.context_id = answer.contextId
         return answer.report()
+
+    async def _cancel_task(self, client: Any, task_id: str, headers: dict[str, str]) -> None:
+        """``tasks/cancel`` for ``task_id``, within :data:`CANCEL_TIMEOUT`;
+        whatever comes of it (the call is over either way)."""
+        import httpx  # lazy_imports.EDGES
+
+        body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": "tasks/cancel", "params": {"id": task_id}}
+        with trio.move_on_after(CANCEL_TIMEOUT):
+            try:
+                await client.post(self.config.url, json=body, headers={**headers, "Accept": "application/json"})
+            except httpx.HTTPError:
+                pass
 
     async def _post(self, client: Any, body: dict[str, Any], headers: dict[str, str], answer: _Answer,
                     ctx: ToolContext) -> int:
@@ -546,6 +571,8 @@ class _Answer:
         self.artifacts: dict[str, list[str]] = {}
         self.state = ""
         self.contextId: str | None = None
+        #: The task's id, once the agent has named it (``tasks/cancel``).
+        self.task_id: str | None = None
         self.error_text = ""
         #: Text not yet shown (``said``), and whether any was.
         self._new: list[str] = []
@@ -575,6 +602,9 @@ class _Answer:
         if isinstance(result.get("contextId"), str):
             self.contextId = result["contextId"]
         kind = result.get("kind")
+        task_id = result.get("id") if kind == "task" else result.get("taskId")
+        if isinstance(task_id, str) and task_id:
+            self.task_id = task_id
         if kind == "message":
             self._message(result)
         elif kind == "task":

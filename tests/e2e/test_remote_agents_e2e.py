@@ -179,6 +179,26 @@ def test_a_slow_remote_agent_ends_at_its_timeout_and_the_session_goes_on(tmp_pat
     assert "Gave up." in done.stdout and took < 60
 
 
+def test_a_remote_task_still_running_at_the_timeout_is_cancelled_there(tmp_path):
+    """The call is over: the agent is told (A2A ``tasks/cancel``) and stops
+    working on the task, rather than on for the hour it would take."""
+    with a2a_peer(tmp_path, "slowstream") as (base, read_log):
+        write(tmp_path / "home" / "agents", "peer", f"kind: remote\nname: peer\ntimeout_mins: 0.05\n"
+                                                    f"agent_card_url: {base}/.well-known/agent-card.json")
+        with FakeGemini(script=script_delegating("take your time", "Gave up."), api_key=API_KEY) as fake:
+            done = run(tmp_path, fake, "-p", "go", "--yolo", "-o", "stream-json")
+        deadline = time.monotonic() + 10
+        while not any("cancelled" in r for r in read_log()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log = read_log()
+    assert done.returncode == 0, done.stderr
+    finish = next(e for e in events(done.stdout) if e["type"] == "agent_finish")
+    assert finish["outcome"] == "timeout"
+    started = [r["started"] for r in log if "started" in r]
+    assert len(started) == 1 and [r["cancelled"] for r in log if "cancelled" in r] == started
+    assert "Gave up." in done.stdout
+
+
 def test_a_remote_agent_answering_too_much_is_stopped_and_the_session_goes_on(tmp_path):
     with a2a_peer(tmp_path, "huge") as (base, _):
         write(tmp_path / "home" / "agents", "peer",

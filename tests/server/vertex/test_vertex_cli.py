@@ -21,6 +21,11 @@ import pytest
 from gemini_split.testing.fake_gemini import FakeGemini
 from gemini_split.testing.fake_google_auth import FakeGoogleAuth
 
+#: Each test starts gemini-split (google-auth and google-genai imported):
+#: 1.5 s on a quiet machine, 6-7 s with 8 at once on 2 CPUs, and over the
+#: suite's default 25 s once in a run with 10 workers. ``run`` gives up at 60 s.
+pytestmark = pytest.mark.timeout(90)
+
 EMAIL = "runner@fake-project.iam.gserviceaccount.com"
 VERTEX_PATH = "/v1beta1/projects/fake-project/locations/us-central1/publishers/google/models/"
 

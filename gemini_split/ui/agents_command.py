@@ -11,31 +11,20 @@ on main when this landed).
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING
 
-import msgspec
-import trio
 from rich.text import Text
 
 from gemini_split.client.agents import AgentError, set_enabled
 from gemini_split.client.skills import settings_path
-from gemini_split.errors import ConfigurationError
 from .safe_text import visible
-from .skills_command import _reload as reload_context
+from .context_reload import reload_in_worker
 from .skills_command import name_and_scope
 
 if TYPE_CHECKING:
-    from gemini_split.client.connect import ClientSettings
-    from gemini_split.environment import Environment
-
     from .repl import Repl
 
 USAGE = "/agents list [nodesc] | enable NAME | disable NAME [--scope user|workspace] | reload"
-
-
-#: Seconds a reload runs before the REPL says what it waits for.
-SLOW_NOTE = 0.5
 
 
 class AgentsUsage(Exception):
@@ -49,7 +38,7 @@ async def agents_command(repl: Repl, args: list[str]) -> None:
         _list(repl, describe=not rest)
         return
     if action in ("reload", "refresh") and not rest:
-        if not await _reload(repl):
+        if not await reload_in_worker(repl):
             return
         found = repl.settings.context.agents
         count = len(found.enabled()) if found is not None else 0
@@ -101,7 +90,7 @@ async def _set(repl: Repl, name: str, *, enabled: bool, scope: str) -> None:
         changed = set_enabled(path, name, enabled)
     except (AgentError, OSError) as exc:
         raise AgentsUsage(f"not changed: {exc}") from None
-    if not await _reload(repl):
+    if not await reload_in_worker(repl):
         return
     word = "enabled" if enabled else "disabled"
     if not changed:
@@ -113,62 +102,3 @@ async def _set(repl: Repl, name: str, *, enabled: bool, scope: str) -> None:
     if now is not None and now.enabled != enabled:
         repl.console.print(Text(f'Note: another settings file still has "{name}" '
                                 f'{"enabled" if now.enabled else "disabled"}.', style="yellow"))
-
-
-async def _reload(repl: Repl) -> bool:
-    """Read the settings and the definitions again, and rebuild what the
-    next prompt carries (as /skills reload does). False: Ctrl-C abandoned
-    it, and nothing changed.
-
-    A remote agent's card is read over the network (bounded by
-    ``remote_agents.CARD_TIMEOUT`` a card), so all of it is read in a worker
-    thread, on copies of the settings and with its warnings kept for the
-    end: the REPL's loop goes on meanwhile (server events, Ctrl-C), and a
-    reload abandoned half-way changes nothing, even when its thread still
-    finishes later."""
-
-    async def slow_note() -> None:
-        await trio.sleep(SLOW_NOTE)
-        repl.console.print(Text("Reading the agents' definitions (a remote agent's card)… Ctrl-C abandons",
-                                style="dim"))
-
-    async def read() -> tuple[ClientSettings, list[str]] | ConfigurationError:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(slow_note)
-            try:
-                return await trio.to_thread.run_sync(_read_again, repl.settings, repl.env, abandon_on_cancel=True)
-            except ConfigurationError as exc:  # said as a usage line, as before (not a connection's panel)
-                return exc
-            finally:
-                nursery.cancel_scope.cancel()
-
-    read = await repl.interruptible(read())
-    if read is None:
-        return False
-    if isinstance(read, ConfigurationError):
-        raise read
-    fresh, warnings = read
-    repl.settings.loaded_settings, repl.settings.tools, repl.settings.context = (
-        fresh.loaded_settings, fresh.tools, fresh.context)
-    for line in warnings:
-        repl.env.warn(line)
-    return True
-
-
-def _read_again(settings: ClientSettings, env: Environment) -> tuple[ClientSettings, list[str]]:
-    """What ``skills_command._reload`` does, on a copy of ``settings``
-    (the copy is returned) and with ``env``'s warnings collected (returned)
-    instead of printed: safe in a worker thread."""
-    fresh = msgspec.structs.replace(settings)
-    quiet = copy.copy(env)
-    warnings: list[str] = []
-    quiet.warn = warnings.append  # type: ignore[method-assign]
-    reload_context(_Holder(fresh, quiet))  # type: ignore[arg-type]
-    return fresh, warnings
-
-
-class _Holder:
-    """The two attributes of a REPL that ``skills_command._reload`` uses."""
-
-    def __init__(self, settings: ClientSettings, env: Environment):
-        self.settings, self.env = settings, env

@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from gemini_split.app import attach_context
 from gemini_split.client.skills import SkillError, set_disabled, settings_path
 
-from gemini_split.settings import load_settings
+from .context_reload import reload_in_worker
 from .safe_text import visible
 
 if TYPE_CHECKING:
@@ -35,12 +34,13 @@ async def skills_command(repl: Repl, args: list[str]) -> None:
         _list(repl, describe=not ({"nodesc", "--nodesc"} & set(rest)))
         return
     if action in ("reload", "refresh") and not rest:
-        _reload(repl)
+        if not await reload_in_worker(repl):
+            return
         count = len(repl.settings.context.skills.enabled()) if repl.settings.context.skills is not None else 0
         repl.console.print(Text(f"Skills reloaded: {count} enabled; the next prompt offers them.", style="green"))
         return
     if action in ("enable", "disable") and (target := name_and_scope(rest)) is not None:
-        _set(repl, target[0], disabled=action == "disable", scope=target[1])
+        await _set(repl, target[0], disabled=action == "disable", scope=target[1])
         return
     raise SkillsUsage(USAGE)
 
@@ -72,7 +72,7 @@ def _list(repl: Repl, *, describe: bool) -> None:
         repl.console.print(line)
 
 
-def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
+async def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
     found = repl.settings.context.skills
     if found is None or found.get(name) is None:
         known = ", ".join(s.name for s in found.skills) if found is not None and found.skills else "none"
@@ -82,7 +82,8 @@ def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
         changed = set_disabled(path, name, disabled)
     except (SkillError, OSError) as exc:
         raise SkillsUsage(f"not changed: {exc}") from None
-    _reload(repl)
+    if not await reload_in_worker(repl):
+        return
     word = "disabled" if disabled else "enabled"
     if not changed:
         repl.console.print(Text(f'Skill "{name}" is already {word} in {path}.', style="dim"))
@@ -92,12 +93,3 @@ def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
     if now is not None and now.disabled != disabled:
         repl.console.print(Text(f'Note: another settings file still has "{name}" '
                                 f'{"enabled" if now.disabled is False else "disabled"}.', style="yellow"))
-
-
-def _reload(repl: Repl) -> None:
-    """Read the settings and the skills again, and rebuild what the next
-    prompt carries (as /memory refresh does)."""
-    old = repl.settings.loaded_settings
-    if old is not None:
-        repl.settings.loaded_settings = load_settings(repl.env, trust=old.trusted)
-    attach_context(repl.settings, repl.env, interactive=True)

@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gemini_split import __version__
-from gemini_split.app import attach_context, settings_for
+from gemini_split.app import settings_for
 from gemini_split.client.approval import ApprovalMode, Decision
 from gemini_split.client.probe import measure_latency, probe
 from gemini_split.client.profiles import make_profile, profile_table
@@ -36,6 +36,7 @@ from gemini_split.settings_edit import set_setting
 
 from . import project_init
 from .agents_command import AgentsUsage, agents_command
+from .context_reload import reload_in_worker
 from .clipboard import copy_text
 from .command_expansion import CommandFailed, load_commands, run_custom_command
 from .conversation import ChatStore, resumed_context, share
@@ -574,7 +575,8 @@ async def _memory(repl: Repl, args: list[str]) -> None:
 
 async def _refresh_memory(repl: Repl) -> None:
     try:
-        attach_context(repl.settings, repl.env, interactive=True)
+        if not await reload_in_worker(repl, settings_too=False):
+            return
     except ConfigurationError as exc:  # e.g. GEMINI_SYSTEM_MD's file gone: the old context stays
         raise CommandUsage(f"not refreshed: {exc}") from None
     project = repl.settings.context.project

@@ -156,7 +156,7 @@ def test_agents_reload_waiting_on_a_silent_card_can_be_abandoned_and_ends_within
         (agents_home / "agents" / "far.md").write_text(
             f"---\nkind: remote\nname: far\nagent_card_url: http://127.0.0.1:{silent.getsockname()[1]}/card\n---\n")
         ask(repl, "/agents reload")
-        repl.expect(r"Reading the agents' definitions \(a remote agent's card\)… Ctrl-C abandons", timeout=10)
+        repl.expect(r"Reading the settings and definitions again \(a remote agent's card\)… Ctrl-C abandons", timeout=10)
         began = time.monotonic()
         repl.send(CTRL_C)
         repl.expect(r"Interrupted\.", timeout=5)
@@ -173,3 +173,29 @@ def test_agents_reload_waiting_on_a_silent_card_can_be_abandoned_and_ends_within
         repl.expect(r"Agents reloaded: 3 enabled", timeout=10)  # the built-ins and scout
         assert time.monotonic() - began < 20
         repl.expect(PROMPT)
+
+
+@pytest.mark.parametrize("command", ["/skills reload", "/memory refresh"])
+def test_skills_reload_and_memory_refresh_waiting_on_a_silent_card_can_be_abandoned(  # noqa: F811
+        start_repl, agents_home, command):
+    """They read the agents' definitions again too (the next prompt carries
+    them), off the REPL's loop as /agents reload does: Ctrl-C abandons the
+    wait at once, not after the card's 10 s."""
+    import socket
+    import time
+
+    from .pty_driver import CTRL_C
+
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (backlog), never answers
+        repl = start_repl([])
+        (agents_home / "agents" / "far.md").write_text(
+            f"---\nkind: remote\nname: far\nagent_card_url: http://127.0.0.1:{silent.getsockname()[1]}/card\n---\n")
+        ask(repl, command)
+        repl.expect(r"Reading the settings and definitions again \(a remote agent's card\)… Ctrl-C abandons", timeout=10)
+        began = time.monotonic()
+        repl.send(CTRL_C)
+        repl.expect(r"Interrupted\.", timeout=5)
+        repl.expect(PROMPT)
+        ask(repl, "/agents list nodesc")
+        repl.expect(r"scout \[enabled\]", timeout=5)
+        assert time.monotonic() - began < 5  # not after the card's 10 s

@@ -85,7 +85,7 @@ class GeneralSettings(_Section):
     checkpointing: CheckpointingSettings = msgspec.field(default_factory=CheckpointingSettings)
     #: ``general.vimMode``: the REPL's line editor in vi mode (``/vim`` toggles it).
     vim_mode: bool = False
-    #: ``general.preferredEditor``: what Ctrl+X opens the prompt in
+    #: ``general.preferredEditor``: what Ctrl+G (or Ctrl+X) opens the prompt in
     #: (gemini-cli's names; unset: ``$VISUAL``, ``$EDITOR``).
     preferred_editor: str | None = None
     #: ``general.proxy``: the HTTP(S) proxy remote (Agent2Agent) agents are

@@ -1,4 +1,4 @@
-"""Ctrl+X at the prompt: edit what is typed in an external editor, as
+"""Ctrl+G (or Ctrl+X) at the prompt: edit what is typed in an external editor, as
 gemini-cli's ``input.openExternalEditor`` does.
 
 The editor is ``general.preferredEditor`` (one of gemini-cli's names:

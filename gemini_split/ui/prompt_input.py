@@ -101,7 +101,7 @@ def print_above(app: Application[Any], show: Callable[[], None]) -> None:
     stays raw and the input attached: keys pressed meanwhile wait, unchanged,
     for the prompt. (The output flags are not raw: newlines print as such.)"""
     if app.is_done or getattr(app, "_running_in_terminal", False):
-        # The prompt is ending, or something else has the terminal (Ctrl-X's
+        # The prompt is ending, or something else has the terminal (Ctrl+G's
         # editor, Ctrl-T): print in turn after it, as prompt-toolkit would.
         run_in_terminal(show, in_executor=False)
         return
@@ -231,7 +231,7 @@ class LineReader:
 
     Enter sends; Alt+Enter, Esc Enter, Ctrl-J or a trailing backslash insert a
     newline; Ctrl-C clears the line; Ctrl-D on an empty line ends input;
-    Tab completes slash commands and profile names; Ctrl+X edits the line
+    Tab completes slash commands and profile names; Ctrl+G (or Ctrl+X) edits the line
     in ``edit_line`` (an external editor); Ctrl+Y calls ``on_ctrl_y``
     (yolo on or off). ``vi_mode``: vi editing keys (:meth:`set_vi_mode`)."""
 
@@ -437,7 +437,12 @@ class LineReader:
                     self.hint = refused
                 event.app.invalidate()
 
-        @kb.add("c-x", eager=True)  # eager: Emacs mode's Ctrl-X prefix keys must not make it wait
+        # gemini-cli's input.openExternalEditor: Ctrl+G (its key since 0.61,
+        # in place of prompt-toolkit's Emacs "abort", which a one-line
+        # prompt has little use for) and Ctrl+X (its deprecated one; eager:
+        # Emacs mode's Ctrl-X prefix keys must not make it wait).
+        @kb.add("c-g")
+        @kb.add("c-x", eager=True)
         def _editor(event: KeyPressEvent) -> None:
             if self._edit_line is None:
                 return

@@ -271,7 +271,7 @@ class Repl:
         return approval_mode_refusal(self.settings.loaded_settings, mode.value)
 
     def edit_in_editor(self, text: str) -> str:
-        """Ctrl+X: ``text`` edited in ``general.preferredEditor``,
+        """Ctrl+G or Ctrl+X: ``text`` edited in ``general.preferredEditor``,
         ``$VISUAL`` or ``$EDITOR`` (:mod:`gemini_split.ui.external_editor`);
         runs in the prompt's worker thread, the terminal handed over."""
         environ = self.env.environ

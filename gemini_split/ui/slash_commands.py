@@ -96,7 +96,7 @@ async def _help(repl: Repl, args: list[str]) -> None:
         f"\nKeys: Enter sends · {NEWLINE_KEYS} inserts a newline · Tab completes · "
         "Ctrl-C cancels a running turn (clears the line at the prompt) · Ctrl-D quits · "
         "Shift+Tab cycles the approval mode · Ctrl+Y turns yolo on or off · Ctrl-T shows the last thought in full · "
-        "Ctrl+X edits the prompt in your editor (general.preferredEditor, $VISUAL, $EDITOR).\n"
+        "Ctrl+G (or Ctrl+X) edits the prompt in your editor (general.preferredEditor, $VISUAL, $EDITOR).\n"
         "Text typed while an answer streams waits for the next prompt; with Enter it is sent when the turn ends.\n"
         "Start a message with // to send a line that begins with /.\n"
         "@path attaches a file or a directory's files (Tab completes; .gitignore and the workspace apply).\n"

@@ -18,6 +18,7 @@ from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.timeout(60)
 
+CTRL_G = "\x07"
 CTRL_X = "\x18"
 CTRL_Y = "\x19"
 SHIFT_TAB = "\x1b[Z"
@@ -198,12 +199,13 @@ def _editor(tmp_path, body: str) -> str:
     return str(script)
 
 
-def test_ctrl_x_edits_the_prompt_in_visual(start_repl, tmp_path):
+@pytest.mark.parametrize("key", [CTRL_G, CTRL_X], ids=["ctrl_g", "ctrl_x"])
+def test_ctrl_g_or_ctrl_x_edits_the_prompt_in_visual(start_repl, tmp_path, key):
     editor = _editor(tmp_path, "p = sys.argv[1]\ntext = open(p).read()\n"
                                "open(p, 'w').write(text.upper() + ' EDITED\\n')")
     repl = start_repl([], VISUAL=editor)
     repl.type("draft prompt")
-    repl.send(CTRL_X)
+    repl.send(key)
     repl.drain(1.0)
     repl.send(ENTER)
     repl.expect(r"Echo: DRAFT PROMPT EDITED")

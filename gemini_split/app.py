@@ -28,6 +28,7 @@ import msgspec
 import trio
 
 from gemini_split._trio_util import single_exceptions
+from gemini_split.client.agents import Discovery as AgentDiscovery
 from gemini_split.client.agents import agent_roots, wire_agents
 from gemini_split.client.agents import discover as discover_agent_files
 from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
@@ -262,9 +263,11 @@ def discover_agents(settings: ClientSettings, env: Environment):
     built-ins, the user's ``~/.gemini/agents`` and, in a trusted folder,
     the project's ``.gemini/agents``, with ``agents.overrides`` applied
     (the server clamps each to the session's own tools: in plan mode, the
-    read-only ones)."""
+    read-only ones). None at all with ``experimental.enableAgents`` false."""
     loaded = settings.loaded_settings
     s = loaded.merged
+    if not s.experimental.enable_agents:
+        return AgentDiscovery()
     roots = agent_roots(env.config_dir, settings.tools.workspace, trusted=loaded.trusted)
     return discover_agent_files(roots, overrides=s.agents.overrides, proxy=s.general.proxy, environ=env.environ)
 

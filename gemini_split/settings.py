@@ -184,6 +184,12 @@ class MCPSettings(_Section):
     excluded: list[str] = msgspec.field(default_factory=list)
 
 
+class ExperimentalSettings(_Section):
+    #: ``experimental.enableAgents``: false offers no sub-agents at all
+    #: (built-in, local or remote), as in gemini-cli.
+    enable_agents: bool = True
+
+
 class SkillsSettings(_Section):
     #: ``skills.enabled``: false offers no Agent Skills at all.
     enabled: bool = True
@@ -261,6 +267,7 @@ class Settings(_Section):
     gemini_split: GeminiSplitSettings = msgspec.field(default_factory=GeminiSplitSettings)
     skills: SkillsSettings = msgspec.field(default_factory=SkillsSettings)
     agents: AgentsSettings = msgspec.field(default_factory=AgentsSettings)
+    experimental: ExperimentalSettings = msgspec.field(default_factory=ExperimentalSettings)
     advanced: AdvancedSettings = msgspec.field(default_factory=AdvancedSettings)
     telemetry: TelemetrySettings = msgspec.field(default_factory=TelemetrySettings)
     #: ``modelConfigs``: kept as written; its aliases that name a model are

@@ -52,6 +52,10 @@ async def agents_command(repl: Repl, args: list[str]) -> None:
 
 def _list(repl: Repl, *, describe: bool) -> None:
     found = repl.settings.context.agents
+    loaded = repl.settings.loaded_settings
+    if loaded is not None and not loaded.merged.experimental.enable_agents:
+        repl.console.print(Text("No sub-agents: experimental.enableAgents is false in your settings.", style="dim"))
+        return
     if found is None or not found.agents:
         repl.console.print(Text("No sub-agents (Markdown files in ~/.gemini/agents or .gemini/agents).", style="dim"))
         return

@@ -197,6 +197,19 @@ def test_agents_overrides_in_settings_disable_an_agent_and_set_its_model_and_tur
     assert answer["code"] == "max_turns" and "INTERRUPTED: only globbed" in answer["message"]
 
 
+def test_experimental_enable_agents_false_offers_no_sub_agent_at_all(tmp_path):
+    """gemini-cli's switch: neither the built-ins nor the user's own."""
+    write_agent(tmp_path / "home" / "agents", "alpha", "name: alpha\ndescription: Alpha reads.", "You are ALPHA.")
+    with FakeGemini(script=[{"system_contains": MAIN, "text": "alone"}], api_key=API_KEY) as fake:
+        done = run(tmp_path, fake, "-p", "go", settings={"experimental": {"enableAgents": False}})
+        requests = model_requests(fake)
+    assert done.returncode == 0, done.stderr
+    offered = tool_names(requests[0])
+    assert "read_file" in offered
+    assert not {"alpha", "generalist", "codebase_investigator"} & set(offered)
+    assert done.stdout == "alone\n"
+
+
 @pytest.mark.timeout(150)
 def test_a_restart_mid_sub_agent_ends_it_interrupted_once_and_never_runs_it_again(tmp_path):
     from tests.e2e.test_serve_e2e import API_KEY as SERVE_KEY

@@ -132,7 +132,7 @@ def test_agents_list_says_why_a_tools_server_session_offers_no_remote_agent(tmp_
     out = io.StringIO()
     repl = SimpleNamespace(console=Console(file=out, width=200, color_system=None),
                            settings=SimpleNamespace(context=SimpleNamespace(agents=discover([("user", root)])),
-                                                    tools=SimpleNamespace(run_on=run_on)))
+                                                    tools=SimpleNamespace(run_on=run_on), loaded_settings=None))
     _list(repl, describe=True)
     text = out.getvalue()
     assert "peer [enabled] (user)  remote (Agent2Agent) https://peer.example/rpc" in text

@@ -338,18 +338,6 @@ def yolo_disabled_by(loaded: LoadedSettings | None) -> str | None:
     return "security.disableYoloMode" + (f" in the {file.scope} settings {file.path}" if file else "")
 
 
-def yolo_refusal(loaded: LoadedSettings | None) -> str | None:
-    """Why yolo may not be turned on now, in gemini-cli's words
-    (``security.disableYoloMode``, or an untrusted folder: gemini-cli
-    refuses both), or None. Every face that can switch to yolo asks this."""
-    disabled = yolo_disabled_by(loaded)
-    if disabled:
-        return f"You cannot enter YOLO mode since it is disabled in your settings ({disabled})."
-    if loaded is not None and not loaded.trusted:
-        return UNTRUSTED_MODE_REFUSAL
-    return None
-
-
 #: gemini-cli's words for a mode other than default or plan asked for in an
 #: untrusted folder.
 UNTRUSTED_MODE_REFUSAL = "Cannot enable privileged approval modes in an untrusted folder."
@@ -359,12 +347,14 @@ def approval_mode_refusal(loaded: LoadedSettings | None, mode: str) -> str | Non
     """Why switching to approval ``mode`` (a value of ``ApprovalMode``)
     now is refused, in gemini-cli's words, or None. As gemini-cli's
     ``setApprovalMode``: in an untrusted folder only ``default`` and
-    ``plan``; ``yolo`` also not when ``security.disableYoloMode`` is set
-    (:func:`yolo_refusal`). For a change during a session (Shift+Tab,
+    ``plan``; ``yolo`` also not when ``security.disableYoloMode`` is set.
+    Every face asks this for a change during a session (Shift+Tab,
     ``/approval-mode``, Ctrl+Y, an ACP client's ``session/set_mode``)."""
     if mode == "yolo":
-        return yolo_refusal(loaded)
-    if mode == "auto_edit" and loaded is not None and not loaded.trusted:
+        disabled = yolo_disabled_by(loaded)
+        if disabled:
+            return f"You cannot enter YOLO mode since it is disabled in your settings ({disabled})."
+    if mode in ("yolo", "auto_edit") and loaded is not None and not loaded.trusted:
         return UNTRUSTED_MODE_REFUSAL
     return None
 

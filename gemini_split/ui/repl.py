@@ -256,14 +256,10 @@ class Repl:
         if self.approval_mode is ApprovalMode.YOLO:
             self.set_approval_mode(ApprovalMode.DEFAULT)
             return None
-        refused = self.yolo_refused()
+        refused = self.mode_refused(ApprovalMode.YOLO)
         if refused is None:
             self.set_approval_mode(ApprovalMode.YOLO)
         return refused
-
-    def yolo_refused(self) -> str | None:
-        """Why yolo may not be turned on now (:func:`yolo_refusal`), or None."""
-        return self.mode_refused(ApprovalMode.YOLO)
 
     def mode_refused(self, mode: ApprovalMode) -> str | None:
         """Why ``mode`` may not be turned on now

@@ -7,11 +7,15 @@ agent; ``/agents list|disable|enable|reload`` persist gemini-cli's
 from __future__ import annotations
 
 import json
+import socket
+import time
+from contextlib import contextmanager
 
 import pytest
 
 from gemini_split.settings import strip_json_comments
 
+from .pty_driver import CTRL_C
 from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(90)
@@ -140,30 +144,39 @@ def test_agents_list_says_why_a_tools_server_session_offers_no_remote_agent(tmp_
         run_on == "server")
 
 
+@contextmanager
+def _silent_card_agent(agents_home):
+    """A remote agent ``far`` whose card URL accepts connections (the
+    backlog) and never answers."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        (agents_home / "agents" / "far.md").write_text(
+            f"---\nkind: remote\nname: far\nagent_card_url: http://127.0.0.1:{silent.getsockname()[1]}/card\n---\n")
+        yield
+
+
+def _abandon_the_wait(repl, command: str) -> None:
+    """``command`` says it waits on the card; Ctrl-C abandons it, and the
+    next command is answered at once, not after the card's 10 s."""
+    ask(repl, command)
+    repl.expect(r"Reading the settings and definitions again \(a remote agent's card\)… Ctrl-C abandons", timeout=10)
+    began = time.monotonic()
+    repl.send(CTRL_C)
+    repl.expect(r"Interrupted\.", timeout=5)
+    repl.expect(PROMPT)
+    ask(repl, "/agents list nodesc")
+    repl.expect(r"scout \[enabled\]", timeout=5)
+    assert time.monotonic() - began < 5  # not after the card's 10 s
+
+
 def test_agents_reload_waiting_on_a_silent_card_can_be_abandoned_and_ends_within_the_card_timeout(  # noqa: F811
         start_repl, agents_home):
     """A remote agent's card is read off the REPL's loop: a reload that
     waits says so, Ctrl-C abandons it (nothing changes, the next command is
     answered at once), and a reload left to run ends within the card
     timeout (10 s) with that agent's error, the others loaded."""
-    import socket
-    import time
-
-    from .pty_driver import CTRL_C
-
-    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (backlog), never answers
-        repl = start_repl([])
-        (agents_home / "agents" / "far.md").write_text(
-            f"---\nkind: remote\nname: far\nagent_card_url: http://127.0.0.1:{silent.getsockname()[1]}/card\n---\n")
-        ask(repl, "/agents reload")
-        repl.expect(r"Reading the settings and definitions again \(a remote agent's card\)… Ctrl-C abandons", timeout=10)
-        began = time.monotonic()
-        repl.send(CTRL_C)
-        repl.expect(r"Interrupted\.", timeout=5)
-        repl.expect(PROMPT)
-        ask(repl, "/agents list nodesc")
-        repl.expect(r"scout \[enabled\]", timeout=5)
-        assert time.monotonic() - began < 5  # not after the card's 10 s
+    repl = start_repl([])
+    with _silent_card_agent(agents_home):
+        _abandon_the_wait(repl, "/agents reload")
         repl.expect(PROMPT)
 
         began = time.monotonic()
@@ -179,23 +192,7 @@ def test_agents_reload_waiting_on_a_silent_card_can_be_abandoned_and_ends_within
 def test_skills_reload_and_memory_refresh_waiting_on_a_silent_card_can_be_abandoned(  # noqa: F811
         start_repl, agents_home, command):
     """They read the agents' definitions again too (the next prompt carries
-    them), off the REPL's loop as /agents reload does: Ctrl-C abandons the
-    wait at once, not after the card's 10 s."""
-    import socket
-    import time
-
-    from .pty_driver import CTRL_C
-
-    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (backlog), never answers
-        repl = start_repl([])
-        (agents_home / "agents" / "far.md").write_text(
-            f"---\nkind: remote\nname: far\nagent_card_url: http://127.0.0.1:{silent.getsockname()[1]}/card\n---\n")
-        ask(repl, command)
-        repl.expect(r"Reading the settings and definitions again \(a remote agent's card\)… Ctrl-C abandons", timeout=10)
-        began = time.monotonic()
-        repl.send(CTRL_C)
-        repl.expect(r"Interrupted\.", timeout=5)
-        repl.expect(PROMPT)
-        ask(repl, "/agents list nodesc")
-        repl.expect(r"scout \[enabled\]", timeout=5)
-        assert time.monotonic() - began < 5  # not after the card's 10 s
+    them), off the REPL's loop as /agents reload does."""
+    repl = start_repl([])
+    with _silent_card_agent(agents_home):
+        _abandon_the_wait(repl, command)

@@ -50,7 +50,9 @@ def _free_port() -> int:
 def serve(tmp_path, fake, state, port, *args, name="serve"):
     """``gemini-split serve`` on a fixed port (so a restart is found at the
     same address); yields the process."""
-    log = open(tmp_path / f"{name}.log", "a")
+    log_path = tmp_path / f"{name}.log"
+    start = log_path.stat().st_size if log_path.exists() else 0
+    log = open(log_path, "a")
     proc = subprocess.Popen(
         [sys.executable, "-m", "gemini_split", "serve", "--listen", f"127.0.0.1:{port}", "--state-dir", str(state),
          *args],
@@ -60,7 +62,15 @@ def serve(tmp_path, fake, state, port, *args, name="serve"):
     try:
         deadline = time.monotonic() + 60  # a loaded machine starts Python slowly
         while True:
-            assert proc.poll() is None, (tmp_path / f"{name}.log").read_text()
+            assert proc.poll() is None, log_path.read_text()
+            # Its own start-up line, not just something answering on the
+            # port: another test's server may have been given the same free
+            # port, and a connect to a port in the ephemeral range with
+            # nobody listening can even succeed on itself (TCP self-connect).
+            if b"serving on" not in log_path.read_bytes()[start:]:
+                assert time.monotonic() < deadline, f"serve did not start within 60 s: {log_path.read_text()}"
+                time.sleep(0.05)
+                continue
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
                 break

@@ -18,7 +18,7 @@ from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.protocol import PairedBrowsers, PairedLink
 from gemini_split.transport import ConnectFailed, TransportError
-from gemini_split.web.link import link_for, qr_text
+from gemini_split.web.link import link_for, loopback_note, qr_text
 
 
 def run_pair_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
@@ -52,6 +52,9 @@ def run_pair_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
             out.write(qr_text(url))
         out.write(f"Open this link in the browser to sign in (once, within {minutes} minutes):\n{url}\n")
         out.flush()
+        note = loopback_note(url)
+        if note is not None:
+            env.warn(note)
         return ExitStatus.SUCCESS
     if action == "revoke":
         env.warn(f"Signed out {'every paired browser' if args.pair_revoke == 'all' else args.pair_revoke}.")

@@ -4,6 +4,7 @@ reached, and its QR code for a terminal (``gemini-split pair``, ``/remote``)."""
 from __future__ import annotations
 
 import io
+import ipaddress
 import urllib.parse
 
 from gemini_split.protocol import PairedLink
@@ -29,3 +30,21 @@ def qr_text(url: str) -> str:
     buffer = io.StringIO()
     segno.make(url, error="m").terminal(out=buffer, compact=True)
     return buffer.getvalue()
+
+
+def loopback_note(url: str) -> str | None:
+    """What to say when ``url`` is on a loopback address (``127.0.0.1``,
+    ``::1``, ``localhost``): only a browser on this same machine can open
+    it, so a phone or another computer cannot pair through it. None for
+    any other address."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        loopback = host == "localhost" or host.endswith(".localhost") or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        return None
+    return (f"Note: {host} is a loopback address: this link opens only in a browser on this machine; "
+            "a phone or another computer cannot reach it. To pair one, serve on an address it can reach, "
+            "with TLS (serve --web --listen 0.0.0.0:8443 --tls-cert … --tls-key …), or through a tunnel: "
+            "see \"Pairing a phone\" in the README.")

@@ -237,6 +237,28 @@ class SessionView {
     this.active = null;
     this.dirty = new Set();
     this.frame = 0;
+    // Following the answer: while the reader is at the bottom, each frame
+    // that adds output keeps the view there; scrolling up stops it (and
+    // "Jump to latest" shows when more arrives), scrolling back down, the
+    // button or sending a prompt starts it again.
+    this.following = true;
+    this.seenHeight = 0;
+    $("jump").hidden = true;
+  }
+
+  // The window scrolled (the reader, or our own follow): at the bottom it
+  // follows again; anywhere else it stops. Growth alone never scrolls, so
+  // this sees only real moves.
+  scrolled() {
+    this.following = distanceFromBottom() <= FOLLOW_SLACK;
+    if (this.following) $("jump").hidden = true;
+  }
+
+  // Back to the newest output, and follow it from there.
+  follow() {
+    this.following = true;
+    $("jump").hidden = true;
+    window.scrollTo(0, document.documentElement.scrollHeight);
   }
 
   setActive(requestId) {
@@ -299,17 +321,25 @@ class SessionView {
     this.schedule();
   }
 
+  // One frame renders what changed since the last, then follows it (or
+  // offers "Jump to latest" when the reader has scrolled away).
   schedule() {
     if (this.frame) return;
     this.frame = requestAnimationFrame(() => {
       this.frame = 0;
-      const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
       for (const s of this.dirty) {
         if (s.kind === "text") renderMarkdown(s.node, s.text);
         else s.node.textContent = visible(s.text.split("\n").slice(0, MAX_LINES).join("\n"));
       }
       this.dirty.clear();
-      if (atBottom) window.scrollTo(0, document.body.scrollHeight);
+      const height = document.documentElement.scrollHeight;
+      const grew = height > this.seenHeight;
+      this.seenHeight = height;
+      if (this.following) {
+        if (distanceFromBottom() > 0) window.scrollTo(0, height);
+      } else if (grew) {
+        $("jump").hidden = false;
+      }
     });
   }
 
@@ -396,6 +426,11 @@ class SessionView {
   }
 
   handle(ev) {
+    this.apply(ev);
+    this.schedule(); // whatever it added is followed in the next frame
+  }
+
+  apply(ev) {
     switch (ev.type) {
       case "connected":
         this.sessionId = ev.session_id;
@@ -502,6 +537,13 @@ class SessionView {
   }
 }
 
+// Pixels from the bottom that still count as "at the bottom".
+const FOLLOW_SLACK = 80;
+
+function distanceFromBottom() {
+  return document.documentElement.scrollHeight - (window.scrollY + window.innerHeight);
+}
+
 function summarizeArgs(params) {
   if (!params || typeof params !== "object") return "";
   const s = params.command ?? params.file_path ?? params.path ?? params.pattern ?? JSON.stringify(params);
@@ -603,6 +645,7 @@ function sendPrompt() {
   if (!prompt.trim() || !state.conn) return;
   state.conn.send({ type: "generate_content_request", prompt });
   box.value = "";
+  state.view?.follow(); // one's own prompt: show its answer as it comes
 }
 
 function wire() {
@@ -615,6 +658,8 @@ function wire() {
   });
   $("back").addEventListener("click", () => { if (state.conn) state.conn.close(); state.conn = null; listSessions(); });
   $("refresh").addEventListener("click", () => listSessions());
+  $("jump").addEventListener("click", () => state.view?.follow());
+  window.addEventListener("scroll", () => state.view?.scrolled(), { passive: true });
   $("new-session").addEventListener("click", () => openSession(null, state.me?.server_tools ? "server" : null));
   $("logout").addEventListener("click", async () => {
     if (state.conn) state.conn.close();

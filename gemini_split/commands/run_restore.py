@@ -1,7 +1,11 @@
 """``gemini-split restore [ID]``: the checkpoints of this workspace (or,
 with ``--tools server --resume ID``, of that session's workspace on the
-server), or going back to one: ``/restore`` without the REPL (see
-:mod:`gemini_split.client.restoring`).
+server), or going back to one (see :mod:`gemini_split.client.restoring`).
+
+Restoring files is offline (no model, no credentials), as gemini-cli's
+``/restore`` is; ``--propose-again`` adds what the REPL's ``/restore ID``
+does next, the conversation rewound to the call and the call proposed
+again, which is a model request.
 
 Exit statuses: 0 done (or nothing to do), 1 the files could not be
 restored or the conversation not rewound, 2 it would have to ask at no
@@ -48,7 +52,7 @@ def run_restore_command(args: argparse.Namespace, env: Environment) -> ExitStatu
     if on_server and settings.session.resume is None:
         env.warn("gemini-split: restore --tools server: say whose checkpoints with --resume ID (the session)")
         return ExitStatus.USAGE
-    connects = on_server or (args.checkpoint is not None and not args.files_only)
+    connects = on_server or (args.checkpoint is not None and args.propose_again)
     embedded = embedded_service_for(options, env, settings) if connects else None
     try:
         return trio.run(_restore, args, env, settings, embedded)
@@ -67,11 +71,13 @@ async def _restore(args: argparse.Namespace, env: Environment, settings: ClientS
         async with hold_embedded(settings, embedded) as held, open_client(held, on_event=shown.on_event) as client:
             shown.client = client
             entry = await _files(args, env, source_for(settings.tools, client))
-            if entry is not None and not args.files_only:
+            if entry is not None and args.propose_again:
                 return await _repropose(env, client, entry, shown)
+        _say_how_to_propose_again(env, entry, args)
         return ExitStatus.SUCCESS
     entry = await _files(args, env, _source(settings))
-    if entry is None or args.files_only:
+    if entry is None or not args.propose_again:
+        _say_how_to_propose_again(env, entry, args)
         return ExitStatus.SUCCESS
     if entry.session_id is None:
         raise _Stop(ExitStatus.ERROR, "the conversation was not rewound: the checkpoint names no session")
@@ -79,6 +85,16 @@ async def _restore(args: argparse.Namespace, env: Environment, settings: ClientS
     async with hold_embedded(settings, embedded) as held, open_client(held, on_event=shown.on_event) as client:
         shown.client = client
         return await _repropose(env, client, entry, shown)
+
+
+def _say_how_to_propose_again(env: Environment, entry: Entry | None, args: argparse.Namespace) -> None:
+    """After the files alone (and not when asked for them alone): the
+    conversation was left as it is, and how to have the edit proposed again."""
+    if entry is None or args.files_only or entry.session_id is None:
+        return
+    env.warn(visible(f"gemini-split: the conversation was left as it is; to rewind it to that edit and have "
+                     f"the edit proposed again, add --propose-again (or run /restore {entry.id} in session "
+                     f"{entry.session_id})", newlines=False))
 
 
 class _OwnRequest:

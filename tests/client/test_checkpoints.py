@@ -87,6 +87,27 @@ def test_each_edit_is_checkpointed_and_restore_puts_the_files_back_as_before_it(
     assert "by hand" not in result.stderr  # the agent made every change since
 
 
+def test_restore_puts_the_files_back_offline_with_no_key_and_no_model_call(tmp_path):
+    """gemini-cli's /restore needs no model: nor does restore, unless asked
+    to propose the edit again."""
+    workspace, home = _workspace(tmp_path), _home(tmp_path)
+    script = _write("f1.txt", "one\n") + _write("f2.txt", "two\n") + _write("f3.txt", "three\n")
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        ids = _three_turns(tmp_path, fake, workspace, home)
+        calls = len(fake.requests)
+        done = run_cli(["restore", ids[1], "--yes"], cwd=workspace, fake=fake, drop=("GEMINI_API_KEY",),
+                       env_extra={"GEMINI_SPLIT_HOME": str(home)})
+        assert len(fake.requests) == calls  # not one model call
+    assert done.returncode == 0, done.stderr
+    assert "no credentials" not in done.stderr
+    assert sorted(p.name for p in workspace.iterdir()) == ["f1.txt"] and (workspace / "f1.txt").read_text() == "one\n"
+    assert done.stdout == ""  # no model text from a file restore
+    assert "--propose-again" in done.stderr and "conversation was left as it is" in done.stderr
+    quiet = run_cli(["restore", ids[0], "--yes", "--files-only"], cwd=workspace, drop=("GEMINI_API_KEY",),
+                    env_extra={"GEMINI_SPLIT_HOME": str(home)})
+    assert quiet.returncode == 0 and "--propose-again" not in quiet.stderr  # asked for the files alone
+
+
 def test_a_file_changed_by_hand_since_the_checkpoint_is_named_before_anything_is_written(tmp_path):
     workspace, home = _workspace(tmp_path), _home(tmp_path)
     script = _write("f1.txt", "one\n") + _write("f2.txt", "two\n") + _write("f3.txt", "three\n")
@@ -350,7 +371,7 @@ def test_restore_proposes_the_call_again_in_the_rewound_conversation(tmp_path):
         {"text": "f2 is written again"}]
     with FakeGemini(script=script, api_key=API_KEY) as fake:
         ids = _three_turns(tmp_path, fake, workspace, home)
-        refused = _run(["restore", ids[1], "--yes"], workspace=workspace, home=home, fake=fake)
+        refused = _run(["restore", ids[1], "--yes", "--propose-again"], workspace=workspace, home=home, fake=fake)
         last = fake.requests[-1]
     # One-shot rules: nobody to ask, so the call proposed again is refused
     # (--approval-mode yolo would run it); the files are back either way.
@@ -372,8 +393,8 @@ def test_restore_with_yolo_runs_the_call_proposed_again(tmp_path):
     with FakeGemini(script=script, api_key=API_KEY) as fake:
         ids = _three_turns(tmp_path, fake, workspace, home)
         (workspace / "f1.txt").write_text("by hand\n")
-        done = _run(["--approval-mode", "yolo", "restore", ids[1], "--yes"], workspace=workspace, home=home,
-                    fake=fake)
+        done = _run(["--approval-mode", "yolo", "restore", ids[1], "--yes", "--propose-again"], workspace=workspace,
+                    home=home, fake=fake)
         last = fake.requests[-1]
     assert done.returncode == 0, done.stderr
     assert "f1.txt was changed since the checkpoint" in done.stderr

@@ -49,7 +49,7 @@ def test_restore_through_serve_after_a_restart_puts_files_back_and_reproposes_th
             listed = run("--server", address, "restore")
             ids = [line.split()[0] for line in listed.stdout.splitlines()]
             assert len(ids) == 3, listed.stderr
-            done = run("--server", address, "--yolo", "restore", ids[1], "--yes")
+            done = run("--server", address, "--yolo", "restore", ids[1], "--yes", "--propose-again")
             last = fake.requests[-1]["body"]["contents"]
     assert done.returncode == 0, done.stderr
     assert "f2 is written again" in done.stdout

@@ -93,7 +93,7 @@ def test_gemini_split_restore_lists_and_restores_a_server_sessions_checkpoint_af
             assert done.returncode == 0, done.stderr
             unknown = client([*on_server, "restore", "nope", "--yes"], cwd=client_dir)
             restored_files = sorted(p.name for p in (root / session).iterdir())
-            again = client([*on_server, "restore", ids[1], "--yes"], cwd=client_dir)
+            again = client([*on_server, "restore", ids[1], "--yes", "--propose-again"], cwd=client_dir)
             last = fake.requests[-1]["body"]["contents"]
     assert restored_files == ["f1.txt"]
     assert (root / session / "f1.txt").read_text() == "one\n"

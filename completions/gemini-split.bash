@@ -54,7 +54,7 @@ _shtab_gemini_split_skills_list_option_strings=(-h --help)
 _shtab_gemini_split_skills_install_option_strings=(-h --help --scope --path --consent)
 _shtab_gemini_split_skills_uninstall_option_strings=(-h --help --scope)
 _shtab_gemini_split_skills_option_strings=(-h --help)
-_shtab_gemini_split_restore_option_strings=(-h --help -y --yes --files-only)
+_shtab_gemini_split_restore_option_strings=(-h --help -y --yes --propose-again --files-only)
 _shtab_gemini_split_pair_option_strings=(-h --help --list --revoke --no-qr --server --token --ca --insecure)
 _shtab_gemini_split_option_strings=(-h --help -v --version -p --prompt -i --prompt-interactive -m --model -o --output-format --workspace --server --token --ca --insecure --send-api-key --tools --project --reconnect-timeout -r --resume --session-id --list-sessions --delete-session --rewind-to --revert-files --approval-mode -y --yolo --allowed-mcp-server-names --allowed-tools --policy --admin-policy -s --sandbox --sandbox-network --max-turns -d --debug --include-directories --skip-trust --screen-reader --raw-output --accept-raw-output-risk --acp --experimental-acp --log-file)
 
@@ -238,6 +238,7 @@ _shtab_gemini_split_restore__h_nargs=0
 _shtab_gemini_split_restore___help_nargs=0
 _shtab_gemini_split_restore__y_nargs=0
 _shtab_gemini_split_restore___yes_nargs=0
+_shtab_gemini_split_restore___propose_again_nargs=0
 _shtab_gemini_split_restore___files_only_nargs=0
 _shtab_gemini_split_pair__h_nargs=0
 _shtab_gemini_split_pair___help_nargs=0

@@ -1,7 +1,25 @@
 """Shell commands under bubblewrap (``bwrap``): what a tool command may
 touch, whoever asked for it.
 
-A sandboxed command sees:
+What a sandboxed command sees of the machine depends on whose it is.
+
+A **server-side session's** command (:attr:`Sandbox.allow_list`) sees what
+it is given and nothing else — never a list of what to hide:
+
+- the system's read-only directories (:data:`SYSTEM_DIRS`: software and its
+  configuration), of ``/etc`` only what every user of the machine may read
+  (:func:`etc_private`), with a fresh ``/dev``, ``/proc`` and a private,
+  empty ``/tmp``, ``/var/tmp`` and home directory, on a read-only root;
+- its workspace **read-write**;
+- so every file the serving process opens (its state, logs, telemetry,
+  tokens, credentials, ``.env``, policies, sockets, other sessions'
+  workspaces) is out of sight wherever the operator put it, and the paths
+  in :attr:`Sandbox.hidden` are masked as well where they lie inside what it
+  sees (an operator's file under ``/etc``). The server builds that list, and
+  the environment a command keeps (:attr:`Sandbox.env_keep`), in one place,
+  ``gemini_split.server.session.server_tools.ServerTools.confinement``.
+
+A **client's** command (the user's own machine, their own files) sees:
 
 - the whole file system **read-only** (``--ro-bind / /``), with a fresh
   ``/dev``, ``/proc`` and a private, empty ``/tmp``;
@@ -10,12 +28,9 @@ A sandboxed command sees:
   docker sockets are out of reach;
 - the workspace and any ``--include-directories`` **read-write**, at their
   own paths (bound after the above, so a workspace under ``/tmp`` or ``~``
-  stays visible);
-- for server-side tools, the paths in :attr:`Sandbox.hidden` masked too
-  (an empty directory over a directory, an empty file over a file): the
-  server builds that list, and the environment a command keeps
-  (:attr:`Sandbox.env_keep`), in one place,
-  ``gemini_split.server.session.server_tools.ServerTools.confinement``;
+  stays visible).
+
+Both:
 - no network (``--unshare-all``: its own network namespace with only a
   loopback of its own), unless the sandbox was made with ``network=True``
   (``--sandbox-network``);
@@ -45,6 +60,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -82,6 +98,11 @@ class Sandbox(msgspec.Struct, frozen=True):
     #: When set, the only environment variables a command keeps (shell glob
     #: patterns of names), whatever the mode: see :meth:`environment`.
     env_keep: tuple[str, ...] | None = None
+    #: A server-side session's view: only :data:`SYSTEM_DIRS` (``/etc`` as
+    #: every user may read it) and the writable directories, on an empty
+    #: read-only root. False: the whole file system read-only, home hidden
+    #: (a client's own machine).
+    allow_list: bool = False
 
     @classmethod
     def none(cls) -> Sandbox:
@@ -136,22 +157,31 @@ class Sandbox(msgspec.Struct, frozen=True):
         args = [self.bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
         if self.network:
             args.append("--share-net")
-        args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-        hidden = ["/home", "/root", "/run"]
         home = home if home is not None else os.environ.get("HOME")
-        if home and os.path.isabs(home) and os.path.realpath(home) != "/":
-            hidden.append(os.path.realpath(home))
-        for path in hidden:
-            if os.path.isdir(path):
-                args += ["--tmpfs", path]
+        home = os.path.realpath(home) if home and os.path.isabs(home) and os.path.realpath(home) != "/" else None
+        binds = [os.path.realpath(p) for p in writable]
+        if self.allow_list:
+            args += _system_view()
+            args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+            empty = [home] if home is not None else []
+            # Only what is in sight can need a mask: the system directories and the binds.
+            seen = [*(os.path.realpath(d) for d in SYSTEM_DIRS if os.path.isdir(d)), *binds]
+            hidden = [*etc_private(), *self.hidden]
+        else:
+            args += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+            empty = [p for p in ("/home", "/root", "/run", home) if p is not None and os.path.isdir(p)]
+            seen = ["/"]
+            hidden = list(self.hidden)
+        for path in empty:
+            args += ["--tmpfs", path]
         if self.network and os.path.isdir("/run/systemd/resolve"):
             args += ["--ro-bind", "/run/systemd/resolve", "/run/systemd/resolve"]  # resolv.conf's target
-        masked = ["/tmp", *(os.path.realpath(p) for p in hidden if os.path.isdir(p))]
+        masked = ["/tmp", *empty]
         inside_writable: list[str] = []
-        binds = [os.path.realpath(p) for p in writable]
-        for real in dict.fromkeys(os.path.realpath(p) for p in self.hidden):
-            if not _maskable(real) or any(_within(real, m) for m in masked):
-                continue  # nothing to mask, or already behind an empty directory
+        for real in dict.fromkeys(os.path.realpath(p) for p in hidden):
+            if not _maskable(real) or any(_within(real, m) for m in masked) \
+                    or not any(_within(real, v) for v in seen):
+                continue  # nothing to mask, already behind an empty directory, or out of sight
             args += _mask(real)
             if os.path.isdir(real):
                 masked.append(real)
@@ -161,8 +191,65 @@ class Sandbox(msgspec.Struct, frozen=True):
             args += ["--bind", real, real]
         for real in inside_writable:  # a bind above has put it back in sight
             args += _mask(real)
+        if self.allow_list:
+            args += ["--remount-ro", "/"]  # the empty root itself: nothing to write there either
         args += ["--chdir", os.path.realpath(cwd), "--"]
         return args + list(argv)
+
+
+#: What a server-side session's commands see of the machine besides their
+#: workspace (:attr:`Sandbox.allow_list`): installed software and its
+#: configuration, read-only. A symlink among them (``/bin`` → ``usr/bin``
+#: on a merged ``/usr``) is made the same symlink inside.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+
+
+def _system_view() -> list[str]:
+    """The bwrap arguments that put :data:`SYSTEM_DIRS` into an empty root."""
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+#: How many entries of ``/etc`` :func:`etc_private` looks at, at most.
+_ETC_SCAN_LIMIT = 20000
+
+
+@functools.lru_cache(maxsize=1)
+def etc_private() -> tuple[str, ...]:
+    """What under ``/etc`` not every user of the machine may read (a file
+    without the others' read bit, a directory without their read or search
+    bit: ``/etc/shadow``, ``/etc/ssl/private``, ``/etc/sudoers``…): a
+    server-side session sees ``/etc`` as any user does, whatever uid the
+    server runs as. Read once per process (``/etc`` is the system's)."""
+    found: list[str] = []
+    seen = 0
+    for top, dirs, files in os.walk("/etc"):
+        for name in list(dirs):
+            path = os.path.join(top, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode) and mode & (stat.S_IROTH | stat.S_IXOTH) != (stat.S_IROTH | stat.S_IXOTH):
+                found.append(path)
+                dirs.remove(name)  # hidden whole
+        for name in files:
+            path = os.path.join(top, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISREG(mode) and not mode & stat.S_IROTH:
+                found.append(path)
+        seen += len(dirs) + len(files)
+        if seen > _ETC_SCAN_LIMIT:
+            break
+    return tuple(found)
 
 
 #: Directories never masked whole, whatever a hidden path says: without

@@ -335,19 +335,23 @@ class ServerTools:
 
     def confinement(self) -> Any:
         """What a session's shell commands run under: the server's sandbox
-        with everything it must not see masked — the whole workspace root
-        (its own workspace is bound back, read-write, as the command's
-        workspace), every ``--project`` (its own is bound back likewise) and
-        :attr:`private_paths` — and only :data:`SERVER_COMMAND_ENVIRONMENT`
-        kept of its environment. This is the one list of what a server-side
-        command can read; docs/server-tools.md repeats it. None: no sandbox
-        (tests that exercise the tools only)."""
+        as an allow-list (:attr:`gemini_split.sandbox.Sandbox.allow_list`):
+        the system's read-only directories and the session's own workspace
+        (or project), read-write — nothing else of the machine, so nothing
+        the serving process opens is in sight wherever it lies. Where one of
+        its files lies inside what is seen (the operator's tokens under
+        ``/etc``), it is masked as well: the workspace root, every
+        ``--project`` and :attr:`private_paths`. Only
+        :data:`SERVER_COMMAND_ENVIRONMENT` is kept of its environment. This
+        is the one place that says what a server-side command can read;
+        docs/server-tools.md repeats it. None: no sandbox (tests that
+        exercise the tools only)."""
         if self.sandbox is None:
             return None
 
         hidden = (self.workspace_root, *self.projects.values(), *self.private_paths)
         return msgspec.structs.replace(self.sandbox, hidden=tuple(str(p) for p in hidden),
-                                       env_keep=SERVER_COMMAND_ENVIRONMENT)
+                                       env_keep=SERVER_COMMAND_ENVIRONMENT, allow_list=True)
 
     def remove_workspace(self, session_id: str) -> None:
         """Delete a session's own workspace (projects are never deleted),

@@ -13,7 +13,8 @@ contract with the page (``gemini_split/web/static/``, docs/web.md):
 * ``POST /api/pair`` ``{"code": …}`` → 200 ``{"user": …}`` with
   ``Set-Cookie: gs_browser=…; HttpOnly; SameSite=Strict; Path=/; Max-Age=…``
   (``Secure`` under TLS), or 400/410 ``{"error": "unknown"|"used"|"expired",
-  "message": …}``; 429 after too many failed codes from one address;
+  "message": …}``; 429 for a wrong code after too many from one address
+  (a valid code is always taken);
 * ``GET /api/me`` (cookie) → ``{"user", "server", "protocol_version",
   "server_tools"}``, 401 ``{"error": "signed_out"}`` without a valid cookie;
 * ``POST /api/logout`` (cookie) → 200, the browser forgotten, the cookie
@@ -198,11 +199,10 @@ class WebFace:
         return response(404, b"not found\n", head_only=head.method == "HEAD")
 
     async def _pair(self, head: Head, body: bytes, secure: bool, source: str) -> bytes:
-        now = trio.current_time()
-        wait = self.throttle.retry_after(source, now)
-        if wait:
-            return _json(429, {"error": "throttled", "message": f"too many failed pairing codes; retry in {wait}s"},
-                         [("Retry-After", str(wait))])
+        """Redeem a code. As tokens are (``FailedAuthThrottle``): a valid
+        code is always taken, whatever the address's bucket says (behind a
+        proxy without ``--trusted-proxy`` every user shares one address); a
+        wrong one from an address with no try left gets 429 instead."""
         try:
             code = json.loads(body).get("code")
         except (ValueError, AttributeError):
@@ -212,6 +212,12 @@ class WebFace:
         try:
             browser, cookie = await self.pairing.redeem(code, head.header("user-agent") or "")
         except PairingError as exc:
+            now = trio.current_time()
+            wait = self.throttle.retry_after(source, now)
+            if wait:
+                return _json(429, {"error": "throttled",
+                                   "message": f"too many failed pairing codes; retry in {wait}s"},
+                             [("Retry-After", str(wait))])
             self.throttle.failed(source, now)
             log.info("a pairing code was refused (%s) from %s", exc.reason, source)
             return _json(410 if exc.reason in ("used", "expired") else 400,

@@ -614,7 +614,8 @@ class AgentService:
                 await self._answer_sessions(session, view, message, conn.version)
                 continue
             if isinstance(message, Pair):
-                await self._answer_pair(session, view, message)
+                view.send_direct(await self.answer_pair(session.principal, message, where=f"session {session.id}",
+                                                        paired_browser=stream.paired_browser))
                 continue
             await session.handle(message, view)
 
@@ -643,18 +644,23 @@ class AgentService:
         view.send_direct(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, version,
                                                                                  running, attached)))
 
-    async def _answer_pair(self, session: Session, view: View, message: Pair) -> None:
-        """(1.4) ``pair`` from a client of this replica."""
-        view.send_direct(await self.answer_pair(session.principal, message, where=f"session {session.id}"))
-
-    async def answer_pair(self, principal: Principal | None, message: Pair, *, where: str) -> ServerMessage:
+    async def answer_pair(self, principal: Principal | None, message: Pair, *, where: str,
+                          paired_browser: str | None = None) -> ServerMessage:
         """(1.4) The answer to ``pair``: a sign-in code, the list of paired
         browsers, or a revocation — always for ``principal``'s own user.
         Kept in the session store (shared by replicas with Redis: a relay
-        answers it too). ``where``: for the log."""
+        answers it too). ``where``: for the log. From a paired browser's
+        connection (``paired_browser``, its id) only the list: a cookie
+        never mints or revokes sign-ins, so revoking a browser leaves
+        nothing it paired behind."""
         if self.pairing is None:
             return Error(code=ErrorCode.INVALID_REQUEST.value, in_reply_to=message.id,
                          message="this server serves no web page: start it with serve --web")
+        if paired_browser is not None and message.action != "list":
+            log.warning("%s: browser %s asked to %s a pairing: refused", where, paired_browser, message.action)
+            return Error(code=ErrorCode.FORBIDDEN.value, in_reply_to=message.id,
+                         message="a paired browser cannot pair or sign out browsers: run gemini-split pair "
+                                 "(or --revoke) in a terminal signed in with your token")
         user = principal.user_id if principal is not None else ""
         try:
             if message.action == "link":

@@ -127,6 +127,10 @@ class MessageStream(ABC):
     peer: str = "?"
     #: Who the transport authenticated (e.g. a token's ``userId``), or None.
     principal: Principal | None = None
+    #: The paired browser (``serve --web``) whose cookie admitted this
+    #: connection, by id; None for every other client. A cookie never
+    #: mints cookies: such a connection may not pair another browser.
+    paired_browser: str | None = None
     #: The transport proved that the peer runs as the same user as this
     #: process (a Unix socket's ``SO_PEERCRED``). Only then may a ``hello``
     #: hand the server the caller's own key and settings (``hello.caller``).

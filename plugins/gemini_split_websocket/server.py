@@ -246,13 +246,14 @@ class _Server:
             with trio.CancelScope() as scope:
                 release = web.hold_socket(browser.id, scope)
                 try:
-                    await self._run(tcp, head, peer, principal)
+                    await self._run(tcp, head, peer, principal, paired_browser=browser.id)
                 finally:
                     release()
             if scope.cancelled_caught:
                 log.info("closed the connection from %s: browser %s was signed out", peer, browser.id)
 
-    async def _run(self, tcp: trio.abc.Stream, head: RequestHead, peer: str, principal: Principal | None) -> None:
+    async def _run(self, tcp: trio.abc.Stream, head: RequestHead, peer: str, principal: Principal | None, *,
+                   paired_browser: str | None = None) -> None:
         wire = FrameSafeStream(tcp, stall_timeout=self.stall_timeout, grace=self.close_timeout)
         stream = ServerStream(
             wire, peer=peer, principal=principal,
@@ -260,6 +261,7 @@ class _Server:
             close_timeout=self.close_timeout,
             message_queue_size=self.message_queue_size,
         )
+        stream.paired_browser = paired_browser
         stream.private = isinstance(tcp, trio.SSLStream) or _is_loopback_peer(tcp)
         stream.query = query_parameters(head.target)
         # Late-joiner replay (issue 11), as the seeds' ACP bridge takes it.

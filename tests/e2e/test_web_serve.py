@@ -296,6 +296,29 @@ def test_revoking_a_browser_closes_its_open_page_at_once(tmp_path, page, auth_co
     assert after.status_code == 401 and other.status_code == 200
 
 
+def test_a_paired_browser_cannot_pair_or_sign_out_browsers_so_revoking_it_leaves_nothing_behind(
+        tmp_path, page, auth_config):
+    """A cookie never mints cookies: a browser's connection may list the
+    user's browsers, not make a pairing code (whose browser would outlive
+    ``pair --revoke`` of its parent) nor revoke one."""
+    with FakeGemini(api_key=API_KEY) as fake, \
+            web_server(tmp_path, fake, page, "--auth-config", str(auth_config)) as (_, address):
+        cookie = sign_in(address, tmp_path, "--token", ALICE)
+        me = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": cookie}).json()
+        with browser_socket(address, cookie) as ws:
+            exchange(ws, {"type": "hello", "id": "h", "client": "web", "protocol_version": PROTOCOL_VERSION},
+                     "connected")
+            link = exchange(ws, {"type": "pair", "id": "p1", "action": "link"}, "error")
+            revoke = exchange(ws, {"type": "pair", "id": "p2", "action": "revoke", "browser_id": me["browser"]},
+                              "error")
+            listed = exchange(ws, {"type": "pair", "id": "p3", "action": "list"}, "paired_browsers")
+        still = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": cookie})
+    assert link["code"] == revoke["code"] == "forbidden"
+    assert "in a terminal" in link["message"]
+    assert [b["id"] for b in listed["browsers"]] == [me["browser"]]
+    assert still.status_code == 200  # its own revoke was refused too
+
+
 def test_paired_browsers_survive_a_restart_and_only_hashes_are_kept(tmp_path, page):
     with FakeGemini(api_key=API_KEY) as fake:
         with web_server(tmp_path, fake, page) as (_, address):

@@ -381,7 +381,8 @@ class Relay:
                 await self._answer_sessions(message)
                 continue
             if isinstance(message, Pair) and self.answer_pair is not None:
-                await self._send(await self.answer_pair(self.principal, message, where=f"relay {self.relay_id}"))
+                await self._send(await self.answer_pair(self.principal, message, where=f"relay {self.relay_id}",
+                                                        paired_browser=self.stream.paired_browser))
                 continue
             if self.role == "observer" and isinstance(message, _ACTS):
                 await self._send(Error(code=ErrorCode.FORBIDDEN.value, in_reply_to=message.id,

@@ -56,9 +56,12 @@ def add_parser(commands: Any) -> None:
     web.add_argument("--web-pair-ttl", type=float, default=600.0, help=argparse.SUPPRESS)
     web.add_argument("--notify-webhook", metavar="URL",
                      help="POST a short ntfy-compatible JSON message to URL when an approval waits or a "
-                          "turn ends (no prompt text or tool arguments unless --notify-detail)")
+                          "turn ends (no prompt text or tool arguments unless --notify-detail). One URL for "
+                          "the whole server: every user's sessions notify it")
     web.add_argument("--notify-detail", action="store_true",
-                     help="put the tool's name and command in --notify-webhook messages")
+                     help="put the session's title and the tool's name and command in --notify-webhook "
+                          "messages — every user's, to the one URL: use it only where whoever reads that URL "
+                          "may see every user's commands (one person's server, or one team's)")
     p.add_argument("--trusted-proxy", action="append", default=[], metavar="CIDR",
                    help="a reverse proxy (address or CIDR) whose X-Forwarded-For / X-Real-IP name the "
                         "client that wrong tokens are counted against, and whose X-Forwarded-Proto: https "

@@ -58,7 +58,14 @@ from gemini_split.model_aliases import resolve_model_name
 from gemini_split.options import ClientOptions, ServerToolsOptions
 from gemini_split.policy import excluded_tools_rules, load_policy
 from gemini_split.sandbox import Sandbox, sandbox_mode_from
-from gemini_split.settings import LoadedSettings, MCPServerSettings, Settings, load_settings, yolo_disabled_by
+from gemini_split.settings import (
+    LoadedSettings,
+    MCPServerSettings,
+    Settings,
+    load_settings,
+    workspace_dir_refusal,
+    yolo_disabled_by,
+)
 from gemini_split.telemetry import Recorder, TelemetryFlags, activated, secret_values
 from gemini_split.telemetry import resolve_config as resolve_telemetry
 from gemini_split.protocol import Caller
@@ -290,7 +297,9 @@ def resolve_include_dirs(options: ClientOptions, env: Environment, s: Settings) 
     """``context.includeDirectories`` then ``--include-directories`` (comma
     separated or repeated), as in gemini-cli: relative to the current
     directory, ``~`` expanded. A missing directory from the command line is
-    an error; one from settings is skipped with a warning, as gemini-cli does."""
+    an error; one from settings is skipped with a warning, as gemini-cli does.
+    A folder the folder trust rules refuse is refused the same way, by the
+    rule ``/directory add`` applies (:func:`workspace_dir_refusal`)."""
     found: list[Path] = []
     flagged = [d.strip() for value in options.include_directories for d in value.split(",")]
     for source, entries in (("settings context.includeDirectories", s.context.include_directories),
@@ -306,6 +315,12 @@ def resolve_include_dirs(options: ClientOptions, env: Environment, s: Settings) 
                     continue
                 raise BadInput(f"{source}: {entry} is not a directory")
             real = Path(os.path.realpath(path))
+            refusal = workspace_dir_refusal(real, env, enabled=s.security.folder_trust.enabled)
+            if refusal is not None:
+                if source.startswith("settings"):
+                    env.warn(f"gemini-split: {source}: {entry}: {refusal}; skipped")
+                    continue
+                raise BadInput(f"{source}: {entry}: {refusal}")
             if real not in found:
                 found.append(real)
     return tuple(found)

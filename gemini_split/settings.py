@@ -411,6 +411,20 @@ def is_folder_trusted(folder: Path, env: Environment, *, enabled: bool = True) -
     return trust_rule(folder, env) in ("TRUST_FOLDER", "TRUST_PARENT")
 
 
+def workspace_dir_refusal(folder: Path, env: Environment, *, enabled: bool) -> str | None:
+    """Why folder trust refuses ``folder`` as a directory of the workspace
+    (``--include-directories``, ``context.includeDirectories``, ``/directory
+    add``), or None: with ``security.folderTrust.enabled``, a rule marking it
+    ``DO_NOT_TRUST``, or ``$GEMINI_CLI_TRUST_WORKSPACE=false``. A folder no
+    rule covers is not refused here (``/directory add`` asks about it)."""
+    flag = env.environ.get("GEMINI_CLI_TRUST_WORKSPACE")
+    if not enabled or flag == "true":
+        return None
+    if flag == "false" or trust_rule(folder, env) == "DO_NOT_TRUST":
+        return f"the folder trust rules do not trust {os.path.realpath(folder)} (trustedFolders.json)"
+    return None
+
+
 def trust_rule(folder: Path, env: Environment) -> str | None:
     """The trust level the longest matching rule of ``trustedFolders.json``
     gives ``folder``, or None when no rule covers it (no decision yet)."""

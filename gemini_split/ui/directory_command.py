@@ -113,19 +113,17 @@ async def _trust_refusal(repl: Repl, text: str, real: Path) -> str | None:
     """Why ``real`` may not join the workspace as far as folder trust goes,
     or None: refused when a rule marks it ``DO_NOT_TRUST``; asked when no
     rule covers it and folder trust is on (the answer is not remembered)."""
-    from gemini_split.settings import trust_rule
+    from gemini_split.settings import trust_rule, workspace_dir_refusal
 
     loaded = repl.settings.loaded_settings
     if loaded is None or not loaded.merged.security.folder_trust.enabled:
         return None
-    flag = repl.env.environ.get("GEMINI_CLI_TRUST_WORKSPACE")
-    if flag == "true":
+    refusal = workspace_dir_refusal(real, repl.env, enabled=True)
+    if refusal is not None:
+        return f"Error adding '{text}': {refusal}"
+    if repl.env.environ.get("GEMINI_CLI_TRUST_WORKSPACE") == "true" \
+            or trust_rule(real, repl.env) in ("TRUST_FOLDER", "TRUST_PARENT"):
         return None
-    rule = trust_rule(real, repl.env)
-    if rule in ("TRUST_FOLDER", "TRUST_PARENT"):
-        return None
-    if rule == "DO_NOT_TRUST" or flag == "false":
-        return f"Error adding '{text}': the folder trust rules do not trust {real} (trustedFolders.json)"
     choice = await repl.asker.read_choice(
         f"No folder trust rule covers {visible(str(real), newlines=False)}. Add it to the workspace? "
         "Its files become readable and writable by the tools.",

@@ -4,6 +4,8 @@ pending (owned by another issue) or deliberately absent."""
 
 from __future__ import annotations
 
+import json
+
 import os
 import re
 import time
@@ -163,6 +165,21 @@ def test_include_directories_extends_the_workspace(box, tmp_path):
 def test_include_directories_must_exist(box):
     result = box.run(["-p", "x", "--include-directories", "nope,also-nope"])
     assert result.status == 42 and "nope is not a directory" in result.stderr
+
+
+def test_include_directories_refuses_a_folder_the_trust_rules_refuse_as_directory_add_does(box):
+    shared = box.root / "shared"
+    shared.mkdir()
+    box.write_json(box.config_dir / "trustedFolders.json", {str(shared): "DO_NOT_TRUST"})
+    refused = box.run(["-p", "x", "--include-directories", str(shared)])
+    assert refused.status == 42, refused.stderr
+    assert "do not trust" in refused.stderr and str(shared) in refused.stderr
+    box.user_settings({"context": {"includeDirectories": [str(shared)]}})
+    with FakeGemini(script=[{"text": "ok"}], api_key=API_KEY) as fake:
+        skipped = box.run(["-p", "x"], fake=fake)
+    assert skipped.status == 0, skipped.stderr
+    assert "includeDirectories" in skipped.stderr and "skipped" in skipped.stderr
+    assert str(shared) not in json.dumps(fake.requests[0]["body"])  # not in the workspace the model is told of
 
 
 def test_skip_trust_applies_project_settings(box):

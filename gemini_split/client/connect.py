@@ -311,8 +311,8 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
     from .hooks import HookRunner, load_hooks, parse_hooks  # lazy_imports.EDGES
 
     hook_set = load_hooks(loaded)
-    for name, hooks in extension_hooks:  # an extension's hooks/hooks.json, after the settings files'
-        hook_set.add(*parse_hooks(hooks, f"extension {name}"))
+    for name, hooks, env in extension_hooks:  # an extension's hooks/hooks.json, after the settings files'
+        hook_set.add(*parse_hooks(hooks, f"extension {name}", env=env))
     notice = hook_set.unsupported_notice()
     for line in [*hook_set.warnings, *([notice] if notice else [])]:
         if on_notice is not None and line not in _SAID:

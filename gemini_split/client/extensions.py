@@ -18,7 +18,11 @@ The files are gemini-cli's own, so an extension installed by
 
 Variables ``${extensionPath}``, ``${workspacePath}``, ``${/}`` and
 ``${pathSeparator}`` and the settings' ``${ENVVAR}`` are replaced in every
-string of the manifest, as gemini-cli does.
+string of the manifest, as gemini-cli does. In a hook's command (a shell
+script) the two paths are data, never script: ``${extensionPath}`` and
+``${workspacePath}`` are left for its shell, which expands them from the
+hook's environment (:attr:`Extension.hook_env`), so a folder named
+``ws$(touch X)`` is only a name.
 
 Nothing an extension's files say can make the client read outside the
 extension's directory: a ``contextFileName`` that is absolute, holds ``..``
@@ -97,8 +101,12 @@ class Extension:
     #: The ``.env`` values (never printed).
     setting_values: dict[str, str] = field(default_factory=dict)
     enabled_user: bool = True
-    #: The ``hooks`` object of its ``hooks/hooks.json``, variables replaced (None: none).
+    #: The ``hooks`` object of its ``hooks/hooks.json``, variables replaced
+    #: but the two paths, which its commands' shell expands from
+    #: :attr:`hook_env` (None: none).
     hooks: Any = None
+    #: ``extensionPath`` and ``workspacePath``, for its hooks' environment.
+    hook_env: tuple[tuple[str, str], ...] = ()
     #: What its manifest asked for that is not used, one line each.
     problems: list[str] = field(default_factory=list)
     #: Enabled for the workspace: what the session uses.
@@ -158,9 +166,10 @@ class ExtensionSet:
     def command_dirs(self) -> list[tuple[str, Path]]:
         return [(ext.name, d) for ext in self.active() if (d := ext.commands_dir) is not None]
 
-    def hooks(self) -> list[tuple[str, Any]]:
-        """(extension name, its ``hooks`` object) of the active extensions."""
-        return [(ext.name, ext.hooks) for ext in self.active() if ext.hooks is not None]
+    def hooks(self) -> list[tuple[str, Any, tuple[tuple[str, str], ...]]]:
+        """(extension name, its ``hooks`` object, their environment) of the
+        active extensions."""
+        return [(ext.name, ext.hooks, ext.hook_env) for ext in self.active() if ext.hooks is not None]
 
     def skill_dirs(self) -> list[tuple[str, Path]]:
         return [(ext.name, d) for ext in self.active() if (d := ext.skills_dir) is not None]
@@ -260,8 +269,10 @@ def _hooks_of(ext: Extension, workspace: Path) -> Any:
     except ValueError as exc:
         ext.problems.append(f"extension {ext.name}: hooks/{exc}; its hooks are not used")
         return None
-    context = {"extensionPath": str(ext.path), "workspacePath": str(workspace), "/": os.sep,
-               "pathSeparator": os.sep, **ext.setting_values}
+    ext.hook_env = (("extensionPath", str(ext.path)), ("workspacePath", str(workspace)))
+    # The paths stay as they are written: the command's shell expands them as data.
+    context = {**ext.setting_values, "extensionPath": "${extensionPath}", "workspacePath": "${workspacePath}",
+               "/": os.sep, "pathSeparator": os.sep}
     return _hydrate((raw or {}).get("hooks"), context)
 
 

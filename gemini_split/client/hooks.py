@@ -88,6 +88,9 @@ class HookDefinition:
     sequential: bool = False
     #: Where it was defined: ``"user (/home/u/.gemini/settings.json)"``, an extension's name…
     source: str = ""
+    #: More environment for its command: an extension's ``extensionPath``
+    #: and ``workspacePath``, which its shell expands as data.
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -108,14 +111,16 @@ class HookDefinition:
         return self.matcher == target
 
 
-def parse_hooks(raw: Any, source: str) -> tuple[list[HookDefinition], list[str]]:
+def parse_hooks(raw: Any, source: str, *,
+                env: tuple[tuple[str, str], ...] = ()) -> tuple[list[HookDefinition], list[str]]:
     """The hook definitions of one ``hooks`` object (gemini-cli's format),
     and one line per part left out, naming ``source`` and the key. Never
     raises: a malformed entry is reported and the others still load.
+    ``env``: more environment for each of their commands.
 
     This is also how an extension's hooks are read: pass its ``hooks``
-    object and a source such as ``"extension my-ext"``, then
-    :meth:`HookSet.add` the result."""
+    object, a source such as ``"extension my-ext"`` and its
+    ``Extension.hook_env``, then :meth:`HookSet.add` the result."""
     found: list[HookDefinition] = []
     warnings: list[str] = []
 
@@ -169,7 +174,7 @@ def parse_hooks(raw: Any, source: str) -> tuple[list[HookDefinition], list[str]]
                     bad(at, "name and description must be strings")
                 else:
                     found.append(HookDefinition(event, command, matcher, name, description, int(timeout),
-                                                sequential, source))
+                                                sequential, source, env))
     return found, warnings
 
 
@@ -421,7 +426,7 @@ async def run_hook(hook: HookDefinition, payload: bytes, env: Mapping[str, str],
     try:
         process = await trio.lowlevel.open_process(
             ["/bin/sh", "-c", hook.command], stdin=-1, stdout=-1, stderr=-1,
-            cwd=str(cwd), env=dict(env), start_new_session=True)
+            cwd=str(cwd), env={**env, **dict(hook.env)}, start_new_session=True)
     except OSError as exc:
         return HookResult(hook, warning=f"gemini-split: {what} could not start: {exc.strerror or exc}")
     out, err = bytearray(), bytearray()

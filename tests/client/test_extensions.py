@@ -324,6 +324,27 @@ def test_an_extensions_hooks_json_runs_with_extension_path_replaced(setup):
     assert not (setup["work"] / "made.txt").exists()
 
 
+def test_a_workspace_path_in_an_extensions_hook_command_is_data_never_script(setup):
+    """T4-4: a folder named ``ws$(touch PWNED)`` is only a name to the hook's shell."""
+    hostile = setup["tmp"] / "ws$(touch PWNED)"
+    hostile.mkdir()
+    setup["work"] = hostile
+    (setup["src"] / "hooks").mkdir()
+    command = ('cat > /dev/null; printf %s "${workspacePath}" > "${extensionPath}${/}seen.txt"; '
+               "ls ${workspacePath} > /dev/null 2>&1; echo '{}'")
+    (setup["src"] / "hooks" / "hooks.json").write_text(json.dumps({"hooks": {"BeforeTool": [
+        {"matcher": "run_shell_command", "hooks": [{"type": "command", "command": command}]}]}}))
+    assert run(setup, None, "extensions", "install", str(setup["src"]), "--consent").returncode == 0
+    installed = setup["home"] / "extensions" / "my-ext"
+    script = [{"function_calls": [{"name": "run_shell_command", "args": {"command": "echo hi"}}]},
+              {"text": "done"}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        done = run(setup, fake, "--yolo", "-p", "go", "--skip-trust")
+    assert done.returncode == 0, done.stderr
+    assert (installed / "seen.txt").read_text() == str(hostile)  # the hook got the real path
+    assert list(setup["tmp"].rglob("PWNED")) == []
+
+
 def test_an_extensions_skill_is_offered_and_activated_by_the_model(setup):
     (setup["src"] / "skills" / "security-audit").mkdir(parents=True)
     (setup["src"] / "skills" / "security-audit" / "SKILL.md").write_text(

@@ -39,9 +39,10 @@ a small client over httpx, which runs under Trio.
 **Bounds.** A card of at most :data:`MAX_CARD_BYTES`, an answer of at most
 :data:`MAX_RESPONSE_BYTES`, the definition's ``timeout_mins`` (default 10)
 for the whole exchange, :data:`CONNECT_TIMEOUT` to connect, at most
-:data:`MAX_REDIRECTS` redirects for a card and none for a call (an
-``Authorization`` header is never replayed to another place), ``http`` and
-``https`` URLs only. ``general.proxy`` in settings, else ``HTTP(S)_PROXY``
+:data:`MAX_REDIRECTS` redirects for a card and none for a call (no
+credential — ``Authorization``, an ``apiKey`` header of any name — is ever
+sent to another origin than the card URL's), ``http`` and ``https`` URLs
+only. ``general.proxy`` in settings, else ``HTTP(S)_PROXY``
 / ``NO_PROXY``, is the proxy, as in gemini-cli.
 """
 
@@ -58,7 +59,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 import trio
 
@@ -265,8 +266,8 @@ def fetch_card(path: Path, url: str, auth: dict[str, Any] | None, *, proxy: str 
     field = "agent_card_url"
     deadline = time.monotonic() + CARD_TIMEOUT
     try:
-        with httpx.Client(timeout=httpx.Timeout(CARD_TIMEOUT, connect=CONNECT_TIMEOUT), follow_redirects=True,
-                          max_redirects=MAX_REDIRECTS, **_proxy(proxy)) as client:
+        with httpx.Client(timeout=httpx.Timeout(CARD_TIMEOUT, connect=CONNECT_TIMEOUT),
+                          **_proxy(proxy)) as client:
             body, status = _get_bounded(path, client, url, {}, deadline)
             if status in (401, 403) and auth is not None:
                 headers = auth_headers(auth, url, environ or os.environ)
@@ -295,26 +296,40 @@ class _TooSlow(Exception):
 
 def _get_bounded(path: Path, client: Any, url: str, headers: dict[str, str],
                  deadline: float) -> tuple[bytes | None, int]:
+    """GET ``url``, following at most :data:`MAX_REDIRECTS` redirects
+    itself: ``headers`` (the credentials) go only to ``url``'s own origin,
+    never to a place a redirect leads elsewhere (httpx drops only
+    ``Authorization`` there, not an ``X-API-Key``)."""
     import httpx  # lazy_imports.EDGES
 
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise _TooSlow
-    timeout = httpx.Timeout(left, connect=min(CONNECT_TIMEOUT, left))
-    with client.stream("GET", url, headers=headers, timeout=timeout) as response:
-        for hop in [*response.history, response]:
-            scheme = urlsplit(str(hop.url)).scheme
-            if scheme not in ("http", "https"):
-                raise RemoteAgentError(f"{path}: field 'agent_card_url': redirected to a non-http(s) URL "
-                                       f"{str(hop.url)[:200]!r}")
-        data = bytearray()
-        for chunk in response.iter_bytes():
-            data += chunk
-            if len(data) > MAX_CARD_BYTES:
-                return None, response.status_code
-            if time.monotonic() > deadline:  # a peer that trickles its card
-                raise _TooSlow
-        return bytes(data), response.status_code
+    origin = _origin(url)
+    for _ in range(MAX_REDIRECTS + 1):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _TooSlow
+        timeout = httpx.Timeout(left, connect=min(CONNECT_TIMEOUT, left))
+        sent = headers if _origin(url) == origin else {}
+        with client.stream("GET", url, headers=sent, timeout=timeout, follow_redirects=False) as response:
+            if response.is_redirect:
+                url = urljoin(url, response.headers.get("location", ""))
+                if urlsplit(url).scheme not in ("http", "https"):
+                    raise RemoteAgentError(f"{path}: field 'agent_card_url': redirected to a non-http(s) URL "
+                                           f"{url[:200]!r}")
+                continue
+            data = bytearray()
+            for chunk in response.iter_bytes():
+                data += chunk
+                if len(data) > MAX_CARD_BYTES:
+                    return None, response.status_code
+                if time.monotonic() > deadline:  # a peer that trickles its card
+                    raise _TooSlow
+            return bytes(data), response.status_code
+    raise httpx.TooManyRedirects(f"more than {MAX_REDIRECTS} redirects")
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
 
 
 # --------------------------------------------------------------------------

@@ -133,6 +133,29 @@ def test_a_card_behind_auth_is_read_again_with_the_credentials(tmp_path):
     assert definition.description == "A peer." and len(seen) == 2
 
 
+@pytest.mark.parametrize("auth, header", [
+    ({"type": "apiKey", "key": "$K"}, "X-API-Key"),
+    ({"type": "apiKey", "key": "$K", "name": "X-Custom-Secret"}, "X-Custom-Secret"),
+    ({"type": "http", "scheme": "Bearer", "token": "$K"}, "Authorization"),
+])
+def test_no_credential_follows_a_redirect_to_another_origin(tmp_path, auth, header):
+    """T4-6: the card asks for credentials (401), and once they come it
+    redirects to another origin: what reaches that origin carries none."""
+    with http_server(card_answer()) as (elsewhere, seen_there):
+        def guarded(h):
+            if not h.headers.get(header):
+                return 401, {}, b"no"
+            return 302, {"Location": f"{elsewhere}/card"}, b""
+
+        with http_server(guarded) as (base, seen_here):
+            definition, _ = load_remote(tmp_path / "a.md", {
+                "kind": "remote", "name": "peer", "agent_card_url": f"{base}/card", "auth": auth},
+                environ={"K": "sesame-CANARY"})
+    assert definition.description == "A peer."
+    assert any("sesame-CANARY" in v for v in seen_here[-1][1].values())  # its own origin got them
+    assert seen_there and all("sesame-CANARY" not in json.dumps(h) for _, h in seen_there), seen_there
+
+
 def test_a_card_too_large_or_redirecting_forever_or_elsewhere_is_refused_naming_the_field(tmp_path):
     path = tmp_path / "a.md"
     with http_server(lambda h: (200, {}, b"{" + b" " * MAX_CARD_BYTES + b"}")) as (base, _):

@@ -24,7 +24,11 @@ keeps it under ``$GEMINI_SPLIT_HOME/rewind/<session>``; a server in its
 workspace root's ``.rewind/<session>``, out of every tool's reach. It goes
 with the session. Files are reached through the
 :class:`~gemini_split.client.workspace.Workspace` (no symlink followed), so
-a revert never writes outside the workspace.
+a revert never writes outside the workspace. Each edit records the
+workspace root it was made in, and a revert is only planned in that same
+root (:class:`RevertElsewhere` otherwise): a session resumed in a second
+clone of the same repository must not put back or delete that clone's
+files because their contents match.
 
 Standard library only, and imported only when an edit tool runs or
 ``/rewind`` asks (``lazy_imports.EDGES``).
@@ -43,6 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from gemini_split.errors import BadInput
 
 from .tools.base import ToolFailed
 from .workspace import Workspace
@@ -72,6 +78,16 @@ class Edit:
     reason: str = ""
     #: The ``seq`` of the request's ``request_started``, when known.
     seq: int | None = None
+    #: The workspace root ``path`` is relative to ("" in journals written
+    #: before it was recorded).
+    root: str = ""
+
+
+class RevertElsewhere(BadInput):
+    """The edits to put back were made in another workspace than this
+    one: nothing is planned; the message names both directories. A
+    :class:`~gemini_split.errors.BadInput`, so callers that must not load
+    this module catch that."""
 
 
 @dataclass
@@ -139,7 +155,7 @@ class EditJournal:
         after = _hash_of(workspace, rel) or ""
         if after and before == after:
             return  # nothing changed: nothing to put back
-        self._append(Edit(request_id, call_id, rel, before, after, reason, seq))
+        self._append(Edit(request_id, call_id, rel, before, after, reason, seq, str(workspace.root)))
 
     # --- reading -----------------------------------------------------------------------
 
@@ -156,7 +172,7 @@ class EditJournal:
                 seq = raw.get("seq")
                 out.append(Edit(str(raw["request_id"]), str(raw["call_id"]), str(raw["path"]),
                                 raw.get("before"), str(raw.get("after", "")), str(raw.get("reason", "")),
-                                seq if isinstance(seq, int) else None))
+                                seq if isinstance(seq, int) else None, str(raw.get("root") or "")))
             except (ValueError, KeyError, TypeError):
                 log.warning("%s: an unreadable line was skipped", self.directory / _JOURNAL)
         return out
@@ -168,8 +184,15 @@ class EditJournal:
     def plan(self, chosen: Choice, workspace: Workspace, *, from_call: str | None = None) -> list[PlannedFile]:
         """What reverting the chosen edits would do — those of a list of
         request ids, or those a predicate takes (from the edit of
-        ``from_call`` on, when given) — one entry per file."""
+        ``from_call`` on, when given) — one entry per file. Raises
+        :class:`RevertElsewhere` when they were made in another workspace."""
         chosen = self._chosen(chosen, from_call)
+        elsewhere = sorted({e.root for e in chosen if e.root and e.root != str(workspace.root)})
+        if elsewhere:
+            raise RevertElsewhere(
+                f"the agent's edits to put back were made in {', '.join(elsewhere)}, and this workspace is "
+                f"{workspace.root}: nothing is put back here (run it in {elsewhere[0]}, or rewind the "
+                "conversation alone)")
         by_path: dict[str, list[Edit]] = {}
         for edit in chosen:
             by_path.setdefault(edit.path, []).append(edit)

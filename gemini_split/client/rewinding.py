@@ -68,7 +68,9 @@ async def steps(client: ProtocolClient) -> list[Step]:
 def files_since(client: ProtocolClient, chosen: list[Step], step: Step) -> list[Any]:
     """What putting back the files changed from ``step`` on would do here
     (this client's own edits: ``PlannedFile`` each, conflicts marked);
-    empty for a session whose tools run on the server."""
+    empty for a session whose tools run on the server. Raises
+    :class:`~gemini_split.client.edit_journal.RevertElsewhere` when those
+    edits were made in another workspace."""
     journal = _journal(client)
     if journal is None or runs_on_server(client):
         return []

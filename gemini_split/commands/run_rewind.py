@@ -23,6 +23,7 @@ from gemini_split.client.failures import RequestFailed
 from gemini_split.client.rewinding import files_since, rewind, runs_on_server, steps
 from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
+from gemini_split.errors import BadInput
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.transport import ConnectFailed, TransportError
 from gemini_split.ui.safe_text import visible
@@ -49,6 +50,9 @@ def run_rewind(args: argparse.Namespace, env: Environment) -> ExitStatus:
                 step = found[number - 1]
                 planned = files_since(client, found, step) if revert else []
                 done = await rewind(client, step, conversation=True, files=revert, planned=planned)
+        except BadInput as exc:  # the edits were made in another workspace (edit_journal.RevertElsewhere)
+            env.warn(f"gemini-split: --revert-files: {exc}; nothing was rewound")
+            return ExitStatus.BAD_INPUT
         except RequestFailed as exc:
             env.warn(f"gemini-split: {exc} ({exc.code})")
             return exit_status_for(exc)

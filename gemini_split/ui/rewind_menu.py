@@ -24,6 +24,7 @@ from rich.text import Text
 
 from gemini_split.client.failures import RequestFailed
 from gemini_split.client.rewinding import Step, files_since, rewind, runs_on_server, steps
+from gemini_split.errors import BadInput
 from gemini_split.protocol import REWIND_SINCE
 
 from .safe_text import visible
@@ -71,7 +72,11 @@ async def rewind_menu(repl: Repl) -> None:
     if not picked.isdigit():
         return
     step = found[int(picked) - 1]
-    planned = files_since(client, found, step)
+    try:
+        planned = files_since(client, found, step)
+    except BadInput as exc:  # edits made in another workspace: the conversation alone can go back
+        repl.console.print(Text(f"Files: {visible(str(exc), newlines=False)}", style="yellow"))
+        planned = []
     on_server = runs_on_server(client)
     changed = sum(s.files for s in found[step.number - 1:]) if on_server else len(planned)
     if changed:

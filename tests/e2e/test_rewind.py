@@ -88,6 +88,31 @@ def test_rewind_without_revert_files_keeps_the_files_and_a_prompt_that_does_not_
     assert again.returncode == 42 and "has 2 prompts (1–2)" in again.stderr
 
 
+def test_revert_files_in_another_clone_of_the_workspace_is_refused_naming_both_and_touches_nothing(tmp_path):
+    """T4-3: the same files (a second clone of the repository) in another
+    directory: their contents match what the agent wrote, and still only
+    the workspace the edits were made in may have them put back."""
+    import shutil
+
+    with FakeGemini(script=SCRIPT, api_key=API_KEY) as fake:
+        three_turns(tmp_path, fake)
+        listed = run(tmp_path, fake, "--list-sessions")
+        session = listed.stdout.split("[")[-1].split("]")[0]
+        clone = tmp_path / "clone"
+        shutil.copytree(tmp_path / "work", clone)
+        elsewhere = cli(["--resume", session, "--rewind-to", "2", "--revert-files"],
+                        environ=_env(HOME=str(tmp_path), GEMINI_SPLIT_HOME=str(tmp_path / "home"),
+                                     GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=fake.url), cwd=clone)
+        still = run(tmp_path, fake, "--resume", "latest", "--rewind-to", "3", "--revert-files")
+    assert elsewhere.returncode == 42, elsewhere.stderr
+    assert str(tmp_path / "work") in elsewhere.stderr and str(clone) in elsewhere.stderr
+    assert "nothing was rewound" in elsewhere.stderr
+    assert {p.name: p.read_text() for p in clone.iterdir()} == {"a.txt": "A2\n", "b.txt": "B\n", "c.txt": "C\n"}
+    # In its own workspace the session still had all three prompts, and its files go back.
+    assert still.returncode == 0, still.stderr
+    assert "c.txt: deleted" in still.stderr and not (tmp_path / "work" / "c.txt").exists()
+
+
 def test_a_file_changed_by_hand_since_the_agent_wrote_it_is_named_and_left_alone(tmp_path):
     with FakeGemini(script=SCRIPT, api_key=API_KEY) as fake:
         three_turns(tmp_path, fake)

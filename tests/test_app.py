@@ -12,7 +12,7 @@ from gemini_split.app import embedded_service_for, resolve_client_settings
 from gemini_split.cli import build_parser
 from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
-from gemini_split.ui.repl import Repl
+from gemini_split.ui.repl.loop import Repl
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gemini_split"
 PLUGINS = PACKAGE.parent / "plugins"

@@ -32,8 +32,8 @@ from rich.text import Text
 
 from gemini_split.client.tools.ask_user import multi_answer
 from gemini_split.protocol import AskUserQuestion
+from gemini_split.ui.safe_text import clip_lines, visible
 
-from .safe_text import clip_lines, visible
 
 if TYPE_CHECKING:
     from .approval_prompt import InlineAsker

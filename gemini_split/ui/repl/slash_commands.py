@@ -33,24 +33,24 @@ from gemini_split.errors import ConfigurationError
 from gemini_split.model_aliases import persist_model_name, resolve_model_name
 from gemini_split.policy.rules import MODES
 from gemini_split.settings_edit import set_setting
+from gemini_split.ui.command_expansion import CommandFailed, load_commands, run_custom_command
+from gemini_split.ui.extension_list import list_lines
+from gemini_split.ui.references import complete_reference
+from gemini_split.ui.safe_text import visible
 
-from . import project_init
-from .agents_command import AgentsUsage, agents_command
-from .context_reload import reload_in_worker
-from .clipboard import copy_text
-from .command_expansion import CommandFailed, load_commands, run_custom_command
-from .conversation import ChatStore, resumed_context, share
-from .directory_command import DirectoryRefused, directory_command
-from .extension_list import list_lines
+from .commands import project_init
+from .commands.agents import AgentsUsage, agents_command
+from .commands.clipboard import copy_text
+from .commands.context_reload import reload_in_worker
+from .commands.conversation import ChatStore, resumed_context, share
+from .commands.directory import DirectoryRefused, directory_command
+from .commands.rewind import rewind_menu
+from .commands.settings_list import effective_settings, settings_files
+from .commands.skills import SkillsUsage, skills_command
 from .prompt_input import LineReader, NEWLINE_KEYS
-from .references import complete_reference
-from .rewind_menu import rewind_menu
-from .safe_text import visible
-from .settings_list import effective_settings, settings_files
-from .skills_command import SkillsUsage, skills_command
 
 if TYPE_CHECKING:
-    from .repl import Repl
+    from .loop import Repl
 
 #: Offered by Tab after ``/model``; any name the server accepts works.
 KNOWN_MODELS = ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "auto", "pro", "flash", "flash-lite", "set")
@@ -450,7 +450,7 @@ async def _chat(repl: Repl, args: list[str]) -> None:
         if await repl.reconnect(None, f"resuming {tag}: new session"):
             repl.pending_context.append(resumed_context(tag, messages))
             # Redrawn as /resume ID redraws a session.
-            from .repl import _history_lines
+            from .loop import _history_lines
 
             repl.console.print(Text(f"Resumed chat {tag} ({len(messages)} messages):", style="green"))
             for content in messages:
@@ -661,7 +661,7 @@ async def _policies(repl: Repl, args: list[str]) -> None:
 
 async def _settings(repl: Repl, args: list[str]) -> None:
     """``/settings``: the effective settings and where each came from
-    (:mod:`gemini_split.ui.settings_list`). Read-only: gemini-cli's dialog
+    (:mod:`gemini_split.ui.repl.commands.settings_list`). Read-only: gemini-cli's dialog
     edits them; here the files named are edited by hand."""
     _no_args(args, "/settings")
     loaded = repl.settings.loaded_settings
@@ -1077,13 +1077,13 @@ def _visible(text: str) -> str:
 
 
 async def _restore(repl: Repl, args: list[str]) -> None:
-    from .restore_command import restore  # lazy_imports.EDGES
+    from .commands.restore import restore  # lazy_imports.EDGES
 
     await restore(repl, args)
 
 
 def _checkpoint_ids(repl: Repl) -> Iterable[str]:
-    from .restore_command import checkpoint_ids  # lazy_imports.EDGES
+    from .commands.restore import checkpoint_ids  # lazy_imports.EDGES
 
     return checkpoint_ids(repl)
 

@@ -24,11 +24,11 @@ from gemini_split.client.restoring import (
     request_seq,
     source_for,
 )
+from gemini_split.ui.safe_text import visible
 
-from .safe_text import visible
 
 if TYPE_CHECKING:
-    from .repl import Repl
+    from ..loop import Repl
 
 USAGE = "/restore [ID]"
 
@@ -45,7 +45,7 @@ def checkpoint_ids(repl: Repl) -> list[str]:
 
 
 async def restore(repl: Repl, args: list[str]) -> None:
-    from .slash_commands import CommandUsage
+    from ..slash_commands import CommandUsage
 
     if len(args) > 1:
         raise CommandUsage(USAGE)

@@ -17,12 +17,12 @@ from rich.text import Text
 
 from gemini_split.client.agents import AgentError, set_enabled
 from gemini_split.client.skills import settings_path
-from .safe_text import visible
+from gemini_split.ui.safe_text import visible
 from .context_reload import reload_in_worker
-from .skills_command import name_and_scope
+from .skills import name_and_scope
 
 if TYPE_CHECKING:
-    from .repl import Repl
+    from ..loop import Repl
 
 USAGE = "/agents list [nodesc] | enable NAME | disable NAME [--scope user|workspace] | reload"
 

@@ -25,11 +25,11 @@ from rich.text import Text
 from gemini_split.client.failures import RequestFailed
 from gemini_split.client.rewinding import Step, files_since, rewind, runs_on_server, steps
 from gemini_split.protocol import REWIND_SINCE
+from gemini_split.ui.safe_text import visible
 
-from .safe_text import visible
 
 if TYPE_CHECKING:
-    from .repl import Repl
+    from ..loop import Repl
 
 #: Characters of a prompt shown in the list.
 PROMPT_SHOWN = 70

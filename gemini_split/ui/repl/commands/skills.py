@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from gemini_split.client.skills import SkillError, set_disabled, settings_path
+from gemini_split.ui.safe_text import visible
 
 from .context_reload import reload_in_worker
-from .safe_text import visible
 
 if TYPE_CHECKING:
-    from .repl import Repl
+    from ..loop import Repl
 
 USAGE = "/skills list [nodesc] | enable NAME | disable NAME [--scope user|workspace] | reload"
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from gemini_split.client.connect import ClientSettings
     from gemini_split.environment import Environment
 
-    from .repl import Repl
+    from ..loop import Repl
 
 #: Seconds a reload runs before the REPL says what it waits for.
 SLOW_NOTE = 0.5

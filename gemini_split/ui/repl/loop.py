@@ -7,7 +7,7 @@ REPL's nursery (:meth:`Repl._hold`), because ``open_client`` is a context
 manager with its own nursery.
 
 Input is read by prompt-toolkit in a worker thread (see
-:mod:`gemini_split.ui.prompt_input`); output is rendered with rich from the
+:mod:`gemini_split.ui.repl.prompt_input`); output is rendered with rich from the
 Trio thread (:mod:`gemini_split.ui.render`). The two never overlap: while a
 prompt is up the REPL waits for it, and an approval question pauses the
 turn's live display before asking.
@@ -57,6 +57,11 @@ from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent, Usage
 from gemini_split.settings import GeneralSettings, UISettings, approval_mode_refusal
 from gemini_split.transport import ConnectOptions, TransportError
+from gemini_split.ui.follow import Follower
+from gemini_split.ui.oneshot import RunStats
+from gemini_split.ui.references import attach_references
+from gemini_split.ui.render import TurnView, code_theme_for, error_panel, make_console, usage_line
+from gemini_split.ui.safe_text import visible
 
 from .approval_prompt import InlineAsker
 from .external_editor import edit_text, editor_command
@@ -71,11 +76,6 @@ from .prompt_input import (
     read_text,
     split_queued,
 )
-from .follow import Follower
-from .oneshot import RunStats
-from .references import attach_references
-from .render import TurnView, code_theme_for, error_panel, make_console, usage_line
-from .safe_text import visible
 from .shell_passthrough import format_for_model, run_passthrough
 from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, load_custom_commands, run_command
 
@@ -268,7 +268,7 @@ class Repl:
 
     def edit_in_editor(self, text: str) -> str:
         """Ctrl+G or Ctrl+X: ``text`` edited in ``general.preferredEditor``,
-        ``$VISUAL`` or ``$EDITOR`` (:mod:`gemini_split.ui.external_editor`);
+        ``$VISUAL`` or ``$EDITOR`` (:mod:`gemini_split.ui.repl.external_editor`);
         runs in the prompt's worker thread, the terminal handed over."""
         environ = self.env.environ
         return edit_text(text, editor_command(self._general.preferred_editor, environ), environ)

@@ -33,10 +33,10 @@ from rich.text import Text
 
 from gemini_split.app import attach_context
 from gemini_split.client.workspace import Workspace
-from .safe_text import visible
+from gemini_split.ui.safe_text import visible
 
 if TYPE_CHECKING:
-    from .repl import Repl
+    from ..loop import Repl
 
 USAGE = "/directory add PATH[,PATH…] | show"
 RESTRICTIVE = ("The /directory add command is not supported in restrictive sandbox profiles. "

@@ -101,8 +101,6 @@ EDGES = {
 CYCLES = {
     ("gemini_split.settings", "gemini_split.folder_trust"):
         "folder_trust reads trust rules and the size limit from settings; settings names what an untrusted folder ignores",
-    ("gemini_split.ui.repl.slash_commands", "gemini_split.ui.repl.loop"):
-        "the REPL runs the slash commands; /chat resume redraws with the REPL's history",
     ("gemini_split.server.session.agents", "gemini_split.server.session.loop"):
         "a sub-agent runs the agent loop, and the loop starts sub-agents",
     ("gemini_split.server.store", "gemini_split.server.store.memory"):

@@ -398,7 +398,7 @@ def test_the_ui_has_no_import_cycle():
 
 
 #: The REPL's class: the top of ui/. Commands see it as
-#: gemini_split.ui.repl.context.CommandContext.
+#: gemini_split.ui.repl.command_context.CommandContext.
 REPL_MODULE = "gemini_split.ui.repl.loop"
 
 

@@ -61,6 +61,7 @@ from gemini_split.ui.render import TurnView, code_theme_for, error_panel, make_c
 from gemini_split.ui.safe_text import visible
 
 from .approval_prompt import InlineAsker
+from .command_context import CommandUsage, QuitRepl
 from .external_editor import edit_text, editor_command
 from .prompt_input import (
     NEWLINE_KEYS,
@@ -73,9 +74,8 @@ from .prompt_input import (
     read_text,
     split_queued,
 )
-from .shell_passthrough import format_for_model, run_passthrough
-from .context import CommandUsage, QuitRepl
 from .session_stats import SessionStats
+from .shell_passthrough import format_for_model, run_passthrough
 from .slash_commands import SlashCompleter, load_custom_commands, run_command
 from .transcript import history_lines
 
@@ -93,7 +93,7 @@ HISTORY_FILE = "repl_history"
 
 class Repl:
     """The REPL: one per terminal session. It is the
-    :class:`~gemini_split.ui.repl.context.CommandContext` its slash commands
+    :class:`~gemini_split.ui.repl.command_context.CommandContext` its slash commands
     are run with."""
 
     def __init__(

@@ -2,7 +2,7 @@
 
 Every command is a coroutine ``handler(repl, args)`` in :data:`COMMANDS`;
 ``repl`` is the REPL as a command sees it
-(:class:`~gemini_split.ui.repl.context.CommandContext`), never the
+(:class:`~gemini_split.ui.repl.command_context.CommandContext`), never the
 REPL's own class. Bad arguments raise :class:`CommandUsage` whose text is
 the usage line the REPL prints; nothing a user types ends in a traceback.
 """
@@ -40,6 +40,7 @@ from gemini_split.ui.extension_list import list_lines
 from gemini_split.ui.references import complete_reference
 from gemini_split.ui.safe_text import visible
 
+from .command_context import CommandContext, CommandUsage, QuitRepl
 from .commands import project_init
 from .commands.agents import AgentsUsage, agents_command
 from .commands.clipboard import copy_text
@@ -49,7 +50,6 @@ from .commands.directory import DirectoryRefused, directory_command
 from .commands.rewind import rewind_menu
 from .commands.settings_list import effective_settings, settings_files
 from .commands.skills import SkillsUsage, skills_command
-from .context import CommandContext, CommandUsage, QuitRepl
 from .prompt_input import LineReader, NEWLINE_KEYS
 from .transcript import history_lines
 

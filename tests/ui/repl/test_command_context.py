@@ -10,7 +10,7 @@ from gemini_split.app import resolve_client_settings
 from gemini_split.cli import build_parser
 from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
-from gemini_split.ui.repl.context import CommandContext
+from gemini_split.ui.repl.command_context import CommandContext
 from gemini_split.ui.repl.loop import Repl
 
 

@@ -17,7 +17,7 @@ from gemini_split.client.agents import AgentError, set_enabled
 from gemini_split.client.skills import settings_path
 from gemini_split.ui.safe_text import visible
 
-from ..context import CommandContext
+from ..command_context import CommandContext
 from .context_reload import reload_in_worker
 from .skills import name_and_scope
 

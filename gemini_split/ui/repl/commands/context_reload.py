@@ -24,7 +24,7 @@ from gemini_split.app import attach_context
 from gemini_split.errors import ConfigurationError
 from gemini_split.settings import load_settings
 
-from ..context import CommandContext
+from ..command_context import CommandContext
 
 if TYPE_CHECKING:
     from gemini_split.client.connect import ClientSettings

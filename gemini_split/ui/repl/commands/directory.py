@@ -34,7 +34,7 @@ from gemini_split.app import attach_context
 from gemini_split.client.workspace import Workspace
 from gemini_split.ui.safe_text import visible
 
-from ..context import CommandContext
+from ..command_context import CommandContext
 
 
 USAGE = "/directory add PATH[,PATH…] | show"

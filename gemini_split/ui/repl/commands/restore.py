@@ -24,7 +24,7 @@ from gemini_split.client.restoring import (
 )
 from gemini_split.ui.safe_text import visible
 
-from ..context import CommandContext, CommandUsage
+from ..command_context import CommandContext, CommandUsage
 
 
 USAGE = "/restore [ID]"

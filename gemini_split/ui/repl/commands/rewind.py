@@ -27,7 +27,7 @@ from gemini_split.client.rewinding import Step, files_since, rewind, runs_on_ser
 from gemini_split.protocol import REWIND_SINCE
 from gemini_split.ui.safe_text import visible
 
-from ..context import CommandContext
+from ..command_context import CommandContext
 
 
 #: Characters of a prompt shown in the list.

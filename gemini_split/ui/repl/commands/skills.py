@@ -13,7 +13,7 @@ from rich.text import Text
 from gemini_split.client.skills import SkillError, set_disabled, settings_path
 from gemini_split.ui.safe_text import visible
 
-from ..context import CommandContext
+from ..command_context import CommandContext
 from .context_reload import reload_in_worker
 
 

@@ -1,13 +1,13 @@
 """What a slash command may do: :class:`CommandContext`, and the two
 exceptions a command raises to the REPL.
 
-A command (``slash_commands.py``, ``commands/``) is handed a
-:class:`CommandContext`, never the REPL itself: it prints, reaches the
-connection and the settings, runs a turn, reconnects, asks a question,
-redraws. :class:`~gemini_split.ui.repl.loop.Repl` implements it; nothing
-that a command imports imports the REPL's module (``tests/test_app.py``
-checks it), so the REPL stays the top of ``ui/`` and commands can be read,
-and tested, without it.
+A command (``slash_commands.py``, ``commands/``) sees the REPL only as a
+:class:`CommandContext`: it prints, reaches the connection and the
+settings, runs a turn, reconnects, asks a question, redraws.
+:class:`~gemini_split.ui.repl.loop.Repl` implements it (and is what a
+command is run with); nothing in ``ui/`` imports the REPL's module
+(``tests/test_app.py`` checks it), so the REPL stays the top of ``ui/`` and
+a command is read without it.
 """
 
 from __future__ import annotations

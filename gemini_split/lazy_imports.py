@@ -24,8 +24,8 @@ EDGES = {
     "httpx": "only where HTTP is spoken (the model, web_fetch, MCP over HTTP)",
     "prompt_toolkit": "the REPL only, never -p",
     "rich": "the REPL and attach's rendering only, never the thin -p",
-    "gemini_split.ui.repl": "the REPL (prompt-toolkit)",
-    "gemini_split.ui.prompt_input": "the REPL's prompts (prompt-toolkit)",
+    "gemini_split.ui.repl.loop": "the REPL (prompt-toolkit)",
+    "gemini_split.ui.repl.prompt_input": "the REPL's prompts (prompt-toolkit)",
     "gemini_split.ui.follow": "attach --watch (rich)",
     "gemini_split.ui.render": "rich's console",
     "gemini_split_websocket": "the WebSocket stack (wsproto): ws:// and wss:// only",
@@ -72,11 +72,11 @@ EDGES = {
     "gemini_split.client.custom_commands": "-p /command: only when the prompt starts with one (dataclasses, shlex)",
     "gemini_split.ui.command_expansion": "custom commands' !{} and @{} (dataclasses, shlex): only when one runs",
     "gemini_split.ui.references": "@path in a prompt (dataclasses): only when the prompt has one",
-    "gemini_split.ui.slash_commands": "the REPL's commands (prompt-toolkit, rich): -p only for a custom command",
-    "gemini_split.ui.conversation": "/chat (json)",
-    "gemini_split.ui.skills_command": "/skills (rich)",
-    "gemini_split.ui.shell_passthrough": "!command (rich)",
-    "gemini_split.ui.restore_command": "/restore (the checkpoints and their git): not at the REPL's start",
+    "gemini_split.ui.repl.slash_commands": "the REPL's commands (prompt-toolkit, rich): -p only for a custom command",
+    "gemini_split.ui.repl.commands.conversation": "/chat (json)",
+    "gemini_split.ui.repl.commands.skills": "/skills (rich)",
+    "gemini_split.ui.repl.shell_passthrough": "!command (rich)",
+    "gemini_split.ui.repl.commands.restore": "/restore (the checkpoints and their git): not at the REPL's start",
     "gemini_split.shell_split": "the bash splitter (dataclasses, shlex): only when a shell command is checked",
     "gemini_split.server.model.gemini": "google-genai: not for -m scripted",
     "gemini_split.server.model.scripted": "-m scripted only (json)",
@@ -101,8 +101,6 @@ EDGES = {
 CYCLES = {
     ("gemini_split.settings", "gemini_split.folder_trust"):
         "folder_trust reads trust rules and the size limit from settings; settings names what an untrusted folder ignores",
-    ("gemini_split.ui.slash_commands", "gemini_split.ui.repl"):
-        "the REPL runs the slash commands; /chat resume redraws with the REPL's history",
     ("gemini_split.server.session.agents", "gemini_split.server.session.loop"):
         "a sub-agent runs the agent loop, and the loop starts sub-agents",
     ("gemini_split.server.store", "gemini_split.server.store.memory"):
@@ -126,7 +124,7 @@ ONESHOT_NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gem
 
 #: Never imported by the REPL on its way to the first prompt: what only one
 #: command needs is loaded when that command first runs.
-REPL_START_NEVER = ("gemini_split.ui.restore_command", "gemini_split.client.restoring",
+REPL_START_NEVER = ("gemini_split.ui.repl.commands.restore", "gemini_split.client.restoring",
                     "gemini_split.client.checkpoints")
 
 #: Never imported by ``-p`` through the local daemon (a thin client).

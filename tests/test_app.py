@@ -12,7 +12,7 @@ from gemini_split.app import embedded_service_for, resolve_client_settings
 from gemini_split.cli import build_parser
 from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
-from gemini_split.ui.repl import Repl
+from gemini_split.ui.repl.loop import Repl
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gemini_split"
 PLUGINS = PACKAGE.parent / "plugins"
@@ -345,3 +345,66 @@ def test_every_listed_cycle_is_still_a_function_local_import():
         module = _module_name(path)
         found |= {(module, name) for _, name in _head_and_function_imports(path, module)[1]}
     assert sorted(set(CYCLES) - found) == []
+
+
+def _import_cycles(package: Path) -> list[list[str]]:
+    """The import cycles among the modules of ``package``: every import
+    counted (at the head, inside a function, under ``TYPE_CHECKING``), each
+    cycle as its modules, sorted."""
+    modules = {_module_name(p): p for p in package.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        graph[module] = set()
+        for _, name in _imports(path, module):
+            while name and name not in modules:  # `from pkg.mod import name`: the module
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                graph[module].add(name)
+    # Tarjan's strongly connected components: each of two or more modules is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_the_ui_has_no_import_cycle():
+    """The REPL's commands once imported the REPL (for its type, and
+    /chat resume for its history lines) while it imported them."""
+    assert _import_cycles(PACKAGE / "ui") == []
+
+
+#: The REPL's class: the top of ui/. Commands see it as
+#: gemini_split.ui.repl.command_context.CommandContext.
+REPL_MODULE = "gemini_split.ui.repl.loop"
+
+
+def test_no_command_or_other_ui_module_imports_the_repl_class_module():
+    wrong = [f"{path.relative_to(PACKAGE.parent)}:{line}: {name}"
+             for path in (PACKAGE / "ui").rglob("*.py") if _module_name(path) != REPL_MODULE
+             for line, name in _imports(path, _module_name(path))
+             if _within(name, REPL_MODULE)]
+    assert wrong == []

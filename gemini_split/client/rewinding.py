@@ -7,7 +7,7 @@ conversation and revert the code changes, the conversation only, the code
 changes only, or nothing. Code changes are only what the AI's edit tools
 did (``client/edit_journal.py``): on this client for its own tools, on the
 server for a ``--tools server`` session (which ``rewind.revert_files`` asks
-it to put back). The REPL (``ui/rewind_menu.py``) and the script path
+it to put back). The REPL (``ui/repl/commands/rewind.py``) and the script path
 (``commands/run_rewind.py``) both go through here.
 """
 

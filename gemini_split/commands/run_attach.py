@@ -45,7 +45,7 @@ def run_attach(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
         return trio.run(_follow, settings, embedded, env, args.attach_output == "stream-json")
 
-    from gemini_split.ui.repl import Repl
+    from gemini_split.ui.repl.loop import Repl
 
     return trio.run(Repl(options, env, settings, embedded=embedded).run)
 

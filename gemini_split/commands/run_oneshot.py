@@ -309,7 +309,7 @@ def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientS
     if "/" in split_invocation(text)[0][1:]:
         return prompt, None  # a path (`/etc/hosts: what is this?`), never a command name (`/git:commit`)
     from gemini_split.ui.command_expansion import load_commands
-    from gemini_split.ui.slash_commands import ALIASES, COMMANDS
+    from gemini_split.ui.repl.slash_commands import ALIASES, COMMANDS
 
     loaded = settings.loaded_settings
     found = load_commands(env.config_dir, env.cwd, trusted=bool(loaded is not None and loaded.trusted),

@@ -1,7 +1,7 @@
 """``gemini-split`` with a terminal on stdin: the interactive REPL.
 
 Resolves the client settings as one-shot does (flags, environment,
-profiles), then runs :class:`gemini_split.ui.repl.Repl` under Trio.
+profiles), then runs :class:`gemini_split.ui.repl.loop.Repl` under Trio.
 prompt-toolkit and rich are imported here, never on the one-shot path.
 """
 
@@ -26,7 +26,7 @@ def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:
         ask_folder_trust(env)
     settings = resolve_client_settings(options, env, interactive=True)
     embedded = embedded_service_for(options, env, settings)
-    from gemini_split.ui.repl import Repl
+    from gemini_split.ui.repl.loop import Repl
 
     with client_telemetry(settings, env, interactive=True, debug=bool(getattr(args, "debug", False))):
         return trio.run(Repl(options, env, settings, embedded=embedded).run)
@@ -59,7 +59,7 @@ def ask_folder_trust(env: Environment) -> None:
     files = project_files(folder, env, loaded.merged.context_file_names())
     if not files:
         return
-    from gemini_split.ui.prompt_input import read_choice
+    from gemini_split.ui.repl.prompt_input import read_choice
 
     shown = "\n".join(f"  • {visible(str(p), newlines=False)}{'/' if p.is_dir() else ''}" for p in files[:12])
     if len(files) > 12:

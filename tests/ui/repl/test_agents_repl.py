@@ -127,7 +127,7 @@ def test_agents_list_says_why_a_tools_server_session_offers_no_remote_agent(tmp_
     from rich.console import Console
 
     from gemini_split.client.agents import discover
-    from gemini_split.ui.agents_command import _list
+    from gemini_split.ui.repl.commands.agents import _list
 
     root = tmp_path / "agents"
     root.mkdir()

@@ -41,7 +41,7 @@ def _repl_listing(tmp_path, workdir, *typed: str) -> set[str]:
 @pytest.mark.timeout(90)
 def test_the_repl_reaches_its_prompt_without_the_restore_menu_and_loads_it_for_restore(tmp_path, workdir):
     started = _repl_listing(tmp_path, workdir)
-    assert "prompt_toolkit" in started and "gemini_split.ui.slash_commands" in started  # it saw the REPL
+    assert "prompt_toolkit" in started and "gemini_split.ui.repl.slash_commands" in started  # it saw the REPL
     assert offending(started, REPL_START_NEVER) == []
     used = _repl_listing(tmp_path, workdir, "/restore")
-    assert "gemini_split.ui.restore_command" in used
+    assert "gemini_split.ui.repl.commands.restore" in used

@@ -13,7 +13,7 @@ import pyte
 import pytest
 
 from gemini_split.testing.fake_gemini import FakeGemini
-from gemini_split.ui.repl import fit_toolbar
+from gemini_split.ui.repl.loop import fit_toolbar
 
 from tests.e2e.test_serve_e2e import API_KEY, _env, daemon
 from .pty_driver import ENTER, PtyProcess

@@ -10,8 +10,6 @@ normal approval (the ``rewind`` op's ``repropose_call_id``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 
 from gemini_split.client.checkpoints import CheckpointError, for_settings
@@ -24,16 +22,15 @@ from gemini_split.client.restoring import (
     request_seq,
     source_for,
 )
+from gemini_split.ui.safe_text import visible
 
-from .safe_text import visible
+from ..command_context import CommandContext, CommandUsage
 
-if TYPE_CHECKING:
-    from .repl import Repl
 
 USAGE = "/restore [ID]"
 
 
-def checkpoint_ids(repl: Repl) -> list[str]:
+def checkpoint_ids(repl: CommandContext) -> list[str]:
     """What Tab offers after ``/restore``: this client's checkpoints, newest
     first (a server's are not asked for on every key)."""
     if repl.settings.tools.run_on == "server":
@@ -44,9 +41,7 @@ def checkpoint_ids(repl: Repl) -> list[str]:
         return []
 
 
-async def restore(repl: Repl, args: list[str]) -> None:
-    from .slash_commands import CommandUsage
-
+async def restore(repl: CommandContext, args: list[str]) -> None:
     if len(args) > 1:
         raise CommandUsage(USAGE)
     try:
@@ -89,7 +84,7 @@ async def restore(repl: Repl, args: list[str]) -> None:
     await _propose_again(repl, plan.entry)
 
 
-async def _propose_again(repl: Repl, entry: Entry) -> None:
+async def _propose_again(repl: CommandContext, entry: Entry) -> None:
     """The conversation back at the checkpoint's call, proposed again: run
     and shown as a turn (its approval asked as any call's)."""
     client = repl.require_client()

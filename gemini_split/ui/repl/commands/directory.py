@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.text import Text
 
 from gemini_split.app import attach_context
 from gemini_split.client.workspace import Workspace
-from .safe_text import visible
+from gemini_split.ui.safe_text import visible
 
-if TYPE_CHECKING:
-    from .repl import Repl
+from ..command_context import CommandContext
+
 
 USAGE = "/directory add PATH[,PATH…] | show"
 RESTRICTIVE = ("The /directory add command is not supported in restrictive sandbox profiles. "
@@ -47,13 +46,13 @@ class DirectoryRefused(Exception):
     """The command cannot run; the message says why."""
 
 
-def workspace_dirs(repl: Repl) -> list[Path]:
+def workspace_dirs(repl: CommandContext) -> list[Path]:
     """The workspace directories: the workspace, then the included ones."""
     tools = repl.settings.tools
     return [tools.workspace, *tools.include_dirs]
 
 
-async def directory_command(repl: Repl, args: list[str]) -> None:
+async def directory_command(repl: CommandContext, args: list[str]) -> None:
     if args == ["show"] and repl.settings.tools.run_on == "server":
         repl.console.print(Text("The tools run on the server (--tools server), in the workspace it gives this "
                                 "session: no directory of this machine is in it."))
@@ -109,7 +108,7 @@ async def directory_command(repl: Repl, args: list[str]) -> None:
         repl.console.print(Text("\n".join(visible(e, newlines=False) for e in errors), style="red"))
 
 
-async def _trust_refusal(repl: Repl, text: str, real: Path) -> str | None:
+async def _trust_refusal(repl: CommandContext, text: str, real: Path) -> str | None:
     """Why ``real`` may not join the workspace as far as folder trust goes,
     or None: refused when a rule marks it ``DO_NOT_TRUST``; asked when no
     rule covers it and folder trust is on (the answer is not remembered)."""
@@ -131,7 +130,7 @@ async def _trust_refusal(repl: Repl, text: str, real: Path) -> str | None:
     return None if choice == "add" else f"Not added: '{text}'"
 
 
-def _add(repl: Repl, dirs: list[Path]) -> None:
+def _add(repl: CommandContext, dirs: list[Path]) -> None:
     """Make ``dirs`` workspace directories of the session, everywhere at once."""
     settings = repl.settings.with_tools(include_dirs=(*repl.settings.tools.include_dirs, *dirs))
     repl.settings = settings

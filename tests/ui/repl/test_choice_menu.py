@@ -12,7 +12,7 @@ from prompt_toolkit.data_structures import Size
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output.vt100 import Vt100_Output
 
-from gemini_split.ui.prompt_input import read_choice
+from gemini_split.ui.repl.prompt_input import read_choice
 
 pytestmark = pytest.mark.timeout(30)
 

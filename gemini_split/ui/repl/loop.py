@@ -7,7 +7,7 @@ REPL's nursery (:meth:`Repl._hold`), because ``open_client`` is a context
 manager with its own nursery.
 
 Input is read by prompt-toolkit in a worker thread (see
-:mod:`gemini_split.ui.prompt_input`); output is rendered with rich from the
+:mod:`gemini_split.ui.repl.prompt_input`); output is rendered with rich from the
 Trio thread (:mod:`gemini_split.ui.render`). The two never overlap: while a
 prompt is up the REPL waits for it, and an approval question pauses the
 turn's live display before asking.
@@ -21,13 +21,11 @@ waits on the network it abandons the command.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import signal
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -54,11 +52,16 @@ from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.options import ClientOptions
-from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent, Usage
+from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent
 from gemini_split.settings import GeneralSettings, UISettings, approval_mode_refusal
 from gemini_split.transport import ConnectOptions, TransportError
+from gemini_split.ui.follow import Follower
+from gemini_split.ui.references import attach_references
+from gemini_split.ui.render import TurnView, code_theme_for, error_panel, make_console, usage_line
+from gemini_split.ui.safe_text import visible
 
 from .approval_prompt import InlineAsker
+from .command_context import CommandUsage, QuitRepl
 from .external_editor import edit_text, editor_command
 from .prompt_input import (
     NEWLINE_KEYS,
@@ -71,13 +74,10 @@ from .prompt_input import (
     read_text,
     split_queued,
 )
-from .follow import Follower
-from .oneshot import RunStats
-from .references import attach_references
-from .render import TurnView, code_theme_for, error_panel, make_console, usage_line
-from .safe_text import visible
+from .session_stats import SessionStats
 from .shell_passthrough import format_for_model, run_passthrough
-from .slash_commands import CommandUsage, QuitRepl, SlashCompleter, load_custom_commands, run_command
+from .slash_commands import SlashCompleter, load_custom_commands, run_command
+from .transcript import history_lines
 
 if TYPE_CHECKING:
     from gemini_split.server.service import AgentService
@@ -92,6 +92,10 @@ HISTORY_FILE = "repl_history"
 
 
 class Repl:
+    """The REPL: one per terminal session. It is the
+    :class:`~gemini_split.ui.repl.command_context.CommandContext` its slash commands
+    are run with."""
+
     def __init__(
         self,
         options: ClientOptions,
@@ -268,7 +272,7 @@ class Repl:
 
     def edit_in_editor(self, text: str) -> str:
         """Ctrl+G or Ctrl+X: ``text`` edited in ``general.preferredEditor``,
-        ``$VISUAL`` or ``$EDITOR`` (:mod:`gemini_split.ui.external_editor`);
+        ``$VISUAL`` or ``$EDITOR`` (:mod:`gemini_split.ui.repl.external_editor`);
         runs in the prompt's worker thread, the terminal handed over."""
         environ = self.env.environ
         return edit_text(text, editor_command(self._general.preferred_editor, environ), environ)
@@ -366,8 +370,7 @@ class Repl:
 
     async def _first_connection(self) -> ExitStatus | None:
         """Connect before the first prompt; on failure, the exit status."""
-        with trio.CancelScope() as scope:
-            self._busy_scope = scope
+        with self.ctrl_c_cancels():
             try:
                 await self._open(self.settings, self.server_label)
                 return None
@@ -379,8 +382,6 @@ class Repl:
                 self.console.print(error_panel(f"{self.settings.endpoint.server}: {message}", code=code,
                                                title="Cannot connect"))
                 return status
-            finally:
-                self._busy_scope = None
         self.print_usage("Interrupted.")
         return ExitStatus.INTERRUPTED
 
@@ -493,12 +494,8 @@ class Repl:
             self.reader.toggle_shell_mode()
             return
         client = self.require_client()
-        with trio.CancelScope() as scope:
-            self._busy_scope = scope
-            try:
-                output, status = await run_passthrough(command, client.executor.workspace.root, self.console)
-            finally:
-                self._busy_scope = None
+        with self.ctrl_c_cancels() as scope:
+            output, status = await run_passthrough(command, client.executor.workspace.root, self.console)
         if scope.cancelled_caught:
             self.print_usage("Interrupted.")
             return
@@ -663,18 +660,26 @@ class Repl:
         are shown in a panel; None then (and when interrupted)."""
         if status:
             self.console.print(Text(status, style="dim"))
-        with trio.CancelScope() as scope:
-            self._busy_scope = scope
+        with self.ctrl_c_cancels():
             try:
                 return await awaitable
             except (TransportError, ConfigurationError) as exc:
                 message, code, _status = describe_connect_error(exc)
                 self.console.print(error_panel(message, code=code))
                 return None
-            finally:
-                self._busy_scope = None
         self.print_usage("Interrupted.")
         return None
+
+    @contextmanager
+    def ctrl_c_cancels(self) -> Iterator[trio.CancelScope]:
+        """A block that Ctrl-C cancels (outside a turn: a command's network
+        step or slow local work). Yields its scope."""
+        with trio.CancelScope() as scope:
+            self._busy_scope = scope
+            try:
+                yield scope
+            finally:
+                self._busy_scope = None
 
     # --- connections ---------------------------------------------------------------------------
 
@@ -740,7 +745,7 @@ class Repl:
             self.console.rule(Text(f"the conversation as it is now ({event.points} prompt"
                                    f"{'s' if event.points != 1 else ''})", style="dim"), style="dim")
             for content in history.messages:
-                for line in _history_lines(content):
+                for line in history_lines(content):
                     self.console.print(line)
 
         if isinstance(self.reader, LineReader) and not self._questions:
@@ -760,7 +765,7 @@ class Repl:
         self.console.print(Text(f"Resumed session {connected.session_id if connected else '?'} "
                                 f"({len(history.messages)} messages):", style="green"))
         for content in history.messages:
-            for line in _history_lines(content):
+            for line in history_lines(content):
                 self.console.print(line)
         tools = self.settings.tools
         started = runs_elsewhere(history.messages, tools.workspace) if tools.run_on == "client" else None
@@ -784,9 +789,6 @@ class Repl:
         elif state == "reconnected":
             self.connection_note = "reconnected"
         self.reader.invalidate()
-
-    async def connect_to(self, target: str) -> None:
-        await self.reconnect(target, "connected")
 
     def _fresh(self, settings: ClientSettings) -> ClientSettings:
         # Embedded or not, a new connection to the same server: the embedded
@@ -855,72 +857,9 @@ class Repl:
             log.debug("a connection ended with an error", exc_info=True)
 
 
-@dataclasses.dataclass
-class SessionStats:
-    """What this session did, for /stats."""
-
-    started: float = dataclasses.field(default_factory=time.monotonic)
-    usage: Usage = dataclasses.field(default_factory=Usage)
-    turns: int = 0
-    tool_calls: int = 0
-    model_time: float = 0.0
-    #: Prompt tokens of the last turn, and whether that was one model call.
-    last_prompt_tokens: int = 0
-    last_turn_single_call: bool = True
-    #: Per model (the name the turn ran on): requests, tokens and tool
-    #: calls counted as gemini-cli counts them (``/stats model|tools``).
-    by_model: dict[str, RunStats] = dataclasses.field(default_factory=dict)
-
-    def counter(self, model: str) -> Callable[[Any], None]:
-        """What a turn on ``model`` feeds its changes to."""
-        return self.by_model.setdefault(model, RunStats(model=model)).count
-
-    #: (1.4) Per sub-agent name: ``[runs, turns, tool calls, usage]``
-    #: (their tokens are part of ``usage``, their calls of ``tool_calls``).
-    agents: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
-
-    def add_turn(self, usage: Usage | None, view: TurnView) -> None:
-        self.turns += 1
-        self.tool_calls += view.tool_calls
-        for agent in view.turn.agents.values():
-            row = self.agents.setdefault(agent.name, [0, 0, 0, Usage()])
-            row[0] += 1
-            row[1] += agent.turns
-            row[2] += agent.tool_calls
-            row[3] = row[3] + (agent.usage or Usage())
-        self.model_time += view.elapsed
-        if usage is not None:
-            self.usage = self.usage + usage
-            self.last_prompt_tokens = usage.prompt_tokens
-            self.last_turn_single_call = view.tool_calls == 0
-
-
 def _ui_settings(settings: ClientSettings) -> Any:
     loaded = settings.loaded_settings
     return loaded.merged.ui if loaded is not None else UISettings()
-
-
-def _history_lines(content: dict[str, Any]) -> list[Text]:
-    """One history entry (a Gemini ``Content``) as the REPL shows it: the
-    user's prompts after ``›``, the model's text, tool calls in brief.
-    Control characters are shown, never obeyed."""
-    lines: list[Text] = []
-    user = content.get("role") == "user"
-    for part in content.get("parts", []):
-        if not isinstance(part, dict):
-            continue
-        if isinstance(part.get("text"), str) and not part.get("thought"):
-            if user and part["text"].startswith("<session_context>"):
-                continue  # the first turn's context, not something the user typed
-            text = _visible(part["text"])
-            lines.append(Text.assemble(("» ", "bold cyan"), (text, "cyan")) if user else Text(text))
-        elif isinstance(part.get("function_call"), dict):
-            lines.append(Text(f"  ⚙ {_visible(str(part['function_call'].get('name', '?')))}", style="dim"))
-    return lines
-
-
-def _visible(text: str) -> str:
-    return "".join(ch if ch in "\n\t" or ch.isprintable() else "?" for ch in text)
 
 
 def fit_toolbar(fields: list[tuple[str, str, int]], hints: str, width: int) -> list[tuple[str, str]]:

@@ -18,7 +18,7 @@ from prompt_toolkit.history import InMemoryHistory
 from prompt_toolkit.input import create_input
 from prompt_toolkit.output import create_output
 
-from gemini_split.ui.prompt_input import LineReader
+from gemini_split.ui.repl.prompt_input import LineReader
 
 pytestmark = pytest.mark.timeout(30)
 

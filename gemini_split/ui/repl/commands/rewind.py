@@ -18,7 +18,7 @@ not offered, and a file changed since is skipped and named by the server.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.text import Text
 
@@ -26,11 +26,10 @@ from gemini_split.client.failures import RequestFailed
 from gemini_split.client.rewinding import Step, files_since, rewind, runs_on_server, steps
 from gemini_split.errors import BadInput
 from gemini_split.protocol import REWIND_SINCE
+from gemini_split.ui.safe_text import visible
 
-from .safe_text import visible
+from ..command_context import CommandContext
 
-if TYPE_CHECKING:
-    from .repl import Repl
 
 #: Characters of a prompt shown in the list.
 PROMPT_SHOWN = 70
@@ -52,7 +51,7 @@ def _files(n: int) -> str:
     return f"{n} file{'s' if n != 1 else ''} changed"
 
 
-async def rewind_menu(repl: Repl) -> None:
+async def rewind_menu(repl: CommandContext) -> None:
     """``/rewind``: pick a prompt, then what to take back (see the module)."""
     client = repl.require_client()
     if client.conn.version < REWIND_SINCE:
@@ -120,7 +119,7 @@ async def rewind_menu(repl: Repl) -> None:
         repl.keep_prompt(step.point.prompt)
 
 
-def _show_planned(repl: Repl, planned: list[Any], changed: int, on_server: bool) -> None:
+def _show_planned(repl: CommandContext, planned: list[Any], changed: int, on_server: bool) -> None:
     if on_server:
         repl.console.print(Text(f"Since then the agent's edit tools changed {changed} file"
                                 f"{'s' if changed != 1 else ''} on the server.", style="dim"))

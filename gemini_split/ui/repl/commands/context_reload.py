@@ -24,11 +24,12 @@ from gemini_split.app import attach_context
 from gemini_split.errors import ConfigurationError
 from gemini_split.settings import load_settings
 
+from ..command_context import CommandContext
+
 if TYPE_CHECKING:
     from gemini_split.client.connect import ClientSettings
     from gemini_split.environment import Environment
 
-    from .repl import Repl
 
 #: Seconds a reload runs before the REPL says what it waits for.
 SLOW_NOTE = 0.5
@@ -45,7 +46,7 @@ def reload_context(settings: ClientSettings, env: Environment, *, settings_too: 
     attach_context(settings, env, interactive=True)
 
 
-async def reload_in_worker(repl: Repl, *, settings_too: bool = True) -> bool:
+async def reload_in_worker(repl: CommandContext, *, settings_too: bool = True) -> bool:
     """:func:`reload_context` for the REPL's settings, in a worker thread
     (see the module docstring); the new settings and context are taken
     only once all of it was read. False: Ctrl-C abandoned it, and nothing

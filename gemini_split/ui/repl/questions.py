@@ -24,19 +24,28 @@ codes, a megabyte of text or thousands of lines cannot take the terminal.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
-from rich.console import Group, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
 from gemini_split.client.tools.ask_user import multi_answer
 from gemini_split.protocol import AskUserQuestion
+from gemini_split.ui.safe_text import clip_lines, visible
 
-from .safe_text import clip_lines, visible
 
-if TYPE_CHECKING:
-    from .approval_prompt import InlineAsker
+class Asker(Protocol):
+    """What the questions are asked through: the REPL's
+    :class:`~.approval_prompt.InlineAsker` (see there)."""
+
+    console: Console
+    read_choice: Callable[..., Awaitable[str]]
+    read_text: Callable[[str], Awaitable[str | None]]
+    drain: Callable[[], None]
+    interrupt: Callable[[], None]
+
 
 #: Characters of a header, a label and a description shown (then "…").
 HEADER_CHARS = 40
@@ -88,7 +97,7 @@ def menu_choices(question: AskUserQuestion) -> tuple[list[tuple[str, str]], froz
     return choices, frozenset(v for v, _ in choices if v != OTHER) if multi else frozenset()
 
 
-async def ask_questions(asker: InlineAsker, questions: tuple[AskUserQuestion, ...]) -> dict[str, str] | None:
+async def ask_questions(asker: Asker, questions: tuple[AskUserQuestion, ...]) -> dict[str, str] | None:
     """Ask each question in turn; the answers by index, or None when the
     user dismissed them (Ctrl-C also cancels the turn)."""
     console = asker.console
@@ -117,7 +126,7 @@ async def ask_questions(asker: InlineAsker, questions: tuple[AskUserQuestion, ..
 _INTERRUPTED = object()
 
 
-async def _answer(asker: InlineAsker, question: AskUserQuestion) -> str | object | None:
+async def _answer(asker: Asker, question: AskUserQuestion) -> str | object | None:
     """One question's answer ("" when left empty), None when dismissed,
     ``_INTERRUPTED`` on Ctrl-C."""
     if question.type == "text":

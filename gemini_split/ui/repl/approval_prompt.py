@@ -36,12 +36,12 @@ from rich.text import Text
 from gemini_split.client.approval import Answer, ApprovalPolicy, ApprovalRequest
 from gemini_split.client.tools.base import ToolFailed
 from gemini_split.protocol import AskUserQuestion
+from gemini_split.ui.safe_text import clip_lines, collapse_blank_runs, command_warnings, visible
 
 from .questions import ask_questions
-from .safe_text import clip_lines, collapse_blank_runs, command_warnings, visible
 
 if TYPE_CHECKING:
-    from .render import TurnView
+    from gemini_split.ui.render import TurnView
 
 #: Lines of a diff shown in an approval question (then "Show all").
 DIFF_LINES = 20
@@ -51,7 +51,7 @@ LINE_CHARS = 600
 SUBJECT_CHARS = 60
 
 #: ``await read_choice(header, choices, default, multi=None)`` (see
-#: :func:`gemini_split.ui.prompt_input.read_choice`).
+#: :func:`gemini_split.ui.repl.prompt_input.read_choice`).
 ChoiceReader = Callable[..., Awaitable[str]]
 TextReader = Callable[[str], Awaitable["str | None"]]
 

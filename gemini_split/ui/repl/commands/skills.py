@@ -8,17 +8,14 @@ session's context (which carries them to the server) is rebuilt.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 
 from gemini_split.client.skills import SkillError, set_disabled, settings_path
+from gemini_split.ui.safe_text import visible
 
+from ..command_context import CommandContext
 from .context_reload import reload_in_worker
-from .safe_text import visible
 
-if TYPE_CHECKING:
-    from .repl import Repl
 
 USAGE = "/skills list [nodesc] | enable NAME | disable NAME [--scope user|workspace] | reload"
 
@@ -27,7 +24,7 @@ class SkillsUsage(Exception):
     """A /skills line that does not parse; the text is the usage."""
 
 
-async def skills_command(repl: Repl, args: list[str]) -> None:
+async def skills_command(repl: CommandContext, args: list[str]) -> None:
     """Run ``/skills ARGS``. Raises :class:`SkillsUsage` for bad arguments."""
     action, rest = (args[0], args[1:]) if args else ("list", [])
     if action == "list" and set(rest) <= {"nodesc", "--nodesc", "all", "--all"}:
@@ -56,7 +53,7 @@ def name_and_scope(rest: list[str]) -> tuple[str, str] | None:
     return None
 
 
-def _list(repl: Repl, *, describe: bool) -> None:
+def _list(repl: CommandContext, *, describe: bool) -> None:
     found = repl.settings.context.skills
     if found is None or not found.skills:
         repl.console.print(Text("No skills (SKILL.md directories in ~/.gemini/skills, ~/.agents/skills, "
@@ -72,7 +69,7 @@ def _list(repl: Repl, *, describe: bool) -> None:
         repl.console.print(line)
 
 
-async def _set(repl: Repl, name: str, *, disabled: bool, scope: str) -> None:
+async def _set(repl: CommandContext, name: str, *, disabled: bool, scope: str) -> None:
     found = repl.settings.context.skills
     if found is None or found.get(name) is None:
         known = ", ".join(s.name for s in found.skills) if found is not None and found.skills else "none"

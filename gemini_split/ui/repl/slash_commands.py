@@ -1,8 +1,10 @@
 """The REPL's slash commands and their Tab completion.
 
-Every command is a coroutine ``handler(repl, args)`` in :data:`COMMANDS`.
-Bad arguments raise :class:`CommandUsage` whose text is the usage line the
-REPL prints; nothing a user types ends in a traceback.
+Every command is a coroutine ``handler(repl, args)`` in :data:`COMMANDS`;
+``repl`` is the REPL as a command sees it
+(:class:`~gemini_split.ui.repl.command_context.CommandContext`), never the
+REPL's own class. Bad arguments raise :class:`CommandUsage` whose text is
+the usage line the REPL prints; nothing a user types ends in a traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
@@ -33,24 +35,23 @@ from gemini_split.errors import ConfigurationError
 from gemini_split.model_aliases import persist_model_name, resolve_model_name
 from gemini_split.policy.rules import MODES
 from gemini_split.settings_edit import set_setting
+from gemini_split.ui.command_expansion import CommandFailed, load_commands, run_custom_command
+from gemini_split.ui.extension_list import list_lines
+from gemini_split.ui.references import complete_reference
+from gemini_split.ui.safe_text import visible
 
-from . import project_init
-from .agents_command import AgentsUsage, agents_command
-from .context_reload import reload_in_worker
-from .clipboard import copy_text
-from .command_expansion import CommandFailed, load_commands, run_custom_command
-from .conversation import ChatStore, resumed_context, share
-from .directory_command import DirectoryRefused, directory_command
-from .extension_list import list_lines
+from .command_context import CommandContext, CommandUsage, QuitRepl
+from .commands import project_init
+from .commands.agents import AgentsUsage, agents_command
+from .commands.clipboard import copy_text
+from .commands.context_reload import reload_in_worker
+from .commands.conversation import ChatStore, resumed_context, share
+from .commands.directory import DirectoryRefused, directory_command
+from .commands.rewind import rewind_menu
+from .commands.settings_list import effective_settings, settings_files
+from .commands.skills import SkillsUsage, skills_command
 from .prompt_input import LineReader, NEWLINE_KEYS
-from .references import complete_reference
-from .rewind_menu import rewind_menu
-from .safe_text import visible
-from .settings_list import effective_settings, settings_files
-from .skills_command import SkillsUsage, skills_command
-
-if TYPE_CHECKING:
-    from .repl import Repl
+from .transcript import history_lines
 
 #: Offered by Tab after ``/model``; any name the server accepts works.
 KNOWN_MODELS = ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "auto", "pro", "flash", "flash-lite", "set")
@@ -59,15 +60,7 @@ MODEL_USAGE = "/model [NAME] | /model set NAME [--persist]"
 SERVER_ADD_USAGE = "/server add NAME URL [--token T | --token-env VAR] [--ca FILE] [--insecure]"
 
 
-class CommandUsage(Exception):
-    """The arguments were wrong; the message is what to type instead."""
-
-
-class QuitRepl(Exception):
-    """/quit."""
-
-
-Handler = Callable[["Repl", list[str]], Awaitable[None]]
+Handler = Callable[[CommandContext, list[str]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -77,13 +70,13 @@ class Command:
     summary: str
     handler: Handler
     #: Words Tab offers for the first argument.
-    arguments: Callable[[Repl], Iterable[str]] | None = None
+    arguments: Callable[[CommandContext], Iterable[str]] | None = None
 
 
 # --- handlers --------------------------------------------------------------------
 
 
-async def _help(repl: Repl, args: list[str]) -> None:
+async def _help(repl: CommandContext, args: list[str]) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
     for command in COMMANDS.values():
         table.add_row(Text(command.usage, style="bold"), command.summary)
@@ -104,7 +97,7 @@ async def _help(repl: Repl, args: list[str]) -> None:
         "! on an empty line toggles shell mode.", style="dim"))
 
 
-async def _quit(repl: Repl, args: list[str]) -> None:
+async def _quit(repl: CommandContext, args: list[str]) -> None:
     """Leave; ``--delete`` deletes this session on the server first (as
     gemini-cli's ``/quit --delete``: no trace left of it)."""
     if args not in ([], ["--delete"]):
@@ -124,16 +117,16 @@ async def _quit(repl: Repl, args: list[str]) -> None:
     raise QuitRepl()
 
 
-async def _clear(repl: Repl, args: list[str]) -> None:
+async def _clear(repl: CommandContext, args: list[str]) -> None:
     _no_args(args, "/clear")
     await repl.reconnect(None, "new conversation")
 
 
-def _tools_actions(repl: Repl) -> Iterable[str]:
+def _tools_actions(repl: CommandContext) -> Iterable[str]:
     return ("desc", "nodesc")
 
 
-async def _tools(repl: Repl, args: list[str]) -> None:
+async def _tools(repl: CommandContext, args: list[str]) -> None:
     """The tools, with a one-line summary; ``desc`` (``descriptions``) the
     whole description the model reads, ``nodesc`` (``nodescriptions``) none."""
     if args not in ([], ["desc"], ["descriptions"], ["nodesc"], ["nodescriptions"]):
@@ -166,7 +159,7 @@ async def _tools(repl: Repl, args: list[str]) -> None:
         repl.console.print(Text(f"granted this session: {granted} (/permissions revokes)", style="dim"))
 
 
-async def _permissions(repl: Repl, args: list[str]) -> None:
+async def _permissions(repl: CommandContext, args: list[str]) -> None:
     usage = "/permissions [revoke N|all]"
     client = repl.require_client()
     policy = client.executor.policy
@@ -199,7 +192,7 @@ async def _permissions(repl: Repl, args: list[str]) -> None:
     repl.console.print(Text("/permissions revoke N (or all) takes one back.", style="dim"))
 
 
-def _permission_actions(repl: Repl) -> Iterable[str]:
+def _permission_actions(repl: CommandContext) -> Iterable[str]:
     return ["revoke"]
 
 
@@ -207,11 +200,11 @@ def _permission_actions(repl: Repl) -> Iterable[str]:
 CONTEXT_WINDOW = 1_048_576
 
 
-def _stats_actions(repl: Repl) -> Iterable[str]:
+def _stats_actions(repl: CommandContext) -> Iterable[str]:
     return ("session", "model", "tools")
 
 
-async def _stats(repl: Repl, args: list[str]) -> None:
+async def _stats(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's /stats: ``session`` (the default), ``model`` (per
     model: requests, errors, latency, tokens) or ``tools`` (per tool: calls,
     success rate, average duration, and the user's decisions)."""
@@ -256,7 +249,7 @@ async def _stats(repl: Repl, args: list[str]) -> None:
     _print_rows(repl, rows)
 
 
-def _stats_model(repl: Repl) -> None:
+def _stats_model(repl: CommandContext) -> None:
     """gemini-cli's "Model Stats For Nerds": a column per model."""
     runs = [r for r in repl.stats.by_model.values() if r.api.requests or r.usage.total_tokens]
     if not runs:
@@ -289,7 +282,7 @@ def _stats_model(repl: Repl) -> None:
     repl.console.print(table)
 
 
-def _stats_tools(repl: Repl) -> None:
+def _stats_tools(repl: CommandContext) -> None:
     """gemini-cli's "Tool Stats For Nerds": a row per tool called."""
     tools: dict[str, Any] = {}
     for run in repl.stats.by_model.values():
@@ -343,7 +336,7 @@ def _duration(ms: float) -> str:
     return " ".join(f"{n}{unit}" for n, unit in ((hours, "h"), (minutes, "m"), (secs, "s")) if n) or "0s"
 
 
-async def _copy(repl: Repl, args: list[str]) -> None:
+async def _copy(repl: CommandContext, args: list[str]) -> None:
     _no_args(args, "/copy")
     if not repl.last_answer.strip():
         raise CommandUsage("nothing to copy yet: /copy copies the model's last answer")
@@ -353,7 +346,7 @@ async def _copy(repl: Repl, args: list[str]) -> None:
                             style="green"))
 
 
-async def _output(repl: Repl, args: list[str]) -> None:
+async def _output(repl: CommandContext, args: list[str]) -> None:
     tools = repl.last_tools
     if len(args) > 1 or (args and not args[0].isdigit()):
         raise CommandUsage("/output [N]")
@@ -374,7 +367,7 @@ async def _output(repl: Repl, args: list[str]) -> None:
         repl.console.print(Text(visible(line)), soft_wrap=True)
 
 
-async def _compress(repl: Repl, args: list[str]) -> None:
+async def _compress(repl: CommandContext, args: list[str]) -> None:
     """The server compresses the session's history (the same code as its
     automatic compression); every attached client sees the line."""
     _no_args(args, "/compress")
@@ -385,7 +378,7 @@ async def _compress(repl: Repl, args: list[str]) -> None:
         raise CommandUsage(str(exc)) from None
 
 
-async def _rewind(repl: Repl, args: list[str]) -> None:
+async def _rewind(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's ``/rewind`` (also Esc twice on an empty prompt): back to
     before an earlier prompt — the conversation, the agent's file edits, or
     both (``ui/rewind_menu.py``)."""
@@ -394,7 +387,7 @@ async def _rewind(repl: Repl, args: list[str]) -> None:
     await rewind_menu(repl)
 
 
-async def _init(repl: Repl, args: list[str]) -> None:
+async def _init(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's ``/init``: the model writes a GEMINI.md for the project
     (an existing one is left alone)."""
     _no_args(args, "/init")
@@ -417,11 +410,11 @@ async def _init(repl: Repl, args: list[str]) -> None:
 _CHAT_USAGE = "/chat save TAG | resume TAG | list | delete TAG | share [FILE.md|FILE.json]"
 
 
-def _chat_actions(repl: Repl) -> Iterable[str]:
+def _chat_actions(repl: CommandContext) -> Iterable[str]:
     return ("save", "resume", "list", "delete", "share")
 
 
-async def _chat(repl: Repl, args: list[str]) -> None:
+async def _chat(repl: CommandContext, args: list[str]) -> None:
     store = ChatStore(repl.env.config_dir / "chats")
     if args == ["list"]:
         saved = store.list()
@@ -450,16 +443,14 @@ async def _chat(repl: Repl, args: list[str]) -> None:
         if await repl.reconnect(None, f"resuming {tag}: new session"):
             repl.pending_context.append(resumed_context(tag, messages))
             # Redrawn as /resume ID redraws a session.
-            from .repl import _history_lines
-
             repl.console.print(Text(f"Resumed chat {tag} ({len(messages)} messages):", style="green"))
             for content in messages:
-                for line in _history_lines(content):
+                for line in history_lines(content):
                     repl.console.print(line)
             repl.console.print(Text("It goes to the model with your next message.", style="dim"))
 
 
-async def _chat_share(repl: Repl, name: str) -> None:
+async def _chat_share(repl: CommandContext, name: str) -> None:
     """gemini-cli's ``/chat share FILE``: the conversation as JSON (its
     Content objects) or Markdown, by the file's extension."""
     path = Path(name).expanduser()
@@ -477,7 +468,7 @@ async def _chat_share(repl: Repl, name: str) -> None:
     repl.console.print(Text(f"Conversation shared to {path}", style="green"))
 
 
-async def _mcp(repl: Repl, args: list[str]) -> None:
+async def _mcp(repl: CommandContext, args: list[str]) -> None:
     """The MCP servers of this session: live status (ready with N tools, or
     why it failed; servers declared from the cache are started for it) and,
     with ``/mcp tools`` or ``/mcp desc``, their tools. (1.5) The sub-agents'
@@ -506,7 +497,7 @@ async def _mcp(repl: Repl, args: list[str]) -> None:
         _mcp_group(repl, args, owner, group, tools_of)
 
 
-def _mcp_group(repl: Repl, args: list[str], owner: str, servers: Any,
+def _mcp_group(repl: CommandContext, args: list[str], owner: str, servers: Any,
                tools_of: Callable[[], dict[str, Any]]) -> None:
     for status in servers.statuses():
         ok = status.state == "ready"
@@ -527,7 +518,7 @@ def _mcp_group(repl: Repl, args: list[str], owner: str, servers: Any,
                 repl.console.print(row)
 
 
-async def _memory(repl: Repl, args: list[str]) -> None:
+async def _memory(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's /memory: ``show`` the context files sent with every
     prompt (the import tree first, then their text), ``list`` their paths,
     ``refresh`` them from disk, ``add TEXT`` to the user's memory file (as
@@ -573,7 +564,7 @@ async def _memory(repl: Repl, args: list[str]) -> None:
     raise CommandUsage(usage)
 
 
-async def _refresh_memory(repl: Repl) -> None:
+async def _refresh_memory(repl: CommandContext) -> None:
     try:
         if not await reload_in_worker(repl, settings_too=False):
             return
@@ -585,7 +576,7 @@ async def _refresh_memory(repl: Repl) -> None:
                             "the next prompt carries it.", style="green"))
 
 
-def _memory_actions(repl: Repl) -> Iterable[str]:
+def _memory_actions(repl: CommandContext) -> Iterable[str]:
     return ["show", "list", "refresh", "add"]
 
 
@@ -613,7 +604,7 @@ def _memory_tree(files: list[Any]) -> Text:
     return out
 
 
-async def _hooks(repl: Repl, args: list[str]) -> None:
+async def _hooks(repl: CommandContext, args: list[str]) -> None:
     """``/hooks [list]``: as ``gemini-split hooks list``, for this session's settings."""
     if args not in ([], ["list"]):
         raise CommandUsage("/hooks [list]")
@@ -628,7 +619,7 @@ async def _hooks(repl: Repl, args: list[str]) -> None:
         repl.console.print(Text(visible(line)))
 
 
-async def _policies(repl: Repl, args: list[str]) -> None:
+async def _policies(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's ``/policies list``: the rules this client decides tool
     calls with (policy files, settings, flags, the built-in ones and this
     session's "always" answers), grouped by the approval mode they apply
@@ -659,9 +650,9 @@ async def _policies(repl: Repl, args: list[str]) -> None:
     repl.console.print(out, soft_wrap=True)
 
 
-async def _settings(repl: Repl, args: list[str]) -> None:
+async def _settings(repl: CommandContext, args: list[str]) -> None:
     """``/settings``: the effective settings and where each came from
-    (:mod:`gemini_split.ui.settings_list`). Read-only: gemini-cli's dialog
+    (:mod:`gemini_split.ui.repl.commands.settings_list`). Read-only: gemini-cli's dialog
     edits them; here the files named are edited by hand."""
     _no_args(args, "/settings")
     loaded = repl.settings.loaded_settings
@@ -682,7 +673,7 @@ async def _settings(repl: Repl, args: list[str]) -> None:
                             "these for this session.", style="dim"))
 
 
-async def _vim(repl: Repl, args: list[str]) -> None:
+async def _vim(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's /vim: vi editing keys on or off, from the next prompt,
     and ``general.vimMode`` saved in the user's settings.json (as
     gemini-cli saves it) so that the next session starts the same way."""
@@ -699,29 +690,29 @@ async def _vim(repl: Repl, args: list[str]) -> None:
         repl.print_notice(f"general.vimMode not saved: {exc}")
 
 
-def persist_user_setting(repl: Repl, key: str, value: Any) -> None:
+def persist_user_setting(repl: CommandContext, key: str, value: Any) -> None:
     """``key`` (dotted) = ``value`` in the user's settings.json, the rest of
     the file (comments included) kept. Raises ``OSError`` or a
     ``ConfigurationError`` (a file that cannot be parsed: left as it was)."""
     set_setting(repl.env.config_dir / "settings.json", key, value)
 
 
-async def _directory(repl: Repl, args: list[str]) -> None:
+async def _directory(repl: CommandContext, args: list[str]) -> None:
     try:
         await directory_command(repl, args)
     except DirectoryRefused as exc:
         raise CommandUsage(str(exc)) from None
 
 
-def _mcp_actions(repl: Repl) -> Iterable[str]:
+def _mcp_actions(repl: CommandContext) -> Iterable[str]:
     return ["tools", "desc"]
 
 
-def _approval_modes(repl: Repl) -> Iterable[str]:
+def _approval_modes(repl: CommandContext) -> Iterable[str]:
     return [m.value for m in ApprovalMode]
 
 
-async def _approval_mode(repl: Repl, args: list[str]) -> None:
+async def _approval_mode(repl: CommandContext, args: list[str]) -> None:
     modes = " | ".join(m.value for m in ApprovalMode)
     if len(args) > 1:
         raise CommandUsage(f"/approval-mode [{modes}]")
@@ -739,11 +730,11 @@ async def _approval_mode(repl: Repl, args: list[str]) -> None:
     repl.console.print(f"approval mode: [bold]{mode.value}[/bold]")
 
 
-def _models(repl: Repl) -> Iterable[str]:
+def _models(repl: CommandContext) -> Iterable[str]:
     return dict.fromkeys([repl.model, *KNOWN_MODELS]) if repl.model else KNOWN_MODELS
 
 
-async def _model(repl: Repl, args: list[str]) -> None:
+async def _model(repl: CommandContext, args: list[str]) -> None:
     if args[:1] == ["set"]:  # gemini-cli's /model set NAME [--persist]
         args = args[1:]
         persist = "--persist" in args
@@ -780,18 +771,18 @@ SERVER_ACTIONS = ("list", "add", "remove", "connect", "status", "test")
 _SERVER_USAGE = "/server list | add NAME URL … | remove NAME | connect NAME|URL | status | test NAME|URL"
 
 
-def _server_actions(repl: Repl) -> Iterable[str]:
+def _server_actions(repl: CommandContext) -> Iterable[str]:
     return SERVER_ACTIONS
 
 
-async def _server(repl: Repl, args: list[str]) -> None:
+async def _server(repl: CommandContext, args: list[str]) -> None:
     if not args or args[0] not in SERVER_ACTIONS:
         raise CommandUsage(_SERVER_USAGE)
     action, rest = args[0], args[1:]
     await _SERVER_HANDLERS[action](repl, rest)
 
 
-async def _server_list(repl: Repl, args: list[str]) -> None:
+async def _server_list(repl: CommandContext, args: list[str]) -> None:
     _no_args(args, "/server list")
     profiles = repl.store.load()
     if not profiles:
@@ -800,7 +791,7 @@ async def _server_list(repl: Repl, args: list[str]) -> None:
     repl.console.print(Text("\n".join(profile_table(profiles, current=repl.server_label))))
 
 
-async def _server_add(repl: Repl, args: list[str]) -> None:
+async def _server_add(repl: CommandContext, args: list[str]) -> None:
     positional: list[str] = []
     options: dict[str, Any] = {"token": None, "token_env": None, "ca": None, "insecure": False}
     it = iter(args)
@@ -827,7 +818,7 @@ async def _server_add(repl: Repl, args: list[str]) -> None:
                        f"{profile.address}  (/server connect {profile.name} to use it)")
 
 
-async def _server_remove(repl: Repl, args: list[str]) -> None:
+async def _server_remove(repl: CommandContext, args: list[str]) -> None:
     if len(args) != 1:
         raise CommandUsage("/server remove NAME")
     if repl.store.remove(args[0]):
@@ -836,13 +827,13 @@ async def _server_remove(repl: Repl, args: list[str]) -> None:
         raise CommandUsage(f"no profile named {args[0]!r}; /server list shows them")
 
 
-async def _server_connect(repl: Repl, args: list[str]) -> None:
+async def _server_connect(repl: CommandContext, args: list[str]) -> None:
     if len(args) != 1:
         raise CommandUsage("/server connect NAME|URL|embedded")
-    await repl.connect_to(args[0])
+    await repl.reconnect(args[0], "connected")
 
 
-async def _server_status(repl: Repl, args: list[str]) -> None:
+async def _server_status(repl: CommandContext, args: list[str]) -> None:
     _no_args(args, "/server status")
     client = repl.require_client()
     connected = client.connected
@@ -865,7 +856,7 @@ async def _server_status(repl: Repl, args: list[str]) -> None:
     _print_rows(repl, rows)
 
 
-async def _about(repl: Repl, args: list[str]) -> None:
+async def _about(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's /about: versions, model, how the model is reached
     (never a secret) and the server."""
     _no_args(args, "/about")
@@ -884,7 +875,7 @@ async def _about(repl: Repl, args: list[str]) -> None:
     ])
 
 
-def _system_prompt_source(repl: Repl) -> str:
+def _system_prompt_source(repl: CommandContext) -> str:
     """Where the system prompt comes from: the built-in one, or the
     user's own file (``GEMINI_SYSTEM_MD``, gemini-cli's ``|⌐■_■|``)."""
     path = repl.settings.context.system_prompt_file
@@ -893,7 +884,7 @@ def _system_prompt_source(repl: Repl) -> str:
     return f"{INDICATOR} custom, from {visible(str(path), newlines=False)} (GEMINI_SYSTEM_MD)"
 
 
-async def _server_test(repl: Repl, args: list[str]) -> None:
+async def _server_test(repl: CommandContext, args: list[str]) -> None:
     if len(args) != 1:
         raise CommandUsage("/server test NAME|URL")
     settings = settings_for(args[0], repl.env, repl.settings)
@@ -912,14 +903,14 @@ _SERVER_HANDLERS: dict[str, Handler] = {
 }
 
 
-def _print_rows(repl: Repl, rows: list[tuple[str, str]]) -> None:
+def _print_rows(repl: CommandContext, rows: list[tuple[str, str]]) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
     for key, value in rows:
         table.add_row(Text(key, style="bold"), Text(visible(value)))  # a server's words: no markup, no escapes
     repl.console.print(table)
 
 
-async def _sessions(repl: Repl, args: list[str]) -> None:
+async def _sessions(repl: CommandContext, args: list[str]) -> None:
     _no_args(args, "/sessions")
     client = repl.require_client()
     sessions = await repl.interruptible(client.list_sessions(), "Listing sessions…")
@@ -943,7 +934,7 @@ async def _sessions(repl: Repl, args: list[str]) -> None:
     repl.console.print(Text("/resume ID continues one (Tab completes the id).", style="dim"))
 
 
-async def _remote(repl: Repl, args: list[str]) -> None:
+async def _remote(repl: CommandContext, args: list[str]) -> None:
     """``/remote``: a one-time link (and QR code) that signs a browser in to
     this server's page (``serve --web``) as you, as ``gemini-split pair``."""
     _no_args(args, "/remote")
@@ -966,17 +957,17 @@ async def _remote(repl: Repl, args: list[str]) -> None:
     repl.console.print(Text(f"Open this link in the browser (once, within 10 minutes) to continue there:\n{url}"))
 
 
-async def _resume(repl: Repl, args: list[str]) -> None:
+async def _resume(repl: CommandContext, args: list[str]) -> None:
     if len(args) != 1:
         raise CommandUsage("/resume ID|N|latest")
     await repl.resume(args[0])
 
 
-def _session_ids(repl: Repl) -> Iterable[str]:
+def _session_ids(repl: CommandContext) -> Iterable[str]:
     return ["latest", *repl.known_sessions]
 
 
-async def _commands(repl: Repl, args: list[str]) -> None:
+async def _commands(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's /commands: ``list`` the custom commands (the default),
     ``reload`` them from their files."""
     if args not in ([], ["list"], ["reload"]):
@@ -996,29 +987,29 @@ async def _commands(repl: Repl, args: list[str]) -> None:
                                          (f"  {visible(str(cmd.path), newlines=False)}", "dim")))
 
 
-async def _skills(repl: Repl, args: list[str]) -> None:
+async def _skills(repl: CommandContext, args: list[str]) -> None:
     try:
         await skills_command(repl, args)
     except SkillsUsage as exc:
         raise CommandUsage(str(exc)) from None
 
 
-def _skills_actions(repl: Repl) -> Iterable[str]:
+def _skills_actions(repl: CommandContext) -> Iterable[str]:
     return ["list", "enable", "disable", "reload"]
 
 
-async def _agents(repl: Repl, args: list[str]) -> None:
+async def _agents(repl: CommandContext, args: list[str]) -> None:
     try:
         await agents_command(repl, args)
     except AgentsUsage as exc:
         raise CommandUsage(str(exc)) from None
 
 
-def _agents_actions(repl: Repl) -> Iterable[str]:
+def _agents_actions(repl: CommandContext) -> Iterable[str]:
     return ["list", "enable", "disable", "reload"]
 
 
-async def _extensions(repl: Repl, args: list[str]) -> None:
+async def _extensions(repl: CommandContext, args: list[str]) -> None:
     """``/extensions [list]``: the installed extensions, as ``gemini-split
     extensions list`` shows them (managing them is done outside the REPL,
     as in gemini-cli; changes apply to the next session)."""
@@ -1031,11 +1022,11 @@ async def _extensions(repl: Repl, args: list[str]) -> None:
         repl.console.print(Text(line))
 
 
-def _commands_actions(repl: Repl) -> Iterable[str]:
+def _commands_actions(repl: CommandContext) -> Iterable[str]:
     return ["list", "reload"]
 
 
-def load_custom_commands(repl: Repl) -> None:
+def load_custom_commands(repl: CommandContext) -> None:
     """(Re)read the custom commands into ``repl.custom_commands``: the
     user's and, in a trusted folder, the current directory's (where
     ``.gemini/settings.json`` and the trust decision are read, as in
@@ -1049,13 +1040,12 @@ def load_custom_commands(repl: Repl) -> None:
         repl.print_usage(visible(problem))
 
 
-async def _run_custom(repl: Repl, command: Any, line: str) -> None:
+async def _run_custom(repl: CommandContext, command: Any, line: str) -> None:
     """A custom command: expanded here (``!{…}`` asked as the model's shell
     calls are), then sent as an ordinary prompt."""
     client = repl.require_client()
     expanded = None
-    with trio.CancelScope() as scope:  # Ctrl-C stops a slow !{…}, as it stops a !command
-        repl._busy_scope = scope
+    with repl.ctrl_c_cancels():  # Ctrl-C stops a slow !{…}, as it stops a !command
         try:
             expanded = await run_custom_command(
                 command, line, client.executor,
@@ -1063,8 +1053,6 @@ async def _run_custom(repl: Repl, command: Any, line: str) -> None:
         except CommandFailed as exc:
             repl.print_usage(visible(str(exc)))
             return
-        finally:
-            repl._busy_scope = None
     if expanded is None:
         repl.print_usage("Interrupted: nothing was sent.")
         return
@@ -1076,14 +1064,14 @@ def _visible(text: str) -> str:
     return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
-async def _restore(repl: Repl, args: list[str]) -> None:
-    from .restore_command import restore  # lazy_imports.EDGES
+async def _restore(repl: CommandContext, args: list[str]) -> None:
+    from .commands.restore import restore  # lazy_imports.EDGES
 
     await restore(repl, args)
 
 
-def _checkpoint_ids(repl: Repl) -> Iterable[str]:
-    from .restore_command import checkpoint_ids  # lazy_imports.EDGES
+def _checkpoint_ids(repl: CommandContext) -> Iterable[str]:
+    from .commands.restore import checkpoint_ids  # lazy_imports.EDGES
 
     return checkpoint_ids(repl)
 
@@ -1157,7 +1145,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
 ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear", "/dir": "/directory"}
 
 
-async def run_command(repl: Repl, line: str) -> None:
+async def run_command(repl: CommandContext, line: str) -> None:
     """Run one slash command line. Raises :class:`QuitRepl` for /quit;
     prints a usage line (never a traceback) for anything wrong."""
     first = line.split(None, 1)[0] if line.split() else line
@@ -1190,7 +1178,7 @@ class SlashCompleter(Completer):
     """Tab completion: command names, /server actions, profile names after
     ``/server connect|remove|test``, approval modes, model names."""
 
-    def __init__(self, repl: Repl):
+    def __init__(self, repl: CommandContext):
         self.repl = repl
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterable[Completion]:

@@ -19,7 +19,7 @@ import trio
 from rich.console import Console
 from rich.text import Text
 
-from .safe_text import visible
+from gemini_split.ui.safe_text import visible
 
 #: Characters of output kept for the model.
 MAX_OUTPUT = 30_000

@@ -11,18 +11,16 @@ on main when this landed).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 
 from gemini_split.client.agents import AgentError, set_enabled
 from gemini_split.client.skills import settings_path
-from .safe_text import visible
-from .context_reload import reload_in_worker
-from .skills_command import name_and_scope
+from gemini_split.ui.safe_text import visible
 
-if TYPE_CHECKING:
-    from .repl import Repl
+from ..command_context import CommandContext
+from .context_reload import reload_in_worker
+from .skills import name_and_scope
+
 
 USAGE = "/agents list [nodesc] | enable NAME | disable NAME [--scope user|workspace] | reload"
 
@@ -31,7 +29,7 @@ class AgentsUsage(Exception):
     """A /agents line that does not parse; the text is the usage."""
 
 
-async def agents_command(repl: Repl, args: list[str]) -> None:
+async def agents_command(repl: CommandContext, args: list[str]) -> None:
     """Run ``/agents ARGS``. Raises :class:`AgentsUsage` for bad arguments."""
     action, rest = (args[0], args[1:]) if args else ("list", [])
     if action == "list" and set(rest) <= {"nodesc", "--nodesc"}:
@@ -50,7 +48,7 @@ async def agents_command(repl: Repl, args: list[str]) -> None:
     raise AgentsUsage(USAGE)
 
 
-def _list(repl: Repl, *, describe: bool) -> None:
+def _list(repl: CommandContext, *, describe: bool) -> None:
     found = repl.settings.context.agents
     loaded = repl.settings.loaded_settings
     if loaded is not None and not loaded.merged.experimental.enable_agents:
@@ -84,7 +82,7 @@ def _list(repl: Repl, *, describe: bool) -> None:
         repl.console.print(Text(f"! {visible(warning, newlines=False)}", style="yellow"))
 
 
-async def _set(repl: Repl, name: str, *, enabled: bool, scope: str) -> None:
+async def _set(repl: CommandContext, name: str, *, enabled: bool, scope: str) -> None:
     found = repl.settings.context.agents
     if found is None or found.get(name) is None:
         known = ", ".join(a.name for a in found.agents) if found is not None and found.agents else "none"

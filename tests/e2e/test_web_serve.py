@@ -424,6 +424,7 @@ def test_remote_in_the_repl_prints_a_link_that_signs_a_browser_in(tmp_path, page
             repl.type("/remote")
             repl.send(ENTER)
             found = repl.expect(r"(http://127\.0\.0\.1:\d+/pair#[A-Za-z0-9_-]+)", timeout=20)
+            repl.expect(r"a phone", timeout=10)  # a loopback link: said that a phone cannot open it
             text = plain(repl.text)
         finally:
             repl.close()

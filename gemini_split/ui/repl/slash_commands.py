@@ -943,7 +943,7 @@ async def _remote(repl: CommandContext, args: list[str]) -> None:
         raise CommandUsage("/remote pairs a browser with a server started with serve --web: "
                            "connect to one first (/server connect NAME|URL)")
     client = repl.require_client()
-    from gemini_split.web.link import link_for, qr_text  # lazy: gemini_split/lazy_imports.py
+    from gemini_split.web.link import link_for, loopback_note, qr_text  # lazy: gemini_split/lazy_imports.py
 
     try:
         reply = await repl.interruptible(client.pair(), "Asking the server for a pairing link…")
@@ -955,6 +955,9 @@ async def _remote(repl: CommandContext, args: list[str]) -> None:
     url = link_for(server, reply)
     repl.console.print(Text(qr_text(url)))
     repl.console.print(Text(f"Open this link in the browser (once, within 10 minutes) to continue there:\n{url}"))
+    note = loopback_note(url)
+    if note is not None:
+        repl.console.print(Text(note, style="yellow"))
 
 
 async def _resume(repl: CommandContext, args: list[str]) -> None:

@@ -42,6 +42,10 @@ def _run(args: argparse.Namespace, env: Environment, delete: str | None) -> Exit
                 if delete is None:
                     print_sessions(sessions, env)
                     return ExitStatus.SUCCESS
+                if not sessions and is_number(delete):  # gemini-cli's words and status
+                    env.stdout.write("No sessions found for this project.\n")
+                    env.stdout.flush()
+                    return ExitStatus.SUCCESS
                 chosen = _to_delete(sessions, delete)
                 await client.delete_session(chosen.id if chosen is not None else delete)
         except RequestFailed as exc:

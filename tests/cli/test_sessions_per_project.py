@@ -82,6 +82,9 @@ def sessions_scoped_by_project(run: Run, fake: FakeGemini, tmp_path: Path) -> No
     assert bad.returncode == 42 and 'Invalid session identifier "5"' in bad.stderr
     empty = run(["--list-sessions"], tmp_path)
     assert empty.returncode == 0 and empty.stdout == "No previous sessions found for this project.\n"
+    none_to_delete = run(["--delete-session", "1"], tmp_path)  # gemini-cli: exit 0, not 42
+    assert none_to_delete.returncode == 0, none_to_delete.stderr
+    assert none_to_delete.stdout == "No sessions found for this project.\n"
 
 
 def test_sessions_are_scoped_by_project_embedded(tmp_path):

@@ -307,6 +307,9 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
                         log.info("gemini-split serving on %s (model %s, auth %s, store %s)", bound,
                                  service.config.model, "on" if listen_options.authenticate else "off",
                                  describe_store(service.store))
+                    if "web" in listen_options.extra:
+                        log.info("the web page is at %s/ — sign a browser in with: gemini-split pair --server %s",
+                                 _page_url(bound), bound)
 
                 if getattr(service.model, "auth_description", ""):  # once, however many listeners
                     log.info("the model is reached through %s", service.model.auth_description)

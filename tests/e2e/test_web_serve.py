@@ -120,6 +120,13 @@ def test_every_page_and_file_carries_the_strict_csp_and_the_right_type(tmp_path,
     assert again.status_code == 304
 
 
+def test_serve_web_says_where_the_page_is_and_how_to_pair(tmp_path, page):
+    with FakeGemini(api_key=API_KEY) as fake, web_server(tmp_path, fake, page) as (proc, address):
+        line = proc.stderr.readline()
+    assert f"the web page is at {http_of(address)}/" in line, line
+    assert f"gemini-split pair --server {address}" in line
+
+
 def test_path_traversal_and_garbage_requests_are_refused(tmp_path, page):
     (tmp_path / "server").mkdir()
     (tmp_path / "server" / "secret.txt").write_text("TOP SECRET\n")

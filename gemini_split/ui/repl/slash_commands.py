@@ -32,7 +32,7 @@ from gemini_split.client.system_prompt import INDICATOR
 from gemini_split.client.tools.base import ToolContext, ToolFailed
 from gemini_split.client.tools.session_tools import SaveMemoryTool
 from gemini_split.errors import ConfigurationError
-from gemini_split.model_aliases import persist_model_name, resolve_model_name
+from gemini_split.model_aliases import BUILT_IN_ALIASES, persist_model_name, resolve_model_name, settings_aliases
 from gemini_split.policy.rules import MODES
 from gemini_split.settings_edit import set_setting
 from gemini_split.ui.command_expansion import CommandFailed, load_commands, run_custom_command
@@ -56,7 +56,7 @@ from .transcript import history_lines
 #: Offered by Tab after ``/model``; any name the server accepts works.
 KNOWN_MODELS = ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "auto", "pro", "flash", "flash-lite", "set")
 
-MODEL_USAGE = "/model [NAME] | /model set NAME [--persist]"
+MODEL_USAGE = "/model [NAME] | /model set NAME [--persist] | /model manage"
 SERVER_ADD_USAGE = "/server add NAME URL [--token T | --token-env VAR] [--ca FILE] [--insecure]"
 
 
@@ -735,6 +735,13 @@ def _models(repl: CommandContext) -> Iterable[str]:
 
 
 async def _model(repl: CommandContext, args: list[str]) -> None:
+    if args[:1] == ["manage"]:  # gemini-cli's dialog: pick one
+        if len(args) != 1:
+            raise CommandUsage(MODEL_USAGE)
+        picked = await _pick_model(repl)
+        if picked is None:
+            return
+        args = [picked]
     if args[:1] == ["set"]:  # gemini-cli's /model set NAME [--persist]
         args = args[1:]
         persist = "--persist" in args
@@ -765,6 +772,20 @@ async def _model(repl: CommandContext, args: list[str]) -> None:
     alias = f" ({args[0]})" if name != args[0] else ""
     saved = f"; saved as model.name in {repl.env.config_dir / 'settings.json'}" if persist else ""
     repl.console.print(Text.assemble("model: ", (name, "bold"), f"{alias} (from the next prompt on{saved})"))
+
+
+async def _pick_model(repl: CommandContext) -> str | None:
+    """``/model manage``: the model aliases (built-in and the settings'),
+    each with the model it names, as a menu; the one picked, or None."""
+    loaded = repl.settings.loaded_settings
+    aliases = {**BUILT_IN_ALIASES, **settings_aliases(loaded.merged.model_configs if loaded else None)}
+    current = repl.model
+    choices = [(alias, f"{alias}  ({name})" + ("  · current" if name == current else ""))
+               for alias, name in aliases.items()]
+    choices.append(("keep", f"Keep {current or 'the server default'}"))
+    picked = await repl.asker.read_choice("Model: pick one (/model set NAME for any other name)", choices,
+                                          len(choices) - 1)
+    return None if picked == "keep" else picked
 
 
 SERVER_ACTIONS = ("list", "add", "remove", "connect", "status", "test")

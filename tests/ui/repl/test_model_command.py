@@ -35,3 +35,18 @@ def test_model_set_resolves_the_alias_and_persist_saves_it_keeping_the_files_com
     repl.expect(PROMPT)
     ask(repl, "/quit")
     assert repl.wait() == 0
+
+
+def test_model_manage_is_a_menu_of_the_aliases_not_a_model_named_manage(start_repl):
+    repl = start_repl([])
+    ask(repl, "/model manage")
+    repl.expect(r"Model: pick one")
+    repl.expect(r"flash-lite +\(gemini-3\.5-flash-lite\)")
+    repl.send("3")  # auto, pro, flash…
+    repl.expect(r"model: gemini-3\.8-flash \(flash\) \(from the next prompt on\)")
+    repl.expect(PROMPT)
+    ask(repl, "/model")
+    repl.expect(r"model: gemini-3\.8-flash")
+    repl.expect(PROMPT)
+    ask(repl, "/quit")
+    assert repl.wait() == 0

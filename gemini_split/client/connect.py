@@ -397,7 +397,8 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                         and client.connected is not None:
                     executor.edits_dir = edits_directory(tools.edits_dir, client.connected.session_id)
                     executor.request_seq = lambda request_id: client.request_seqs.get(request_id or "")
-                for line in [*_tools_elsewhere(tools, client, runs_ours), *_hooks_not_run(tools, client)]:
+                for line in [*_tools_elsewhere(tools, client, runs_ours), *_hooks_not_run(tools, client),
+                             *_mcp_not_used(tools)]:
                     if on_notice is not None and line not in _SAID:
                         _SAID.add(line)  # once a process: /clear reconnects to the same server
                         on_notice(line)
@@ -484,6 +485,21 @@ def _tools_elsewhere(settings: ToolSettings, client: ProtocolClient, runs_ours: 
     return lines
 
 
+def _mcp_not_used(settings: ToolSettings) -> list[str]:
+    """The line to say when the session's tools run on the server
+    (``--tools server``) and MCP servers are configured here — in
+    settings.json or by an extension: they are not started, and the model
+    does not get their tools (the server takes no tool from this client)."""
+    if settings.run_on != "server":
+        return []
+    names = [n for n in sorted(settings.mcp_servers) if n not in settings.mcp_excluded
+             and (settings.mcp_allowed is None or n in settings.mcp_allowed)]
+    if not names:
+        return []
+    return [f"the MCP servers configured here, in settings.json or by an extension ({', '.join(names)}), are not "
+            "used: the session's tools run on the server (--tools server), which takes no tool from this client"]
+
+
 def _hooks_not_run(settings: ToolSettings, client: ProtocolClient) -> list[str]:
     """The line to say when this client has tool hooks, the session's tools
     run on the server, and the server cannot ask this client to run them
@@ -543,8 +559,9 @@ async def open_mcp_tools(settings: ToolSettings) -> AsyncIterator[McpServers | N
     yields their :class:`~gemini_split.client.mcp.sources.McpServers` at
     once (None when none is configured, so the SDK is never imported).
     Servers whose tools are in ``settings.mcp_cache`` start only when one
-    of their tools is called."""
-    if not settings.mcp_servers:
+    of their tools is called. With ``--tools server`` none is started: the
+    session offers no tool of this client's (see :func:`_mcp_not_used`)."""
+    if not settings.mcp_servers or settings.run_on == "server":
         yield None
         return
     from .mcp.sources import open_mcp_servers

@@ -150,3 +150,35 @@ def test_with_tools_on_the_server_the_sub_agents_own_servers_are_not_started_and
     assert "the sub-agents' own MCP servers (x: spy) are not used: the session's tools run on the server" \
         in done.stderr
     assert "x" in tool_names(request)  # it is still offered, with the server's tools
+
+
+def test_with_tools_on_the_server_the_sessions_and_an_extensions_mcp_servers_are_not_started_and_that_is_said(
+        tmp_path):
+    """Issue 42: an extension's MCP server (and settings.json's) under
+    ``--tools server`` were silently not offered; now not started, and said."""
+    from tests.e2e.test_serve_e2e import API_KEY as SERVE_KEY, daemon
+    from tests.server.server_tools.helpers import unix_listener
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    project.mkdir()
+    settings_marker, ext_marker = tmp_path / "settings-started", tmp_path / "ext-started"
+    ext = home / "extensions" / "spyext"
+    ext.mkdir(parents=True)
+    spy = "import pathlib, sys; pathlib.Path(sys.argv[1]).touch()"
+    (ext / "gemini-extension.json").write_text(json.dumps({"name": "spyext", "version": "1.0.0", "mcpServers": {
+        "extspy": {"command": sys.executable, "args": ["-c", spy, str(ext_marker)]}}}))
+    (home / "settings.json").write_text(json.dumps({"mcpServers": {
+        "mine": {"command": sys.executable, "args": ["-c", spy, str(settings_marker)]}}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI", "GOOGLE"))}
+    env.update(GEMINI_SPLIT_HOME=str(home), HOME=str(tmp_path))
+    with FakeGemini(script=[{"text": "ok"}], api_key=SERVE_KEY) as fake, unix_listener() as listen, \
+            daemon(tmp_path, fake, "--server-tools", "--sandbox", "none", "--workspace-root",
+                   str(tmp_path / "workspaces"), "--project", f"proj={project}", *listen) as (_proc, address):
+        done = subprocess.run(
+            [sys.executable, "-m", "gemini_split", "--server", address, "--tools", "server",
+             "--project", "proj", "-p", "hi"], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert not settings_marker.exists() and not ext_marker.exists()
+    assert "MCP servers configured here, in settings.json or by an extension (extspy, mine), are not used: the " \
+           "session's tools run on the server (--tools server)" in done.stderr

@@ -411,12 +411,14 @@ def _allowed_tools(options: ClientOptions, s: Settings) -> tuple[str, ...]:
 
 def resolve_policy(options: ClientOptions, env: Environment, loaded: LoadedSettings) -> Policy:
     """The policy files' rules (:func:`gemini_split.policy.load_policy`):
-    the user's (or ``--policy``'s), the admin's (and ``--admin-policy``'s),
-    and a trusted project's. A malformed file is a :class:`PolicyError`
-    naming file, rule and field (exit status 2)."""
+    the user's (or ``--policy``'s, else settings ``policyPaths``'), the
+    admin's (and ``--admin-policy``'s, else ``adminPolicyPaths``'), and a
+    trusted project's. A malformed file is a :class:`PolicyError` naming
+    file, rule and field (exit status 2)."""
+    s = loaded.merged
     policy = load_policy(config_dir=env.config_dir, cwd=env.cwd, trusted=loaded.trusted,
-                         policy_paths=options.policy, admin_policy_paths=options.admin_policy,
-                         environ=env.environ)
+                         policy_paths=options.policy or s.policy_paths,
+                         admin_policy_paths=options.admin_policy or s.admin_policy_paths, environ=env.environ)
     for line in policy.warnings:
         env.warn(line)
     return policy
@@ -772,13 +774,15 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
         raise ConfigurationError(str(exc)) from None
     root = Path(options.workspace_root).expanduser() if options.workspace_root else env.config_dir / "workspaces"
 
-    # The server's own rules (no project's: a client cannot bring rules along).
-    policy = load_policy(config_dir=env.config_dir, cwd=None,
-                         policy_paths=options.policy, admin_policy_paths=options.admin_policy, environ=env.environ)
-    for line in policy.warnings:
-        env.warn(line)
     # The server's own settings: its user's and the system's, no project's.
     server_settings = load_settings(env, env.config_dir, trust=False)
+    # The server's own rules (no project's: a client cannot bring rules along).
+    policy = load_policy(config_dir=env.config_dir, cwd=None,
+                         policy_paths=options.policy or server_settings.merged.policy_paths,
+                         admin_policy_paths=options.admin_policy or server_settings.merged.admin_policy_paths,
+                         environ=env.environ)
+    for line in policy.warnings:
+        env.warn(line)
     try:
         tools = ServerTools(
             factory=open_tool_host, workspace_root=root, projects=projects,

@@ -273,6 +273,11 @@ class Settings(_Section):
     #: ``modelConfigs``: kept as written; its aliases that name a model are
     #: model aliases (:mod:`gemini_split.model_aliases`).
     model_configs: dict[str, Any] | None = None
+    #: ``policyPaths`` / ``adminPolicyPaths``: policy files or directories,
+    #: as ``--policy`` / ``--admin-policy`` give them (the flag, when given,
+    #: replaces the setting, as in gemini-cli).
+    policy_paths: list[str] = msgspec.field(default_factory=list)
+    admin_policy_paths: list[str] = msgspec.field(default_factory=list)
 
     def context_file_names(self) -> list[str]:
         """``context.fileName`` as a list (default ``["GEMINI.md"]``)."""

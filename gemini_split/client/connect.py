@@ -532,15 +532,28 @@ def server_tool_choice(settings: ToolSettings, *, can_ask: bool) -> ServerToolCh
 
 
 def _offered_tools(settings: ToolSettings) -> ToolRegistry:
-    """The built-in tools minus what ``tools.core`` leaves out and
-    ``tools.exclude`` removes; in plan mode, the read-only ones only."""
+    """The built-in tools minus what ``tools.core`` leaves out,
+    ``tools.exclude`` removes and the policy denies outright; in plan mode,
+    the read-only ones only."""
     tools = default_tools(memory_file=settings.memory_file, sandbox=settings.sandbox)
     plan = settings.approval_mode is ApprovalMode.PLAN
-    if settings.core_tools is None and not settings.exclude_tools and not plan:
+    if settings.core_tools is None and not settings.exclude_tools and not plan and not _denies_some(settings, tools):
         return tools
-    offered = ToolRegistry(tool for tool in tools if _offers(settings, tool.name, read_only=tool.kind is ToolKind.READ))
+    offered = ToolRegistry(tool for tool in tools if _offers(settings, tool.name, read_only=tool.kind is ToolKind.READ)
+                           and not _denied(settings, tool))
     offered.closers = tools.closers
     return offered
+
+
+def _denied(settings: ToolSettings, tool: Any) -> bool:
+    """Whether the policy refuses every call of ``tool`` in the session's
+    approval mode (``Policy.denied_outright``)."""
+    return settings.policy is not None and settings.policy.denied_outright(
+        tool.name, settings.approval_mode.value, kind=tool.kind.value) is not None
+
+
+def _denies_some(settings: ToolSettings, tools: ToolRegistry) -> bool:
+    return settings.policy is not None and any(_denied(settings, tool) for tool in tools)
 
 
 def _offers(settings: ToolSettings, name: str, *, read_only: bool) -> bool:

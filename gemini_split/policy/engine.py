@@ -131,6 +131,22 @@ class Policy:
                                               "every approval mode but yolo", verdict.rule)
         return verdict
 
+    def denied_outright(self, tool_name: str, mode: Any = "default", *, kind: str | None = None,
+                        interactive: bool = True) -> Rule | None:
+        """The rule that refuses every call of ``tool_name`` in ``mode``,
+        whatever its arguments — the highest applicable rule is a ``deny``
+        with no condition on them — or None (the arguments decide, or it
+        may run). Such a tool is not offered to the model at all, as
+        gemini-cli leaves it out of the tool registry."""
+        name = SHELL_TOOL if tool_name in SHELL_ALIASES else tool_name
+        call = _Call(name, normalize_mode(mode), interactive, getattr(kind, "value", kind), False, None)
+        for rule in self._applicable(call):
+            if rule.command_prefixes is not None or rule.command_regex is not None \
+                    or rule.args_pattern is not None or rule.annotations is not None:
+                return None  # a call's arguments decide
+            return rule if rule.decision is Decision.DENY else None
+        return None
+
     def _applicable(self, call: _Call) -> list[Rule]:
         return [r for r in self._rules if r.applies(call.tool_name, call.mode, interactive=call.interactive,
                                                     kind=call.kind, trusted=call.trusted,

@@ -142,3 +142,33 @@ def test_a_git_push_deny_rule_holds_under_yolo_for_all_77_spellings_of_the_attac
     status, log, short = (json.dumps(r["response"]) for r in responses[len(spellings):])
     assert "main" in status and "second, never pushed" in log and "error" not in short
     assert _git("rev-parse", "main", cwd=remote) == pushed  # nothing was pushed
+
+
+@pytest.mark.parametrize("key", ["policyPaths", "adminPolicyPaths"])
+def test_settings_policy_paths_hold_a_teams_deny_rule_as_the_flags_do(tmp_path, home, key):
+    """Issue 42: ``policyPaths`` / ``adminPolicyPaths`` in settings.json were
+    ignored; with a read_file deny rule there gemini-cli does not offer the
+    tool. The flag replaces the setting, as in gemini-cli."""
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "deny.toml").write_text('[[rule]]\ntoolName = "read_file"\ndecision = "deny"\npriority = 500\n')
+    (tmp_path / "config" / "settings.json").write_text(json.dumps({key: [str(team)]}))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("private\n")
+    script = _ask("read_file", file_path="notes.txt") + [{"text": "done"}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        result = run_cli(["-p", "read notes.txt"], cwd=work, fake=fake, env_extra=home)
+    assert result.returncode == 0, result.stderr
+    declared = [d["name"] for t in fake.requests[0]["body"].get("tools", []) for d in t.get("functionDeclarations", [])]
+    assert "read_file" not in declared and "glob" in declared
+    (response,) = _responses(fake)
+    assert "private" not in json.dumps(response)  # called all the same: refused
+    if key == "policyPaths":  # --policy replaces the setting
+        other = tmp_path / "other.toml"
+        other.write_text("")
+        with FakeGemini(script=[{"text": "ok"}], api_key=API_KEY) as fake:
+            result = run_cli(["-p", "hi", "--policy", str(other)], cwd=work, fake=fake, env_extra=home)
+        declared = [d["name"] for t in fake.requests[0]["body"].get("tools", [])
+                    for d in t.get("functionDeclarations", [])]
+        assert "read_file" in declared

@@ -261,9 +261,11 @@ async def open_client(
     if tools.run_on == "client":
         executor.delegates = _remote_agents(settings)
     if tools.checkpoints_home is not None and tools.run_on == "client":
-        from .checkpoints import Checkpoints  # lazy_imports.EDGES
+        from .checkpoints import for_settings  # lazy_imports.EDGES
 
-        executor.checkpoints = Checkpoints.for_user(executor.workspace.roots, tools.checkpoints_home)
+        # The project's directories, as /restore opens them: never a skill's
+        # folder, which the workspace also shows (_skill_dirs).
+        executor.checkpoints = for_settings(tools)
     try:
         async with _connected(settings, executor, on_event, on_notice, on_connection) as client:
             if hooks is None:

@@ -108,6 +108,30 @@ def test_restore_puts_the_files_back_offline_with_no_key_and_no_model_call(tmp_p
     assert quiet.returncode == 0 and "--propose-again" not in quiet.stderr  # asked for the files alone
 
 
+def test_with_a_skill_installed_a_checkpoint_is_of_the_project_and_restores(tmp_path):
+    """Issue 42: the workspace shows a skill's folder too, and checkpoints
+    were recorded against it, so restore refused them ("not a directory of
+    this workspace"): they are of the project's directories only."""
+    workspace, home = _workspace(tmp_path), _home(tmp_path)
+    skill = home / "skills" / "tidy"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: tidy\ndescription: Tidy things.\n---\nBe tidy.\n")
+    script = _write("f1.txt", "one\n") + _write("f2.txt", "two\n")
+    with FakeGemini(script=script, api_key=API_KEY) as fake:
+        for i, resume in ((1, []), (2, ["--resume", "latest"])):
+            done = _run(["-p", f"write f{i}", "--approval-mode", "yolo", *resume], workspace=workspace, home=home,
+                        fake=fake)
+            assert done.returncode == 0, done.stderr
+        assert "tidy" in json.dumps(fake.requests[0]["body"])  # the skill was offered
+    listed = _run(["restore"], workspace=workspace, home=home)
+    ids = [line.split()[0] for line in listed.stdout.splitlines()]
+    restored = _run(["restore", ids[1], "--yes"], workspace=workspace, home=home)
+    assert restored.returncode == 0, restored.stderr
+    assert sorted(p.name for p in workspace.iterdir()) == ["f1.txt"]
+    records = list((home / "tmp").rglob("checkpoints/*.json"))
+    assert records and all(str(skill) not in r.read_text() for r in records)
+
+
 def test_a_file_changed_by_hand_since_the_checkpoint_is_named_before_anything_is_written(tmp_path):
     workspace, home = _workspace(tmp_path), _home(tmp_path)
     script = _write("f1.txt", "one\n") + _write("f2.txt", "two\n") + _write("f3.txt", "three\n")

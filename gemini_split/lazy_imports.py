@@ -51,6 +51,7 @@ EDGES = {
     "segno": "gemini-split pair's QR code only",
     "gemini_split.client.agent_mcp": "a sub-agent's own MCP servers: only when a definition has some (dataclasses)",
     "gemini_split.client.remote_agents": "remote (Agent2Agent) sub-agents: only for a remote definition (httpx, json)",
+    "gemini_split.client.a2a": "a remote sub-agent's call: only when one is asked for (httpx, json)",
     "gemini_split.client.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",
     "opentelemetry": "the OpenTelemetry SDK: only when telemetry is on",
     "opentelemetry.exporter.otlp.proto.grpc": "the OTLP/gRPC exporter (grpc): only for otlpProtocol grpc",

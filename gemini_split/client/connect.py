@@ -291,7 +291,7 @@ def _remote_agents(settings: ClientSettings) -> Callable[[str], Any]:
         if agent is None or agent.remote is None:
             return None
         if not made:
-            from .remote_agents import RemoteAgents  # lazy_imports.EDGES
+            from .a2a import RemoteAgents  # lazy_imports.EDGES
 
             loaded = settings.loaded_settings
             made.append(RemoteAgents(proxy=loaded.merged.general.proxy if loaded is not None else None))

@@ -120,7 +120,7 @@ class ToolExecutor:
         self.user: Any = None
         #: ``delegates(name)`` → the tool that runs a call of ``name`` the
         #: registry does not have (a remote sub-agent's call, which the
-        #: server asks for by the agent's name: ``client/remote_agents.py``),
+        #: server asks for by the agent's name: ``client/a2a.py``),
         #: or None; not offered in ``tool_discovery``. None: no such calls.
         self.delegates: Callable[[str], Tool | None] | None = None
         #: (1.5) The sub-agents' own MCP tools (``client/agent_mcp.py``):

@@ -18,12 +18,12 @@ from gemini_split.client.agents import discover, wire_agents
 from gemini_split.client.remote_agents import (
     MAX_CARD_BYTES,
     RemoteAgentError,
-    RemoteAgentTool,
     auth_headers,
     fetch_card,
     load_remote,
     resolve_value,
 )
+from gemini_split.client.a2a import RemoteAgentTool
 from gemini_split.client.tools.base import ToolFailed
 
 pytestmark = pytest.mark.timeout(30)

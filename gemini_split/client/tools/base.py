@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import msgspec
 
-from gemini_split.errors import GeminiSplitError
-from gemini_split.protocol import ToolFailure, ToolSpec
+from gemini_split.errors import ToolFailed
+from gemini_split.protocol import ToolSpec
 
 if TYPE_CHECKING:
     from gemini_split.client.workspace import Workspace
@@ -31,23 +31,6 @@ class ToolKind(Enum):
     EDIT = "edit"  # changes files in the workspace
     EXECUTE = "execute"  # runs commands
     NETWORK = "network"  # reaches the network
-
-
-class ToolFailed(GeminiSplitError):
-    """A tool could not do what was asked; the model is told why.
-
-    ``code`` is short and stable (``not_found``, ``outside_workspace``,
-    ``invalid_arguments``, ``refused``, ``timeout``…); ``hint`` says what the
-    model could do instead.
-    """
-
-    def __init__(self, code: str, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.code = code
-        self.hint = hint
-
-    def to_failure(self) -> ToolFailure:
-        return ToolFailure(code=self.code, message=str(self), hint=self.hint)
 
 
 OutputSink = Callable[[str, str], Awaitable[None]]

@@ -42,7 +42,7 @@ from gemini_split.files import read_bounded
 from gemini_split.protocol import ContextFile as WireContextFile
 from gemini_split.protocol import SessionContext
 
-from .gitignore import IgnoreRules
+from gemini_split.gitignore import IgnoreRules
 
 #: Bytes read from one context file; the rest is dropped with a note.
 MAX_CONTEXT_FILE_BYTES = 256 * 1024

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 import msgspec
 
-from ..gitignore import MAX_IGNORE_FILE_CHARS, IgnoreRules
+from gemini_split.gitignore import MAX_IGNORE_FILE_CHARS, IgnoreRules
 from .base import ToolFailed
 
 if TYPE_CHECKING:

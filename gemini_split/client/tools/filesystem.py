@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..gitignore import compile_glob
+from gemini_split.gitignore import compile_glob
 from ._files import encode_text, load_ignore_rules, looks_binary, read_text_for_edit
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..gitignore import compile_glob
+from gemini_split.gitignore import compile_glob
 from ._files import WalkStats, walk_files
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 from .filesystem import _LineReader

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ..gitignore import compile_glob
+from gemini_split.gitignore import compile_glob
 from gemini_split.regex import compile_linear
 from ._files import BINARY_SNIFF_BYTES, WalkedFile, WalkStats, looks_binary, walk_files
 from .base import Tool, ToolContext, ToolFailed, ToolKind

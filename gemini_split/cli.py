@@ -33,7 +33,7 @@ from gemini_split import __version__
 from gemini_split.argtypes import positive_int
 from gemini_split.client.approval_mode import ApprovalMode
 from gemini_split.collector import paused_collection
-from gemini_split.env_files import load_env_file
+from gemini_split.userfiles.env_files import load_env_file
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for

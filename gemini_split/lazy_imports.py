@@ -43,14 +43,14 @@ EDGES = {
     "json": "the thin -p path never loads it (msgspec does its JSON); ~1.5 ms",
     "tomllib": "policy files only when there are some",
     "logging": "not on the shell's path (server list --names runs on every Tab): ~11 ms",
-    "gemini_split.client.extensions": "extensions only when some are installed (json, dataclasses)",
+    "gemini_split.userfiles.extensions": "extensions only when some are installed (json, dataclasses)",
     "gemini_split.client.checkpoints": "checkpoints only with general.checkpointing.enabled (and /restore)",
-    "gemini_split.client.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
+    "gemini_split.userfiles.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
     "importlib.metadata": "entry points only when a plugin is looked up",
     "gemini_split.web": "serve --web only (the page's files are read at start)",
     "segno": "gemini-split pair's QR code only",
     "gemini_split.client.agent_mcp": "a sub-agent's own MCP servers: only when a definition has some (dataclasses)",
-    "gemini_split.client.remote_agents": "remote (Agent2Agent) sub-agents: only for a remote definition (httpx, json)",
+    "gemini_split.userfiles.remote_agents": "remote (Agent2Agent) sub-agents: only for a remote definition (httpx, json)",
     "gemini_split.client.a2a": "a remote sub-agent's call: only when one is asked for (httpx, json)",
     "gemini_split.client.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",
     "opentelemetry": "the OpenTelemetry SDK: only when telemetry is on",
@@ -61,16 +61,16 @@ EDGES = {
     # Modules of ours that are heavy through what they import, each kept
     # off the paths named (a module imports one of them inside a function).
     "gemini_split.commands": "a command's runner: cli imports only the one the command line names",
-    "gemini_split.settings": "msgspec and the settings schema: not on the shell's path (a .env loads them)",
+    "gemini_split.userfiles.settings": "msgspec and the settings schema: not on the shell's path (a .env loads them)",
     "gemini_split.log_limits": "logging (see above): only when there is logging to do",
     "gemini_split.client.profiles": "servers.json (json): only when a profile is named",
     "gemini_split.client.tool_host": "serve --server-tools only",
-    "gemini_split.client.memory_import": "a context file's @imports only when it has some",
-    "gemini_split.settings_edit": "only when a setting is saved (/model set --persist, /skills disable…)",
+    "gemini_split.userfiles.memory_import": "a context file's @imports only when it has some",
+    "gemini_split.userfiles.settings_edit": "only when a setting is saved (/model set --persist, /skills disable…)",
     "gemini_split.client.tools.processes": "the tools and the protocol: not on --version's path",
     "gemini_split.client.tools.web_guard": "httpx and httpcore: only when web_fetch runs",
     "gemini_split.client.htmltext": "html.parser: only when a fetched page is HTML",
-    "gemini_split.client.custom_commands": "-p /command: only when the prompt starts with one (dataclasses, shlex)",
+    "gemini_split.userfiles.custom_commands": "-p /command: only when the prompt starts with one (dataclasses, shlex)",
     "gemini_split.ui.command_expansion": "custom commands' !{} and @{} (dataclasses, shlex): only when one runs",
     "gemini_split.ui.references": "@path in a prompt (dataclasses): only when the prompt has one",
     "gemini_split.ui.slash_commands": "the REPL's commands (prompt-toolkit, rich): -p only for a custom command",
@@ -100,7 +100,7 @@ EDGES = {
 #: module, imported module) → the cycle. Prefer removing the cycle by moving
 #: code down; what is here could not be, yet.
 CYCLES = {
-    ("gemini_split.settings", "gemini_split.folder_trust"):
+    ("gemini_split.userfiles.settings", "gemini_split.userfiles.folder_trust"):
         "folder_trust reads trust rules and the size limit from settings; settings names what an untrusted folder ignores",
     ("gemini_split.ui.slash_commands", "gemini_split.ui.repl"):
         "the REPL runs the slash commands; /chat resume redraws with the REPL's history",

@@ -17,10 +17,11 @@ from gemini_split.ui.repl import Repl
 PACKAGE = Path(__file__).resolve().parent.parent / "gemini_split"
 PLUGINS = PACKAGE.parent / "plugins"
 
-#: cli -> commands -> ui -> app -> {client, server} -> transport -> protocol.
-#: A module may import its own layer and any layer below; client and server
-#: never import each other. The shared leaves (errors, environment,
-#: exit_status, files…) may be used by anyone and themselves use only
+#: cli -> commands -> ui -> app -> {client, server} -> userfiles ->
+#: transport -> protocol. A module may import its own layer and any layer
+#: below; client and server never import each other. The shared leaves
+#: (errors, environment, exit_status, files…) may be used by anyone and
+#: themselves use only userfiles (gemini-cli's files: a leaf package),
 #: transport and protocol.
 LAYERS = {
     "gemini_split.cli": 0,
@@ -32,13 +33,14 @@ LAYERS = {
     "gemini_split.client": 4,
     "gemini_split.server": 4,
     "shared": 5,
-    "gemini_split.transport": 6,
-    "gemini_split_loopback": 6,
-    "gemini_split_websocket": 6,
-    "gemini_split_stdio": 6,
-    "gemini_split_unix": 6,
-    "gemini_split_grpc": 6,
-    "gemini_split.protocol": 7,
+    "gemini_split.userfiles": 6,
+    "gemini_split.transport": 7,
+    "gemini_split_loopback": 7,
+    "gemini_split_websocket": 7,
+    "gemini_split_stdio": 7,
+    "gemini_split_unix": 7,
+    "gemini_split_grpc": 7,
+    "gemini_split.protocol": 8,
 }
 
 #: Inside the server, the same rule by sub-package: the service (a

@@ -58,7 +58,7 @@ from gemini_split.protocol.turn import (
     ToolCallStarted,
     Turn,
 )
-from gemini_split.settings import MCPServerSettings, approval_mode_refusal
+from gemini_split.userfiles.settings import MCPServerSettings, approval_mode_refusal
 from gemini_split.transport import ConnectFailed
 
 from . import updates as u

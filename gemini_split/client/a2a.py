@@ -1,7 +1,7 @@
 """The Agent2Agent call of a remote sub-agent (issue 32), run on the client.
 
 The definitions, their cards and their credentials are read by
-:mod:`gemini_split.client.remote_agents`.
+:mod:`gemini_split.userfiles.remote_agents`.
 
 **Where the call runs.** The credentials are the user's: they are
 resolved here, when the call is made, and never travel to the server. The
@@ -45,7 +45,7 @@ from typing import Any
 
 import trio
 
-from .remote_agents import CONNECT_TIMEOUT, QUERY_SCHEMA, RemoteConfig, auth_headers, httpx_proxy
+from gemini_split.userfiles.remote_agents import CONNECT_TIMEOUT, QUERY_SCHEMA, RemoteConfig, auth_headers, httpx_proxy
 from .tools.base import Tool, ToolContext, ToolFailed, ToolKind
 
 #: An answer (all of a stream's events together) larger than this ends the call.
@@ -317,7 +317,7 @@ def _minutes(seconds: float) -> str:
 
 class RemoteAgents:
     """The remote agents' client tools, by name, made from a discovery's
-    agents (``client.agents.Discovery``) and kept while their definition
+    agents (``userfiles.agents.Discovery``) and kept while their definition
     stays the same (so a conversation's ``contextId`` survives
     ``/agents reload``)."""
 

@@ -75,7 +75,7 @@ class AgentMcp:
 
 @asynccontextmanager
 async def open_agent_mcp(agents: Iterable[Any], settings: Any) -> AsyncIterator[AgentMcp | None]:
-    """Start the own MCP servers of ``agents`` (``client.agents.Agent``s:
+    """Start the own MCP servers of ``agents`` (``userfiles.agents.Agent``s:
     the ones the session offers) as ``settings`` (``ToolSettings``) starts
     the session's, without waiting for them; None when none has any (the
     MCP SDK is then never imported). All are stopped on exit."""

@@ -44,7 +44,7 @@ from .protocol_client import (
 )
 from .tools import ask_user
 from .tools.base import ToolKind
-from .system_prompt import write_prompt
+from gemini_split.userfiles.system_prompt import write_prompt
 from .tools.registry import ToolRegistry, default_tools
 from .workspace import Workspace
 
@@ -52,12 +52,12 @@ if TYPE_CHECKING:  # annotations only
     from gemini_split.policy import Policy
     from gemini_split.protocol import Caller, Replay, SessionContext
     from gemini_split.sandbox import Sandbox
-    from gemini_split.settings import LoadedSettings, MCPServerSettings
+    from gemini_split.userfiles.settings import LoadedSettings, MCPServerSettings
 
-    from .context import ProjectContext, SubdirectoryContext
+    from gemini_split.userfiles.context import ProjectContext, SubdirectoryContext
     from .mcp.sources import McpServers
-    from .agents import Discovery as AgentDiscovery
-    from .skills import Discovery
+    from gemini_split.userfiles.agents import Discovery as AgentDiscovery
+    from gemini_split.userfiles.skills import Discovery
 
 
 class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
@@ -143,7 +143,7 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     #: Where the edit tools' changes are journaled for ``/rewind`` (one
     #: directory per session: :func:`edits_directory`); None: not journaled.
     edits_dir: Path | None = None
-    #: The installed extensions (a ``client.extensions.ExtensionSet``):
+    #: The installed extensions (a ``userfiles.extensions.ExtensionSet``):
     #: their MCP servers and excluded tools are merged into the fields
     #: above; their context files and commands are read from here. None:
     #: none were read.
@@ -269,7 +269,7 @@ async def open_client(
             if hooks is None:
                 yield client
             else:
-                from .hooks import session_hooks  # lazy_imports.EDGES
+                from gemini_split.userfiles.hooks import session_hooks  # lazy_imports.EDGES
 
                 async with session_hooks(client, hooks, resumed=settings.session.resume is not None):
                     yield client
@@ -308,7 +308,7 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
     extension_hooks = list(extensions.hooks()) if extensions is not None else []
     if loaded is None or (not extension_hooks and not any(f.exists and "hooks" in f.raw for f in loaded.files)):
         return None  # no hooks anywhere: their module is not even loaded
-    from .hooks import HookRunner, load_hooks, parse_hooks  # lazy_imports.EDGES
+    from gemini_split.userfiles.hooks import HookRunner, load_hooks, parse_hooks  # lazy_imports.EDGES
 
     hook_set = load_hooks(loaded)
     for name, hooks in extension_hooks:  # an extension's hooks/hooks.json, after the settings files'
@@ -557,7 +557,7 @@ async def open_mcp_tools(settings: ToolSettings) -> AsyncIterator[McpServers | N
 
 
 def _offered_agents(settings: ClientSettings) -> list[Any]:
-    """The sub-agents (``client.agents.Agent``) this session offers the
+    """The sub-agents (``userfiles.agents.Agent``) this session offers the
     model — the definitions in ``SessionContext.agents`` — that have their
     own MCP servers."""
     context = settings.context

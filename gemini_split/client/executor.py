@@ -95,7 +95,7 @@ class ToolExecutor:
         #: ``await after_run(tool_name, args, result)`` → the result the model
         #: gets (e.g. with newly found subdirectory context appended).
         self.after_run = after_run
-        #: The user's hooks (a ``client.hooks.HookRunner``): BeforeTool and
+        #: The user's hooks (a ``userfiles.hooks.HookRunner``): BeforeTool and
         #: AfterTool around each call that may run, Notification when the
         #: user is asked. None: no hooks.
         self.hooks: Any = None

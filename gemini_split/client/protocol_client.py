@@ -211,7 +211,7 @@ class ProtocolClient:
         #: Awaited before each prompt is sent: tools that join late (MCP
         #: servers still starting when the connection opened) join here.
         self.before_turn: Callable[[], Awaitable[None]] | None = None
-        #: The user's hooks (a ``client.hooks.HookRunner``), or None.
+        #: The user's hooks (a ``userfiles.hooks.HookRunner``), or None.
         self.hooks: Any = None
         #: A SessionStart hook's context, sent before the next prompt.
         self.pending_hook_context = ""
@@ -451,7 +451,7 @@ class ProtocolClient:
         ``context`` (context files, approval mode, first-turn environment)
         replaces the session's.
 
-        With ``hooks`` (a ``client.hooks.HookRunner``): ``BeforeAgent`` runs
+        With ``hooks`` (a ``userfiles.hooks.HookRunner``): ``BeforeAgent`` runs
         first (a deny or ``continue: false`` ends the turn unsent, with an
         error of code ``hook_blocked``; its ``additionalContext`` is appended
         to the prompt), a ``SessionStart`` hook's context goes before the

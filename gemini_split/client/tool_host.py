@@ -212,7 +212,7 @@ class _WireHooks:
         self.ask_client = hooks
 
     async def fire(self, event: str, fields: dict[str, Any], target: str | None = None) -> Any:
-        from .hooks import TOOL_EVENTS, HookOutcome  # lazy_imports.EDGES
+        from gemini_split.userfiles.hooks import TOOL_EVENTS, HookOutcome  # lazy_imports.EDGES
 
         if event not in TOOL_EVENTS:
             return HookOutcome()

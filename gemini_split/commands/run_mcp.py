@@ -3,7 +3,7 @@
 ``list`` / ``add`` / ``remove`` edit the ``mcpServers`` of gemini-cli's
 settings files the way ``gemini mcp …`` does (project scope by default,
 ``-s user`` for ``~/.gemini/settings.json``): the file is edited in place
-by :mod:`gemini_split.settings_edit` (atomically, every other key and every
+by :mod:`gemini_split.userfiles.settings_edit` (atomically, every other key and every
 comment kept; ``$VAR`` references stay unexpanded).
 ``serve`` exposes gemini-split's own tools as an MCP server (stdio, or
 streamable HTTP with ``--http``).
@@ -24,8 +24,8 @@ from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.server.auth import load_auth_config
-from gemini_split.settings import load_settings
-from gemini_split.settings_edit import SettingsFile
+from gemini_split.userfiles.settings import load_settings
+from gemini_split.userfiles.settings_edit import SettingsFile
 from gemini_split.transport import is_loopback_host
 from gemini_split.ui.safe_text import visible
 

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from gemini_split.client.agents import AgentError, set_enabled
-from gemini_split.client.skills import settings_path
+from gemini_split.userfiles.agents import AgentError, set_enabled
+from gemini_split.userfiles.skills import settings_path
 from .safe_text import visible
 from .context_reload import reload_in_worker
 from .skills_command import name_and_scope

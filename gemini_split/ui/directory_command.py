@@ -113,7 +113,7 @@ async def _trust_refusal(repl: Repl, text: str, real: Path) -> str | None:
     """Why ``real`` may not join the workspace as far as folder trust goes,
     or None: refused when a rule marks it ``DO_NOT_TRUST``; asked when no
     rule covers it and folder trust is on (the answer is not remembered)."""
-    from gemini_split.settings import trust_rule
+    from gemini_split.userfiles.settings import trust_rule
 
     loaded = repl.settings.loaded_settings
     if loaded is None or not loaded.merged.security.folder_trust.enabled:

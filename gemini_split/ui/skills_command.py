@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from gemini_split.client.skills import SkillError, set_disabled, settings_path
+from gemini_split.userfiles.skills import SkillError, set_disabled, settings_path
 
 from .context_reload import reload_in_worker
 from .safe_text import visible

@@ -26,13 +26,13 @@ from gemini_split.client.approval import ApprovalMode, Decision
 from gemini_split.client.probe import measure_latency, probe
 from gemini_split.client.profiles import make_profile, profile_table
 from gemini_split.client.protocol_client import RequestFailed
-from gemini_split.client.system_prompt import INDICATOR
+from gemini_split.userfiles.system_prompt import INDICATOR
 from gemini_split.client.tools.base import ToolContext, ToolFailed
 from gemini_split.client.tools.session_tools import SaveMemoryTool
 from gemini_split.errors import ConfigurationError
 from gemini_split.model_aliases import persist_model_name, resolve_model_name
 from gemini_split.policy.rules import MODES
-from gemini_split.settings_edit import set_setting
+from gemini_split.userfiles.settings_edit import set_setting
 
 from . import project_init
 from .agents_command import AgentsUsage, agents_command
@@ -617,7 +617,7 @@ async def _hooks(repl: Repl, args: list[str]) -> None:
     """``/hooks [list]``: as ``gemini-split hooks list``, for this session's settings."""
     if args not in ([], ["list"]):
         raise CommandUsage("/hooks [list]")
-    from gemini_split.client.hooks import describe, load_hooks
+    from gemini_split.userfiles.hooks import describe, load_hooks
 
     loaded = repl.settings.loaded_settings
     if loaded is None:

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from gemini_split.client.approval import ApprovalPolicy
-from gemini_split.client.agents import builtins
+from gemini_split.userfiles.agents import builtins
 from gemini_split.client.executor import ToolExecutor
 from gemini_split.client.protocol_client import ProtocolClient
 from gemini_split.client.tools.registry import default_tools

@@ -1,5 +1,5 @@
 """Remote (Agent2Agent) sub-agent definitions and credentials on the client
-(``gemini_split/client/remote_agents.py``): gemini-cli's dynamic values,
+(``gemini_split/userfiles/remote_agents.py``): gemini-cli's dynamic values,
 the auth headers, the card's bounds and proxy, read against real HTTP
 servers on loopback."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gemini_split.client.agents import discover, wire_agents
-from gemini_split.client.remote_agents import (
+from gemini_split.userfiles.agents import discover, wire_agents
+from gemini_split.userfiles.remote_agents import (
     MAX_CARD_BYTES,
     RemoteAgentError,
     auth_headers,
@@ -153,7 +153,7 @@ def test_a_card_trickled_or_never_sent_fails_within_the_card_timeout_naming_the_
     import socket
     import time
 
-    import gemini_split.client.remote_agents as remote_agents
+    import gemini_split.userfiles.remote_agents as remote_agents
 
     monkeypatch.setattr(remote_agents, "CARD_TIMEOUT", 1.0)
     stop = threading.Event()

@@ -149,7 +149,7 @@ deny_message = "Deep codebase analysis is restricted for this session."
 
 
 async def test_a_rule_denying_a_sub_agent_by_name_refuses_the_delegation_with_its_deny_message(tmp_path):
-    from gemini_split.client.agents import builtins
+    from gemini_split.userfiles.agents import builtins
 
     model = ScriptedModel([
         main_turn(**calls(("codebase_investigator", {"objective": "map it"}))),

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 if TYPE_CHECKING:
-    from gemini_split.settings import MCPServerSettings
+    from gemini_split.userfiles.settings import MCPServerSettings
 
 log = logging.getLogger(__name__)
 

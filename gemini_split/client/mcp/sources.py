@@ -16,7 +16,7 @@ the others go on. On exit every server is stopped; a stdio server's whole
 process group is ended (:mod:`.stdio`: stdin closed, SIGTERM, SIGKILL).
 
 Servers are configured as gemini-cli's ``mcpServers`` entries
-(:class:`gemini_split.settings.MCPServerSettings`): ``command``/``args``/
+(:class:`gemini_split.userfiles.settings.MCPServerSettings`): ``command``/``args``/
 ``env``/``cwd`` for stdio, ``httpUrl`` (or ``url`` with ``type: "http"``) for
 streamable HTTP, ``url`` for SSE, with ``headers``, ``timeout`` (ms, default
 10 minutes), ``trust``,
@@ -51,7 +51,7 @@ from .stdio import open_stdio_transport
 from .tool import McpTool
 
 if TYPE_CHECKING:
-    from gemini_split.settings import MCPServerSettings
+    from gemini_split.userfiles.settings import MCPServerSettings
 
 log = logging.getLogger(__name__)
 

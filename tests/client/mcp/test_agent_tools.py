@@ -16,7 +16,7 @@ from gemini_split.client.executor import ToolExecutor
 from gemini_split.client.mcp.sources import open_mcp_servers
 from gemini_split.client.tools import default_tools
 from gemini_split.client.workspace import Workspace
-from gemini_split.settings import MCPServerSettings
+from gemini_split.userfiles.settings import MCPServerSettings
 
 pytestmark = pytest.mark.timeout(60)
 

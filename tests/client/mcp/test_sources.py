@@ -12,7 +12,7 @@ import trio
 
 from gemini_split.client.mcp.sources import open_mcp_servers
 from gemini_split.client.tools.base import ToolFailed
-from gemini_split.settings import MCPServerSettings
+from gemini_split.userfiles.settings import MCPServerSettings
 
 ODDBALL = str(Path(__file__).with_name("oddball_server.py"))
 pytestmark = pytest.mark.timeout(60)

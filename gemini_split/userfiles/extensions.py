@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from gemini_split.env_files import read_env_file
+from gemini_split.userfiles.env_files import read_env_file
 from gemini_split.files import read_bounded
 
 EXTENSIONS_DIR = "extensions"
@@ -390,7 +390,7 @@ def _read_json_object(path: Path, *, missing_ok: bool = False) -> dict[str, Any]
 
 def _read_env_file(path: Path) -> dict[str, str]:
     """gemini-cli's ``.env`` (dotenv) of an extension's settings, read as
-    any ``.env`` is (:func:`gemini_split.env_files.read_env_file`: bounded,
+    any ``.env`` is (:func:`gemini_split.userfiles.env_files.read_env_file`: bounded,
     never blocking on a FIFO); ``{}`` when there is none or it is unusable."""
     try:
         values, _ = read_env_file(path)

@@ -232,7 +232,7 @@ class GeminiSplitSettings(_Section):
 
 class AdvancedSettings(_Section):
     #: ``advanced.ignoreLocalEnv``: load no project ``.env`` (the home
-    #: directory's still applies); see :mod:`gemini_split.env_files`.
+    #: directory's still applies); see :mod:`gemini_split.userfiles.env_files`.
     ignore_local_env: bool = False
 
 
@@ -386,7 +386,7 @@ def load_settings(env: Environment, cwd: Path | None = None, *, trust: bool | No
     trusted = trust if trust is not None else is_folder_trusted(cwd, env, enabled=outer.security.folder_trust.enabled)
     layers = [defaults, user, project, system] if trusted else [defaults, user, system]
     if not trusted and not _same_path(cwd, _home(e)):
-        from gemini_split.folder_trust import project_files, untrusted_notice
+        from gemini_split.userfiles.folder_trust import project_files, untrusted_notice
 
         ignored = project_files(cwd, env, outer.context_file_names())
         if ignored:  # never silently: one line naming them (issue 29 §6)

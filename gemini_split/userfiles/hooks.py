@@ -548,7 +548,7 @@ async def session_hooks(client: Any, runner: HookRunner, *, resumed: bool) -> As
     """Hooks around one connected client (a ``ProtocolClient``):
     ``SessionStart`` now (source ``startup`` or ``resume``; its
     ``additionalContext`` goes before the first prompt), ``BeforeAgent``
-    and ``AfterAgent`` around each prompt (``client.hooks``), and
+    and ``AfterAgent`` around each prompt (``userfiles.hooks``), and
     ``SessionEnd`` (reason ``exit``) when the block ends, waited for at most
     :data:`SESSION_END_WAIT` seconds."""
     if client.connected is not None:

@@ -16,7 +16,7 @@ agent registry loads them:
 
 A ``kind: remote`` definition is an Agent2Agent agent (gemini-cli's
 ``agent_card_url`` / ``agent_card_json`` and ``auth``; a file may hold a
-list of them): ``client/remote_agents.py`` reads it, and this client makes
+list of them): ``userfiles/remote_agents.py`` reads it, and this client makes
 its calls (``client/a2a.py``; its credentials never reach the server).
 
 A file named ``_*.md`` is skipped. A file that cannot be a definition (no
@@ -82,7 +82,7 @@ class Agent(msgspec.Struct, frozen=True):
     enabled: bool = True
     notes: tuple[str, ...] = ()
     #: A remote (Agent2Agent) agent's endpoint, card and auth
-    #: (``client.remote_agents.RemoteConfig``): this client's only.
+    #: (``userfiles.remote_agents.RemoteConfig``): this client's only.
     remote: Any = None
     #: Its definition's own ``mcpServers`` (name → ``MCPServerSettings``),
     #: the well-formed ones: run by this client for this sub-agent alone.
@@ -374,7 +374,7 @@ def mcp_server_notes(path: Path, meta: dict, servers: dict[str, Any] | None = No
     (gemini-cli's ``MCPServerConfig``: a malformed one is named by path and
     field, and left out). The well-formed ones are put in ``servers``
     (name → ``MCPServerSettings``; ``mcpServers`` wins a name both keys give)."""
-    from gemini_split.settings import MCPServerSettings
+    from gemini_split.userfiles.settings import MCPServerSettings
 
     notes: list[str] = []
     for key in ("mcpServers", "mcp_servers"):
@@ -489,11 +489,11 @@ def wire_agents(discovery: Discovery, *, excluded: Iterable[str] = (), only: Ite
 def set_enabled(path: Path, name: str, enabled: bool) -> bool:
     """Set ``agents.overrides.<name>.enabled`` in the settings file
     ``path``, keeping everything else, comments too
-    (:mod:`gemini_split.settings_edit`). Returns whether the file changed.
+    (:mod:`gemini_split.userfiles.settings_edit`). Returns whether the file changed.
     Raises :class:`AgentError` for a file that is not a JSON object, or
     whose ``agents.overrides.<name>`` is not one (it is left as it was),
     ``OSError`` when it cannot be written."""
-    from gemini_split.settings_edit import SettingsFile  # lazy_imports.EDGES
+    from gemini_split.userfiles.settings_edit import SettingsFile  # lazy_imports.EDGES
 
     key = ("agents", "overrides", name, "enabled")
     try:

@@ -177,7 +177,7 @@ def _from_root_down(root: Path, directory: Path, *, stop_at: Path | None) -> lis
 def _read_context_file(path: Path, scope: Scope, seen: set[tuple[int, int]],
                        warnings: list[str], imports_from: tuple[Path, ...] = ()) -> ContextFile | None:
     """The context file at ``path``, its ``@`` imports expanded from within
-    ``imports_from`` (:mod:`gemini_split.client.memory_import`; none when
+    ``imports_from`` (:mod:`gemini_split.userfiles.memory_import`; none when
     empty)."""
     try:
         st = path.stat()

@@ -12,7 +12,7 @@ comment at the end of that line).
 
 Use::
 
-    from gemini_split.settings_edit import SettingsFile
+    from gemini_split.userfiles.settings_edit import SettingsFile
 
     settings = SettingsFile.read(path)          # SettingsError if unusable
     names = settings.get("skills.disabled", [])
@@ -54,7 +54,7 @@ import msgspec
 
 from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded, replace_atomically
-from gemini_split.settings import MAX_SETTINGS_BYTES, parse_json_object, strip_json_comments
+from gemini_split.userfiles.settings import MAX_SETTINGS_BYTES, parse_json_object, strip_json_comments
 
 Key = str | Sequence[str]
 

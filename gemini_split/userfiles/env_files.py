@@ -3,7 +3,7 @@
 The first of these, walking from the working directory up to ``/``:
 ``DIR/.gemini/.env`` then ``DIR/.env`` in each directory; then
 ``~/.gemini/.env`` and ``~/.env``. Only in a trusted folder (see
-:func:`gemini_split.settings.is_folder_trusted`): an untrusted project's
+:func:`gemini_split.userfiles.settings.is_folder_trusted`): an untrusted project's
 ``.env`` could otherwise set the key a run uses. ``advanced.ignoreLocalEnv``
 skips plain ``.env`` files other than the home directory's.
 
@@ -131,7 +131,7 @@ def load_env_file(env: Environment, *, skip_trust: bool = False) -> Environment:
     home = Path(env.environ.get("HOME") or Path.home())
     if find_env_file(env.cwd, home, ignore_local=False) is None:
         return env  # no .env anywhere: the settings (msgspec) are not read for it (Tab completion's path)
-    from gemini_split.settings import load_settings
+    from gemini_split.userfiles.settings import load_settings
 
     try:
         loaded = load_settings(env, trust=True if skip_trust else None)

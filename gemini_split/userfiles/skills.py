@@ -263,10 +263,10 @@ def settings_path(scope: str, config_dir: Path, project: Path) -> Path:
 def set_disabled(path: Path, name: str, disabled: bool) -> bool:
     """Add ``name`` to (or remove it from) ``skills.disabled`` in the
     settings file ``path``, keeping everything else, comments too
-    (:mod:`gemini_split.settings_edit`). Returns whether the file changed.
+    (:mod:`gemini_split.userfiles.settings_edit`). Returns whether the file changed.
     Raises :class:`SkillError` for a file that is not a JSON object (it is
     left as it was), ``OSError`` when it cannot be written."""
-    from gemini_split.settings_edit import SettingsFile  # lazy_imports.EDGES
+    from gemini_split.userfiles.settings_edit import SettingsFile  # lazy_imports.EDGES
 
     try:
         settings = SettingsFile.read(path)

@@ -2,7 +2,7 @@
 folder would apply, recording the user's answer, and the one line that says
 what was ignored.
 
-The rules are read by :func:`gemini_split.settings.is_folder_trusted`; this
+The rules are read by :func:`gemini_split.userfiles.settings.is_folder_trusted`; this
 module writes them, in gemini-cli's ``trustedFolders.json`` format (an
 object of absolute folder path → ``TRUST_FOLDER``, ``TRUST_PARENT`` or
 ``DO_NOT_TRUST``), so a decision taken here holds for gemini-cli too.
@@ -18,7 +18,7 @@ import msgspec
 from gemini_split.environment import Environment
 from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded, replace_atomically
-from gemini_split.settings import MAX_SETTINGS_BYTES, trust_rule
+from gemini_split.userfiles.settings import MAX_SETTINGS_BYTES, trust_rule
 
 TRUST_FOLDER = "TRUST_FOLDER"
 TRUST_PARENT = "TRUST_PARENT"

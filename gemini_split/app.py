@@ -31,7 +31,7 @@ from gemini_split._trio_util import single_exceptions
 from gemini_split.userfiles.agents import Discovery as AgentDiscovery
 from gemini_split.userfiles.agents import agent_roots, wire_agents
 from gemini_split.userfiles.agents import discover as discover_agent_files
-from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
+from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.connect import ClientSettings, ContextSettings, Endpoint, SessionChoice, ToolSettings
 from gemini_split.userfiles.context import (
     SubdirectoryContext,
@@ -41,8 +41,8 @@ from gemini_split.userfiles.context import (
 )
 from gemini_split.client.local_daemon import ensure_daemon
 from gemini_split.userfiles.skills import Discovery, discover, skill_roots, wire_skills
-from gemini_split.client.tools.session_tools import default_memory_file
-from gemini_split.client.tools.subprocess_env import is_secret_name
+from gemini_split.tools.builtin.session_tools import default_memory_file
+from gemini_split.tools.builtin.subprocess_env import is_secret_name
 from gemini_split.userfiles.system_prompt import custom_prompt_file, read_custom_prompt, write_prompt_file
 from gemini_split.collector import paused_collection
 from gemini_split.environment import Environment
@@ -726,7 +726,7 @@ async def serve_embedded(service: AgentService, *, task_status: trio.TaskStatus[
 def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTools | None:
     """``serve --server-tools`` and its options as the server's
     :class:`~gemini_split.server.session.server_tools.ServerTools`, whose tool hosts
-    run this program's own tool registry (:mod:`gemini_split.client.tool_host`);
+    run this program's own tool registry (:mod:`gemini_split.tools.tool_host`);
     None without ``--server-tools``. Raises :class:`ConfigurationError`
     for a bad option, a workspace root that cannot be used, or a sandbox
     that does not work (``--sandbox auto``, the default, refuses to start;
@@ -738,7 +738,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
         if given:
             raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
         return None
-    from gemini_split.client.tool_host import open_tool_host  # lazy_imports.EDGES
+    from gemini_split.tools.tool_host import open_tool_host  # lazy_imports.EDGES
     from gemini_split.server.session.server_tools import ServerTools
 
     projects: dict[str, Path] = {}
@@ -749,7 +749,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
         if name.strip() in projects:
             raise ConfigurationError(f"--project {name.strip()!r} is given twice")
         projects[name.strip()] = Path(os.path.realpath(Path(path.strip()).expanduser()))
-    from gemini_split.client.tools.web_guard import AddressGuard
+    from gemini_split.tools.builtin.web_guard import AddressGuard
 
     try:
         AddressGuard(options.web_fetch_allow)  # checked now: a typo stops the start

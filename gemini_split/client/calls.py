@@ -50,8 +50,8 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed
 
-from .approval import Answer, ApprovalRequest
-from .tools.base import ToolFailed, ToolKind
+from gemini_split.tools.approval import Answer, ApprovalRequest
+from gemini_split.tools.base import ToolFailed, ToolKind
 
 if TYPE_CHECKING:
     from .protocol_client import ProtocolClient, _Turn

@@ -23,7 +23,7 @@ from gemini_split.userfiles.settings import SettingsError, load_settings
 from gemini_split.transport import ConnectOptions
 
 from gemini_split.userfiles.agents import agent_roots, discover, wire_agents
-from .approval import ApprovalMode
+from gemini_split.tools.approval import ApprovalMode
 from .connect import ClientSettings, Endpoint, SessionChoice, ToolSettings, open_client
 from .protocol_client import HandshakeFailed, ProtocolClient
 

@@ -92,7 +92,7 @@ from gemini_split.transport import (
 )
 
 from .calls import ToolCalls
-from .executor import ToolExecutor
+from gemini_split.tools.executor import ToolExecutor
 from .failures import HandshakeFailed, RequestFailed
 from .reconnect import Reconnector
 
@@ -109,7 +109,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .mcp.sources import McpServers
+    from gemini_split.tools.mcp.sources import McpServers
 
 log = logging.getLogger(__name__)
 
@@ -218,13 +218,13 @@ class ProtocolClient:
         #: The model's text of the last turn (AfterAgent's ``prompt_response``).
         self._last_text = ""
         #: The MCP servers lending tools to this client
-        #: (:class:`~gemini_split.client.mcp.sources.McpServers`), if any.
+        #: (:class:`~gemini_split.tools.mcp.sources.McpServers`), if any.
         self.mcp_servers: McpServers | None = None
         #: (1.5) ``agent_mcp_tools(name)`` → the ``ToolSpec``\ s of sub-agent
-        #: ``name``'s own MCP servers (``client/agent_mcp.py``), sent in its
+        #: ``name``'s own MCP servers (``tools/agent_mcp.py``), sent in its
         #: definition's ``mcp_tools`` to a 1.5 server; None: none.
         self.agent_mcp_tools: Callable[[str], tuple] | None = None
-        #: (1.5) The sub-agents' own MCP servers (``client/agent_mcp.py``'s
+        #: (1.5) The sub-agents' own MCP servers (``tools/agent_mcp.py``'s
         #: ``AgentMcp``), for ``/mcp``; None: none.
         self.agent_mcp: Any = None
         #: Which of the tools the server runs itself (``server_tool:NAME``

@@ -17,9 +17,9 @@ from typing import Any
 
 import trio
 
-from gemini_split.client.approval import ApprovalPolicy, parse_allowed_tools, parse_approval_mode
-from gemini_split.client.executor import Refusal, ToolExecutor
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.approval import ApprovalPolicy, parse_allowed_tools, parse_approval_mode
+from gemini_split.tools.executor import Refusal, ToolExecutor
+from gemini_split.tools.workspace import Workspace
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus
@@ -45,7 +45,7 @@ def run_mcp_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
 def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
-    from gemini_split.client.mcp.sources import open_mcp_servers
+    from gemini_split.tools.mcp.sources import open_mcp_servers
 
     loaded = load_settings(env)
     for line in loaded.warnings:
@@ -165,7 +165,7 @@ def _same(a: Path, b: Path) -> bool:
 
 def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
-    from gemini_split.client.mcp import serve as mcp_serve
+    from gemini_split.tools.mcp import serve as mcp_serve
 
     try:
         mode = parse_approval_mode(args.approval_mode)

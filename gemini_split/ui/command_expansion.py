@@ -28,7 +28,7 @@ from .references import CONTENT_END, CONTENT_START, expand_references
 from .safe_text import visible
 
 if TYPE_CHECKING:
-    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.tools.executor import ToolExecutor
 
 _calls = itertools.count(1)
 

@@ -5,7 +5,7 @@ gemini-cli's workspace directories, added mid-session exactly as
 An added directory, at once:
 
 - confines and frees the file tools as an included directory does (the
-  executor's :class:`~gemini_split.client.workspace.Workspace` gets it as a
+  executor's :class:`~gemini_split.tools.workspace.Workspace` gets it as a
   root; sandboxed commands get it read-write from their next run);
 - joins what the model is told: the session context (the workspace
   directories in the server's system instruction, and GEMINI.md files from
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 
 from gemini_split.app import attach_context
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.workspace import Workspace
 from .safe_text import visible
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from gemini_split.client.tools.ask_user import multi_answer
+from gemini_split.tools.builtin.ask_user import multi_answer
 from gemini_split.protocol import AskUserQuestion
 
 from .safe_text import clip_lines, visible

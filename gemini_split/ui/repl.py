@@ -43,7 +43,7 @@ from rich.text import Text
 from gemini_split import __version__
 from gemini_split.app import embedded_service, serve_embedded, settings_for
 from gemini_split._trio_util import single_exceptions
-from gemini_split.client.approval import ApprovalMode
+from gemini_split.tools.approval import ApprovalMode
 from gemini_split.userfiles.context import runs_elsewhere
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient, RequestFailed

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from rich.text import Text
 
-from gemini_split.client.checkpoints import CheckpointError, for_settings
+from gemini_split.tools.checkpoints import CheckpointError, for_settings
 from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.client.restoring import (
     Entry,

@@ -22,13 +22,13 @@ from rich.text import Text
 
 from gemini_split import __version__
 from gemini_split.app import settings_for
-from gemini_split.client.approval import ApprovalMode, Decision
+from gemini_split.tools.approval import ApprovalMode, Decision
 from gemini_split.client.probe import measure_latency, probe
 from gemini_split.client.profiles import make_profile, profile_table
 from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.userfiles.system_prompt import INDICATOR
-from gemini_split.client.tools.base import ToolContext, ToolFailed
-from gemini_split.client.tools.session_tools import SaveMemoryTool
+from gemini_split.tools.base import ToolContext, ToolFailed
+from gemini_split.tools.builtin.session_tools import SaveMemoryTool
 from gemini_split.errors import ConfigurationError
 from gemini_split.model_aliases import persist_model_name, resolve_model_name
 from gemini_split.policy.rules import MODES

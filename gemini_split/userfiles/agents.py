@@ -17,7 +17,7 @@ agent registry loads them:
 A ``kind: remote`` definition is an Agent2Agent agent (gemini-cli's
 ``agent_card_url`` / ``agent_card_json`` and ``auth``; a file may hold a
 list of them): ``userfiles/remote_agents.py`` reads it, and this client makes
-its calls (``client/a2a.py``; its credentials never reach the server).
+its calls (``tools/a2a.py``; its credentials never reach the server).
 
 A file named ``_*.md`` is skipped. A file that cannot be a definition (no
 frontmatter, malformed YAML, a missing or wrong field) is reported with its

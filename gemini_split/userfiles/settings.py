@@ -73,7 +73,7 @@ class PlanSettings(_Section):
 
 class CheckpointingSettings(_Section):
     #: ``general.checkpointing.enabled``: snapshot the files before each
-    #: edit tool runs (``/restore``; :mod:`gemini_split.client.checkpoints`).
+    #: edit tool runs (``/restore``; :mod:`gemini_split.tools.checkpoints`).
     enabled: bool = False
 
 

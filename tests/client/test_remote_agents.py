@@ -23,8 +23,8 @@ from gemini_split.userfiles.remote_agents import (
     load_remote,
     resolve_value,
 )
-from gemini_split.client.a2a import RemoteAgentTool
-from gemini_split.client.tools.base import ToolFailed
+from gemini_split.tools.a2a import RemoteAgentTool
+from gemini_split.tools.base import ToolFailed
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -256,11 +256,11 @@ async def test_remote_definitions_go_only_to_a_server_that_can_ask_for_them(tmp_
     ``kind: remote``: it is sent the local agents only."""
     import trio
 
-    from gemini_split.client.approval import ApprovalPolicy
-    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.tools.approval import ApprovalPolicy
+    from gemini_split.tools.executor import ToolExecutor
     from gemini_split.client.protocol_client import ProtocolClient
-    from gemini_split.client.tools.registry import default_tools
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.registry import default_tools
+    from gemini_split.tools.workspace import Workspace
     from gemini_split.protocol import AgentDefinition, Connected, SessionContext, decode, encode
     from gemini_split.transport.memory_pair import open_memory_pair
 

@@ -12,7 +12,7 @@ import trio
 
 from gemini_split.gitignore import compile_glob
 from ._files import WalkStats, walk_files
-from .base import Tool, ToolContext, ToolFailed, ToolKind
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 from .filesystem import _LineReader
 from .search import _relative_pattern, _walk_notes
 

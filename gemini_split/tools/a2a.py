@@ -46,7 +46,7 @@ from typing import Any
 import trio
 
 from gemini_split.userfiles.remote_agents import CONNECT_TIMEOUT, QUERY_SCHEMA, RemoteConfig, auth_headers, httpx_proxy
-from .tools.base import Tool, ToolContext, ToolFailed, ToolKind
+from .base import Tool, ToolContext, ToolFailed, ToolKind
 
 #: An answer (all of a stream's events together) larger than this ends the call.
 MAX_RESPONSE_BYTES = 1 << 20

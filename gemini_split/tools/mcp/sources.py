@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from gemini_split import __version__
-from gemini_split.client.tools.base import ToolFailed
+from gemini_split.tools.base import ToolFailed
 
 from . import cache
 from .results import content_to_text
@@ -446,7 +446,7 @@ def _tail(errlog: Any) -> str:
 def _destructive(tool: Any) -> bool:
     """Whether the server declares the tool destructive (its annotations'
     ``destructiveHint: true``, and not ``readOnlyHint``): a checkpoint is
-    taken before it runs (:mod:`gemini_split.client.checkpoints`). The
+    taken before it runs (:mod:`gemini_split.tools.checkpoints`). The
     MCP default (true when unset) is not taken as a declaration."""
     annotations = getattr(tool, "annotations", None)
     if annotations is None:

@@ -41,9 +41,9 @@ from .approval import Answer, ApprovalPolicy, ApprovalRequest
 from .approval_mode import ApprovalMode
 from .executor import Refusal, ToolExecutor
 from .local_events import WIRE_TOOL_EVENTS
-from .tools import ask_user
-from .tools.base import ToolFailed, ToolKind
-from .tools.registry import ToolRegistry, default_tools
+from .builtin import ask_user
+from .base import ToolFailed, ToolKind
+from .registry import ToolRegistry, default_tools
 from .workspace import Workspace
 
 Ask = Callable[[ToolAwaitingApproval], Awaitable["ToolDecision | str"]]
@@ -153,7 +153,7 @@ class LocalToolHost:
 
 class ServerEdits:
     """What a server-tools session's ``rewind`` asks of its edit journal
-    (``client/edit_journal.py``): how many files a step changed, and putting
+    (``tools/edit_journal.py``): how many files a step changed, and putting
     them back. A file changed since the agent's edit is skipped, said in
     the result (nobody is asked: the ``revert_files`` flag is the answer)."""
 
@@ -186,7 +186,7 @@ def _offered(spec: Any) -> ToolRegistry:
     plan mode the read-only ones only. ``web_fetch`` reaches public
     addresses and ``spec.web_fetch_allow`` only: it runs on the server's
     network, not the user's."""
-    from .tools.web_guard import AddressGuard
+    from .builtin.web_guard import AddressGuard
 
     guard = AddressGuard(getattr(spec, "web_fetch_allow", ()))
     tools = default_tools(sandbox=spec.sandbox, web_guard=guard)

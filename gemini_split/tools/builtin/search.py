@@ -28,7 +28,7 @@ import trio
 from gemini_split.gitignore import compile_glob
 from gemini_split.regex import compile_linear
 from ._files import BINARY_SNIFF_BYTES, WalkedFile, WalkStats, looks_binary, walk_files
-from .base import Tool, ToolContext, ToolFailed, ToolKind
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 from .subprocess_env import tool_environment
 from .processes import open_tool_process, release_tool_process
 

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 import trio
 
-from .base import Tool, ToolContext, ToolFailed, ToolKind
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 
 if TYPE_CHECKING:
     import httpx

@@ -21,7 +21,7 @@ from gemini_split.errors import ToolFailed
 from gemini_split.protocol import ToolSpec
 
 if TYPE_CHECKING:
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.workspace import Workspace
 
 
 class ToolKind(Enum):

@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING
 
 from gemini_split.protocol import ToolSpec
 
-from .background import BackgroundProcesses, ListBackgroundProcessesTool, ReadBackgroundOutputTool
+from .builtin.background import BackgroundProcesses, ListBackgroundProcessesTool, ReadBackgroundOutputTool
 from .base import Tool
-from .filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
-from .read_many import ReadManyFilesTool
-from .search import GlobTool, GrepSearchTool
-from .session_tools import EnterPlanModeTool, SaveMemoryTool, WriteTodosTool
-from .shell import RunShellCommandTool
-from .web import WebFetchTool
+from .builtin.filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
+from .builtin.read_many import ReadManyFilesTool
+from .builtin.search import GlobTool, GrepSearchTool
+from .builtin.session_tools import EnterPlanModeTool, SaveMemoryTool, WriteTodosTool
+from .builtin.shell import RunShellCommandTool
+from .builtin.web import WebFetchTool
 
 if TYPE_CHECKING:
     from gemini_split.sandbox import Sandbox
 
-    from .web_guard import AddressGuard
+    from .builtin.web_guard import AddressGuard
 
 
 class ToolRegistry:
@@ -73,7 +73,7 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
 
     ``shell_env_allow``: secret-looking environment variables shell commands
     may still see (glob patterns, e.g. ``("GITHUB_TOKEN",)``; see
-    :mod:`gemini_split.client.tools.subprocess_env`).
+    :mod:`gemini_split.tools.builtin.subprocess_env`).
 
     ``memory_file``: where ``save_memory`` appends facts (the user's global
     context file); without it there is no ``save_memory``.

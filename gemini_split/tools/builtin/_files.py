@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import msgspec
 
 from gemini_split.gitignore import MAX_IGNORE_FILE_CHARS, IgnoreRules
-from .base import ToolFailed
+from gemini_split.tools.base import ToolFailed
 
 if TYPE_CHECKING:
     from ..workspace import Workspace

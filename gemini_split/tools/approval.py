@@ -60,7 +60,7 @@ from gemini_split.policy import (  # noqa: F401  (Decision, Verdict, parse_allow
 )
 
 from .approval_mode import ApprovalMode, parse_approval_mode  # noqa: F401  (re-exported)
-from .tools.base import Tool
+from .base import Tool
 
 SHELL_TOOL = "run_shell_command"
 

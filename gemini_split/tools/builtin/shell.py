@@ -29,7 +29,7 @@ import msgspec
 import trio
 
 from .background import BackgroundProcesses, tail, wait_ms
-from .base import Tool, ToolContext, ToolFailed, ToolKind
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 from .subprocess_env import tool_environment
 from gemini_split.sandbox import Sandbox
 

@@ -23,7 +23,7 @@ from typing import BinaryIO
 
 from gemini_split.files import replace_atomically
 
-from .tools.base import ToolFailed
+from .base import ToolFailed
 
 
 class Workspace:

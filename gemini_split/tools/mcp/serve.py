@@ -2,7 +2,7 @@
 
 Seed 002's tool server: an MCP host (gemini-cli, Claude Code, …) lists and
 calls the same tools the agent uses, through the same
-:class:`~gemini_split.client.executor.ToolExecutor` — the same workspace
+:class:`~gemini_split.tools.executor.ToolExecutor` — the same workspace
 confinement, shell command analysis, output caps and structured errors.
 Nobody can be asked in an MCP session, so a call that would need approval is
 refused (the result says why, naming ``mcp serve``'s approval mode, and how
@@ -26,8 +26,8 @@ from typing import Any
 import trio
 
 from gemini_split import __version__
-from gemini_split.client.executor import ToolExecutor
-from gemini_split.client.tools.registry import ToolRegistry, default_tools
+from gemini_split.tools.executor import ToolExecutor
+from gemini_split.tools.registry import ToolRegistry, default_tools
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from gemini_split.protocol import ServerEvent, ToolFailure
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later
 from .local_events import LOCAL_TOOL_EVENTS, ToolEvents
-from .tools import ask_user
-from .tools.base import Tool, ToolContext, ToolFailed, ToolKind
-from .tools.registry import ToolRegistry
+from .builtin import ask_user
+from .base import Tool, ToolContext, ToolFailed, ToolKind
+from .registry import ToolRegistry
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class ToolExecutor:
         #: The ``seq`` of a request's ``request_started`` (journaled with
         #: its edits), when known.
         self.request_seq: Callable[[str | None], int | None] = lambda request_id: None
-        #: ``general.checkpointing.enabled``: a ``client.checkpoints.Checkpoints``
+        #: ``general.checkpointing.enabled``: a ``tools.checkpoints.Checkpoints``
         #: that snapshots the workspace before a file-modifying call runs.
         #: None: no checkpoints (and no git is ever started for them).
         self.checkpoints: Any = None
@@ -120,10 +120,10 @@ class ToolExecutor:
         self.user: Any = None
         #: ``delegates(name)`` → the tool that runs a call of ``name`` the
         #: registry does not have (a remote sub-agent's call, which the
-        #: server asks for by the agent's name: ``client/a2a.py``),
+        #: server asks for by the agent's name: ``tools/a2a.py``),
         #: or None; not offered in ``tool_discovery``. None: no such calls.
         self.delegates: Callable[[str], Tool | None] | None = None
-        #: (1.5) The sub-agents' own MCP tools (``client/agent_mcp.py``):
+        #: (1.5) The sub-agents' own MCP tools (``tools/agent_mcp.py``):
         #: agent name → tool name → tool. Not in ``registry`` (never
         #: offered to the main model); run only for a call from that agent.
         self.agent_tools: dict[str, dict[str, Tool]] = {}

@@ -2,7 +2,7 @@
 
 A leaf module with no imports of its own, so the command-line parser can
 offer the modes without loading the tools; the policy that applies them is
-:mod:`gemini_split.client.approval`.
+:mod:`gemini_split.tools.approval`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ import trio
 
 from gemini_split.gitignore import compile_glob
 from ._files import encode_text, load_ignore_rules, looks_binary, read_text_for_edit
-from .base import Tool, ToolContext, ToolFailed, ToolKind
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 
 if TYPE_CHECKING:
     from ..workspace import Workspace

@@ -28,7 +28,7 @@ import msgspec
 
 from gemini_split.protocol import ASK_USER_OPTIONS_MAX, ASK_USER_QUESTIONS_MAX, AskUserOption, AskUserQuestion
 
-from .base import Tool, ToolContext, ToolFailed, ToolKind
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 
 NAME = "ask_user"
 #: gemini-cli's display name (its non-interactive refusal names it).

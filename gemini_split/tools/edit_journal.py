@@ -3,7 +3,7 @@
 gemini-cli's ``/rewind`` "reverts only file changes made by the AI's edit
 tools": not shell commands, not manual edits. Wherever the edit tools run
 (this client, or a server for a ``--tools server`` session, through the
-same :class:`~gemini_split.client.executor.ToolExecutor`), the executor
+same :class:`~gemini_split.tools.executor.ToolExecutor`), the executor
 tells an :class:`EditJournal` before and after each ``write_file`` /
 ``replace``: the file's path, its content before (absent: the agent created
 it) and a hash of what the agent wrote, keyed by the session's request and
@@ -23,7 +23,7 @@ edit) and ``blobs/`` (the contents before, by SHA-256, 0600). A client
 keeps it under ``$GEMINI_SPLIT_HOME/rewind/<session>``; a server in its
 workspace root's ``.rewind/<session>``, out of every tool's reach. It goes
 with the session. Files are reached through the
-:class:`~gemini_split.client.workspace.Workspace` (no symlink followed), so
+:class:`~gemini_split.tools.workspace.Workspace` (no symlink followed), so
 a revert never writes outside the workspace.
 
 Standard library only, and imported only when an edit tool runs or
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .tools.base import ToolFailed
+from .base import ToolFailed
 from .workspace import Workspace
 
 log = logging.getLogger(__name__)

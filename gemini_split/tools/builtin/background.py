@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 import trio
 
-from .base import Tool, ToolContext, ToolFailed, ToolKind
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 from .processes import register_group, release_group
 
 #: Background commands one client may have running at once.

@@ -13,12 +13,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from gemini_split.client.tools.base import Tool, ToolContext, ToolFailed, ToolKind
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 
 from .naming import model_schema, qualified_tool_name
 
 if TYPE_CHECKING:
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.workspace import Workspace
 
     from .sources import McpServer
 

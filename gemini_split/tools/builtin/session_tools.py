@@ -17,7 +17,7 @@ import trio
 from gemini_split.files import replace_atomically
 
 from ..approval_mode import ApprovalMode
-from .base import Tool, ToolContext, ToolFailed, ToolKind
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 
 TODO_STATUSES = ["pending", "in_progress", "completed", "cancelled", "blocked"]
 #: The heading gemini-cli appends saved facts under.

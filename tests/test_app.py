@@ -353,3 +353,32 @@ def test_every_listed_cycle_is_still_a_function_local_import():
         module = _module_name(path)
         found |= {(module, name) for _, name in _head_and_function_imports(path, module)[1]}
     assert sorted(set(CYCLES) - found) == []
+
+
+def test_the_client_package_has_no_import_cycle():
+    """The connection has one owner: ``ProtocolClient`` imports its parts
+    (the calls, the reconnector, the turn), and they never import it back,
+    not even for annotations: each names what it needs of the client in a
+    ``Protocol`` of its own."""
+    client = PACKAGE / "client"
+    graph = {}
+    for path in client.rglob("*.py"):
+        module = _module_name(path)
+        graph[module] = {name for _, name in _imports(path, module)}
+    modules = set(graph)
+    graph = {module: {name for name in names if name in modules and name != module} for module, names in graph.items()}
+    cycles = []
+
+    def visit(module: str, trail: list[str]) -> None:
+        for name in sorted(graph[module]):
+            if name in trail:
+                cycles.append(" -> ".join([*trail[trail.index(name):], name]))
+            elif name not in done:
+                visit(name, [*trail, name])
+        done.add(module)
+
+    done: set[str] = set()
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [module])
+    assert cycles == []

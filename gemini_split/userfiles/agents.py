@@ -48,6 +48,8 @@ import msgspec
 from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded
 
+from .precedence import tiers
+
 #: The sub-agents plan mode offers: gemini-cli's built-in research agents
 #: (read-only tools only).
 PLAN_MODE_AGENTS = frozenset({"codebase_investigator"})
@@ -233,12 +235,8 @@ def agent_roots(config_dir: Path, project: Path | None, *, trusted: bool) -> lis
     ``config_dir`` is the user's ``~/.gemini`` (``$GEMINI_SPLIT_HOME``);
     ``project`` the workspace root (None or untrusted: no project tier; a
     project directory that is the user's own adds nothing)."""
-    roots = [("user", config_dir / "agents")]
-    if project is not None and trusted:
-        root = project / ".gemini" / "agents"
-        if os.path.realpath(root) != os.path.realpath(roots[0][1]):
-            roots.append(("project", root))
-    return roots
+    projects = [project / ".gemini" / "agents"] if project is not None and trusted else []
+    return tiers([config_dir / "agents"], projects)
 
 
 def discover(roots: Sequence[tuple[str, Path]], *, overrides: Mapping[str, Any] | None = None,

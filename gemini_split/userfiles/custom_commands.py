@@ -42,6 +42,8 @@ from pathlib import Path
 from gemini_split.errors import BadInput
 from gemini_split.files import read_toml
 
+from .precedence import tiers
+
 COMMANDS_DIR = "commands"
 ARGS = "{{args}}"
 #: A command file larger than this is refused rather than read whole.
@@ -90,13 +92,11 @@ class CommandSet:
 
 
 def command_dirs(config_dir: Path, project_dir: Path | None) -> list[tuple[str, Path]]:
-    """Where commands are read from, lowest precedence first."""
-    dirs = [("user", config_dir / COMMANDS_DIR)]
-    if project_dir is not None:
-        project = project_dir / ".gemini" / COMMANDS_DIR
-        if os.path.realpath(project) != os.path.realpath(dirs[0][1]):
-            dirs.append(("project", project))
-    return dirs
+    """Where commands are read from, lowest precedence first (an
+    extension's come after them, renamed where a name is taken: see
+    :func:`load_custom_commands`)."""
+    projects = [project_dir / ".gemini" / COMMANDS_DIR] if project_dir is not None else []
+    return tiers([config_dir / COMMANDS_DIR], projects)
 
 
 def load_custom_commands(config_dir: Path, project_dir: Path | None, *, trusted: bool,

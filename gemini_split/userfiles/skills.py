@@ -44,6 +44,8 @@ import msgspec
 from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded
 
+from .precedence import tiers
+
 #: A ``SKILL.md`` larger than this is refused (gemini-cli reads any size;
 #: a skill's instructions are a page or two, and all of them travel with
 #: every request).
@@ -102,14 +104,9 @@ def skill_roots(config_dir: Path, home: Path, project: Path | None, *, trusted: 
     ``~/.agents`` alias. ``project`` is the workspace root (None or
     untrusted: no workspace tier); a project directory that is the user's
     (the home directory) adds nothing."""
-    roots: list[tuple[str, Path]] = [(f"extension {name}", Path(p)) for name, p in extensions]
-    roots += [("user", config_dir / "skills"), ("user", home / ".agents" / "skills")]
-    if project is not None and trusted:
-        for base in (".gemini", ".agents"):
-            root = project / base / "skills"
-            if os.path.realpath(root) not in {os.path.realpath(r) for _, r in roots}:
-                roots.append(("workspace", root))
-    return roots
+    projects = [project / base / "skills" for base in (".gemini", ".agents")] if project is not None and trusted else []
+    return tiers([config_dir / "skills", home / ".agents" / "skills"], projects, extensions=extensions,
+                 project_scope="workspace")
 
 
 def discover(roots: Sequence[tuple[str, Path]] | Iterable[Path], *, disabled: Iterable[str] = ()) -> Discovery:

@@ -129,7 +129,7 @@ def _context(env: dict, cwd: str):
     from gemini_split.app import attach_context
     from gemini_split.client.connect import ClientSettings, ToolSettings
     from gemini_split.environment import Environment
-    from gemini_split.settings import load_settings
+    from gemini_split.userfiles.settings import load_settings
 
     environment = Environment(environ=env, cwd=Path(cwd))
     settings = ClientSettings(tools=ToolSettings(workspace=Path(cwd)), loaded_settings=load_settings(environment))

@@ -35,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trio  # noqa: E402
 
-from gemini_split.client.checkpoints import Checkpoints  # noqa: E402
-from gemini_split.client.executor import ToolExecutor  # noqa: E402
-from gemini_split.client.approval import ApprovalMode, ApprovalPolicy  # noqa: E402
-from gemini_split.client.tools.registry import default_tools  # noqa: E402
-from gemini_split.client.workspace import Workspace  # noqa: E402
+from gemini_split.tools.checkpoints import Checkpoints  # noqa: E402
+from gemini_split.tools.executor import ToolExecutor  # noqa: E402
+from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy  # noqa: E402
+from gemini_split.tools.registry import default_tools  # noqa: E402
+from gemini_split.tools.workspace import Workspace  # noqa: E402
 
 GOAL_MS = 50.0
 

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gemini_split.client.tools.registry import default_tools  # noqa: E402
+from gemini_split.tools.registry import default_tools  # noqa: E402
 from gemini_split.protocol import TextDelta, ToolDiscovery, ToolExecutionResponse, decode, encode  # noqa: E402
 
 STAMP = {"id": "b7c1e2f0-42", "timestamp": 1_700_000_000_000}

@@ -31,12 +31,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import trio  # noqa: E402
 
-from gemini_split.client.approval import ApprovalMode, ApprovalPolicy  # noqa: E402
-from gemini_split.client.executor import ToolExecutor  # noqa: E402
-from gemini_split.client.mcp.sources import open_mcp_servers  # noqa: E402
-from gemini_split.client.tools.registry import default_tools  # noqa: E402
-from gemini_split.client.workspace import Workspace  # noqa: E402
-from gemini_split.settings import MCPServerSettings  # noqa: E402
+from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy  # noqa: E402
+from gemini_split.tools.executor import ToolExecutor  # noqa: E402
+from gemini_split.tools.mcp.sources import open_mcp_servers  # noqa: E402
+from gemini_split.tools.registry import default_tools  # noqa: E402
+from gemini_split.tools.workspace import Workspace  # noqa: E402
+from gemini_split.userfiles.settings import MCPServerSettings  # noqa: E402
 
 ODDBALL = Path(__file__).resolve().parents[1] / "tests" / "client" / "mcp" / "oddball_server.py"
 

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import trio
 
-from gemini_split.client.approval import ApprovalMode, ApprovalPolicy
-from gemini_split.client.executor import ToolExecutor
-from gemini_split.client.tools import default_tools
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy
+from gemini_split.tools.executor import ToolExecutor
+from gemini_split.tools.registry import default_tools
+from gemini_split.tools.workspace import Workspace
 from gemini_split.sandbox import Sandbox, SandboxUnavailable
 
 GOAL = 5.0

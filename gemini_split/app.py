@@ -5,7 +5,7 @@ Everything that decides *which* parts a run uses lives here, so the front
 ends (:mod:`gemini_split.ui`) and the commands never reach up for it: the
 client settings (precedence: a flag beats an environment variable, which
 beats a profile's value, which beats ``settings.json``
-(:mod:`gemini_split.settings`), which beats the default), the model (and its key),
+(:mod:`gemini_split.userfiles.settings`), which beats the default), the model (and its key),
 and the embedded server side. The arrows only run downward::
 
     cli -> commands -> ui -> app -> {client, server} -> transport -> protocol
@@ -28,22 +28,22 @@ import msgspec
 import trio
 
 from gemini_split._trio_util import single_exceptions
-from gemini_split.client.agents import Discovery as AgentDiscovery
-from gemini_split.client.agents import agent_roots, wire_agents
-from gemini_split.client.agents import discover as discover_agent_files
-from gemini_split.client.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
+from gemini_split.userfiles.agents import Discovery as AgentDiscovery
+from gemini_split.userfiles.agents import agent_roots, wire_agents
+from gemini_split.userfiles.agents import discover as discover_agent_files
+from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy, parse_allowed_tools, parse_approval_mode
 from gemini_split.client.connect import ClientSettings, ContextSettings, Endpoint, SessionChoice, ToolSettings
-from gemini_split.client.context import (
+from gemini_split.userfiles.context import (
     SubdirectoryContext,
     load_project_context,
     session_context_message,
     session_context_text,
 )
 from gemini_split.client.local_daemon import ensure_daemon
-from gemini_split.client.skills import Discovery, discover, skill_roots, wire_skills
-from gemini_split.client.tools.session_tools import default_memory_file
-from gemini_split.client.tools.subprocess_env import is_secret_name
-from gemini_split.client.system_prompt import custom_prompt_file, read_custom_prompt, write_prompt_file
+from gemini_split.userfiles.skills import Discovery, discover, skill_roots, wire_skills
+from gemini_split.tools.builtin.session_tools import default_memory_file
+from gemini_split.tools.builtin.subprocess_env import is_secret_name
+from gemini_split.userfiles.system_prompt import custom_prompt_file, read_custom_prompt, write_prompt_file
 from gemini_split.collector import paused_collection
 from gemini_split.environment import Environment
 from gemini_split.errors import (
@@ -58,7 +58,7 @@ from gemini_split.model_aliases import resolve_model_name
 from gemini_split.options import ClientOptions, ServerToolsOptions
 from gemini_split.policy import excluded_tools_rules, load_policy
 from gemini_split.sandbox import Sandbox, sandbox_mode_from
-from gemini_split.settings import (
+from gemini_split.userfiles.settings import (
     LoadedSettings,
     MCPServerSettings,
     Settings,
@@ -168,7 +168,7 @@ def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
     left out is said in one line."""
     if not (env.config_dir / "extensions").is_dir():
         return tools  # none installed: their module is not even loaded (the thin -p path)
-    from gemini_split.client.extensions import load_extensions  # lazy_imports.EDGES
+    from gemini_split.userfiles.extensions import load_extensions  # lazy_imports.EDGES
 
     found = load_extensions(env.config_dir, tools.workspace, home=_home_dir(env))
     servers = dict(tools.mcp_servers)
@@ -266,7 +266,7 @@ def attach_context(settings: ClientSettings, env: Environment, *, interactive: b
 
 
 def discover_agents(settings: ClientSettings, env: Environment):
-    """The sub-agents for this run (``gemini_split.client.agents``): the
+    """The sub-agents for this run (``gemini_split.userfiles.agents``): the
     built-ins, the user's ``~/.gemini/agents`` and, in a trusted folder,
     the project's ``.gemini/agents``, with ``agents.overrides`` applied
     (the server clamps each to the session's own tools: in plan mode, the
@@ -280,7 +280,7 @@ def discover_agents(settings: ClientSettings, env: Environment):
 
 
 def discover_skills(settings: ClientSettings, env: Environment, extensions: Iterable[tuple[str, Path]] = ()):
-    """The Agent Skills for this run (``gemini_split.client.skills``):
+    """The Agent Skills for this run (``gemini_split.userfiles.skills``):
     user skills, and the project's in a trusted folder; the active
     extensions' ``(name, skills directory)`` rank below both. None offered with
     ``skills.enabled`` false, or ``activate_skill`` in ``tools.exclude``."""
@@ -743,7 +743,7 @@ async def serve_embedded(service: AgentService, *, task_status: trio.TaskStatus[
 def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTools | None:
     """``serve --server-tools`` and its options as the server's
     :class:`~gemini_split.server.session.server_tools.ServerTools`, whose tool hosts
-    run this program's own tool registry (:mod:`gemini_split.client.tool_host`);
+    run this program's own tool registry (:mod:`gemini_split.tools.tool_host`);
     None without ``--server-tools``. Raises :class:`ConfigurationError`
     for a bad option, a workspace root that cannot be used, or a sandbox
     that does not work (``--sandbox auto``, the default, refuses to start;
@@ -755,7 +755,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
         if given:
             raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
         return None
-    from gemini_split.client.tool_host import open_tool_host  # lazy_imports.EDGES
+    from gemini_split.tools.tool_host import open_tool_host  # lazy_imports.EDGES
     from gemini_split.server.session.server_tools import ServerTools
 
     projects: dict[str, Path] = {}
@@ -766,7 +766,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
         if name.strip() in projects:
             raise ConfigurationError(f"--project {name.strip()!r} is given twice")
         projects[name.strip()] = Path(os.path.realpath(Path(path.strip()).expanduser()))
-    from gemini_split.client.tools.web_guard import AddressGuard
+    from gemini_split.tools.builtin.web_guard import AddressGuard
 
     try:
         AddressGuard(options.web_fetch_allow)  # checked now: a typo stops the start

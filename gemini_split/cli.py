@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 from gemini_split import __version__
 from gemini_split.argtypes import positive_int
-from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.collector import paused_collection
-from gemini_split.env_files import load_env_file
+from gemini_split.userfiles.env_files import load_env_file
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus, exit_status_for
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
             # Here, not in run(): the tools package would load the protocol
             # on --version's path. SIGTERM/SIGHUP: no tool process outlives us.
             with paused_collection(env.owns_process):  # the protocol and msgspec
-                from gemini_split.client.tools.processes import install_signal_cleanup
+                from gemini_split.tools.builtin.processes import install_signal_cleanup
 
             install_signal_cleanup()
         return _run_client(args, env)

@@ -44,7 +44,7 @@ class Environment:
         #: the garbage collector's (:mod:`gemini_split.collector`).
         self.owns_process = owns_process
         #: Variables this run took from a ``.env`` file
-        #: (:mod:`gemini_split.env_files`), not from its parent.
+        #: (:mod:`gemini_split.userfiles.env_files`), not from its parent.
         self.env_file_names: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:

@@ -15,6 +15,11 @@ failed tool call, which ``ToolFailed.to_failure()`` builds).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gemini_split.protocol import ToolFailure
+
 
 class GeminiSplitError(Exception):
     """Base class of all gemini-split errors."""
@@ -49,3 +54,22 @@ class BadCredentials(MissingApiKey):
     """A Google Cloud credentials file is missing, unreadable or malformed;
     the message names the file and what is wrong (exit status 41, as a
     missing key)."""
+
+
+class ToolFailed(GeminiSplitError):
+    """A tool could not do what was asked; the model is told why.
+
+    ``code`` is short and stable (``not_found``, ``outside_workspace``,
+    ``invalid_arguments``, ``refused``, ``timeout``…); ``hint`` says what the
+    model could do instead.
+    """
+
+    def __init__(self, code: str, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.hint = hint
+
+    def to_failure(self) -> ToolFailure:
+        from gemini_split.protocol import ToolFailure  # lazy_imports.EDGES
+
+        return ToolFailure(code=self.code, message=str(self), hint=self.hint)

@@ -35,7 +35,7 @@ EDGES = {
     "gemini_split.acp": "the ACP stack: --acp and serve --acp-ws only",
     "gemini_split.commands.run_acp": "the ACP stack",
     "mcp": "the MCP SDK: only when MCP servers are configured, or mcp serve",
-    "gemini_split.client.mcp": "the MCP SDK",
+    "gemini_split.tools.mcp": "the MCP SDK",
     "hypercorn": "mcp serve --http only",
     "gemini_split.server": "the server, from a thin client (-p through a daemon or --server)",
     "coredis": "the Redis client: serve --store redis:// only",
@@ -43,15 +43,16 @@ EDGES = {
     "json": "the thin -p path never loads it (msgspec does its JSON); ~1.5 ms",
     "tomllib": "policy files only when there are some",
     "logging": "not on the shell's path (server list --names runs on every Tab): ~11 ms",
-    "gemini_split.client.extensions": "extensions only when some are installed (json, dataclasses)",
-    "gemini_split.client.checkpoints": "checkpoints only with general.checkpointing.enabled (and /restore)",
-    "gemini_split.client.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
+    "gemini_split.userfiles.extensions": "extensions only when some are installed (json, dataclasses)",
+    "gemini_split.tools.checkpoints": "checkpoints only with general.checkpointing.enabled (and /restore)",
+    "gemini_split.userfiles.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
     "importlib.metadata": "entry points only when a plugin is looked up",
     "gemini_split.web": "serve --web only (the page's files are read at start)",
     "segno": "gemini-split pair's QR code only",
-    "gemini_split.client.agent_mcp": "a sub-agent's own MCP servers: only when a definition has some (dataclasses)",
-    "gemini_split.client.remote_agents": "remote (Agent2Agent) sub-agents: only for a remote definition (httpx, json)",
-    "gemini_split.client.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",
+    "gemini_split.tools.agent_mcp": "a sub-agent's own MCP servers: only when a definition has some (dataclasses)",
+    "gemini_split.userfiles.remote_agents": "remote (Agent2Agent) sub-agents: only for a remote definition (httpx, json)",
+    "gemini_split.tools.a2a": "a remote sub-agent's call: only when one is asked for (httpx, json)",
+    "gemini_split.tools.edit_journal": "only when an edit tool runs or /rewind asks (json, hashlib, shutil)",
     "opentelemetry": "the OpenTelemetry SDK: only when telemetry is on",
     "opentelemetry.exporter.otlp.proto.grpc": "the OTLP/gRPC exporter (grpc): only for otlpProtocol grpc",
     "opentelemetry.exporter.otlp.proto.http": "the OTLP/HTTP exporter (requests): only for otlpProtocol http",
@@ -60,16 +61,16 @@ EDGES = {
     # Modules of ours that are heavy through what they import, each kept
     # off the paths named (a module imports one of them inside a function).
     "gemini_split.commands": "a command's runner: cli imports only the one the command line names",
-    "gemini_split.settings": "msgspec and the settings schema: not on the shell's path (a .env loads them)",
+    "gemini_split.userfiles.settings": "msgspec and the settings schema: not on the shell's path (a .env loads them)",
     "gemini_split.log_limits": "logging (see above): only when there is logging to do",
     "gemini_split.client.profiles": "servers.json (json): only when a profile is named",
-    "gemini_split.client.tool_host": "serve --server-tools only",
-    "gemini_split.client.memory_import": "a context file's @imports only when it has some",
-    "gemini_split.settings_edit": "only when a setting is saved (/model set --persist, /skills disable…)",
-    "gemini_split.client.tools.processes": "the tools and the protocol: not on --version's path",
-    "gemini_split.client.tools.web_guard": "httpx and httpcore: only when web_fetch runs",
-    "gemini_split.client.htmltext": "html.parser: only when a fetched page is HTML",
-    "gemini_split.client.custom_commands": "-p /command: only when the prompt starts with one (dataclasses, shlex)",
+    "gemini_split.tools.tool_host": "serve --server-tools only",
+    "gemini_split.userfiles.memory_import": "a context file's @imports only when it has some",
+    "gemini_split.userfiles.settings_edit": "only when a setting is saved (/model set --persist, /skills disable…)",
+    "gemini_split.tools.builtin.processes": "the tools and the protocol: not on --version's path",
+    "gemini_split.tools.builtin.web_guard": "httpx and httpcore: only when web_fetch runs",
+    "gemini_split.tools.htmltext": "html.parser: only when a fetched page is HTML",
+    "gemini_split.userfiles.custom_commands": "-p /command: only when the prompt starts with one (dataclasses, shlex)",
     "gemini_split.ui.command_expansion": "custom commands' !{} and @{} (dataclasses, shlex): only when one runs",
     "gemini_split.ui.references": "@path in a prompt (dataclasses): only when the prompt has one",
     "gemini_split.ui.repl.slash_commands": "the REPL's commands (prompt-toolkit, rich): -p only for a custom command",
@@ -99,7 +100,7 @@ EDGES = {
 #: module, imported module) → the cycle. Prefer removing the cycle by moving
 #: code down; what is here could not be, yet.
 CYCLES = {
-    ("gemini_split.settings", "gemini_split.folder_trust"):
+    ("gemini_split.userfiles.settings", "gemini_split.userfiles.folder_trust"):
         "folder_trust reads trust rules and the size limit from settings; settings names what an untrusted folder ignores",
     ("gemini_split.server.session.agents", "gemini_split.server.session.loop"):
         "a sub-agent runs the agent loop, and the loop starts sub-agents",
@@ -125,7 +126,7 @@ ONESHOT_NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gem
 #: Never imported by the REPL on its way to the first prompt: what only one
 #: command needs is loaded when that command first runs.
 REPL_START_NEVER = ("gemini_split.ui.repl.commands.restore", "gemini_split.client.restoring",
-                    "gemini_split.client.checkpoints")
+                    "gemini_split.tools.checkpoints")
 
 #: Never imported by ``-p`` through the local daemon (a thin client).
 THIN_ONESHOT_NEVER = ONESHOT_NEVER + (

@@ -117,10 +117,10 @@ def _alias_names(model_configs: Mapping[str, Any] | None) -> set[str]:
 def persist_model_name(settings_path: Path, name: str) -> None:
     """``/model set NAME --persist``: ``model.name`` = ``name`` in the user's
     ``settings.json`` at ``settings_path``, the rest of the file (comments
-    too) kept, by :mod:`gemini_split.settings_edit`. Written atomically;
+    too) kept, by :mod:`gemini_split.userfiles.settings_edit`. Written atomically;
     raises :class:`~gemini_split.errors.SettingsError` when the file cannot be
     read as settings, and ``OSError`` when it cannot be written — the file is
     then as it was."""
-    from gemini_split.settings_edit import set_setting  # lazy_imports.EDGES
+    from gemini_split.userfiles.settings_edit import set_setting  # lazy_imports.EDGES
 
     set_setting(settings_path, "model.name", name)

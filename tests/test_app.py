@@ -17,11 +17,13 @@ from gemini_split.ui.repl.loop import Repl
 PACKAGE = Path(__file__).resolve().parent.parent / "gemini_split"
 PLUGINS = PACKAGE.parent / "plugins"
 
-#: cli -> commands -> ui -> app -> {client, server} -> transport -> protocol.
-#: A module may import its own layer and any layer below; client and server
-#: never import each other. The shared leaves (errors, environment,
-#: exit_status, files…) may be used by anyone and themselves use only
-#: transport and protocol.
+#: cli -> commands -> ui -> app -> {client, server} -> tools -> userfiles
+#: -> transport -> protocol. A module may import its own layer and any layer
+#: below; client and server never import each other, and the server never
+#: imports the tool runtime (it runs it through the tool host the composition
+#: root hands it). The shared leaves (errors, environment, exit_status,
+#: files…) may be used by anyone and themselves use only userfiles
+#: (gemini-cli's files: a leaf package), transport and protocol.
 LAYERS = {
     "gemini_split.cli": 0,
     "gemini_split.__main__": 0,
@@ -31,14 +33,16 @@ LAYERS = {
     "gemini_split.app": 3,
     "gemini_split.client": 4,
     "gemini_split.server": 4,
-    "shared": 5,
-    "gemini_split.transport": 6,
-    "gemini_split_loopback": 6,
-    "gemini_split_websocket": 6,
-    "gemini_split_stdio": 6,
-    "gemini_split_unix": 6,
-    "gemini_split_grpc": 6,
-    "gemini_split.protocol": 7,
+    "gemini_split.tools": 5,
+    "shared": 6,
+    "gemini_split.userfiles": 7,
+    "gemini_split.transport": 8,
+    "gemini_split_loopback": 8,
+    "gemini_split_websocket": 8,
+    "gemini_split_stdio": 8,
+    "gemini_split_unix": 8,
+    "gemini_split_grpc": 8,
+    "gemini_split.protocol": 9,
 }
 
 #: Inside the server, the same rule by sub-package: the service (a
@@ -54,6 +58,10 @@ SERVER_LAYERS = {
     "gemini_split.server.store": 3,
     "gemini_split.server.config": 4,
 }
+
+
+#: Pairs of layers that never import each other, whatever their levels.
+NEVER_EACH_OTHER = ({"gemini_split.client", "gemini_split.server"}, {"gemini_split.tools", "gemini_split.server"})
 
 
 def _server_layer(module: str) -> tuple[str, int] | None:
@@ -111,7 +119,7 @@ def test_imports_only_run_downward():
             if imported == "gemini_split":  # the package itself: __version__
                 continue
             target, target_level = _layer(imported)
-            sideways = {layer, target} == {"gemini_split.client", "gemini_split.server"}
+            sideways = {layer, target} in NEVER_EACH_OTHER
             if target == "shared" and layer != "shared":
                 continue
             if target_level < level or sideways:
@@ -408,3 +416,11 @@ def test_no_command_or_other_ui_module_imports_the_repl_class_module():
              for line, name in _imports(path, _module_name(path))
              if _within(name, REPL_MODULE)]
     assert wrong == []
+
+
+def test_the_client_package_has_no_import_cycle():
+    """The connection has one owner: ``ProtocolClient`` imports its parts
+    (the calls, the reconnector, the turn), and they never import it back,
+    not even for annotations: each names what it needs of the client in a
+    ``Protocol`` of its own."""
+    assert _import_cycles(PACKAGE / "client") == []

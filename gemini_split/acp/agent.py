@@ -37,13 +37,13 @@ import msgspec
 import trio
 
 from gemini_split import __version__
-from gemini_split.client.approval import Answer, ApprovalMode, ApprovalRequest
+from gemini_split.tools.approval import Answer, ApprovalMode, ApprovalRequest
 from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.client.protocol_client import HandshakeFailed, ProtocolClient, RequestFailed
-from gemini_split.client.tools import ask_user
-from gemini_split.client.tools.base import ToolFailed
-from gemini_split.client.tools.registry import ToolRegistry
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.builtin import ask_user
+from gemini_split.tools.base import ToolFailed
+from gemini_split.tools.registry import ToolRegistry
+from gemini_split.tools.workspace import Workspace
 from gemini_split.errors import GeminiSplitError
 from gemini_split.protocol import AskUserQuestion, Rewound, ServerEvent
 from gemini_split.protocol.turn import (
@@ -58,7 +58,7 @@ from gemini_split.protocol.turn import (
     ToolCallStarted,
     Turn,
 )
-from gemini_split.settings import MCPServerSettings, approval_mode_refusal
+from gemini_split.userfiles.settings import MCPServerSettings, approval_mode_refusal
 from gemini_split.transport import ConnectFailed
 
 from . import updates as u
@@ -474,7 +474,7 @@ class AcpSession:
 
 
 class _PermissionAsker:
-    """The executor's :class:`~gemini_split.client.approval.Asker`: asks the
+    """The executor's :class:`~gemini_split.tools.approval.Asker`: asks the
     editor that runs the prompt with ``session/request_permission``."""
 
     def __init__(self, session: AcpSession):

@@ -42,7 +42,7 @@ from typing import Any
 
 import trio
 
-from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings
 from gemini_split.protocol import RemoteProtocolError
 from gemini_split.protocol.replay import replay_from_query

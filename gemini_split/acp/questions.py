@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gemini_split.client.tools.ask_user import multi_answer
-from gemini_split.client.tools.base import ToolFailed
+from gemini_split.tools.builtin.ask_user import multi_answer
+from gemini_split.tools.base import ToolFailed
 from gemini_split.protocol import AskUserQuestion
 
 #: Characters of a question, header, label or description sent to the editor.

@@ -26,10 +26,10 @@ from typing import Any, Protocol
 
 import trio
 
-from gemini_split.client.tools._files import encode_text, read_text_for_edit
-from gemini_split.client.tools.base import ToolContext, ToolFailed
-from gemini_split.client.tools.subprocess_env import tool_environment
-from gemini_split.client.tools.filesystem import (
+from gemini_split.tools.builtin._files import encode_text, read_text_for_edit
+from gemini_split.tools.base import ToolContext, ToolFailed
+from gemini_split.tools.builtin.subprocess_env import tool_environment
+from gemini_split.tools.builtin.filesystem import (
     MAX_READ_BYTES,
     MAX_READ_LINES,
     ReadFileTool,
@@ -37,9 +37,9 @@ from gemini_split.client.tools.filesystem import (
     WriteFileTool,
     _diff_stat,
 )
-from gemini_split.client.tools.registry import ToolRegistry
-from gemini_split.client.tools.shell import RunShellCommandTool
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.registry import ToolRegistry
+from gemini_split.tools.builtin.shell import RunShellCommandTool
+from gemini_split.tools.workspace import Workspace
 
 from .jsonrpc import RpcError
 from .peer import PeerGone

@@ -5,7 +5,7 @@ approval questions about the calls it runs itself (and, 1.4, the
 go back in the ``tool_decision``, for the question shown and no other).
 
 :class:`ToolCalls` belongs to one :class:`~.protocol_client.ProtocolClient`
-and sees every server event before the UI does (:meth:`ToolCalls.intercept`).
+(seen through :class:`CallsClient`: this module never imports it) and sees every server event before the UI does (:meth:`ToolCalls.intercept`).
 A ``tool_execution_request`` for this client runs in the reader's nursery
 and is answered once, however often the server asks (it asks again after a
 reconnect when the answer was lost); the answers are kept for that. A
@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 import trio
 
 from gemini_split.protocol import (
     AgentStarted,
+    ClientMessage,
+    Connection,
     Error,
     Finished,
     HookRequest,
@@ -48,13 +50,11 @@ from gemini_split.protocol import (
     TOOL_PROGRESS_LIMIT,
 )
 from gemini_split.stamping import stamp
+from gemini_split.tools.approval import Answer, ApprovalRequest
+from gemini_split.tools.base import ToolFailed, ToolKind
 from gemini_split.transport import ConnectionBroken, ConnectionClosed
 
-from .approval import Answer, ApprovalRequest
-from .tools.base import ToolFailed, ToolKind
-
-if TYPE_CHECKING:
-    from .protocol_client import ProtocolClient, _Turn
+from .turn import Turn
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,31 @@ ANSWERS_KEPT = 256
 #: tool-event fields. The common ones (``session_id``, ``cwd``,
 #: ``hook_event_name``…) are this client's, never the server's.
 HOOK_INPUT_FIELDS = ("tool_name", "tool_input", "tool_response", "mcp_context", "original_request_name")
+
+
+class CallsClient(Protocol):
+    """What :class:`ToolCalls` needs of its client
+    (:class:`~gemini_split.client.protocol_client.ProtocolClient`)."""
+
+    #: The client's tools, approvals and questions (a ``ToolExecutor``).
+    executor: Any
+    #: The user's hooks (a ``userfiles.hooks.HookRunner``), or None.
+    hooks: Any
+    #: The protocol's state for this connection.
+    conn: Connection
+
+    @property
+    def observer(self) -> bool: ...
+
+    @property
+    def announced(self) -> bool: ...
+
+    @property
+    def current_turn(self) -> Turn | None: ...
+
+    async def on_event(self, event: ServerEvent) -> None: ...
+
+    async def send(self, message: ClientMessage | Error) -> None: ...
 
 
 class _Question:
@@ -84,7 +109,7 @@ class _Question:
 class ToolCalls:
     """The calls of one client's connection (see the module's docstring)."""
 
-    def __init__(self, client: ProtocolClient):
+    def __init__(self, client: CallsClient):
         self._client = client
         # Local calls by id: running now (with their scope once it runs), or
         # answered (a call runs once).
@@ -105,7 +130,7 @@ class ToolCalls:
         main agent, or one this client did not see start)."""
         return self._agents.get((request_id, agent_id), f"sub-agent {agent_id}") if agent_id else ""
 
-    async def intercept(self, message: ServerEvent, turn: _Turn | None, nursery: trio.Nursery) -> bool:
+    async def intercept(self, message: ServerEvent, turn: Turn | None, nursery: trio.Nursery) -> bool:
         """Take the part of ``message`` that concerns the calls, before the
         UI sees it. Returns True when the UI is not to see it: a call this
         client runs (it reports the run itself), or the ``tool_decided`` of a
@@ -180,7 +205,7 @@ class ToolCalls:
 
     # --- local calls ---------------------------------------------------------------
 
-    def _runs_here(self, request: ToolExecutionRequest, turn: _Turn | None) -> bool:
+    def _runs_here(self, request: ToolExecutionRequest, turn: Turn | None) -> bool:
         """Whether this client runs a tool call: never a replayed one or as
         an observer; its own prompt's calls, and calls handed over to it
         (their client left). A 1.1 server asks only the one client."""
@@ -275,7 +300,7 @@ class ToolCalls:
 
     # --- hooks about the server's calls ---------------------------------------------------
 
-    async def _run_hooks(self, request: HookRequest, turn: _Turn | None) -> None:
+    async def _run_hooks(self, request: HookRequest, turn: Turn | None) -> None:
         """Run the user's hooks a server asks about and send their verdict.
         They stop with the request (its own turn's tools are cancelled with
         it) or at the server's ``timeout``, when it no longer waits."""

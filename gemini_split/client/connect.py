@@ -32,8 +32,8 @@ from gemini_split.transport import (
     get_transport,
 )
 
-from .approval import ApprovalMode, ApprovalPolicy, Asker
-from .executor import ToolExecutor
+from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy, Asker
+from gemini_split.tools.executor import ToolExecutor
 from .protocol_client import (
     ConnectionCallback,
     EventCallback,
@@ -42,22 +42,22 @@ from .protocol_client import (
     RequestFailed,
     ServerToolChoice,
 )
-from .tools import ask_user
-from .tools.base import ToolKind
-from .system_prompt import write_prompt
-from .tools.registry import ToolRegistry, default_tools
-from .workspace import Workspace
+from gemini_split.tools.builtin import ask_user
+from gemini_split.tools.base import ToolKind
+from gemini_split.userfiles.system_prompt import write_prompt
+from gemini_split.tools.registry import ToolRegistry, default_tools
+from gemini_split.tools.workspace import Workspace
 
 if TYPE_CHECKING:  # annotations only
     from gemini_split.policy import Policy
     from gemini_split.protocol import Caller, Replay, SessionContext
     from gemini_split.sandbox import Sandbox
-    from gemini_split.settings import LoadedSettings, MCPServerSettings
+    from gemini_split.userfiles.settings import LoadedSettings, MCPServerSettings
 
-    from .context import ProjectContext, SubdirectoryContext
-    from .mcp.sources import McpServers
-    from .agents import Discovery as AgentDiscovery
-    from .skills import Discovery
+    from gemini_split.userfiles.context import ProjectContext, SubdirectoryContext
+    from gemini_split.tools.mcp.sources import McpServers
+    from gemini_split.userfiles.agents import Discovery as AgentDiscovery
+    from gemini_split.userfiles.skills import Discovery
 
 
 class Endpoint(msgspec.Struct, frozen=True, kw_only=True):
@@ -131,19 +131,19 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     #: Tools never offered to the model (``tools.exclude``).
     exclude_tools: tuple[str, ...] = ()
     #: gemini-cli's ``mcpServers``: MCP servers whose tools join the local
-    #: ones (see :mod:`gemini_split.client.mcp`).
+    #: ones (see :mod:`gemini_split.tools.mcp`).
     mcp_servers: Mapping[str, MCPServerSettings] = msgspec.field(default_factory=dict)
     #: ``--allowed-mcp-server-names`` / ``mcp.allowed``: only these servers (None: all).
     mcp_allowed: tuple[str, ...] | None = None
     #: ``mcp.excluded``: never these servers.
     mcp_excluded: tuple[str, ...] = ()
     #: Where the MCP servers' tool declarations are cached (see
-    #: :mod:`gemini_split.client.mcp.cache`); None: every server is started.
+    #: :mod:`gemini_split.tools.mcp.cache`); None: every server is started.
     mcp_cache: Path | None = None
     #: Where the edit tools' changes are journaled for ``/rewind`` (one
     #: directory per session: :func:`edits_directory`); None: not journaled.
     edits_dir: Path | None = None
-    #: The installed extensions (a ``client.extensions.ExtensionSet``):
+    #: The installed extensions (a ``userfiles.extensions.ExtensionSet``):
     #: their MCP servers and excluded tools are merged into the fields
     #: above; their context files and commands are read from here. None:
     #: none were read.
@@ -261,7 +261,7 @@ async def open_client(
     if tools.run_on == "client":
         executor.delegates = _remote_agents(settings)
     if tools.checkpoints_home is not None and tools.run_on == "client":
-        from .checkpoints import for_settings  # lazy_imports.EDGES
+        from gemini_split.tools.checkpoints import for_settings  # lazy_imports.EDGES
 
         # The project's directories, as /restore opens them: never a skill's
         # folder, which the workspace also shows (_skill_dirs).
@@ -271,7 +271,7 @@ async def open_client(
             if hooks is None:
                 yield client
             else:
-                from .hooks import session_hooks  # lazy_imports.EDGES
+                from gemini_split.userfiles.hooks import session_hooks  # lazy_imports.EDGES
 
                 async with session_hooks(client, hooks, resumed=settings.session.resume is not None):
                     yield client
@@ -293,7 +293,7 @@ def _remote_agents(settings: ClientSettings) -> Callable[[str], Any]:
         if agent is None or agent.remote is None:
             return None
         if not made:
-            from .remote_agents import RemoteAgents  # lazy_imports.EDGES
+            from gemini_split.tools.a2a import RemoteAgents  # lazy_imports.EDGES
 
             loaded = settings.loaded_settings
             made.append(RemoteAgents(proxy=loaded.merged.general.proxy if loaded is not None else None))
@@ -310,7 +310,7 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
     extension_hooks = list(extensions.hooks()) if extensions is not None else []
     if loaded is None or (not extension_hooks and not any(f.exists and "hooks" in f.raw for f in loaded.files)):
         return None  # no hooks anywhere: their module is not even loaded
-    from .hooks import HookRunner, load_hooks, parse_hooks  # lazy_imports.EDGES
+    from gemini_split.userfiles.hooks import HookRunner, load_hooks, parse_hooks  # lazy_imports.EDGES
 
     hook_set = load_hooks(loaded)
     for name, hooks, env in extension_hooks:  # an extension's hooks/hooks.json, after the settings files'
@@ -420,7 +420,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
 
 def edits_directory(base: Path, session_id: str) -> Path:
     """Where the edits of ``session_id`` made by this client's tools are
-    journaled for ``/rewind`` (``client/edit_journal.py``): a directory
+    journaled for ``/rewind`` (``tools/edit_journal.py``): a directory
     under ``base`` named after the session, made safe as one file name."""
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in session_id)[:200]
     return base / (name if name.strip(".") else "_")
@@ -571,7 +571,7 @@ def _offers(settings: ToolSettings, name: str, *, read_only: bool) -> bool:
 @asynccontextmanager
 async def open_mcp_tools(settings: ToolSettings) -> AsyncIterator[McpServers | None]:
     """The configured MCP servers, starting in parallel in the background:
-    yields their :class:`~gemini_split.client.mcp.sources.McpServers` at
+    yields their :class:`~gemini_split.tools.mcp.sources.McpServers` at
     once (None when none is configured, so the SDK is never imported).
     Servers whose tools are in ``settings.mcp_cache`` start only when one
     of their tools is called. With ``--tools server`` none is started: the
@@ -579,7 +579,7 @@ async def open_mcp_tools(settings: ToolSettings) -> AsyncIterator[McpServers | N
     if not settings.mcp_servers or settings.run_on == "server":
         yield None
         return
-    from .mcp.sources import open_mcp_servers
+    from gemini_split.tools.mcp.sources import open_mcp_servers
 
     async with open_mcp_servers(
         settings.mcp_servers, cwd=settings.workspace,
@@ -589,7 +589,7 @@ async def open_mcp_tools(settings: ToolSettings) -> AsyncIterator[McpServers | N
 
 
 def _offered_agents(settings: ClientSettings) -> list[Any]:
-    """The sub-agents (``client.agents.Agent``) this session offers the
+    """The sub-agents (``userfiles.agents.Agent``) this session offers the
     model — the definitions in ``SessionContext.agents`` — that have their
     own MCP servers."""
     context = settings.context
@@ -611,7 +611,7 @@ async def _open_agent_mcp(settings: ClientSettings,
     if not agents:
         yield None
         return
-    from .agent_mcp import not_used_notice, open_agent_mcp  # lazy_imports.EDGES
+    from gemini_split.tools.agent_mcp import not_used_notice, open_agent_mcp  # lazy_imports.EDGES
 
     if settings.tools.run_on != "client":
         line = not_used_notice(agents)

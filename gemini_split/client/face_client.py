@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from gemini_split.environment import Environment
-from gemini_split.settings import SettingsError, load_settings
+from gemini_split.userfiles.settings import SettingsError, load_settings
 from gemini_split.transport import ConnectOptions
 
-from .agents import agent_roots, discover, wire_agents
-from .approval import ApprovalMode
+from gemini_split.userfiles.agents import agent_roots, discover, wire_agents
+from gemini_split.tools.approval import ApprovalMode
 from .connect import ClientSettings, Endpoint, SessionChoice, ToolSettings, open_client
 from .protocol_client import HandshakeFailed, ProtocolClient
 

@@ -79,6 +79,7 @@ from gemini_split.protocol import (
     ToolDiscovery,
     Replay,
     RequestStarted,
+    RequestState,
 )
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.policy.rules import DEFAULT_TIER, Decision
@@ -89,12 +90,14 @@ from gemini_split.transport import (
     ConnectionClosed,
     MessageStream,
     MessageTooLarge,
+    TransportError,
 )
 
 from .calls import ToolCalls
-from .executor import ToolExecutor
+from gemini_split.tools.executor import ToolExecutor
 from .failures import HandshakeFailed, RequestFailed
 from .reconnect import Reconnector
+from .turn import Turn, TurnOutcome
 
 __all__ = [
     "APPROVALS_CAPABILITY",
@@ -109,7 +112,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .mcp.sources import McpServers
+    from gemini_split.tools.mcp.sources import McpServers
 
 log = logging.getLogger(__name__)
 
@@ -138,45 +141,6 @@ class ServerToolChoice(msgspec.Struct, frozen=True):
     #: Only these of the server's tools (None: all), and never these.
     core_tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] = ()
-
-
-class TurnOutcome(msgspec.Struct):
-    """How a request ended: exactly one of ``finished`` and ``error``."""
-
-    request_id: str
-    finished: Finished | None = None
-    error: Error | None = None
-
-    @property
-    def cancelled(self) -> bool:
-        return self.finished is not None and self.finished.reason == "cancelled"
-
-
-class _Turn:
-    def __init__(self, request: GenerateContentRequest | Compress | Rewind):
-        self.request = request
-        self.request_id = request.id
-        #: Whether any event of this request arrived (the server has it).
-        self.acknowledged = False
-        #: A cancel the user asked for while the connection was down.
-        self.cancel_pending = False
-        self.done = trio.Event()
-        self.outcome = TurnOutcome(request.id)
-        self.tools_cancelled = False
-        self._tool_scopes: set[trio.CancelScope] = set()
-
-    def new_tool_scope(self) -> trio.CancelScope:
-        """A scope for one tool call of this turn, cancelled with the turn."""
-        scope = trio.CancelScope()
-        if self.tools_cancelled:
-            scope.cancel()
-        self._tool_scopes.add(scope)
-        return scope
-
-    def cancel_tools(self) -> None:
-        self.tools_cancelled = True
-        for scope in self._tool_scopes:
-            scope.cancel()
 
 
 class ProtocolClient:
@@ -211,20 +175,20 @@ class ProtocolClient:
         #: Awaited before each prompt is sent: tools that join late (MCP
         #: servers still starting when the connection opened) join here.
         self.before_turn: Callable[[], Awaitable[None]] | None = None
-        #: The user's hooks (a ``client.hooks.HookRunner``), or None.
+        #: The user's hooks (a ``userfiles.hooks.HookRunner``), or None.
         self.hooks: Any = None
         #: A SessionStart hook's context, sent before the next prompt.
         self.pending_hook_context = ""
         #: The model's text of the last turn (AfterAgent's ``prompt_response``).
         self._last_text = ""
         #: The MCP servers lending tools to this client
-        #: (:class:`~gemini_split.client.mcp.sources.McpServers`), if any.
+        #: (:class:`~gemini_split.tools.mcp.sources.McpServers`), if any.
         self.mcp_servers: McpServers | None = None
         #: (1.5) ``agent_mcp_tools(name)`` → the ``ToolSpec``\ s of sub-agent
-        #: ``name``'s own MCP servers (``client/agent_mcp.py``), sent in its
+        #: ``name``'s own MCP servers (``tools/agent_mcp.py``), sent in its
         #: definition's ``mcp_tools`` to a 1.5 server; None: none.
         self.agent_mcp_tools: Callable[[str], tuple] | None = None
-        #: (1.5) The sub-agents' own MCP servers (``client/agent_mcp.py``'s
+        #: (1.5) The sub-agents' own MCP servers (``tools/agent_mcp.py``'s
         #: ``AgentMcp``), for ``/mcp``; None: none.
         self.agent_mcp: Any = None
         #: Which of the tools the server runs itself (``server_tool:NAME``
@@ -244,7 +208,7 @@ class ProtocolClient:
         self.request_seqs: dict[str, int] = {}
         self.calls = ToolCalls(self)
         self.reconnector = Reconnector(self, reconnect, reconnect_timeout, probe_after, probe_timeout)
-        self._turn: _Turn | None = None
+        self._turn: Turn | None = None
         self._replies: dict[str, tuple[trio.Event, list[ServerEvent]]] = {}
         self._closed_reason: str | None = None
         self._send_lock = trio.Lock()
@@ -290,21 +254,49 @@ class ProtocolClient:
         finally:
             self._handshaking = False
 
-    async def rehandshake(self, last_seq: int) -> Connected:
-        """The handshake on a reopened connection: resume this session
-        after ``last_seq``, as the same client. Raises what
-        :meth:`handshake` raises."""
-        assert self.connected is not None
-        return await self.handshake(
-            token=self._token, session_id=self.connected.session_id,
-            resume_token=self.connected.resume_token, last_seq=last_seq,
-            role=self._role, label=self._label,
-        )
+    async def resume_on(self, stream: MessageStream, conn: Connection) -> Connected:
+        """Take a reopened ``stream`` and its fresh ``conn`` (handed over by
+        the :class:`~.reconnect.Reconnector`) in place of the lost ones, and
+        resume this session on them from where the lost connection stood,
+        as the same client. Returns the server's ``connected``.
 
-    def resumed(self, connected: Connected) -> None:
-        """A reopened connection resumed the session."""
+        Raises what :meth:`handshake` raises, and :class:`TransportError`;
+        the lost connection's state is then kept (the next attempt resumes
+        from it too) and ``stream`` is closed."""
+        assert self.connected is not None
+        old = self.conn
+        self.stream, self.conn = stream, conn
+        try:
+            connected = await self.handshake(
+                token=self._token, session_id=self.connected.session_id,
+                resume_token=self.connected.resume_token, last_seq=old.last_seq,
+                role=self._role, label=self._label,
+            )
+        except (HandshakeFailed, ConnectFailed, TransportError):
+            self.conn = old
+            await stream.aclose()
+            raise
+        # Go on from where the old connection was. A 1.2 server said
+        # where its live events start (connected); a 1.1 one goes on
+        # from our state, leaving out the calls we had not answered:
+        # it asks again for them.
+        request = old.request
+        if conn.announced:
+            conn.restore(conn.request, last_seq=old.last_seq)
+        else:
+            conn.restore(
+                RequestState(request.request_id, set(), set(request.awaiting_decision)) if request else None,
+                last_seq=old.last_seq,
+            )
         self.connected = connected
         self._closed_reason = None
+        return connected
+
+    async def resend(self, turn: Turn) -> None:
+        """Send ``turn``'s request again after a reconnect: the server never
+        got it (our state had it running). Raises what :meth:`send` raises."""
+        self.conn.restore(None, last_seq=self.conn.last_seq)
+        await self.send(turn.request)
 
     def _caller_for_hello(self) -> Caller | None:
         """What ``hello.caller`` carries: ours for a server the transport
@@ -326,7 +318,7 @@ class ProtocolClient:
         return self._turn.request_id if self._turn is not None else None
 
     @property
-    def current_turn(self) -> _Turn | None:
+    def current_turn(self) -> Turn | None:
         """This client's own running turn, if any."""
         return self._turn
 
@@ -451,7 +443,7 @@ class ProtocolClient:
         ``context`` (context files, approval mode, first-turn environment)
         replaces the session's.
 
-        With ``hooks`` (a ``client.hooks.HookRunner``): ``BeforeAgent`` runs
+        With ``hooks`` (a ``userfiles.hooks.HookRunner``): ``BeforeAgent`` runs
         first (a deny or ``continue: false`` ends the turn unsent, with an
         error of code ``hook_blocked``; its ``additionalContext`` is appended
         to the prompt), a ``SessionStart`` hook's context goes before the
@@ -603,7 +595,7 @@ class ProtocolClient:
 
     async def _run_request(self, request: GenerateContentRequest | Compress | Rewind) -> TurnOutcome:
         """Send a request and wait until the server finishes it (or fails)."""
-        turn = _Turn(request)
+        turn = Turn(request)
         self._turn = turn
         self._last_text = ""
         reconnector = self.reconnector

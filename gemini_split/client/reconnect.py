@@ -2,10 +2,13 @@
 silent server, reopening the connection with backoff and resuming.
 
 :class:`Reconnector` belongs to one
-:class:`~gemini_split.client.protocol_client.ProtocolClient`. It probes a
+:class:`~gemini_split.client.protocol_client.ProtocolClient`, seen through
+:class:`ReconnectingClient` (this module never imports it). It probes a
 server that went silent during a turn, reopens a connection the peer or the
-network broke, resumes the session from the last ``seq`` seen, and then
-finishes what the cut interrupted (a cancel, a prompt never received).
+network broke and hands the new stream and connection to the client, which
+swaps them in and resumes the session from the last ``seq`` seen (it owns
+its connection); then it finishes what the cut interrupted (a cancel, a
+prompt never received).
 
 When to try again: a client that lost its server waits ``initial`` seconds (0.2), then twice
 as long each time, up to ``maximum`` (10 s) between attempts, and gives up
@@ -19,19 +22,49 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import msgspec
 import trio
 
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
-from gemini_split.protocol import Cancel, Connection, ErrorCode, RequestState
+from gemini_split.protocol import Cancel, Connected, Connection, ErrorCode, State
 from gemini_split.transport import ConnectFailed, ConnectionBroken, ConnectionClosed, MessageStream, TransportError
 
 from .failures import HandshakeFailed, RequestFailed
+from .turn import Turn
 
-if TYPE_CHECKING:
-    from .protocol_client import ProtocolClient
+
+class ReconnectingClient(Protocol):
+    """What a :class:`Reconnector` needs of its client
+    (:class:`~gemini_split.client.protocol_client.ProtocolClient`)."""
+
+    handshake_timeout: float
+
+    @property
+    def connected(self) -> Connected | None: ...
+
+    @property
+    def closed_reason(self) -> str | None: ...
+
+    @property
+    def current_turn(self) -> Turn | None: ...
+
+    def on_connection(self, state: str, attempt: int, reason: str) -> None: ...
+
+    async def resume_on(self, stream: MessageStream, conn: Connection) -> Connected: ...
+
+    async def resend(self, turn: Turn) -> None: ...
+
+    def end(self, reason: str) -> None: ...
+
+    async def cut(self, reason: str) -> None: ...
+
+    async def send(self, message: Cancel) -> None: ...
+
+    async def get_state(self) -> State: ...
+
+    async def probe(self, timeout: float) -> None: ...
 
 
 class Backoff(msgspec.Struct):
@@ -61,7 +94,7 @@ class Reconnector:
     ``get_state`` probe unanswered within ``probe_timeout`` ends the
     connection as broken."""
 
-    def __init__(self, client: ProtocolClient, reopen: Callable[[], Awaitable[MessageStream]] | None,
+    def __init__(self, client: ReconnectingClient, reopen: Callable[[], Awaitable[MessageStream]] | None,
                  timeout: float, probe_after: float, probe_timeout: float):
         self._client = client
         self.reopen = reopen
@@ -97,9 +130,6 @@ class Reconnector:
         self.active = True
         lost_because = client.closed_reason or "the connection to the server was lost"
         last_failure = lost_because
-        # Where the lost connection stood: every attempt resumes from here
-        # (a failed attempt's fresh state must not replace it).
-        old = client.conn
         try:
             for attempt, delay in enumerate(Backoff(timeout=self.timeout).delays(), 1):
                 await trio.sleep(delay)
@@ -110,12 +140,9 @@ class Reconnector:
                 except (TransportError, trio.TooSlowError) as exc:
                     last_failure = str(exc) or "no answer"
                     continue
-                client.stream, client.conn = stream, Connection("client")
                 try:
-                    connected = await client.rehandshake(old.last_seq)
+                    await client.resume_on(stream, Connection("client"))
                 except HandshakeFailed as exc:
-                    client.conn = old
-                    await stream.aclose()
                     if exc.code in (ErrorCode.UNKNOWN_SESSION.value, ErrorCode.UNAUTHORIZED.value):
                         client.end(
                             f"reconnected, but the server no longer has this session ({exc}); start a new one"
@@ -124,23 +151,8 @@ class Reconnector:
                     last_failure = str(exc)
                     continue
                 except (ConnectFailed, TransportError) as exc:
-                    client.conn = old
-                    await stream.aclose()
                     last_failure = str(exc)
                     continue
-                # Go on from where the old connection was. A 1.2 server said
-                # where its live events start (connected); a 1.1 one goes on
-                # from our state, leaving out the calls we had not answered:
-                # it asks again for them.
-                request = old.request
-                if client.conn.announced:
-                    client.conn.restore(client.conn.request, last_seq=old.last_seq)
-                else:
-                    client.conn.restore(
-                        RequestState(request.request_id, set(), set(request.awaiting_decision)) if request else None,
-                        last_seq=old.last_seq,
-                    )
-                client.resumed(connected)
                 self.heard()
                 client.on_connection("reconnected", attempt, "")
                 nursery.start_soon(self._after_reconnect)
@@ -165,9 +177,7 @@ class Reconnector:
             if not turn.acknowledged:
                 state = await client.get_state()
                 if not turn.done.is_set() and not turn.acknowledged and state.active_request_id != turn.request_id:
-                    # The server never got it: send it again (our state had it running).
-                    client.conn.restore(None, last_seq=client.conn.last_seq)
-                    await client.send(turn.request)
+                    await client.resend(turn)  # the server never got it
         except (RequestFailed, ConnectionClosed, ConnectionBroken):
             pass  # down again: the next reconnect tries again
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from .checkpoints import Checkpoint, CheckpointError, Checkpoints, for_settings, shown_path
+from gemini_split.tools.checkpoints import Checkpoint, CheckpointError, Checkpoints, for_settings, shown_path
 from .failures import RequestFailed
 
 

@@ -5,7 +5,7 @@ session can go back to, and going back — the conversation on the server
 gemini-cli's ``/rewind`` offers, for an earlier prompt: rewind the
 conversation and revert the code changes, the conversation only, the code
 changes only, or nothing. Code changes are only what the AI's edit tools
-did (``client/edit_journal.py``): on this client for its own tools, on the
+did (``tools/edit_journal.py``): on this client for its own tools, on the
 server for a ``--tools server`` session (which ``rewind.revert_files`` asks
 it to put back). The REPL (``ui/repl/commands/rewind.py``) and the script path
 (``commands/run_rewind.py``) both go through here.
@@ -57,7 +57,7 @@ async def steps(client: ProtocolClient) -> list[Step]:
         if runs_on_server(client) or journal is None:
             files = point.files
         else:
-            from .edit_journal import between  # lazy_imports.EDGES
+            from gemini_split.tools.edit_journal import between  # lazy_imports.EDGES
 
             upto = points[i + 1].seq if i + 1 < len(points) else None
             files = journal.count(between(point.seq, upto, _ids(points[i:i + 1])))
@@ -69,12 +69,12 @@ def files_since(client: ProtocolClient, chosen: list[Step], step: Step) -> list[
     """What putting back the files changed from ``step`` on would do here
     (this client's own edits: ``PlannedFile`` each, conflicts marked);
     empty for a session whose tools run on the server. Raises
-    :class:`~gemini_split.client.edit_journal.RevertElsewhere` when those
+    :class:`~gemini_split.tools.edit_journal.RevertElsewhere` when those
     edits were made in another workspace."""
     journal = _journal(client)
     if journal is None or runs_on_server(client):
         return []
-    from .edit_journal import since_seq  # lazy_imports.EDGES
+    from gemini_split.tools.edit_journal import since_seq  # lazy_imports.EDGES
 
     later = _ids([s.point for s in chosen if s.number >= step.number])
     return journal.plan(since_seq(step.point.seq, later), client.executor.workspace)
@@ -109,7 +109,7 @@ def _journal(client: ProtocolClient) -> Any:
     directory = client.executor.edits_dir
     if directory is None:
         return None
-    from .edit_journal import EditJournal  # lazy_imports.EDGES
+    from gemini_split.tools.edit_journal import EditJournal  # lazy_imports.EDGES
 
     return EditJournal(directory)
 

@@ -2,7 +2,7 @@
 
 ``install PATH|GIT-URL``, ``link PATH``, ``list``, ``update NAME|--all``,
 ``uninstall NAME…``, ``enable|disable NAME [--scope user|workspace]``; the
-files are gemini-cli's (:mod:`gemini_split.client.extensions`), so either
+files are gemini-cli's (:mod:`gemini_split.userfiles.extensions`), so either
 program manages what the other installed. Changes apply to sessions started
 afterwards.
 """
@@ -14,7 +14,7 @@ import getpass
 from pathlib import Path
 from typing import Any
 
-from gemini_split.client import extensions as ext_mod
+from gemini_split.userfiles import extensions as ext_mod
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
 from gemini_split.ui.extension_list import list_lines
@@ -92,7 +92,7 @@ def _confirm(env: Environment, consent: bool) -> Any:
         if consent:
             return True
         if not env.stdin.isatty():
-            from gemini_split.client.extensions import ExtensionError
+            from gemini_split.userfiles.extensions import ExtensionError
 
             raise ExtensionError("not installed: confirm at a terminal, or pass --consent after reading the above")
         env.stderr.write("Do you want to continue? [y/N]: ")
@@ -116,7 +116,7 @@ def _ask_setting(env: Environment) -> Any:
 
 
 def _say_missing(env: Environment, ext: Any) -> None:
-    from gemini_split.client.extensions import missing_settings
+    from gemini_split.userfiles.extensions import missing_settings
 
     missing = missing_settings(ext)
     if missing:

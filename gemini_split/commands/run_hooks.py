@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from gemini_split.client.hooks import describe, load_hooks
+from gemini_split.userfiles.hooks import describe, load_hooks
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
-from gemini_split.settings import load_settings
+from gemini_split.userfiles.settings import load_settings
 from gemini_split.ui.safe_text import visible
 
 

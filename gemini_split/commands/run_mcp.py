@@ -3,7 +3,7 @@
 ``list`` / ``add`` / ``remove`` edit the ``mcpServers`` of gemini-cli's
 settings files the way ``gemini mcp …`` does (project scope by default,
 ``-s user`` for ``~/.gemini/settings.json``): the file is edited in place
-by :mod:`gemini_split.settings_edit` (atomically, every other key and every
+by :mod:`gemini_split.userfiles.settings_edit` (atomically, every other key and every
 comment kept; ``$VAR`` references stay unexpanded).
 ``serve`` exposes gemini-split's own tools as an MCP server (stdio, or
 streamable HTTP with ``--http``).
@@ -17,15 +17,15 @@ from typing import Any
 
 import trio
 
-from gemini_split.client.approval import ApprovalPolicy, parse_allowed_tools, parse_approval_mode
-from gemini_split.client.executor import Refusal, ToolExecutor
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.approval import ApprovalPolicy, parse_allowed_tools, parse_approval_mode
+from gemini_split.tools.executor import Refusal, ToolExecutor
+from gemini_split.tools.workspace import Workspace
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.server.auth import load_auth_config
-from gemini_split.settings import load_settings
-from gemini_split.settings_edit import SettingsFile
+from gemini_split.userfiles.settings import load_settings
+from gemini_split.userfiles.settings_edit import SettingsFile
 from gemini_split.transport import is_loopback_host
 from gemini_split.ui.safe_text import visible
 
@@ -45,7 +45,7 @@ def run_mcp_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
 def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
-    from gemini_split.client.mcp.sources import open_mcp_servers
+    from gemini_split.tools.mcp.sources import open_mcp_servers
 
     loaded = load_settings(env)
     for line in loaded.warnings:
@@ -165,7 +165,7 @@ def _same(a: Path, b: Path) -> bool:
 
 def _serve(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
-    from gemini_split.client.mcp import serve as mcp_serve
+    from gemini_split.tools.mcp import serve as mcp_serve
 
     try:
         mode = parse_approval_mode(args.approval_mode)

@@ -20,7 +20,7 @@ from gemini_split.app import client_telemetry, embedded_service_for, hold_embedd
 from gemini_split.commands.options_from_args import client_options
 from gemini_split.client.protocol_client import HandshakeFailed
 from gemini_split.client.protocol_client import RequestFailed  # noqa: I001
-from gemini_split.client.context import runs_elsewhere  # noqa: I001
+from gemini_split.userfiles.context import runs_elsewhere  # noqa: I001
 from gemini_split.client.protocol_client import ProtocolClient  # noqa: I001 (apart: fewer merge conflicts)
 from gemini_split.protocol import Attachment  # noqa: I001
 from gemini_split.client.connect import ClientSettings
@@ -304,7 +304,7 @@ def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientS
     piped = prompt[:len(prompt) - len(text)]
     if text.startswith("//"):
         return piped + text[1:], None
-    from gemini_split.client.custom_commands import split_invocation
+    from gemini_split.userfiles.custom_commands import split_invocation
 
     if "/" in split_invocation(text)[0][1:]:
         return prompt, None  # a path (`/etc/hosts: what is this?`), never a command name (`/git:commit`)

@@ -15,8 +15,8 @@ from gemini_split.app import client_telemetry, embedded_service_for, resolve_cli
 from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
-from gemini_split.folder_trust import project_files, record_trust
-from gemini_split.settings import load_settings, trust_rule
+from gemini_split.userfiles.folder_trust import project_files, record_trust
+from gemini_split.userfiles.settings import load_settings, trust_rule
 from gemini_split.ui.safe_text import visible
 
 

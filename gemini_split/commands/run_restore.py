@@ -20,7 +20,7 @@ from typing import Any
 import trio
 
 from gemini_split.app import embedded_service_for, hold_embedded, resolve_client_settings
-from gemini_split.client.checkpoints import CheckpointError
+from gemini_split.tools.checkpoints import CheckpointError
 from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.client.restoring import (

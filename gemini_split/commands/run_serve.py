@@ -22,7 +22,7 @@ import trio
 
 from gemini_split._trio_util import single_exceptions
 from gemini_split.app import open_model, server_telemetry, server_tools_from
-from gemini_split.client.approval_mode import parse_approval_mode
+from gemini_split.tools.approval_mode import parse_approval_mode
 from gemini_split.client.face_client import face_agents, open_face_client
 from gemini_split.collector import settle_for_serving
 from gemini_split.commands.options_from_args import server_tools_options

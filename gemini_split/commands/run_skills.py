@@ -15,8 +15,8 @@ import argparse
 import os
 from pathlib import Path
 
-from gemini_split.client.extensions import load_extensions
-from gemini_split.client.skills import (
+from gemini_split.userfiles.extensions import load_extensions
+from gemini_split.userfiles.skills import (
     SkillError,
     consent_text,
     discover,
@@ -29,7 +29,7 @@ from gemini_split.client.skills import (
 from gemini_split.commands.run_sessions import printable
 from gemini_split.environment import Environment
 from gemini_split.exit_status import ExitStatus
-from gemini_split.settings import load_settings
+from gemini_split.userfiles.settings import load_settings
 
 
 def run_skills_command(args: argparse.Namespace, env: Environment) -> ExitStatus:

@@ -41,7 +41,7 @@ one way:
   the wrapper.
 
 Then the one gemini-split heuristic: an edit of a file that runs code later
-(a git hook, ``.envrc``…; see :func:`gemini_split.client.approval.executes_later`)
+(a git hook, ``.envrc``…; see :func:`gemini_split.tools.approval.executes_later`)
 that would be allowed is asked about instead, in every mode but yolo.
 """
 

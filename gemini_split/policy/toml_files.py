@@ -7,7 +7,7 @@ a lower one's, whatever the priorities inside):
 tier          files
 ============  ==========================================================
 workspace 3   ``.gemini/policies/*.toml`` in the current directory, only
-              in a trusted folder (see :func:`gemini_split.settings.is_folder_trusted`)
+              in a trusted folder (see :func:`gemini_split.userfiles.settings.is_folder_trusted`)
               and never when that directory is the home directory
 user 4        ``~/.gemini/policies/*.toml`` — gemini-split's config
               directory, so ``$GEMINI_SPLIT_HOME/policies`` when that is set;
@@ -52,7 +52,7 @@ from .rules import ADMIN_TIER, MODES, SHELL_ALIASES, SHELL_TOOL, USER_TIER, WORK
 POLICIES_DIR_NAME = "policies"
 DEFAULT_SYSTEM_POLICIES_DIR = Path("/etc/gemini-cli/policies")
 MAX_POLICY_BYTES = 1024 * 1024
-#: A sub-agent's name, as its definition must give it (``client/agents.py``).
+#: A sub-agent's name, as its definition must give it (``userfiles/agents.py``).
 _SUBAGENT_NAME = re.compile(r"[a-z0-9_-]{1,64}")
 _TIER_NAMES = {WORKSPACE_TIER: "workspace", USER_TIER: "user", ADMIN_TIER: "admin"}
 

@@ -92,7 +92,7 @@ def resolve_config(section: Any, environ: Mapping[str, str], flags: TelemetryFla
                    cwd: Path) -> TelemetryConfig:
     """gemini-cli's ``resolveTelemetrySettings``: each value from the flag,
     else its ``GEMINI_TELEMETRY_*`` variable, else ``section`` (settings.json's
-    ``telemetry``, a :class:`gemini_split.settings.TelemetrySettings`). A
+    ``telemetry``, a :class:`gemini_split.userfiles.settings.TelemetrySettings`). A
     boolean variable is true when it is ``true`` or ``1``; the endpoint also
     comes from ``OTEL_EXPORTER_OTLP_ENDPOINT``. A relative ``outfile`` is
     relative to ``cwd``.

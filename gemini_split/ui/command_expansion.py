@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gemini_split.client.custom_commands import (
+from gemini_split.userfiles.custom_commands import (
     CommandFailed,
     CommandSet,
     CustomCommand,
@@ -28,7 +28,7 @@ from .references import CONTENT_END, CONTENT_START, expand_references
 from .safe_text import visible
 
 if TYPE_CHECKING:
-    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.tools.executor import ToolExecutor
 
 _calls = itertools.count(1)
 
@@ -36,7 +36,7 @@ _calls = itertools.count(1)
 def load_commands(config_dir: Any, workspace: Any, *, trusted: bool, reserved: Any = (),
                   extensions: Any = None) -> CommandSet:
     """The custom commands for a session in ``workspace``, with those of the
-    active ``extensions`` (a ``client.extensions.ExtensionSet``)."""
+    active ``extensions`` (a ``userfiles.extensions.ExtensionSet``)."""
     return load_custom_commands(config_dir, workspace, trusted=trusted, reserved=reserved,
                                 extension_dirs=extensions.command_dirs() if extensions is not None else ())
 

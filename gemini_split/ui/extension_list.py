@@ -11,7 +11,7 @@ from gemini_split.ui.safe_text import visible
 def list_lines(config_dir: Path, workspace: Path, home: Path, warn: Any = None) -> list[str]:
     """What ``extensions list`` (and ``/extensions list``) shows: gemini-cli's
     layout, every value made safe for a terminal, secrets as ``***``."""
-    from gemini_split.client.extensions import load_extensions, settings_shown
+    from gemini_split.userfiles.extensions import load_extensions, settings_shown
 
     found = load_extensions(config_dir, workspace, home=home)
     if warn is not None:

@@ -15,8 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from gemini_split.client.tools import ask_user
-from gemini_split.client.tools.base import ToolFailed
+from gemini_split.tools.builtin import ask_user
+from gemini_split.tools.base import ToolFailed
 from gemini_split.protocol import ClientsChanged, Rewound, ServerEvent
 from gemini_split.protocol.turn import (
     AgentEnded,

@@ -36,15 +36,15 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from gemini_split.client.tools._files import load_ignore_rules, looks_binary, walk_files
-from gemini_split.client.tools.base import Tool, ToolContext, ToolFailed
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.builtin._files import load_ignore_rules, looks_binary, walk_files
+from gemini_split.tools.base import Tool, ToolContext, ToolFailed
+from gemini_split.tools.workspace import Workspace
 from gemini_split.protocol import Attachment
 
 from .safe_text import visible
 
 if TYPE_CHECKING:
-    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.tools.executor import ToolExecutor
 
 REFERENCE = re.compile(r"(?:(?<=\s)|^)@((?:\\.|[^\s,;!?()\[\]{}.\\]|\.(?!$|\s))+)")
 

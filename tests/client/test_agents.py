@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from gemini_split.settings import strip_json_comments
+from gemini_split.userfiles.settings import strip_json_comments
 
-from gemini_split.client.agents import (
+from gemini_split.userfiles.agents import (
     MAX_AGENT_BYTES,
     agent_roots,
     discover,
@@ -20,7 +20,7 @@ from gemini_split.client.agents import (
     wire_agents,
     AgentError,
 )
-from gemini_split.settings import AgentOverride, AgentModelConfig, AgentRunConfig
+from gemini_split.userfiles.settings import AgentOverride, AgentModelConfig, AgentRunConfig
 
 
 def write(directory, name, text):

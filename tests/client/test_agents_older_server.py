@@ -13,12 +13,12 @@ import json
 import pytest
 import trio
 
-from gemini_split.client.approval import ApprovalPolicy
-from gemini_split.client.agents import builtins
-from gemini_split.client.executor import ToolExecutor
+from gemini_split.tools.approval import ApprovalPolicy
+from gemini_split.userfiles.agents import builtins
+from gemini_split.tools.executor import ToolExecutor
 from gemini_split.client.protocol_client import ProtocolClient
-from gemini_split.client.tools.registry import default_tools
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.registry import default_tools
+from gemini_split.tools.workspace import Workspace
 from gemini_split.protocol import Connected, Finished, RequestStarted, SessionContext, encode
 from gemini_split.transport.memory_pair import open_memory_pair
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemini_split.client.checkpoints import project_hash
+from gemini_split.tools.checkpoints import project_hash
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.cli.test_oneshot_cli import API_KEY, run_cli
@@ -318,7 +318,7 @@ def test_an_mcp_tool_declared_destructive_is_checkpointed_and_a_read_only_one_is
 async def test_two_clients_of_one_project_snapshot_in_turn_and_a_stale_git_lock_is_cleared(tmp_path):
     import trio
 
-    from gemini_split.client.checkpoints import Checkpoints
+    from gemini_split.tools.checkpoints import Checkpoints
 
     workspace, home = _workspace(tmp_path), _home(tmp_path)
     for i in range(50):

@@ -8,7 +8,7 @@ import pytest
 
 from gemini_split.app import resolve_client_settings
 from gemini_split.cli import build_parser
-from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gemini_split.client.custom_commands import load_custom_commands, split_prompt
+from gemini_split.userfiles.custom_commands import load_custom_commands, split_prompt
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.e2e.test_serve_e2e import API_KEY, daemon
@@ -279,8 +279,8 @@ def test_hostile_prompts_are_parsed_or_refused_clearly(tmp_path):
 
 def test_a_recorded_trust_decision_is_read_as_gemini_cli_reads_it_and_keeps_other_rules(tmp_path):
     from gemini_split.environment import Environment
-    from gemini_split.folder_trust import record_trust
-    from gemini_split.settings import is_folder_trusted, trust_rule
+    from gemini_split.userfiles.folder_trust import record_trust
+    from gemini_split.userfiles.settings import is_folder_trusted, trust_rule
 
     projects = tmp_path / "projects"
     (projects / "a").mkdir(parents=True)

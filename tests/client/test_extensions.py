@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gemini_split.client import extensions as ext
+from gemini_split.userfiles import extensions as ext
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.e2e.test_serve_e2e import API_KEY, daemon

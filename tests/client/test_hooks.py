@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from gemini_split.client.hooks import MAX_STDOUT_BYTES, HookDefinition, parse_hooks, run_hook
+from gemini_split.userfiles.hooks import MAX_STDOUT_BYTES, HookDefinition, parse_hooks, run_hook
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.server.server_tools.helpers import unix_listener

@@ -1,5 +1,5 @@
 """Remote (Agent2Agent) sub-agent definitions and credentials on the client
-(``gemini_split/client/remote_agents.py``): gemini-cli's dynamic values,
+(``gemini_split/userfiles/remote_agents.py``): gemini-cli's dynamic values,
 the auth headers, the card's bounds and proxy, read against real HTTP
 servers on loopback."""
 
@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from gemini_split.client.agents import discover, wire_agents
-from gemini_split.client.remote_agents import (
+from gemini_split.userfiles.agents import discover, wire_agents
+from gemini_split.userfiles.remote_agents import (
     MAX_CARD_BYTES,
     RemoteAgentError,
-    RemoteAgentTool,
     auth_headers,
     fetch_card,
     load_remote,
     resolve_value,
 )
-from gemini_split.client.tools.base import ToolFailed
+from gemini_split.tools.a2a import RemoteAgentTool
+from gemini_split.tools.base import ToolFailed
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -176,7 +176,7 @@ def test_a_card_trickled_or_never_sent_fails_within_the_card_timeout_naming_the_
     import socket
     import time
 
-    import gemini_split.client.remote_agents as remote_agents
+    import gemini_split.userfiles.remote_agents as remote_agents
 
     monkeypatch.setattr(remote_agents, "CARD_TIMEOUT", 1.0)
     stop = threading.Event()
@@ -279,11 +279,11 @@ async def test_remote_definitions_go_only_to_a_server_that_can_ask_for_them(tmp_
     ``kind: remote``: it is sent the local agents only."""
     import trio
 
-    from gemini_split.client.approval import ApprovalPolicy
-    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.tools.approval import ApprovalPolicy
+    from gemini_split.tools.executor import ToolExecutor
     from gemini_split.client.protocol_client import ProtocolClient
-    from gemini_split.client.tools.registry import default_tools
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.registry import default_tools
+    from gemini_split.tools.workspace import Workspace
     from gemini_split.protocol import AgentDefinition, Connected, SessionContext, decode, encode
     from gemini_split.transport.memory_pair import open_memory_pair
 

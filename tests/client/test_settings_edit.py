@@ -1,4 +1,4 @@
-"""The settings editor (gemini_split/settings_edit.py): one key set or
+"""The settings editor (gemini_split/userfiles/settings_edit.py): one key set or
 removed in a settings.json, the rest of the file — comments, order,
 indentation — kept as written; a file the reader refuses is refused and
 left as it was."""
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hyp_settings, strategies as st
 
 from gemini_split.errors import SettingsError
-from gemini_split.settings import parse_json_object
-from gemini_split.settings_edit import SettingsFile, set_setting, unset_setting
+from gemini_split.userfiles.settings import parse_json_object
+from gemini_split.userfiles.settings_edit import SettingsFile, set_setting, unset_setting
 
 COMMENTED = """\
 {

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gemini_split.client.skills import MAX_SKILL_BYTES, discover, skill_roots
+from gemini_split.userfiles.skills import MAX_SKILL_BYTES, discover, skill_roots
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.server.server_tools.helpers import unix_listener

@@ -13,11 +13,11 @@ from typing import Any
 
 import trio
 
-from gemini_split.client.approval import ApprovalPolicy
-from gemini_split.client.executor import ToolExecutor
+from gemini_split.tools.approval import ApprovalPolicy
+from gemini_split.tools.executor import ToolExecutor
 from gemini_split.client.protocol_client import ProtocolClient
-from gemini_split.client.tools.registry import ToolRegistry, default_tools
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.registry import ToolRegistry, default_tools
+from gemini_split.tools.workspace import Workspace
 from gemini_split.protocol import Hello, decode, encode
 from gemini_split.server.config import ServerConfig
 from gemini_split.stamping import stamp

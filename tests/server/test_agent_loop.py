@@ -10,9 +10,9 @@ import json
 import pytest
 import trio
 
-from gemini_split.client.local_events import LocalToolCompleted, LocalToolStarted
-from gemini_split.client.tools.base import Tool, ToolKind
-from gemini_split.client.tools.registry import ToolRegistry, default_tools
+from gemini_split.tools.local_events import LocalToolCompleted, LocalToolStarted
+from gemini_split.tools.base import Tool, ToolKind
+from gemini_split.tools.registry import ToolRegistry, default_tools
 from gemini_split.protocol import (
     ClientsChanged,
     decode,
@@ -315,10 +315,10 @@ async def test_cancel_for_another_request_id_is_ignored():
 async def test_a_server_that_goes_silent_mid_turn_is_detected_by_a_probe(tmp_path, autojump_clock):
     """A vanished server (no close, no answers) ends the turn with a clear
     error instead of a hang."""
-    from gemini_split.client.approval import ApprovalPolicy
-    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.tools.approval import ApprovalPolicy
+    from gemini_split.tools.executor import ToolExecutor
     from gemini_split.client.protocol_client import ProtocolClient
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.workspace import Workspace
     from gemini_split.protocol import Connected, decode, encode
     from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
 

@@ -12,7 +12,7 @@ import json
 import pytest
 import trio
 
-from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.client.failures import RequestFailed
 from gemini_split.protocol import Rewound
 from gemini_split.server.model.scripted import ScriptedModel
@@ -211,11 +211,11 @@ async def test_a_client_of_protocol_1_3_on_the_session_gets_a_notice_instead_of_
 async def test_a_client_says_an_older_server_does_not_support_rewinding(tmp_path):
     """A 1.3 server (here a stand-in that answers the handshake as one):
     the client does not send what it cannot read."""
-    from gemini_split.client.approval import ApprovalPolicy
-    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.tools.approval import ApprovalPolicy
+    from gemini_split.tools.executor import ToolExecutor
     from gemini_split.client.protocol_client import ProtocolClient
-    from gemini_split.client.tools.registry import default_tools
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.registry import default_tools
+    from gemini_split.tools.workspace import Workspace
     from gemini_split.protocol import Connected, encode
     from gemini_split.transport.memory_pair import open_memory_pair
 
@@ -272,11 +272,11 @@ async def test_restore_of_a_server_run_call_proposes_it_again_through_the_server
     """``--tools server``: the call proposed again asks every attached client
     (``tool_awaiting_approval``) as any server-side call does; a plain
     rewind with ``revert_files`` puts the server's workspace back."""
-    from gemini_split.client.approval import ApprovalPolicy
-    from gemini_split.client.executor import ToolExecutor
+    from gemini_split.tools.approval import ApprovalPolicy
+    from gemini_split.tools.executor import ToolExecutor
     from gemini_split.client.protocol_client import ProtocolClient, ServerToolChoice
-    from gemini_split.client.tools.registry import default_tools
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.registry import default_tools
+    from gemini_split.tools.workspace import Workspace
     from gemini_split.protocol import RequestStarted, ToolAwaitingApproval, ToolStarted
     from gemini_split.transport import ConnectOptions
 
@@ -294,7 +294,7 @@ async def test_restore_of_a_server_run_call_proposes_it_again_through_the_server
 
     class Yes:
         async def ask(self, request):
-            from gemini_split.client.approval import Answer
+            from gemini_split.tools.approval import Answer
             return Answer.YES
 
     async with serving_tools(model, tools, address="loopback:") as (_service, address):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from gemini_split.client.approval import Answer
+from gemini_split.tools.approval import Answer
 from gemini_split.protocol import AgentFinished, SessionContext
 
 from tests.server.server_tools.helpers import serving

@@ -13,11 +13,11 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
-from gemini_split.client.approval import Answer, ApprovalPolicy
-from gemini_split.client.executor import ToolExecutor
+from gemini_split.tools.approval import Answer, ApprovalPolicy
+from gemini_split.tools.executor import ToolExecutor
 from gemini_split.client.protocol_client import ProtocolClient, ServerToolChoice
-from gemini_split.client.tools.registry import default_tools
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.registry import default_tools
+from gemini_split.tools.workspace import Workspace
 from gemini_split.policy import Policy
 from gemini_split.policy.rules import USER_TIER
 from gemini_split.policy.toml_files import PolicyError, read_policy_file
@@ -149,7 +149,7 @@ deny_message = "Deep codebase analysis is restricted for this session."
 
 
 async def test_a_rule_denying_a_sub_agent_by_name_refuses_the_delegation_with_its_deny_message(tmp_path):
-    from gemini_split.client.agents import builtins
+    from gemini_split.userfiles.agents import builtins
 
     model = ScriptedModel([
         main_turn(**calls(("codebase_investigator", {"objective": "map it"}))),

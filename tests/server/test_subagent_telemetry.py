@@ -5,7 +5,7 @@ joins them to the session (a real recorder writing gemini-cli's outfile)."""
 from __future__ import annotations
 
 from gemini_split import telemetry
-from gemini_split.client.approval import Answer
+from gemini_split.tools.approval import Answer
 from gemini_split.protocol import SessionContext
 from gemini_split.server.model.scripted import ScriptedModel
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from gemini_split.client.approval import ApprovalMode, ApprovalPolicy
-from gemini_split.client.executor import ToolExecutor
-from gemini_split.client.tools import ToolRegistry, default_tools
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy
+from gemini_split.tools.executor import ToolExecutor
+from gemini_split.tools.registry import ToolRegistry, default_tools
+from gemini_split.tools.workspace import Workspace
 from gemini_split.protocol import ToolDelta, ToolFailure
 
 CANARY_TEXT = "CANARY-SECRET-7d3f\n"

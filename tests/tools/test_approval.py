@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gemini_split.client.approval import (
+from gemini_split.tools.approval import (
     Answer,
     ApprovalMode,
     ApprovalPolicy,
@@ -13,7 +13,7 @@ from gemini_split.client.approval import (
     parse_allowed_tools,
     parse_approval_mode,
 )
-from gemini_split.client.tools import default_tools
+from gemini_split.tools.registry import default_tools
 
 from .conftest import Env
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from gemini_split.client.tools.ask_user import (
+from gemini_split.tools.builtin.ask_user import (
     DISMISSED,
     AskUserTool,
     answers_result,
     parse_questions,
 )
-from gemini_split.client.tools.base import ToolContext, ToolFailed
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.base import ToolContext, ToolFailed
+from gemini_split.tools.workspace import Workspace
 
 
 def choice(*labels: str, **extra) -> dict:

@@ -9,12 +9,12 @@ import json
 
 import trio
 
-from gemini_split.client.approval import ApprovalPolicy
-from gemini_split.client.approval_mode import ApprovalMode
-from gemini_split.client.edit_journal import SIZE_LIMIT, EditJournal
-from gemini_split.client.executor import ToolExecutor
-from gemini_split.client.tools.registry import default_tools
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.approval import ApprovalPolicy
+from gemini_split.tools.approval_mode import ApprovalMode
+from gemini_split.tools.edit_journal import SIZE_LIMIT, EditJournal
+from gemini_split.tools.executor import ToolExecutor
+from gemini_split.tools.registry import default_tools
+from gemini_split.tools.workspace import Workspace
 
 
 async def _discard(event) -> None:

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from gemini_split.client.approval import Answer, ApprovalMode, ApprovalRequest, executes_later
+from gemini_split.tools.approval import Answer, ApprovalMode, ApprovalRequest, executes_later
 
 from .conftest import Env
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import trio
 
-from gemini_split.client.approval import ApprovalMode
-from gemini_split.client.tools import Tool, ToolContext, ToolKind, ToolRegistry, default_tools
+from gemini_split.tools.approval import ApprovalMode
+from gemini_split.tools.base import Tool, ToolContext, ToolKind
+from gemini_split.tools.registry import ToolRegistry, default_tools
 from gemini_split.protocol import ToolError
 
 from .conftest import Env
@@ -80,7 +81,7 @@ async def test_events_of_calls_run_here_are_marked_local_and_encode_as_the_wire_
     one a server reported: the executor's events are the local types, while
     their fields and encoded form stay the wire types' (so every front end
     renders them alike)."""
-    from gemini_split.client.local_events import is_local
+    from gemini_split.tools.local_events import is_local
     from gemini_split.protocol import ToolCompleted, ToolDelta, ToolStarted, codec
     from gemini_split.stamping import stamp
 

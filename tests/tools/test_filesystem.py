@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from gemini_split.client.tools import filesystem
+from gemini_split.tools.builtin import filesystem
 from gemini_split.protocol import ToolCompleted, ToolError, ToolStarted
 
 from .conftest import Env
@@ -166,7 +166,7 @@ async def test_replace_keeps_crlf_and_foreign_bytes(env: Env):
 
 
 async def test_describe_shows_a_unified_diff(env: Env):
-    from gemini_split.client.tools import default_tools
+    from gemini_split.tools.registry import default_tools
 
     (env.root / "f.txt").write_text("a\nb\nc\n")
     tools = default_tools()
@@ -198,7 +198,7 @@ async def test_list_directory(env: Env):
 
 @pytest.mark.parametrize("tool", ["read_file", "write_file", "replace", "list_directory"])
 def test_specs_are_usable(tool):
-    from gemini_split.client.tools import default_tools
+    from gemini_split.tools.registry import default_tools
 
     spec = default_tools().get(tool).spec()
     assert spec.name == tool and len(spec.description) > 40

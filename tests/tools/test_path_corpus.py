@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gemini_split.client.tools import ToolFailed
+from gemini_split.tools.base import ToolFailed
 
 from .conftest import CANARY_TEXT, Env
 
@@ -183,7 +183,7 @@ def test_workspace_root_behind_a_symlink(tmp_path: Path):
     real = tmp_path / "real"
     real.mkdir()
     os.symlink(real, tmp_path / "alias")
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.workspace import Workspace
 
     ws = Workspace(tmp_path / "alias")
     assert ws.root == real

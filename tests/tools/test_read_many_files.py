@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from gemini_split.client.tools.read_many import MAX_FILES
+from gemini_split.tools.builtin.read_many import MAX_FILES
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.cli.test_oneshot_cli import API_KEY, run_cli

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gemini_split.client.gitignore import IgnoreRules, glob_to_regex
+from gemini_split.gitignore import IgnoreRules, glob_to_regex
 
 from .conftest import Env
 

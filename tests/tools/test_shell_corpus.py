@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from gemini_split.client.approval import ApprovalMode
+from gemini_split.tools.approval import ApprovalMode
 
 from .conftest import Env
 
@@ -150,7 +150,7 @@ async def test_no_secret_reaches_a_shell_command(secrets_env: Env):
 
 
 async def test_allowed_secret_patterns_pass_but_never_the_programs_own(secrets_env: Env):
-    from gemini_split.client.tools import default_tools
+    from gemini_split.tools.registry import default_tools
 
     registry = default_tools(shell_env_allow=("GITHUB_TOKEN", "GEMINI_*"))
     executor = secrets_env.executor(ApprovalMode.YOLO, registry=registry)
@@ -160,7 +160,7 @@ async def test_allowed_secret_patterns_pass_but_never_the_programs_own(secrets_e
 
 
 def test_secret_name_patterns():
-    from gemini_split.client.tools.subprocess_env import is_secret_name
+    from gemini_split.tools.builtin.subprocess_env import is_secret_name
 
     for name in ["GEMINI_API_KEY", "OPENAI_API_KEY", "aws_secret_access_key", "NPM_TOKEN", "PGPASSWORD_X_PASSWORD",
                  "CLIENT_SECRET", "GOOGLE_APPLICATION_CREDENTIALS", "API_KEY", "TOKEN", "SLACK_TOKEN_2"]:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import trio
 
-from gemini_split.client.approval import ApprovalMode
-from gemini_split.client.tools import ToolRegistry
-from gemini_split.client.tools.shell import RunShellCommandTool
+from gemini_split.tools.approval import ApprovalMode
+from gemini_split.tools.registry import ToolRegistry
+from gemini_split.tools.builtin.shell import RunShellCommandTool
 from gemini_split.protocol import ToolDelta, ToolError
 
 from .conftest import Env

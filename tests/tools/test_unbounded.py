@@ -83,8 +83,8 @@ async def test_invalid_patterns_are_clear_errors(env: Env):
 
 
 async def test_grep_stops_at_its_time_budget(env: Env):
-    from gemini_split.client.tools import ToolRegistry
-    from gemini_split.client.tools.search import GrepSearchTool
+    from gemini_split.tools.registry import ToolRegistry
+    from gemini_split.tools.builtin.search import GrepSearchTool
 
     for i in range(300):
         (env.root / f"f{i:03}.txt").write_text("needle\n" * 10)
@@ -94,7 +94,7 @@ async def test_grep_stops_at_its_time_budget(env: Env):
 
 
 async def test_cancelling_a_grep_leaves_no_process(env: Env):
-    from gemini_split.client.tools import processes
+    from gemini_split.tools.builtin import processes
 
     for i in range(300):
         (env.root / f"f{i:03}.txt").write_text("needle\n" * 1000)
@@ -128,7 +128,7 @@ async def test_diffs_of_large_rewrites_are_bounded(env: Env):
     """Rewriting every other line of a 20,000-line file: difflib would need
     minutes (quadratic); the approval diff and the result's line count stay
     linear, and the diff still says exactly what changes."""
-    from gemini_split.client.approval import Answer, ApprovalMode
+    from gemini_split.tools.approval import Answer, ApprovalMode
 
     old = "".join(f"line {i}\n" for i in range(20_000))
     new = "".join(f"changed {i}\n" if i % 2 else f"line {i}\n" for i in range(20_000))

@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gemini_split.client.approval import ApprovalMode
-from gemini_split.client.htmltext import html_to_text
-from gemini_split.client.tools import ToolRegistry
-from gemini_split.client.tools.web import WebFetchTool
+from gemini_split.tools.approval import ApprovalMode
+from gemini_split.tools.htmltext import html_to_text
+from gemini_split.tools.registry import ToolRegistry
+from gemini_split.tools.builtin.web import WebFetchTool
 
 from .conftest import Env
 
@@ -163,7 +163,7 @@ def test_html_to_text_edge_cases():
 
 
 def test_urls_are_found_in_a_prompt_as_gemini_cli_takes_them():
-    from gemini_split.client.tools.web import urls_in
+    from gemini_split.tools.builtin.web import urls_in
 
     prompt = ("Compare https://a.example/x, (see https://b.example/y) and [https://c.example/z]. "
               "Also https://a.example/x again and http://d.example/p?q=1#f.")

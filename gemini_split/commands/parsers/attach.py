@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 from typing import Any
 
-from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.tools.approval_mode import ApprovalMode
 
 SINCE_HELP = ("replay the events after TIME: Unix milliseconds (1763726400000), a duration ago "
               "(90s, 10m, 2h, 1d) or an ISO-8601 date-time (2026-11-22T21:30, local time unless "

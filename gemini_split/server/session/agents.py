@@ -1,7 +1,7 @@
 """Sub-agents on the server (issue 32): the main model delegates to them.
 
 The definitions are the client's (``SessionContext.agents``, read by
-``gemini_split/client/agents.py``): nothing here reads a disk. Each enabled
+``gemini_split/userfiles/agents.py``): nothing here reads a disk. Each enabled
 sub-agent is offered to the main model as a function of its own name
 (:func:`specs`); a call of one runs it here, in the request's task tree
 (:class:`Delegation`):

@@ -124,7 +124,7 @@ class ToolHostSpec:
     #: (outside every workspace; None: not journaled).
     edits_dir: Path | None = None
     #: Where this session's checkpoints live (``general.checkpointing.enabled``
-    #: in the server's settings: ``gemini_split.client.checkpoints``), out
+    #: in the server's settings: ``gemini_split.tools.checkpoints``), out
     #: of the workspace and of every command's sight; None: no checkpoints.
     checkpoints: Path | None = None
     #: The session the host serves (its checkpoints record it).

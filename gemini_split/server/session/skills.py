@@ -2,7 +2,7 @@
 "Available Agent Skills" section of the system instruction (issue 29 §2).
 
 The skills are the client's files; the client reads them
-(``gemini_split/client/skills.py``) and sends the enabled ones in
+(``gemini_split/userfiles/skills.py``) and sends the enabled ones in
 ``SessionContext.skills``. The agent loop answers ``activate_skill`` from
 that — no disk is read here — so it works the same embedded, against
 ``serve``, through the local daemon and when the server runs the tools

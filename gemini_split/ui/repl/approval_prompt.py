@@ -33,8 +33,8 @@ from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from gemini_split.client.approval import Answer, ApprovalPolicy, ApprovalRequest
-from gemini_split.client.tools.base import ToolFailed
+from gemini_split.tools.approval import Answer, ApprovalPolicy, ApprovalRequest
+from gemini_split.tools.base import ToolFailed
 from gemini_split.protocol import AskUserQuestion
 from gemini_split.ui.safe_text import clip_lines, collapse_blank_runs, command_warnings, visible
 
@@ -90,7 +90,7 @@ def grant_for(request: ApprovalRequest) -> Grant | None:
 
 
 class InlineAsker:
-    """An :class:`~gemini_split.client.approval.Asker` for the REPL.
+    """An :class:`~gemini_split.tools.approval.Asker` for the REPL.
 
     ``read_choice(header, choices, default)`` shows a menu and returns the
     chosen value (or ``"interrupt"`` / ``"escape"``); ``read_text(question)``

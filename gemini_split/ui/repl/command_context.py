@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     import trio
     from rich.console import Console
 
-    from gemini_split.client.approval import ApprovalMode
+    from gemini_split.tools.approval import ApprovalMode
     from gemini_split.client.connect import ClientSettings
-    from gemini_split.client.custom_commands import CommandSet
+    from gemini_split.userfiles.custom_commands import CommandSet
     from gemini_split.client.profiles import ProfileStore
     from gemini_split.client.protocol_client import ProtocolClient
     from gemini_split.environment import Environment

@@ -41,19 +41,19 @@ from rich.text import Text
 from gemini_split import __version__
 from gemini_split.app import embedded_service, serve_embedded, settings_for
 from gemini_split._trio_util import single_exceptions
-from gemini_split.client.approval import ApprovalMode
-from gemini_split.client.context import runs_elsewhere
+from gemini_split.tools.approval import ApprovalMode
+from gemini_split.userfiles.context import runs_elsewhere
 from gemini_split.client.profiles import ProfileStore, profile_store
 from gemini_split.client.protocol_client import ProtocolClient, RequestFailed
 from gemini_split.client.session_scope import NO_SESSIONS, needs_scope, pick, project_sessions, resolve_resume
-from gemini_split.client.system_prompt import INDICATOR as SYSTEM_PROMPT_INDICATOR
+from gemini_split.userfiles.system_prompt import INDICATOR as SYSTEM_PROMPT_INDICATOR
 from gemini_split.client.connect import ClientSettings, describe_connect_error, open_client
 from gemini_split.environment import Environment
 from gemini_split.errors import BadInput, ConfigurationError, ProfileError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent
-from gemini_split.settings import GeneralSettings, UISettings, approval_mode_refusal
+from gemini_split.userfiles.settings import GeneralSettings, UISettings, approval_mode_refusal
 from gemini_split.transport import ConnectOptions, TransportError
 from gemini_split.ui.follow import Follower
 from gemini_split.ui.references import attach_references

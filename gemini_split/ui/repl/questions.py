@@ -31,7 +31,7 @@ from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from gemini_split.client.tools.ask_user import multi_answer
+from gemini_split.tools.builtin.ask_user import multi_answer
 from gemini_split.protocol import AskUserQuestion
 from gemini_split.ui.safe_text import clip_lines, visible
 

@@ -24,17 +24,17 @@ from rich.text import Text
 
 from gemini_split import __version__
 from gemini_split.app import settings_for
-from gemini_split.client.approval import ApprovalMode, Decision
+from gemini_split.tools.approval import ApprovalMode, Decision
 from gemini_split.client.probe import measure_latency, probe
 from gemini_split.client.profiles import make_profile, profile_table
 from gemini_split.client.protocol_client import RequestFailed
-from gemini_split.client.system_prompt import INDICATOR
-from gemini_split.client.tools.base import ToolContext, ToolFailed
-from gemini_split.client.tools.session_tools import SaveMemoryTool
+from gemini_split.userfiles.system_prompt import INDICATOR
+from gemini_split.tools.base import ToolContext, ToolFailed
+from gemini_split.tools.builtin.session_tools import SaveMemoryTool
 from gemini_split.errors import ConfigurationError
 from gemini_split.model_aliases import BUILT_IN_ALIASES, persist_model_name, resolve_model_name, settings_aliases
 from gemini_split.policy.rules import MODES
-from gemini_split.settings_edit import set_setting
+from gemini_split.userfiles.settings_edit import set_setting
 from gemini_split.ui.command_expansion import CommandFailed, load_commands, run_custom_command
 from gemini_split.ui.extension_list import list_lines
 from gemini_split.ui.references import complete_reference
@@ -608,7 +608,7 @@ async def _hooks(repl: CommandContext, args: list[str]) -> None:
     """``/hooks [list]``: as ``gemini-split hooks list``, for this session's settings."""
     if args not in ([], ["list"]):
         raise CommandUsage("/hooks [list]")
-    from gemini_split.client.hooks import describe, load_hooks
+    from gemini_split.userfiles.hooks import describe, load_hooks
 
     loaded = repl.settings.loaded_settings
     if loaded is None:

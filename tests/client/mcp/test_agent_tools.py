@@ -1,5 +1,5 @@
 """(1.5) A sub-agent's own MCP tools in the client's executor
-(``ToolExecutor.agent_tools``, ``client/agent_mcp.py``): run for a call
+(``ToolExecutor.agent_tools``, ``tools/agent_mcp.py``): run for a call
 from their agent only, under the same approval mode as every MCP tool.
 Against a real ``mcp-server-time`` over stdio."""
 
@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import trio
 
-from gemini_split.client.approval import ApprovalMode, ApprovalPolicy
-from gemini_split.client.executor import ToolExecutor
-from gemini_split.client.mcp.sources import open_mcp_servers
-from gemini_split.client.tools import default_tools
-from gemini_split.client.workspace import Workspace
-from gemini_split.settings import MCPServerSettings
+from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy
+from gemini_split.tools.executor import ToolExecutor
+from gemini_split.tools.mcp.sources import open_mcp_servers
+from gemini_split.tools.registry import default_tools
+from gemini_split.tools.workspace import Workspace
+from gemini_split.userfiles.settings import MCPServerSettings
 
 pytestmark = pytest.mark.timeout(60)
 

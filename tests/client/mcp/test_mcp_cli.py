@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gemini_split.settings import strip_json_comments
+from gemini_split.userfiles.settings import strip_json_comments
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.cli.test_oneshot_cli import API_KEY, run_cli

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from gemini_split.client.mcp.sources import open_mcp_servers
-from gemini_split.client.tools.base import ToolFailed
-from gemini_split.settings import MCPServerSettings
+from gemini_split.tools.mcp.sources import open_mcp_servers
+from gemini_split.tools.base import ToolFailed
+from gemini_split.userfiles.settings import MCPServerSettings
 
 ODDBALL = str(Path(__file__).with_name("oddball_server.py"))
 pytestmark = pytest.mark.timeout(60)
@@ -89,7 +89,7 @@ async def test_results_are_mapped_capped_and_failures_are_structured(tmp_path):
 
 
 def test_arguments_are_checked_against_the_servers_own_schema():
-    from gemini_split.client.mcp.tool import McpTool
+    from gemini_split.tools.mcp.tool import McpTool
 
     class _Server:
         name, trusted = "odd", False
@@ -132,7 +132,7 @@ async def test_a_stdio_server_gets_no_secrets_and_its_process_is_gone_after_exit
 
 
 def test_names_follow_gemini_clis_rule():
-    from gemini_split.client.mcp.naming import qualified_tool_name
+    from gemini_split.tools.mcp.naming import qualified_tool_name
 
     assert qualified_tool_name("time", "get_current_time") == "mcp_time_get_current_time"
     assert qualified_tool_name("my server", "do/it!") == "mcp_my_server_do_it_"

@@ -54,9 +54,9 @@ def test_a_background_command_runs_on_and_stops_with_the_client(tmp_path):
 async def test_read_background_output_tails_the_log(tmp_path):
     import trio
 
-    from gemini_split.client.tools.background import BackgroundProcesses, ReadBackgroundOutputTool
-    from gemini_split.client.tools.base import ToolContext, ToolFailed
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.builtin.background import BackgroundProcesses, ReadBackgroundOutputTool
+    from gemini_split.tools.base import ToolContext, ToolFailed
+    from gemini_split.tools.workspace import Workspace
 
     processes = BackgroundProcesses()
     try:

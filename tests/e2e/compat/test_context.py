@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from gemini_split.client.context import (
+from gemini_split.userfiles.context import (
     folder_structure,
     load_project_context,
     session_context_text,

@@ -1,4 +1,4 @@
-"""settings.json read as gemini-cli reads it (gemini_split.settings), and
+"""settings.json read as gemini-cli reads it (gemini_split.userfiles.settings), and
 honoured by the CLI: checked through what the fake Gemini server received."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gemini_split.environment import Environment
-from gemini_split.settings import SettingsError, load_settings, strip_json_comments
+from gemini_split.userfiles.settings import SettingsError, load_settings, strip_json_comments
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from .helpers import API_KEY, FIXTURES, Sandbox, declared_tools

@@ -18,7 +18,7 @@ CHILD = textwrap.dedent("""
     import gemini_split_grpc  # what serve imports first
     import grpc, trio
     from concurrent import futures
-    from gemini_split.client.tools.processes import open_tool_process, release_tool_process
+    from gemini_split.tools.builtin.processes import open_tool_process, release_tool_process
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
     port = server.add_insecure_port("127.0.0.1:0")

@@ -20,7 +20,7 @@ import trio
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from grpc_tools import protoc
 
-from gemini_split.client.tool_host import open_tool_host
+from gemini_split.tools.tool_host import open_tool_host
 from gemini_split.protocol import AgentDefinition
 from gemini_split.server.session.server_tools import ServerTools
 from gemini_split.testing.fake_gemini import FakeGemini

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import pytest
 import trio
 
-from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings, open_client
 from gemini_split.protocol import Error, Finished, TextDelta
 from gemini_split.testing.fake_gemini import FakeGemini

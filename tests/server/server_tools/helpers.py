@@ -1,6 +1,6 @@
 """A real server with server-side tools for tests: the AgentService over
 the real WebSocket transport (or loopback), a scripted model, the real tool
-registry through ``gemini_split.client.tool_host``, and raw clients that say
+registry through ``gemini_split.tools.tool_host``, and raw clients that say
 exactly what they want in ``hello`` and in their decisions."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import trio
 
-from gemini_split.client.tool_host import open_tool_host
+from gemini_split.tools.tool_host import open_tool_host
 from gemini_split.protocol import Finished, Hello, ServerEvent
 from gemini_split.server.config import ServerConfig
 from gemini_split.server.model.scripted import ScriptedModel

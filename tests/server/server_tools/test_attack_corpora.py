@@ -46,7 +46,7 @@ def _env(tmp_path, session_dir) -> Env:
     sibling = session_dir.parent / (session_dir.name + "-sibling")
     sibling.mkdir()
     (sibling / "canary.txt").write_text(CANARY_TEXT)
-    from gemini_split.client.workspace import Workspace
+    from gemini_split.tools.workspace import Workspace
 
     return Env(session_dir, outside, canary, sibling, Workspace(session_dir))
 

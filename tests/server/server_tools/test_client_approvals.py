@@ -10,12 +10,12 @@ from contextlib import asynccontextmanager
 
 import trio
 
-from gemini_split.client.approval import Answer, ApprovalPolicy
-from gemini_split.client.executor import ToolExecutor
+from gemini_split.tools.approval import Answer, ApprovalPolicy
+from gemini_split.tools.executor import ToolExecutor
 from gemini_split.client.protocol_client import ProtocolClient, ServerToolChoice
-from gemini_split.client.tools.base import ToolFailed, ToolKind
-from gemini_split.client.tools.registry import default_tools
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.base import ToolFailed, ToolKind
+from gemini_split.tools.registry import default_tools
+from gemini_split.tools.workspace import Workspace
 from gemini_split.protocol import ToolCompleted, ToolDecided, ToolDecision, ToolError
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.transport import ConnectOptions, get_transport

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from gemini_split.app import resolve_approval_mode
 from gemini_split.cli import build_parser
-from gemini_split.client.approval_mode import ApprovalMode
+from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.client.connect import ToolSettings, server_tool_choice
 from gemini_split.commands.options_from_args import client_options
 from gemini_split.environment import Environment

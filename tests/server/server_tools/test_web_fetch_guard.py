@@ -18,9 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gemini_split.client.tool_host import open_tool_host
-from gemini_split.client.tools import ToolFailed, default_tools
-from gemini_split.client.tools.web_guard import AddressGuard, blocked_reason
+from gemini_split.tools.tool_host import open_tool_host
+from gemini_split.tools.base import ToolFailed
+from gemini_split.tools.registry import default_tools
+from gemini_split.tools.builtin.web_guard import AddressGuard, blocked_reason
 from gemini_split.protocol import GenerateContentRequest, ToolError
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.session.server_tools import ToolHostSpec
@@ -199,7 +200,7 @@ async def test_the_connection_goes_to_the_address_that_was_checked_not_to_the_na
     import httpcore
     import httpx
 
-    from gemini_split.client.tools.web_guard import GuardedBackend
+    from gemini_split.tools.builtin.web_guard import GuardedBackend
 
     secret_port, _ = internal
     asked: list[str] = []

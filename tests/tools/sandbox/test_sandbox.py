@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from gemini_split.client.approval import ApprovalMode, ApprovalPolicy
-from gemini_split.client.executor import ToolExecutor
-from gemini_split.client.tools import default_tools
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy
+from gemini_split.tools.executor import ToolExecutor
+from gemini_split.tools.registry import default_tools
+from gemini_split.tools.workspace import Workspace
 from gemini_split.errors import ConfigurationError
 from gemini_split.sandbox import Sandbox, SandboxUnavailable, probe_bwrap, sandbox_mode_from
 

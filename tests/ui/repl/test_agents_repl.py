@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from gemini_split.settings import strip_json_comments
+from gemini_split.userfiles.settings import strip_json_comments
 
 from .pty_driver import CTRL_C
 from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures)
@@ -126,7 +126,7 @@ def test_agents_list_says_why_a_tools_server_session_offers_no_remote_agent(tmp_
 
     from rich.console import Console
 
-    from gemini_split.client.agents import discover
+    from gemini_split.userfiles.agents import discover
     from gemini_split.ui.repl.commands.agents import _list
 
     root = tmp_path / "agents"

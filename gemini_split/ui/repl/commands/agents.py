@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from gemini_split.client.agents import AgentError, set_enabled
-from gemini_split.client.skills import settings_path
+from gemini_split.userfiles.agents import AgentError, set_enabled
+from gemini_split.userfiles.skills import settings_path
 from gemini_split.ui.safe_text import visible
 
 from ..command_context import CommandContext

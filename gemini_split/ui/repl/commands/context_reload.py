@@ -22,7 +22,7 @@ from rich.text import Text
 
 from gemini_split.app import attach_context
 from gemini_split.errors import ConfigurationError
-from gemini_split.settings import load_settings
+from gemini_split.userfiles.settings import load_settings
 
 from ..command_context import CommandContext
 

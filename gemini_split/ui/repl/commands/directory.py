@@ -5,7 +5,7 @@ gemini-cli's workspace directories, added mid-session exactly as
 An added directory, at once:
 
 - confines and frees the file tools as an included directory does (the
-  executor's :class:`~gemini_split.client.workspace.Workspace` gets it as a
+  executor's :class:`~gemini_split.tools.workspace.Workspace` gets it as a
   root; sandboxed commands get it read-write from their next run);
 - joins what the model is told: the session context (the workspace
   directories in the server's system instruction, and GEMINI.md files from
@@ -31,7 +31,7 @@ from pathlib import Path
 from rich.text import Text
 
 from gemini_split.app import attach_context
-from gemini_split.client.workspace import Workspace
+from gemini_split.tools.workspace import Workspace
 from gemini_split.ui.safe_text import visible
 
 from ..command_context import CommandContext
@@ -112,7 +112,7 @@ async def _trust_refusal(repl: CommandContext, text: str, real: Path) -> str | N
     """Why ``real`` may not join the workspace as far as folder trust goes,
     or None: refused when a rule marks it ``DO_NOT_TRUST``; asked when no
     rule covers it and folder trust is on (the answer is not remembered)."""
-    from gemini_split.settings import trust_rule, workspace_dir_refusal
+    from gemini_split.userfiles.settings import trust_rule, workspace_dir_refusal
 
     loaded = repl.settings.loaded_settings
     if loaded is None or not loaded.merged.security.folder_trust.enabled:

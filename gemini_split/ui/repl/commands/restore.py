@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from gemini_split.client.checkpoints import CheckpointError, for_settings
+from gemini_split.tools.checkpoints import CheckpointError, for_settings
 from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.client.restoring import (
     Entry,

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from gemini_split.settings import LoadedSettings
+from gemini_split.userfiles.settings import LoadedSettings
 
 #: Characters of a value shown at most (the rest is "…").
 VALUE_LIMIT = 80

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from gemini_split.client.skills import SkillError, set_disabled, settings_path
+from gemini_split.userfiles.skills import SkillError, set_disabled, settings_path
 from gemini_split.ui.safe_text import visible
 
 from ..command_context import CommandContext

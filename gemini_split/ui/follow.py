@@ -20,6 +20,8 @@ from gemini_split.tools.base import ToolFailed
 from gemini_split.protocol import ClientsChanged, Rewound, ServerEvent
 from gemini_split.protocol.turn import (
     AgentEnded,
+    ApprovalAsked,
+    ApprovalDecided,
     HistoryCompressed,
     TextAdded,
     ToolCallRequested,
@@ -37,11 +39,12 @@ PROMPT_SHOWN = 200
 
 class Follower:
     """``live``: write answers as they stream (watch mode, nothing else on
-    the screen); otherwise print each answer whole when it ends (the REPL,
-    whose prompt must not be broken up). Either way, text the model wrote
-    before a tool call is shown before the tool's line, and streamed text
-    is written as it came: the terminal wraps it, never rich (an answer
-    that is JSON stays copyable).
+    the screen); otherwise a whole line at a time as the lines complete
+    (the REPL, above its open prompt, which a line cannot continue). Either
+    way, text the model wrote before a tool call (or an approval question)
+    is shown before it, who settled a question is said, and streamed text is
+    written as it came: the terminal wraps it, never rich (an answer that is
+    JSON stays copyable).
 
     :meth:`hold` keeps what would be printed until :meth:`release` (the
     REPL holds an attach's replay until its banner is out)."""
@@ -49,6 +52,9 @@ class Follower:
     def __init__(self, console: Console, *, live: bool):
         self.console = console
         self.live = live
+        #: Not live: the model's text received and not printed yet (the
+        #: end of a line still being written).
+        self._pending = ""
         #: The latest attached clients, for a toolbar: ``[(label, role)]``.
         self.attached: list[tuple[str, str]] = []
         #: The session ``attached`` is about (set by whoever fills it).
@@ -59,6 +65,8 @@ class Follower:
         #: Live: whether the last thing written was streamed text not yet
         #: ended by a newline.
         self._mid_line = False
+        #: Not live: whether a line of the current text was printed already.
+        self._printed_text = False
         self._held: list[Callable[[], None]] | None = None
 
     def hold(self) -> None:
@@ -102,11 +110,27 @@ class Follower:
         else:
             show()
 
-    def _show_answer(self, text: str) -> None:
-        """Print the turn's text up to here, whole (not live: live wrote it
-        as it came)."""
+    def _stream(self, text: str) -> None:
+        """Not live: print the model's text a whole line at a time as it
+        comes (a line above the REPL's open prompt cannot be continued);
+        the end of a line waits for its newline, or :meth:`_flush`."""
+        self._pending += text
+        head, newline, rest = self._pending.rpartition("\n")
+        if not newline:
+            return
+        self._pending = rest
+        if head.strip() or self._printed_text:
+            self._print(Text(visible(head.lstrip("\n") if not self._printed_text else head)))
+            self._printed_text = True
+
+    def _flush(self) -> None:
+        """Not live: print what is left of the text so far (before a tool
+        call or a question about one, and at the turn's end), so the model's
+        words always come before what they led to."""
+        text, self._pending = self._pending, ""
         if not self.live and text.strip():
-            self._print(Text(visible(text.strip("\n"))))
+            self._print(Text(visible(text.strip("\n") if not self._printed_text else text.rstrip("\n"))))
+        self._printed_text = False
 
     def on_event(self, event: ServerEvent, *, own_request: str | None = None) -> None:
         """Show ``event`` unless it belongs to ``own_request`` (this
@@ -144,6 +168,14 @@ class Follower:
             elif isinstance(change, TextAdded):
                 if self.live:
                     self._write(visible(change.text))
+                else:
+                    self._stream(change.text)
+            elif isinstance(change, ApprovalAsked):
+                self._flush()  # the question is drawn after the words that led to it
+            elif isinstance(change, ApprovalDecided) and change.decision != "cancelled":
+                from .render import decision_said
+
+                self._print(Text(f"  {decision_said(change)}", style="dim"))
             elif isinstance(change, ToolCallStarted | ToolCallRequested) and change.agent_id:
                 # (1.4) A sub-agent's call: nested under its agent, never the answer's text.
                 if not getattr(change, "handover", False):
@@ -158,14 +190,14 @@ class Follower:
                 # A client's tool is asked for (tool_execution_request), a
                 # server's starts (tool_started, the only event of it others
                 # see): what the model said before calling it comes first.
-                self._show_answer(change.text_before)
+                self._flush()
                 self._print(Text(f"  ⚙ {visible(change.name)}", style="dim"))
                 for line in question_lines(change.name, change.args):
                     self._print(Text(f"    {line}", style="cyan"))
             elif isinstance(change, HistoryCompressed):
                 self._print(Text(f"  ✦ {change.describe()}", style="dim"))
             elif isinstance(change, TurnEnded) and change.request_id is not None:
-                self._show_answer(change.text)
+                self._flush()
                 if self.live:
                     self._emit(self._end_line)
                 if change.reason == "error":

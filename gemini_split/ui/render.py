@@ -355,10 +355,7 @@ class TurnView:
         elif isinstance(change, ApprovalDecided) and change.decision != "cancelled":
             # A server-side call's question settled elsewhere (this client's
             # own answers are said by the approval menu).
-            by = visible(change.by, newlines=False) or "another client"
-            said = {"approve": f"✓ approved by {by}", "approve_always": f"✓ approved (always) by {by}",
-                    "deny": f"✗ refused by {by}", "expired": "✗ nobody approved it in time"}
-            self._print(Text(said.get(change.decision, visible(change.decision, newlines=False)), style="yellow"))
+            self._print(Text(decision_said(change), style="yellow"))
 
     def _show_agent(self, change: Any) -> None:
         """A sub-agent's change: kept in its (collapsed) block; only its end
@@ -614,3 +611,12 @@ def _result_summary(result: Any) -> str:
     extra = len(lines) - 1
     more = f"  (+{extra} more line{'s' if extra != 1 else ''})" if extra else ""
     return f"{first}{more}"
+
+
+def decision_said(change: ApprovalDecided) -> str:
+    """How a settled approval question is said: who decided what
+    ("✓ approved by browser")."""
+    by = visible(change.by, newlines=False) or "another client"
+    said = {"approve": f"✓ approved by {by}", "approve_always": f"✓ approved (always) by {by}",
+            "deny": f"✗ refused by {by}", "expired": "✗ nobody approved it in time"}
+    return said.get(change.decision, visible(change.decision, newlines=False))

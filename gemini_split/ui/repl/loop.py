@@ -89,6 +89,8 @@ T = TypeVar("T")
 #: Seconds to wait for the server to confirm a cancel before starting afresh.
 CANCEL_GRACE = 3.0
 HISTORY_FILE = "repl_history"
+#: Seconds a passing note ("reconnected") stays on the toolbar.
+NOTE_SECONDS = 5.0
 
 
 class Repl:
@@ -788,7 +790,17 @@ class Repl:
             self.connection_note = f"reconnecting (attempt {attempt})…"
         elif state == "reconnected":
             self.connection_note = "reconnected"
+            if self._nursery is not None:
+                self._nursery.start_soon(self._clear_connection_note, "reconnected")
         self.reader.invalidate()
+
+    async def _clear_connection_note(self, note: str) -> None:
+        """Take ``note`` off the toolbar after :data:`NOTE_SECONDS`, unless
+        another has replaced it meanwhile."""
+        await trio.sleep(NOTE_SECONDS)
+        if self.connection_note == note:
+            self.connection_note = ""
+            self.reader.invalidate()
 
     def _fresh(self, settings: ClientSettings) -> ClientSettings:
         # Embedded or not, a new connection to the same server: the embedded

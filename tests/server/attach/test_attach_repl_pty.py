@@ -72,3 +72,43 @@ def test_another_clients_turn_prints_above_the_open_prompt_and_the_typed_line_su
             repl.close()
         sent = [r for r in fake.requests if "half a thought" in str(r)]
     assert sent, "the typed line reached the model whole"
+
+
+def test_an_idle_repl_streams_another_clients_answer_line_by_line_in_order_while_it_runs(tmp_path):
+    """Issue 46 §2: the other client's answer is shown as it streams (a whole
+    line at a time above the open prompt), not all at once when it ends."""
+    import subprocess
+
+    from tests.e2e.test_serve_e2e import _env
+
+    work = tmp_path / "work"
+    work.mkdir()
+    lines = "".join(f"streamed line {i:02d}\n" for i in range(12))
+    script = [{"text": "First answer."}, {"text": lines, "chunks": 12, "chunk_delay": 0.5}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake, \
+            daemon(tmp_path, fake, "--state-dir", str(tmp_path / "state")) as (_, address):
+        first = client(["--server", address, "-p", "first question"], cwd=work, in_process=False)
+        assert first.returncode == 0, first.stderr
+        repl = PtyProcess([sys.executable, "-m", "gemini_split", "attach", "latest", "--server", address,
+                           "--label", "laptop"],
+                          env=_environ(tmp_path, NO_COLOR="1"), cwd=str(work), rows=ROWS, cols=COLS)
+        other = None
+        try:
+            repl.expect(r"First answer\.", timeout=30)
+            repl.expect(PROMPT)
+            other = subprocess.Popen([sys.executable, "-m", "gemini_split", "--server", address, "--resume", "latest",
+                                      "-p", "stream for me"], cwd=work, env=_env(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+            repl.expect(r"streamed line 01", timeout=30)
+            assert other.poll() is None, "the line came only after the other client's turn ended"
+            repl.expect(r"streamed line 11", timeout=30)
+            assert other.wait(timeout=30) == 0
+            repl.drain(0.5)
+            screen = [line for line in screen_of(repl) if "streamed line" in line]
+            assert screen == [f"streamed line {i:02d}" for i in range(12)], screen
+            repl.send("\x04")
+            assert repl.wait(timeout=20) == 0
+        finally:
+            if other is not None and other.poll() is None:
+                other.kill()
+            repl.close()

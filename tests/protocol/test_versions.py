@@ -14,6 +14,8 @@ more test keeps version checks inside ``protocol/``.
 from __future__ import annotations
 
 import itertools
+import re
+from pathlib import Path
 
 import pytest
 
@@ -333,3 +335,22 @@ def test_a_capability_counts_only_from_the_version_that_has_it():
     capabilities = ("tool_hooks", "ask_user", "tool_approvals")
     assert usable_capabilities(m(Hello, protocol_version="1.3", capabilities=capabilities)) == {"tool_approvals"}
     assert usable_capabilities(m(Hello, protocol_version="1.4", capabilities=capabilities)) == set(capabilities)
+
+
+# --- where version checks live ------------------------------------------------------
+
+#: A line that tests a protocol version: a ``*_SINCE`` constant, a version
+#: parsed or compared, or the Connection asked whether the peer is too old.
+_VERSION_TEST = re.compile(r"_SINCE\b|version_tuple|\.version\s*[<>]|too_old_for\(")
+#: At most this many such lines outside ``protocol/`` (issue 41).
+VERSION_TESTS_OUTSIDE = 5
+
+
+def test_version_checks_live_in_the_protocol_package():
+    root = Path(__file__).resolve().parents[2]
+    found = [f"{path.relative_to(root)}:{n}: {line.strip()}"
+             for top in ("gemini_split", "plugins") for path in sorted((root / top).rglob("*.py"))
+             if "protocol" not in path.relative_to(root / top).parts[:1]
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if _VERSION_TEST.search(line)]
+    assert len(found) <= VERSION_TESTS_OUTSIDE, "\n".join(found)

@@ -201,13 +201,13 @@ SINCE: tuple[Since, ...] = (
           about=lambda m: m.context is not None and m.context.system_prompt is not None,
           convert=_without_system_prompt),
 )
+
 #: The capabilities a client lists in ``hello`` that count only from a version.
 CAPABILITIES_SINCE: dict[str, Version] = {TOOL_HOOKS_CAPABILITY: TOOL_HOOKS_SINCE, ASK_USER_CAPABILITY: ASK_USER_SINCE}
 
 _NEWEST: Version = max(row.version for row in SINCE)
-_BY_TYPE: dict[type, tuple[Since, ...]] = {}
-for _row in SINCE:
-    _BY_TYPE[_row.message] = (*_BY_TYPE.get(_row.message, ()), _row)
+_BY_TYPE: dict[type, tuple[Since, ...]] = {
+    cls: tuple(row for row in SINCE if row.message is cls) for cls in dict.fromkeys(row.message for row in SINCE)}
 _BY_TAG = {cls.TYPE: rows for cls, rows in _BY_TYPE.items()}
 _TAG_START = '{"type":"'
 
@@ -222,8 +222,8 @@ class TooOld(NamedTuple):
 
 def too_old_for(version: Version, message: type[Message], what: str = "") -> TooOld | None:
     """None when a peer of ``version`` knows ``message`` (``what``: one of
-    its fields, as :data:`SINCE` names it), else what it speaks and what
-    would do. Raises :class:`KeyError` for what no row names."""
+    its fields, as :data:`SINCE` names it), else the version it speaks
+    and the one that has it. Raises :class:`KeyError` for what no row names."""
     for row in _BY_TYPE.get(message, ()):
         if row.what == what:
             return TooOld(_dotted(version), _dotted(row.version)) if version < row.version else None
@@ -253,10 +253,10 @@ def adapted(message: Message, version: Version) -> Message | None:
 
 
 def adapted_text(text: str, version: Version) -> str | None:
-    """:func:`adapted` for a message as we encoded it (fields in
-    declaration order, the ``type`` tag first; marked ``replayed`` or not):
-    the same text when it goes unchanged, its conversion encoded, or None.
-    Decodes only the types :data:`SINCE` names, and only for an older peer."""
+    """:func:`adapted` for a message as we encoded it (msgspec writes the
+    ``type`` tag first; marked ``replayed`` or not): the same text when it
+    goes unchanged, its conversion encoded, or None. Decodes only the types
+    :data:`SINCE` names, and only for an older peer."""
     if version >= _NEWEST or not text.startswith(_TAG_START):
         return text
     if text[len(_TAG_START):text.find('"', len(_TAG_START))] not in _BY_TAG:

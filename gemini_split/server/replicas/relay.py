@@ -287,9 +287,10 @@ class Relay:
             for event in page:
                 if event.seq > upto:
                     return
-                text = self.conn.text_for_peer(event.data) if wanted is None or event.seq in wanted else None
-                if text is not None:  # as the client's version may have it
-                    await self.stream.send(mark_replayed(text))
+                if wanted is None or event.seq in wanted:
+                    text = self.conn.text_for_peer(event.data)  # as the client's version may have it
+                    if text is not None:
+                        await self.stream.send(mark_replayed(text))
                 cursor = event.seq
 
     async def _send(self, message: Any) -> None:

@@ -46,7 +46,6 @@ from gemini_split.protocol import (
     ToolExecutionRequest,
     ToolExecutionResponse,
     ToolProgress,
-    REMOTE_AGENTS_SINCE,
     TOOL_PROGRESS_LIMIT,
 )
 from gemini_split.stamping import stamp
@@ -275,7 +274,7 @@ class ToolCalls:
         this client makes the call of, for a server that takes its text as
         it comes (``tool_progress``)."""
         executor = self._client.executor
-        return (self._client.conn.version >= REMOTE_AGENTS_SINCE and executor.registry.get(request.tool) is None
+        return (self._client.conn.too_old_for(ToolProgress) is None and executor.registry.get(request.tool) is None
                 and executor.delegates is not None and executor.delegates(request.tool) is not None)
 
     def _streamed(self, request: ToolExecutionRequest, emit: Any) -> Any:

@@ -23,7 +23,7 @@ import trio
 from gemini_split._trio_util import single_exceptions
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
-from gemini_split.protocol import Replay, TOOL_HOOKS_SINCE, SYSTEM_PROMPT_SINCE
+from gemini_split.protocol import GenerateContentRequest, HookResponse, Replay
 from gemini_split.transport import (
     AuthenticationFailed,
     ConnectFailed,
@@ -438,12 +438,13 @@ def _check_system_prompt(context: ContextSettings, client: ProtocolClient) -> No
     """Refuse to go on with a server that would ignore the user's own system
     prompt (``GEMINI_SYSTEM_MD``: protocol 1.4). Raises :class:`HandshakeFailed`."""
     message = context.message
-    if message is None or message.system_prompt is None or client.conn.version >= SYSTEM_PROMPT_SINCE:
+    old = client.conn.too_old_for(GenerateContentRequest, "context.system_prompt")
+    if message is None or message.system_prompt is None or old is None:
         return
     server = (client.connected.server if client.connected is not None else "") or "the server"
     raise HandshakeFailed(
-        f"{server} speaks protocol {'.'.join(map(str, client.conn.version))} and would ignore your system prompt "
-        f"file {context.system_prompt_file} (GEMINI_SYSTEM_MD needs 1.4): upgrade the server, or unset "
+        f"{server} speaks protocol {old.peer} and would ignore your system prompt "
+        f"file {context.system_prompt_file} (GEMINI_SYSTEM_MD needs {old.since}): upgrade the server, or unset "
         "GEMINI_SYSTEM_MD to use its built-in system prompt", "unsupported_version")
 
 
@@ -507,12 +508,11 @@ def _hooks_not_run(settings: ToolSettings, client: ProtocolClient) -> list[str]:
     run on the server, and the server cannot ask this client to run them
     (it speaks a protocol older than 1.4): its tools then run without them."""
     hooks = client.executor.hooks
-    if settings.run_on != "server" or hooks is None or not hooks.has_tool_hooks \
-            or client.conn.version >= TOOL_HOOKS_SINCE:
+    old = client.conn.too_old_for(HookResponse)  # the server asks with hook_request from the same version
+    if settings.run_on != "server" or hooks is None or not hooks.has_tool_hooks or old is None:
         return []
-    version = ".".join(map(str, client.conn.version))
     return ["BeforeTool and AfterTool hooks do not run for the tools the server runs (--tools server): "
-            f"this server speaks protocol {version}, and asks a client to run them from 1.4 on; "
+            f"this server speaks protocol {old.peer}, and asks a client to run them from {old.since} on; "
             "see README \"Hooks\""]
 
 

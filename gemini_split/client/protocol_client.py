@@ -41,21 +41,12 @@ from gemini_split.protocol import (
     SessionInfo,
     Sessions,
     ASK_USER_CAPABILITY,
-    COMPRESSION_SINCE,
-    SUBAGENTS_SINCE,
-    REMOTE_AGENTS_SINCE,
-    AGENT_POLICY_SINCE,
-    AGENT_MCP_SINCE,
-    RESTORE_SINCE,
-    SYSTEM_PROMPT_SINCE,
     GetSystemPrompt,
     SystemPrompt,
-    PAIRING_SINCE,
     Pair,
     PairedBrowsers,
     PairedLink,
     Compress,
-    REWIND_SINCE,
     Rewind,
     Rewound,
     Connected,
@@ -485,19 +476,13 @@ class ProtocolClient:
         ``gemini_cli.user_prompt``); None for a hook's prompt."""
         if self.before_turn is not None:
             await self.before_turn()
-        if context is not None and context.agents and self.conn.version < SUBAGENTS_SINCE:
-            # (1.4) A server that runs no sub-agents is not sent them.
-            context = msgspec.structs.replace(context, agents=())
-        elif context is not None and self.conn.version < REMOTE_AGENTS_SINCE \
-                and any(a.kind == "remote" for a in context.agents):
-            # (1.5) Nor remote ones to a server that cannot ask for them.
-            context = msgspec.structs.replace(context, agents=tuple(a for a in context.agents if a.kind != "remote"))
+        # What of the context a server's version lacks (sub-agents before
+        # 1.4; remote or denied ones, their own MCP tools before 1.5) the
+        # Connection leaves out (protocol/versions.py).
         if context is not None and context.agents:
             context = msgspec.structs.replace(context, agents=self._judged_agents(context.agents))
-        if context is not None and context.agents and self.agent_mcp_tools is not None \
-                and self.conn.version >= AGENT_MCP_SINCE:
-            # (1.5) Each sub-agent's own MCP tools, in its definition: an
-            # older server, which would not keep them to it, is not sent them.
+        if context is not None and context.agents and self.agent_mcp_tools is not None:
+            # (1.5) Each sub-agent's own MCP tools, in its definition.
             own = self.agent_mcp_tools
             context = msgspec.structs.replace(context, agents=tuple(
                 msgspec.structs.replace(a, mcp_tools=own(a.name)) if a.kind == "local" and own(a.name) else a
@@ -513,8 +498,9 @@ class ProtocolClient:
         """(1.5) ``agents`` as the policy (now, in the current approval
         mode) lets the main agent delegate to them: one a policy rule denies
         by name (gemini-cli's "sub-agent name as toolName") carries that
-        rule's message in ``denied`` for the server to refuse its call with;
-        a server older than 1.5, which would run it anyway, is not sent it."""
+        rule's message in ``denied`` for the server to refuse its call with
+        (a server older than 1.5, which would run it anyway, is not sent it:
+        its ``Connection`` leaves it out)."""
         policy = getattr(self.executor, "policy", None)
         engine = getattr(policy, "engine", None)
         if engine is None:
@@ -527,7 +513,7 @@ class ProtocolClient:
             if verdict.decision is not Decision.DENY or verdict.rule is None \
                     or verdict.rule.priority < DEFAULT_TIER + 1:
                 judged.append(agent)
-            elif self.conn.version >= AGENT_POLICY_SINCE:
+            else:
                 judged.append(msgspec.structs.replace(agent, denied=(verdict.reason or "denied by policy")[:4096]))
         return tuple(judged)
 
@@ -536,17 +522,22 @@ class ProtocolClient:
         ``compressed`` event (through ``on_event``) and ``finished``, or the
         ``error`` that says why nothing changed. Raises
         :class:`RequestFailed` for a server older than 1.3, which cannot."""
-        if self.conn.version < COMPRESSION_SINCE:
-            raise RequestFailed("this server cannot compress a session's history (it speaks protocol "
-                                f"{'.'.join(map(str, self.conn.version))}; 1.3 can)", ErrorCode.UNKNOWN_TYPE.value)
+        self._require(Compress, "this server cannot compress a session's history (it speaks protocol {peer}; "
+                      "{since} can)")
         if self.hooks is not None:  # advisory: it cannot stop the compression
             await self.hooks.fire("PreCompress", {"trigger": "manual"}, target="manual")
         return await self._run_request(stamp(Compress()))
 
+    def _require(self, message: type[ClientMessage], refusal: str) -> None:
+        """Raise :class:`RequestFailed` (``unknown_type``) saying ``refusal``
+        (``{peer}``: the version the server speaks, ``{since}``: the one
+        that has ``message``) when the server's protocol lacks ``message``."""
+        old = self.conn.too_old_for(message)
+        if old is not None:
+            raise RequestFailed(refusal.format(peer=old.peer, since=old.since), ErrorCode.UNKNOWN_TYPE.value)
+
     def _check_rewind(self) -> None:
-        if self.conn.version < REWIND_SINCE:
-            raise RequestFailed("this server does not support rewinding (protocol "
-                                f"{'.'.join(map(str, self.conn.version))}; 1.4 can)", ErrorCode.UNKNOWN_TYPE.value)
+        self._require(Rewind, "this server does not support rewinding (protocol {peer}; {since} can)")
 
     async def rewind(self, before_seq: int, *, revert_files: bool = False, timeout: float = 30.0) -> Rewound:
         """(1.4) Rewind this session to before the prompt whose
@@ -671,9 +662,7 @@ class ProtocolClient:
         """(1.4) ``pair``: a one-time browser sign-in code (``link``), the
         user's paired browsers (``list``), or revoke one (``revoke``,
         ``browser_id`` or ``"all"``). Raises :class:`RequestFailed`."""
-        if self.conn.version < PAIRING_SINCE:
-            raise RequestFailed("this server cannot pair browsers (it speaks protocol "
-                                f"{'.'.join(map(str, self.conn.version))}; 1.4 is needed)", "unknown_type")
+        self._require(Pair, "this server cannot pair browsers (it speaks protocol {peer}; {since} is needed)")
         reply = await self._request(Pair(action=action, browser_id=browser_id), timeout)
         assert isinstance(reply, PairedLink | PairedBrowsers)
         return reply
@@ -685,9 +674,8 @@ class ProtocolClient:
         change, or (``apply``) the files restored. Raises
         :class:`RequestFailed` (the server's error code; ``unknown_type``
         for a server older than 1.4)."""
-        if self.conn.version < RESTORE_SINCE or self.connected is None:
-            raise RequestFailed("this server cannot restore checkpoints (it speaks protocol "
-                                f"{'.'.join(map(str, self.conn.version))}; 1.4 can)", ErrorCode.UNKNOWN_TYPE.value)
+        self._require(Restore, "this server cannot restore checkpoints (it speaks protocol {peer}; {since} can)")
+        assert self.connected is not None
         reply = await self._request(Restore(session_id=self.connected.session_id, checkpoint_id=checkpoint_id,
                                             apply=apply), timeout)
         assert isinstance(reply, Checkpoints)
@@ -697,9 +685,8 @@ class ProtocolClient:
         """(1.4) The system instruction the server would send the model
         with ``context`` (None: the session's last). Raises
         :class:`RequestFailed` (``unknown_type`` from a server older than 1.4)."""
-        if self.conn.version < SYSTEM_PROMPT_SINCE:
-            raise RequestFailed(f"this server cannot show its system prompt (it speaks protocol "
-                                f"{'.'.join(map(str, self.conn.version))}; 1.4 can)", ErrorCode.UNKNOWN_TYPE.value)
+        self._require(GetSystemPrompt, "this server cannot show its system prompt (it speaks protocol {peer}; "
+                      "{since} can)")
         reply = await self._request(GetSystemPrompt(context=context), timeout)
         assert isinstance(reply, SystemPrompt)
         return reply

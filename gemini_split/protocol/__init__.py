@@ -1,7 +1,8 @@
 """The gemini-split protocol, sans-IO.
 
 Message types (msgspec Structs), the JSON codec, validation, the per-role
-state machine (:class:`Connection`) and the session event log. Nothing here
+state machine (:class:`Connection`), what an older peer is sent
+(``versions.py``) and the session event log. Nothing here
 performs I/O, reads a clock or draws random numbers, or imports trio or
 google-genai: both sides import this package and nothing else is shared.
 Senders stamp ids and timestamps (``gemini_split.stamping``).
@@ -103,6 +104,7 @@ from .messages import AGENT_POLICY_SINCE  # 1.5
 from .messages import SESSION_ATTACHED_MAX, SESSION_CLIENTS_SINCE  # 1.5
 from .messages import AGENT_MCP_SINCE  # 1.5
 from .connection import Connection, Phase, RequestState, starts_request
+from .versions import SINCE, Since, TooOld, usable_capabilities
 from .tracker import RequestTracker
 from .event_log import EventLog, ReplayUnavailable, coalesce
 

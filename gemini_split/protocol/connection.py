@@ -116,6 +116,7 @@ from .messages import (
     is_stamped,
 )
 from .tracker import DECIDED_KEPT, RequestState, RequestTracker  # noqa: F401 (DECIDED_KEPT: said here before)
+from .versions import TooOld, adapted, adapted_text, too_old_for
 
 CLIENT = "client"
 SERVER = "server"
@@ -570,8 +571,13 @@ class Connection:
     refused ``generate_content_request`` is owed its ``error``).
     :meth:`send` raises :class:`LocalProtocolError` for a message we may not
     send now (a bug on our side: a second ``finished``, an answer to a call
-    nobody made, an unstamped message); nothing is sent and the state is
-    unchanged.
+    nobody made, an unstamped message, a message type the peer's version
+    lacks); nothing is sent and the state is unchanged.
+
+    Versions: once the handshake is done, :meth:`send` gives the peer each
+    message as its version may have it (``protocol/versions.py``: one table
+    of what came in which version): skipped (``send`` returns None),
+    converted, or refused. :meth:`too_old_for` asks the table first.
     """
 
     def __init__(self, role: str, *, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE):
@@ -612,6 +618,25 @@ class Connection:
         """The protocol version both ends speak, once ``connected`` crossed
         (``(0, 0)`` before): what a newer peer may send the other."""
         return self._c.version
+
+    def too_old_for(self, message: type[Message], what: str = "") -> TooOld | None:
+        """None when the peer's version has ``message`` (``what``: a field of
+        it, as ``protocol/versions.py`` names it), else the version the peer
+        speaks and the one that has it. Before the handshake, every
+        versioned thing is too new."""
+        return too_old_for(self._c.version, message, what)
+
+    def for_peer(self, message: Message) -> Message | None:
+        """``message`` as the peer's version may be sent it (itself, a
+        conversion, or None: not sent), unchecked by the state: for what a
+        server sends past :meth:`send` (a replay, the relay's replies).
+        Raises :class:`LocalProtocolError` for a type the peer lacks."""
+        return adapted(message, self._c.version) if self.connected is not None else message
+
+    def text_for_peer(self, text: str) -> str | None:
+        """:meth:`for_peer` for an event as we encoded it (a replay from the
+        store, the Redis relay): the same text, its conversion, or None."""
+        return adapted_text(text, self._c.version) if self.connected is not None else text
 
     @property
     def observer(self) -> bool:
@@ -658,10 +683,13 @@ class Connection:
             raise exc from None
         return message
 
-    def send(self, message: Message, *, text: str | None = None) -> str:
+    def send(self, message: Message, *, text: str | None = None) -> str | None:
         """Check one message of ours against the state and encode it.
 
-        Returns the text to write. ``text`` is the message's encoding when
+        Returns the text to write, or None when the peer's version is not
+        sent ``message`` (nothing to write; the state is unchanged). A
+        message the peer's version has in another form is converted first
+        (see the class docstring). ``text`` is the message's encoding when
         the caller has it already (the event log encodes each event once):
         it is checked for size, not encoded again. Raises
         :class:`LocalProtocolError`."""
@@ -669,6 +697,11 @@ class Connection:
             raise LocalProtocolError(
                 ErrorCode.MISSING_FIELD, f"{_kind(message)} is not stamped with an id and a timestamp", field="id"
             )
+        sent = self.for_peer(message)
+        if sent is None:
+            return None
+        if sent is not message:
+            message, text = sent, None
         if text is None:
             try:
                 text = encode(message)

@@ -20,14 +20,7 @@ import trio
 from gemini_split import __version__
 from gemini_split.protocol import (
     ASK_USER_CAPABILITY,
-    ASK_USER_SINCE,
-    version_tuple,
-    COMPRESSION_SINCE,
-    REWIND_SINCE,
-    Rewound,
-    SUBAGENTS_SINCE,
     PROTOCOL_VERSION,
-    Compressed,
     ClientMessage,
     Connected,
     Connection,
@@ -46,18 +39,11 @@ from gemini_split.protocol import (
     PairedLink,
     ServerMessage,
     Sessions,
+    usable_capabilities,
     ReplayUnavailable,
     RemoteProtocolError,
-    TextDelta,
-    ThinkingDelta,
-    ToolDelta,
     quote,
-    ClientsChanged,
     Replay,
-    RequestStarted,
-    ToolCallAnswered,
-    ToolAwaitingApproval,
-    ToolDecided,
 )
 from gemini_split.stamping import stamp
 from msgspec.structs import replace as msgspec_replace
@@ -75,12 +61,10 @@ from .config import ServerConfig
 from .model.base import Model
 from .session.priority import AnswerFirst
 from .session.session import Session
-from .session.rewind import rewound_notice
 from .session.manager import AmbiguousSession, RemoteSession, SessionManager, session_infos
 from .session.manager import no_such_session as _no_such_session
 from .session.views import OBSERVER, AttachPoint, View
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
-from gemini_split.protocol.agents import for_older_peer, text_for_older_peer
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
 from .session.server_tools import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
@@ -271,8 +255,7 @@ class AgentService:
                     limit=self.config.outbox_limit, max_bytes=self.config.outbox_bytes,
                     approves=APPROVALS_CAPABILITY in hello.capabilities,
                     tool_hooks=runs_tool_hooks(hello), hook_timeout=hello.tool_hooks_timeout,
-                    answers_questions=ASK_USER_CAPABILITY in hello.capabilities
-                    and version_tuple(hello.protocol_version) >= ASK_USER_SINCE)
+                    answers_questions=ASK_USER_CAPABILITY in usable_capabilities(hello))
         point = self.manager.attach(session, view)
         self._streams[id(view)] = (stream, conn)
         resumed = hello.session_id is not None
@@ -494,9 +477,9 @@ class AgentService:
         connection, then written."""
         try:
             if plan is not None:
-                await self._replay_planned(stream, session, view, plan, conn.version)
+                await self._replay_planned(stream, conn, session, plan)
             elif replay_from is not None:
-                await self._replay(stream, session, view, replay_from, point.last_seq, conn.version)
+                await self._replay(stream, conn, session, view, replay_from, point.last_seq)
             if plan is not None or replay_from is not None:
                 session.catch_up(view, point.last_seq)
             while True:
@@ -505,33 +488,25 @@ class AgentService:
                 if conn.phase is Phase.CLOSED:
                     return  # the client ended the protocol (a fatal error): nothing more goes out
                 for event, text in taken:
-                    if not conn.announced and isinstance(event, _V12_EVENTS):
-                        continue  # a 1.1 client knows nothing of them
-                    if isinstance(event, Compressed) and conn.version < COMPRESSION_SINCE:
-                        continue  # nor a 1.2 client of this
-                    if isinstance(event, Rewound) and conn.version < REWIND_SINCE:
-                        # A 1.3 client cannot read it: a notice in words instead.
-                        event = rewound_notice(event)
-                        text = None
-                    if conn.version < SUBAGENTS_SINCE and not for_older_peer(event):
-                        continue  # a sub-agent's own events (protocol/agents.py)
-                    if isinstance(event, ToolAwaitingApproval) and event.questions and conn.version < ASK_USER_SINCE:
-                        continue  # nor a 1.3 client of ask_user's questions (it would take them for an approval)
                     try:
+                        # What an older client cannot read is skipped or
+                        # converted here (protocol/versions.py).
                         text = conn.send(event, text=text)
                     except LocalProtocolError:
                         # A bug on our side: never put it on the wire.
                         log.exception("session %s: not sending %s", session.id, type(event).__name__)
                         continue
-                    texts.append(text)
+                    if text is not None:
+                        texts.append(text)
                 if texts:  # all a view that fell behind has queued, in one write
                     await stream.send_many(texts)
         except (ConnectionClosed, ConnectionBroken):
             scope.cancel()
 
-    async def _replay_planned(self, stream: MessageStream, session: Session, view: View, plan: ReplayPlan,
-                              version: tuple[int, int]) -> None:
-        """The planned events, marked ``replayed``, from memory or the store."""
+    async def _replay_planned(self, stream: MessageStream, conn: Connection, session: Session,
+                              plan: ReplayPlan) -> None:
+        """The planned events, marked ``replayed``, from memory or the store
+        (as the client's version may have them: ``Connection.for_peer``)."""
         if plan.seqs:
             wanted = set(plan.seqs)
             first, last = plan.seqs[0], plan.seqs[-1]
@@ -539,30 +514,29 @@ class AgentService:
                 for event in session.log.since(first - 1):
                     if event.seq is not None and event.seq > last:
                         break
-                    if event.seq in wanted and (version >= SUBAGENTS_SINCE or for_older_peer(event)):
-                        await stream.send(mark_replayed(encode(event)))
+                    if event.seq in wanted:
+                        await _send_replayed(stream, conn, event)
             except ReplayUnavailable:
                 async def send(stored: StoredEvent) -> None:
-                    if stored.seq in wanted and (version >= SUBAGENTS_SINCE or text_for_older_peer(stored.data)):
-                        await stream.send(mark_replayed(stored.data))
+                    if stored.seq in wanted:
+                        await _send_replayed_text(stream, conn, stored.data)
 
                 await self.manager.replay(session, first - 1, last, send)
 
-    async def _replay(self, stream: MessageStream, session: Session, view: View, last_seq: int, upto: int,
-                      version: tuple[int, int]) -> None:
+    async def _replay(self, stream: MessageStream, conn: Connection, session: Session, view: View, last_seq: int,
+                      upto: int) -> None:
         """Every logged event after ``last_seq`` up to the attach point,
-        marked ``replayed``, or say they are gone."""
+        marked ``replayed`` (as the client's version may have them), or say
+        they are gone."""
         try:
             for event in session.log.since(last_seq):
                 if event.seq is not None and event.seq > upto:
                     break
-                if version >= SUBAGENTS_SINCE or for_older_peer(event):
-                    await stream.send(mark_replayed(encode(event)))
+                await _send_replayed(stream, conn, event)
             complete = True
         except ReplayUnavailable:
             async def send(stored: StoredEvent) -> None:
-                if version >= SUBAGENTS_SINCE or text_for_older_peer(stored.data):
-                    await stream.send(mark_replayed(stored.data))
+                await _send_replayed_text(stream, conn, stored.data)
 
             complete = await self.manager.replay(session, last_seq, upto, send)
         if not complete:
@@ -611,7 +585,7 @@ class AgentService:
                     return
                 continue
             if isinstance(message, ListSessions | DeleteSession):
-                await self._answer_sessions(session, view, message, conn.version)
+                await self._answer_sessions(session, view, message)
                 continue
             if isinstance(message, Pair):
                 view.send_direct(await self.answer_pair(session.principal, message, where=f"session {session.id}",
@@ -619,8 +593,7 @@ class AgentService:
                 continue
             await session.handle(message, view)
 
-    async def _answer_sessions(self, session: Session, view: View, message: ListSessions | DeleteSession,
-                               version: tuple[int, int]) -> None:
+    async def _answer_sessions(self, session: Session, view: View, message: ListSessions | DeleteSession) -> None:
         """``list_sessions`` / ``delete_session``: only ever the caller's
         own sessions."""
         try:
@@ -641,8 +614,7 @@ class AgentService:
                                    message=f"the server cannot read its sessions: {exc}"))
             return
         running, attached = await self.manager.activity(s.id for s in summaries)
-        view.send_direct(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, version,
-                                                                                 running, attached)))
+        view.send_direct(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, running, attached)))
 
     async def answer_pair(self, principal: Principal | None, message: Pair, *, where: str,
                           paired_browser: str | None = None) -> ServerMessage:
@@ -685,8 +657,16 @@ class AgentService:
             for b in browsers))
 
 
-#: Events only 1.2 clients know (several clients on one session).
-_V12_EVENTS = (RequestStarted, ClientsChanged, ToolCallAnswered, ToolDecided)
+async def _send_replayed(stream: MessageStream, conn: Connection, event: ServerMessage) -> None:
+    sent = conn.for_peer(event)
+    if sent is not None:
+        await stream.send(mark_replayed(encode(sent)))
+
+
+async def _send_replayed_text(stream: MessageStream, conn: Connection, text: str) -> None:
+    sent = conn.text_for_peer(text)
+    if sent is not None:
+        await stream.send(mark_replayed(sent))
 
 
 async def _send_fatal(stream: MessageStream, conn: Connection, code: ErrorCode, text: str,

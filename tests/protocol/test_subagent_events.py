@@ -20,10 +20,18 @@ from gemini_split.protocol import (
     Usage,
     encode,
 )
-from gemini_split.protocol.agents import for_older_peer, text_for_older_peer
 from gemini_split.protocol.event_log import coalesce
 from gemini_split.protocol.replay import mark_replayed
+from gemini_split.protocol.versions import adapted, adapted_text
 from gemini_split.stamping import stamp
+
+
+def for_older_peer(event) -> bool:
+    return adapted(event, (1, 3)) is not None
+
+
+def text_for_older_peer(text: str) -> bool:
+    return adapted_text(text, (1, 3)) is not None
 
 EVENTS = [
     (TextDelta(request_id="r", content="main text"), True),

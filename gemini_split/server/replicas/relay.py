@@ -57,13 +57,8 @@ import trio
 from gemini_split import __version__
 from gemini_split.protocol import (
     ASK_USER_CAPABILITY,
-    ASK_USER_SINCE,
-    REWIND_SINCE,
     Rewind,
-    decode,
     starts_request,
-    COMPRESSION_SINCE,
-    SUBAGENTS_SINCE,
     Cancel,
     ClientInfo,
     Compress,
@@ -82,15 +77,13 @@ from gemini_split.protocol import (
     ToolExecutionResponse,
     decode,
     encode,
-    version_tuple,
+    usable_capabilities,
 )
 from gemini_split.stamping import stamp
 from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageStream, MessageTooLarge, Principal
 
 from ..session.manager import no_such_session, session_infos
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
-from ..session.rewind import rewound_notice
-from gemini_split.protocol.agents import text_for_older_peer
 from ..session.server_tools import APPROVALS_CAPABILITY
 from ..session.tool_hooks import runs_tool_hooks
 from ..session.views import View
@@ -99,13 +92,6 @@ from .replica import RelayedClient, Replica
 
 #: What only a client that may act sends (an observer gets ``forbidden``).
 _ACTS = (GenerateContentRequest, Compress, Cancel, ToolExecutionResponse, Rewind)
-#: How a ``compressed`` event's text starts (msgspec writes the tag first).
-_COMPRESSED = '{"type":"compressed"'
-_REWOUND = '{"type":"rewound"'
-#: How an approval question's text starts, and what only an ``ask_user``
-#: question (1.4) carries.
-_APPROVAL = '{"type":"tool_awaiting_approval"'
-_QUESTIONS = '"questions":['
 
 
 log = logging.getLogger(__name__)
@@ -148,12 +134,6 @@ class Relay:
     def _client_capabilities(self) -> tuple[str, ...]:
         hello = self.conn.hello
         return tuple(hello.capabilities) if hello is not None else ()
-
-    @property
-    def _hello_version(self) -> tuple[int, int]:
-        """The version the client speaks (``connected`` is not sent yet when it joins)."""
-        hello = self.conn.hello
-        return version_tuple(hello.protocol_version) if hello is not None else (0, 0)
 
     @property
     def replay(self) -> Replay | None:
@@ -259,8 +239,8 @@ class Relay:
                                 replica=self.replica.id, role=self.role, label=self.label,
                                 approves="1" if APPROVALS_CAPABILITY in self._client_capabilities else "",
                                 hooks=self._hooks_field(),
-                                asks="1" if ASK_USER_CAPABILITY in self._client_capabilities
-                                and self._hello_version >= ASK_USER_SINCE else "",
+                                asks="1" if self.conn.hello is not None
+                                and ASK_USER_CAPABILITY in usable_capabilities(self.conn.hello) else "",
                                 token="" if self._has_token else "1")
         reply = await self.replica.control_reply(self.relay_id, JOIN_TIMEOUT)
         if reply is not None and reply[1].get("by_id_refused"):
@@ -307,36 +287,27 @@ class Relay:
             for event in page:
                 if event.seq > upto:
                     return
-                if (wanted is None or event.seq in wanted) and self._knows(event.data):
-                    await self.stream.send(mark_replayed(event.data))
+                if wanted is None or event.seq in wanted:
+                    text = self.conn.text_for_peer(event.data)  # as the client's version may have it
+                    if text is not None:
+                        await self.stream.send(mark_replayed(text))
                 cursor = event.seq
 
-    def _knows(self, text: str) -> bool:
-        """Whether the client speaks the version of this event (a 1.2
-        client is never sent ``compressed``, a 1.3 client no sub-agent's
-        own events nor ``ask_user``'s questions)."""
-        version = self.conn.version
-        if version < ASK_USER_SINCE and text.startswith(_APPROVAL) and _QUESTIONS in text:
-            return False  # it would take them for a yes-or-no approval
-        if version >= SUBAGENTS_SINCE:
-            return True
-        if not text_for_older_peer(text):
-            return False  # a sub-agent's own events (protocol/agents.py)
-        return version >= COMPRESSION_SINCE or not text.startswith(_COMPRESSED)
-
     async def _send(self, message: Any) -> None:
-        await self.stream.send(encode(stamp(message)))
+        """Stamp, encode and send a message of the relay's own, as the
+        client's version may have it."""
+        sent = self.conn.for_peer(stamp(message))
+        if sent is not None:
+            await self.stream.send(encode(sent))
 
     async def _forward_events(self, cursor: int, reply_cursor: str, scope: trio.CancelScope) -> None:
         try:
             async for texts in self.replica.follow(self.record.id, cursor, replies=self.relay_id,
                                                    replies_after=reply_cursor):
                 for text in texts:
-                    if text.startswith(_REWOUND) and self.conn.version < REWIND_SINCE:
-                        # A 1.3 client cannot read it: a notice in words instead.
-                        text = encode(rewound_notice(decode(text)))
-                    if self._knows(text):
-                        await self.stream.send(text)
+                    sent = self.conn.text_for_peer(text)  # as the client's version may have it
+                    if sent is not None:
+                        await self.stream.send(sent)
         except StoreError as exc:
             self.ended = f"lost the store: {exc}"
             await self.stream.aclose("the session store is unreachable; reconnect")
@@ -413,8 +384,7 @@ class Relay:
                                    message=f"the server cannot read its sessions: {exc}"))
             return
         running, attached = await self.manager.activity(s.id for s in summaries)
-        await self._send(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, self.conn.version,
-                                                                                  running, attached)))
+        await self._send(Sessions(in_reply_to=message.id, sessions=session_infos(summaries, running, attached)))
 
 
 class _RefusedById(Exception):

@@ -66,7 +66,7 @@ from typing import Any
 import trio
 
 from gemini_split.protocol import ClientInfo, SessionInfo
-from gemini_split.protocol.messages import SESSION_ATTACHED_MAX, SESSION_CLIENTS_SINCE, SESSION_SCOPE_SINCE
+from gemini_split.protocol.messages import SESSION_ATTACHED_MAX
 from gemini_split.transport import Principal
 
 from .session import LOCAL_OWNER, Session
@@ -490,19 +490,16 @@ class SessionManager:
         return False
 
 
-def session_infos(summaries: list[SessionSummary], version: tuple[int, int],
-                  running: Container[str] = frozenset(),
+def session_infos(summaries: list[SessionSummary], running: Container[str] = frozenset(),
                   attached: Mapping[str, tuple[ClientInfo, ...]] | None = None) -> tuple[SessionInfo, ...]:
-    """``summaries`` as ``sessions`` lists them to a peer of protocol
-    ``version``: the project directory and whether each is ``running``
-    (the ids in ``running``) only from 1.4 on (``SESSION_SCOPE_SINCE``);
-    who is ``attached`` to each (by id) only from 1.5 on
-    (``SESSION_CLIENTS_SINCE``), the first :data:`SESSION_ATTACHED_MAX`
-    named."""
-    scoped = version >= SESSION_SCOPE_SINCE
-    clients = attached if attached is not None and version >= SESSION_CLIENTS_SINCE else {}
+    """``summaries`` as ``sessions`` lists them: the project directory,
+    whether each is ``running`` (the ids in ``running``) and who is
+    ``attached`` to each (by id), the first :data:`SESSION_ATTACHED_MAX`
+    named. (An older client's ``Connection`` leaves out what its version
+    lacks.)"""
+    clients = attached or {}
     return tuple(SessionInfo(id=s.id, title=s.title, created=int(s.created * 1000), updated=int(s.updated * 1000),
-                             turns=s.turns, model=s.model, project=s.project if scoped else "",
-                             running=scoped and s.id in running, clients=len(clients.get(s.id, ())),
+                             turns=s.turns, model=s.model, project=s.project, running=s.id in running,
+                             clients=len(clients.get(s.id, ())),
                              attached=tuple(clients.get(s.id, ())[:SESSION_ATTACHED_MAX]))
                  for s in summaries)

@@ -37,9 +37,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from gemini_split.protocol import Error, ErrorCode, Rewound
-from gemini_split.stamping import stamp
-
 #: Tool calls whose place is kept (for ``/restore``), the latest: the
 #: timeline is saved with every turn, so it must not grow with the session.
 CALLS_KEPT = 1000
@@ -288,16 +285,6 @@ def is_hidden(hidden: Any, seq: int) -> bool:
 
 def _int(value: Any) -> int | None:
     return None if value is None else int(value)
-
-
-def rewound_notice(event: Rewound) -> Error:
-    """What a client older than 1.4 gets instead of ``rewound`` (it cannot
-    read it): a notice, the non-fatal ``error`` ``session_rewound``, saying
-    that what it shows is stale."""
-    return stamp(Error(code=ErrorCode.SESSION_REWOUND.value, seq=event.seq, message=(
-        f"{event.by or 'another client'} rewound this session to before one of its prompts "
-        f"({event.points} left): what is shown above that point is no longer part of the conversation; "
-        "resume the session to see it as it is now (this client speaks an older protocol than 1.4)")))
 
 
 def prompt_text(message: dict[str, Any]) -> str:

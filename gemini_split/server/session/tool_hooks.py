@@ -43,14 +43,13 @@ import trio
 
 from gemini_split.protocol import (
     TOOL_HOOKS_CAPABILITY,
-    TOOL_HOOKS_SINCE,
     ErrorCode,
     Hello,
     HookRequest,
     HookResponse,
     ToolFailure,
     quote,
-    version_tuple,
+    usable_capabilities,
 )
 
 from .views import OBSERVER, View
@@ -71,8 +70,7 @@ def runs_tool_hooks(hello: Hello) -> bool:
     """Whether the client of ``hello`` runs the user's tool hooks for the
     tools this server runs: it lists ``tool_hooks``, speaks 1.4 and may act
     (never a 1.3 peer: it would not know ``hook_request``)."""
-    return (TOOL_HOOKS_CAPABILITY in hello.capabilities and hello.role != OBSERVER
-            and version_tuple(hello.protocol_version) >= TOOL_HOOKS_SINCE)
+    return TOOL_HOOKS_CAPABILITY in usable_capabilities(hello) and hello.role != OBSERVER
 
 
 class HookRefused(Exception):

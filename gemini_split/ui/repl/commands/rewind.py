@@ -25,7 +25,7 @@ from rich.text import Text
 from gemini_split.client.failures import RequestFailed
 from gemini_split.client.rewinding import Step, files_since, rewind, runs_on_server, steps
 from gemini_split.errors import BadInput
-from gemini_split.protocol import REWIND_SINCE
+from gemini_split.protocol import Rewind
 from gemini_split.ui.safe_text import visible
 
 from ..command_context import CommandContext
@@ -54,9 +54,9 @@ def _files(n: int) -> str:
 async def rewind_menu(repl: CommandContext) -> None:
     """``/rewind``: pick a prompt, then what to take back (see the module)."""
     client = repl.require_client()
-    if client.conn.version < REWIND_SINCE:
-        repl.print_usage("This server does not support rewinding (protocol "
-                         f"{'.'.join(map(str, client.conn.version))}; 1.4 can).")
+    old = client.conn.too_old_for(Rewind)
+    if old is not None:
+        repl.print_usage(f"This server does not support rewinding (protocol {old.peer}; {old.since} can).")
         return
     found = await repl.interruptible(steps(client))
     if found is None:

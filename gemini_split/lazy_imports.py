@@ -103,8 +103,6 @@ CYCLES = {
         "folder_trust reads trust rules and the size limit from settings; settings names what an untrusted folder ignores",
     ("gemini_split.ui.slash_commands", "gemini_split.ui.repl"):
         "the REPL runs the slash commands; /chat resume redraws with the REPL's history",
-    ("gemini_split.server.session.agents", "gemini_split.server.session.loop"):
-        "a sub-agent runs the agent loop, and the loop starts sub-agents",
     ("gemini_split.server.store", "gemini_split.server.store.memory"):
         "each store implements the contract its package defines",
     ("gemini_split.server.store", "gemini_split.server.store.sqlite"):

@@ -15,7 +15,7 @@ A sandboxed command sees:
   (an empty directory over a directory, an empty file over a file): the
   server builds that list, and the environment a command keeps
   (:attr:`Sandbox.env_keep`), in one place,
-  ``gemini_split.server.session.server_tools.ServerTools.confinement``;
+  ``gemini_split.server.session.features.server_tools.ServerTools.confinement``;
 - no network (``--unshare-all``: its own network namespace with only a
   loopback of its own), unless the sandbox was made with ``network=True``
   (``--sandbox-network``);

@@ -75,7 +75,7 @@ from .config import ServerConfig
 from .model.base import Model
 from .session.priority import AnswerFirst
 from .session.session import Session
-from .session.rewind import rewound_notice
+from .session.features.rewind import rewound_notice
 from .session.manager import AmbiguousSession, RemoteSession, SessionManager, session_infos
 from .session.manager import no_such_session as _no_such_session
 from .session.views import OBSERVER, AttachPoint, View
@@ -83,8 +83,8 @@ from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark
 from gemini_split.protocol.agents import for_older_peer, text_for_older_peer
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
-from .session.server_tools import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
-from .session.tool_hooks import runs_tool_hooks
+from .session.features.server_tools import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
+from .session.features.tool_hooks import runs_tool_hooks
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ class AgentService:
         """Open a new session of ``principal`` in this service: the one call
         a face (gRPC, ACP) makes. ``tools``: run its tools on the server —
         approval mode, project, core/exclude tool lists
-        (:class:`~gemini_split.server.session.server_tools.ToolChoice`; e.g.
+        (:class:`~gemini_split.server.session.features.server_tools.ToolChoice`; e.g.
         ``ToolChoice(approval_mode="reject_dangerous")``); None: the
         client's tools. Raises :class:`ServerToolsRefused` (with its stable
         code) when this server does not allow that choice, and

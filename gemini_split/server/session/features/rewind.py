@@ -37,7 +37,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from gemini_split.protocol import Error, ErrorCode, Rewound
+from gemini_split.protocol import (
+    Error,
+    ErrorCode,
+    RequestStarted,
+    Rewound,
+    ToolAwaitingApproval,
+    ToolExecutionRequest,
+    ToolStarted,
+)
 from gemini_split.stamping import stamp
 
 #: Tool calls whose place is kept (for ``/restore``), the latest: the
@@ -156,6 +164,16 @@ class Timeline:
                 while len(self.calls) > CALLS_KEPT:  # saved with every turn: the oldest go
                     del self.calls[next(iter(self.calls))]
                 return
+
+    def logged(self, event: Any) -> None:
+        """The session's event log numbered ``event``: a request's start, or
+        a call's first event, sits at its ``seq``."""
+        if isinstance(event, RequestStarted):
+            self.started(event.request_id or "", event.seq or 0)
+        elif isinstance(event, ToolExecutionRequest):
+            self.call_logged(event.id, event.seq or 0)
+        elif isinstance(event, ToolStarted | ToolAwaitingApproval):
+            self.call_logged(event.call_id, event.seq or 0)
 
     def call_logged(self, call_id: str, seq: int) -> None:
         site = self.calls.get(call_id)

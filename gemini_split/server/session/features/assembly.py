@@ -37,6 +37,7 @@ from .server_tools import call_server_tool
 from .skills import NAME as SKILL_TOOL
 from .skills import skills_step
 from .skills import spec as skill_spec
+from .tool_hooks import Hooks
 
 
 @dataclass
@@ -55,7 +56,8 @@ def assemble(session: Any, run: AgentRun) -> Chain:
     context = run.context
     skills = tuple(getattr(context, "skills", None) or ())
     agents = tuple(getattr(context, "agents", None) or ())
-    hooks = session.tool_hooks.bind(run.request_id)
+    # The user's tool hooks, around the tools the steps answer here.
+    hooks = session.tool_hooks.bind(run.request_id) if session.server_tools or skills else None
 
     def tool_path(agent_id: int) -> CallTool:
         return _session_path(session, run.request_id, agent_id)
@@ -84,7 +86,7 @@ def assemble(session: Any, run: AgentRun) -> Chain:
     return chain
 
 
-def _sub_agent_path(session: Any, sub: AgentRun, hooks: Any, skills: Sequence[Any]) -> CallTool:
+def _sub_agent_path(session: Any, sub: AgentRun, hooks: Hooks | None, skills: Sequence[Any]) -> CallTool:
     """A sub-agent's tool path: the server tools it was granted and
     ``activate_skill`` (when granted) answered here, the rest through the
     session's path as this agent."""

@@ -184,7 +184,7 @@ class Timeline:
     def compressed(self, old: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
         """The history ``old`` was replaced by ``new``, a compression of it:
         a summary and its acknowledgement, then a tail of ``old`` kept whole
-        (``server/session/compression.py``). What it dropped joins the archive."""
+        (``server/session/features/compression.py``). What it dropped joins the archive."""
         kept = len(new) - 2
         if kept >= 0 and kept <= len(old) - self.prefix and new[2:] == old[len(old) - kept:]:
             self.archive.extend(old[self.prefix:len(old) - kept])

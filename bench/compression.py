@@ -35,7 +35,7 @@ from gemini_split.server.config import ServerConfig  # noqa: E402
 from gemini_split.server.model.credentials import ModelAuth  # noqa: E402
 from gemini_split.server.model.gemini import GeminiModel  # noqa: E402
 from gemini_split.server.service import AgentService  # noqa: E402
-from gemini_split.server.session.compression import context_window  # noqa: E402
+from gemini_split.server.session.features.compression import context_window  # noqa: E402
 from gemini_split.testing.fake_gemini import FakeGemini  # noqa: E402
 
 MODEL = "gemini-2.5-flash"

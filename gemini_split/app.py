@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from gemini_split.sandbox import Sandbox
     from gemini_split.server.model.base import Model
     from gemini_split.server.service import AgentService
-    from gemini_split.server.session.server_tools import ServerTools
+    from gemini_split.server.session.features.server_tools import ServerTools
 
 DEFAULT_SERVER_PORT = 8080
 log = logging.getLogger(__name__)
@@ -742,7 +742,7 @@ async def serve_embedded(service: AgentService, *, task_status: trio.TaskStatus[
 
 def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTools | None:
     """``serve --server-tools`` and its options as the server's
-    :class:`~gemini_split.server.session.server_tools.ServerTools`, whose tool hosts
+    :class:`~gemini_split.server.session.features.server_tools.ServerTools`, whose tool hosts
     run this program's own tool registry (:mod:`gemini_split.tools.tool_host`);
     None without ``--server-tools``. Raises :class:`ConfigurationError`
     for a bad option, a workspace root that cannot be used, or a sandbox
@@ -756,7 +756,7 @@ def server_tools_from(options: ServerToolsOptions, env: Environment) -> ServerTo
             raise ConfigurationError(f"{' and '.join(given)} need --server-tools")
         return None
     from gemini_split.tools.tool_host import open_tool_host  # lazy_imports.EDGES
-    from gemini_split.server.session.server_tools import ServerTools
+    from gemini_split.server.session.features.server_tools import ServerTools
 
     projects: dict[str, Path] = {}
     for entry in options.projects:
@@ -810,7 +810,7 @@ _SHARED_PARENTS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/nix")
 def server_private_paths(options: ServerToolsOptions, env: Environment) -> tuple[Path, ...]:
     """What ``serve`` keeps from its server-side commands (besides the
     workspace root and projects, see
-    :meth:`gemini_split.server.session.server_tools.ServerTools.confinement`): the
+    :meth:`gemini_split.server.session.features.server_tools.ServerTools.confinement`): the
     state directory, this program's configuration directory
     (``GEMINI_SPLIT_HOME``), the auth config (``GEMINI_AUTH_CONFIG`` too),
     TLS certificate and key, the ACP log, the Unix socket,

@@ -102,8 +102,6 @@ EDGES = {
 CYCLES = {
     ("gemini_split.userfiles.settings", "gemini_split.userfiles.folder_trust"):
         "folder_trust reads trust rules and the size limit from settings; settings names what an untrusted folder ignores",
-    ("gemini_split.server.session.agents", "gemini_split.server.session.loop"):
-        "a sub-agent runs the agent loop, and the loop starts sub-agents",
     ("gemini_split.server.store", "gemini_split.server.store.memory"):
         "each store implements the contract its package defines",
     ("gemini_split.server.store", "gemini_split.server.store.sqlite"):

@@ -17,7 +17,7 @@ it is given and nothing else — never a list of what to hide:
   in :attr:`Sandbox.hidden` are masked as well where they lie inside what it
   sees (an operator's file under ``/etc``). The server builds that list, and
   the environment a command keeps (:attr:`Sandbox.env_keep`), in one place,
-  ``gemini_split.server.session.server_tools.ServerTools.confinement``.
+  ``gemini_split.server.session.features.server_tools.ServerTools.confinement``.
 
 A **client's** command (the user's own machine, their own files) sees:
 

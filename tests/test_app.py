@@ -64,11 +64,36 @@ SERVER_LAYERS = {
 NEVER_EACH_OTHER = ({"gemini_split.client", "gemini_split.server"}, {"gemini_split.tools", "gemini_split.server"})
 
 
-def _server_layer(module: str) -> tuple[str, int] | None:
-    for prefix, level in SERVER_LAYERS.items():
+#: Inside the session core, the same rule again: the manager → the session
+#: → its features (sub-agents, compression, rewind, skills, tool hooks,
+#: approvals, server tools, prompts: steps and observers plugged into a
+#: request) → the agent chain → the request (its lifecycle, its asks) → the
+#: event path's leaves. The chain and the request never import a feature.
+SESSION_LAYERS = {
+    "gemini_split.server.session.manager": 0,
+    "gemini_split.server.session.session": 1,
+    "gemini_split.server.session.features": 2,
+    "gemini_split.server.session.chain": 3,
+    "gemini_split.server.session.request": 4,
+    "gemini_split.server.session.broadcast": 5,
+    "gemini_split.server.session.outbox": 6,
+    "gemini_split.server.session.views": 6,
+    "gemini_split.server.session.priority": 6,
+}
+#: The most lines ``server/session/session.py`` may have: what a request
+#: does lives in its body and its features, not in the session.
+SESSION_MAX_LINES = 400
+
+
+def _prefixed(layers: dict[str, int], module: str) -> tuple[str, int] | None:
+    for prefix, level in layers.items():
         if module == prefix or module.startswith(prefix + "."):
             return prefix, level
     return None
+
+
+def _server_layer(module: str) -> tuple[str, int] | None:
+    return _prefixed(SERVER_LAYERS, module)
 
 
 def _layer(module: str) -> tuple[str, int]:
@@ -89,20 +114,21 @@ def _module_name(path: Path) -> str:
 def _imports(path: Path, module: str) -> list[tuple[int, str]]:
     """Every module ``path`` imports, at module level or inside a function."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                name = ".".join([*base, node.module] if node.module else base)
-            else:
-                name = node.module or ""
-            found.append((node.lineno, name))
+            found.append((node.lineno, _resolved(module, path, node) if node.level else node.module or ""))
     return [(line, name) for line, name in found if name.split(".")[0] in ("gemini_split", *LAYERS)]
+
+
+def _resolved(module: str, path: Path, node: ast.ImportFrom) -> str:
+    """The module a relative ``from … import`` in ``path`` names."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    base = package.split(".")
+    base = base[: len(base) - node.level + 1]
+    return ".".join([*base, node.module] if node.module else base)
 
 
 def _runtime_modules() -> list[Path]:
@@ -145,6 +171,41 @@ def test_inside_the_server_imports_run_down_the_sub_packages():
             if target[1] <= own[1]:
                 wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({own[0]}) imports {imported}")
     assert wrong == []
+
+
+def test_inside_the_session_core_features_plug_into_the_chain_and_the_request_never_back():
+    """features → chain → request: a request's lifecycle and the agent
+    chain know no feature, and a feature reaches the chain and the request
+    only through their public names."""
+    wrong = []
+    session = PACKAGE / "server" / "session"
+    for path in session.rglob("*.py"):
+        module = _module_name(path)
+        own = _prefixed(SESSION_LAYERS, module)
+        if own is None:
+            assert module == "gemini_split.server.session", f"{module}: add it to SESSION_LAYERS"
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, imported in _imports(path, module):
+            target = _prefixed(SESSION_LAYERS, imported)
+            if target is None or target[0] == own[0]:
+                continue
+            if target[1] <= own[1]:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {module} ({own[0]}) imports {imported}")
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.level and own[0].endswith(".features")):
+                continue
+            source = _prefixed(SESSION_LAYERS, _resolved(module, path, node))
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            if source is not None and source[1] > own[1] and private:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {module} imports the private "
+                             f"{', '.join(private)} of {source[0]}")
+    assert wrong == []
+
+
+def test_the_session_stays_small():
+    lines = (PACKAGE / "server" / "session" / "session.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= SESSION_MAX_LINES, f"server/session/session.py has {lines} lines (at most {SESSION_MAX_LINES})"
 
 
 #: What each plugin may import of gemini_split, as it does today: the

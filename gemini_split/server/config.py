@@ -38,7 +38,7 @@ class ServerConfig:
     retry_max_delay: float = 30.0
     #: A fixed system instruction for every session; None (the default):
     #: one built per session from its tools, approval mode, workspace and
-    #: context files (``server/session/prompts.py``).
+    #: context files (``server/session/features/prompts.py``).
     system_instruction: str | None = None
     #: Seconds a new connection has to send hello.
     hello_timeout: float = 10.0

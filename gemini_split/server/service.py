@@ -67,8 +67,8 @@ from .session.views import OBSERVER, AttachPoint, View
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
 from .store import EventMark, SessionRecord, SessionStore, StoredEvent, StoreError
 from .store.memory import MemoryStore
-from .session.server_tools import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
-from .session.tool_hooks import runs_tool_hooks
+from .session.features.server_tools import APPROVALS_CAPABILITY, ServerTools, ServerToolsRefused, ToolChoice
+from .session.features.tool_hooks import runs_tool_hooks
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ class AgentService:
         """Open a new session of ``principal`` in this service: the one call
         a face (gRPC, ACP) makes. ``tools``: run its tools on the server —
         approval mode, project, core/exclude tool lists
-        (:class:`~gemini_split.server.session.server_tools.ToolChoice`; e.g.
+        (:class:`~gemini_split.server.session.features.server_tools.ToolChoice`; e.g.
         ``ToolChoice(approval_mode="reject_dangerous")``); None: the
         client's tools. Raises :class:`ServerToolsRefused` (with its stable
         code) when this server does not allow that choice, and

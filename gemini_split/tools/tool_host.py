@@ -3,7 +3,7 @@
 confinement as on a client — no second copy of any tool.
 
 :class:`LocalToolHost` implements the server's ``ToolHost`` interface
-(``gemini_split.server.session.server_tools``) structurally: this module never imports
+(``gemini_split.server.session.features.server_tools``) structurally: this module never imports
 the server, and the composition root (``gemini_split.app``) hands
 :func:`open_tool_host` to it as the factory. A call that needs approval
 becomes a ``tool_awaiting_approval`` question (the diff of an edit, the
@@ -76,7 +76,7 @@ REJECT_DANGEROUS_REFUSAL = Refusal(
 
 class LocalToolHost:
     """The built-in tools of one server-tools session. ``spec`` is a
-    ``gemini_split.server.session.server_tools.ToolHostSpec`` (read by attribute)."""
+    ``gemini_split.server.session.features.server_tools.ToolHostSpec`` (read by attribute)."""
 
     def __init__(self, spec: Any):
         self.spec = spec

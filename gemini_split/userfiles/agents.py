@@ -32,7 +32,7 @@ any case, and names what it refused in ``agent_started``).
 ``agents.overrides.<name>`` in settings (gemini-cli's shape) turns an
 agent on or off and sets its model and limits (:func:`apply_overrides`);
 the enabled ones travel to the server in ``SessionContext.agents``
-(:func:`wire_agents`), which runs them (``server/session/agents.py``).
+(:func:`wire_agents`), which runs them (``server/session/features/agents.py``).
 """
 
 from __future__ import annotations

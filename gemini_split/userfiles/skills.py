@@ -24,7 +24,7 @@ What the server needs of a skill travels in the protocol's
 names and descriptions, and ``activate_skill`` is answered from the body and
 file listing the client read here — so it works the same embedded, against
 ``serve``, through the local daemon and with ``--tools server``
-(``gemini_split/server/session/skills.py``).
+(``gemini_split/server/session/features/skills.py``).
 
 ``skills.disabled`` in settings.json (user or workspace) names skills that
 are discovered but not offered (:func:`set_disabled` edits it as gemini-cli's

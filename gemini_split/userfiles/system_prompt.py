@@ -9,7 +9,7 @@ path (``~`` expanded, relative to the working directory).
 ``GEMINI_SYSTEM_MD``'s file is the client's: read here, where the user is,
 and sent in the session context (``SessionContext.system_prompt``, 1.4) to
 wherever the agent loop runs, which uses it in place of the built-in system
-prompt (``server/session/prompts.custom_instruction``). A missing file is
+prompt (``server/session/features/prompts.custom_instruction``). A missing file is
 gemini-cli's error, ``missing system prompt file '<path>'``; a file over
 :data:`~gemini_split.protocol.SYSTEM_PROMPT_LIMIT` characters is refused
 (not cut: a prompt missing its end would lose rules silently).

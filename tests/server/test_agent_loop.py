@@ -361,7 +361,7 @@ async def test_a_streamed_answer_is_kept_as_one_text_part_not_one_per_chunk(tmp_
 
 
 def test_parts_with_more_than_text_are_never_merged():
-    from gemini_split.server.session.loop import merge_text_parts
+    from gemini_split.server.session.chain import merge_text_parts
 
     parts = [
         {"text": "a"}, {"text": "b"},

@@ -20,7 +20,7 @@ from gemini_split.protocol import Hello, encode
 from gemini_split.server.config import ServerConfig
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
-from gemini_split.server.session.compression import ACKNOWLEDGEMENT, SUMMARY_REQUEST
+from gemini_split.server.session.features.compression import ACKNOWLEDGEMENT, SUMMARY_REQUEST
 from gemini_split.testing.fake_gemini import FakeGemini
 from gemini_split.transport.memory_pair import open_memory_pair
 

@@ -9,15 +9,19 @@ from __future__ import annotations
 from gemini_split.protocol import AgentDefinition, SkillInfo, ToolSpec
 from gemini_split.protocol.messages import ContextFile, SessionContext
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.session.loop import AgentRun, _system_instruction
+from gemini_split.server.session.features.prompts import instruction_for
 
 PROMPT = ("You are MINE.\n\n\n\n${AgentSkills}\n${SubAgents}\nTools: ${AvailableTools}\n"
           "Write with ${write_file_ToolName}; ${unknown_ToolName} stays.")
 
 
-def _run(context: SessionContext, **extra) -> AgentRun:
+def _run(context: SessionContext, **extra) -> dict:
     tools = [ToolSpec(name="read_file", description="Reads."), ToolSpec(name="write_file", description="Writes.")]
-    return AgentRun(request_id="r", model_name="m", history=[], tools=tools, context=context, **extra)
+    return {"tools": tools, "context": context, **extra}
+
+
+def _system_instruction(run: dict, config: ServerConfig) -> str | None:
+    return instruction_for(config, **run)
 
 
 def test_the_variables_are_filled_from_the_session_and_the_context_files_appended():
@@ -37,8 +41,7 @@ def test_the_variables_are_filled_from_the_session_and_the_context_files_appende
 
 
 def test_without_skills_sub_agents_or_tools_the_sections_are_empty():
-    text = _system_instruction(AgentRun(request_id="r", model_name="m", history=[], tools=[],
-                                        context=SessionContext(system_prompt=PROMPT)), ServerConfig(model="m"))
+    text = _system_instruction(_run(SessionContext(system_prompt=PROMPT), tools=[]), ServerConfig(model="m"))
     assert text == ("You are MINE.\n\nTools: No tools are currently available.\n"
                     "Write with ${write_file_ToolName}; ${unknown_ToolName} stays.")
 

@@ -84,8 +84,8 @@ from gemini_split.transport import ConnectionBroken, ConnectionClosed, MessageSt
 
 from ..session.manager import no_such_session, session_infos
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, mark_replayed, plan_replay, replay_from_query
-from ..session.server_tools import APPROVALS_CAPABILITY
-from ..session.tool_hooks import runs_tool_hooks
+from ..session.features.server_tools import APPROVALS_CAPABILITY
+from ..session.features.tool_hooks import runs_tool_hooks
 from ..session.views import View
 from ..store import SessionRecord, StoreError, hash_token, token_matches
 from .replica import RelayedClient, Replica

@@ -51,7 +51,7 @@ A reconnecting client does not close its old view: the server cannot tell
 the same client from a second one holding the same token. A dead old view
 goes when its transport notices, or when its outbox overflows; meanwhile
 the tool calls of its request are handed over to the new one (see
-:meth:`Session.hand_over_calls`).
+:meth:`ClientCalls.hand_over`).
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ from gemini_split.protocol import ClientInfo, SessionInfo
 from gemini_split.protocol.messages import SESSION_ATTACHED_MAX
 from gemini_split.transport import Principal
 
+from .features.agents import end_interrupted
 from .session import LOCAL_OWNER, Session
 from ..store import SessionStore, SessionSummary, StoreError, StoredEvent, hash_token, token_matches
 from .views import AttachPoint, View
@@ -270,7 +271,7 @@ class SessionManager:
         if resume_token is None:
             await self.store.set_token_hash(session.id, session.token_hash)
         if record.running_request is not None:
-            await session.interrupted(record.running_request)
+            await end_interrupted(session, record.running_request)
         return session
 
     async def _full_id(self, name: str, owner: str) -> str:

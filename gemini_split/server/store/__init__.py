@@ -110,7 +110,7 @@ class SessionRecord:
     #: The highest seq appended for this session.
     last_seq: int = 0
     #: (1.4) Where each prompt and tool call sits in the conversation
-    #: (``server/session/rewind.py``: ``Timeline.to_record``), and the
+    #: (``server/session/features/rewind.py``: ``Timeline.to_record``), and the
     #: messages compressions dropped from the history: what rewinding needs.
     timeline: dict[str, Any] = field(default_factory=dict)
     archive: list[dict[str, Any]] = field(default_factory=list)

@@ -119,7 +119,7 @@ _MIGRATE_1_TO_2 = """
 ALTER TABLE events ADD COLUMN timestamp INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE events ADD COLUMN type TEXT NOT NULL DEFAULT '';
 """
-#: Schema 2 → 3: what rewinding a session needs (1.4; ``server/session/rewind.py``).
+#: Schema 2 → 3: what rewinding a session needs (1.4; ``server/session/features/rewind.py``).
 _MIGRATE_2_TO_3 = """
 ALTER TABLE sessions ADD COLUMN timeline TEXT NOT NULL DEFAULT '{}';
 ALTER TABLE sessions ADD COLUMN archive TEXT NOT NULL DEFAULT '[]';

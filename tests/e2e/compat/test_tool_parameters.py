@@ -9,7 +9,7 @@ import json
 import pytest
 
 from gemini_split.tools.registry import default_tools
-from gemini_split.server.session.loop import SERVER_TOOLS
+from gemini_split.server.session.features.search import SERVER_TOOLS
 
 from .helpers import FIXTURES
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import grpc
 
 from gemini_split.tools.tool_host import open_tool_host
-from gemini_split.server.session.server_tools import ServerTools
+from gemini_split.server.session.features.server_tools import ServerTools
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from .helpers import chat, grpc_server, start

@@ -6,15 +6,18 @@ import pytest
 
 from gemini_split.protocol import ToolSpec
 from gemini_split.protocol.messages import ContextFile, SessionContext
-from gemini_split.server.session.loop import AgentRun, _system_instruction
 from gemini_split.server.config import ServerConfig
-from gemini_split.server.session.prompts import ContextBlock, PromptFacts, system_instruction
+from gemini_split.server.session.features.prompts import ContextBlock, PromptFacts, instruction_for, system_instruction
 
 TOOLS = [ToolSpec(name="read_file", description="Reads a file.", parameters={"type": "object"})]
 
 
-def run(context: SessionContext | None, tools=TOOLS) -> AgentRun:
-    return AgentRun(request_id="r", model_name="m", history=[], tools=list(tools), context=context)
+def run(context: SessionContext | None, tools=TOOLS) -> dict:
+    return {"context": context, "tools": list(tools)}
+
+
+def _system_instruction(run: dict, config: ServerConfig) -> str | None:
+    return instruction_for(config, **run)
 
 
 def context(memory: str, mode: str = "default") -> SessionContext:

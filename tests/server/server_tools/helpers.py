@@ -18,7 +18,7 @@ from gemini_split.protocol import Finished, Hello, ServerEvent
 from gemini_split.server.config import ServerConfig
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
-from gemini_split.server.session.server_tools import ServerTools
+from gemini_split.server.session.features.server_tools import ServerTools
 from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
 
 from tests.server.helpers import RawClient

@@ -187,7 +187,7 @@ async def test_a_session_dropped_for_idleness_takes_its_workspace_along(tmp_path
     from gemini_split.commands.run_serve import _expire_sessions
     from gemini_split.server.store import SessionRecord
     from gemini_split.server.store.memory import MemoryStore
-    from gemini_split.server.session.server_tools import ToolChoice
+    from gemini_split.server.session.features.server_tools import ToolChoice
 
     tools = make_server_tools(tmp_path / "ws")
     store = MemoryStore()

@@ -22,7 +22,7 @@ from gemini_split.protocol import (
     ToolError,
 )
 from gemini_split.server.model.scripted import ScriptedModel
-from gemini_split.server.session.tool_hooks import HOOK_MARGIN, MAX_HOOK_OUTPUT
+from gemini_split.server.session.features.tool_hooks import HOOK_MARGIN, MAX_HOOK_OUTPUT
 
 from .helpers import APPROVER, finish, hello, make_server_tools, serving, until
 

@@ -24,7 +24,7 @@ from gemini_split.tools.registry import default_tools
 from gemini_split.tools.builtin.web_guard import AddressGuard, blocked_reason
 from gemini_split.protocol import GenerateContentRequest, ToolError
 from gemini_split.server.model.scripted import ScriptedModel
-from gemini_split.server.session.server_tools import ToolHostSpec
+from gemini_split.server.session.features.server_tools import ToolHostSpec
 
 from tests.inprocess import cli
 from tests.e2e.test_serve_e2e import API_KEY, _env

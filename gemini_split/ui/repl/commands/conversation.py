@@ -1,5 +1,5 @@
 """``/chat``: carrying a conversation into a new session, from the client
-(``/compress`` is the server's: :mod:`gemini_split.server.session.compression`).
+(``/compress`` is the server's: :mod:`gemini_split.server.session.features.compression`).
 
 * ``/chat save TAG`` writes the history as JSON under
   ``$GEMINI_SPLIT_HOME/chats/``; ``/chat resume TAG`` redraws it and

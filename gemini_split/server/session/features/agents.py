@@ -47,9 +47,10 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
@@ -57,6 +58,9 @@ from gemini_split.protocol import (
     AgentDefinition,
     AgentFinished,
     AgentStarted,
+    Error,
+    ErrorCode,
+    ProtocolError,
     RunningAgent,
     ServerEvent,
     TextDelta,
@@ -64,17 +68,19 @@ from gemini_split.protocol import (
     ToolError,
     ToolFailure,
     ToolSpec,
+    ToolExecutionRequest,
+    ToolProgress,
     ToolStarted,
     Usage,
+    decode,
 )
 
-from ..model.base import ModelError
-from ..model.names import ModelNameRefused, check_model_name
-
-if TYPE_CHECKING:
-    from ..config import ServerConfig
-    from ..model.base import Model
-    from .loop import AgentRun, CallTool
+from ...config import ServerConfig
+from ...model.base import Model, ModelError
+from ...model.names import ModelNameRefused, check_model_name
+from ...store import SessionStore, StoreError
+from ..chain import AgentRun, CallTool, TurnLimitExceeded, model_turn, run_chain
+from .prompts import instruction_for
 
 log = logging.getLogger(__name__)
 
@@ -257,39 +263,50 @@ class _Ending:
 
 
 class Delegation:
-    """The sub-agents of one request: wraps the main agent's tool calls
-    (:meth:`wrap`) so that a call of a sub-agent runs it."""
+    """The sub-agents of one request: its step (:meth:`step`) runs a call of
+    a sub-agent, its observer of the main agent's turns (:meth:`plan`)
+    numbers them.
 
-    def __init__(self, run: AgentRun, *, model: Model, config: ServerConfig,
-                 emit: Callable[[ServerEvent], Awaitable[None]],
-                 tool_caller: Callable[[int], CallTool], offered: Sequence[ToolSpec]):
+    ``tool_caller(agent_id)`` is the session's tool path for a sub-agent's
+    calls; ``sub_path(sub)`` the request's steps for a sub-agent's run
+    around it (the server tools it is granted, ``activate_skill``);
+    ``offered`` what the main model is offered besides the sub-agents;
+    ``running`` and ``slots`` the session's sub-agents running now (for
+    ``get_state``) and the slots of its cap on how many run at once."""
+
+    def __init__(self, run: AgentRun, agents: Sequence[AgentDefinition], *, model: Model, config: ServerConfig,
+                 emit: Callable[[ServerEvent], Awaitable[None]], sub_path: Callable[[AgentRun], CallTool],
+                 tool_caller: Callable[[int], CallTool], offered: Sequence[ToolSpec],
+                 running: dict[int, SubAgent], slots: trio.CapacityLimiter):
         self.run = run
         self.model = model
         self.config = config
         self.emit = emit
+        self.sub_path = sub_path
         self.tool_caller = tool_caller
         self.offered = list(offered)
-        self.agents = {a.name: a for a in run.context.agents}
+        self.agents = {a.name: a for a in agents}
         self.names = frozenset(self.agents)
         self._numbers = iter(range(1, 1 << 62))
         self._planned: dict[int, int] = {}
-        #: The session's: sub-agents running now (for ``get_state``), and
-        #: the slots of its cap on sub-agents running at once.
-        self.running: dict[int, SubAgent] = run.running_agents if run.running_agents is not None else {}
-        self.slots = run.agent_slots if run.agent_slots is not None else trio.CapacityLimiter(config.max_subagents)
+        self.running = running
+        self.slots = slots
 
-    def plan(self, calls: Sequence[Any]) -> None:
+    def plan(self, calls: list[Any]) -> list[Any]:
         """Number the sub-agent calls of one model turn in the order the
         model made them (they then start in any order)."""
         for call in calls:
             if call.name in self.agents and isinstance(call.args, dict):
                 self._planned[id(call.args)] = next(self._numbers)
+        return calls
 
-    def wrap(self, call_tool: CallTool) -> CallTool:
+    def step(self, call_on: CallTool) -> CallTool:
+        """The step that runs a call of a sub-agent and hands every other
+        call on."""
         async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
             definition = self.agents.get(name)
             if definition is None:
-                return await call_tool(name, args)
+                return await call_on(name, args)
             return await self.delegate(definition, args if isinstance(args, dict) else {})
 
         return call
@@ -364,20 +381,15 @@ class Delegation:
 
     async def _run(self, agent: SubAgent, args: dict[str, Any]) -> _Ending:
         """The sub-agent from ``agent_started`` to its one ``agent_finished``."""
-        from .loop import AgentRun  # the loop imports this module
-
         definition, rid = agent.definition, self.run.request_id
         await self.emit(AgentStarted(request_id=rid, agent_id=agent.agent_id, name=definition.name,
                                      parent_call_id=agent.parent_call_id, model=agent.model_name, task=agent.task,
                                      tools=tuple(t.name for t in agent.tools), refused_tools=agent.refused))
         self.running[agent.agent_id] = agent
-        granted = {t.name for t in agent.tools}
         sub = AgentRun(request_id=rid, model_name=agent.model_name, history=[],
                        tools=[*agent.tools, complete_task_spec(definition)], context=self.run.context,
-                       server_tools=tuple(n for n in self.run.server_tools if n in granted),
                        pace=self.run.pace, api=self.run.api, agent_id=agent.agent_id,
-                       temperature=definition.temperature, hooks=self.run.hooks,
-                       session_id=self.run.session_id,
+                       temperature=definition.temperature, session_id=self.run.session_id,
                        system_instruction=self._instruction(definition, args, agent.tools))
         ending = _Ending("error", error="it failed (the server's log says why)")
         timeout = min((definition.timeout_mins or DEFAULT_TIMEOUT_MINS) * 60, self.config.subagent_timeout_max)
@@ -444,35 +456,35 @@ class Delegation:
         return ending
 
     async def _loop(self, agent: SubAgent, sub: AgentRun) -> _Ending:
-        from .loop import _model_turn, _run_tools, _answered, tools_for
-
+        """The sub-agent's chain, until it reports (``complete_task``, or an
+        answer without a tool call) or reaches its ``max_turns``."""
         definition = agent.definition
         max_turns = definition.max_turns or DEFAULT_MAX_TURNS
-        call_tool = self._guarded(agent, tools_for(sub, self.tool_caller(agent.agent_id), model=self.model,
-                                                   emit=self.emit))
+        call_tool = self._guarded(agent, self.sub_path(sub))
         sub.history.append({"role": "user", "parts": [{"text": agent.task}]})
-        while True:
-            if agent.turns >= max_turns:
-                return _Ending("max_turns", report=_last_text(sub.history),
-                               error=f"it reached its limit of {max_turns} turns without completing")
-            agent.turns += 1
-            sub.turns = agent.turns
-            calls = await _model_turn(sub, model=self.model, config=self.config, emit=self.emit)
-            if not calls:
-                return _Ending("completed", report=_last_text(sub.history))
+        reported: list[_Ending] = []
+
+        async def counted(run: AgentRun) -> None:
+            agent.turns = run.turns
+
+        def completed(calls: list[Any]) -> list[Any] | None:
             done = next((c for c in calls if c.name == COMPLETE_TASK), None)
-            if done is not None:
-                value = done.args.get(definition.output_name) if isinstance(done.args, dict) else None
-                if value is not None and value != "":
-                    report = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
-                    return _Ending("completed", report=report)
-                # gemini-cli's answer: the model is told, and goes on.
-                calls = [done]
-            responses: list[dict[str, Any] | None] = [None] * len(calls)
-            try:
-                await _run_tools(calls, call_tool, responses)
-            finally:
-                sub.history.append({"role": "user", "parts": _answered(calls, responses)})
+            if done is None:
+                return calls
+            value = done.args.get(definition.output_name) if isinstance(done.args, dict) else None
+            if value is not None and value != "":
+                report = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+                reported.append(_Ending("completed", report=report))
+                return None
+            return [done]  # gemini-cli's answer: the model is told, and goes on
+
+        try:
+            await run_chain(sub, call_tool, model=self.model, config=self.config, emit=self.emit,
+                            max_turns=max_turns, before_turn=[counted], after_turn=[completed])
+        except TurnLimitExceeded:
+            return _Ending("max_turns", report=_last_text(sub.history),
+                           error=f"it reached its limit of {max_turns} turns without completing")
+        return reported[0] if reported else _Ending("completed", report=_last_text(sub.history))
 
     async def _grace(self, agent: SubAgent, sub: AgentRun, ending: _Ending) -> _Ending:
         """gemini-cli's final recovery turn for a sub-agent that hit a limit:
@@ -480,7 +492,6 @@ class Delegation:
         now, bounded by ``subagent_grace_seconds``. No tool it calls runs.
         Its ``complete_task`` argument (else its text, else what it said
         before) is the report; the outcome stays ``ending``'s."""
-        from .loop import _model_turn
 
         note = {"text": _GRACE_WARNING[ending.outcome]}
         last = sub.history[-1] if sub.history else None
@@ -492,7 +503,7 @@ class Delegation:
         calls: list[Any] = []
         with trio.move_on_after(self.config.subagent_grace_seconds):
             try:
-                calls = await _model_turn(sub, model=self.model, config=self.config, emit=self.emit)
+                calls = await model_turn(sub, model=self.model, config=self.config, emit=self.emit)
             except ModelError as exc:
                 log.info("sub-agent %s: its recovery turn failed: %s", agent.definition.name, exc)
         done = next((c for c in calls if c.name == COMPLETE_TASK), None)
@@ -537,10 +548,8 @@ class Delegation:
         """The sub-agent's system instruction: its definition's prompt (the
         session's own instruction for one that has none, as gemini-cli's
         generalist), gemini-cli's rules, and where it works."""
-        from .loop import instruction_for_tools
-
         body = render(definition.system_prompt, args) if definition.system_prompt.strip() \
-            else instruction_for_tools(self.run, self.config, tools)
+            else instruction_for(self.config, context=self.run.context, tools=tools) or ""
         dirs = tuple(getattr(self.run.context, "workspace_dirs", ()) or ())
         where = ("\n\n# Environment Context\nThe workspace directories are:\n" + "\n".join(f"- {d}" for d in dirs)
                  if dirs else "")
@@ -572,3 +581,67 @@ def remote_wait(definition: AgentDefinition, config: ServerConfig) -> float:
 
 def _minutes(seconds: float) -> str:
     return f"{seconds / 60:g} minutes" if seconds >= 60 else f"{seconds:g} seconds"
+
+
+def remote_progress(message: ToolProgress, request: ToolExecutionRequest | None,
+                    running: dict[int, SubAgent]) -> TextDelta | None:
+    """(1.5) A remote sub-agent's text so far, from the client making its
+    call (``request``, still waiting): that sub-agent's ``text_delta`` (at
+    most :data:`STREAMED_LIMIT` characters a run). Progress on any other
+    call, or one no longer waiting, is dropped (None)."""
+    if request is None or not request.agent_id:
+        return None
+    agent = running.get(request.agent_id)
+    if agent is None or agent.definition.kind != "remote" or agent.streamed >= STREAMED_LIMIT:
+        return None
+    content = message.content[:STREAMED_LIMIT - agent.streamed]
+    agent.streamed += len(content)
+    return TextDelta(request_id=request.request_id, content=content, agent_id=request.agent_id)
+
+
+async def unfinished_agents(store: SessionStore, session_id: str, request_id: str) -> list[AgentStarted]:
+    """The sub-agents of ``request_id`` the store saw start and not finish
+    (its event log's marks say where: only those are read)."""
+    try:
+        marks = await store.event_marks(session_id)
+    except StoreError as exc:
+        log.error("session %s: %s", session_id, exc)
+        return []
+    started: dict[int, AgentStarted] = {}
+    for mark in marks or ():
+        if mark.request_id != request_id or mark.type not in (AgentStarted.TYPE, AgentFinished.TYPE):
+            continue
+        try:
+            page = await store.events_after(session_id, mark.seq - 1, limit=1)
+            event = decode(page[0].data) if page else None
+        except (StoreError, ProtocolError) as exc:
+            log.error("session %s: event %d unreadable: %s", session_id, mark.seq, exc)
+            continue
+        if isinstance(event, AgentStarted):
+            started[event.agent_id] = event
+        elif isinstance(event, AgentFinished):
+            started.pop(event.agent_id, None)
+    return list(started.values())
+
+
+async def end_interrupted(session: Any, request_id: str) -> None:
+    """A request of ``session`` was running when the server stopped: end
+    it, for whoever resumes, with ``interrupted`` (it is not run again)."""
+    # Logged at once, not through the outbox: it is part of what the
+    # resuming client replays (its connection state expects it there).
+    # Its sub-agents that had not finished end first, each once: they
+    # are not run again either.
+    session.events.log_events([
+        AgentFinished(request_id=request_id, agent_id=started.agent_id, name=started.name,
+                      parent_call_id=started.parent_call_id, outcome="interrupted",
+                      summary="the server stopped while this sub-agent was running; it was not run again")
+        for started in await unfinished_agents(session.store, session.id, request_id)
+    ] + [Error(
+        request_id=request_id, code=ErrorCode.INTERRUPTED.value,
+        message="interrupted: the server stopped while this request was running; it was not run "
+                "again (the conversation goes on from the last completed answer)",
+    )])
+    try:
+        await session.store.set_running(session.id, None, updated=time.time())
+    except StoreError as exc:
+        log.error("session %s: %s", session.id, exc)

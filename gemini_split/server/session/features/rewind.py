@@ -37,6 +37,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from gemini_split.protocol import RequestStarted, ToolAwaitingApproval, ToolExecutionRequest, ToolStarted
+
 #: Tool calls whose place is kept (for ``/restore``), the latest: the
 #: timeline is saved with every turn, so it must not grow with the session.
 CALLS_KEPT = 1000
@@ -154,6 +156,16 @@ class Timeline:
                     del self.calls[next(iter(self.calls))]
                 return
 
+    def logged(self, event: Any) -> None:
+        """The session's event log numbered ``event``: a request's start, or
+        a call's first event, sits at its ``seq``."""
+        if isinstance(event, RequestStarted):
+            self.started(event.request_id or "", event.seq or 0)
+        elif isinstance(event, ToolExecutionRequest):
+            self.call_logged(event.id, event.seq or 0)
+        elif isinstance(event, ToolStarted | ToolAwaitingApproval):
+            self.call_logged(event.call_id, event.seq or 0)
+
     def call_logged(self, call_id: str, seq: int) -> None:
         site = self.calls.get(call_id)
         if site is not None and site.seq is None:
@@ -163,7 +175,7 @@ class Timeline:
     def compressed(self, old: list[dict[str, Any]], new: list[dict[str, Any]]) -> None:
         """The history ``old`` was replaced by ``new``, a compression of it:
         a summary and its acknowledgement, then a tail of ``old`` kept whole
-        (``server/session/compression.py``). What it dropped joins the archive."""
+        (``server/session/features/compression.py``). What it dropped joins the archive."""
         kept = len(new) - 2
         if kept >= 0 and kept <= len(old) - self.prefix and new[2:] == old[len(old) - kept:]:
             self.archive.extend(old[self.prefix:len(old) - kept])

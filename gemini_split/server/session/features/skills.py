@@ -3,8 +3,8 @@
 
 The skills are the client's files; the client reads them
 (``gemini_split/userfiles/skills.py``) and sends the enabled ones in
-``SessionContext.skills``. The agent loop answers ``activate_skill`` from
-that — no disk is read here — so it works the same embedded, against
+``SessionContext.skills``. The request's :func:`skills_step` answers
+``activate_skill`` from that — no disk is read here — so it works the same embedded, against
 ``serve``, through the local daemon and when the server runs the tools
 (``--tools server``). Wording and shapes are gemini-cli 0.61's
 (``<available_skills>``, ``<activated_skill>``), so skills written for it
@@ -17,6 +17,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from gemini_split.protocol import SkillInfo, ToolFailure, ToolSpec
+
+from ..chain import AgentRun, CallTool, Emit, Step
+from .tool_hooks import Hooks, answer_here
 
 NAME = "activate_skill"
 
@@ -70,3 +73,25 @@ def instruction_section(skills: Sequence[tuple[str, str, str]]) -> str:
         "defaults for the duration of the task. You may utilize any listed `<available_resources>` as needed. "
         "Follow this expert guidance strictly while continuing to uphold your core safety and security standards."
     )
+
+
+def skills_step(run: AgentRun, skills: Sequence[SkillInfo], *, emit: Emit, hooks: Hooks | None) -> Step:
+    """The step that answers ``activate_skill`` here, from the skills the
+    client sent (with the user's tool hooks around it), and hands every
+    other call on."""
+    numbers = iter(range(1, 1 << 62))
+
+    def step(call_on: CallTool) -> CallTool:
+        async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+            if name != NAME:
+                return await call_on(name, args)
+
+            async def activated(args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+                return activate(skills, args)
+
+            return await answer_here(run, "skill", next(numbers), name, args, activated, emit=emit, hooks=hooks,
+                                     shown=lambda args: f"Skill {args.get('name')} activated")
+
+        return call
+
+    return step

@@ -34,12 +34,10 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
-import trio
 
 from gemini_split.protocol import (
     TOOL_HOOKS_CAPABILITY,
@@ -47,12 +45,18 @@ from gemini_split.protocol import (
     Hello,
     HookRequest,
     HookResponse,
+    ToolCompleted,
+    ToolError,
     ToolFailure,
+    ToolStarted,
     quote,
     usable_capabilities,
 )
 
-from .views import OBSERVER, View
+from ..chain import AgentRun, Emit
+from ..request.asks import Asks
+from ..request.run import RequestRun
+from ..views import OBSERVER, View
 
 log = logging.getLogger(__name__)
 
@@ -81,24 +85,30 @@ class HookRefused(Exception):
         self.code = code
 
 
-@dataclass(eq=False)
-class _Waiting:
-    view: View
-    done: trio.Event = field(default_factory=trio.Event)
-    output: dict[str, Any] | None = None
-
-
 class ToolHooks:
     """The hook questions of one session.
 
-    ``asked(request_id)`` names the view to ask for that request (None:
-    nobody); ``max_wait`` caps what a client may ask to be waited for (the
-    server's tool timeout)."""
+    ``active()`` names the session's running request (None: none runs),
+    ``views()`` its attached views; ``max_wait`` caps what a client may ask
+    to be waited for (the server's tool timeout)."""
 
-    def __init__(self, asked: Callable[[str], View | None], *, max_wait: float):
-        self.asked = asked
+    def __init__(self, active: Callable[[], RequestRun | None], views: Callable[[], list[View]], *,
+                 max_wait: float):
+        self.active = active
+        self.views = views
         self.max_wait = max_wait
-        self._waiting: dict[str, _Waiting] = {}
+        self._asks: Asks[HookRequest, dict[str, Any]] = Asks()
+
+    def asked(self, request_id: str) -> View | None:
+        """Who runs the user's tool hooks for ``request_id``: its origin if
+        that client runs them (``tool_hooks``), nobody if it does not; once
+        the origin has left, the first attached driver that runs them."""
+        active = self.active()
+        if active is None or active.request_id != request_id:
+            return None
+        if active.origin is not None:
+            return active.origin if active.origin.tool_hooks and active.origin.attached else None
+        return next((v for v in self.views() if v.tool_hooks and v.may_act and v.attached), None)
 
     def bind(self, request_id: str) -> Callable[[str, dict[str, Any]], Any]:
         """The ``hooks`` callable a ``ToolHost`` gets for one request:
@@ -119,33 +129,25 @@ class ToolHooks:
             return None
         timeout = min(view.hook_timeout or DEFAULT_HOOK_TIMEOUT, self.max_wait) + HOOK_MARGIN
         hook_id = "h-" + secrets.token_hex(8)
-        waiting = _Waiting(view)
-        self._waiting[hook_id] = waiting
-        try:
-            view.send_direct(HookRequest(request_id=request_id, hook_id=hook_id, event=event,  # type: ignore[arg-type]
-                                         input=hook_input, timeout=timeout))
-            with trio.move_on_after(timeout):
-                await waiting.done.wait()
-        finally:
-            del self._waiting[hook_id]
-        if waiting.output is None:
+        request = HookRequest(request_id=request_id, hook_id=hook_id, event=event,  # type: ignore[arg-type]
+                              input=hook_input, timeout=timeout)
+        output = await self._asks.ask(hook_id, request, send=view.send_direct, timeout=timeout, asked=view)
+        if output is None:
             why = "left" if not view.attached else f"did not answer within {timeout:g} s"
             log.warning("%s hooks for %s: the client %s %s; the call goes on without them",
                         event, hook_input.get("tool_name"), view.label, why)
-        return waiting.output
+        return output
 
     def answer(self, response: HookResponse, view: View) -> None:
         """Settle the hook ``response`` names with its output. Raises
         :class:`HookRefused` for a hook not waiting, or one asked of
         another client (the same answer: a client cannot probe others')."""
-        waiting = self._waiting.get(response.hook_id)
-        if waiting is None or waiting.view is not view or waiting.done.is_set():
+        if self._asks.waiting(response.hook_id, view) is None:
             raise HookRefused(ErrorCode.UNEXPECTED_MESSAGE,
                               f"no hook_request {quote(response.hook_id)} to this client is waiting for an answer "
                               "(it was answered, timed out, or its request ended)")
         size = len(msgspec.json.encode(response.output))
-        waiting.output = response.output if size <= MAX_HOOK_OUTPUT else {}
-        waiting.done.set()
+        self._asks.settle(response.hook_id, response.output if size <= MAX_HOOK_OUTPUT else {})
         if size > MAX_HOOK_OUTPUT:
             raise HookRefused(ErrorCode.MESSAGE_TOO_LARGE,
                               f"the output of hook {quote(response.hook_id)} is {size} bytes, over the "
@@ -153,15 +155,14 @@ class ToolHooks:
 
     def view_left(self, view: View) -> None:
         """``view`` detached: its hooks will not answer; stop waiting."""
-        for waiting in self._waiting.values():
-            if waiting.view is view:
-                waiting.done.set()
+        self._asks.view_left(view)
 
 
 # --- the verdict on the tools the server answers itself --------------------------------
-# google_web_search and activate_skill run in the agent loop, not through a
-# ToolHost (whose executor applies the verdict with the client's own code):
-# these two functions apply it the same way, with the same words.
+# google_web_search and activate_skill are answered by the request's steps,
+# not through a ToolHost (whose executor applies the verdict with the
+# client's own code): these functions apply it the same way, with the same
+# words.
 
 Hooks = Callable[[str, dict[str, Any]], Any]
 
@@ -206,3 +207,38 @@ async def after_tool(hooks: Hooks, name: str, args: dict[str, Any], result: Any)
         else:
             result = {"output": result, "additionalContext": str(context)}
     return result
+
+
+#: ``await answer(args)`` → ``(result, failure)``: exactly one is set.
+Answer = Callable[[dict[str, Any]], Awaitable[tuple[Any, ToolFailure | None]]]
+
+
+async def answer_here(run: AgentRun, kind: str, number: int, name: str, args: dict[str, Any], answer: Answer, *,
+                      emit: Emit, hooks: Hooks | None,
+                      shown: Callable[[dict[str, Any]], Any] | None = None) -> tuple[Any, ToolFailure | None]:
+    """Answer a call of a tool the server answers itself (call id
+    ``{request}.{kind}.{number}``, a sub-agent's ``….a{agent}.{number}``):
+    the user's BeforeTool hooks (when ``hooks``), ``tool_started``, the
+    answer, then ``tool_error``, or the AfterTool hooks and
+    ``tool_completed`` (showing the result, or ``shown(args)``)."""
+    call_id = f"{run.request_id}.{kind}.{_agent_part(run)}{number}"
+    aid = run.agent_id
+    failure = None
+    if hooks is not None:
+        args, failure = await before_tool(hooks, name, args)
+    await emit(ToolStarted(request_id=run.request_id, call_id=call_id, tool=name, parameters=args, agent_id=aid))
+    if failure is None:
+        result, failure = await answer(args)
+    if failure is not None:
+        await emit(ToolError(request_id=run.request_id, call_id=call_id, tool=name, error=failure, agent_id=aid))
+        return None, failure
+    if hooks is not None:
+        result = await after_tool(hooks, name, args, result)
+    await emit(ToolCompleted(request_id=run.request_id, call_id=call_id, tool=name,
+                             result=shown(args) if shown is not None else result, agent_id=aid))
+    return result, None
+
+
+def _agent_part(run: AgentRun) -> str:
+    """A sub-agent's own call ids (``….server.a2.1``): unique in the request."""
+    return f"a{run.agent_id}." if run.agent_id else ""

@@ -11,10 +11,17 @@ project context files written for gemini-cli read the same here.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from gemini_split.protocol import GetSystemPrompt, SystemPrompt, ToolSpec
+
+from ...config import ServerConfig
+from .search import SERVER_TOOLS
+from .skills import NAME as SKILL_TOOL
 from .skills import instruction_section as skills_section
 
 #: Tools that change nothing: the only ones offered in plan mode.
@@ -299,3 +306,71 @@ def _first_sentence(text: str) -> str:
         if 0 < cut < 240:
             return text[: cut + 1]
     return text[:240]
+
+
+def instruction_for(config: ServerConfig, *, context: Any, tools: Sequence[ToolSpec],
+                    server_tools: Sequence[str] = ()) -> str | None:
+    """A request's system instruction: the operator's fixed one
+    (``ServerConfig.system_instruction``) if set, else one built for the
+    session's ``context`` and ``tools`` (and the ``server_tools`` it asked
+    for): the user's own system prompt (``SessionContext.system_prompt``)
+    when the client sent one, else the built-in one.
+
+    Built once per content (about 0.4 ms each, every request of every
+    session): sessions with the same tools and context share it."""
+    if config.system_instruction is not None:
+        return config.system_instruction
+    names = tuple((t.name, t.description) for t in tools)
+    if context is None:
+        return _built_instruction(names, None)
+    return _built_instruction(names, (
+        context.approval_mode, tuple(context.workspace_dirs), context.interactive,
+        tuple((f.path, f.scope, f.content) for f in context.files), tuple(context.file_names),
+        tuple((k.name, k.description, k.location) for k in getattr(context, "skills", ()) or ()),
+        _custom_prompt(context, server_tools)))
+
+
+def _custom_prompt(context: Any, server_tools: Sequence[str]
+                   ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]] | None:
+    """The client's own system prompt, the names of the tools the model
+    gets besides the client's (the server's, ``activate_skill``, the
+    sub-agents'), which its ``${AvailableTools}`` lists too, and the
+    sub-agents (name, description) for its ``${SubAgents}``; None: the
+    built-in prompt."""
+    custom = getattr(context, "system_prompt", None)
+    if custom is None:
+        return None
+    agents = tuple((a.name, a.description) for a in getattr(context, "agents", ()) or ())
+    extra = tuple(n for n in server_tools if n in SERVER_TOOLS) \
+        + ((SKILL_TOOL,) if getattr(context, "skills", None) else ()) + tuple(name for name, _ in agents)
+    return custom, extra, agents
+
+
+@functools.lru_cache(maxsize=256)
+def _built_instruction(tools: tuple[tuple[str, str], ...], context: tuple | None) -> str:
+    facts = PromptFacts(tools=list(tools))
+    if context is not None:
+        approval_mode, workspace_dirs, interactive, files, file_names, skills, custom = context
+        facts.skills = list(skills)
+        facts.approval_mode = approval_mode
+        facts.workspace_dirs = list(workspace_dirs)
+        facts.interactive = interactive
+        facts.context_files = [ContextBlock(*f) for f in files]
+        facts.context_file_names = list(file_names) or ["GEMINI.md"]
+        if custom is not None:  # GEMINI_SYSTEM_MD: the user's own, in place of ours
+            text, extra, agents = custom
+            return custom_instruction(text, facts, extra_tools=extra, subagents=agents)
+    return system_instruction(facts)
+
+
+def system_prompt(session: Any, message: GetSystemPrompt, view: Any) -> SystemPrompt:
+    """(1.4) ``get_system_prompt``: the instruction the next model call of
+    ``session`` would get, with the context asked about (or the session's
+    last) and the tools of ``view`` (or the session's own, when the server
+    runs them)."""
+    context = message.context or session.context
+    tools = view.tools if view.tools is not None and session.tool_host is None else session.tools
+    text = instruction_for(session.config, context=context, tools=list(tools), server_tools=session.server_tools)
+    return SystemPrompt(in_reply_to=message.id, text=text or "",
+                        custom=getattr(context, "system_prompt", None) is not None
+                        and session.config.system_instruction is None)

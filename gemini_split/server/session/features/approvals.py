@@ -28,13 +28,13 @@ import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import trio
 
 from gemini_split.protocol import ErrorCode, ServerEvent, ToolAwaitingApproval, ToolDecided, ToolDecision, quote
+
+from ..request.asks import Asks
 
 #: Settled call ids remembered for their refusal codes.
 SETTLED_KEPT = 1024
@@ -59,13 +59,6 @@ class DecisionRefused(Exception):
         self.code = code
 
 
-@dataclass(eq=False)
-class _Question:
-    event: ToolAwaitingApproval
-    done: trio.Event = field(default_factory=trio.Event)
-    decision: ToolDecision | None = None
-
-
 class Approvals:
     """The questions of one session. ``emit`` puts an event in the
     session's outbox without waiting (the caller's ``emit_nowait``)."""
@@ -83,7 +76,7 @@ class Approvals:
         #: questions now (capability ``ask_user``): with none, a question
         #: that carries ``questions`` is not asked either.
         self.can_answer_questions = can_answer_questions
-        self._waiting: dict[str, _Question] = {}
+        self._asks: Asks[ToolAwaitingApproval, ToolDecision] = Asks()
         #: call id → ``decided`` / ``expired`` / ``ended``, the latest last.
         self.settled: OrderedDict[str, str] = OrderedDict()
 
@@ -96,7 +89,7 @@ class Approvals:
         (``timeout`` passed: everyone is told it expired; or no attached
         client can answer: nothing is asked). When cancelled (the request
         ended), everyone is told it was cancelled."""
-        if question.call_id in self._waiting or question.call_id in self.settled:
+        if question.call_id in self._asks or question.call_id in self.settled:
             raise ValueError(f"call id {question.call_id!r} was asked about already")
         if question.questions and not self.can_answer_questions():
             return NO_ONE_TO_ASK
@@ -108,20 +101,15 @@ class Approvals:
             parameters_hash=parameters_hash(question.tool, question.parameters),
             expires_at=int((time.time() + self.timeout) * 1000),
         )
-        waiting = _Question(event)
-        self._waiting[event.call_id] = waiting
         expired = False
         try:
-            self.emit(event)
-            with trio.move_on_after(self.timeout):
-                await waiting.done.wait()
-            if waiting.decision is not None:
-                return waiting.decision
+            decision = await self._asks.ask(event.call_id, event, send=self.emit, timeout=self.timeout)
+            if decision is not None:
+                return decision
             expired = True
             return f"nobody approved it within {self.timeout:g} seconds"
         finally:
-            if waiting.decision is None:  # expired, or cancelled: decide() said nothing
-                del self._waiting[event.call_id]
+            if self.settled.get(event.call_id) != "decided":  # expired, or cancelled: decide() said nothing
                 self._settle(event.call_id, "expired" if expired else "ended")
                 self.emit(ToolDecided(request_id=event.request_id, call_id=event.call_id,
                                       decision="expired" if expired else "cancelled", agent_id=event.agent_id))
@@ -129,14 +117,12 @@ class Approvals:
     def pending(self) -> list[ToolAwaitingApproval]:
         """The questions still waiting, oldest first, as they were logged
         (with their first ``seq``, once logged)."""
-        return [q.event for q in self._waiting.values()]
+        return [ask.question for ask in self._asks.pending()]
 
     def logged(self, event: ToolAwaitingApproval) -> None:
         """The session's event log numbered ``event``: keep the first
         numbered form of a waiting question (what ``state`` shows)."""
-        waiting = self._waiting.get(event.call_id)
-        if waiting is not None and waiting.event.seq is None:
-            waiting.event = event
+        self._asks.logged(event.call_id, event)
 
     # --- the clients' side ------------------------------------------------------
 
@@ -144,22 +130,20 @@ class Approvals:
         """Settle a waiting question with ``decision`` (from the client
         labelled ``by``). Raises :class:`DecisionRefused` (nothing settled,
         nothing runs) for the cases the module docstring lists."""
-        waiting = self._waiting.get(decision.call_id)
+        waiting = self._asks.waiting(decision.call_id)
         if waiting is None:
             raise self._refusal(decision.call_id)
         verdict = decision.verdict
-        if verdict != "deny" and decision.parameters_hash != waiting.event.parameters_hash:
+        if verdict != "deny" and decision.parameters_hash != waiting.question.parameters_hash:
             raise DecisionRefused(
                 ErrorCode.ARGUMENTS_CHANGED,
                 f"this approval of {quote(decision.call_id)} does not carry the parameters_hash of the "
                 "arguments asked about: an approval binds exactly those arguments (the call still waits)",
             )
-        del self._waiting[decision.call_id]
         self._settle(decision.call_id, "decided")
-        waiting.decision = decision
-        waiting.done.set()
-        self.emit(ToolDecided(request_id=waiting.event.request_id, call_id=decision.call_id, decision=verdict,
-                              by=by, agent_id=waiting.event.agent_id))
+        self._asks.settle(decision.call_id, decision)
+        self.emit(ToolDecided(request_id=waiting.question.request_id, call_id=decision.call_id, decision=verdict,
+                              by=by, agent_id=waiting.question.agent_id))
 
     def _refusal(self, call_id: str) -> DecisionRefused:
         how = self.settled.get(call_id)

@@ -6,9 +6,10 @@ turn's ``<session_context>``) and the last exchanges — about the last 30 %
 of the history, from a prompt the user typed on — are kept whole, so the
 history stays one the API accepts. The system instruction is not in the
 history and is untouched. One implementation for ``/compress`` (a
-``compress`` request) and for the automatic path (the agent loop, before a
-model call, once the last prompt passed ``threshold`` of the model's
-context window).
+``compress`` request: :class:`CompressBody`) and for the automatic path
+(:class:`AutoCompression`, before each model call of a request's main
+agent, once the last prompt passed ``threshold`` of the model's context
+window).
 
 :func:`compress` either returns the new history or raises
 :class:`CompressionFailed` with the reason; the history it was given is
@@ -17,14 +18,22 @@ never changed.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from gemini_split.protocol import Usage
+from gemini_split import telemetry
+from gemini_split.protocol import Compressed, ErrorCode, Usage
 
-from ..model.base import Model, ModelRequest, TextChunk, UsageChunk
+from ...model.base import Model, ModelError, ModelRequest, TextChunk, UsageChunk
+from ..chain import AgentRun, Emit
+from ..priority import Pace
+from ..request.run import Outcome, RequestFailed
+
+log = logging.getLogger(__name__)
 
 #: gemini-cli's default ``model.compressionThreshold``.
 DEFAULT_THRESHOLD = 0.5
@@ -64,9 +73,11 @@ The structure MUST be as follows:
 SUMMARY_REQUEST = "First, reason in your scratchpad. Then, generate the <state_snapshot>."
 
 
-class CompressionFailed(Exception):
+class CompressionFailed(RequestFailed):
     """Nothing was compressed; the message says why (the history is as it
-    was)."""
+    was). A ``compress`` request ends with it (``invalid_request``)."""
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 @dataclass(frozen=True)
@@ -168,3 +179,75 @@ def estimated_tokens(history: list[dict[str, Any]]) -> int:
 
 def _size(message: dict[str, Any]) -> int:
     return len(msgspec.json.encode(message))
+
+
+class AutoCompression:
+    """The automatic compression, told each model turn of a request's main
+    agent before it runs (gemini-cli's automatic chat compression): when
+    the last prompt passed the session's threshold, the history is
+    compressed first, said with a ``compressed`` event and told to
+    ``on_compressed(old, new)`` (the rewind timeline keeps what it
+    dropped). A failure leaves the history as it was, is logged, and is
+    not tried again this request."""
+
+    def __init__(self, *, model: Model, emit: Emit,
+                 on_compressed: Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]):
+        self.model = model
+        self.emit = emit
+        self.on_compressed = on_compressed
+        self.failed = False
+
+    async def __call__(self, run: AgentRun) -> None:
+        threshold = getattr(run.context, "compression_threshold", None)
+        if self.failed or not due(run.last_prompt_tokens, run.model_name, threshold):
+            return
+        try:
+            done = await compress(run.history, model=self.model, model_name=run.model_name,
+                                  prompt_tokens=run.last_prompt_tokens)
+        except (CompressionFailed, ModelError) as exc:
+            log.warning("request %s: the history was not compressed: %s", run.request_id, exc)
+            self.failed = True
+            return
+        self.on_compressed(list(run.history), done.history)
+        run.history[:] = done.history
+        run.usage = run.usage + done.usage
+        run.last_prompt_tokens = done.after_tokens
+        telemetry.current().chat_compression(tokens_before=done.before_tokens, tokens_after=done.after_tokens,
+                                             prompt_id=run.request_id, session_id=run.session_id)
+        await self.emit(Compressed(request_id=run.request_id, before_tokens=done.before_tokens,
+                                   after_tokens=done.after_tokens, automatic=True))
+
+
+class CompressBody:
+    """A ``compress`` request (``/compress``): the session's history
+    compressed (saved before ``compressed`` is sent) or, on any failure,
+    as it was. ``session``: its ``history``, ``model``, ``model_name``,
+    ``last_prompt_tokens``, ``timeline`` and ``id``."""
+
+    paced = False
+
+    def __init__(self, session: Any, request_id: str):
+        self.session = session
+        self.request_id = request_id
+        self.done: Compression | None = None
+
+    async def run(self, pace: Pace | None) -> None:
+        session = self.session
+        self.done = await compress(session.history, model=session.model, model_name=session.model_name,
+                                   prompt_tokens=session.last_prompt_tokens or None)
+
+    def ended(self) -> None:
+        pass
+
+    def outcome(self) -> Outcome:
+        done, session = self.done, self.session
+        if done is None:
+            return Outcome(save=False)
+        session.timeline.compressed(list(session.history), done.history)
+        session.history[:] = done.history
+        session.last_prompt_tokens = done.after_tokens
+        telemetry.current().chat_compression(tokens_before=done.before_tokens, tokens_after=done.after_tokens,
+                                             prompt_id=self.request_id, session_id=session.id)
+        return Outcome(usage=done.usage, told=(Compressed(request_id=self.request_id,
+                                                          before_tokens=done.before_tokens,
+                                                          after_tokens=done.after_tokens),))

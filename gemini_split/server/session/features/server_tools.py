@@ -27,6 +27,7 @@ import hashlib
 import logging
 import os
 import re
+import secrets
 import shutil
 import stat
 from collections.abc import Awaitable, Callable
@@ -43,9 +44,13 @@ from gemini_split.protocol import (
     Hello,
     ServerEvent,
     ToolAwaitingApproval,
+    ToolCompleted,
     ToolDecision,
+    ToolDelta,
+    ToolError,
     ToolFailure,
     ToolSpec,
+    ToolStarted,
 )
 
 log = logging.getLogger(__name__)
@@ -374,3 +379,46 @@ class ServerTools:
         else:
             path.unlink(missing_ok=True)
         log.info("session %s: workspace deleted", session_id)
+
+
+# --- a request's calls on the server ------------------------------------------------
+
+def call_server_tool(host: ToolHost, *, request_id: str, emit: Emit, ask: Ask,
+                     on_call: Callable[[str, str, dict[str, Any]], None] | None = None,
+                     agent_id: int = 0, hooks: Hooks | None = None,
+                     agent: str = "") -> Callable[[str, dict[str, Any]], Awaitable[tuple[Any, ToolFailure | None]]]:
+    """A tool path (``await call(name, args)``) that runs each call on the
+    server, through a :class:`ToolHost` (``hello.tools = "server"``): each call gets a fresh call id (``t-…``, told to
+    ``on_call(call_id, name, args)`` first), its events go out through
+    ``emit``, a call that needs approval asks through ``ask`` and the
+    user's tool hooks are asked through ``hooks`` (see
+    :data:`Hooks`). A
+    sub-agent's calls (``agent_id``, named ``agent``) say so on their
+    events and questions, and the policy's ``subagent`` rules see them."""
+    if agent_id:
+        emit = _as_agent(emit, agent_id)
+        asked = ask
+
+        async def ask(question: Any) -> Any:
+            return await asked(msgspec.structs.replace(question, agent_id=agent_id))
+
+    async def call(name: str, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
+        call_id = "t-" + secrets.token_hex(8)
+        if on_call is not None:
+            on_call(call_id, name, args)
+        if agent:
+            return await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id,
+                                      agent=agent)
+        return await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id)
+
+    return call
+
+
+def _as_agent(emit: Emit, agent_id: int) -> Emit:
+    """``emit`` that marks tool events as the sub-agent ``agent_id``'s."""
+    async def marked(event: ServerEvent) -> None:
+        if isinstance(event, (ToolStarted, ToolDelta, ToolCompleted, ToolError)):
+            event = msgspec.structs.replace(event, agent_id=agent_id)
+        await emit(event)
+
+    return marked

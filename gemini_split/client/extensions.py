@@ -34,7 +34,6 @@ A sensitive setting's value is never printed: ``list`` shows it as
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -46,6 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from gemini_split import json_values
 from gemini_split.env_files import read_env_file
 from gemini_split.files import read_bounded
 
@@ -380,7 +380,7 @@ def _read_json_object(path: Path, *, missing_ok: bool = False) -> dict[str, Any]
     if len(data) > MAX_MANIFEST_BYTES:
         raise ValueError(f"{path.name} is larger than {MAX_MANIFEST_BYTES // 1024} KiB")
     try:
-        value = json.loads(data.decode("utf-8-sig"))
+        value = json_values.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{path.name} is not valid JSON ({exc})") from None
     if not isinstance(value, dict):
@@ -498,7 +498,14 @@ class Enablement:
 
     def _write(self, config: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(self.path, json.dumps(config, indent=2))
+        _write_json(self.path, config)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    """``value`` as indented JSON in ``path`` (:func:`_write_atomic`)."""
+    import json  # lazy_imports.EDGES: only when a file is written, never on -p
+
+    _write_atomic(path, json.dumps(value, indent=2))
 
 
 def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
@@ -643,7 +650,7 @@ def install(config_dir: Path, source: str, *, workspace: Path, home: Path, confi
             if not link:
                 shutil.copytree(local, staging, symlinks=True, dirs_exist_ok=True,
                                 ignore=shutil.ignore_patterns(".git") if git else None)
-            _write_atomic(staging / INSTALL_METADATA, json.dumps(metadata, indent=2))
+            _write_json(staging / INSTALL_METADATA, metadata)
             if env_text:
                 _write_atomic(staging / SETTINGS_FILE, env_text, mode=0o600)
             if update_of is not None:

@@ -31,7 +31,6 @@ into memory. Every problem is reported in one line naming the hook.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -44,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 import trio
+
+from gemini_split import json_values
 
 log = logging.getLogger(__name__)
 
@@ -386,6 +387,8 @@ class HookRunner:
         outcome = HookOutcome()
         if not hooks:
             return outcome
+        import json  # lazy_imports.EDGES: only when a hook runs, never for its definitions
+
         payload = json.dumps({
             "session_id": self.session_id, "transcript_path": self.transcript_path,
             "cwd": str(self.project_dir), "hook_event_name": event,
@@ -494,8 +497,8 @@ async def run_hook(hook: HookDefinition, payload: bytes, env: Mapping[str, str],
     if not text:
         return HookResult(hook, stderr=stderr)
     try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        value = json_values.loads(text)
+    except (ValueError, RecursionError):  # json.JSONDecodeError
         value = None
     if not isinstance(value, dict):
         preview = text[:80].replace("\n", "\\n")

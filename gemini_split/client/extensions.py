@@ -40,10 +40,11 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
+
+import msgspec
 
 from gemini_split import json_values
 from gemini_split.env_files import read_env_file
@@ -71,16 +72,14 @@ class ExtensionError(Exception):
     the text says why and names the extension."""
 
 
-@dataclass(frozen=True)
-class ExtensionSetting:
+class ExtensionSetting(msgspec.Struct, frozen=True):
     name: str
     description: str
     env_var: str
     sensitive: bool
 
 
-@dataclass
-class Extension:
+class Extension(msgspec.Struct):
     name: str
     version: str
     description: str
@@ -90,17 +89,17 @@ class Extension:
     path: Path
     install_metadata: dict[str, Any] | None
     #: The hydrated ``mcpServers`` (name → gemini-cli's server object).
-    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    context_files: list[Path] = field(default_factory=list)
-    exclude_tools: list[str] = field(default_factory=list)
-    settings: list[ExtensionSetting] = field(default_factory=list)
+    mcp_servers: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    context_files: list[Path] = msgspec.field(default_factory=list)
+    exclude_tools: list[str] = msgspec.field(default_factory=list)
+    settings: list[ExtensionSetting] = msgspec.field(default_factory=list)
     #: The ``.env`` values (never printed).
-    setting_values: dict[str, str] = field(default_factory=dict)
+    setting_values: dict[str, str] = msgspec.field(default_factory=dict)
     enabled_user: bool = True
     #: The ``hooks`` object of its ``hooks/hooks.json``, variables replaced (None: none).
     hooks: Any = None
     #: What its manifest asked for that is not used, one line each.
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
     #: Enabled for the workspace: what the session uses.
     active: bool = True
 
@@ -121,12 +120,11 @@ class Extension:
         return str((self.install_metadata or {}).get("type", ""))
 
 
-@dataclass
-class ExtensionSet:
+class ExtensionSet(msgspec.Struct):
     """The installed extensions, by name, and one line per one left out."""
 
-    extensions: dict[str, Extension] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    extensions: dict[str, Extension] = msgspec.field(default_factory=dict)
+    problems: list[str] = msgspec.field(default_factory=list)
 
     def active(self) -> list[Extension]:
         return [e for e in self.extensions.values() if e.active]
@@ -424,8 +422,7 @@ def _slashes(path: str) -> str:
     return path if path.endswith("/") else path + "/"
 
 
-@dataclass
-class _Override:
+class _Override(msgspec.Struct):
     base: str
     disable: bool
     subdirs: bool

@@ -190,6 +190,8 @@ def main() -> None:
         if args.typical_setup:
             typical = dict(local, **user_environ(Path(typical_home)))
             write_typical_setup(Path(typical["GEMINI_SPLIT_HOME"]))
+            # The MCP server's tools into the cache, as a user's earlier runs put them.
+            subprocess.run([*gs, "mcp", "list"], env=typical, cwd=workdir, check=True, capture_output=True)
             daemons.append(typical)
             typical_cases.append((TYPICAL_CASE, [TEXT_TURN], [*gs, "-p", "count"], typical))
         for daemon_env in daemons:

@@ -7,8 +7,9 @@ item 10).
 In the config directory (``~/.gemini``, ``GEMINI_SPLIT_HOME``):
 
 * ``settings.json`` with a comment, a ``BeforeTool`` hook and one MCP
-  server (``mcp-server-time``, a test dependency; after a first run its
-  tools come from the MCP cache and it is started only when called);
+  server (``mcp-server-time``, a test dependency; once a run or
+  ``gemini-split mcp list`` has listed its tools, they come from the MCP
+  cache and the server is started only when one is called);
 * a custom command ``commands/review.toml``;
 * an extension ``extensions/demo`` (a manifest, a context file, a command,
   and no ``.env``, as most extensions have none);

@@ -64,9 +64,9 @@ def test_a_typical_setup_is_read_through_the_local_daemon_without_yaml_json_or_d
     and none of them costs the thin path PyYAML, json or python-dotenv."""
     write_typical_setup(Path(home))
     user = dict(environ, HOME=str(tmp_path / "user"))
-    subprocess.run([sys.executable, "-m", "gemini_split", "daemon", "start"], env=user, check=True,
-                   capture_output=True, timeout=60)
-    imported(["-p", "hi"], user, tmp_path)  # the first run lists the MCP server's tools into the cache
+    for argv in (["mcp", "list"], ["daemon", "start"]):  # mcp list puts the server's tools in the cache
+        subprocess.run([sys.executable, "-m", "gemini_split", *argv], env=user, cwd=tmp_path, check=True,
+                       capture_output=True, timeout=60)
     modules = imported(["-p", "hi"], user, tmp_path)
     assert {"gemini_split.client.extensions", "gemini_split.client.hooks", "gemini_split.client.skills"} <= modules
     assert offending(modules, THIN_NEVER) == []

@@ -43,9 +43,9 @@ EDGES = {
     "json": "the thin -p path never loads it (msgspec does its JSON); ~1.5 ms",
     "tomllib": "policy files only when there are some",
     "logging": "not on the shell's path (server list --names runs on every Tab): ~11 ms",
-    "gemini_split.userfiles.extensions": "extensions only when some are installed (json, dataclasses)",
+    "gemini_split.userfiles.extensions": "extensions only when some are installed",
     "gemini_split.tools.checkpoints": "checkpoints only with general.checkpointing.enabled (and /restore)",
-    "gemini_split.userfiles.hooks": "hooks only when a settings file has some (json, dataclasses: the thin -p path)",
+    "gemini_split.userfiles.hooks": "hooks only when a settings file has some",
     "importlib.metadata": "entry points only when a plugin is looked up",
     "gemini_split.web": "serve --web only (the page's files are read at start)",
     "segno": "gemini-split pair's QR code only",
@@ -87,7 +87,8 @@ EDGES = {
     "gemini_split_grpc.client": "the gRPC stack: the plugin's package is read to find the transport",
     "gemini_split_grpc.server": "the gRPC stack",
     "mcp_types": "the MCP SDK's types",
-    "yaml": "PyYAML: only when a SKILL.md's frontmatter is read",
+    "anyio": "the MCP SDK's streams: only when an MCP server starts (tools from the cache need none)",
+    "yaml": "PyYAML (~18 ms): only for a frontmatter beyond plain key: value lines (gemini_split.plain_yaml)",
     "re2": "google-re2: only when a policy or a tool compiles a pattern",
     "jsonschema": "only when an MCP tool's arguments are checked",
     "dotenv": "python-dotenv: only when a .env file exists",
@@ -135,6 +136,12 @@ THIN_ONESHOT_NEVER = ONESHOT_NEVER + (
     # Plain records are msgspec Structs: a dataclass costs ~0.4 ms to
     # create (it compiles its methods), a Struct ~0.02 ms.
     "dataclasses",
-    # JSON output formats, settings files and tool results read it when
-    # they need it; the protocol's msgspec does the rest (json: ~1.5 ms).
-    "json")
+    # JSON output formats and tool results read it when they need it;
+    # settings files, manifests and the rest are msgspec's (json: ~1.5 ms;
+    # gemini_split.json_values).
+    "json",
+    # A typical user's files (tests/cli/daemon/test_oneshot_imports.py
+    # writes gemini_split/testing/typical_setup.py's): a skill's plain
+    # frontmatter needs no PyYAML, an extension without a .env no dotenv,
+    # an MCP server whose tools are cached neither its SDK nor anyio.
+    "yaml", "dotenv", "anyio", "mcp_types")

@@ -37,7 +37,6 @@ has it (:data:`CAPABILITIES_SINCE`, :func:`usable_capabilities`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from msgspec.structs import replace
@@ -95,9 +94,8 @@ from .messages import (
 Version = tuple[int, int]
 
 
-@dataclass(frozen=True)
-class Since:
-    """One row: ``what`` of ``message`` (``""``: the message type itself,
+class Since(NamedTuple):
+    """One row (a NamedTuple: no dataclass on the thin -p path): ``what`` of ``message`` (``""``: the message type itself,
     else the field, dotted from the message) exists from ``version`` on; a
     peer older than that gets ``action``, for the messages ``about``
     selects (None: every one of the type)."""

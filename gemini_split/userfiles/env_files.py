@@ -56,15 +56,17 @@ def find_env_file(start: Path, home: Path, *, ignore_local: bool = False) -> Pat
 def read_env_file(path: Path) -> tuple[dict[str, str], list[str]]:
     """The variables ``path`` sets, and warnings for what in it was not
     used. Raises ``OSError`` or ``ValueError`` (size, encoding) when the file
-    cannot be used at all."""
-    import logging  # lazy_imports.EDGES: not on Tab completion's path
-
-    from dotenv import dotenv_values
-
+    cannot be used at all; python-dotenv is imported only once the file
+    has been read (an extension without a ``.env`` is read on every run)."""
     data = read_bounded(path, MAX_ENV_BYTES)
     if len(data) > MAX_ENV_BYTES:
         raise ValueError(f"larger than {MAX_ENV_BYTES // 1024} KiB")
     text = data.decode("utf-8")  # UnicodeDecodeError is a ValueError
+
+    import logging  # lazy_imports.EDGES: not on Tab completion's path
+
+    from dotenv import dotenv_values
+
     bad: list[str] = []
 
     class _Collect(logging.Handler):

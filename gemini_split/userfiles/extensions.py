@@ -38,18 +38,19 @@ A sensitive setting's value is never printed: ``list`` shows it as
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import msgspec
+
+from gemini_split import json_values
 from gemini_split.userfiles.env_files import read_env_file
 from gemini_split.files import read_bounded
 
@@ -75,16 +76,14 @@ class ExtensionError(Exception):
     the text says why and names the extension."""
 
 
-@dataclass(frozen=True)
-class ExtensionSetting:
+class ExtensionSetting(msgspec.Struct, frozen=True):
     name: str
     description: str
     env_var: str
     sensitive: bool
 
 
-@dataclass
-class Extension:
+class Extension(msgspec.Struct):
     name: str
     version: str
     description: str
@@ -94,12 +93,12 @@ class Extension:
     path: Path
     install_metadata: dict[str, Any] | None
     #: The hydrated ``mcpServers`` (name → gemini-cli's server object).
-    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    context_files: list[Path] = field(default_factory=list)
-    exclude_tools: list[str] = field(default_factory=list)
-    settings: list[ExtensionSetting] = field(default_factory=list)
+    mcp_servers: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    context_files: list[Path] = msgspec.field(default_factory=list)
+    exclude_tools: list[str] = msgspec.field(default_factory=list)
+    settings: list[ExtensionSetting] = msgspec.field(default_factory=list)
     #: The ``.env`` values (never printed).
-    setting_values: dict[str, str] = field(default_factory=dict)
+    setting_values: dict[str, str] = msgspec.field(default_factory=dict)
     enabled_user: bool = True
     #: The ``hooks`` object of its ``hooks/hooks.json``, variables replaced
     #: but the two paths, which its commands' shell expands from
@@ -108,7 +107,7 @@ class Extension:
     #: ``extensionPath`` and ``workspacePath``, for its hooks' environment.
     hook_env: tuple[tuple[str, str], ...] = ()
     #: What its manifest asked for that is not used, one line each.
-    problems: list[str] = field(default_factory=list)
+    problems: list[str] = msgspec.field(default_factory=list)
     #: Enabled for the workspace: what the session uses.
     active: bool = True
 
@@ -129,12 +128,11 @@ class Extension:
         return str((self.install_metadata or {}).get("type", ""))
 
 
-@dataclass
-class ExtensionSet:
+class ExtensionSet(msgspec.Struct):
     """The installed extensions, by name, and one line per one left out."""
 
-    extensions: dict[str, Extension] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    extensions: dict[str, Extension] = msgspec.field(default_factory=dict)
+    problems: list[str] = msgspec.field(default_factory=list)
 
     def active(self) -> list[Extension]:
         return [e for e in self.extensions.values() if e.active]
@@ -391,7 +389,7 @@ def _read_json_object(path: Path, *, missing_ok: bool = False) -> dict[str, Any]
     if len(data) > MAX_MANIFEST_BYTES:
         raise ValueError(f"{path.name} is larger than {MAX_MANIFEST_BYTES // 1024} KiB")
     try:
-        value = json.loads(data.decode("utf-8-sig"))
+        value = json_values.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"{path.name} is not valid JSON ({exc})") from None
     if not isinstance(value, dict):
@@ -435,8 +433,7 @@ def _slashes(path: str) -> str:
     return path if path.endswith("/") else path + "/"
 
 
-@dataclass
-class _Override:
+class _Override(msgspec.Struct):
     base: str
     disable: bool
     subdirs: bool
@@ -509,7 +506,14 @@ class Enablement:
 
     def _write(self, config: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(self.path, json.dumps(config, indent=2))
+        _write_json(self.path, config)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    """``value`` as indented JSON in ``path`` (:func:`_write_atomic`)."""
+    import json  # lazy_imports.EDGES: only when a file is written, never on -p
+
+    _write_atomic(path, json.dumps(value, indent=2))
 
 
 def _write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
@@ -654,7 +658,7 @@ def install(config_dir: Path, source: str, *, workspace: Path, home: Path, confi
             if not link:
                 shutil.copytree(local, staging, symlinks=True, dirs_exist_ok=True,
                                 ignore=shutil.ignore_patterns(".git") if git else None)
-            _write_atomic(staging / INSTALL_METADATA, json.dumps(metadata, indent=2))
+            _write_json(staging / INSTALL_METADATA, metadata)
             if env_text:
                 _write_atomic(staging / SETTINGS_FILE, env_text, mode=0o600)
             if update_of is not None:

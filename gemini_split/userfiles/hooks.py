@@ -31,19 +31,20 @@ into memory. Every problem is reported in one line naming the hook.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import signal
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
+
+from gemini_split import json_values
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,7 @@ MAX_STDERR_BYTES = 16 * 1024
 OUTPUT_GRACE = 1.0
 
 
-@dataclass(frozen=True)
-class HookDefinition:
+class HookDefinition(msgspec.Struct, frozen=True):
     """One hook command and when it runs."""
 
     event: str
@@ -178,12 +178,11 @@ def parse_hooks(raw: Any, source: str, *,
     return found, warnings
 
 
-@dataclass
-class HookSet:
+class HookSet(msgspec.Struct):
     """Every hook of a run, and what was wrong with their definitions."""
 
-    hooks: list[HookDefinition] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    hooks: list[HookDefinition] = msgspec.field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
     enabled: bool = True
     #: ``hooksConfig.disabled``: names or commands not to run.
     disabled: frozenset[str] = frozenset()
@@ -245,13 +244,12 @@ def load_hooks(loaded: Any) -> HookSet:
 # Running.
 
 
-@dataclass
-class HookResult:
+class HookResult(msgspec.Struct):
     """What one hook run said."""
 
     hook: HookDefinition
     #: The JSON object it printed (empty when none, or when unusable).
-    output: dict[str, Any] = field(default_factory=dict)
+    output: dict[str, Any] = msgspec.field(default_factory=dict)
     #: Exit status 2: block, with ``stderr`` as the reason.
     blocked: bool = False
     stderr: str = ""
@@ -259,12 +257,11 @@ class HookResult:
     warning: str | None = None
 
 
-@dataclass
-class HookOutcome:
+class HookOutcome(msgspec.Struct):
     """The hooks of one event, combined: any deny denies, any
     ``continue: false`` stops, texts are joined in order."""
 
-    results: list[HookResult] = field(default_factory=list)
+    results: list[HookResult] = msgspec.field(default_factory=list)
 
     @property
     def denied(self) -> bool:
@@ -348,14 +345,13 @@ class HookOutcome:
         return cls([HookResult(hook, output=dict(output) if isinstance(output, dict) else {})])
 
 
-@dataclass
-class HookRunner:
+class HookRunner(msgspec.Struct):
     """Runs a :class:`HookSet`'s hooks for events of one session."""
 
     hooks: HookSet
     #: The project directory (``GEMINI_PROJECT_DIR``, the hooks' cwd).
     project_dir: Path
-    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    environ: Mapping[str, str] = msgspec.field(default_factory=lambda: dict(os.environ))
     session_id: str = ""
     transcript_path: str = ""
     #: Where lines for the user go (warnings, ``systemMessage``).
@@ -391,6 +387,8 @@ class HookRunner:
         outcome = HookOutcome()
         if not hooks:
             return outcome
+        import json  # lazy_imports.EDGES: only when a hook runs, never for its definitions
+
         payload = json.dumps({
             "session_id": self.session_id, "transcript_path": self.transcript_path,
             "cwd": str(self.project_dir), "hook_event_name": event,
@@ -499,8 +497,8 @@ async def run_hook(hook: HookDefinition, payload: bytes, env: Mapping[str, str],
     if not text:
         return HookResult(hook, stderr=stderr)
     try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        value = json_values.loads(text)
+    except (ValueError, RecursionError):  # json.JSONDecodeError
         value = None
     if not isinstance(value, dict):
         preview = text[:80].replace("\n", "\\n")

@@ -35,6 +35,7 @@ from typing import Annotated, Any, Literal, Mapping
 
 import msgspec
 
+from gemini_split import json_values
 from gemini_split.environment import Environment
 from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded
@@ -508,11 +509,9 @@ def parse_json_object(text: str, where: str | Path) -> dict[str, Any]:
     """The JSON object a settings file's ``text`` holds (comments allowed);
     raises :class:`SettingsError` naming ``where`` (and the line and column)
     when it is not JSON or not an object."""
-    import json  # lazy_imports.EDGES: here, once there is a file
-
     try:
-        value = json.loads(strip_json_comments(text))
-    except json.JSONDecodeError as exc:
+        value = json_values.loads(strip_json_comments(text))
+    except ValueError as exc:  # json.JSONDecodeError
         raise SettingsError(f"{where}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     except RecursionError:
         raise SettingsError(f"{where}: nested too deeply") from None

@@ -43,6 +43,7 @@ import msgspec
 
 from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded
+from gemini_split.plain_yaml import plain_mapping
 
 from .precedence import tiers
 
@@ -206,7 +207,12 @@ def _read_skill_text(path: Path) -> str:
 
 
 def _parse_frontmatter(path: Path, text: str) -> dict[str, str]:
-    import yaml
+    """The frontmatter's mapping: read without PyYAML when it is plain
+    ``key: value`` lines (:mod:`gemini_split.plain_yaml`), by PyYAML otherwise."""
+    meta = plain_mapping(text)
+    if meta is not None:
+        return _checked(path, meta)
+    import yaml  # lazy_imports.EDGES: only for a frontmatter beyond plain lines
 
     try:
         meta = yaml.safe_load(text)
@@ -215,6 +221,11 @@ def _parse_frontmatter(path: Path, text: str) -> dict[str, str]:
         line = f" (line {where.line + 2})" if where is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SkillError(f"{path}: malformed YAML frontmatter{line}: {problem}") from None
+    return _checked(path, meta)
+
+
+def _checked(path: Path, meta: object) -> dict[str, str]:
+    """``meta`` when it is a mapping with a text ``name`` and ``description``."""
     if not isinstance(meta, dict):
         raise SkillError(f"{path}: the frontmatter is not a mapping of name: and description:")
     for key in ("name", "description"):

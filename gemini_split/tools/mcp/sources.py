@@ -36,10 +36,10 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import trio
 
 from gemini_split import __version__
@@ -62,18 +62,17 @@ DEFAULT_CALL_TIMEOUT = 600.0
 _STDERR_TAIL = 600
 
 
-@dataclass
-class ServerStatus:
+class ServerStatus(msgspec.Struct):
     """What ``/mcp`` and ``gemini-split mcp list`` show for one server."""
 
     name: str
     transport: str  # stdio | http | sse
     target: str  # the command line or the URL
     state: str = "connecting"  # cached | connecting | ready | failed | stopped
-    tools: list[str] = field(default_factory=list)
+    tools: list[str] = msgspec.field(default_factory=list)
     error: str | None = None
     #: Tools the server offered that cannot be used, and why.
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[str] = msgspec.field(default_factory=list)
 
     def summary(self) -> str:
         if self.state == "ready":

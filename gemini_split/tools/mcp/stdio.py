@@ -24,7 +24,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import trio
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -43,6 +42,7 @@ async def open_stdio_transport(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """Spawn ``command`` and speak MCP's newline-delimited JSON-RPC with it."""
+    import anyio
     import mcp_types as types
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage

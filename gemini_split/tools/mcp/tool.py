@@ -10,7 +10,6 @@ call, cut off at the server's ``timeout``.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
@@ -57,6 +56,8 @@ class McpTool(Tool):
         return args
 
     def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
+        import json  # lazy_imports.EDGES: only when a call is shown, not when the tool is declared
+
         shown = json.dumps(args, ensure_ascii=False, sort_keys=True)
         return f"{self.remote_name} on MCP server '{self.server.name}' with {shown}"
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from gemini_split.lazy_imports import ONESHOT_NEVER, THIN_ONESHOT_NEVER
+from gemini_split.testing.typical_setup import write_typical_setup
 
 from .conftest import info
 
@@ -52,6 +54,21 @@ def test_a_prompt_through_the_local_daemon_imports_no_server_repl_or_other_trans
     assert info(home)["pid"]
     modules = imported(["-p", "hi"], environ, tmp_path)
     assert "gemini_split_unix" in modules and "trio" in modules  # the measurement saw the run
+    assert offending(modules, THIN_NEVER) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_typical_setup_is_read_through_the_local_daemon_without_yaml_json_or_dotenv(environ, home, tmp_path):
+    """A settings.json (with comments, a hook, an MCP server), a custom
+    command, an extension without a .env and a skill: read on every run,
+    and none of them costs the thin path PyYAML, json or python-dotenv."""
+    write_typical_setup(Path(home))
+    user = dict(environ, HOME=str(tmp_path / "user"))
+    for argv in (["mcp", "list"], ["daemon", "start"]):  # mcp list puts the server's tools in the cache
+        subprocess.run([sys.executable, "-m", "gemini_split", *argv], env=user, cwd=tmp_path, check=True,
+                       capture_output=True, timeout=60)
+    modules = imported(["-p", "hi"], user, tmp_path)
+    assert {"gemini_split.userfiles.extensions", "gemini_split.userfiles.hooks", "gemini_split.userfiles.skills"} <= modules
     assert offending(modules, THIN_NEVER) == []
 
 

@@ -27,6 +27,8 @@ from functools import partial
 import pytest
 import trio
 
+from tests import collection_progress
+
 # Tests import grpc themselves (third-party stubs) before the plugin does:
 # the same fork-safety setting as plugins/gemini_split_grpc/__init__.py.
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
@@ -65,6 +67,7 @@ def _run_with_deadline(seconds: float):
 
 def pytest_configure(config: pytest.Config) -> None:
     _keep_bytecode(config)
+    collection_progress.register(config)
 
 
 #: Test processes per CPU for ``-n auto``, and at most this many in all.

@@ -15,7 +15,9 @@ Tests with a ``MockClock`` (``autojump_clock``) are left to pytest-timeout:
 their clock jumps ahead of any Trio deadline on purpose.
 
 And one economy: compiled bytecode is kept even where
-``PYTHONDONTWRITEBYTECODE`` is set (see ``_keep_bytecode``).
+``PYTHONDONTWRITEBYTECODE`` is set (see ``_keep_bytecode``); and one
+courtesy: under ``-n`` the workers' collection progress is shown
+(tests/collection_progress.py).
 """
 
 from __future__ import annotations

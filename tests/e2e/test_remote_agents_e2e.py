@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from contextlib import ExitStack, contextmanager
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,11 @@ import pytest
 from gemini_split.testing.fake_gemini import FakeGemini
 from tests.e2e.test_subagents_e2e import API_KEY, MAIN, model_requests, run, tool_names
 
-pytest.importorskip("a2a.server.routes")
+# Only the peer's own process imports the SDK's server (seconds of imports in
+# every test process that collected this file, were it imported here).
+if not all(find_spec(name) for name in ("a2a.server.routes", "starlette", "uvicorn")):
+    pytest.skip("the remote agent tests need a2a-sdk[http-server] and uvicorn (the [test] extra)",
+                allow_module_level=True)
 pytestmark = pytest.mark.timeout(120)
 
 PEER = Path(__file__).resolve().parent.parent / "a2a_peer.py"

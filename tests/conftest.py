@@ -15,7 +15,9 @@ Tests with a ``MockClock`` (``autojump_clock``) are left to pytest-timeout:
 their clock jumps ahead of any Trio deadline on purpose.
 
 And one economy: compiled bytecode is kept even where
-``PYTHONDONTWRITEBYTECODE`` is set (see ``_keep_bytecode``).
+``PYTHONDONTWRITEBYTECODE`` is set (see ``_keep_bytecode``); and one
+courtesy: under ``-n`` the workers' collection progress is shown
+(tests/collection_progress.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from functools import partial
 
 import pytest
 import trio
+
+from tests import collection_progress
 
 # Tests import grpc themselves (third-party stubs) before the plugin does:
 # the same fork-safety setting as plugins/gemini_split_grpc/__init__.py.
@@ -65,6 +69,7 @@ def _run_with_deadline(seconds: float):
 
 def pytest_configure(config: pytest.Config) -> None:
     _keep_bytecode(config)
+    collection_progress.register(config)
 
 
 #: Test processes per CPU for ``-n auto``, and at most this many in all.

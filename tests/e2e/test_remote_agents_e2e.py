@@ -13,7 +13,8 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,11 @@ import pytest
 from gemini_split.testing.fake_gemini import FakeGemini
 from tests.e2e.test_subagents_e2e import API_KEY, MAIN, model_requests, run, tool_names
 
-pytest.importorskip("a2a.server.routes")
+# Only the peer's own process imports the SDK's server (seconds of imports in
+# every test process that collected this file, were it imported here).
+if not all(find_spec(name) for name in ("a2a.server.routes", "starlette", "uvicorn")):
+    pytest.skip("the remote agent tests need a2a-sdk[http-server] and uvicorn (the [test] extra)",
+                allow_module_level=True)
 pytestmark = pytest.mark.timeout(120)
 
 PEER = Path(__file__).resolve().parent.parent / "a2a_peer.py"
@@ -50,6 +55,25 @@ def a2a_peer(tmp_path: Path, mode: str = "echo"):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def a2a_peers(tmp_path_factory):
+    """This module's A2A servers, one per mode, each started on first use
+    and shared by the tests after it (a peer is a few seconds of CPU to
+    start): ``with a2a_peers(mode) as (base URL, read_log)``, ``read_log()``
+    giving what the peer logged since the ``with`` began."""
+    started: dict[str, tuple] = {}
+    with ExitStack() as stack:
+        @contextmanager
+        def peer(mode: str = "echo"):
+            if mode not in started:
+                started[mode] = stack.enter_context(a2a_peer(tmp_path_factory.mktemp(f"a2a-{mode}"), mode))
+            base, read_all = started[mode]
+            before = len(read_all())
+            yield base, lambda: read_all()[before:]
+
+        yield peer
 
 
 def write(directory: Path, name: str, front: str) -> Path:
@@ -82,13 +106,13 @@ def events(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
 
-def test_the_main_model_delegates_to_a_remote_agent_and_its_answer_is_the_report(tmp_path, monkeypatch):
+def test_the_main_model_delegates_to_a_remote_agent_and_its_answer_is_the_report(a2a_peers, tmp_path, monkeypatch):
     from tests.e2e.test_serve_e2e import API_KEY as SERVE_KEY
     from tests.server.resume.test_resume_e2e import _free_port, serve
 
     home, state = tmp_path / "home", tmp_path / "state"
     port = _free_port()
-    with a2a_peer(tmp_path) as (base, peer_log):
+    with a2a_peers() as (base, peer_log):
         write(home / "agents", "peer", f"kind: remote\nname: peer\n"
                                        f"agent_card_url: {base}/.well-known/agent-card.json\n"
                                        "auth:\n  type: apiKey\n  key: $PEER_KEY")
@@ -127,9 +151,9 @@ def test_the_main_model_delegates_to_a_remote_agent_and_its_answer_is_the_report
     assert b"PEER_KEY" not in stored  # not even the name of the variable (no auth material at all)
 
 
-def test_a_streaming_remote_agent_with_command_auth_streams_its_task_and_artifact(tmp_path):
+def test_a_streaming_remote_agent_with_command_auth_streams_its_task_and_artifact(a2a_peers, tmp_path):
     marker = tmp_path / "ran"
-    with a2a_peer(tmp_path, "stream") as (base, peer_log):
+    with a2a_peers("stream") as (base, peer_log):
         write(tmp_path / "home" / "agents", "peer",
               f"kind: remote\nname: peer\nagent_card_url: {base}/.well-known/agent-card.json\n"
               f"auth:\n  type: http\n  scheme: Bearer\n  token: '!touch {marker} && echo from-command'")
@@ -165,8 +189,8 @@ def test_a_dead_remote_agent_ends_the_sub_agent_with_a_clear_outcome_and_the_ses
     assert "The peer is down." in done.stdout
 
 
-def test_a_slow_remote_agent_ends_at_its_timeout_and_the_session_goes_on(tmp_path):
-    with a2a_peer(tmp_path, "slow") as (base, _):
+def test_a_slow_remote_agent_ends_at_its_timeout_and_the_session_goes_on(a2a_peers, tmp_path):
+    with a2a_peers("slow") as (base, _):
         write(tmp_path / "home" / "agents", "peer", f"kind: remote\nname: peer\ntimeout_mins: 0.05\n"
                                                     f"agent_card_url: {base}/.well-known/agent-card.json")
         with FakeGemini(script=script_delegating("take your time", "Gave up."), api_key=API_KEY) as fake:
@@ -179,10 +203,10 @@ def test_a_slow_remote_agent_ends_at_its_timeout_and_the_session_goes_on(tmp_pat
     assert "Gave up." in done.stdout and took < 60
 
 
-def test_a_remote_task_still_running_at_the_timeout_is_cancelled_there(tmp_path):
+def test_a_remote_task_still_running_at_the_timeout_is_cancelled_there(a2a_peers, tmp_path):
     """The call is over: the agent is told (A2A ``tasks/cancel``) and stops
     working on the task, rather than on for the hour it would take."""
-    with a2a_peer(tmp_path, "slowstream") as (base, read_log):
+    with a2a_peers("slowstream") as (base, read_log):
         write(tmp_path / "home" / "agents", "peer", f"kind: remote\nname: peer\ntimeout_mins: 0.05\n"
                                                     f"agent_card_url: {base}/.well-known/agent-card.json")
         with FakeGemini(script=script_delegating("take your time", "Gave up."), api_key=API_KEY) as fake:
@@ -199,8 +223,8 @@ def test_a_remote_task_still_running_at_the_timeout_is_cancelled_there(tmp_path)
     assert "Gave up." in done.stdout
 
 
-def test_a_remote_agent_answering_too_much_is_stopped_and_the_session_goes_on(tmp_path):
-    with a2a_peer(tmp_path, "huge") as (base, _):
+def test_a_remote_agent_answering_too_much_is_stopped_and_the_session_goes_on(a2a_peers, tmp_path):
+    with a2a_peers("huge") as (base, _):
         write(tmp_path / "home" / "agents", "peer",
               f"kind: remote\nname: peer\nagent_card_url: {base}/.well-known/agent-card.json")
         with FakeGemini(script=script_delegating("say a lot", "Too much."), api_key=API_KEY) as fake:
@@ -239,8 +263,8 @@ def test_bad_remote_definitions_are_reported_with_path_and_field_and_the_others_
     assert not {"nourl", "both", "badjson", "ftp", "oauth", "bad-one"} & names
 
 
-def test_delegating_to_a_remote_agent_asks_first_and_nobody_to_ask_refuses_naming_it(tmp_path):
-    with a2a_peer(tmp_path) as (base, peer_log):
+def test_delegating_to_a_remote_agent_asks_first_and_nobody_to_ask_refuses_naming_it(a2a_peers, tmp_path):
+    with a2a_peers() as (base, peer_log):
         write(tmp_path / "home" / "agents", "peer",
               f"kind: remote\nname: peer\nagent_card_url: {base}/.well-known/agent-card.json")
         with FakeGemini(script=script_delegating("please"), api_key=API_KEY) as fake:
@@ -274,8 +298,8 @@ def test_a_session_whose_tools_run_on_the_server_offers_no_remote_agent(tmp_path
     assert "peer" not in tool_names(request) and "generalist" in tool_names(request)
 
 
-def test_a_second_call_of_a_remote_agent_goes_on_with_the_same_conversation(tmp_path):
-    with a2a_peer(tmp_path) as (base, peer_log):
+def test_a_second_call_of_a_remote_agent_goes_on_with_the_same_conversation(a2a_peers, tmp_path):
+    with a2a_peers() as (base, peer_log):
         write(tmp_path / "home" / "agents", "peer",
               f"kind: remote\nname: peer\nagent_card_url: {base}/.well-known/agent-card.json")
         script = [
@@ -291,7 +315,7 @@ def test_a_second_call_of_a_remote_agent_goes_on_with_the_same_conversation(tmp_
     assert tasks[0]["context_id"] and tasks[1]["context_id"] == tasks[0]["context_id"]
 
 
-def test_a_remote_agent_longer_than_the_servers_tool_timeout_ends_with_its_own_timeout_message(tmp_path):
+def test_a_remote_agent_longer_than_the_servers_tool_timeout_ends_with_its_own_timeout_message(a2a_peers, tmp_path):
     """The server waits a remote agent's call for its ``timeout_mins`` (plus a
     margin), not its ``--tool-timeout``: the client's own "did not answer
     within 3 seconds" is the outcome, not the server's "the client did not
@@ -301,7 +325,7 @@ def test_a_remote_agent_longer_than_the_servers_tool_timeout_ends_with_its_own_t
 
     home, state = tmp_path / "home", tmp_path / "state"
     port = _free_port()
-    with a2a_peer(tmp_path, "slow") as (base, _):
+    with a2a_peers("slow") as (base, _):
         write(home / "agents", "peer", f"kind: remote\nname: peer\ntimeout_mins: 0.05\n"
                                        f"agent_card_url: {base}/.well-known/agent-card.json")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI", "GOOGLE"))}

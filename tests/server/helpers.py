@@ -1,7 +1,8 @@
 """Running a real server session over loopback for tests.
 
-The server is the real AgentService on the real loopback transport plugin;
-the model is a ScriptedModel; the client is either the real ProtocolClient
+The server is ``gemini_split.testing.service.open_test_service`` (the real
+AgentService on the real loopback transport plugin, a ScriptedModel); the
+client is either the real ProtocolClient
 (with real tools in a temporary workspace) or a raw stream for testing what a
 misbehaving client gets back.
 """
@@ -9,7 +10,6 @@ misbehaving client gets back.
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Any
 
 import trio
 
@@ -19,24 +19,8 @@ from gemini_split.client.protocol_client import ProtocolClient
 from gemini_split.tools.registry import ToolRegistry, default_tools
 from gemini_split.tools.workspace import Workspace
 from gemini_split.protocol import Hello, decode, encode
-from gemini_split.server.config import ServerConfig
 from gemini_split.stamping import stamp
-from gemini_split.server.model.scripted import ScriptedModel
-from gemini_split.server.service import AgentService
-from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
-
-
-@asynccontextmanager
-async def serving(model: ScriptedModel, **config: Any):
-    """An AgentService listening on a fresh loopback name; yields
-    ``(service, address)``."""
-    service = AgentService(model, ServerConfig(model="scripted", **config))
-    transport = get_transport("loopback:")
-    async with trio.open_nursery() as nursery:
-        await nursery.start(service.run)
-        address = await nursery.start(transport.serve, "loopback:", service.handle_connection, ServeOptions())
-        yield service, address
-        nursery.cancel_scope.cancel()
+from gemini_split.transport import ConnectOptions, get_transport
 
 
 @asynccontextmanager

@@ -29,8 +29,9 @@ from gemini_split.protocol import (
 )
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.stamping import stamp
+from gemini_split.testing.service import open_test_service
 
-from .helpers import connected_client, raw_client, serving
+from .helpers import connected_client, raw_client
 
 
 def _text(events) -> str:
@@ -45,7 +46,7 @@ async def test_streamed_text_arrives_whole_and_in_order_then_finished_with_usage
     text = "".join(f"word{i} " for i in range(50))
     model = ScriptedModel([{"text": text, "chunks": 50, "thought": "let me think"}])
     events: list = []
-    async with serving(model) as (_, address), connected_client(address, tmp_path, events=events) as client:
+    async with open_test_service(model) as (_, address), connected_client(address, tmp_path, events=events) as client:
         outcome = await client.run_turn("hello")
     assert outcome.error is None and outcome.finished is not None
     assert _text(events) == text
@@ -63,7 +64,7 @@ async def test_a_function_call_runs_on_the_client_and_its_result_reaches_the_mod
         {"text": "done"},
     ])
     events: list = []
-    async with serving(model) as (_, address), connected_client(address, tmp_path, events=events) as client:
+    async with open_test_service(model) as (_, address), connected_client(address, tmp_path, events=events) as client:
         outcome = await client.run_turn("read notes.txt")
     assert outcome.finished is not None and outcome.finished.turns == 2
     (response,) = _function_responses(model.requests[1])
@@ -76,7 +77,7 @@ async def test_a_function_call_runs_on_the_client_and_its_result_reaches_the_mod
 
 async def test_a_failing_tool_gives_the_model_a_structured_error_not_a_traceback(tmp_path):
     model = ScriptedModel([{"function_calls": [{"name": "read_file", "args": {"file_path": "../etc/passwd"}}]}])
-    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+    async with open_test_service(model) as (_, address), connected_client(address, tmp_path) as client:
         outcome = await client.run_turn("read it")
     assert outcome.finished is not None
     (response,) = _function_responses(model.requests[1])
@@ -89,7 +90,7 @@ async def test_a_failing_tool_gives_the_model_a_structured_error_not_a_traceback
 
 async def test_a_client_that_never_answers_a_tool_request_times_out_with_a_clear_error(autojump_clock):
     model = ScriptedModel([{"function_calls": [{"name": "read_file", "args": {"file_path": "x"}}]}, {"text": "ok"}])
-    async with serving(model, tool_timeout=30) as (_, address), raw_client(address) as raw:
+    async with open_test_service(model, tool_timeout=30) as (_, address), raw_client(address) as raw:
         await raw.send(GenerateContentRequest(prompt="go"))
         seen = await raw.receive_until(lambda m: isinstance(m, Finished | Error))
         start = trio.current_time()
@@ -104,7 +105,7 @@ async def test_a_client_that_never_answers_a_tool_request_times_out_with_a_clear
 async def test_runaway_tool_loops_end_at_the_turn_limit_and_the_session_stays_usable(tmp_path):
     loop_turn = {"function_calls": [{"name": "list_directory", "args": {"dir_path": "."}}]}
     model = ScriptedModel([loop_turn] * 10)
-    async with serving(model, max_turns=3) as (_, address), connected_client(address, tmp_path) as client:
+    async with open_test_service(model, max_turns=3) as (_, address), connected_client(address, tmp_path) as client:
         outcome = await client.run_turn("loop forever")
         assert outcome.error is not None and outcome.error.code == "turn_limit"
         assert "3 model turns" in outcome.error.message
@@ -125,7 +126,7 @@ async def test_transient_errors_are_retried_with_backoff_and_announced(tmp_path,
         {"text": "finally"},
     ])
     events: list = []
-    async with serving(model) as (_, address), connected_client(address, tmp_path, events=events) as client:
+    async with open_test_service(model) as (_, address), connected_client(address, tmp_path, events=events) as client:
         start = trio.current_time()
         outcome = await client.run_turn("hi")
         elapsed = trio.current_time() - start
@@ -140,7 +141,7 @@ async def test_transient_errors_are_retried_with_backoff_and_announced(tmp_path,
 
 async def test_retries_give_up_after_max_attempts_with_a_clear_error(tmp_path, autojump_clock):
     model = ScriptedModel([{"error": {"status": 500, "message": "boom"}}] * 5)
-    async with serving(model, max_attempts=3) as (_, address), connected_client(address, tmp_path) as client:
+    async with open_test_service(model, max_attempts=3) as (_, address), connected_client(address, tmp_path) as client:
         outcome = await client.run_turn("hi")
     assert outcome.error is not None
     assert outcome.error.code == "model_unavailable"
@@ -150,7 +151,7 @@ async def test_retries_give_up_after_max_attempts_with_a_clear_error(tmp_path, a
 
 async def test_auth_errors_are_not_retried_and_say_it_is_the_key(tmp_path):
     model = ScriptedModel([{"error": {"status": 403, "message": "API key not valid"}}])
-    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+    async with open_test_service(model) as (_, address), connected_client(address, tmp_path) as client:
         outcome = await client.run_turn("hi")
     assert outcome.error is not None and outcome.error.code == "model_auth"
     assert len(model.requests) == 1
@@ -159,7 +160,7 @@ async def test_auth_errors_are_not_retried_and_say_it_is_the_key(tmp_path):
 async def test_cancel_stops_the_stream_at_once_and_the_session_goes_on(tmp_path):
     model = ScriptedModel([{"text": "x" * 100, "chunks": 100, "chunk_delay": 0.05}])
     events: list = []
-    async with serving(model) as (service, address), connected_client(address, tmp_path, events=events) as client:
+    async with open_test_service(model) as (service, address), connected_client(address, tmp_path, events=events) as client:
         async with trio.open_nursery() as nursery:
             outcomes = []
 
@@ -201,7 +202,7 @@ async def test_cancel_stops_a_pending_tool_on_the_client_too(tmp_path):
     registry = ToolRegistry([tool, *default_tools()])
     model = ScriptedModel([{"function_calls": [{"name": "hang", "args": {}}]}])
     events: list = []
-    async with serving(model) as (_, address), connected_client(address, tmp_path, registry=registry, events=events) as client:
+    async with open_test_service(model) as (_, address), connected_client(address, tmp_path, registry=registry, events=events) as client:
         async with trio.open_nursery() as nursery:
             outcomes = []
 
@@ -223,7 +224,7 @@ async def test_cancel_stops_a_pending_tool_on_the_client_too(tmp_path):
 
 async def test_a_second_request_while_one_runs_is_refused_as_busy():
     model = ScriptedModel([{"text": "slow", "delay": 0.5}])
-    async with serving(model) as (_, address), raw_client(address) as raw:
+    async with open_test_service(model) as (_, address), raw_client(address) as raw:
         first = stamp(GenerateContentRequest(prompt="one"))
         await raw.send(first)
         second = stamp(GenerateContentRequest(prompt="two"))
@@ -245,7 +246,7 @@ async def test_a_second_request_while_one_runs_is_refused_as_busy():
 )
 async def test_bad_messages_get_an_error_and_the_connection_goes_on(text, code):
     model = ScriptedModel([])
-    async with serving(model) as (_, address), raw_client(address) as raw:
+    async with open_test_service(model) as (_, address), raw_client(address) as raw:
         await raw.send(text)
         error = await raw.receive()
         assert isinstance(error, Error) and error.code == code and not error.fatal
@@ -255,7 +256,7 @@ async def test_bad_messages_get_an_error_and_the_connection_goes_on(text, code):
 
 
 async def test_an_unknown_major_version_gets_a_fatal_error_not_a_crash():
-    async with serving(ScriptedModel([])) as (service, address), raw_client(address, hello=False) as raw:
+    async with open_test_service(ScriptedModel([])) as (service, address), raw_client(address, hello=False) as raw:
         await raw.send('{"type": "hello", "id": "1", "timestamp": 1, "protocol_version": "2.0"}')
         error = await raw.receive()
         assert isinstance(error, Error) and error.fatal and error.code == "unsupported_version"
@@ -266,7 +267,7 @@ async def test_an_unknown_major_version_gets_a_fatal_error_not_a_crash():
 
 
 async def test_a_first_message_that_is_not_hello_is_refused():
-    async with serving(ScriptedModel([])) as (_, address), raw_client(address, hello=False) as raw:
+    async with open_test_service(ScriptedModel([])) as (_, address), raw_client(address, hello=False) as raw:
         await raw.send(GenerateContentRequest(prompt="skip the handshake"))
         error = await raw.receive()
     assert isinstance(error, Error) and error.fatal and "expected hello" in error.message
@@ -274,7 +275,7 @@ async def test_a_first_message_that_is_not_hello_is_refused():
 
 async def test_history_and_state_answer_their_requests(tmp_path):
     model = ScriptedModel([{"text": "answer"}])
-    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+    async with open_test_service(model) as (_, address), connected_client(address, tmp_path) as client:
         await client.run_turn("question")
         history = await client.get_history()
         state = await client.get_state()
@@ -288,7 +289,7 @@ async def test_a_request_goes_on_when_its_connection_closes_and_the_idle_session
     # every event is logged for a client that resumes, and once the session
     # is idle and detached for detached_grace it leaves memory (not the store).
     model = ScriptedModel([{"text": "x" * 50, "chunks": 50, "chunk_delay": 0.01}])
-    async with serving(model, detached_grace=0.5) as (service, address):
+    async with open_test_service(model, detached_grace=0.5) as (service, address):
         async with raw_client(address) as raw:
             await raw.send(GenerateContentRequest(prompt="go"))
             await raw.receive()  # the stream has started
@@ -305,7 +306,7 @@ async def test_a_request_goes_on_when_its_connection_closes_and_the_idle_session
 
 async def test_cancel_for_another_request_id_is_ignored():
     model = ScriptedModel([{"text": "fine", "delay": 0.2}])
-    async with serving(model) as (_, address), raw_client(address) as raw:
+    async with open_test_service(model) as (_, address), raw_client(address) as raw:
         await raw.send(GenerateContentRequest(prompt="go"))
         await raw.send(Cancel(request_id="not-this-one"))
         seen = await raw.receive_until(lambda m: isinstance(m, Finished))
@@ -346,14 +347,14 @@ async def test_a_server_that_goes_silent_mid_turn_is_detected_by_a_probe(tmp_pat
 
 async def test_a_slow_but_live_server_is_not_mistaken_for_a_dead_one(tmp_path, autojump_clock):
     model = ScriptedModel([{"text": "after a long think", "delay": 200}])
-    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+    async with open_test_service(model) as (_, address), connected_client(address, tmp_path) as client:
         outcome = await client.run_turn("think hard")
     assert outcome.finished is not None
 
 
 async def test_a_streamed_answer_is_kept_as_one_text_part_not_one_per_chunk(tmp_path):
     model = ScriptedModel([{"text": "a" * 500, "chunks": 500, "thought": "hmm"}, {"text": "next"}])
-    async with serving(model) as (_, address), connected_client(address, tmp_path) as client:
+    async with open_test_service(model) as (_, address), connected_client(address, tmp_path) as client:
         await client.run_turn("first")
         await client.run_turn("second")
     answer = model.requests[1].contents[1]

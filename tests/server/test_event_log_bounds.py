@@ -17,8 +17,9 @@ from gemini_split.protocol import (
     History,
 )
 from gemini_split.server.model.scripted import ScriptedModel
+from gemini_split.testing.service import open_test_service
 
-from .helpers import raw_client, serving
+from .helpers import raw_client
 
 PROMPT = "p" * 1_000_000
 ASKS = 30
@@ -26,7 +27,7 @@ ASKS = 30
 
 @pytest.mark.timeout(60)
 async def test_repeated_large_replies_keep_the_event_log_within_its_byte_bound():
-    async with serving(ScriptedModel([{"text": "ok"}])) as (service, address), raw_client(address) as raw:
+    async with open_test_service(ScriptedModel([{"text": "ok"}])) as (service, address), raw_client(address) as raw:
         await raw.send(GenerateContentRequest(prompt=PROMPT))
         await raw.receive_until(lambda m: isinstance(m, Finished))
         for _ in range(ASKS):

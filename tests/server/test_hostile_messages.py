@@ -10,10 +10,8 @@ import pytest
 import trio
 
 from gemini_split.protocol import Error, Finished, GenerateContentRequest
-from gemini_split.server.config import ServerConfig
 from gemini_split.server.model.scripted import ScriptedModel
-from gemini_split.server.service import AgentService
-from gemini_split.transport import ServeOptions, get_transport
+from gemini_split.testing.service import open_test_service
 
 from tests.server.helpers import raw_client
 
@@ -22,13 +20,8 @@ DEADLINE = 20
 
 @asynccontextmanager
 async def serving_websocket():
-    service = AgentService(ScriptedModel([{"text": "still here"}]), ServerConfig(model="scripted"))
-    transport = get_transport("ws://127.0.0.1:0")
-    async with trio.open_nursery() as nursery:
-        await nursery.start(service.run)
-        address = await nursery.start(transport.serve, "ws://127.0.0.1:0", service.handle_connection, ServeOptions())
+    async with open_test_service(ScriptedModel([{"text": "still here"}]), address="ws://127.0.0.1:0") as (_, address):
         yield address
-        nursery.cancel_scope.cancel()
 
 
 async def _answered_then_usable(text: str) -> Error:

@@ -17,12 +17,13 @@ from gemini_split.protocol import (
 )
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.stamping import stamp
+from gemini_split.testing.service import open_test_service
 
-from .helpers import raw_client, serving
+from .helpers import raw_client
 
 
 async def test_an_answer_to_a_tool_call_nobody_made_is_refused_and_the_session_goes_on():
-    async with serving(ScriptedModel([])) as (_, address), raw_client(address) as raw:
+    async with open_test_service(ScriptedModel([])) as (_, address), raw_client(address) as raw:
         stray = stamp(ToolExecutionResponse(request_id="call-that-never-was", result="hi"))
         await raw.send(stray)
         error = await raw.receive()
@@ -34,7 +35,7 @@ async def test_an_answer_to_a_tool_call_nobody_made_is_refused_and_the_session_g
 
 
 async def test_a_decision_for_no_pending_approval_is_refused():
-    async with serving(ScriptedModel([])) as (_, address), raw_client(address) as raw:
+    async with open_test_service(ScriptedModel([])) as (_, address), raw_client(address) as raw:
         decision = stamp(ToolDecision(call_id="c-9", approved=True))
         await raw.send(decision)
         error = await raw.receive()
@@ -44,7 +45,7 @@ async def test_a_decision_for_no_pending_approval_is_refused():
 
 async def test_a_busy_refusal_names_the_refused_request_and_the_running_one_ends_once():
     model = ScriptedModel([{"text": "slow", "delay": 0.3}])
-    async with serving(model) as (_, address), raw_client(address) as raw:
+    async with open_test_service(model) as (_, address), raw_client(address) as raw:
         first, second = stamp(GenerateContentRequest(prompt="one")), stamp(GenerateContentRequest(prompt="two"))
         await raw.send(first)
         await raw.send(second)
@@ -64,7 +65,7 @@ async def test_a_busy_refusal_names_the_refused_request_and_the_running_one_ends
 
 
 async def test_an_empty_prompt_is_refused_to_its_sender_alone_and_never_logged():
-    async with serving(ScriptedModel([])) as (_, address), raw_client(address) as raw:
+    async with open_test_service(ScriptedModel([])) as (_, address), raw_client(address) as raw:
         empty = stamp(GenerateContentRequest(prompt="  \n "))
         await raw.send(empty)
         error = await raw.receive()

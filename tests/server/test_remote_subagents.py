@@ -18,8 +18,9 @@ from gemini_split.protocol import (
     ToolProgress,
 )
 from gemini_split.server.model.scripted import ScriptedModel
+from gemini_split.testing.service import open_test_service
 
-from .helpers import raw_client, serving
+from .helpers import raw_client
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -35,7 +36,7 @@ async def test_a_remote_agent_is_called_through_the_client_and_its_progress_is_i
         {"function_calls": [{"name": "read_file", "args": {"file_path": "a.txt"}}]},
         {"text": "Read."},
     ])
-    async with serving(model) as (_service, address), raw_client(address) as raw:
+    async with open_test_service(model) as (_service, address), raw_client(address) as raw:
         await raw.send(GenerateContentRequest(prompt="ask the peer", context=SessionContext(agents=(PEER,))))
         seen = await raw.receive_until(lambda e: e.TYPE == "tool_execution_request")
         call = seen[-1]
@@ -70,7 +71,7 @@ async def test_a_failed_remote_call_ends_the_sub_agent_with_the_clients_words_an
         {"function_calls": [{"name": "peer", "args": {"query": "q"}}]},
         {"text": "It failed."},
     ])
-    async with serving(model) as (_service, address), raw_client(address) as raw:
+    async with open_test_service(model) as (_service, address), raw_client(address) as raw:
         await raw.send(GenerateContentRequest(prompt="go", context=SessionContext(agents=(PEER,))))
         call = (await raw.receive_until(lambda e: e.TYPE == "tool_execution_request"))[-1]
         await raw.send(ToolExecutionResponse(request_id=call.id, error=ToolFailure(
@@ -94,7 +95,7 @@ async def test_the_server_waits_for_a_remote_agents_call_as_long_as_the_agent_ma
     own timeout and message end it."""
     model = ScriptedModel([{"function_calls": [{"name": "peer", "args": {"query": "q"}}]}, {"text": "ok"}])
     peer = msgspec.structs.replace(PEER, timeout_mins=minutes)
-    async with serving(model, tool_timeout=60.0, subagent_timeout_max=cap) as (_service, address), \
+    async with open_test_service(model, tool_timeout=60.0, subagent_timeout_max=cap) as (_service, address), \
             raw_client(address) as raw:
         await raw.send(GenerateContentRequest(prompt="ask", context=SessionContext(agents=(peer,))))
         seen = await raw.receive_until(lambda e: e.TYPE == "tool_execution_request")

@@ -16,8 +16,9 @@ from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.client.failures import RequestFailed
 from gemini_split.protocol import Rewound
 from gemini_split.server.model.scripted import ScriptedModel
+from gemini_split.testing.service import open_test_service
 
-from .helpers import connected_client, serving
+from .helpers import connected_client
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -36,7 +37,7 @@ async def _three_turns(client) -> list:
 async def test_a_rewind_takes_the_history_back_to_before_that_prompt_and_the_next_request_lacks_the_rest(tmp_path):
     model = ScriptedModel([{"text": "one"}, {"text": "two"}, {"text": "three"}, {"text": "again"}])
     events: list = []
-    async with serving(model) as (_service, address):
+    async with open_test_service(model) as (_service, address):
         async with connected_client(address, tmp_path, events=events) as client:
             points = await _three_turns(client)
             assert [p.prompt for p in points] == ["first prompt", "second prompt", "third prompt"]
@@ -54,7 +55,7 @@ async def test_a_rewind_takes_the_history_back_to_before_that_prompt_and_the_nex
 
 async def test_a_rewind_to_a_seq_that_is_no_prompt_is_refused_and_changes_nothing(tmp_path):
     model = ScriptedModel([{"text": "one"}, {"text": "two"}, {"text": "three"}])
-    async with serving(model) as (_service, address):
+    async with open_test_service(model) as (_service, address):
         async with connected_client(address, tmp_path) as client:
             points = await _three_turns(client)
             for bad in (points[0].seq + 1, 10_000):
@@ -68,7 +69,7 @@ async def test_a_rewind_to_a_seq_that_is_no_prompt_is_refused_and_changes_nothin
 
 async def test_a_rewind_while_a_request_runs_is_refused_as_busy(tmp_path):
     model = ScriptedModel([{"text": "one"}, {"text": "slow", "delay": 30}])
-    async with serving(model) as (_service, address):
+    async with open_test_service(model) as (_service, address):
         async with connected_client(address, tmp_path) as client:
             await client.run_turn("first")
             points = (await client.get_history()).points
@@ -97,7 +98,7 @@ async def test_restore_reproposes_exactly_that_call_through_the_client_and_the_t
     model = ScriptedModel([_write("a.txt", "A"), {"text": "wrote a"}, {"text": "later"},
                            {"text": "wrote a again"}])
     events: list = []
-    async with serving(model) as (_service, address):
+    async with open_test_service(model) as (_service, address):
         async with connected_client(address, tmp_path, events=events) as client:
             client.executor.policy.mode = ApprovalMode.YOLO
             await client.run_turn("make a")
@@ -129,7 +130,7 @@ async def test_the_server_refuses_a_rewind_while_a_request_runs_whoever_sends_it
     from gemini_split.transport import ConnectOptions, get_transport
 
     model = ScriptedModel([{"text": "one"}, {"text": "slow", "delay": 1}])
-    async with serving(model) as (_service, address):
+    async with open_test_service(model) as (_service, address):
         stream = await get_transport(address).open_connection(address, ConnectOptions())
         raw = RawClient(stream)
         await raw.send(Hello(client="raw"))
@@ -151,7 +152,7 @@ async def test_a_rewind_across_a_compression_rebuilds_what_the_summary_replaced_
     long = "a long answer that the summary will replace. " * 40
     model = ScriptedModel([{"text": "one " + long}, {"text": "two " + long}, {"text": "three " + long},
                            {"text": "SUMMARY-OF-ONE-AND-TWO"}, {"text": "after"}, {"text": "after again"}])
-    async with serving(model) as (_service, address):
+    async with open_test_service(model) as (_service, address):
         async with connected_client(address, tmp_path) as client:
             points = await _three_turns(client)
             compressed = await client.compress()
@@ -182,7 +183,7 @@ async def test_a_client_of_protocol_1_3_on_the_session_gets_a_notice_instead_of_
     from gemini_split.transport.memory_pair import open_memory_pair
 
     model = ScriptedModel([{"text": "one"}, {"text": "two"}])
-    async with serving(model) as (service, address):
+    async with open_test_service(model) as (service, address):
         async with connected_client(address, tmp_path) as client:
             await client.run_turn("first prompt")
             await client.run_turn("second prompt")
@@ -247,7 +248,7 @@ async def test_a_late_joiner_sees_the_conversation_as_it_is_after_a_rewind_not_t
     from gemini_split.transport import ConnectOptions, get_transport
 
     model = ScriptedModel([{"text": "one"}, {"text": "two"}, {"text": "three"}])
-    async with serving(model) as (_service, address):
+    async with open_test_service(model) as (_service, address):
         async with connected_client(address, tmp_path) as client:
             points = await _three_turns(client)
             await client.rewind(points[1].seq)

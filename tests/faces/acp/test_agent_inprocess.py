@@ -13,9 +13,9 @@ from gemini_split.acp.bridge import BRIDGE_TOOLS
 from gemini_split.acp.peer import RpcPeer
 from gemini_split.client.connect import ClientSettings, Endpoint, ToolSettings
 from gemini_split.server.model.scripted import ScriptedModel
+from gemini_split.testing.service import open_test_service
 from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
 
-from tests.server.helpers import serving
 
 
 class RawClient:
@@ -35,7 +35,7 @@ class RawClient:
 @asynccontextmanager
 async def bridge_agent(tmp_path, model, **attributes):
     loopback = get_transport("loopback:")
-    async with serving(model) as (_service, address), trio.open_nursery() as nursery:
+    async with open_test_service(model) as (_service, address), trio.open_nursery() as nursery:
         settings = ClientSettings(endpoint=Endpoint(server=address, reconnect_timeout=0),
                                   tools=ToolSettings(workspace=tmp_path, core_tools=BRIDGE_TOOLS))
         agent = AcpAgent(settings, shared=True, local_tools=False)

@@ -25,23 +25,11 @@ from gemini_split.protocol import (
     ToolExecutionRequest,
     ToolExecutionResponse,
 )
-from gemini_split.server.config import ServerConfig
 from gemini_split.server.model.scripted import ScriptedModel
-from gemini_split.server.service import AgentService
-from gemini_split.transport import ConnectOptions, Principal, ServeOptions, get_transport
+from gemini_split.testing.service import open_test_service
+from gemini_split.transport import ConnectOptions, Principal, get_transport
 
 from tests.server.helpers import RawClient
-
-
-@asynccontextmanager
-async def serving(model, *, authenticate=None, **config):
-    service = AgentService(model, ServerConfig(model="scripted", **config), authenticate=authenticate)
-    transport = get_transport("loopback:")
-    async with trio.open_nursery() as nursery:
-        await nursery.start(service.run)
-        address = await nursery.start(transport.serve, "loopback:", service.handle_connection, ServeOptions())
-        yield service, address
-        nursery.cancel_scope.cancel()
 
 
 @asynccontextmanager
@@ -66,7 +54,7 @@ def _words(n: int) -> str:
 
 async def test_two_clients_get_the_same_events_in_the_same_seq_order():
     model = ScriptedModel([{"text": _words(30), "chunks": 30, "chunk_delay": 0.005}])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address, label="laptop") as (a, first):
             async with hello(address, session_id=first.session_id, resume_token=first.resume_token,
                              label="phone") as (b, second):
@@ -87,7 +75,7 @@ async def test_two_clients_get_the_same_events_in_the_same_seq_order():
 
 async def test_an_observer_may_watch_but_its_prompt_cancel_and_answers_are_forbidden():
     model = ScriptedModel([{"text": "slow answer", "delay": 0.3}])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address) as (driver, first):
             async with hello(address, session_id=first.session_id, role="observer") as (watcher, watching):
                 assert watching.role == "observer"
@@ -107,7 +95,7 @@ async def test_an_observer_may_watch_but_its_prompt_cancel_and_answers_are_forbi
 
 
 async def test_clients_changed_tells_the_others_who_left_with_a_label_never_a_token():
-    async with serving(ScriptedModel([])) as (_, address):
+    async with open_test_service(ScriptedModel([])) as (_, address):
         async with hello(address, label="laptop") as (a, first):
             async with hello(address, session_id=first.session_id, label="phone") as (b, _):
                 joined = await a.receive()
@@ -120,7 +108,7 @@ async def test_clients_changed_tells_the_others_who_left_with_a_label_never_a_to
 
 async def test_a_second_prompt_from_another_client_is_busy_and_either_may_cancel():
     model = ScriptedModel([{"text": _words(200), "chunks": 200, "chunk_delay": 0.01}])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address) as (a, first):
             async with hello(address, session_id=first.session_id) as (b, _):
                 request = GenerateContentRequest(prompt="long")
@@ -142,7 +130,7 @@ async def test_a_tool_call_goes_to_the_prompting_client_and_is_handed_over_when_
         {"function_calls": [{"name": "read_file", "args": {"file_path": "a.txt"}}]},
         {"text": "done"},
     ])
-    async with serving(model, tool_timeout=30) as (_, address):
+    async with open_test_service(model, tool_timeout=30) as (_, address):
         async with hello(address, label="phone") as (other, first):
             async with hello(address, session_id=first.session_id, label="laptop") as (origin, _):
                 await origin.send(GenerateContentRequest(prompt="read it"))
@@ -162,7 +150,7 @@ async def test_a_tool_call_goes_to_the_prompting_client_and_is_handed_over_when_
 async def test_a_watcher_that_stops_reading_is_cut_off_and_the_driver_streams_on():
     # A small outbox so the stalled watcher overflows quickly.
     model = ScriptedModel([{"text": _words(1000), "chunks": 1000, "chunk_delay": 0.001}])
-    async with serving(model, outbox_limit=50, outbox_bytes=4096) as (service, address):
+    async with open_test_service(model, outbox_limit=50, outbox_bytes=4096) as (service, address):
         async with hello(address) as (driver, first):
             async with hello(address, session_id=first.session_id, role="observer"):
                 # The watcher never reads again.
@@ -179,7 +167,7 @@ async def test_a_watcher_that_stops_reading_is_cut_off_and_the_driver_streams_on
 async def test_another_principal_gets_unknown_session_for_live_and_stolen_and_guessed_ids():
     tokens = {"alice-token": Principal("alice"), "bob-token": Principal("bob")}
     model = ScriptedModel([{"text": "alice's answer", "delay": 0.5}])
-    async with serving(model, authenticate=tokens.get) as (_, address):
+    async with open_test_service(model, authenticate=tokens.get) as (_, address):
         async with hello(address, token="alice-token") as (alice, mine):
             await alice.send(GenerateContentRequest(prompt="secret"))
             await alice.receive_until(lambda m: isinstance(m, RequestStarted))
@@ -202,7 +190,7 @@ async def test_another_principal_gets_unknown_session_for_live_and_stolen_and_gu
 
 
 async def test_attach_by_id_alone_is_refused_where_the_server_does_not_allow_it():
-    async with serving(ScriptedModel([]), allow_attach_by_id=False) as (_, address):
+    async with open_test_service(ScriptedModel([]), allow_attach_by_id=False) as (_, address):
         async with hello(address) as (a, first):
             async with hello(address, session_id=first.session_id) as (_, by_id):
                 pass
@@ -214,7 +202,7 @@ async def test_attach_by_id_alone_is_refused_where_the_server_does_not_allow_it(
 
 async def test_refusals_take_the_same_time_for_a_live_session_of_another_user_and_no_session():
     tokens = {"alice-token": Principal("alice"), "bob-token": Principal("bob")}
-    async with serving(ScriptedModel([]), authenticate=tokens.get) as (_, address):
+    async with open_test_service(ScriptedModel([]), authenticate=tokens.get) as (_, address):
         async with hello(address, token="alice-token") as (_, mine):
 
             async def refusal_time(session_id: str) -> float:
@@ -234,7 +222,7 @@ async def test_refusals_take_the_same_time_for_a_live_session_of_another_user_an
 
 
 async def test_state_replies_go_only_to_the_client_that_asked():
-    async with serving(ScriptedModel([])) as (_, address):
+    async with open_test_service(ScriptedModel([])) as (_, address):
         async with hello(address) as (a, first):
             async with hello(address, session_id=first.session_id) as (b, _):
                 await b.send(GetState())

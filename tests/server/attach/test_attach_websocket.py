@@ -10,24 +10,14 @@ import pytest
 import trio
 
 from gemini_split.protocol import Connected, Error, Finished, GenerateContentRequest, Hello, RequestStarted, TextDelta
-from gemini_split.server.config import ServerConfig
 from gemini_split.server.model.scripted import ScriptedModel
-from gemini_split.server.service import AgentService
-from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
+from gemini_split.testing.service import open_test_service
+from gemini_split.transport import ConnectOptions, get_transport
 
 from tests.server.helpers import RawClient
 from .test_attach_server import _text, _words
 
-
-@asynccontextmanager
-async def ws_serving(model, **config):
-    service = AgentService(model, ServerConfig(model="scripted", **config))
-    async with trio.open_nursery() as nursery:
-        await nursery.start(service.run)
-        address = await nursery.start(get_transport("ws:").serve, "ws://127.0.0.1:0", service.handle_connection,
-                                      ServeOptions())
-        yield service, address
-        nursery.cancel_scope.cancel()
+WEBSOCKET = "ws://127.0.0.1:0"
 
 
 @asynccontextmanager
@@ -43,7 +33,7 @@ async def ws_hello(address, **fields):
 
 async def test_the_websocket_query_limit_replays_the_current_turn_from_its_start():
     model = ScriptedModel([{"text": "older"}, {"text": _words(60), "chunks": 60, "chunk_delay": 0.01}])
-    async with ws_serving(model) as (_, address):
+    async with open_test_service(model, address=WEBSOCKET) as (_, address):
         async with ws_hello(address) as (driver, first):
             await driver.send(GenerateContentRequest(prompt="one"))
             await driver.receive_until(lambda m: isinstance(m, Finished))
@@ -59,7 +49,7 @@ async def test_the_websocket_query_limit_replays_the_current_turn_from_its_start
 
 @pytest.mark.parametrize("query", ["limit=-1", "since=soon", "before=99999999999999999999"])
 async def test_a_bad_query_parameter_is_invalid_field(query):
-    async with ws_serving(ScriptedModel([])) as (_, address):
+    async with open_test_service(ScriptedModel([]), address=WEBSOCKET) as (_, address):
         async with ws_hello(address) as (_, first):
             async with ws_hello(f"{address}/?{query}", session_id=first.session_id) as (_, reply):
                 pass
@@ -74,7 +64,7 @@ async def test_a_stalled_watcher_on_a_real_socket_leaves_the_drivers_stream_unaf
     # never reads can fall behind. With no wait at all the driver raced the
     # model for its own 64 KB outbox and lost now and then under load.
     model = ScriptedModel([{"text": text, "chunks": 2000, "chunk_delay": 0.001}])
-    async with ws_serving(model, outbox_limit=200, outbox_bytes=64 * 1024) as (service, address):
+    async with open_test_service(model, address=WEBSOCKET, outbox_limit=200, outbox_bytes=64 * 1024) as (service, address):
         async with ws_hello(address) as (driver, first):
             async with ws_hello(address, session_id=first.session_id, role="observer"):
                 # This watcher never reads again: its socket fills, then its outbox.

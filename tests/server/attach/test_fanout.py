@@ -12,8 +12,9 @@ from gemini_split.protocol.event_log import EventLog
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.session.views import FAN_OUT_INTERVAL_PER_VIEW, MIN_BATCH_INTERVAL, View, fan_out_interval
 from gemini_split.stamping import stamp
+from gemini_split.testing.service import open_test_service
 
-from .test_attach_server import _text, _words, hello, serving
+from .test_attach_server import _text, _words, hello
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -65,7 +66,7 @@ async def test_a_fast_model_reaches_one_client_whole_in_order_in_far_fewer_delta
     writes ten times fewer events."""
     chunks = 400
     model = ScriptedModel([{"text": _words(chunks), "chunks": chunks, "chunk_delay": 0.0001}])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address) as (driver, _):
             await driver.send(GenerateContentRequest(prompt="stream"))
             events = await driver.receive_until(lambda m: isinstance(m, Finished), limit=100_000)
@@ -79,7 +80,7 @@ async def test_a_fast_model_reaches_one_client_whole_in_order_in_far_fewer_delta
 async def test_forty_watchers_get_the_whole_answer_in_order_in_fewer_frames(autojump_clock):
     chunks = 400
     model = ScriptedModel([{"text": _words(chunks), "chunks": chunks, "chunk_delay": 0.0005}])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address) as (driver, first):
             watchers = []
             contexts = [hello(address, session_id=first.session_id, role="observer", replay={"limit": 0},

@@ -13,8 +13,9 @@ from gemini_split.protocol import (
     Sessions,
 )
 from gemini_split.server.model.scripted import ScriptedModel
+from gemini_split.testing.service import open_test_service
 
-from tests.server.attach.test_attach_server import hello, serving
+from tests.server.attach.test_attach_server import hello
 
 
 async def _listed(address, **fields) -> dict:
@@ -30,7 +31,7 @@ async def _listed(address, **fields) -> dict:
 
 
 async def test_the_session_list_names_the_clients_attached_to_each_session_now():
-    async with serving(ScriptedModel([{"text": "hi"}])) as (_, address):
+    async with open_test_service(ScriptedModel([{"text": "hi"}])) as (_, address):
         with trio.fail_after(20):
             async with hello(address, label="laptop") as (laptop, first):
                 await laptop.send(GenerateContentRequest(prompt="hello"))
@@ -55,7 +56,7 @@ async def test_the_session_list_names_the_clients_attached_to_each_session_now()
 
 
 async def test_a_1_4_peer_is_not_sent_who_is_attached():
-    async with serving(ScriptedModel([{"text": "hi"}])) as (_, address):
+    async with open_test_service(ScriptedModel([{"text": "hi"}])) as (_, address):
         with trio.fail_after(20):
             async with hello(address, label="laptop") as (laptop, _first):
                 await laptop.send(GenerateContentRequest(prompt="hello"))
@@ -67,7 +68,7 @@ async def test_a_1_4_peer_is_not_sent_who_is_attached():
 
 
 async def test_a_session_with_many_clients_names_the_first_few_and_counts_them_all():
-    async with serving(ScriptedModel([{"text": "hi"}])) as (_, address):
+    async with open_test_service(ScriptedModel([{"text": "hi"}])) as (_, address):
         with trio.fail_after(30):
             async with hello(address, label="c0") as (first_client, first):
                 await first_client.send(GenerateContentRequest(prompt="hello"))

@@ -24,8 +24,9 @@ from gemini_split.transport import ConnectOptions, get_transport
 from gemini_split.protocol.replay import plan_replay, replay_from_query
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.store import EventMark
+from gemini_split.testing.service import open_test_service
 
-from .test_attach_server import _text, _words, hello, serving
+from .test_attach_server import _text, _words, hello
 
 
 def _turn(start_seq: int, request: str, *, at: int, deltas: int = 2) -> list[EventMark]:
@@ -79,7 +80,7 @@ async def test_a_late_joiner_with_limit_1_gets_the_whole_current_turn_then_the_l
         {"text": "an earlier answer"},
         {"text": _words(100), "chunks": 100, "chunk_delay": 0.01},
     ])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address) as (driver, first):
             await driver.send(GenerateContentRequest(prompt="first"))
             await driver.receive_until(lambda m: isinstance(m, Finished))
@@ -101,7 +102,7 @@ async def test_a_late_joiner_with_limit_1_gets_the_whole_current_turn_then_the_l
 
 async def test_a_new_attach_replays_the_last_turn_by_default():
     model = ScriptedModel([{"text": "one"}, {"text": "two"}])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address) as (driver, first):
             for prompt in ("a", "b"):
                 await driver.send(GenerateContentRequest(prompt=prompt))
@@ -113,7 +114,7 @@ async def test_a_new_attach_replays_the_last_turn_by_default():
 
 async def test_since_replays_exactly_the_events_after_the_timestamp():
     model = ScriptedModel([{"text": "before"}, {"text": "after", "delay": 0.05}])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address) as (driver, first):
             await driver.send(GenerateContentRequest(prompt="a"))
             early = await driver.receive_until(lambda m: isinstance(m, Finished))
@@ -131,7 +132,7 @@ async def test_since_replays_exactly_the_events_after_the_timestamp():
 
 @pytest.mark.parametrize("replay", [{"limit": -1}, {"since": "yesterday"}, {"before": 10**20}, {"limit": 10**7}])
 async def test_bad_replay_values_are_invalid_field(replay):
-    async with serving(ScriptedModel([])) as (_, address):
+    async with open_test_service(ScriptedModel([])) as (_, address):
         async with hello(address) as (_, first):
             stream = await get_transport(address).open_connection(address, ConnectOptions())
             try:
@@ -145,7 +146,7 @@ async def test_bad_replay_values_are_invalid_field(replay):
 
 async def test_a_limit_beyond_what_is_kept_says_replay_truncated():
     model = ScriptedModel([{"text": _words(20), "chunks": 20, "chunk_delay": 0.002}] * 3)
-    async with serving(model, replay_capacity=30) as (_, address):
+    async with open_test_service(model, replay_capacity=30) as (_, address):
         async with hello(address) as (driver, first):
             for _ in range(3):
                 await driver.send(GenerateContentRequest(prompt="go"))

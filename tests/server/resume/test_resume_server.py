@@ -24,26 +24,14 @@ from gemini_split.protocol import (
     ToolExecutionRequest,
     ToolExecutionResponse,
 )
-from gemini_split.server.config import ServerConfig
 from gemini_split.stamping import stamp
 from gemini_split.server.model.scripted import ScriptedModel
-from gemini_split.server.service import AgentService
 from gemini_split.server.store import open_store
 from gemini_split.server.store.memory import MemoryStore
-from gemini_split.transport import ConnectOptions, Principal, ServeOptions, get_transport
+from gemini_split.testing.service import open_test_service
+from gemini_split.transport import ConnectOptions, Principal, get_transport
 
 from tests.server.helpers import RawClient
-
-
-@asynccontextmanager
-async def serving(model, *, store=None, authenticate=None, **config):
-    service = AgentService(model, ServerConfig(model="scripted", **config), store=store, authenticate=authenticate)
-    transport = get_transport("loopback:")
-    async with trio.open_nursery() as nursery:
-        await nursery.start(service.run)
-        address = await nursery.start(transport.serve, "loopback:", service.handle_connection, ServeOptions())
-        yield service, address
-        nursery.cancel_scope.cancel()
 
 
 @asynccontextmanager
@@ -64,7 +52,7 @@ def _text(events) -> str:
 
 async def test_a_client_resumes_with_every_event_after_its_last_seq_then_live_events():
     model = ScriptedModel([{"text": "".join(f"w{i} " for i in range(40)), "chunks": 40, "chunk_delay": 0.01}])
-    async with serving(model) as (service, address):
+    async with open_test_service(model) as (service, address):
         async with hello(address) as (raw, connected):
             await raw.send(GenerateContentRequest(prompt="go"))
             first = [await raw.receive() for _ in range(3)]
@@ -81,7 +69,7 @@ async def test_a_client_resumes_with_every_event_after_its_last_seq_then_live_ev
 async def test_a_wrong_token_another_users_session_and_an_unknown_id_get_the_same_answer():
     tokens = {"alice-token": Principal("alice"), "bob-token": Principal("bob")}
     model = ScriptedModel([{"text": "alice's answer"}])
-    async with serving(model, authenticate=tokens.get) as (_, address):
+    async with open_test_service(model, authenticate=tokens.get) as (_, address):
         async with hello(address, token="alice-token") as (raw, alice):
             await raw.send(GenerateContentRequest(prompt="secret"))
             await raw.receive_until(lambda m: isinstance(m, Finished))
@@ -106,7 +94,7 @@ async def test_a_wrong_token_another_users_session_and_an_unknown_id_get_the_sam
 
 async def test_events_no_longer_kept_are_said_with_a_state_and_history_to_redraw():
     model = ScriptedModel([{"text": "".join(f"w{i} " for i in range(30)), "chunks": 30, "chunk_delay": 0.002}])
-    async with serving(model, replay_capacity=5) as (_, address):
+    async with open_test_service(model, replay_capacity=5) as (_, address):
         async with hello(address) as (raw, connected):
             await raw.send(GenerateContentRequest(prompt="go"))
             await raw.receive_until(lambda m: isinstance(m, Finished))
@@ -127,7 +115,7 @@ async def test_a_tool_call_to_a_client_that_left_is_asked_again_on_reattach_and_
         {"function_calls": [{"name": "read_file", "args": {"file_path": "a.txt"}}]},
         {"text": "done"},
     ])
-    async with serving(model, tool_timeout=30) as (_, address):
+    async with open_test_service(model, tool_timeout=30) as (_, address):
         async with hello(address) as (raw, connected):
             await raw.send(GenerateContentRequest(prompt="read it"))
             [call] = [m for m in await raw.receive_until(lambda m: isinstance(m, ToolExecutionRequest))
@@ -153,7 +141,7 @@ async def test_a_request_running_when_the_server_died_ends_with_interrupted_on_r
     state_dir = tmp_path / "state"
     model = ScriptedModel([{"text": "first answer"}, {"text": "y" * 100, "chunks": 100, "chunk_delay": 0.05}])
     store = open_store(state_dir)
-    async with serving(model, store=store) as (service, address):
+    async with open_test_service(model, store=store) as (service, address):
         async with hello(address) as (raw, connected):
             await raw.send(GenerateContentRequest(prompt="one"))
             await raw.receive_until(lambda m: isinstance(m, Finished))
@@ -163,7 +151,7 @@ async def test_a_request_running_when_the_server_died_ends_with_interrupted_on_r
             await store.flush()
             # the server "dies": its nursery is cancelled mid-request
     restarted_store = open_store(state_dir)
-    async with serving(ScriptedModel([]), store=restarted_store) as (service, address):
+    async with open_test_service(ScriptedModel([]), store=restarted_store) as (service, address):
         async with hello(address, session_id=connected.session_id, resume_token=connected.resume_token,
                          last_seq=seen[-1].seq) as (raw, again):
             ended = await raw.receive_until(lambda m: isinstance(m, Error | Finished))
@@ -177,7 +165,7 @@ async def test_a_request_running_when_the_server_died_ends_with_interrupted_on_r
 async def test_list_and_delete_show_and_touch_only_the_callers_own_sessions(tmp_path):
     tokens = {"alice-token": Principal("alice"), "bob-token": Principal("bob")}
     model = ScriptedModel([{"text": "a1"}, {"text": "a2"}, {"text": "b1"}])
-    async with serving(model, store=open_store(tmp_path / "state"), authenticate=tokens.get) as (_, address):
+    async with open_test_service(model, store=open_store(tmp_path / "state"), authenticate=tokens.get) as (_, address):
         ids = {}
         for who, prompt in (("alice", "first plan"), ("alice", "second plan"), ("bob", "bob's plan")):
             async with hello(address, token=f"{who}-token") as (raw, connected):
@@ -210,7 +198,7 @@ async def test_list_and_delete_show_and_touch_only_the_callers_own_sessions(tmp_
 
 async def test_resume_latest_picks_the_callers_most_recent_session():
     model = ScriptedModel([{"text": "one"}, {"text": "two"}])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address, session_id="latest") as (_, none_yet):
             pass
         for prompt in ("older", "newer"):
@@ -239,7 +227,7 @@ async def test_two_clients_attaching_by_id_at_once_share_one_restored_session_an
     after a replica took it over): one session is restored, both clients
     are its views, and the token each was given lets it back in."""
     model = ScriptedModel([{"text": "one"}])
-    async with serving(model, store=_BusyStore(), detached_grace=0.2) as (service, address):
+    async with open_test_service(model, store=_BusyStore(), detached_grace=0.2) as (service, address):
         async with hello(address) as (raw, first):
             await raw.send(GenerateContentRequest(prompt="first"))
             await raw.receive_until(lambda m: isinstance(m, Finished))
@@ -274,7 +262,7 @@ async def test_latest_is_the_last_conversation_with_an_answer_not_a_session_stop
     state_dir = tmp_path / "state"
     model = ScriptedModel([{"text": "the answer"}, {"text": "y" * 100, "chunks": 100, "chunk_delay": 0.05}])
     store = open_store(state_dir)
-    async with serving(model, store=store) as (_, address):
+    async with open_test_service(model, store=store) as (_, address):
         async with hello(address) as (raw, conversation):
             await raw.send(GenerateContentRequest(prompt="the conversation"))
             await raw.receive_until(lambda m: isinstance(m, Finished))
@@ -283,7 +271,7 @@ async def test_latest_is_the_last_conversation_with_an_answer_not_a_session_stop
             await raw.receive_until(lambda m: isinstance(m, TextDelta))
             await store.flush()
             # the server "dies" mid-answer: that session has no completed turn
-    async with serving(ScriptedModel([]), store=open_store(state_dir)) as (_, address):
+    async with open_test_service(ScriptedModel([]), store=open_store(state_dir)) as (_, address):
         # Once resumed (it ends interrupted), it is the most recently updated one.
         async with hello(address, session_id=stopped.session_id, resume_token=stopped.resume_token) as (raw, _):
             await raw.receive_until(lambda m: isinstance(m, Error))
@@ -296,7 +284,7 @@ async def test_latest_is_the_last_conversation_with_an_answer_not_a_session_stop
 
 async def test_latest_finds_a_session_answering_its_first_prompt_now():
     model = ScriptedModel([{"text": "y" * 100, "chunks": 100, "chunk_delay": 0.02}])
-    async with serving(model) as (_, address):
+    async with open_test_service(model) as (_, address):
         async with hello(address) as (raw, first):
             await raw.send(GenerateContentRequest(prompt="a long first answer"))
             await raw.receive_until(lambda m: isinstance(m, TextDelta))
@@ -309,7 +297,7 @@ async def test_a_session_answering_its_first_prompt_is_listed_with_that_prompt_a
     """Not "Empty conversation" (``--list-sessions``) until the turn is
     saved: the title is in the record the first request writes."""
     model = ScriptedModel([{"text": "y" * 100, "chunks": 100, "chunk_delay": 0.02}])
-    async with serving(model, store=open_store(tmp_path / "state")) as (_, address):
+    async with open_test_service(model, store=open_store(tmp_path / "state")) as (_, address):
         async with hello(address) as (raw, first):
             await raw.send(GenerateContentRequest(prompt="refactor the parser\nand more"))
             await raw.receive_until(lambda m: isinstance(m, TextDelta))
@@ -331,7 +319,7 @@ async def test_a_short_id_resumes_the_callers_session_and_an_ambiguous_one_lists
     alice, bob = Principal("alice"), Principal("bob")
     tokens = {"alice-token": alice, "bob-token": bob}
     model = ScriptedModel([{"text": "one"}, {"text": "two"}, {"text": "bob's"}])
-    async with serving(model, authenticate=tokens.get) as (service, address):
+    async with open_test_service(model, authenticate=tokens.get) as (service, address):
         ids = []
         for token in ("alice-token", "alice-token", "bob-token"):
             async with hello(address, token=token) as (raw, connected):

@@ -8,18 +8,15 @@ from __future__ import annotations
 import shutil
 import tempfile
 from contextlib import asynccontextmanager, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from gemini_split.tools.tool_host import open_tool_host
 from gemini_split.protocol import Finished, Hello, ServerEvent
-from gemini_split.server.config import ServerConfig
-from gemini_split.server.model.scripted import ScriptedModel
-from gemini_split.server.service import AgentService
 from gemini_split.server.session.features.server_tools import ServerTools
-from gemini_split.transport import ConnectOptions, ServeOptions, get_transport
+from gemini_split.testing.service import open_test_service
+from gemini_split.transport import ConnectOptions, get_transport
 
 from tests.server.helpers import RawClient
 
@@ -45,17 +42,9 @@ def make_server_tools(root: Path, **options: Any) -> ServerTools:
     return tools
 
 
-@asynccontextmanager
-async def serving(model: ScriptedModel, tools: ServerTools | None, *, address: str = "ws://127.0.0.1:0",
-                  **config: Any):
-    """An AgentService with ``tools``, listening; yields ``(service, address)``."""
-    service = AgentService(model, ServerConfig(model="scripted", **config), server_tools=tools)
-    transport = get_transport(address)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(service.run)
-        bound = await nursery.start(transport.serve, address, service.handle_connection, ServeOptions())
-        yield service, bound
-        nursery.cancel_scope.cancel()
+#: The service these tests run: ``open_test_service`` over a real WebSocket
+#: (``serving(model, server_tools)``; ``address=`` picks another transport).
+serving = partial(open_test_service, address="ws://127.0.0.1:0")
 
 
 @asynccontextmanager

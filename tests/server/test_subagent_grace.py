@@ -103,3 +103,21 @@ def script(sub_turns):
 
     return ScriptedModel([main_turn(**calls(("looper", {"query": "look around"}))), *sub_turns,
                           main_turn(text="ok")])
+
+
+async def test_the_operators_turn_limit_bounds_the_whole_request_a_sub_agent_cannot_raise_it(tmp_path):
+    """T4-2: under ``serve --max-turns 4`` a sub-agent the client brings with
+    ``max_turns: 500`` made 503 model calls for one prompt. The request's
+    turns, its sub-agents' included, are the operator's; no recovery turn
+    is taken past them."""
+    model = script([LOOP] * 20)
+    events: list = []
+    async with serving(model, None, max_turns=4) as (_service, address):
+        async with client_for(address, tmp_path, ScriptedAsker(), events) as client:
+            with trio.fail_after(20):
+                outcome = await client.run_turn("go", context=looper(max_turns=500))
+    assert len(model.requests) == 4  # the main agent's 1 and the sub-agent's 3: no more
+    assert outcome.error is not None and outcome.error.code == "turn_limit", outcome
+    assert "its sub-agents' included" in outcome.error.message
+    (finished,) = [e for e in events if isinstance(e, AgentFinished)]
+    assert finished.outcome == "max_turns" and finished.turns == 3

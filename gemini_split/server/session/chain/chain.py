@@ -48,6 +48,7 @@ async def run_chain(run: AgentRun, call_tool: CallTool, *, model: Model, config:
                 f"stopped after {max_turns} model turns without a final answer "
                 "(raise the limit with --max-turns if the task really needs more)"
             )
+        spend_turn(run)
         run.turns += 1
         for observe in before_turn:
             await observe(run)
@@ -59,6 +60,20 @@ async def run_chain(run: AgentRun, call_tool: CallTool, *, model: Model, config:
         if not calls:
             return
         await answer_calls(run, calls, call_tool)
+
+
+def spend_turn(run: AgentRun) -> None:
+    """Take one model turn from the request's :class:`TurnBudget` (its
+    sub-agents' turns count too). Raises :class:`TurnLimitExceeded` when
+    it is spent."""
+    budget = run.budget
+    if budget is None:
+        return
+    if budget.spent >= budget.limit:
+        raise TurnLimitExceeded(
+            f"stopped after {budget.limit} model turns in this request, its sub-agents' included "
+            "(the server's --max-turns)")
+    budget.spent += 1
 
 
 async def answer_calls(run: AgentRun, calls: list[FunctionCallChunk], call_tool: CallTool,

@@ -64,6 +64,17 @@ class ApiTally:
 
 
 @dataclass
+class TurnBudget:
+    """The model turns the operator allows one whole request (``serve
+    --max-turns``), shared by its main agent and every sub-agent: a turn of
+    any of them spends one. What a client brings (a sub-agent definition's
+    own ``max_turns``) may lower an agent's limit, never this one."""
+
+    limit: int
+    spent: int = 0
+
+
+@dataclass
 class AgentRun:
     """The state of one agent's chain: the main agent's for a request, or
     a sub-agent's (its own history, ``agent_id``)."""
@@ -94,3 +105,6 @@ class AgentRun:
     temperature: float | None = None
     #: The session's id, for telemetry (``session.id``).
     session_id: str | None = None
+    #: The request's turns, shared with its sub-agents' runs (None: this
+    #: chain's ``max_turns`` alone).
+    budget: TurnBudget | None = None

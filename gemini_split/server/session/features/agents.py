@@ -79,7 +79,7 @@ from ...config import ServerConfig
 from ...model.base import Model, ModelError
 from ...model.names import ModelNameRefused, check_model_name
 from ...store import SessionStore, StoreError
-from ..chain import AgentRun, CallTool, TurnLimitExceeded, model_turn, run_chain
+from ..chain import AgentRun, CallTool, TurnLimitExceeded, model_turn, run_chain, spend_turn
 from .prompts import instruction_for
 
 log = logging.getLogger(__name__)
@@ -390,7 +390,7 @@ class Delegation:
                        tools=[*agent.tools, complete_task_spec(definition)], context=self.run.context,
                        pace=self.run.pace, api=self.run.api, agent_id=agent.agent_id,
                        temperature=definition.temperature, session_id=self.run.session_id,
-                       system_instruction=self._instruction(definition, args, agent.tools))
+                       system_instruction=self._instruction(definition, args, agent.tools), budget=self.run.budget)
         ending = _Ending("error", error="it failed (the server's log says why)")
         timeout = min((definition.timeout_mins or DEFAULT_TIMEOUT_MINS) * 60, self.config.subagent_timeout_max)
         try:
@@ -459,7 +459,8 @@ class Delegation:
         """The sub-agent's chain, until it reports (``complete_task``, or an
         answer without a tool call) or reaches its ``max_turns``."""
         definition = agent.definition
-        max_turns = definition.max_turns or DEFAULT_MAX_TURNS
+        # The definition (the client's) may lower the operator's limit, never raise it.
+        max_turns = min(definition.max_turns or DEFAULT_MAX_TURNS, self.config.max_turns)
         call_tool = self._guarded(agent, self.sub_path(sub))
         sub.history.append({"role": "user", "parts": [{"text": agent.task}]})
         reported: list[_Ending] = []
@@ -481,9 +482,10 @@ class Delegation:
         try:
             await run_chain(sub, call_tool, model=self.model, config=self.config, emit=self.emit,
                             max_turns=max_turns, before_turn=[counted], after_turn=[completed])
-        except TurnLimitExceeded:
-            return _Ending("max_turns", report=_last_text(sub.history),
-                           error=f"it reached its limit of {max_turns} turns without completing")
+        except TurnLimitExceeded as exc:
+            why = f"it reached its limit of {max_turns} turns without completing" if sub.turns >= max_turns \
+                else f"it was stopped: {exc}"
+            return _Ending("max_turns", report=_last_text(sub.history), error=why)
         return reported[0] if reported else _Ending("completed", report=_last_text(sub.history))
 
     async def _grace(self, agent: SubAgent, sub: AgentRun, ending: _Ending) -> _Ending:
@@ -503,9 +505,12 @@ class Delegation:
         calls: list[Any] = []
         with trio.move_on_after(self.config.subagent_grace_seconds):
             try:
+                spend_turn(sub)  # the request's turns bound this one too
                 calls = await model_turn(sub, model=self.model, config=self.config, emit=self.emit)
             except ModelError as exc:
                 log.info("sub-agent %s: its recovery turn failed: %s", agent.definition.name, exc)
+            except TurnLimitExceeded:
+                log.info("sub-agent %s: no recovery turn: the request's turns are spent", agent.definition.name)
         done = next((c for c in calls if c.name == COMPLETE_TASK), None)
         value = done.args.get(agent.definition.output_name) if done is not None and isinstance(done.args, dict) \
             else None

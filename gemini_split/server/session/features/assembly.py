@@ -24,7 +24,7 @@ from gemini_split.protocol import Attachment, Error, ErrorCode, GenerateContentR
 
 from ...model.names import ModelNameRefused, check_model_name
 from ...store import make_title
-from ..chain import AfterTurn, AgentRun, BeforeTurn, CallTool, Step, run_chain
+from ..chain import AfterTurn, AgentRun, BeforeTurn, CallTool, Step, TurnBudget, run_chain
 from ..priority import Pace
 from ..request.run import Outcome
 from ..views import View
@@ -148,7 +148,8 @@ class ChainBody:
         self.counts_turn = counts_turn
         self.run_state = AgentRun(request_id=request_id, model_name=session.model_name, history=session.history,
                                   tools=list(session.tools), context=session.context,
-                                  last_prompt_tokens=session.last_prompt_tokens, session_id=session.id)
+                                  last_prompt_tokens=session.last_prompt_tokens, session_id=session.id,
+                                  budget=TurnBudget(session.config.max_turns))
 
     async def run(self, pace: Pace | None) -> None:
         session, run = self.session, self.run_state

@@ -63,3 +63,30 @@ def test_the_health_example_in_deployment_md_is_what_a_fresh_server_answers():
     [shown] = re.findall(r"/health` answers\n`(\{.*?\})`", deployment)
     fresh = AgentService(ScriptedModel([]), ServerConfig(model="scripted")).health()
     assert json.loads(shown) == fresh
+
+
+def _runtime_module_paths() -> list[tuple[str, ...]]:
+    """Every module of gemini_split/ and plugins/ (not packages' __init__,
+    not generated gRPC code), as path parts from its root."""
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for top in (root / "gemini_split", root / "plugins"):
+        for path in top.rglob("*.py"):
+            if path.name != "__init__.py" and "_pb2" not in path.name:
+                found.append(path.relative_to(top).parts)
+    return found
+
+
+def _named_in(lines: list[str], parts: tuple[str, ...]) -> bool:
+    """Whether ``lines`` name the module: its path (or its path inside any
+    enclosing package) anywhere, or its file name on a line naming its package."""
+    if any("/".join(parts[i:]) in line for i in range(len(parts) - 1) for line in lines):
+        return True
+    package = "/".join(parts[:-1])
+    return any(parts[-1] in line and (not package or package in line) for line in lines)
+
+
+def test_architecture_md_names_every_module():
+    lines = (DOC.parent / "architecture.md").read_text().splitlines()
+    missing = sorted("/".join(parts) for parts in _runtime_module_paths() if not _named_in(lines, parts))
+    assert missing == [], "docs/architecture.md does not name: " + ", ".join(missing)

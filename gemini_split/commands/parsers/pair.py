@@ -1,4 +1,4 @@
-"""``gemini-split pair``'s arguments (the runner: :mod:`gemini_split.commands.pair`)."""
+"""``gemini-split pair``'s arguments (the runner: :mod:`gemini_split.commands.run_pair`)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 user's settings.json (``--scope workspace``: the project's), gemini-cli's
 shape, and take effect at the next prompt: the definitions are read again
 and the session's context (which carries the enabled ones to the server)
-is rebuilt. The settings file is edited by ``client/agents.set_enabled``,
+is rebuilt. The settings file is edited by ``userfiles/agents.set_enabled``,
 as ``/skills enable`` edits its own key (the shared settings editor was not
 on main when this landed).
 """

@@ -30,6 +30,9 @@ class ErrorCode(StrEnum):
     SESSION_EXISTS = "session_exists"
     INTERRUPTED = "interrupted"
     STORAGE_ERROR = "storage_error"
+    #: (non-fatal, a notice) a tool call waits for a client that runs it,
+    #: and none attached does (the terminal that runs the session's tools left).
+    TOOLS_AWAY = "tools_away"
     TURN_LIMIT = "turn_limit"
     CANCELLED = "cancelled"
     # 1.2: several clients on one session.

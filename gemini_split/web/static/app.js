@@ -510,6 +510,7 @@ class SessionView {
       case "error":
         if (ev.request_id) this.endTurn(ev, `error: ${ev.message || ev.code}`);
         else if (ev.code === "replay_unavailable") this.log.append(el("p", { class: "note" }, "Some earlier events are no longer kept."));
+        else if (ev.code === "tools_away") this.log.append(el("p", { class: "warn" }, `${ev.message || ""} (Cancel stops it.)`));
         else this.log.append(el("p", { class: "error-line" }, `${ev.code}: ${ev.message || ""}`));
         break;
       default: break;

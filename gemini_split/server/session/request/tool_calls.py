@@ -51,6 +51,8 @@ class ClientCalls:
         self._active = active
         self._views = views
         self.asks: Asks[ToolExecutionRequest, ToolExecutionResponse] = Asks()
+        #: Calls whose ``tools_away`` notice went out.
+        self._told: set[str] = set()
 
     async def call(self, request_id: str, name: str, args: dict[str, Any], *, wait: float, agent_id: int = 0,
                    on_call: Callable[[str, str, dict[str, Any]], None] | None = None
@@ -63,7 +65,13 @@ class ClientCalls:
         if on_call is not None:
             on_call(event.id, name, args)
         active = self._active()
-        response = await self.asks.ask(event.id, event, send=self._emit, timeout=wait,
+
+        async def send(request: ToolExecutionRequest) -> None:
+            await self._emit(request)
+            if not any(self._runs(view, name) for view in self._views()):
+                self._say_nobody_runs(request.id or "", name, wait)
+
+        response = await self.asks.ask(event.id, event, send=send, timeout=wait,
                                        offered=active.origin if active is not None else None)
         if response is None:
             log.warning("session %s: client did not answer %s (%s) within %ss", self.session_id, event.id, name,
@@ -88,6 +96,28 @@ class ClientCalls:
         self._emit_nowait(ToolCallAnswered(request_id=ask.question.request_id, call_id=response.request_id,
                                            client=view.label))
 
+    @staticmethod
+    def _runs(view: View, tool: str) -> bool:
+        """Whether ``view`` can answer a call of ``tool`` (a browser or an
+        editor without tools cannot)."""
+        return view.may_act and view.attached and view.tools is not None and view.offers(tool)
+
+    def _say_nobody_runs(self, call_id: str, tool: str, wait: float | None) -> None:
+        """Tell every view, once per call, that a call waits for a client
+        that runs it and none attached does: the user sees why, and may
+        cancel (``tools_away``, a notice)."""
+        pending = {ask.question.id for ask in self.asks.pending()}
+        self._told &= pending | {call_id}  # calls settled since are forgotten
+        if call_id in self._told:
+            return
+        self._told.add(call_id)
+        minutes = f" (for up to {wait / 60:g} minutes)" if wait else ""
+        self._emit_nowait(Error(
+            code=ErrorCode.TOOLS_AWAY.value, fatal=False,
+            message=f"{tool} waits for the client that runs this session's tools, and none is attached (the "
+                    f"terminal that ran them has left): reattach it (gemini-split --resume {self.session_id}) "
+                    f"to have it run, or cancel the request; it waits{minutes}"))
+
     def waiting(self, call_id: str) -> Ask[ToolExecutionRequest, ToolExecutionResponse] | None:
         return self.asks.waiting(call_id)
 
@@ -105,6 +135,10 @@ class ClientCalls:
         if active is None or active.origin is not None:
             return
         targets = [view] if view is not None else list(self._views())
+        if view is None:
+            for ask in self.asks.pending():
+                if not any(self._runs(target, ask.question.tool) for target in targets):
+                    self._say_nobody_runs(ask.question.id or "", ask.question.tool, ask.question.timeout)
         for ask in self.asks.pending():
             request = ask.question
             if request.seq is None:

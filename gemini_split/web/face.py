@@ -10,15 +10,21 @@ contract with the page (``gemini_split/web/static/``, docs/web.md):
   files that exist in ``static/`` when the server starts (a fixed allowlist:
   nothing else, no path traversal), with Content-Type, ETag and
   ``Cache-Control: no-cache`` (revalidated: a new version shows at once);
-* ``POST /api/pair`` ``{"code": …}`` → 200 ``{"user": …}`` with
-  ``Set-Cookie: gs_browser=…; HttpOnly; SameSite=Strict; Path=/; Max-Age=…``
-  (``Secure`` under TLS), or 400/410 ``{"error": "unknown"|"used"|"expired",
-  "message": …}``; 429 for a wrong code after too many from one address
-  (a valid code is always taken);
-* ``GET /api/me`` (cookie) → ``{"user", "server", "protocol_version",
-  "server_tools"}``, 401 ``{"error": "signed_out"}`` without a valid cookie;
-* ``POST /api/logout`` (cookie) → 200, the browser forgotten, the cookie
-  cleared;
+* ``POST /api/pair`` ``{"code": …}`` → 200 ``{"user", "browser", "page"}``
+  with ``Set-Cookie: gs_browser=…; HttpOnly; SameSite=Strict; Path=/;
+  Max-Age=…`` (``Secure`` under TLS), or 400/410 ``{"error":
+  "unknown"|"used"|"expired", "message": …}``; 429 for a wrong code after
+  too many from one address (a valid code is always taken). ``page`` is the
+  browser's page token: the page keeps it in its origin's own storage and
+  presents it with the cookie — the ``X-GS-Page`` header on ``fetch``, the
+  ``?page=`` parameter on the WebSocket. The two together sign a browser
+  in; a cookie alone (which the browser sends to every port of the host)
+  does not;
+* ``GET /api/me`` (cookie and page token) → ``{"user", "server",
+  "protocol_version", "server_tools"}``, 401 ``{"error": "signed_out"}``
+  without a valid pair;
+* ``POST /api/logout`` (cookie and page token) → 200, the browser
+  forgotten, the cookie cleared;
 * state-changing requests (POST) need ``Origin`` equal to the server's own
   origin and ``Content-Type: application/json`` (else 403 / 415): a form on
   another site cannot post them;
@@ -26,14 +32,15 @@ contract with the page (``gemini_split/web/static/``, docs/web.md):
   script, no eval; no framing; nosniff; no Referer).
 
 The browser's WebSocket is admitted by :meth:`WebFace.admit_cookie` (called
-by the front's admission): the cookie instead of a token, only from the
-server's own origin.
+by the front's admission): the cookie and the page token instead of a
+token, only from the server's own origin.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import urllib.parse
 import logging
 import mimetypes
 from http import HTTPStatus
@@ -126,9 +133,10 @@ class WebFace:
         return origin is not None and _same_origin(origin, head, secure)
 
     async def admit_cookie(self, head: Head) -> Browser | None:
-        """The paired browser the request's cookie signs in, or None.
-        Raises the store's error (a GeminiSplitError) when it cannot say."""
-        return await self.pairing.browser_for(cookie_of(head))
+        """The paired browser the request's cookie and page token sign in
+        together, or None. Raises the store's error (a GeminiSplitError)
+        when it cannot say."""
+        return await self.pairing.browser_for(cookie_of(head), page_token_of(head))
 
     def hold_socket(self, browser_id: str, scope: trio.CancelScope) -> Callable[[], None]:
         """Register an open connection of ``browser_id`` (cancelled when it
@@ -210,7 +218,7 @@ class WebFace:
         if not isinstance(code, str) or not code or len(code) > 200:
             return _json(400, {"error": "bad_request", "message": 'send {"code": "…"} as JSON'})
         try:
-            browser, cookie = await self.pairing.redeem(code, head.header("user-agent") or "")
+            browser, cookie, page = await self.pairing.redeem(code, head.header("user-agent") or "")
         except PairingError as exc:
             now = trio.current_time()
             wait = self.throttle.retry_after(source, now)
@@ -223,7 +231,7 @@ class WebFace:
             return _json(410 if exc.reason in ("used", "expired") else 400,
                          {"error": exc.reason, "message": str(exc)})
         max_age = int(self.pairing.cookie_seconds)
-        return _json(200, {"user": browser.user, "browser": browser.id},
+        return _json(200, {"user": browser.user, "browser": browser.id, "page": page},
                      [("Set-Cookie", _cookie(cookie, max_age, secure))])
 
     def _static(self, head: Head, name: str) -> bytes:
@@ -296,6 +304,24 @@ def cookie_of(head: Head) -> str | None:
         name, eq, value = part.strip().partition("=")
         if eq and name == COOKIE and value:
             return value
+    return None
+
+
+#: The header the page sends its page token in (``fetch``), and the query
+#: parameter (the WebSocket, which takes no header from a page).
+PAGE_HEADER, PAGE_PARAM = "x-gs-page", "page"
+
+
+def page_token_of(head: Head) -> str | None:
+    """The page token the request presents (header, else query), or None."""
+    token = head.header(PAGE_HEADER)
+    if token:
+        return token.strip()
+    query = head.target.partition("?")[2]
+    for part in query.split("&"):
+        name, eq, value = part.partition("=")
+        if eq and name == PAGE_PARAM and value:
+            return urllib.parse.unquote(value)
     return None
 
 

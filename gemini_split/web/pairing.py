@@ -2,9 +2,14 @@
 
 A user asks for a code over the protocol (``pair``); the browser posts it to
 ``POST /api/pair`` once, within the code's lifetime, and gets a random
-cookie. The server keeps only SHA-256 hashes of codes and cookies (a cookie
-is 256 random bits: a plain hash is enough, nothing to stretch), never the
-secrets themselves, and never logs them.
+cookie and a random *page token*. The page keeps the token in its own
+storage, which is the server's origin's alone (scheme, host and port), and
+presents it with the cookie on every request; a browser is signed in only
+by the two together. A cookie is sent to every port of the host, so a
+program on another port could replay it: without the page token it signs
+nothing in. The server keeps only SHA-256 hashes of codes and of cookie and
+token together (256 random bits each: a plain hash is enough, nothing to
+stretch), never the secrets themselves, and never logs them.
 
 Codes and browsers are kept in the session store the server uses
 (``server/store/pairing.py``: in memory, in the SQLite database, or in Redis
@@ -64,6 +69,12 @@ Browser = Any
 
 def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _credential_hash(cookie: str, page: str) -> str:
+    """What the store keeps of a browser's sign-in: the hash of its cookie
+    and its page token together (a cookie alone signs nothing in)."""
+    return _hash(f"{cookie}\n{page}")
 
 
 class PairingError(Exception):
@@ -132,9 +143,9 @@ class Pairing:
                                   max_per_user=MAX_CODES_PER_USER, now=now)
         return code, hashed[:12], expires
 
-    async def redeem(self, code: str, user_agent: str = "") -> tuple[Browser, str]:
-        """Trade ``code`` for a new browser and its cookie; raises
-        :class:`PairingError`. A code works once, on whichever replica."""
+    async def redeem(self, code: str, user_agent: str = "") -> tuple[Browser, str, str]:
+        """Trade ``code`` for a new browser, its cookie and its page token;
+        raises :class:`PairingError`. A code works once, on whichever replica."""
         now = self.clock()
         reason, entry = await self.store.take_code(_hash(code), now) if code else ("unknown", None)
         if reason == "used":
@@ -144,24 +155,26 @@ class Pairing:
         if entry is None:
             raise PairingError("unknown", "this pairing link is not known here: ask for a new one "
                                           "(gemini-split pair)")
-        cookie = secrets.token_urlsafe(32)
+        cookie, page = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         browser, dropped = await self.store.add_browser(
-            max_per_user=MAX_BROWSERS_PER_USER, id=secrets.token_hex(4), user=entry.user, cookie_hash=_hash(cookie),
+            max_per_user=MAX_BROWSERS_PER_USER, id=secrets.token_hex(4), user=entry.user,
+            cookie_hash=_credential_hash(cookie, page),
             created=now, expires=now + self.cookie_seconds, last_used=now,
             user_agent=_printable(user_agent)[:MAX_USER_AGENT], permissions=entry.permissions)
         for old in dropped:
             self._forget(old)
         log.info("paired browser %s for user %s", browser.id, entry.user or "(local)")
-        return browser, cookie
+        return browser, cookie, page
 
     # --- cookies -------------------------------------------------------------
 
-    async def browser_for(self, cookie: str | None) -> Browser | None:
-        """The browser ``cookie`` signs in, or None (unknown, revoked,
-        expired). Cheap when asked again soon: see :data:`CACHE_SECONDS`."""
-        if not cookie:
+    async def browser_for(self, cookie: str | None, page: str | None) -> Browser | None:
+        """The browser ``cookie`` and its ``page`` token sign in together,
+        or None (either missing or wrong, revoked, expired). Cheap when
+        asked again soon: see :data:`CACHE_SECONDS`."""
+        if not cookie or not page:
             return None
-        hashed = _hash(cookie)
+        hashed = _credential_hash(cookie, page)
         now = self.clock()
         cached = self._cache.get(hashed)
         if cached is not None and trio.current_time() - cached[1] < CACHE_SECONDS:
@@ -181,7 +194,7 @@ class Pairing:
             browser.last_used = now
             await self.store.touch(browser.id, now)
         if heard != self._revocations:  # revoked meanwhile, perhaps: ask the store again
-            return await self.browser_for(cookie)
+            return await self.browser_for(cookie, page)
         self._cache[hashed] = (browser, trio.current_time())
         while len(self._cache) > CACHE_SIZE:
             self._cache.popitem(last=False)

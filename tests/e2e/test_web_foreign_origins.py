@@ -44,8 +44,8 @@ def test_another_local_origin_is_refused_and_native_clients_connect_as_before(tm
     with FakeGemini(api_key=API_KEY) as fake, \
             (web_server(tmp_path, fake, page) if web else daemon(tmp_path, fake)) as (_, address):
         port = address.rsplit(":", 1)[1]
-        cookie = sign_in(address, tmp_path) if web else None
-        headers = {"Cookie": f"gs_browser={cookie}"} if cookie else {}
+        signed = sign_in(address, tmp_path) if web else None
+        headers = {"Cookie": f"gs_browser={signed.cookie}"} if signed else {}
         dev_server = _refused(address, origin="http://localhost:3000", additional_headers=headers)
         rebinding = _raw_upgrade(int(port), f"attacker.example:{port}", origin=f"http://attacker.example:{port}")
         page_via_rebinding = httpx.get(f"{http_of(address)}/", headers={"Host": f"attacker.example:{port}"})
@@ -53,7 +53,8 @@ def test_another_local_origin_is_refused_and_native_clients_connect_as_before(tm
             native = exchange(ws, HELLO, "connected")["type"]
         done = client(["--server", address, "-p", "hi"], cwd=tmp_path)
         if web:
-            with connect(address, open_timeout=10, origin=http_of(address), additional_headers=headers) as ws:
+            with connect(signed.socket_url(address), open_timeout=10, origin=http_of(address),
+                         additional_headers=headers) as ws:
                 own_page = exchange(ws, HELLO, "connected")["type"]
     assert dev_server == 403 and rebinding == 421
     assert page_via_rebinding.status_code == 421 and "attacker.example" in page_via_rebinding.text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from typing import NamedTuple
 
 import httpx
 import pytest
@@ -73,18 +74,39 @@ def post_code(base: str, code: str, *, origin: str | None = None, content_type="
         "Origin": origin or base, "Content-Type": content_type, "User-Agent": "TestBrowser/1.0"})
 
 
-def sign_in(address, tmp_path, *more) -> str:
-    """Pair a browser as ``gemini-split pair`` would have it; its cookie."""
+class SignedIn(NamedTuple):
+    """A paired browser's sign-in as the page holds it: its cookie and its
+    page token (the two together sign it in)."""
+
+    cookie: str
+    page: str
+
+    @classmethod
+    def of(cls, answer: httpx.Response) -> SignedIn:
+        return cls(answer.cookies.get("gs_browser") or "none", answer.json().get("page") or "none")
+
+    def headers(self, **more: str) -> dict:
+        """What the page's ``fetch`` sends: the cookie and the page token."""
+        return {"Cookie": f"gs_browser={self.cookie}", "X-GS-Page": self.page, **more}
+
+    def socket_url(self, address: str) -> str:
+        return f"{address}/?page={self.page}"
+
+
+def sign_in(address, tmp_path, *more) -> SignedIn:
+    """Pair a browser as ``gemini-split pair`` would have it; its sign-in."""
     base = http_of(address)
     code = pair_link(address, tmp_path, *more).partition("#")[2]
     answer = post_code(base, code)
     assert answer.status_code == 200, answer.text
-    return answer.cookies["gs_browser"]
+    return SignedIn.of(answer)
 
 
-def browser_socket(address, cookie: str | None, *, origin: str | None = None):
-    headers = {"Cookie": f"gs_browser={cookie}"} if cookie else {}
-    return connect(address, origin=origin or http_of(address), additional_headers=headers, open_timeout=10)
+def browser_socket(address, signed: SignedIn | None, *, origin: str | None = None):
+    """The page's WebSocket: its page token in the URL, its cookie in the header."""
+    headers = {"Cookie": f"gs_browser={signed.cookie}"} if signed else {}
+    return connect(signed.socket_url(address) if signed else address, origin=origin or http_of(address),
+                   additional_headers=headers, open_timeout=10)
 
 
 def exchange(ws, message: dict, until: str) -> dict:
@@ -165,13 +187,15 @@ def test_a_pairing_link_signs_in_once_and_then_says_it_was_used(tmp_path, page):
         first = post_code(base, code)
         second = post_code(base, code)
         unknown = post_code(base, "not-a-code")
-        me = httpx.get(base + "/api/me", cookies={"gs_browser": first.cookies["gs_browser"]})
+        me = httpx.get(base + "/api/me", headers=SignedIn.of(first).headers())
+        alone = httpx.get(base + "/api/me", headers={"Cookie": f"gs_browser={first.cookies['gs_browser']}"})
         listed = client(["pair", "--list", "--server", address], cwd=tmp_path)
     assert first.status_code == 200
     cookie = first.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     assert f"Max-Age={30 * 86400}" in cookie and "Secure" not in cookie  # plain http on loopback
     assert second.status_code == 410 and second.json()["error"] == "used"
+    assert me.status_code == 200 and alone.status_code == 401  # the cookie alone signs nothing in
     assert unknown.status_code == 400 and unknown.json()["error"] == "unknown"
     assert me.status_code == 200
     assert me.json() | {"browser": None} == {"user": "", "server": "gemini-split", "protocol_version": PROTOCOL_VERSION,
@@ -242,7 +266,7 @@ def test_a_cookie_signs_in_as_its_user_who_sees_only_their_own_sessions(tmp_path
         alice_session = json.loads(done.stdout)["session_id"]
         alice = sign_in(address, tmp_path, "--token", ALICE)
         bob = sign_in(address, tmp_path, "--token", BOB)
-        me = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": bob}).json()
+        me = httpx.get(http_of(address) + "/api/me", headers=bob.headers()).json()
         with browser_socket(address, alice) as ws:
             assert exchange(ws, {"type": "hello", "id": "h", "client": "web", "protocol_version": PROTOCOL_VERSION}, "connected")["type"] == "connected"
             alice_sees = exchange(ws, {"type": "list_sessions", "id": "l"}, "sessions")
@@ -259,22 +283,28 @@ def test_a_cookie_signs_in_as_its_user_who_sees_only_their_own_sessions(tmp_path
     assert "secret plan" not in json.dumps(bob_sees) + json.dumps(opened)
 
 
-def test_a_socket_from_another_origin_or_without_a_cookie_is_refused(tmp_path, page, auth_config):
+def test_a_socket_from_another_origin_or_without_a_cookie_and_its_page_token_is_refused(tmp_path, page, auth_config):
+    """T4-7: the cookie is sent to every port of the host, where a program can
+    replay it: without the page token (kept in the page's origin's own
+    storage) it signs nothing in."""
     with FakeGemini(api_key=API_KEY) as fake, \
             web_server(tmp_path, fake, page, "--auth-config", str(auth_config)) as (_, address):
         cookie = sign_in(address, tmp_path, "--token", ALICE)
         refused = {}
         for name, kwargs in {
-            "foreign origin": {"cookie": cookie, "origin": "https://evil.example"},
-            "no cookie": {"cookie": None},
-            "wrong cookie": {"cookie": "forged"},
+            "foreign origin": {"signed": cookie, "origin": "https://evil.example"},
+            "no cookie": {"signed": None},
+            "wrong cookie": {"signed": SignedIn("forged", cookie.page)},
+            "cookie alone": {"signed": SignedIn(cookie.cookie, "")},
+            "another page's token": {"signed": SignedIn(cookie.cookie, "forged-page-token")},
         }.items():
             with pytest.raises(InvalidStatus) as caught:
                 browser_socket(address, **kwargs)
             refused[name] = caught.value.response.status_code
         with browser_socket(address, cookie) as ws:
             works = exchange(ws, {"type": "hello", "id": "h", "client": "web", "protocol_version": PROTOCOL_VERSION}, "connected")["type"]
-    assert refused == {"foreign origin": 403, "no cookie": 401, "wrong cookie": 401}
+    assert refused == {"foreign origin": 403, "no cookie": 401, "wrong cookie": 401, "cookie alone": 401,
+                       "another page's token": 401}
     assert works == "connected"
 
 
@@ -283,7 +313,7 @@ def test_revoking_a_browser_closes_its_open_page_at_once(tmp_path, page, auth_co
             web_server(tmp_path, fake, page, "--auth-config", str(auth_config)) as (_, address):
         cookie = sign_in(address, tmp_path, "--token", ALICE)
         kept = sign_in(address, tmp_path, "--token", ALICE)
-        me = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": cookie}).json()
+        me = httpx.get(http_of(address) + "/api/me", headers=cookie.headers()).json()
         with browser_socket(address, cookie) as ws:
             exchange(ws, {"type": "hello", "id": "h", "client": "web", "protocol_version": PROTOCOL_VERSION}, "connected")
             bob_tries = client(["pair", "--revoke", me["browser"], "--server", address, "--token", BOB], cwd=tmp_path)
@@ -295,8 +325,8 @@ def test_revoking_a_browser_closes_its_open_page_at_once(tmp_path, page, auth_co
                     ws.recv(timeout=10)
         with pytest.raises(InvalidStatus) as caught:
             browser_socket(address, cookie)
-        after = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": cookie})
-        other = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": kept})
+        after = httpx.get(http_of(address) + "/api/me", headers=cookie.headers())
+        other = httpx.get(http_of(address) + "/api/me", headers=kept.headers())
     assert bob_tries.returncode != 0 and "no paired browser" in bob_tries.stderr
     assert revoked.returncode == 0, revoked.stderr
     assert caught.value.response.status_code == 401
@@ -311,7 +341,7 @@ def test_a_paired_browser_cannot_pair_or_sign_out_browsers_so_revoking_it_leaves
     with FakeGemini(api_key=API_KEY) as fake, \
             web_server(tmp_path, fake, page, "--auth-config", str(auth_config)) as (_, address):
         cookie = sign_in(address, tmp_path, "--token", ALICE)
-        me = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": cookie}).json()
+        me = httpx.get(http_of(address) + "/api/me", headers=cookie.headers()).json()
         with browser_socket(address, cookie) as ws:
             exchange(ws, {"type": "hello", "id": "h", "client": "web", "protocol_version": PROTOCOL_VERSION},
                      "connected")
@@ -319,7 +349,7 @@ def test_a_paired_browser_cannot_pair_or_sign_out_browsers_so_revoking_it_leaves
             revoke = exchange(ws, {"type": "pair", "id": "p2", "action": "revoke", "browser_id": me["browser"]},
                               "error")
             listed = exchange(ws, {"type": "pair", "id": "p3", "action": "list"}, "paired_browsers")
-        still = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": cookie})
+        still = httpx.get(http_of(address) + "/api/me", headers=cookie.headers())
     assert link["code"] == revoke["code"] == "forbidden"
     assert "in a terminal" in link["message"]
     assert [b["id"] for b in listed["browsers"]] == [me["browser"]]
@@ -331,16 +361,17 @@ def test_paired_browsers_survive_a_restart_and_only_hashes_are_kept(tmp_path, pa
         with web_server(tmp_path, fake, page) as (_, address):
             cookie = sign_in(address, tmp_path)
         with web_server(tmp_path, fake, page) as (proc, address):
-            me = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": cookie})
-            logout = httpx.post(http_of(address) + "/api/logout", content=b"{}", cookies={"gs_browser": cookie},
-                                headers={"Origin": http_of(address), "Content-Type": "application/json"})
-            after = httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": cookie})
+            me = httpx.get(http_of(address) + "/api/me", headers=cookie.headers())
+            logout = httpx.post(http_of(address) + "/api/logout", content=b"{}", headers=cookie.headers(
+                **{"Origin": http_of(address), "Content-Type": "application/json"}))
+            after = httpx.get(http_of(address) + "/api/me", headers=cookie.headers())
         log = proc.stderr.read()
     stored = b"".join(p.read_bytes() for p in (tmp_path / "state").iterdir() if p.is_file())
     assert me.status_code == 200
     assert logout.status_code == 200 and "Max-Age=0" in logout.headers["set-cookie"]
     assert after.status_code == 401
-    assert cookie.encode() not in stored and cookie not in log
+    for secret in cookie:
+        assert secret.encode() not in stored and secret not in log
 
 
 class _Hook:
@@ -460,9 +491,9 @@ def test_under_tls_the_link_is_https_and_the_cookie_is_secure(tmp_path, page):
         link = result.stdout.strip().splitlines()[-1]
         answer = httpx.post(f"{base}/api/pair", json={"code": link.partition("#")[2]},
                             headers={"Origin": base}, verify=context)
-        cookie = answer.cookies["gs_browser"]
-        with connect(address, origin=base, additional_headers={"Cookie": f"gs_browser={cookie}"}, ssl=context,
-                     open_timeout=10) as ws:
+        signed = SignedIn.of(answer)
+        with connect(signed.socket_url(address), origin=base, additional_headers={"Cookie": f"gs_browser={signed.cookie}"},
+                     ssl=context, open_timeout=10) as ws:
             works = exchange(ws, {"type": "hello", "id": "h", "client": "web",
                                   "protocol_version": PROTOCOL_VERSION}, "connected")["type"]
     assert link.startswith(f"{base}/pair#")
@@ -481,13 +512,14 @@ def test_behind_a_tls_terminating_proxy_the_page_pairs_and_signs_in_on_its_https
         code = pair_link(address, tmp_path, "--token", ALICE).partition("#")[2]
         answer = httpx.post(f"{http_of(address)}/api/pair", content=json.dumps({"code": code}), headers={
             **proxied, "Origin": public, "Content-Type": "application/json"})
-        cookie = answer.cookies.get("gs_browser") or "none"
+        signed = SignedIn.of(answer) if answer.status_code == 200 else SignedIn("none", "none")
         host, port = address.removeprefix("ws://").rsplit(":", 1)
         try:  # the proxy's connection: to the server's port, asking for the public name
-            with connect("ws://agent.example/", sock=socket.create_connection((host, int(port)), timeout=10),
+            with connect(signed.socket_url("ws://agent.example"),
+                         sock=socket.create_connection((host, int(port)), timeout=10),
                          origin=public, open_timeout=10,
                          additional_headers={"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.7",
-                                             "Cookie": f"gs_browser={cookie}"}) as ws:
+                                             "Cookie": f"gs_browser={signed.cookie}"}) as ws:
                 return answer, exchange(ws, {"type": "hello", "id": "h", "client": "web",
                                              "protocol_version": PROTOCOL_VERSION}, "connected")["type"]
         except InvalidStatus as exc:

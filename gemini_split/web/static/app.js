@@ -11,6 +11,17 @@ const TOOL_OUTPUT_CHARS = 20000; // tool output kept per call (the tail)
 const DIFF_LINES = 40;         // lines of an approval's diff before "show all"
 
 const $ = (id) => document.getElementById(id);
+
+// The page token pairing gave this browser: kept in this origin's own
+// storage (not sent to other ports of the host, as the cookie is) and
+// presented with the cookie on every request (docs/web.md).
+const PAGE_KEY = "gemini-split-page";
+function pageToken() {
+  try { return localStorage.getItem(PAGE_KEY) || ""; } catch { return ""; }
+}
+function signedHeaders(extra = {}) {
+  return { "X-GS-Page": pageToken(), ...extra };
+}
 let idCounter = 0;
 const newId = () => `w-${Date.now().toString(36)}-${++idCounter}`;
 
@@ -128,7 +139,7 @@ class Connection {
   }
 
   url() {
-    return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/`;
+    return `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/?page=${encodeURIComponent(pageToken())}`;
   }
 
   open() {
@@ -184,7 +195,7 @@ class Connection {
       if (!admitted) {
         // Refused before the handshake: signed out (revoked, expired) or the
         // server is down; /api/me tells which.
-        fetch("/api/me", { credentials: "same-origin" }).then((r) => {
+        fetch("/api/me", { credentials: "same-origin", headers: signedHeaders() }).then((r) => {
           if (r.status === 401 && !this.closed) {
             this.closed = true;
             this.onFatal({ code: "signed_out", message: "This browser is signed out: pair it again with gemini-split pair." });
@@ -666,9 +677,10 @@ function wire() {
     if (state.conn) state.conn.close();
     state.conn = null;
     try {
-      await fetch("/api/logout", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}",
-                                   credentials: "same-origin" });
+      await fetch("/api/logout", { method: "POST", headers: signedHeaders({ "Content-Type": "application/json" }),
+                                   body: "{}", credentials: "same-origin" });
     } catch { /* signed out locally all the same */ }
+    try { localStorage.removeItem(PAGE_KEY); } catch { /* nothing kept */ }
     $("logout").hidden = true;
     $("who").textContent = "";
     signedOut("Signed out", "This browser is signed out. Run gemini-split pair to sign it in again.");
@@ -689,7 +701,15 @@ async function pair() {
   } catch (e) {
     return signedOut("Pairing failed", `The server did not answer: ${e.message}`);
   }
-  if (response.ok) { location.replace("/"); return; }
+  if (response.ok) {
+    let page = "";
+    try { page = (await response.json()).page || ""; } catch { /* not JSON */ }
+    try { localStorage.setItem(PAGE_KEY, page); } catch {
+      return signedOut("Pairing failed", "This browser does not let the page keep its sign-in (site storage is off).");
+    }
+    location.replace("/");
+    return;
+  }
   let error = "unknown";
   try { error = (await response.json()).error || error; } catch { /* not JSON */ }
   const why = {
@@ -704,7 +724,7 @@ async function main() {
   wire();
   if (location.pathname === "/pair") return pair();
   let response;
-  try { response = await fetch("/api/me", { credentials: "same-origin" }); } catch { response = null; }
+  try { response = await fetch("/api/me", { credentials: "same-origin", headers: signedHeaders() }); } catch { response = null; }
   if (!response || !response.ok) {
     return signedOut("Not signed in", "Run gemini-split pair in a terminal and open the link it prints in this browser.");
   }

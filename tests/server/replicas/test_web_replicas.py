@@ -20,7 +20,7 @@ from gemini_split.testing import redis_server as rs
 from gemini_split.testing.fake_gemini import FakeGemini
 
 from tests.e2e.test_serve_e2e import API_KEY, client
-from tests.e2e.test_web_serve import ALICE, BOB, browser_socket, exchange, http_of, pair_link, post_code
+from tests.e2e.test_web_serve import ALICE, BOB, SignedIn, browser_socket, exchange, http_of, pair_link, post_code
 from tests.server.resume.test_resume_e2e import _free_port
 from .replicas import replica
 
@@ -51,8 +51,8 @@ def hello(ws) -> dict:
     return exchange(ws, {**HELLO, "protocol_version": PROTOCOL_VERSION}, "connected")
 
 
-def me(address: str, cookie: str) -> httpx.Response:
-    return httpx.get(http_of(address) + "/api/me", cookies={"gs_browser": cookie})
+def me(address: str, signed: SignedIn) -> httpx.Response:
+    return httpx.get(http_of(address) + "/api/me", headers=signed.headers())
 
 
 def web_replica(tmp_path, fake, url, port, page, auth_config, name):
@@ -72,7 +72,7 @@ def test_a_code_from_one_replica_signs_in_once_on_another_and_the_cookie_works_o
         on_b = post_code(http_of(b), code)
         again_on_a = post_code(http_of(a), code)
         again_on_b = post_code(http_of(b), code)
-        cookie = on_b.cookies["gs_browser"]
+        cookie = SignedIn.of(on_b)
         seen_by = {name: me(address, cookie) for name, address in (("a", a), ("b", b))}
         with browser_socket(a, cookie) as ws:
             on_a_socket = hello(ws)["type"]
@@ -81,8 +81,9 @@ def test_a_code_from_one_replica_signs_in_once_on_another_and_the_cookie_works_o
     logs = (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
     # Everything Redis was told is in its append-only file: hashes only.
     written = b"".join(p.read_bytes() for p in redis_server.directory.rglob("*") if p.is_file())
-    assert cookie.encode() not in written and code.encode() not in written
-    assert hashlib.sha256(cookie.encode()).hexdigest().encode() in written
+    assert cookie.cookie.encode() not in written and cookie.page.encode() not in written
+    assert code.encode() not in written
+    assert hashlib.sha256(f"{cookie.cookie}\n{cookie.page}".encode()).hexdigest().encode() in written
     assert on_b.status_code == 200 and on_b.json()["user"] == "alice"
     assert again_on_a.status_code == again_on_b.status_code == 410
     assert again_on_a.json()["error"] == again_on_b.json()["error"] == "used"
@@ -93,7 +94,7 @@ def test_a_code_from_one_replica_signs_in_once_on_another_and_the_cookie_works_o
     browser_id = on_b.json()["browser"]
     assert listed_b.returncode == 0 and browser_id in listed_b.stdout, listed_b.stderr
     assert listed_bob.returncode == 0 and browser_id not in listed_bob.stdout
-    assert cookie not in logs and code not in logs
+    assert cookie.cookie not in logs and cookie.page not in logs and code not in logs
 
 
 def test_a_revoke_on_one_replica_closes_the_open_page_on_another_at_once(tmp_path, redis_server, page, auth_config):
@@ -103,8 +104,8 @@ def test_a_revoke_on_one_replica_closes_the_open_page_on_another_at_once(tmp_pat
     with FakeGemini(api_key=API_KEY) as fake, \
             web_replica(tmp_path, fake, url, port_a, page, auth_config, "a"), \
             web_replica(tmp_path, fake, url, port_b, page, auth_config, "b"):
-        cookie = post_code(http_of(a), pair_link(a, tmp_path, "--token", ALICE).partition("#")[2]).cookies["gs_browser"]
-        kept = post_code(http_of(b), pair_link(b, tmp_path, "--token", ALICE).partition("#")[2]).cookies["gs_browser"]
+        cookie = SignedIn.of(post_code(http_of(a), pair_link(a, tmp_path, "--token", ALICE).partition("#")[2]))
+        kept = SignedIn.of(post_code(http_of(b), pair_link(b, tmp_path, "--token", ALICE).partition("#")[2]))
         browser_id = me(a, cookie).json()["browser"]
         with browser_socket(a, cookie) as ws:
             hello(ws)
@@ -136,8 +137,7 @@ def test_a_restart_of_both_replicas_keeps_the_browser_signed_in(tmp_path, redis_
         a, b = f"ws://127.0.0.1:{port_a}", f"ws://127.0.0.1:{port_b}"
         with web_replica(tmp_path, fake, url, port_a, page, auth_config, "a"), \
                 web_replica(tmp_path, fake, url, port_b, page, auth_config, "b"):
-            cookie = post_code(http_of(a), pair_link(b, tmp_path, "--token", ALICE).partition("#")[2]).cookies[
-                "gs_browser"]
+            cookie = SignedIn.of(post_code(http_of(a), pair_link(b, tmp_path, "--token", ALICE).partition("#")[2]))
             pending = pair_link(a, tmp_path, "--token", ALICE).partition("#")[2]
         port_a, port_b = _free_port(), _free_port()
         a, b = f"ws://127.0.0.1:{port_a}", f"ws://127.0.0.1:{port_b}"
@@ -187,13 +187,12 @@ def test_while_redis_is_away_a_browser_is_told_to_retry_never_signed_out(tmp_pat
     address = f"ws://127.0.0.1:{port}"
     with rs.RedisServer(tmp_path / "redis") as redis, FakeGemini(api_key=API_KEY) as fake, \
             web_replica(tmp_path, fake, redis.url_with_prefix(), port, page, auth_config, "a"):
-        cookie = post_code(http_of(address), pair_link(address, tmp_path, "--token", ALICE).partition("#")[2]).cookies[
-            "gs_browser"]
+        cookie = SignedIn.of(post_code(http_of(address), pair_link(address, tmp_path, "--token", ALICE).partition("#")[2]))
         redis.stop()
         # A cookie this replica has not seen lately must be asked of Redis.
-        unknown = me(address, "never-seen-cookie")
+        unknown = me(address, SignedIn("never-seen-cookie", "never-seen-page"))
         with pytest.raises(InvalidStatus) as caught:
-            browser_socket(address, "never-seen-cookie")
+            browser_socket(address, SignedIn("never-seen-cookie", "never-seen-page"))
         code = post_code(http_of(address), "some-code")
         redis.start()
         after = me(address, cookie)
@@ -223,7 +222,7 @@ async def test_a_client_relayed_to_another_replica_gets_a_pairing_link_there_too
                     assert services[1].relays == 1  # it is relayed, not run on b
                     await relayed.send(Pair(action="link"))
                     *_, link = await relayed.receive_until(lambda m: isinstance(m, PairedLink | Error))
-                    browser, _cookie = await services[0].pairing.redeem(link.code, "Phone/1")
+                    browser, _cookie, _page = await services[0].pairing.redeem(link.code, "Phone/1")
                     await relayed.send(Pair(action="list"))
                     *_, listed = await relayed.receive_until(lambda m: isinstance(m, PairedBrowsers | Error))
     assert isinstance(link, PairedLink) and link.code

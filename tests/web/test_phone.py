@@ -48,7 +48,7 @@ def _long_answer(lines: int) -> str:
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_page_follows_a_streaming_answer_until_the_reader_scrolls_up(browser, server, fake, scheme):
-    _script(fake, [{"text": _long_answer(60), "chunks": 60, "chunk_delay": 0.1}])
+    _script(fake, [{"text": _long_answer(150), "chunks": 150, "chunk_delay": 0.1}])
     context, page, watch = signed_in_page(browser, server, color_scheme=scheme, **PHONE)
     _prompt_in_a_new_session(page, "tell me a long story")
 
@@ -69,7 +69,7 @@ def test_the_page_follows_a_streaming_answer_until_the_reader_scrolls_up(browser
     page.wait_for_timeout(300)
     held = page.evaluate("window.scrollY")
     height = page.evaluate("document.documentElement.scrollHeight")
-    _wait_until(page, f"document.documentElement.scrollHeight > {height} + 200")
+    _wait_until(page, f"document.documentElement.scrollHeight > {height} + 200")  # more came meanwhile
     assert abs(page.evaluate("window.scrollY") - held) <= 2, "the view moved while the reader was reading above"
     jump = page.locator("#jump")
     jump.wait_for(state="visible")
@@ -80,7 +80,7 @@ def test_the_page_follows_a_streaming_answer_until_the_reader_scrolls_up(browser
     page.wait_for_selector(".turn .end", timeout=30000)
     page.wait_for_timeout(300)
     assert page.evaluate(BELOW) <= 80
-    assert "Paragraph 59" in page.inner_text("#log")
+    assert "Paragraph 149" in page.inner_text("#log")
     assert page.locator("#jump").is_hidden()
     assert not watch.dialogs and not watch.foreign and not watch.console_errors
     context.close()

@@ -148,7 +148,8 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
     settings = ClientSettings(
         endpoint=Endpoint(server=server, connect=connect, reconnect_timeout=options.reconnect_timeout,
                           caller=caller, send_api_key=send_api_key, restart_server=restart_server),
-        session=SessionChoice(resume=options.resume, new_session_id=options.session_id, model=model),
+        session=SessionChoice(resume=options.resume, new_session_id=options.session_id, model=model,
+                              label=TERMINAL_LABEL),
         tools=tools,
         loaded_settings=loaded,
     )
@@ -191,6 +192,12 @@ def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
 
 def _home_dir(env: Environment) -> Path:
     return Path(env.environ.get("HOME") or Path.home())
+
+
+#: How the other clients of a session see this program at a terminal (the
+#: REPL, ``-p``): by what it is; ``attach`` says its host instead, an editor
+#: (ACP) ``editor``, the gRPC face ``gRPC client``, the browser ``browser``.
+TERMINAL_LABEL = "terminal"
 
 
 def embedded_service_for(options: ClientOptions, env: Environment, settings: ClientSettings, *,

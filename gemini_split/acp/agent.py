@@ -80,6 +80,9 @@ from .tools import client_path, lend_editor_tools
 log = logging.getLogger(__name__)
 
 #: The answer to a prompt "/rewind" (gemini-cli's ACP mode has no /rewind).
+#: How the other clients of a session see an editor's connection.
+EDITOR_LABEL = "editor"
+
 REWIND_NOT_SUPPORTED = ("/rewind is not supported over ACP (gemini-cli's ACP mode does not offer it either). Rewind "
                         "this session with gemini-split's REPL (/rewind), or: gemini-split --resume {session} "
                         "--rewind-to N [--revert-files]")
@@ -838,7 +841,8 @@ class AcpAgent:
         settings = base.reaching(
             server=self._address, embedded_address=None, reconnect_timeout=(
                 base.endpoint.reconnect_timeout if self.settings.endpoint.server is not None else 0),
-        ).choosing(resume=resume).with_tools(mcp_servers={**base.tools.mcp_servers, **_mcp_servers(mcp_servers)})
+        ).choosing(resume=resume, label=EDITOR_LABEL).with_tools(
+            mcp_servers={**base.tools.mcp_servers, **_mcp_servers(mcp_servers)})
         owner = self.owner_of(peer)
         if self.shared and sum(1 for o, _ in self.sessions if o == owner) >= self.max_sessions_per_owner:
             raise RpcError(INVALID_REQUEST, f"too many open sessions (at most {self.max_sessions_per_owner}); "

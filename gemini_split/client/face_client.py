@@ -57,7 +57,7 @@ async def open_face_client(request: Any) -> AsyncIterator[ProtocolClient]:
                 connect=ConnectOptions(token=request.token, max_message_size=request.max_message_size,
                                        extra={"peer": request.peer, "buffer": FACE_BUFFER}),
             ),
-            session=SessionChoice(resume=request.session_id),
+            session=SessionChoice(resume=request.session_id, label="gRPC client"),
             tools=ToolSettings(
                 workspace=placeholder,
                 approval_mode=ApprovalMode.YOLO if server_tools and request.auto_approve else ApprovalMode.DEFAULT,

@@ -251,7 +251,10 @@ class AgentService:
         if admitted is None:  # relayed to the replica that runs the session
             return
         hello, principal, session = admitted
-        view = View(close=stream.aclose, label=hello.label or "client", role=hello.role,
+        label = hello.label or "client"
+        if principal is not None and principal.user_id != session.owner:
+            label = f"{label} ({principal.user_id})"  # another user's client: said whose
+        view = View(close=stream.aclose, label=label, role=hello.role,
                     limit=self.config.outbox_limit, max_bytes=self.config.outbox_bytes,
                     approves=APPROVALS_CAPABILITY in hello.capabilities,
                     tool_hooks=runs_tool_hooks(hello), hook_timeout=hello.tool_hooks_timeout,

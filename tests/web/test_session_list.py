@@ -54,3 +54,29 @@ def test_the_list_shows_a_terminal_attached_to_a_session_and_forgets_it_when_it_
         after = _listed_text(page, session_id, "turn", seconds=5)
     assert not watch.dialogs and not watch.foreign and not watch.console_errors
     context.close()
+
+
+def test_a_card_names_the_project_and_a_prompting_terminal_by_what_it_is(browser, server, fake):
+    """Issue 46 §4: the card shows the session's project (its directory's
+    name; the path as its title) and a client running ``-p`` as
+    "terminal", not "client 1"."""
+    import httpx
+
+    httpx.post(f"{fake.url}/_script", timeout=10, json=[
+        {"text": "first"}, {"text": "slow " * 40, "chunks": 40, "chunk_delay": 0.25}]).raise_for_status()
+    ran = server.cli("-p", "the first prompt", "-o", "json")
+    assert ran.returncode == 0, ran.stderr
+    session_id = json.loads(ran.stdout)["session_id"]
+    context, page, watch = signed_in_page(browser, server)
+    prompting = server.popen("--resume", session_id, "-p", "a slow second prompt")
+    try:
+        text = _listed_text(page, session_id, "1 attached: terminal")
+        project = page.locator(".session-open", has_text=session_id).first.locator(".session-project")
+        assert project.inner_text() == server.home.name
+        assert project.get_attribute("title") == str(server.home)
+        assert "client 1" not in text
+        screenshot(page, "session-card-project-terminal")
+    finally:
+        prompting.wait(timeout=60)
+    assert not watch.console_errors
+    context.close()

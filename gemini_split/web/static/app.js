@@ -611,6 +611,7 @@ async function listSessions() {
     for (const s of sessions) {
       const open = el("button", { type: "button", class: "session-open", onclick: () => openSession(s.id, null, s.title) },
         el("span", { class: "session-title" }, s.title || "(no prompt yet)"),
+        s.project ? el("span", { class: "session-project", title: s.project }, projectName(s.project)) : null,
         el("span", { class: "session-meta" }, `${ago(s.updated)} · ${s.turns} turn${s.turns === 1 ? "" : "s"}${s.running ? " · running" : ""} · ${s.id}`),
         s.clients ? el("span", { class: "session-clients" }, attachedText(s)) : null);
       ul.append(el("li", {}, open));
@@ -621,6 +622,13 @@ async function listSessions() {
   } finally {
     lobby.close();
   }
+}
+
+// The project a session was started in, as its last directory name
+// ("~/src/app" → "app"); the whole path is the element's title.
+function projectName(path) {
+  const parts = String(path).split("/").filter(Boolean);
+  return parts.length ? parts[parts.length - 1] : String(path);
 }
 
 // "2 attached: laptop, browser" (the server names at most a few, 1.5).

@@ -98,9 +98,10 @@ class ClientCalls:
 
     @staticmethod
     def _runs(view: View, tool: str) -> bool:
-        """Whether ``view`` can answer a call of ``tool`` (a browser or an
-        editor without tools cannot)."""
-        return view.may_act and view.attached and view.tools is not None and view.offers(tool)
+        """Whether ``view`` answers a call of ``tool``: a driver that told
+        its tools (``tool_discovery``; one that has not this one answers
+        with an error at once). A browser tells none, and never answers."""
+        return view.may_act and view.attached and view.tools is not None
 
     def _say_nobody_runs(self, call_id: str, tool: str, wait: float | None) -> None:
         """Tell every view, once per call, that a call waits for a client

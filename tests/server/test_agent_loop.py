@@ -92,9 +92,12 @@ async def test_a_client_that_never_answers_a_tool_request_times_out_with_a_clear
     model = ScriptedModel([{"function_calls": [{"name": "read_file", "args": {"file_path": "x"}}]}, {"text": "ok"}])
     async with open_test_service(model, tool_timeout=30) as (_, address), raw_client(address) as raw:
         await raw.send(GenerateContentRequest(prompt="go"))
-        seen = await raw.receive_until(lambda m: isinstance(m, Finished | Error))
+        # The request's end (a notice without request_id says first that
+        # this client, which told no tools, is asked for one: tools_away).
+        seen = await raw.receive_until(lambda m: isinstance(m, Finished | Error) and m.request_id is not None)
         start = trio.current_time()
     assert any(isinstance(m, ToolExecutionRequest) for m in seen)
+    assert any(isinstance(m, Error) and m.code == "tools_away" and not m.fatal for m in seen)
     assert isinstance(seen[-1], Finished)
     (response,) = _function_responses(model.requests[1])
     assert response["response"]["error"]["code"] == "timeout"

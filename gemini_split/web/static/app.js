@@ -254,14 +254,19 @@ class SessionView {
     // button or sending a prompt starts it again.
     this.following = true;
     this.seenHeight = 0;
+    this.lastY = window.scrollY;
     $("jump").hidden = true;
   }
 
-  // The window scrolled (the reader, or our own follow): at the bottom it
-  // follows again; anywhere else it stops. Growth alone never scrolls, so
-  // this sees only real moves.
+  // The window scrolled (the reader, or our own follow): back at the bottom
+  // it follows again; moved up by the reader it stops.
   scrolled() {
-    this.following = distanceFromBottom() <= FOLLOW_SLACK;
+    // Only the reader moves the view up: our own follow (whose event may
+    // come after more output was added below) and growth never do.
+    const y = window.scrollY;
+    if (y < this.lastY - 2) this.following = false;
+    if (distanceFromBottom() <= FOLLOW_SLACK) this.following = true;
+    this.lastY = y;
     if (this.following) $("jump").hidden = true;
   }
 

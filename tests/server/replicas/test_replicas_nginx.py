@@ -31,7 +31,10 @@ pytestmark = [
 ]
 
 ALICE, BOB = "alice-token-0123456789", "bob-token-9876543210"
-LEASE_TTL = "1.5s"
+#: Short, so a dead runner's sessions move on quickly; not so short that a
+#: replica starved of CPU for a moment (the suite's busy tail on 2 CPUs)
+#: misses its renewals (every ttl/3) and loses the lease mid-test.
+LEASE_TTL = "3s"
 #: The long answer: 240 deltas, 15 ms apart.
 ANSWER = "".join(f"line {i:03d} of a long streamed answer\n" for i in range(240))
 

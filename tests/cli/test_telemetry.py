@@ -217,7 +217,10 @@ def test_a_dead_collector_costs_a_run_at_most_the_close_budget_and_one_warning(t
         silent.close()
     assert quiet.returncode == 0 and result.returncode == 0, result.stderr
     assert result.stdout == "second\n"
-    assert took - baseline < 1.6, (took, baseline)
+    # The close budget (1 s) plus what the baseline does not pay: the SDK and
+    # the OTLP exporter's imports (~0.5 s quiet, over 1 s on a loaded CI
+    # machine). An exporter left to its own timeout (10 s) stays far above.
+    assert took - baseline < 2.5, (took, baseline)
     warnings = [line for line in result.stderr.splitlines() if "telemetry" in line]
     assert len(warnings) == 1, result.stderr
     assert f"127.0.0.1:{port}" in warnings[0] and "dropped" in warnings[0]

@@ -116,8 +116,8 @@ class ClientCalls:
         self._emit_nowait(Error(
             code=ErrorCode.TOOLS_AWAY.value, fatal=False,
             message=f"{tool} waits for the client that runs this session's tools, and none is attached (the "
-                    f"terminal that ran them has left): reattach it (gemini-split --resume {self.session_id}) "
-                    f"to have it run, or cancel the request; it waits{minutes}"))
+                    f"terminal that ran them has left): reattach it to session {self.session_id} (--resume, with the "
+                    f"--server it used) to have it run, or cancel the request; it waits{minutes}"))
 
     def waiting(self, call_id: str) -> Ask[ToolExecutionRequest, ToolExecutionResponse] | None:
         return self.asks.waiting(call_id)

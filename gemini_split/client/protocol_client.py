@@ -41,6 +41,7 @@ from gemini_split.protocol import (
     SessionInfo,
     Sessions,
     ASK_USER_CAPABILITY,
+    TYPED_PROMPT_LIMIT,
     GetSystemPrompt,
     SystemPrompt,
     Pair,
@@ -428,11 +429,13 @@ class ProtocolClient:
 
     async def run_turn(self, prompt: str, *, model: str | None = None,
                        attachments: tuple[Attachment, ...] = (),
-                       context: SessionContext | None = None) -> TurnOutcome:
+                       context: SessionContext | None = None, typed: str = "") -> TurnOutcome:
         """Send a prompt (with ``attachments`` as inline data) and wait until
         the server finishes it (or fails). Events reach ``on_event`` meanwhile.
         ``context`` (context files, approval mode, first-turn environment)
-        replaces the session's.
+        replaces the session's. ``typed``: what the user typed when
+        ``prompt`` is its expansion (a custom command), which every client
+        and the session's title show as the prompt (1.6).
 
         With ``hooks`` (a ``userfiles.hooks.HookRunner``): ``BeforeAgent`` runs
         first (a deny or ``continue: false`` ends the turn unsent, with an
@@ -443,7 +446,8 @@ class ProtocolClient:
         times)."""
         hooks = self.hooks
         if hooks is None:
-            return await self._run_turn(prompt, model=model, attachments=attachments, context=context, user=prompt)
+            return await self._run_turn(prompt, model=model, attachments=attachments, context=context, user=prompt,
+                                        typed=typed)
         before = await hooks.fire("BeforeAgent", {"prompt": prompt})
         if before.denied or before.stopped:
             why = before.reason if before.denied else before.stop_reason
@@ -456,7 +460,8 @@ class ProtocolClient:
             sent = f"{sent}\n\n{before.additional_context}"
         if self.pending_hook_context:
             sent, self.pending_hook_context = f"{self.pending_hook_context}\n\n{sent}", ""
-        outcome = await self._run_turn(sent, model=model, attachments=attachments, context=context, user=prompt)
+        outcome = await self._run_turn(sent, model=model, attachments=attachments, context=context, user=prompt,
+                                       typed=typed)
         retried = False
         for _ in range(MAX_HOOK_RETRIES):
             if outcome.finished is None or outcome.cancelled or not hooks.has("AfterAgent"):
@@ -471,9 +476,11 @@ class ProtocolClient:
 
     async def _run_turn(self, prompt: str, *, model: str | None = None,
                         attachments: tuple[Attachment, ...] = (),
-                        context: SessionContext | None = None, user: str | None = None) -> TurnOutcome:
+                        context: SessionContext | None = None, user: str | None = None,
+                        typed: str = "") -> TurnOutcome:
         """``user``: the prompt as the user typed it (telemetry's
-        ``gemini_cli.user_prompt``); None for a hook's prompt."""
+        ``gemini_cli.user_prompt``); None for a hook's prompt. ``typed``:
+        see :meth:`run_turn`."""
         if self.before_turn is not None:
             await self.before_turn()
         # What of the context a server's version lacks (sub-agents before
@@ -487,7 +494,8 @@ class ProtocolClient:
             context = msgspec.structs.replace(context, agents=tuple(
                 msgspec.structs.replace(a, mcp_tools=own(a.name)) if a.kind == "local" and own(a.name) else a
                 for a in context.agents))
-        request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments, context=context))
+        request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments, context=context,
+                                               typed=typed[:TYPED_PROMPT_LIMIT]))
         session_id = self.connected.session_id if self.connected is not None else None
         self.executor.session_id = session_id
         if user is not None:

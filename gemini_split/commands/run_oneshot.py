@@ -228,9 +228,11 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                         nursery.start_soon(_spin, renderer.status)
                     if settings.session.resume and not settings.session.attach and settings.tools.run_on == "client":
                         await _say_if_started_elsewhere(client, settings, renderer.stderr)
+                    typed = ""
                     if command is not None:
                         from gemini_split.ui.command_expansion import CommandFailed
 
+                        typed = command[1]  # as typed, without the piped input in front
                         try:
                             prompt, attachments = await _expand_command(prompt, command, client, renderer)
                         except CommandFailed as exc:
@@ -239,7 +241,8 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                         prompt, attachments = await _attach_references(prompt, client, renderer)
                     if failed is None:
                         outcome = await client.run_turn(prompt, model=model if settings.endpoint.server else None,
-                                                        attachments=attachments, context=settings.context.message)
+                                                        attachments=attachments, context=settings.context.message,
+                                                        typed=typed)
                     nursery.cancel_scope.cancel()
     except AuthenticationFailed as exc:
         return renderer.finish(error_code=ErrorCode.UNAUTHORIZED.value, error_message=str(exc))

@@ -130,7 +130,8 @@ class CommandContext(Protocol):
 
     async def run_turn(self, prompt: str, *, carry_context: bool = True,
                        attachments: tuple[Attachment, ...] = (), references: bool = True,
-                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None) -> None:
+                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None,
+                       typed: str = "") -> None:
         """One prompt and its answer, shown as the REPL shows a turn (see
         :meth:`~gemini_split.ui.repl.loop.Repl.run_turn`)."""
 

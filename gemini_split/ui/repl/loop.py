@@ -521,11 +521,13 @@ class Repl:
 
     async def run_turn(self, prompt: str, *, carry_context: bool = True,
                        attachments: tuple[Attachment, ...] = (), references: bool = True,
-                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None) -> None:
+                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None,
+                       typed: str = "") -> None:
         """One prompt and its answer. ``carry_context=False`` sends the prompt
         as is (no @path expansion, pending context kept for later);
         ``references=False`` skips only the @path expansion (a custom
-        command's prompt, already expanded, with its ``attachments``).
+        command's prompt, already expanded, with its ``attachments``;
+        ``typed``: the command as the user typed it, shown as the prompt).
         ``compress``: no prompt, the server compresses the history
         (``/compress``), shown and ended as a turn is. ``start``: no
         prompt, this starts the request and returns its outcome (``/restore``
@@ -552,7 +554,7 @@ class Repl:
                     outcome = await client.compress()
                 else:
                     outcome = await client.run_turn(prompt, model=self.model_override, attachments=attachments,
-                                                    context=self._context())
+                                                    context=self._context(), typed=typed)
                 self._drain_typed_ahead()
         finally:
             self._turn_scope = None

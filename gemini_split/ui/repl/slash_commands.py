@@ -1081,7 +1081,7 @@ async def _run_custom(repl: CommandContext, command: Any, line: str) -> None:
         repl.print_usage("Interrupted: nothing was sent.")
         return
     prompt, attachments = expanded
-    await repl.run_turn(prompt, attachments=attachments, references=False)
+    await repl.run_turn(prompt, attachments=attachments, references=False, typed=line)
 
 
 def _visible(text: str) -> str:

@@ -205,7 +205,9 @@ def start_prompt(session: Any, request: GenerateContentRequest, view: View) -> N
         view.send_direct(Error(request_id=request.id, in_reply_to=request.id, code=ErrorCode.INVALID_REQUEST.value,
                                message="the prompt is empty"))
         return
-    session.emit_nowait(RequestStarted(request_id=request.id, prompt=request.prompt, client=view.label))
+    # (1.6) A custom command shows as typed, not as its expansion.
+    shown = request.typed or request.prompt
+    session.emit_nowait(RequestStarted(request_id=request.id, prompt=shown, client=view.label))
     if request.model:
         try:
             session.model_name = check_model_name(request.model, session.config.allowed_models,
@@ -219,5 +221,5 @@ def start_prompt(session: Any, request: GenerateContentRequest, view: View) -> N
         session.context = request.context
     session.timeline.begin(request.id, session.history)
     if not session.title:
-        session.title = make_title(request.prompt)
+        session.title = make_title(shown)
     session.start(request.id, prompt_body(session, request.id, request.prompt, request.attachments), view)

@@ -226,7 +226,7 @@ def test_a_watcher_sees_a_running_sub_agents_latest_text_bounded_until_it_ends(t
             watcher.expect(r"Reviewed\.", timeout=30)
             watcher.drain(0.5)
             end = screen_of(watcher, 110)
-            out, err = other.communicate(timeout=30)
+            _, err = other.communicate(timeout=30)
             assert other.returncode == 0, err
         finally:
             watcher.close()

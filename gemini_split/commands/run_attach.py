@@ -90,6 +90,8 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
                     nursery.start_soon(stop_on_signal)
                     await client.wait_closed()
                     nursery.cancel_scope.cancel()
+                if follower is not None:
+                    follower.close()
                 if interrupted:
                     return ExitStatus.INTERRUPTED
                 env.warn(f"gemini-split attach: {client.closed_reason or 'the connection ended'}")
@@ -99,6 +101,9 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
         message, _, status = describe_connect_error(exc)
         env.warn(f"gemini-split attach: {message}")
         return status
+    finally:
+        if follower is not None:
+            follower.close()  # a running sub-agent's region goes (idempotent), the cursor comes back
 
 
 def _host_label() -> str:

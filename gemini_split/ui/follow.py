@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.text import Text
 
 from gemini_split.tools.builtin import ask_user
@@ -46,6 +47,10 @@ class Follower:
     written as it came: the terminal wraps it, never rich (an answer that is
     JSON stays copyable).
 
+    Live on a terminal, the running sub-agents are drawn at the bottom as
+    the REPL draws its own (:func:`~.render.agent_block`: the latest lines
+    of their text, bounded) until they end; :meth:`close` takes that away.
+
     :meth:`hold` keeps what would be printed until :meth:`release` (the
     REPL holds an attach's replay until its banner is out)."""
 
@@ -68,6 +73,9 @@ class Follower:
         #: Not live: whether a line of the current text was printed already.
         self._printed_text = False
         self._held: list[Callable[[], None]] | None = None
+        #: Live on a terminal: the running sub-agents' region (None while none runs).
+        self._agents_live: Live | None = None
+        self._draws_agents = live and console.is_terminal and not console.is_dumb_terminal
 
     def hold(self) -> None:
         """Keep everything shown from now on until :meth:`release`."""
@@ -92,6 +100,7 @@ class Follower:
     def _write(self, text: str) -> None:
         """Streamed text, as it came (the terminal wraps it)."""
         def show() -> None:
+            self._stop_agents()  # text written as it comes cannot share the screen's bottom
             self.console.file.write(text)
             self.console.file.flush()
             self._mid_line = not text.endswith("\n")
@@ -103,6 +112,38 @@ class Follower:
             self.console.file.write("\n")
             self.console.file.flush()
             self._mid_line = False
+
+    def _draw_agents(self) -> None:
+        """Live on a terminal: redraw the running sub-agents at the bottom
+        (printed lines go above them); gone when none runs."""
+        if not self._draws_agents:
+            return
+        from .render import agent_block
+
+        def show() -> None:
+            running = self.turn.running_agents() if self.turn.ended is None else []
+            if not running:
+                self._stop_agents()
+                return
+            view = Group(*(agent_block(agent, expandable=False) for agent in running))
+            if self._agents_live is None:
+                self._end_line()
+                self._agents_live = Live(view, console=self.console, refresh_per_second=10, transient=True,
+                                         redirect_stdout=False, redirect_stderr=False, vertical_overflow="ellipsis")
+                self._agents_live.start()
+            else:
+                self._agents_live.update(view)
+
+        self._emit(show)
+
+    def _stop_agents(self) -> None:
+        if self._agents_live is not None:
+            self._agents_live.stop()
+            self._agents_live = None
+
+    def close(self) -> None:
+        """Take the running sub-agents' region away (the watch is over)."""
+        self._stop_agents()
 
     def _emit(self, show: Callable[[], None]) -> None:
         if self._held is not None:
@@ -151,6 +192,7 @@ class Follower:
             # One line: what was shown above that point is no longer part
             # of the conversation (a REPL redraws it under the line).
             self._emit(self._end_line)
+            self._emit(self._stop_agents)
             self.turn = Turn()
             prompt = visible(" ".join(event.prompt.split())[:PROMPT_SHOWN], newlines=False)
             left = f"{event.points} prompt{'s' if event.points != 1 else ''} left"
@@ -161,7 +203,13 @@ class Follower:
             return
         if event.request_id is not None and event.request_id == own_request:
             return
-        for change in self.turn.apply(event):
+        changes = self.turn.apply(event)
+        self._show(changes)
+        if any(getattr(c, "agent_id", 0) or isinstance(c, TurnEnded) for c in changes):
+            self._draw_agents()
+
+    def _show(self, changes: list[Any]) -> None:
+        for change in changes:
             if isinstance(change, TurnBegan):
                 prompt = visible(change.prompt[:PROMPT_SHOWN]) + ("…" if len(change.prompt) > PROMPT_SHOWN else "")
                 self._print(Text.assemble((f"» {visible(change.client) or 'someone'}: ", "bold cyan"), prompt))

@@ -310,7 +310,10 @@ def _asyncio_invoker() -> Invoker:
     loop = asyncio.get_running_loop()
 
     async def invoke(fn: Callable[..., Awaitable[Any]], args: dict[str, Any]) -> Any:
-        future = asyncio.run_coroutine_threadsafe(fn(**args), loop)
+        async def call() -> Any:
+            return await fn(**args)
+
+        future = asyncio.run_coroutine_threadsafe(call(), loop)
         done = trio.Event()
         token = trio.lowlevel.current_trio_token()
 

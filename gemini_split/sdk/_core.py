@@ -100,11 +100,12 @@ class ConnectConfig(msgspec.Struct, frozen=True, kw_only=True):
     label: str = LABEL
 
 
-class _LogLines(io.TextIOBase):
+class _LogLines(io.StringIO):
     """A text stream whose lines go to the SDK's logger (what the CLI
     would print on stderr: warnings about settings, context files…)."""
 
     def __init__(self, level: int):
+        super().__init__()
         self._level = level
         self._partial = ""
 

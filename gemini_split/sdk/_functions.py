@@ -72,7 +72,7 @@ class FunctionTool:
             raise TypeError(f"a tool is a function; got {fn!r}")
         functools.update_wrapper(self, fn, updated=())  # type: ignore[arg-type]
         self.fn = fn
-        self.name = name or getattr(fn, "__name__", "")
+        self.name: str = name or str(getattr(fn, "__name__", ""))
         if not re.fullmatch(_NAME, self.name):
             raise ValueError(f"{self.name!r} cannot be a tool's name: letters, digits, '_', '.' and '-', at most 64, "
                              "not starting with a digit (give one: tool(fn, name=...))")
@@ -80,7 +80,7 @@ class FunctionTool:
             raise ValueError(f"kind {kind!r}: use one of {', '.join(_KINDS)}")
         self.kind = _KINDS[kind]
         summary, described = _read_docstring(inspect.getdoc(fn) or "")
-        self.description = description if description is not None else summary or self.name
+        self.description: str = description if description is not None else summary or self.name
         self.parameters = _parameters(fn, described)
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 

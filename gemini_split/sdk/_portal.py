@@ -104,7 +104,7 @@ class Portal:
             await asyncio.shield(call.finished)  # as under Trio: cancelled, the call has ended when this returns
             raise
 
-    def _spawn(self, call: _Call[Any]) -> None:
+    def _spawn(self, call: _Call) -> None:
         assert self._nursery is not None
         self._nursery.start_soon(call.run)
 

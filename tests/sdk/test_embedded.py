@@ -10,12 +10,16 @@ import trio
 import trio.testing
 
 from gemini_split.sdk import (
+    AgentBegan,
+    AgentEnded,
+    AgentOutput,
     Approval,
     Client,
     HandshakeFailed,
     MissingApiKey,
     PromptFailed,
     TextAdded,
+    ThoughtAdded,
     ToolCallEnded,
     ToolCallStarted,
     TurnBegan,
@@ -281,3 +285,23 @@ async def test_a_session_stream_passes_a_question_over_without_denying_it(fake, 
                     moved_on.set()
                     break
     assert (tmp_path / "notes.txt").read_text() == "hi\n"
+
+
+async def test_thoughts_and_a_sub_agents_run_are_events_of_the_prompt(fake, environ, tmp_path):
+    fake.add_turns([
+        {"thought": "Let me delegate.",
+         "function_calls": [{"name": "generalist", "args": {"request": "count the files"}}]},
+        {"text": "counting", "function_calls": [{"name": "complete_task", "args": {"result": "3 files"}}]},
+        {"text": "There are 3 files."},
+    ])
+    async with Client.connect(workspace=tmp_path, environ=environ) as client:
+        session = await client.new_session()
+        events = [event async for event in session.prompt("how many files?")]
+
+    assert [e.text for e in events if isinstance(e, ThoughtAdded)] == ["Let me delegate."]
+    began = next(e for e in events if isinstance(e, AgentBegan))
+    assert began.state.name == "generalist" and "count the files" in began.state.task
+    assert "counting" in "".join(e.text for e in events if isinstance(e, AgentOutput) and not e.thought)
+    ended = next(e for e in events if isinstance(e, AgentEnded))
+    assert ended.agent_id == began.agent_id and ended.state.outcome == "completed" and "3 files" in ended.state.summary
+    assert events[-1].text == "There are 3 files."  # a sub-agent's own text is not the answer

@@ -153,9 +153,11 @@ class Client:
     async def resume(self, session: str = "latest") -> Session:
         """An earlier session of yours: its id (or the start of one),
         ``"latest"`` (this workspace's last) or a number (as
-        ``--list-sessions`` numbers them). Raises
+        ``--list-sessions`` numbers them). ``"latest"`` with none opens a
+        new session, as ``--resume latest`` does (said in the log). Raises
         :class:`~gemini_split.client.failures.HandshakeFailed` (code
-        ``unknown_session``) when there is none."""
+        ``unknown_session``) for an id there is no session of, and
+        :class:`~gemini_split.errors.BadInput` for a number."""
         return await self._open(resume=session)
 
     async def attach(self, session: str, *, watch: bool = False, replay_limit: int | None = None) -> Session:

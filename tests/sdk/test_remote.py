@@ -23,6 +23,7 @@ import trio
 from gemini_split.sdk import Approval, AuthenticationFailed, Client, TurnBegan, TurnEnded
 from gemini_split.testing.fake_gemini import FakeGemini
 from tests.cli.daemon.conftest import daemon_pids, wait_gone
+from tests.inprocess import cli
 
 from .conftest import API_KEY, clean_environ, function_responses
 
@@ -98,7 +99,8 @@ def serving(tmp_path: Path, fake: FakeGemini):
 
 
 @pytest.mark.timeout(90)
-def test_serve_with_a_token_blocking_and_asyncio_clients_one_attached_to_the_others_session(fake, tmp_path):
+def test_serve_with_a_token_and_a_profile_blocking_and_asyncio_clients_one_attached_to_the_others_session(
+        fake, tmp_path):
     environ = clean_environ()  # no key here: the server holds it
     workspace = tmp_path / "client"
     workspace.mkdir()
@@ -111,10 +113,12 @@ def test_serve_with_a_token_blocking_and_asyncio_clients_one_attached_to_the_oth
             session = client.new_session()
             assert session.prompt("shout it").text() == "loud"
 
+            # The same user from another program, through a profile of servers.json (address and token).
+            added = cli(["server", "add", "work", address, "--token", TOKEN], environ=environ, cwd=workspace)
+            assert added.returncode == 0, added.stderr
+
             async def attached() -> list:
-                # The same user from another program: the token from the environment, as the CLI reads it.
-                async with Client.connect(address, workspace=workspace,
-                                          environ={**environ, "GEMINI_SERVER_TOKEN": TOKEN}) as other:
+                async with Client.connect("work", workspace=workspace, environ=environ) as other:
                     view = await other.attach(session.id)
                     async with view.events() as events:
                         return [event async for event in _until_end(events)]

@@ -29,6 +29,9 @@ from gemini_split.sdk import (
 
 from .conftest import clean_environ, declarations, function_responses, last_user_text
 
+#: The first test a worker runs here loads the embedded server and google-genai (seconds on a busy machine).
+pytestmark = pytest.mark.timeout(45)
+
 
 async def test_a_prompt_streams_its_events_and_ends_with_the_answer(fake, environ, tmp_path):
     fake.add_turns([{"text": "Hello from the model", "chunks": 3}])

@@ -14,6 +14,9 @@ from gemini_split.sdk import Approval, Closed, TextAdded, ToolCallEnded, TurnEnd
 
 from .conftest import function_responses
 
+#: The first test a worker runs here loads the embedded server and google-genai (seconds on a busy machine).
+pytestmark = pytest.mark.timeout(45)
+
 WRITE = {"function_calls": [{"name": "write_file", "args": {"file_path": "out.txt", "content": "x\n"}}]}
 
 

@@ -356,6 +356,7 @@ class Repl:
                     status = await self._first_connection()
                     if status is None:
                         self._banner()
+                        self.attached_clients()  # who "you" is, before the replay is shown
                     self.follower.release()
                     if status is None:
                         if self.settings.session.resume and not self.settings.session.attach:
@@ -639,12 +640,16 @@ class Repl:
                 show()
 
     def attached_clients(self) -> list[tuple[str, str]]:
-        """Who is attached to this session now: ``[(label, role)]``."""
+        """Who is attached to this session now: ``[(label, role)]``. (The
+        follower is kept up with the connection here: its session's list
+        and this client's own label, which it says as "you".)"""
         connected = self.client.connected if self.client else None
-        if connected is not None and self.follower.session != connected.session_id:
-            # A new connection: start from what connected said.
-            self.follower.session = connected.session_id
-            self.follower.attached = [(c.label, c.role) for c in connected.attached]
+        if connected is not None:
+            self.follower.me = connected.label  # a reconnect may be given another
+            if self.follower.session != connected.session_id:
+                # A new connection: start from what connected said.
+                self.follower.session = connected.session_id
+                self.follower.attached = [(c.label, c.role) for c in connected.attached]
         return self.follower.attached
 
     def _start_interrupt(self) -> None:

@@ -37,6 +37,7 @@ from gemini_split.policy.rules import MODES
 from gemini_split.userfiles.settings_edit import set_setting
 from gemini_split.ui.command_expansion import CommandFailed, load_commands, run_custom_command
 from gemini_split.ui.extension_list import list_lines
+from gemini_split.ui.follow import named
 from gemini_split.ui.references import complete_reference
 from gemini_split.ui.safe_text import visible
 
@@ -870,7 +871,7 @@ async def _server_status(repl: CommandContext, args: list[str]) -> None:
         ("latency", f"{latency:.1f} ms (get_state round trip)"),
         ("auth", "ok: the token was accepted" if token else "ok: no token needed"),
         ("model auth", connected.model_auth or "not said by the server"),
-        ("attached", ", ".join(visible(label) + (" (watching)" if role == "observer" else "")
+        ("attached", ", ".join(named(label, connected.label) + (" (watching)" if role == "observer" else "")
                                for label, role in repl.attached_clients()) or "only this client"),
     ]
     _print_rows(repl, rows)

@@ -143,7 +143,7 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
     elif options.send_api_key:
         caller, send_api_key = sent_api_key(env, server), True
     restart_server = None
-    if server is not None and _names_local_daemon(server_arg, env):
+    if server is not None and names_local_daemon(server_arg, env):
         restart_server = partial(_local_daemon_address, env)
     settings = ClientSettings(
         endpoint=Endpoint(server=server, connect=connect, reconnect_timeout=options.reconnect_timeout,
@@ -501,7 +501,7 @@ def resolve_server_address(value: str | None, env: Environment) -> str | None:
     raise ConfigurationError(f"GEMINI_SERVER_MODE={mode!r}: use embedded, local or remote")
 
 
-def _names_local_daemon(server_arg: str | None, env: Environment) -> bool:
+def names_local_daemon(server_arg: str | None, env: Environment) -> bool:
     """Whether the server is the local daemon (``--server local``, or
     ``GEMINI_SERVER_MODE=local`` with no ``--server``)."""
     if server_arg:

@@ -58,6 +58,8 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
 
     out = env.stdout
     follower = None if as_json else Follower(make_console(out, env.environ), live=True)
+    if follower is not None:
+        follower.hold()  # the replay goes under the line saying who this is
 
     async def on_event(event: ServerEvent) -> None:
         if follower is not None:
@@ -74,11 +76,14 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
                 if follower is not None and connected is not None:
                     # Who this is, apart from who else is here: a label the
                     # server gave ("client 1") is never read as someone else's.
+                    follower.me = connected.label
                     follower.attached = [(c.label, c.role) for c in connected.attached]
                     others = follower.summary(excluding=connected.label)
                     env.warn(f"Attached to session {connected.session_id} as {visible(connected.label)} (watching); "
                              f"{'also attached: ' + others if others else 'nobody else is attached'}. "
                              "Ctrl-C leaves.")
+                if follower is not None:
+                    follower.release()
                 interrupted = False
                 async with trio.open_nursery() as nursery:
                     async def stop_on_signal() -> None:

@@ -639,10 +639,11 @@ def _result_summary(result: Any) -> str:
     return f"{first}{more}"
 
 
-def decision_said(change: ApprovalDecided) -> str:
+def decision_said(change: ApprovalDecided, *, by: str | None = None) -> str:
     """How a settled approval question is said: who decided what
-    ("✓ approved by browser")."""
-    by = visible(change.by, newlines=False) or "another client"
+    ("✓ approved by browser"); ``by``: the decider as the screen names it
+    (:func:`gemini_split.ui.follow.named`), else its label."""
+    by = (visible(change.by, newlines=False) if by is None else by) or "another client"
     said = {"approve": f"✓ approved by {by}", "approve_always": f"✓ approved (always) by {by}",
             "deny": f"✗ refused by {by}", "expired": "✗ nobody approved it in time"}
     return said.get(change.decision, visible(change.decision, newlines=False))

@@ -40,7 +40,12 @@ class CommandUsage(Exception):
 
 
 class QuitRepl(Exception):
-    """/quit."""
+    """/quit. ``deleted``: what the session ``/quit --delete`` deleted had
+    done (the REPL is then on an empty session of its own)."""
+
+    def __init__(self, deleted: SessionStats | None = None):
+        super().__init__()
+        self.deleted = deleted
 
 
 class CommandContext(Protocol):

@@ -198,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # Whole option names only, as gemini-cli's: a subcommand's option
+        # (pair --list) must never be read as an abbreviation of ours
+        # (--list-sessions, --list-extensions), nor split_prompt_words differ.
+        allow_abbrev=False,
     )
     parser.add_argument("-v", "--version", action="version", version=f"gemini-split {__version__}")
     parser.add_argument("-p", "--prompt",
@@ -279,6 +283,11 @@ def _add_gemini_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-trust", action="store_true",
                         help="trust the current folder for this run (its .gemini/settings.json and "
                              "GEMINI.md files apply)")
+    parser.add_argument("-e", "--extensions", action="append", metavar="NAME",
+                        help="use only these installed extensions for this run (repeat or separate with "
+                             "commas; 'none': none); default: those enabled for this folder")
+    parser.add_argument("-l", "--list-extensions", action="store_true",
+                        help="list the installed extensions and exit")
     parser.add_argument("--screen-reader", action="store_true",
                         help="plain output for screen readers: no spinner or status line")
     parser.add_argument("--raw-output", action="store_true",
@@ -490,6 +499,10 @@ def _check_rewind_flags(parser: argparse.ArgumentParser, args: argparse.Namespac
 
 
 def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    if args.list_extensions:
+        from gemini_split.commands.run_extensions import run_list_extensions
+
+        return run_list_extensions(env)
     if args.acp:
         from gemini_split.commands.run_acp import run_acp
 

@@ -35,7 +35,7 @@ from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.collector import paused_collection
 from gemini_split.userfiles.env_files import load_env_file
 from gemini_split.environment import Environment
-from gemini_split.errors import ConfigurationError
+from gemini_split.errors import ConfigurationError, WorktreeFailed
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.ui.output_formats import OUTPUT_FORMATS
 
@@ -283,6 +283,10 @@ def _add_gemini_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-trust", action="store_true",
                         help="trust the current folder for this run (its .gemini/settings.json and "
                              "GEMINI.md files apply)")
+    parser.add_argument("-w", "--worktree", nargs="?", const="", metavar="NAME",
+                        help="start in a new git worktree, .gemini/worktrees/NAME on branch worktree-NAME, "
+                             "made from the current commit and kept at exit (default NAME: the time and "
+                             "4 random characters); needs experimental.worktrees in settings.json")
     parser.add_argument("-e", "--extensions", action="append", metavar="NAME",
                         help="use only these installed extensions for this run (repeat or separate with "
                              "commas; 'none': none); default: those enabled for this folder")
@@ -436,6 +440,9 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     except ConfigurationError as exc:
         env.warn(f"gemini-split: {exc}")
         return exit_status_for(exc)
+    except WorktreeFailed as exc:  # gemini-cli's words, whole
+        env.warn(str(exc))
+        return exit_status_for(exc)
     except KeyboardInterrupt as exc:
         env.warn("Interrupted.")
         return exit_status_for(exc)
@@ -503,6 +510,10 @@ def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
         from gemini_split.commands.run_extensions import run_list_extensions
 
         return run_list_extensions(env)
+    if args.worktree is not None:
+        from gemini_split.commands.enter_worktree import enter_worktree
+
+        env = enter_worktree(args, env)
     if args.acp:
         from gemini_split.commands.run_acp import run_acp
 

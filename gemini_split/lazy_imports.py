@@ -123,7 +123,9 @@ SHELL_NEVER = ("trio", "gemini_split.protocol", "gemini_split.transport", "gemin
 #: Never imported by a one-shot ``-p``, embedded or through a daemon.
 ONESHOT_NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",
                  "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn", "opentelemetry",
-                 "gemini_split.telemetry.otel", "gemini_split.sdk")
+                 "gemini_split.telemetry.otel", "gemini_split.sdk",
+                 # git worktrees: only with -w.
+                 "gemini_split.worktrees", "gemini_split.commands.enter_worktree")
 
 #: Never imported by the REPL on its way to the first prompt: what only one
 #: command needs is loaded when that command first runs.

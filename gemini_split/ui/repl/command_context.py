@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gemini_split.client.profiles import ProfileStore
     from gemini_split.client.protocol_client import ProtocolClient
     from gemini_split.environment import Environment
+    from gemini_split.options import ClientOptions
     from gemini_split.protocol import Attachment, Rewound
 
     from .approval_prompt import InlineAsker
@@ -55,6 +56,8 @@ class CommandContext(Protocol):
     # --- where a command writes, and what it reads ---------------------------------
     console: Console
     env: Environment
+    #: The command line's flags (``-e`` for ``/extensions list``).
+    options: ClientOptions
     #: The session's client settings; ``/directory add`` and the reloads
     #: (``commands/context_reload.py``) replace them or their parts.
     settings: ClientSettings

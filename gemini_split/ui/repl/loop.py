@@ -131,6 +131,9 @@ class Repl:
         #: Sent with every prompt when set (``/model``, or ``-m`` with a server).
         self.model_override: str | None = settings.session.model if settings.endpoint.server else None
         self.client: ProtocolClient | None = None
+        #: The session of the latest connection (kept after it closes: the
+        #: exit footer names it).
+        self.session_id: str | None = None
         self.view: TurnView | None = None
         #: What other clients attached to this session do (issue 11).
         self.follower = Follower(self.console, live=False)
@@ -862,6 +865,7 @@ class Repl:
             client, scope = await self._nursery.start(self._hold, settings)
         old = self._connection_scope
         self.client, self._connection_scope = client, scope
+        self.session_id = client.connected.session_id if client.connected else self.session_id
         self.asker.grants.clear()  # they lived in the old connection's policy
         self.stats = SessionStats(session_id=client.connected.session_id if client.connected else "")
         self.pending_context.clear()  # it was for the old conversation

@@ -1042,7 +1042,7 @@ async def _extensions(repl: CommandContext, args: list[str]) -> None:
 
     home = Path(repl.env.environ.get("HOME") or Path.home())
     for line in list_lines(repl.env.config_dir, repl.settings.tools.workspace, home,
-                           warn=lambda text: repl.print_usage(text)):
+                           warn=lambda text: repl.print_usage(text), only=repl.options.extensions):
         repl.console.print(Text(line))
 
 

@@ -208,8 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="answer this prompt once and exit; piped stdin comes before it, and a pipe "
                              "that has sent nothing within 500 ms is ignored")
     parser.add_argument("-i", "--prompt-interactive", metavar="PROMPT",
-                        help="open the REPL and start with this prompt")
-    parser.add_argument("-m", "--model", help="Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)")
+                        help="open the REPL and start with this prompt (refused, exit 42, when stdin is piped)")
+    parser.add_argument("-m", "--model",
+                        help="Gemini model, or an alias: pro, flash, flash-lite, auto (here one model, "
+                             "gemini-3.1-pro-preview: gemini-cli's auto asks a router model per prompt, "
+                             "gemini-split makes no such call) (default: $GEMINI_MODEL or gemini-2.5-flash)")
     parser.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS,
                         help="one-shot output: text (default), json, or stream-json "
                              "(default: output.format in settings.json, else text)")

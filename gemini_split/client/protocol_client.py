@@ -73,6 +73,7 @@ from gemini_split.protocol import (
     RequestStarted,
     RequestState,
 )
+from gemini_split.agent_invocation import AGENT_TOOL
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.policy.rules import DEFAULT_TIER, Decision
 from gemini_split.stamping import stamp
@@ -505,17 +506,20 @@ class ProtocolClient:
     def _judged_agents(self, agents: tuple) -> tuple:
         """(1.5) ``agents`` as the policy (now, in the current approval
         mode) lets the main agent delegate to them: one a policy rule denies
-        by name (gemini-cli's "sub-agent name as toolName") carries that
-        rule's message in ``denied`` for the server to refuse its call with
-        (a server older than 1.5, which would run it anyway, is not sent it:
-        its ``Connection`` leaves it out)."""
+        — by its name (gemini-cli's "sub-agent name as toolName"), or as
+        gemini-cli 0.61's ``invoke_agent`` with its ``agent_name``
+        (:mod:`gemini_split.agent_invocation`) — carries that rule's message
+        in ``denied`` for the server to refuse its call with (a server older
+        than 1.5, which would run it anyway, is not sent it: its
+        ``Connection`` leaves it out). Judged before the prompt is sent, an
+        ``argsPattern`` sees ``agent_name`` only."""
         policy = getattr(self.executor, "policy", None)
         engine = getattr(policy, "engine", None)
         if engine is None:
             return agents
         judged = []
         for agent in agents:
-            verdict = engine.decide(agent.name, {}, policy.mode)
+            verdict = engine.decide(AGENT_TOOL, {"agent_name": agent.name}, policy.mode)
             # The approval modes' own rules (plan mode denies what is not
             # read-only) are not about delegating: only a rule of the user's.
             if verdict.decision is not Decision.DENY or verdict.rule is None \

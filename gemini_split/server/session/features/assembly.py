@@ -56,8 +56,9 @@ def assemble(session: Any, run: AgentRun) -> Chain:
     context = run.context
     skills = tuple(getattr(context, "skills", None) or ())
     agents = tuple(getattr(context, "agents", None) or ())
-    # The user's tool hooks, around the tools the steps answer here.
-    hooks = session.tool_hooks.bind(run.request_id) if session.server_tools or skills else None
+    # The user's tool hooks, around the tools the steps answer here (and
+    # each delegation to a sub-agent).
+    hooks = session.tool_hooks.bind(run.request_id) if session.server_tools or skills or agents else None
 
     def tool_path(agent_id: int) -> CallTool:
         return _session_path(session, run.request_id, agent_id)
@@ -78,7 +79,8 @@ def assemble(session: Any, run: AgentRun) -> Chain:
         delegation = Delegation(
             run, agents, model=session.model, config=session.config, emit=session.emit,
             sub_path=lambda sub: _sub_agent_path(session, sub, hooks, skills), tool_caller=tool_path,
-            offered=run.tools + run.extra_tools, running=session.running_agents, slots=session.agent_slots)
+            offered=run.tools + run.extra_tools, running=session.running_agents, slots=session.agent_slots,
+            hooks=hooks)
         steps.append(delegation.step)
         chain.after_turn.append(delegation.plan)
         run.extra_tools += subagents.specs(agents)

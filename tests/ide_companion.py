@@ -41,6 +41,8 @@ class Companion:
     diffs: list[tuple[str, str]] = field(default_factory=list)
     closed: list[str] = field(default_factory=list)
     refused: int = 0
+    #: Accept every diff with the proposal plus :data:`EDITED_MARK` (as a user editing it).
+    mark_edits: bool = False
     #: The connected clients' outbound channels.
     clients: list[Any] = field(default_factory=list)
 
@@ -67,6 +69,8 @@ def _app(companion: Companion, nursery: trio.Nursery) -> Any:
     async def open_diff(filePath: str, newContent: str, ctx: Context) -> list:  # noqa: N803 (the spec's names)
         companion.diffs.append((filePath, newContent))
         verdict, content = companion.answer
+        if companion.mark_edits:
+            content = newContent + EDITED_MARK
         if verdict == "accept":
             params = {"filePath": filePath, "content": newContent if content is None else content}
             nursery.start_soon(_notify_later, ctx.session._connection.outbound, "ide/diffAccepted", params)
@@ -137,7 +141,7 @@ async def _main(workspace: str, context: str) -> None:
     async with trio.open_nursery() as nursery:
         companion = await nursery.start(lambda task_status: serve_companion(
             Path(workspace), context=json.loads(context), task_status=task_status))
-        companion.answer = ("accept", None)
+        companion.mark_edits = True
         print(companion.port, flush=True)
 
 

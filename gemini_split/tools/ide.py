@@ -312,6 +312,8 @@ class IdeCompanion:
             event, box = trio.Event(), []
             self._waiters[key] = (event, box)
             try:
+                if self._client is None:
+                    raise RuntimeError("IDE client is not connected.")
                 result = await self._client.call_tool("openDiff", {"filePath": key, "newContent": new_content})
                 if result.is_error:
                     raise RuntimeError(_text(result) or "Tool 'openDiff' reported an error.")

@@ -36,6 +36,7 @@ EDGES = {
     "gemini_split.commands.run_acp": "the ACP stack",
     "mcp": "the MCP SDK: only when MCP servers are configured, or mcp serve",
     "gemini_split.tools.mcp": "the MCP SDK",
+    "pydantic": "the MCP SDK's models: only when an IDE companion is connected to",
     "hypercorn": "mcp serve --http only",
     "gemini_split.server": "the server, from a thin client (-p through a daemon or --server)",
     "coredis": "the Redis client: serve --store redis:// only",

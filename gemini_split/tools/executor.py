@@ -26,6 +26,7 @@ from gemini_split.protocol import ServerEvent, ToolFailure
 from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later, seen_as
 from .local_events import LOCAL_TOOL_EVENTS, ToolEvents
 from .builtin import ask_user
+from .builtin.filesystem import edited_args, proposed_edit
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 from .registry import ToolRegistry
 from .workspace import Workspace
@@ -128,6 +129,10 @@ class ToolExecutor:
         #: agent name → tool name → tool. Not in ``registry`` (never
         #: offered to the main model); run only for a call from that agent.
         self.agent_tools: dict[str, dict[str, Tool]] = {}
+        #: The IDE companion (a ``tools.ide.IdeCompanion``): edits that
+        #: need approval are reviewed as diffs in its editor while it is
+        #: connected. None: there is none.
+        self.ide: Any = None
 
     async def execute(
         self,
@@ -256,7 +261,7 @@ class ToolExecutor:
                 "available tools: " + ", ".join(self.registry.names()),
             )
         args = tool.validate(args)
-        verdict = await self._approve(call_id, tool, args, seen, agent)
+        verdict, args = await self._approve(call_id, tool, args, seen, agent)
         if self.hooks is not None:
             rewritten = await self._before_tool(tool, args)
             if rewritten != args:
@@ -264,8 +269,7 @@ class ToolExecutor:
                 # network allowance) and what the user approved: the
                 # rewritten arguments are decided (and asked about: a question
                 # of its own, a server takes one decision per call id) again.
-                args, verdict = rewritten, await self._approve(
-                    f"{call_id}.rewritten", tool, rewritten, seen, agent)
+                verdict, args = await self._approve(f"{call_id}.rewritten", tool, rewritten, seen, agent)
 
         checkpoint = target = None
         if self.checkpoints is not None:
@@ -297,9 +301,11 @@ class ToolExecutor:
         return result
 
     async def _approve(self, call_id: str, tool: Tool, args: dict[str, Any], seen: _CallSeen,
-                       agent: str = "") -> Any:
+                       agent: str = "") -> tuple[Any, dict[str, Any]]:
         """The approval policy's verdict on a call, asking the user (naming
-        the sub-agent ``agent`` that calls, if any) when it says so. Raises
+        the sub-agent ``agent`` that calls, if any) when it says so, and the
+        arguments to run it with: an edit reviewed in the IDE's editor
+        (:attr:`ide`) runs with the content accepted there. Raises
         :class:`ToolFailed` (``refused``) for a deny, a question nobody can
         answer, and the user's no. Notes in ``seen`` (telemetry) the
         arguments decided on and the decision: a hook's rewrite, approved
@@ -335,6 +341,9 @@ class ToolExecutor:
                 await self.hooks.fire("Notification", {
                     "notification_type": "ToolPermission", "message": f"{tool_name} needs your approval",
                     "details": {"tool_name": tool_name, "tool_input": args}}, target="ToolPermission")
+            reviewed = await self._review_in_editor(tool, args)
+            if reviewed is not None:
+                return verdict, reviewed
             answer = await self.asker.ask(ApprovalRequest(
                 call_id, tool, args, description,
                 reason=verdict.reason, always_scope=self.policy.always_scope(tool, args),
@@ -346,7 +355,27 @@ class ToolExecutor:
             if answer is Answer.ALWAYS:
                 seen.decision = "auto_accept"
                 self.policy.remember(tool, args)
-        return verdict
+        return verdict, args
+
+    async def _review_in_editor(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any] | None:
+        """An edit shown as a diff in the IDE's editor (gemini-cli's
+        ``openDiff``): the arguments that write what the user accepted
+        there, or :class:`ToolFailed` (``refused``) when rejected. None: no
+        editor to review it (not connected, not an edit, or the editor could
+        not open the diff): the user is asked here instead."""
+        ide = self.ide
+        if ide is None or not ide.can_diff or tool.name not in ("write_file", "replace"):
+            return None
+        real, old, new = await trio.to_thread.run_sync(proposed_edit, self.workspace, tool.name, args)
+        try:
+            content = await ide.review(real, new)
+        except RuntimeError as exc:
+            log.warning("the IDE could not show the diff of %s (%s): asking here", args["file_path"], exc)
+            return None
+        if content is None:
+            raise ToolFailed("refused", f"the user rejected the edit of {args['file_path']} in the IDE",
+                             "ask the user how to proceed")
+        return edited_args(tool.name, args, old, content)
 
     async def _before_edit(self, tool: Tool, args: dict[str, Any]) -> tuple[Any, Any]:
         """For an edit tool, with a journal: the journal and what it noted of

@@ -233,6 +233,12 @@ class GeminiSplitSettings(_Section):
     server: str | None = None
 
 
+class IdeSettings(_Section):
+    #: ``ide.enabled``: connect to the IDE companion (gemini-cli's editor
+    #: extension) at start; ``/ide enable|disable`` set it.
+    enabled: bool = False
+
+
 class AdvancedSettings(_Section):
     #: ``advanced.ignoreLocalEnv``: load no project ``.env`` (the home
     #: directory's still applies); see :mod:`gemini_split.userfiles.env_files`.
@@ -272,6 +278,7 @@ class Settings(_Section):
     agents: AgentsSettings = msgspec.field(default_factory=AgentsSettings)
     experimental: ExperimentalSettings = msgspec.field(default_factory=ExperimentalSettings)
     advanced: AdvancedSettings = msgspec.field(default_factory=AdvancedSettings)
+    ide: IdeSettings = msgspec.field(default_factory=IdeSettings)
     telemetry: TelemetrySettings = msgspec.field(default_factory=TelemetrySettings)
     #: ``modelConfigs``: kept as written; its aliases that name a model are
     #: model aliases (:mod:`gemini_split.model_aliases`).

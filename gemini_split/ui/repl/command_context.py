@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from gemini_split.client.protocol_client import ProtocolClient
     from gemini_split.environment import Environment
     from gemini_split.options import ClientOptions
+    from gemini_split.tools.ide import IdeCompanion
     from gemini_split.protocol import Attachment, Rewound
 
     from .approval_prompt import InlineAsker
@@ -119,6 +120,11 @@ class CommandContext(Protocol):
     last_tools: list[Any]
     #: Text sent ahead of the next prompt (``!command`` output, a ``/chat resume``).
     pending_context: list[str]
+    #: The IDE companion (``/ide``).
+    ide: IdeCompanion
+
+    async def connect_ide(self) -> None:
+        """Connect to the IDE companion (kept until ``/ide disable``); a failure is printed."""
     #: The custom commands (``.gemini/commands/*.toml``); ``load_custom_commands`` sets them.
     custom_commands: CommandSet
     #: True while this client's own ``/rewind`` runs (it redraws itself).

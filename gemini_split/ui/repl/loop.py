@@ -55,6 +55,7 @@ from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent
 from gemini_split.userfiles.settings import GeneralSettings, UISettings, approval_mode_refusal
 from gemini_split.transport import ConnectOptions, TransportError
+from gemini_split.tools.ide import IdeCompanion
 from gemini_split.ui.follow import Follower
 from gemini_split.ui.references import attach_references
 from gemini_split.ui.render import TurnView, code_theme_for, error_panel, make_console, usage_line
@@ -153,6 +154,9 @@ class Repl:
         #: ``!command`` results, sent ahead of the next prompt (as gemini-cli
         #: adds them to the conversation).
         self.pending_context: list[str] = []
+        #: The IDE companion (``/ide``): its editor context goes with the
+        #: next prompt, and this client's edits are reviewed in its editor.
+        self.ide = IdeCompanion(env.cwd, env.environ)
         self.stats = SessionStats()
         #: The last turn's answer and thought (/copy, Ctrl-T).
         self.last_answer = ""
@@ -360,6 +364,8 @@ class Repl:
                     if status is None:
                         self._banner()
                         self.attached_clients()  # who "you" is, before the replay is shown
+                        if _ide_enabled(self.settings):
+                            await self.connect_ide()
                     self.follower.release()
                     if status is None:
                         if self.settings.session.resume and not self.settings.session.attach:
@@ -537,6 +543,9 @@ class Repl:
             prompt, attachments = await attach_references(
                 prompt, client.executor,
                 lambda line, warning: self.console.print(Text(line, style="yellow" if warning else "dim")))
+        editor = self.ide.context_text()
+        if editor is not None:  # gemini-cli sends it ahead of the prompt when it changed
+            self.pending_context.insert(0, editor)
         if self.pending_context:
             prompt = "\n\n".join([*self.pending_context, prompt])
             self.pending_context.clear()
@@ -876,6 +885,16 @@ class Repl:
         self._nursery.start_soon(self._refresh_known_sessions, client)
         return True
 
+    async def connect_ide(self) -> None:
+        """Connect to the IDE companion (in the REPL's nursery, where the
+        connection lives until ``/ide disable`` or the end); a failure is
+        said with gemini-cli's words."""
+        assert self._nursery is not None
+        await self.ide.connect(self._nursery)
+        error, text = self.ide.status_text()
+        if error:
+            self.print_usage(text)
+
     async def _refresh_known_sessions(self, client: ProtocolClient) -> None:
         """Session ids for Tab after /resume (best effort, quietly)."""
         try:
@@ -891,6 +910,7 @@ class Repl:
                 async with open_client(settings, on_event=self._on_event, asker=self.asker,
                                        on_notice=self.print_notice,
                                        on_connection=self._on_connection) as client:
+                    client.executor.ide = self.ide
                     task_status.started((client, scope))
                     started = True
                     await trio.sleep_forever()
@@ -898,6 +918,11 @@ class Repl:
             if not started:
                 raise
             log.debug("a connection ended with an error", exc_info=True)
+
+
+def _ide_enabled(settings: ClientSettings) -> bool:
+    loaded = settings.loaded_settings
+    return loaded is not None and loaded.merged.ide.enabled
 
 
 def _ui_settings(settings: ClientSettings) -> Any:

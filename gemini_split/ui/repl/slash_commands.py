@@ -29,6 +29,7 @@ from gemini_split.client.probe import measure_latency, probe
 from gemini_split.client.profiles import make_profile, profile_table
 from gemini_split.client.protocol_client import RequestFailed
 from gemini_split.userfiles.system_prompt import INDICATOR
+from gemini_split.tools import ide
 from gemini_split.tools.base import ToolContext, ToolFailed
 from gemini_split.tools.builtin.session_tools import SaveMemoryTool
 from gemini_split.errors import ConfigurationError
@@ -57,6 +58,7 @@ from .transcript import history_lines
 #: Offered by Tab after ``/model``; any name the server accepts works.
 KNOWN_MODELS = ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "auto", "pro", "flash", "flash-lite", "set")
 
+IDE_ACTIONS = ("status", "enable", "disable", "install")
 MODEL_USAGE = "/model [NAME] | /model set NAME [--persist] | /model manage"
 SERVER_ADD_USAGE = "/server add NAME URL [--token T | --token-env VAR] [--ca FILE] [--insecure]"
 
@@ -690,6 +692,35 @@ async def _vim(repl: CommandContext, args: list[str]) -> None:
         repl.print_notice(f"general.vimMode not saved: {exc}")
 
 
+async def _ide(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's /ide: ``status`` (the connection and the open files),
+    ``enable`` / ``disable`` (``ide.enabled`` saved in the user's
+    settings.json, and the connection made or closed), ``install`` (where
+    to get the companion extension)."""
+    if len(args) != 1 or args[0] not in IDE_ACTIONS:
+        raise CommandUsage("/ide status|enable|disable|install")
+    action = args[0]
+    if action in ("enable", "disable"):
+        try:
+            persist_user_setting(repl, "ide.enabled", action == "enable")
+        except (OSError, ConfigurationError) as exc:
+            repl.print_notice(f"ide.enabled not saved: {exc}")
+        if action == "enable":
+            await repl.connect_ide()
+        else:
+            await repl.ide.disconnect()
+    if action == "install":
+        name = repl.ide.display_name or "your IDE"
+        repl.console.print(Text(
+            f"No installer is available for {name}. Please install the '{ide.COMPANION_NAME}' extension manually "
+            f"from the marketplace: {ide.MARKETPLACE} (VS Code), {ide.OPEN_VSX} (VS Code forks)."))
+        return
+    if action == "enable" and repl.ide.status != "connected":
+        return  # connect_ide said why
+    error, text = repl.ide.status_text()
+    repl.console.print(Text(text, style="red" if error else ""))
+
+
 def persist_user_setting(repl: CommandContext, key: str, value: Any) -> None:
     """``key`` (dotted) = ``value`` in the user's settings.json, the rest of
     the file (comments included) kept. Raises ``OSError`` or a
@@ -1140,6 +1171,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/settings", "/settings", "the effective settings and where each came from "
             "(user, project, system, default); read-only: edit settings.json to change one", _settings),
     Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
+    Command("/ide", "/ide status|enable|disable|install", "Manage IDE integration: the editor's open files go "
+            "with your prompts, edits are reviewed as diffs in the editor", _ide, lambda repl: IDE_ACTIONS),
     Command("/hooks", "/hooks [list]", "the hooks of settings.json (run here, on this machine)", _hooks,
             lambda repl: ["list"]),
     Command("/commands", "/commands [list|reload]",

@@ -45,6 +45,7 @@ from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded
 from gemini_split.plain_yaml import plain_mapping
 
+from .disabled_lists import toggle
 from .precedence import tiers
 
 #: A ``SKILL.md`` larger than this is refused (gemini-cli reads any size;
@@ -55,6 +56,8 @@ MAX_SKILL_BYTES = 256 * 1024
 MAX_LISTED_FILES = 200
 
 SKILL_FILE = "SKILL.md"
+#: The settings list of skills not offered.
+DISABLED_KEY = "skills.disabled"
 _FRONTMATTER = re.compile(r"^---\r?\n([\s\S]*?)\r?\n---(?:\r?\n([\s\S]*))?\Z")
 #: gemini-cli replaces these in a skill's name (they would make bad paths).
 _NAME_UNSAFE = re.compile(r'[:\\/<>*?"|]')
@@ -271,21 +274,13 @@ def settings_path(scope: str, config_dir: Path, project: Path) -> Path:
 def set_disabled(path: Path, name: str, disabled: bool) -> bool:
     """Add ``name`` to (or remove it from) ``skills.disabled`` in the
     settings file ``path``, keeping everything else, comments too
-    (:mod:`gemini_split.userfiles.settings_edit`). Returns whether the file changed.
+    (:func:`gemini_split.userfiles.disabled_lists.toggle`). Returns whether the file changed.
     Raises :class:`SkillError` for a file that is not a JSON object (it is
     left as it was), ``OSError`` when it cannot be written."""
-    from gemini_split.userfiles.settings_edit import SettingsFile  # lazy_imports.EDGES
-
     try:
-        settings = SettingsFile.read(path)
-        listed = settings.get("skills.disabled", [])
-        names = [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
-        if disabled == (name in names):
-            return False
-        settings.set("skills.disabled", [*names, name] if disabled else [n for n in names if n != name])
+        return toggle(path, DISABLED_KEY, name, disabled=disabled)
     except SettingsError as exc:
         raise SkillError(str(exc)) from None
-    return settings.save()
 
 
 # --------------------------------------------------------------------------

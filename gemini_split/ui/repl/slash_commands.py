@@ -71,6 +71,8 @@ class Command:
     handler: Handler
     #: Words Tab offers for the first argument.
     arguments: Callable[[CommandContext], Iterable[str]] | None = None
+    #: Words Tab offers for the second argument, given the first.
+    then: Callable[[CommandContext, str], Iterable[str]] | None = None
 
 
 # --- handlers --------------------------------------------------------------------
@@ -605,18 +607,19 @@ def _memory_tree(files: list[Any]) -> Text:
 
 
 async def _hooks(repl: CommandContext, args: list[str]) -> None:
-    """``/hooks [list]``: as ``gemini-split hooks list``, for this session's settings."""
-    if args not in ([], ["list"]):
-        raise CommandUsage("/hooks [list]")
-    from gemini_split.userfiles.hooks import describe, load_hooks
+    """gemini-cli's ``/hooks [list]|enable|disable|enable-all|disable-all``
+    (:mod:`gemini_split.ui.repl.commands.hooks`)."""
+    from .commands.hooks import hooks_command  # lazy_imports.EDGES
 
-    loaded = repl.settings.loaded_settings
-    if loaded is None:
-        repl.console.print(Text("No settings files were read for this session.", style="dim"))
-        return
-    hooks = load_hooks(loaded)
-    for line in [*hooks.warnings, *describe(hooks)]:
-        repl.console.print(Text(visible(line)))
+    await hooks_command(repl, args)
+
+
+def _hook_names(repl: CommandContext, action: str) -> Iterable[str]:
+    if action not in ("enable", "disable"):
+        return []
+    from .commands.hooks import hook_names  # lazy_imports.EDGES
+
+    return hook_names(repl, enabled=action == "disable")
 
 
 async def _policies(repl: CommandContext, args: list[str]) -> None:
@@ -1140,8 +1143,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/settings", "/settings", "the effective settings and where each came from "
             "(user, project, system, default); read-only: edit settings.json to change one", _settings),
     Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
-    Command("/hooks", "/hooks [list]", "the hooks of settings.json (run here, on this machine)", _hooks,
-            lambda repl: ["list"]),
+    Command("/hooks", "/hooks [list|enable NAME|disable NAME|enable-all|disable-all]",
+            "the hooks of settings.json and extensions (run here, on this machine); switch them on or off",
+            _hooks, lambda repl: ["list", "enable", "disable", "enable-all", "disable-all"], _hook_names),
     Command("/commands", "/commands [list|reload]",
             "your custom commands (.gemini/commands/*.toml): list them, or reread the files", _commands,
             _commands_actions),
@@ -1233,6 +1237,8 @@ class SlashCompleter(Completer):
             candidates = self.repl.profile_names()
             if words[1] == "connect":
                 candidates = [*candidates, "embedded"]
+        elif len(words) == 3 and command.then is not None:
+            candidates = command.then(self.repl, words[1])
         else:
             return
         for candidate in candidates:

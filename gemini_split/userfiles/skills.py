@@ -301,10 +301,13 @@ def find_installable(source: Path) -> Discovery:
     return discover([("user", source)])
 
 
-def consent_text(found: Discovery, source: Path, target: Path) -> str:
-    """What installing shows before asking: each skill's name, description,
-    location and files; where it goes; the warning gemini-cli gives."""
-    lines = [f'Installing agent skill(s) from "{source}".', "", "The following agent skill(s) will be installed:", ""]
+def consent_text(found: Discovery, source: Path, target: Path, *, link: bool = False) -> str:
+    """What installing (``link``: linking) shows before asking: each
+    skill's name, description, location and files; where it goes; the
+    warning gemini-cli gives."""
+    action = "Linking" if link else "Installing"
+    lines = [f'{action} agent skill(s) from "{source}".', "",
+             f"The following agent skill(s) will be {action.lower()}:", ""]
     for s in found.skills:
         lines += [f"  {s.name}: {s.description}", f"    (Source: {s.path})"]
         listing = file_listing(s).splitlines()
@@ -312,7 +315,7 @@ def consent_text(found: Discovery, source: Path, target: Path) -> str:
         if len(listing) > 20:
             lines.append(f"    … and {len(listing) - 20} more files")
         lines.append("")
-    lines += [f"Install Destination: {target}", "",
+    lines += [f"{'Link' if link else 'Install'} Destination: {target}", "",
               "Agent skills inject instructions into the model and may point it at scripts in their directory. "
               "Install only skills you trust."]
     return "\n".join(lines)
@@ -332,6 +335,23 @@ def install(found: Discovery, target: Path) -> list[Path]:
             _remove(dest)
         shutil.copytree(s.directory, dest, symlinks=True,
                         ignore=shutil.ignore_patterns(*_SKIPPED_DIRS))
+        done.append(dest)
+    return done
+
+
+def link(found: Discovery, target: Path) -> list[Path]:
+    """gemini-cli's ``skills link``: ``target/<name>`` made a symbolic link
+    to each skill's directory (replacing what had that name), so edits to
+    the source apply at once. Returns the links."""
+    target.mkdir(parents=True, exist_ok=True)
+    done: list[Path] = []
+    for s in found.skills:
+        dest = target / s.name
+        if dest.parent.resolve() != target.resolve() or s.name in (".", ".."):
+            raise SkillError(f"skill name {s.name!r} is not a plain directory name")
+        if os.path.lexists(dest):
+            _remove(dest)
+        os.symlink(os.path.realpath(s.directory), dest, target_is_directory=True)
         done.append(dest)
     return done
 
@@ -362,4 +382,4 @@ def _remove(path: Path) -> None:
 
 
 __all__ = ["Discovery", "Skill", "SkillError", "discover", "skill_roots", "load_skill", "file_listing",
-           "set_disabled", "install", "uninstall", "find_installable", "consent_text", "wire_skills"]
+           "set_disabled", "install", "link", "uninstall", "find_installable", "consent_text", "wire_skills"]

@@ -1022,7 +1022,7 @@ async def _skills(repl: CommandContext, args: list[str]) -> None:
 
 
 def _skills_actions(repl: CommandContext) -> Iterable[str]:
-    return ["list", "enable", "disable", "reload"]
+    return ["list", "enable", "disable", "reload", "link"]
 
 
 async def _agents(repl: CommandContext, args: list[str]) -> None:
@@ -1152,8 +1152,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/agents", "/agents [list|enable NAME|disable NAME|reload]",
             "sub-agents (built-ins, .gemini/agents/*.md): list them, enable or disable one, reread them",
             _agents, _agents_actions),
-    Command("/skills", "/skills [list|enable NAME|disable NAME|reload]",
-            "Agent Skills (SKILL.md): list them, enable or disable one, reread them", _skills, _skills_actions),
+    Command("/skills", "/skills [list|enable NAME|disable NAME|reload|link PATH]",
+            "Agent Skills (SKILL.md): list them, enable or disable one, reread them, link a directory's",
+            _skills, _skills_actions),
     Command("/extensions", "/extensions [list]", "installed gemini-cli extensions and what they bring",
             _extensions, lambda repl: ["list"]),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",

@@ -56,6 +56,8 @@ from gemini_split import json_values
 from gemini_split.userfiles.env_files import read_env_file
 from gemini_split.files import read_bounded
 
+from .extension_templates import TEMPLATES
+
 EXTENSIONS_DIR = "extensions"
 MANIFEST = "gemini-extension.json"
 INSTALL_METADATA = ".gemini-extension-install.json"
@@ -754,8 +756,6 @@ def create(path: Path, template: str | None) -> None:
     """gemini-cli's ``extensions new``: ``path`` created (it must not exist)
     holding ``template``'s files, or, without one, a manifest named after
     the directory. Raises ExtensionError."""
-    from .extension_templates import TEMPLATES  # lazy_imports.EDGES
-
     if os.path.lexists(path):
         raise ExtensionError(f"Path already exists: {path}")
     files = TEMPLATES[template] if template else {

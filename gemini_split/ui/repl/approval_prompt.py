@@ -53,7 +53,8 @@ SUBJECT_CHARS = 60
 #: ``await read_choice(header, choices, default, multi=None)`` (see
 #: :func:`gemini_split.ui.repl.prompt_input.read_choice`).
 ChoiceReader = Callable[..., Awaitable[str]]
-TextReader = Callable[[str], Awaitable["str | None"]]
+#: ``read_text(question, secret=False)``: a line, or None.
+TextReader = Callable[..., Awaitable["str | None"]]
 
 SHELL_TOOL = "run_shell_command"
 

@@ -185,8 +185,8 @@ class Repl:
                 return await read_choice(question, choices, default=default, no_color=no_color,
                                          input=input, output=output, multi=multi)
 
-            async def ask_text(question: str) -> str | None:
-                return await read_text(question, input=input, output=output)
+            async def ask_text(question: str, secret: bool = False) -> str | None:
+                return await read_text(question, input=input, output=output, secret=secret)
         else:
             plain = PlainLineReader(env.stdin, env.stderr)
             self.reader = plain

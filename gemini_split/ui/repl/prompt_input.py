@@ -27,7 +27,7 @@ import select
 import termios
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Any
 
@@ -591,13 +591,15 @@ def _as_fragments(text: AnyFormattedText) -> list[tuple[str, str]]:
     return [(style, chunk) for style, chunk, *_ in to_formatted_text(text)]
 
 
-async def read_text(question: str, *, input: Input | None = None, output: Output | None = None) -> str | None:
-    """One line of free text (Enter sends); None on Ctrl-C, Ctrl-D or Escape."""
+async def read_text(question: str, *, input: Input | None = None, output: Output | None = None,
+                    secret: bool = False) -> str | None:
+    """One line of free text (Enter sends; ``secret``: shown as ``*``); None
+    on Ctrl-C, Ctrl-D or Escape."""
     kb = KeyBindings()
     kb.add("c-c")(lambda event: event.app.exit(exception=EOFError()))
     kb.add("escape", eager=True)(lambda event: event.app.exit(exception=EOFError()))
     session: PromptSession[str] = PromptSession(key_bindings=kb, style=_STYLE, input=input, output=output,
-                                                erase_when_done=False)
+                                                erase_when_done=False, is_password=secret)
     try:
         return await run_in_worker(session.app, lambda: session.prompt([("class:prompt", question)]))
     except EOFError:
@@ -723,8 +725,11 @@ class PlainLineReader:
                 return "\n".join(v for v, _ in choices if v in picked)
         return "escape"
 
-    async def read_text(self, question: str) -> str | None:
+    async def read_text(self, question: str, secret: bool = False) -> str | None:
+        """A line of stdin after ``question`` on stderr (``secret``: not
+        echoed when stdin is a terminal); None at its end or when empty."""
         self.stderr.write(question)
         self.stderr.flush()
-        line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
+        with no_echo(self.stdin) if secret else nullcontext():
+            line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
         return line.rstrip("\n") or None if line else None

@@ -36,7 +36,6 @@ from gemini_split.model_aliases import BUILT_IN_ALIASES, persist_model_name, res
 from gemini_split.policy.rules import MODES
 from gemini_split.userfiles.settings_edit import set_setting
 from gemini_split.ui.command_expansion import CommandFailed, load_commands, run_custom_command
-from gemini_split.ui.extension_list import list_lines
 from gemini_split.ui.references import complete_reference
 from gemini_split.ui.safe_text import visible
 
@@ -1037,16 +1036,27 @@ def _agents_actions(repl: CommandContext) -> Iterable[str]:
 
 
 async def _extensions(repl: CommandContext, args: list[str]) -> None:
-    """``/extensions [list]``: the installed extensions, as ``gemini-split
-    extensions list`` shows them (managing them is done outside the REPL,
-    as in gemini-cli; changes apply to the next session)."""
-    if args not in ([], ["list"]):
-        raise CommandUsage("/extensions [list]  (install, enable… with 'gemini-split extensions' outside the REPL)")
+    """gemini-cli's ``/extensions`` sub-commands
+    (:mod:`gemini_split.ui.repl.commands.extensions`); the custom commands
+    are read again when the extensions changed."""
+    from .commands.extensions import extensions_command  # lazy_imports.EDGES
 
-    home = Path(repl.env.environ.get("HOME") or Path.home())
-    for line in list_lines(repl.env.config_dir, repl.settings.tools.workspace, home,
-                           warn=lambda text: repl.print_usage(text)):
-        repl.console.print(Text(line))
+    if await extensions_command(repl, args):
+        load_custom_commands(repl)
+
+
+def _extension_actions(repl: CommandContext) -> Iterable[str]:
+    from .commands.extensions import ACTIONS  # lazy_imports.EDGES
+
+    return ACTIONS
+
+
+def _extension_names(repl: CommandContext, action: str) -> Iterable[str]:
+    if action not in ("uninstall", "update", "enable", "disable", "config", "reload"):
+        return []
+    from .commands.extensions import extension_names  # lazy_imports.EDGES
+
+    return [*extension_names(repl), *(["--all"] if action != "config" else [])]
 
 
 def _commands_actions(repl: CommandContext) -> Iterable[str]:
@@ -1155,8 +1165,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/skills", "/skills [list|enable NAME|disable NAME|reload|link PATH]",
             "Agent Skills (SKILL.md): list them, enable or disable one, reread them, link a directory's",
             _skills, _skills_actions),
-    Command("/extensions", "/extensions [list]", "installed gemini-cli extensions and what they bring",
-            _extensions, lambda repl: ["list"]),
+    Command("/extensions", "/extensions [list|install|link|uninstall|update|enable|disable|config|explore|reload]",
+            "gemini-cli extensions: what they bring; install, link, remove, update, switch and configure them",
+            _extensions, _extension_actions, _extension_names),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),
     Command("/model", MODEL_USAGE, "show or set the model for the next prompts", _model, _models),

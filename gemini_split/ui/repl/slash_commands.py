@@ -161,7 +161,12 @@ async def _tools(repl: CommandContext, args: list[str]) -> None:
 
 
 async def _permissions(repl: CommandContext, args: list[str]) -> None:
-    usage = "/permissions [revoke N|all]"
+    usage = "/permissions [revoke N|all] | trust [DIR]"
+    if args[:1] == ["trust"]:  # gemini-cli's: a folder's trust level, chosen from a menu
+        from .commands.trust import trust_command  # lazy_imports.EDGES
+
+        await trust_command(repl, args[1:])
+        return
     client = repl.require_client()
     policy = client.executor.policy
     grants = repl.asker.grants
@@ -194,7 +199,7 @@ async def _permissions(repl: CommandContext, args: list[str]) -> None:
 
 
 def _permission_actions(repl: CommandContext) -> Iterable[str]:
-    return ["revoke"]
+    return ["revoke", "trust"]
 
 
 #: Input tokens a model reads at most; every Gemini 2.x model has 1M.
@@ -1127,9 +1132,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/clear", "/clear", "start a new conversation (a fresh session)", _clear),
     Command("/tools", "/tools [desc|nodesc]", "the local tools this client offers, and which ask first", _tools,
             _tools_actions),
-    Command("/permissions", "/permissions [revoke N|all]",
-            "what runs without asking: the mode, --allowed-tools, this session's \"always\" answers",
-            _permissions, _permission_actions),
+    Command("/permissions", "/permissions [revoke N|all] | trust [DIR]",
+            "what runs without asking: the mode, --allowed-tools, this session's \"always\" answers; trust: "
+            "a folder's trust level", _permissions, _permission_actions),
     Command("/stats", "/stats [session|model|tools]",
             "this session: turns, tool calls, tokens, time, context use; model: per model; tools: per tool",
             _stats, _stats_actions),

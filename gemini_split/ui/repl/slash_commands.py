@@ -680,6 +680,19 @@ async def _settings(repl: CommandContext, args: list[str]) -> None:
                             "these for this session.", style="dim"))
 
 
+async def _theme(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's ``/theme`` (:mod:`gemini_split.ui.repl.commands.theme`)."""
+    from .commands.theme import theme_command  # lazy_imports.EDGES
+
+    await theme_command(repl, args)
+
+
+def _theme_names(repl: CommandContext) -> Iterable[str]:
+    from .commands.theme import theme_names  # lazy_imports.EDGES
+
+    return theme_names(repl)
+
+
 async def _vim(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's /vim: vi editing keys on or off, from the next prompt,
     and ``general.vimMode`` saved in the user's settings.json (as
@@ -1155,6 +1168,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "add workspace directories (as --include-directories), or show them; also /dir",
             _directory, lambda repl: ["add", "show"]),
     Command("/vim", "/vim", "vi editing keys on or off (saved as general.vimMode in your settings.json)", _vim),
+    Command("/theme", "/theme [NAME]", "choose gemini-cli's dark, light or NoColor theme (saved as ui.theme in "
+            "your settings.json)", _theme, _theme_names),
     Command("/settings", "/settings", "the effective settings and where each came from "
             "(user, project, system, default); read-only: edit settings.json to change one", _settings),
     Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),

@@ -22,13 +22,11 @@ from prompt_toolkit.document import Document
 from rich.table import Table
 from rich.text import Text
 
-from gemini_split import __version__
 from gemini_split.app import settings_for
 from gemini_split.tools.approval import ApprovalMode, Decision
 from gemini_split.client.probe import measure_latency, probe
 from gemini_split.client.profiles import make_profile, profile_table
 from gemini_split.client.protocol_client import RequestFailed
-from gemini_split.userfiles.system_prompt import INDICATOR
 from gemini_split.tools.base import ToolContext, ToolFailed
 from gemini_split.tools.builtin.session_tools import SaveMemoryTool
 from gemini_split.errors import ConfigurationError
@@ -901,28 +899,26 @@ async def _about(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's /about: versions, model, how the model is reached
     (never a secret) and the server."""
     _no_args(args, "/about")
+    from .commands.about import about_rows  # lazy_imports.EDGES
 
-    client = repl.require_client()
-    connected = client.connected
-    assert connected is not None
-    address = repl.settings.endpoint.server or "embedded (the agent loop runs in this process)"
-    _print_rows(repl, [
-        ("version", f"gemini-split {__version__}"),
-        ("model", repl.model or connected.model or "unknown"),
-        ("auth", connected.model_auth or "not said by the server"),
-        ("server", f"{address} · {connected.server or 'unknown'} · protocol {connected.protocol_version}"),
-        ("session", connected.session_id),
-        ("system prompt", _system_prompt_source(repl)),
-    ])
+    _print_rows(repl, about_rows(repl))
 
 
-def _system_prompt_source(repl: CommandContext) -> str:
-    """Where the system prompt comes from: the built-in one, or the
-    user's own file (``GEMINI_SYSTEM_MD``, gemini-cli's ``|⌐■_■|``)."""
-    path = repl.settings.context.system_prompt_file
-    if path is None:
-        return "built-in"
-    return f"{INDICATOR} custom, from {visible(str(path), newlines=False)} (GEMINI_SYSTEM_MD)"
+async def _bug(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's ``/bug [TITLE]`` (:mod:`gemini_split.ui.repl.commands.about`)."""
+    from .commands.about import bug_command  # lazy_imports.EDGES
+
+    await bug_command(repl, args)
+
+
+async def _docs(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's ``/docs``: where the documentation is (printed, never
+    opened: the REPL may run over ssh)."""
+    _no_args(args, "/docs")
+    from .commands.about import docs_lines  # lazy_imports.EDGES
+
+    for line in docs_lines():
+        repl.console.print(Text(line), soft_wrap=True)
 
 
 async def _server_test(repl: CommandContext, args: list[str]) -> None:
@@ -1140,6 +1136,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/help", "/help", "this list", _help),
     Command("/about", "/about", "version, model, how the model is reached (API key or Vertex AI account), server",
             _about),
+    Command("/bug", "/bug [TITLE]", "the facts a bug report needs (as /about) and where to report it", _bug),
+    Command("/docs", "/docs", "where gemini-split's documentation is, and gemini-cli's", _docs),
     Command("/quit", "/quit [--delete]", "leave (also Ctrl-D); --delete deletes this session first", _quit),
     Command("/exit", "/exit [--delete]", "the same as /quit", _quit),
     Command("/clear", "/clear", "start a new conversation (a fresh session)", _clear),

@@ -678,6 +678,21 @@ async def _settings(repl: CommandContext, args: list[str]) -> None:
                             "these for this session.", style="dim"))
 
 
+async def _shells(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's ``/shells`` (:mod:`gemini_split.ui.repl.commands.shells`)."""
+    from .commands.shells import shells_command  # lazy_imports.EDGES
+
+    await shells_command(repl, args)
+
+
+def _shell_numbers(repl: CommandContext, action: str) -> Iterable[str]:
+    if action not in ("output", "kill") or repl.settings.tools.run_on == "server":
+        return []
+    from .commands.shells import shell_numbers  # lazy_imports.EDGES
+
+    return [*shell_numbers(repl), *(["all"] if action == "kill" else [])]
+
+
 async def _theme(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's ``/theme`` (:mod:`gemini_split.ui.repl.commands.theme`)."""
     from .commands.theme import theme_command  # lazy_imports.EDGES
@@ -1166,6 +1181,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "add workspace directories (as --include-directories), or show them; also /dir",
             _directory, lambda repl: ["add", "show"]),
     Command("/vim", "/vim", "vi editing keys on or off (saved as general.vimMode in your settings.json)", _vim),
+    Command("/shells", "/shells [list] | output N [LINES] | kill N|all",
+            "the commands the model left running in the background: their output, stop one; also /bashes",
+            _shells, lambda repl: ["list", "output", "kill"], _shell_numbers),
     Command("/theme", "/theme [NAME]", "choose gemini-cli's dark, light or NoColor theme (saved as ui.theme in "
             "your settings.json)", _theme, _theme_names),
     Command("/settings", "/settings", "the effective settings and where each came from "
@@ -1200,7 +1218,8 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "list | add NAME URL [--token T|--token-env VAR] [--ca FILE] | remove NAME | "
             "connect NAME|URL | status | test NAME|URL", _server, _server_actions),
 ]}
-ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear", "/dir": "/directory"}
+ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear", "/dir": "/directory",
+           "/bashes": "/shells"}
 
 
 async def run_command(repl: CommandContext, line: str) -> None:

@@ -83,6 +83,7 @@ EDGES = {
     "gemini_split.ui.repl.commands.trust": "/permissions trust: not at the REPL's start",
     "gemini_split.ui.repl.commands.theme": "/theme (settings_edit): not at the REPL's start",
     "gemini_split.ui.repl.commands.shells": "/shells: not at the REPL's start",
+    "gemini_split.ui.repl.commands.resume": "/resume's session browser: not at the REPL's start",
     "gemini_split.ui.repl.commands.about": "/about, /bug and /docs (resource, platform): not at the REPL's start",
     "gemini_split.shell_split": "the bash splitter (dataclasses, shlex): only when a shell command is checked",
     "gemini_split.server.model.gemini": "google-genai: not for -m scripted",

@@ -1013,9 +1013,22 @@ async def _remote(repl: CommandContext, args: list[str]) -> None:
 
 
 async def _resume(repl: CommandContext, args: list[str]) -> None:
-    if len(args) != 1:
-        raise CommandUsage("/resume ID|N|latest")
-    await repl.resume(args[0])
+    """``/resume ID|N|latest``; without one, gemini-cli's session browser (a
+    list narrowed as you type: :mod:`gemini_split.ui.repl.commands.resume`);
+    its checkpoint sub-commands are ``/chat``'s."""
+    from .commands.resume import CHECKPOINT_ACTIONS, browse  # lazy_imports.EDGES
+
+    if args[:1] == ["checkpoints"]:  # gemini-cli's older spelling: /resume checkpoints save TAG
+        args = args[1:]
+    if args and args[0] in CHECKPOINT_ACTIONS:
+        await _chat(repl, ["resume" if args[0] == "load" else args[0], *args[1:]])
+        return
+    if len(args) > 1:
+        raise CommandUsage("/resume [ID|N|latest] | save TAG | list | resume TAG | delete TAG | share [FILE]")
+    if args:
+        await repl.resume(args[0])
+    else:
+        await browse(repl)
 
 
 def _session_ids(repl: CommandContext) -> Iterable[str]:
@@ -1210,8 +1223,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/sessions", "/sessions", "your sessions on this server, newest first", _sessions),
     Command("/remote", "/remote", "a one-time link and QR code that opens your sessions in a browser "
             "(a server started with serve --web)", _remote),
-    Command("/resume", "/resume ID|N|latest", "continue an earlier session and redraw it (N and latest: "
-            "this project's, as --list-sessions numbers them)", _resume, _session_ids),
+    Command("/resume", "/resume [ID|N|latest]", "continue an earlier session and redraw it; without one, a list "
+            "of this project's sessions to search and pick from (N and latest: as --list-sessions numbers them); "
+            "save|list|resume|delete|share TAG as /chat", _resume, _session_ids),
     Command("/restore", "/restore [ID]", "list the checkpoints, or put the files back as before one edit and "
             "propose it again (general.checkpointing.enabled)", _restore, _checkpoint_ids),
     Command("/server", "/server ACTION",

@@ -96,7 +96,7 @@ def test_install_answered_no_installs_nothing_and_link_points_at_the_source(star
     ask(repl, f"/extensions install {src}")
     repl.expect(r"Do you want to continue\?")
     repl.send(ENTER)  # the default: No
-    repl.expect(r'Failed to install extension from\s+"[^"]+":\s+installation of "linked-ext"\s+cancelled')
+    repl.expect(r'Failed to install extension from\s+"[^"]+":\s+installation\s+of\s+"linked-ext"\s+cancelled')
     repl.expect(PROMPT)
     assert not (tmp_path / "home" / "extensions" / "linked-ext").exists()
     ask(repl, "/extensions link nowhere")

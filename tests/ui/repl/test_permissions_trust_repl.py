@@ -46,7 +46,7 @@ def test_trust_this_folder_is_recorded_and_said_to_apply_at_the_next_start(start
     assert "restart" not in repl.text.split("Not trusting")[-1]  # not this session's folder
 
     ask(repl, f"/permissions trust {workdir / 'notes.txt'}")
-    repl.expect(r"Path is not a directory: \S+notes\.txt")
+    repl.expect(r"Path is not a directory: [^›]*notes\.txt")
     ask(repl, "/permissions trust /no/such/dir")
     repl.expect(r"Error accessing path: /no/such/dir\. No such file or directory")
     ask(repl, "/permissions frob")

@@ -95,7 +95,7 @@ async def _link(repl: CommandContext, rest: list[str]) -> bool:
 async def _add(repl: CommandContext, source: str, *, link: bool) -> bool:
     """Install or link ``source`` in a worker thread, consent asked here."""
     shown = visible(source, newlines=False)
-    repl.console.print(Text(f'{"Linking" if link else "Installing"} extension from "{shown}"...'))
+    repl.console.print(Text(f'{"Linking" if link else "Installing"} extension from "{shown}"...'), soft_wrap=True)
     confirm = _confirm_from_thread(repl)
     try:
         installed = await trio.to_thread.run_sync(lambda: ext_mod.install(

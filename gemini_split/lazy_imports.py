@@ -102,6 +102,7 @@ EDGES = {
     "difflib": "a close-match suggestion or an edit's diff only, never on -p",
     "sysconfig": "only where ripgrep is looked for",
     "cryptography": "gemini_split.testing only",
+    "gemini_split.sdk": "the Python SDK: `import gemini_split` lends its names, loaded on first use",
 }
 
 #: Imports inside a function that break a real import cycle: (importing
@@ -129,7 +130,9 @@ SHELL_NEVER = ("trio", "gemini_split.protocol", "gemini_split.transport", "gemin
 #: Never imported by a one-shot ``-p``, embedded or through a daemon.
 ONESHOT_NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",
                  "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn", "opentelemetry",
-                 "gemini_split.telemetry.otel")
+                 "gemini_split.telemetry.otel", "gemini_split.sdk",
+                 # git worktrees: only with -w.
+                 "gemini_split.worktrees", "gemini_split.commands.enter_worktree")
 
 #: Never imported by the REPL on its way to the first prompt: what only one
 #: command needs is loaded when that command first runs.

@@ -84,6 +84,19 @@ def run_extensions_command(args: argparse.Namespace, env: Environment) -> ExitSt
         return ExitStatus.ERROR
 
 
+def run_list_extensions(env: Environment) -> ExitStatus:
+    """``-l/--list-extensions``: gemini-cli's list, every installed
+    extension by name (enabled here or not), on stdout; problems on stderr."""
+    home = Path(env.environ.get("HOME") or Path.home())
+    found = ext_mod.load_extensions(env.config_dir, env.cwd, home=home)
+    for problem in found.problems:
+        env.warn(f"gemini-split: {visible(problem)}")
+    print("Installed extensions:", file=env.stdout)
+    for name in found.extensions:
+        print(f"- {name}", file=env.stdout)
+    return ExitStatus.SUCCESS
+
+
 def _list(env: Environment, home: Path) -> ExitStatus:
     for line in list_lines(env.config_dir, env.cwd, home, warn=env.warn):
         print(line, file=env.stdout)

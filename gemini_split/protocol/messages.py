@@ -33,7 +33,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-PROTOCOL_VERSION = "1.5"
+PROTOCOL_VERSION = "1.6"
 """``MAJOR.MINOR``. Peers with another major version cannot talk; a higher
 minor version only adds optional fields and message types (1.1: fields equal
 to their default are left out of the wire form; 1.2: several clients on one
@@ -41,9 +41,9 @@ session — ``request_started`` opens every request, ``clients_changed``,
 observers, late-joiner replay; server-side tools and their approvals; 1.3:
 compressing a session's history — ``compress``, ``compressed``,
 ``SessionContext.compression_threshold``; Agent Skills —
-``SessionContext.skills``; 1.4 and 1.5: the additions marked "(1.4)" and
-"(1.5)" in docs/protocol.md, each behind its own ``*_SINCE`` constant
-below)."""
+``SessionContext.skills``; 1.4, 1.5 and 1.6: the additions marked "(1.4)",
+"(1.5)" and "(1.6)" in docs/protocol.md, each behind its own ``*_SINCE``
+constant below)."""
 
 #: The minor version from which a request is announced by ``request_started``.
 ANNOUNCED_REQUESTS_SINCE = (1, 2)
@@ -102,6 +102,13 @@ SESSION_CLIENTS_SINCE = (1, 5)
 #: of its definition's own MCP servers (``AgentDefinition.mcp_tools``; the
 #: servers run on the client). An older server is not sent them.
 AGENT_MCP_SINCE = (1, 5)
+#: (1.6) The minor version from which a prompt says what its user typed
+#: when that is not its text (``GenerateContentRequest.typed``: a custom
+#: command as typed): the session's title and ``request_started.prompt``
+#: show it. An older server is sent the prompt without it.
+TYPED_PROMPT_SINCE = (1, 6)
+#: (1.6) The most characters ``GenerateContentRequest.typed`` carries.
+TYPED_PROMPT_LIMIT = 4096
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -580,12 +587,17 @@ class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_o
     ``model`` overrides the session's model for this and later requests.
     ``attachments`` (1.1, optional) go to the model as inline data after the
     prompt's text; ``context`` (optional), when given, replaces the
-    session's :class:`SessionContext` for this and later requests."""
+    session's :class:`SessionContext` for this and later requests.
+    ``typed`` (1.6, optional): what the user typed, when the prompt is its
+    expansion (a custom command: ``/git:show s t``); shown as the prompt
+    (the session's title, ``request_started.prompt``), never sent to the
+    model."""
 
     prompt: str
     model: str | None = None
     attachments: tuple[Attachment, ...] = ()
     context: SessionContext | None = None
+    typed: Annotated[str, Meta(max_length=TYPED_PROMPT_LIMIT)] = ""
 
 
 class ToolExecutionResponse(ClientMessage, tag="tool_execution_response", kw_only=True):

@@ -20,9 +20,10 @@ import msgspec
 import trio
 
 from gemini_split import telemetry
+from gemini_split.agent_invocation import with_prompt
 from gemini_split.protocol import ServerEvent, ToolFailure
 
-from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later
+from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later, seen_as
 from .local_events import LOCAL_TOOL_EVENTS, ToolEvents
 from .builtin import ask_user
 from .base import Tool, ToolContext, ToolFailed, ToolKind
@@ -292,7 +293,7 @@ class ToolExecutor:
         if self.after_run is not None:
             result = await self.after_run(tool_name, args, result)
         if self.hooks is not None:
-            result = await self._after_tool(tool.name, args, result)
+            result = await self._after_tool(tool, args, result)
         return result
 
     async def _approve(self, call_id: str, tool: Tool, args: dict[str, Any], seen: _CallSeen,
@@ -390,26 +391,33 @@ class ToolExecutor:
         """The BeforeTool hooks' verdict: raises :class:`ToolFailed` (code
         ``hook_denied``, the hooks' reason) for a deny or exit status 2,
         else returns the arguments with any ``hookSpecificOutput.tool_input``
-        merged over them (checked against the tool's schema again)."""
-        outcome = await self.hooks.fire("BeforeTool", {"tool_name": tool.name, "tool_input": args}, target=tool.name)
+        merged over them (checked against the tool's schema again). A call
+        of a sub-agent is shown as gemini-cli's ``invoke_agent``
+        (:func:`~.approval.seen_as`), and a rewrite of its ``prompt`` becomes
+        the agent's input."""
+        name, shown = seen_as(tool, args)
+        outcome = await self.hooks.fire("BeforeTool", {"tool_name": name, "tool_input": shown}, target=name)
         if outcome.denied or outcome.stopped:
             why = outcome.reason if outcome.denied else outcome.stop_reason
             raise ToolFailed("hook_denied", f"{tool.name} was blocked by the user's BeforeTool hook: {why}",
                              "do not retry this call unchanged; tell the user if you need it")
         rewrites = [r for r in outcome.specific("tool_input") if isinstance(r, dict)]
         if rewrites:
-            merged = dict(args)
+            merged = dict(shown)
             for rewrite in rewrites:
                 merged.update(rewrite)
+            if tool.invokes_agent:
+                merged = with_prompt(args, merged.get("prompt"), list(tool.parameters.get("properties") or ()))
             args = tool.validate(merged)
         return args
 
-    async def _after_tool(self, tool_name: str, args: dict[str, Any], result: Any) -> Any:
+    async def _after_tool(self, tool: Tool, args: dict[str, Any], result: Any) -> Any:
         """The result after the AfterTool hooks: replaced by their reason on
         a deny or exit status 2, with their ``additionalContext`` appended."""
+        name, shown = seen_as(tool, args)
         outcome = await self.hooks.fire("AfterTool", {
-            "tool_name": tool_name, "tool_input": args,
-            "tool_response": {"llmContent": result, "returnDisplay": result}}, target=tool_name)
+            "tool_name": name, "tool_input": shown,
+            "tool_response": {"llmContent": result, "returnDisplay": result}}, target=name)
         if outcome.denied:
             result = outcome.reason
         context = outcome.additional_context

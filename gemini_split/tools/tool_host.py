@@ -17,6 +17,7 @@ client (:class:`_WireHooks`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -81,7 +82,9 @@ class LocalToolHost:
     def __init__(self, spec: Any):
         self.spec = spec
         self.mode: str = spec.approval_mode
-        self.workspace = Workspace(spec.workspace)
+        # Who approves a call here is not in this directory: a shell call's
+        # "Run in" names it, not "." (the user's own, to them).
+        self.workspace = Workspace(spec.workspace, place=f"the server workspace {os.path.realpath(spec.workspace)}")
         self.registry = _offered(spec)
         self.policy = ApprovalPolicy(_POLICY_MODES[self.mode], policy=spec.policy)
         #: The session's edit journal (``rewind``): see :class:`ServerEdits`.

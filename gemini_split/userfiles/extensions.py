@@ -186,9 +186,10 @@ def extensions_dir(config_dir: Path) -> Path:
 
 
 def load_extensions(config_dir: Path, workspace: Path, *, home: Path | None = None,
-                    workspace_settings: bool = False) -> ExtensionSet:
+                    only: Iterable[str] | None = None, workspace_settings: bool = False) -> ExtensionSet:
     """Every extension under ``config_dir/extensions``, each marked active
-    or not for ``workspace`` by the enablement file. ``workspace_settings``
+    or not for ``workspace`` by the enablement file, or, given ``only``
+    (``-e/--extensions``), by :func:`only_these`. ``workspace_settings``
     (a trusted folder): the values ``workspace/.env`` gives their settings
     win over their own ``.env``'s, as gemini-cli merges the two scopes.
     Never raises for an extension's files: a broken one is a line in
@@ -220,7 +221,7 @@ def load_extensions(config_dir: Path, workspace: Path, *, home: Path | None = No
                                   "it is not loaded")
             continue
         ext.enabled_user = enablement.is_enabled(ext.name, home)
-        ext.active = enablement.is_enabled(ext.name, workspace)
+        ext.active = only_these(ext.name, only) if only is not None else enablement.is_enabled(ext.name, workspace)
         for problem in enablement.problems:
             if problem not in found.problems:
                 found.problems.append(problem)
@@ -228,6 +229,21 @@ def load_extensions(config_dir: Path, workspace: Path, *, home: Path | None = No
         _check(ext, found.problems)
         found.extensions[ext.name] = ext
     return found
+
+
+def only_these(name: str, only: Iterable[str]) -> bool:
+    """gemini-cli's ``-e`` rule: the extension ``name`` is used when
+    ``only`` names it (in any case), whatever the enablement file says;
+    ``none`` alone uses none."""
+    wanted = {n.lower() for n in only}
+    return wanted != {"none"} and name.lower() in wanted
+
+
+def unknown_names(found: ExtensionSet, only: Iterable[str]) -> list[str]:
+    """The names in ``only`` (``-e``) that no installed extension has
+    (``none`` is not a name)."""
+    installed = {name.lower() for name in found.extensions}
+    return [n for n in only if n.lower() != "none" and n.lower() not in installed]
 
 
 def read_extension(install_dir: Path, workspace: Path, *, workspace_settings: bool = False) -> Extension:

@@ -12,8 +12,8 @@ with the user's environment (plus ``GEMINI_PROJECT_DIR``,
 ``CLAUDE_PROJECT_DIR``, ``GEMINI_CWD`` and ``GEMINI_SESSION_ID``), and are
 never offered to the model. BeforeTool and AfterTool also run here for the
 tools a server runs (``--tools server``, ``google_web_search``,
-``activate_skill``): the server asks with ``hook_request`` (protocol 1.4,
-``client/calls.py``) and applies the verdict of
+``activate_skill``, a delegation to a sub-agent): the server asks with
+``hook_request`` (protocol 1.4, ``client/calls.py``) and applies the verdict of
 :meth:`HookOutcome.as_output` it gets back. Definitions are gathered from the project's
 settings (only in a trusted folder), the user's, the system's, then any
 added with :meth:`HookSet.add` (extensions), in that order — gemini-cli's
@@ -47,6 +47,7 @@ import msgspec
 import trio
 
 from gemini_split import json_values
+from gemini_split.agent_invocation import names
 
 log = logging.getLogger(__name__)
 
@@ -203,8 +204,11 @@ class HookSet(msgspec.Struct):
             return []
         return [h for h in self.hooks if h.name not in self.disabled and h.command not in self.disabled]
 
-    def for_event(self, event: str, target: str | None = None) -> list[HookDefinition]:
-        return [h for h in self.active() if h.event == event and h.matches(target)]
+    def for_event(self, event: str, target: str | None = None,
+                  aliases: tuple[str, ...] = ()) -> list[HookDefinition]:
+        """The active hooks of ``event`` that match ``target`` or one of
+        its ``aliases`` (a tool's other names)."""
+        return [h for h in self.active() if h.event == event and any(h.matches(t) for t in (target, *aliases))]
 
     def unsupported_notice(self) -> str | None:
         """One line naming the configured events gemini-split does not fire,
@@ -388,8 +392,11 @@ class HookRunner(msgspec.Struct):
         """Run the hooks of ``event`` matching ``target`` with ``fields``
         added to the common input, and tell the user their messages.
         Hooks of a ``sequential`` group run one after another, the others
-        at once."""
-        hooks = self.hooks.for_event(event, target)
+        at once. A tool event of gemini-cli's ``invoke_agent`` also matches
+        by its ``agent_name`` (:func:`gemini_split.agent_invocation.names`):
+        a matcher naming the sub-agent still runs for its call."""
+        aliases = names(target, fields.get("tool_input"))[1:] if event in TOOL_EVENTS and target else ()
+        hooks = self.hooks.for_event(event, target, aliases)
         outcome = HookOutcome()
         if not hooks:
             return outcome

@@ -189,6 +189,8 @@ class ExperimentalSettings(_Section):
     #: ``experimental.enableAgents``: false offers no sub-agents at all
     #: (built-in, local or remote), as in gemini-cli.
     enable_agents: bool = True
+    #: ``experimental.worktrees``: ``-w/--worktree`` may be used (gemini-cli's gate).
+    worktrees: bool = False
 
 
 class SkillsSettings(_Section):

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gemini_split.client.profiles import ProfileStore
     from gemini_split.client.protocol_client import ProtocolClient
     from gemini_split.environment import Environment
+    from gemini_split.options import ClientOptions
     from gemini_split.protocol import Attachment, Rewound
 
     from .approval_prompt import InlineAsker
@@ -40,7 +41,12 @@ class CommandUsage(Exception):
 
 
 class QuitRepl(Exception):
-    """/quit."""
+    """/quit. ``deleted``: what the session ``/quit --delete`` deleted had
+    done (the REPL is then on an empty session of its own)."""
+
+    def __init__(self, deleted: SessionStats | None = None):
+        super().__init__()
+        self.deleted = deleted
 
 
 class CommandContext(Protocol):
@@ -50,6 +56,8 @@ class CommandContext(Protocol):
     # --- where a command writes, and what it reads ---------------------------------
     console: Console
     env: Environment
+    #: The command line's flags (``-e`` for ``/extensions list``).
+    options: ClientOptions
     #: The session's client settings; ``/directory add`` and the reloads
     #: (``commands/context_reload.py``) replace them or their parts.
     settings: ClientSettings
@@ -133,7 +141,8 @@ class CommandContext(Protocol):
 
     async def run_turn(self, prompt: str, *, carry_context: bool = True,
                        attachments: tuple[Attachment, ...] = (), references: bool = True,
-                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None) -> None:
+                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None,
+                       typed: str = "") -> None:
         """One prompt and its answer, shown as the REPL shows a turn (see
         :meth:`~gemini_split.ui.repl.loop.Repl.run_turn`)."""
 

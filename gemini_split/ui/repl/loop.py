@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gemini_split import __version__
-from gemini_split.app import embedded_service, serve_embedded, settings_for
+from gemini_split.app import embedded_service, names_local_daemon, serve_embedded, settings_for
 from gemini_split._trio_util import single_exceptions
 from gemini_split.tools.approval import ApprovalMode
 from gemini_split.userfiles.context import runs_elsewhere
@@ -75,7 +75,7 @@ from .prompt_input import (
     read_text,
     split_queued,
 )
-from .session_stats import SessionStats
+from .session_stats import SessionStats, goodbye, resume_command
 from .shell_passthrough import format_for_model, run_passthrough
 from .slash_commands import SlashCompleter, load_custom_commands, run_command
 from .transcript import history_lines
@@ -119,6 +119,7 @@ class Repl:
         self._embedded = embedded
         self._embedded_address: str | None = None
         self.server_label = options.server or ("embedded" if settings.endpoint.server is None
+                                                else "local" if names_local_daemon(None, env)
                                                 else settings.endpoint.server)
         #: settings.json's "ui" section (theme, hideBanner, hideTips).
         self.ui_settings = _ui_settings(settings)
@@ -131,6 +132,9 @@ class Repl:
         #: Sent with every prompt when set (``/model``, or ``-m`` with a server).
         self.model_override: str | None = settings.session.model if settings.endpoint.server else None
         self.client: ProtocolClient | None = None
+        #: The session of the latest connection (kept after it closes: the
+        #: exit footer names it).
+        self.session_id: str | None = None
         self.view: TurnView | None = None
         #: What other clients attached to this session do (issue 11).
         self.follower = Follower(self.console, live=False)
@@ -362,13 +366,14 @@ class Repl:
                     status = await self._first_connection()
                     if status is None:
                         self._banner()
+                        self.attached_clients()  # who "you" is, before the replay is shown
                     self.follower.release()
                     if status is None:
                         if self.settings.session.resume and not self.settings.session.attach:
                             if await self.show_history() is False:
                                 nursery.cancel_scope.cancel()
                                 return ExitStatus.SUCCESS
-                        await self._loop()
+                        self._say_goodbye(await self._loop())
                         status = ExitStatus.SUCCESS
                     nursery.cancel_scope.cancel()
         finally:
@@ -425,13 +430,14 @@ class Repl:
 
         return msgspec.structs.replace(context, approval_mode=self.approval_mode.value)
 
-    async def _loop(self) -> None:
+    async def _loop(self) -> QuitRepl | None:
+        """Read and answer until Ctrl-D (None) or /quit (returned)."""
         # -i/--prompt-interactive (or a prompt given at a terminal): the first turn.
         first = self.options.prompt_interactive
         while True:
             text, first = (first, None) if first else (await self._next_input(), None)
             if text is None:
-                return
+                return None
             if not text.strip():
                 continue
             self.refused_busy = False
@@ -444,8 +450,8 @@ class Repl:
                     await run_command(self, text.strip())
                 else:
                     await self.run_turn(text)
-            except QuitRepl:
-                return
+            except QuitRepl as quitting:
+                return quitting
             except CommandUsage as exc:
                 self.print_usage(str(exc))
             except Exception as exc:  # a bug must not end the user's session
@@ -455,6 +461,23 @@ class Repl:
                                                     "--debug logs the details."))
             if self.refused_busy:
                 self._kept_prompt = text
+
+    def _say_goodbye(self, quitting: QuitRepl | None) -> None:
+        """gemini-cli's exit summary: the session, what it cost here, and
+        the command that resumes it (none when it was deleted, or when
+        nothing was saved: a session is stored at its first prompt)."""
+        deleted = quitting.deleted if quitting is not None else None
+        stats = deleted or self.stats
+        saved = deleted is None and (stats.turns > 0 or self.settings.session.resume is not None)
+        resume = resume_command(stats.session_id, self._server_to_resume()) if saved else None
+        for line in goodbye(stats, resume=resume, deleted=deleted is not None):
+            self.console.print(line, soft_wrap=True)  # the command stays one line, to copy
+
+    def _server_to_resume(self) -> str | None:
+        """What ``--server`` names this session's server in a command typed
+        later: as it was named here (a profile, ``local``, an address);
+        None in embedded mode."""
+        return None if self.settings.endpoint.server is None else self.server_label
 
     def _banner(self) -> None:
         connected = self.client.connected if self.client else None
@@ -528,11 +551,13 @@ class Repl:
 
     async def run_turn(self, prompt: str, *, carry_context: bool = True,
                        attachments: tuple[Attachment, ...] = (), references: bool = True,
-                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None) -> None:
+                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None,
+                       typed: str = "") -> None:
         """One prompt and its answer. ``carry_context=False`` sends the prompt
         as is (no @path expansion, pending context kept for later);
         ``references=False`` skips only the @path expansion (a custom
-        command's prompt, already expanded, with its ``attachments``).
+        command's prompt, already expanded, with its ``attachments``;
+        ``typed``: the command as the user typed it, shown as the prompt).
         ``compress``: no prompt, the server compresses the history
         (``/compress``), shown and ended as a turn is. ``start``: no
         prompt, this starts the request and returns its outcome (``/restore``
@@ -559,7 +584,7 @@ class Repl:
                     outcome = await client.compress()
                 else:
                     outcome = await client.run_turn(prompt, model=self.model_override, attachments=attachments,
-                                                    context=self._context())
+                                                    context=self._context(), typed=typed)
                 self._drain_typed_ahead()
         finally:
             self._turn_scope = None
@@ -627,12 +652,16 @@ class Repl:
                 show()
 
     def attached_clients(self) -> list[tuple[str, str]]:
-        """Who is attached to this session now: ``[(label, role)]``."""
+        """Who is attached to this session now: ``[(label, role)]``. (The
+        follower is kept up with the connection here: its session's list
+        and this client's own label, which it says as "you".)"""
         connected = self.client.connected if self.client else None
-        if connected is not None and self.follower.session != connected.session_id:
-            # A new connection: start from what connected said.
-            self.follower.session = connected.session_id
-            self.follower.attached = [(c.label, c.role) for c in connected.attached]
+        if connected is not None:
+            self.follower.me = connected.label  # a reconnect may be given another
+            if self.follower.session != connected.session_id:
+                # A new connection: start from what connected said.
+                self.follower.session = connected.session_id
+                self.follower.attached = [(c.label, c.role) for c in connected.attached]
         return self.follower.attached
 
     def _start_interrupt(self) -> None:
@@ -788,8 +817,9 @@ class Repl:
             "Go on here?", [("here", "Continue here (its tools run in this directory)"), ("cancel", "Cancel")], 1)
         if choice == "here":
             return True
-        self.console.print(Text(f"Not resumed here: run gemini-split --resume {connected.session_id if connected else ''}"
-                                f" in {visible(started)} to go on where it was.", style="yellow"))
+        command = resume_command(connected.session_id if connected else "", self._server_to_resume())
+        self.console.print(Text(f"Not resumed here: run {visible(command)} in {visible(started)} to go on "
+                                "where it was.", style="yellow"))
         return False
 
     def _on_connection(self, state: str, attempt: int, reason: str) -> None:
@@ -842,8 +872,9 @@ class Repl:
             client, scope = await self._nursery.start(self._hold, settings)
         old = self._connection_scope
         self.client, self._connection_scope = client, scope
+        self.session_id = client.connected.session_id if client.connected else self.session_id
         self.asker.grants.clear()  # they lived in the old connection's policy
-        self.stats = SessionStats()
+        self.stats = SessionStats(session_id=client.connected.session_id if client.connected else "")
         self.pending_context.clear()  # it was for the old conversation
         self.settings, self.server_label = settings, label
 

@@ -34,6 +34,7 @@ from gemini_split.model_aliases import BUILT_IN_ALIASES, persist_model_name, res
 from gemini_split.policy.rules import MODES
 from gemini_split.userfiles.settings_edit import set_setting
 from gemini_split.ui.command_expansion import CommandFailed, load_commands, run_custom_command
+from gemini_split.ui.follow import named
 from gemini_split.ui.references import complete_reference
 from gemini_split.ui.safe_text import visible
 
@@ -101,19 +102,21 @@ async def _quit(repl: CommandContext, args: list[str]) -> None:
     gemini-cli's ``/quit --delete``: no trace left of it)."""
     if args not in ([], ["--delete"]):
         raise CommandUsage("/quit [--delete]")
-    if args:
-        connected = repl.require_client().connected
-        assert connected is not None
-        # A connection cannot delete its own session: leave it for an empty
-        # one (a session never prompted is never stored), then delete it.
-        if not await repl.reconnect(None, "leaving the session to delete it"):
-            raise CommandUsage("the session was not deleted: no new connection to the server")
-        try:
-            await repl.require_client().delete_session(connected.session_id)
-        except RequestFailed as exc:
-            raise CommandUsage(f"the session was not deleted: {exc}") from None
-        repl.console.print(Text(f"Deleted session {connected.session_id}.", style="green"))
-    raise QuitRepl()
+    if not args:
+        raise QuitRepl()
+    connected = repl.require_client().connected
+    assert connected is not None
+    stats = repl.stats
+    # A connection cannot delete its own session: leave it for an empty
+    # one (a session never prompted is never stored), then delete it.
+    if not await repl.reconnect(None, "leaving the session to delete it"):
+        raise CommandUsage("the session was not deleted: no new connection to the server")
+    try:
+        await repl.require_client().delete_session(connected.session_id)
+    except RequestFailed as exc:
+        raise CommandUsage(f"the session was not deleted: {exc}") from None
+    repl.console.print(Text(f"Deleted session {visible(connected.session_id)}.", style="green"))
+    raise QuitRepl(deleted=stats)
 
 
 async def _clear(repl: CommandContext, args: list[str]) -> None:
@@ -223,7 +226,6 @@ async def _stats(repl: CommandContext, args: list[str]) -> None:
 
     st = repl.stats
     u = st.usage
-    minutes, seconds = divmod(int(time.monotonic() - st.started), 60)
     share = st.last_prompt_tokens / CONTEXT_WINDOW * 100
     context = (f"{st.last_prompt_tokens:,} tokens, {share:.1f}% of the model's {CONTEXT_WINDOW:,}"
                if st.last_turn_single_call else
@@ -231,12 +233,10 @@ async def _stats(repl: CommandContext, args: list[str]) -> None:
                "(the last turn made several model calls; their inputs are summed)")
     tokens = (f"{u.prompt_tokens:,} in · {u.output_tokens:,} out · {u.thinking_tokens:,} thinking · "
               f"{u.cached_tokens:,} cached · {u.total_tokens:,} total")
-    if st.turns and not (u.prompt_tokens or u.total_tokens):
-        # A server that reports no usage (gemini.v1 over gRPC has no field
-        # for it) has not spent zero tokens: say that it did not tell.
+    if not st.usage_reported:
         tokens = context = "not reported by the server"
     rows = [
-        ("session", f"{minutes} min {seconds} s · {st.turns} turn{'s' * (st.turns != 1)} · "
+        ("session", f"{st.wall_time()} · {st.turns} turn{'s' * (st.turns != 1)} · "
                     f"{st.tool_calls} tool call{'s' * (st.tool_calls != 1)} · {st.model_time:.1f} s answering"),
         ("tokens", tokens if st.turns else "nothing sent yet"),
         ("context", context if st.turns else "nothing sent yet"),
@@ -904,7 +904,7 @@ async def _server_status(repl: CommandContext, args: list[str]) -> None:
         ("latency", f"{latency:.1f} ms (get_state round trip)"),
         ("auth", "ok: the token was accepted" if token else "ok: no token needed"),
         ("model auth", connected.model_auth or "not said by the server"),
-        ("attached", ", ".join(visible(label) + (" (watching)" if role == "observer" else "")
+        ("attached", ", ".join(named(label, connected.label) + (" (watching)" if role == "observer" else "")
                                for label, role in repl.attached_clients()) or "only this client"),
     ]
     _print_rows(repl, rows)
@@ -1136,7 +1136,7 @@ async def _run_custom(repl: CommandContext, command: Any, line: str) -> None:
         repl.print_usage("Interrupted: nothing was sent.")
         return
     prompt, attachments = expanded
-    await repl.run_turn(prompt, attachments=attachments, references=False)
+    await repl.run_turn(prompt, attachments=attachments, references=False, typed=line)
 
 
 def _visible(text: str) -> str:

@@ -9,7 +9,9 @@ as ``gemini-split extensions`` does, asking here (a menu for consent, a
 line for a setting, hidden when it is sensitive). What a change brings is
 read again for the next prompt — context files, skills and commands; an
 extension's MCP servers, hooks and excluded tools are set up when a
-session is opened by a new start of gemini-split, and this is said.
+session is opened by a new start of gemini-split, and this is said. A
+session started with ``-e NAME`` keeps using just those (enabling or
+disabling changes the files, for later sessions).
 Installing runs ``git clone`` for a URL: in a worker thread, its consent
 asked back on the REPL's loop.
 """
@@ -48,7 +50,7 @@ async def extensions_command(repl: CommandContext, args: list[str]) -> bool:
     action = {"delete": "uninstall", "restart": "reload"}.get(action, action)
     if action == "list" and not rest:
         for line in list_lines(repl.env.config_dir, repl.settings.tools.workspace, _home(repl),
-                               warn=lambda text: repl.print_usage(text)):
+                               warn=lambda text: repl.print_usage(text), only=repl.options.extensions):
             repl.console.print(Text(line), soft_wrap=True)
         return False
     if action == "explore" and not rest:
@@ -304,7 +306,7 @@ async def _read_again(repl: CommandContext) -> None:
     """The extensions read again into the session's settings, and the
     context (context files, skills) rebuilt for the next prompt."""
     fresh = await trio.to_thread.run_sync(lambda: ext_mod.load_extensions(
-        repl.env.config_dir, repl.settings.tools.workspace, home=_home(repl),
+        repl.env.config_dir, repl.settings.tools.workspace, home=_home(repl), only=repl.options.extensions,
         workspace_settings=bool(repl.settings.loaded_settings and repl.settings.loaded_settings.trusted)))
     repl.settings.tools = msgspec.structs.replace(repl.settings.tools, extensions=fresh)
     await reload_in_worker(repl, settings_too=False)

@@ -1194,16 +1194,18 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "add workspace directories (as --include-directories), or show them; also /dir",
             _directory, lambda repl: ["add", "show"]),
     Command("/vim", "/vim", "vi editing keys on or off (saved as general.vimMode in your settings.json)", _vim),
-    Command("/shells", "/shells [list] | output N [LINES] | kill N|all",
-            "the commands the model left running in the background: their output, stop one; also /bashes",
+    Command("/shells", "/shells [ACTION]",
+            "the commands the model left running in the background: list | output N [LINES] | kill N|all; "
+            "also /bashes",
             _shells, lambda repl: ["list", "output", "kill"], _shell_numbers),
     Command("/theme", "/theme [NAME]", "choose gemini-cli's dark, light or NoColor theme (saved as ui.theme in "
             "your settings.json)", _theme, _theme_names),
     Command("/settings", "/settings", "the effective settings and where each came from "
             "(user, project, system, default); read-only: edit settings.json to change one", _settings),
     Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
-    Command("/hooks", "/hooks [list|enable NAME|disable NAME|enable-all|disable-all]",
-            "the hooks of settings.json and extensions (run here, on this machine); switch them on or off",
+    Command("/hooks", "/hooks [ACTION]",
+            "the hooks of settings.json and extensions (run here, on this machine): list | enable NAME | "
+            "disable NAME | enable-all | disable-all",
             _hooks, lambda repl: ["list", "enable", "disable", "enable-all", "disable-all"], _hook_names),
     Command("/commands", "/commands [list|reload]",
             "your custom commands (.gemini/commands/*.toml): list them, or reread the files", _commands,
@@ -1214,8 +1216,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/skills", "/skills [list|enable NAME|disable NAME|reload|link PATH]",
             "Agent Skills (SKILL.md): list them, enable or disable one, reread them, link a directory's",
             _skills, _skills_actions),
-    Command("/extensions", "/extensions [list|install|link|uninstall|update|enable|disable|config|explore|reload]",
-            "gemini-cli extensions: what they bring; install, link, remove, update, switch and configure them",
+    Command("/extensions", "/extensions [ACTION]",
+            "gemini-cli extensions: list | install SOURCE | link PATH | uninstall NAME | update NAME|--all | "
+            "enable|disable NAME [--scope S] | config [NAME [SETTING]] | explore | reload",
             _extensions, _extension_actions, _extension_names),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
             _approval_mode, _approval_modes),

@@ -136,7 +136,7 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
         run_on=options.tools,
         project=options.project,
     )
-    tools = with_extensions(tools, env, only=options.extensions)
+    tools = with_extensions(tools, env, only=options.extensions, trusted=loaded.trusted)
     caller, send_api_key = None, False
     if server is not None and server.startswith("unix:"):
         caller = local_caller(env, model)
@@ -161,19 +161,23 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
     return settings
 
 
-def with_extensions(tools: ToolSettings, env: Environment, *, only: tuple[str, ...] | None = None) -> ToolSettings:
+def with_extensions(tools: ToolSettings, env: Environment, *, only: tuple[str, ...] | None = None,
+                    trusted: bool = False) -> ToolSettings:
     """``tools`` with the installed extensions (``~/.gemini/extensions``):
     the active ones' MCP servers (a server of settings.json with the same
     name wins, as in gemini-cli) and excluded tools merged in, and the set
-    itself for their context files and commands. ``only`` (``-e``): just
-    these are active; a name not installed is a ConfigurationError. Each
+    itself for their context files and commands (their settings' values
+    from the workspace's ``.env`` too when the folder is ``trusted``).
+    ``only`` (``-e``): just these are active; a name not installed is a
+    ConfigurationError. Each
     extension or entry left out is said in one line."""
     if not (env.config_dir / "extensions").is_dir():
         _refuse_unknown_extensions(only or (), [])
         return tools  # none installed: their module is not even loaded (the thin -p path)
     from gemini_split.userfiles.extensions import load_extensions, unknown_names  # lazy_imports.EDGES
 
-    found = load_extensions(env.config_dir, tools.workspace, home=_home_dir(env), only=only)
+    found = load_extensions(env.config_dir, tools.workspace, home=_home_dir(env), only=only,
+                            workspace_settings=trusted)
     _refuse_unknown_extensions(unknown_names(found, only or ()), list(found.extensions))
     servers = dict(tools.mcp_servers)
     for name, raw in found.mcp_servers().items():

@@ -64,26 +64,43 @@ TAIL_LINE = 100
 RENDER_INTERVAL = 0.08
 
 
-#: gemini-cli's theme names (settings.json "ui.theme") and the code
-#: highlighting style each becomes here; None: no colour at all.
-THEMES: dict[str, str | None] = {
-    "default": "monokai", "default dark": "monokai", "ansi": "native", "atom one": "one-dark",
-    "ayu": "monokai", "dracula": "dracula", "github": "github-dark", "shades of purple": "paraiso-dark",
-    "default light": "default", "ansi light": "default", "ayu light": "friendly", "github light": "friendly",
-    "google code": "default", "xcode": "xcode", "no color": None, "nocolor": None, "no-color": None,
+#: gemini-cli's built-in themes (its ``cli/themes.md``; settings.json
+#: ``ui.theme``), in its order: name → (``dark`` | ``light``, the code
+#: highlighting style it becomes here). Text elsewhere is drawn in the
+#: terminal's own ANSI colours, which follow its light or dark palette.
+THEMES: dict[str, tuple[str, str]] = {
+    "ANSI": ("dark", "native"), "Atom One": ("dark", "one-dark"), "Ayu": ("dark", "monokai"),
+    "Default": ("dark", "monokai"), "Dracula": ("dark", "dracula"), "GitHub": ("dark", "github-dark"),
+    "Holiday": ("dark", "monokai"), "Shades Of Purple": ("dark", "paraiso-dark"),
+    "Solarized Dark": ("dark", "solarized-dark"), "Tokyo Night": ("dark", "nord"),
+    "ANSI Light": ("light", "default"), "Ayu Light": ("light", "friendly"), "Default Light": ("light", "default"),
+    "GitHub Light": ("light", "friendly"), "Google Code": ("light", "default"),
+    "Solarized Light": ("light", "solarized-light"), "Xcode": ("light", "xcode"),
 }
+#: gemini-cli's theme without colour: as ``NO_COLOR``.
+NO_COLOR_THEME = "NoColor"
+_OTHER_NAMES = {"default dark": "Default", "no color": NO_COLOR_THEME, "no-color": NO_COLOR_THEME}
+
+
+def theme_named(name: str) -> str | None:
+    """The theme ``name`` names (any case; gemini-cli's older names too), or None."""
+    key = name.strip().lower()
+    known = {n.lower(): n for n in (*THEMES, NO_COLOR_THEME)}
+    return known.get(key) or _OTHER_NAMES.get(key)
 
 
 def code_theme_for(theme: str | None) -> tuple[str | None, str | None]:
     """``(code highlighting style, warning)`` for a settings.json theme
-    name; an unknown name keeps the default and says so."""
+    name (None for the NoColor theme); an unknown name keeps the default
+    and says so."""
     if not theme:
         return "monokai", None
-    key = theme.strip().lower()
-    if key in THEMES:
-        return THEMES[key], None
-    known = ", ".join(sorted({name.title() for name in THEMES if name not in ("nocolor", "no-color")}))
-    return "monokai", f"settings.json: unknown ui.theme {theme!r}; using the default (known: {known})"
+    name = theme_named(theme)
+    if name == NO_COLOR_THEME:
+        return None, None
+    if name is not None:
+        return THEMES[name][1], None
+    return "monokai", f"settings.json: unknown ui.theme {theme!r}; using the default (known: {', '.join(THEMES)})"
 
 
 def make_console(stdout: IO[str], environ: Mapping[str, str]) -> Console:

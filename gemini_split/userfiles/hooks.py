@@ -18,7 +18,9 @@ tools a server runs (``--tools server``, ``google_web_search``,
 settings (only in a trusted folder), the user's, the system's, then any
 added with :meth:`HookSet.add` (extensions), in that order — gemini-cli's
 precedence; every matching hook runs. ``hooksConfig.enabled: false`` turns
-them all off, ``hooksConfig.disabled`` lists names (or commands) not to run.
+them all off, ``hooksConfig.disabled`` lists names (or commands) not to run
+(the lists of every file together, as gemini-cli merges them; ``/hooks
+enable|disable`` edit them through :mod:`gemini_split.userfiles.disabled_lists`).
 
 The contract of one hook run (:func:`run_hook`): the event's JSON object on
 stdin; exit 0 → stdout is a JSON object (empty stdout: no opinion); exit 2
@@ -66,6 +68,8 @@ MODEL_EVENTS = frozenset({"BeforeModel", "AfterModel", "BeforeToolSelection"})
 #: server's.)
 UNSUPPORTED_EVENTS = MODEL_EVENTS
 DEFAULT_TIMEOUT_MS = 60_000
+#: The settings list of hooks not to run (by name, else command).
+DISABLED_KEY = "hooksConfig.disabled"
 #: A hook's stdout beyond this is discarded and the hook's output ignored.
 MAX_STDOUT_BYTES = 1024 * 1024
 #: Of stderr (a reason or a warning), this much is kept.
@@ -225,22 +229,24 @@ def load_hooks(loaded: Any) -> HookSet:
     order = ["project", "user", "system", "system-defaults"]
     result = HookSet()
     config: dict[str, Any] = {}
-    for scope in reversed(order):  # hooksConfig: the later file wins, as for any setting
+    disabled: set[str] = set()
+    for scope in reversed(order):  # hooksConfig.enabled: the later file wins, as for any setting
         f = files.get(scope)
         if f is None or not f.exists or (scope == "project" and not loaded.trusted):
             continue
         section = f.raw.get("hooksConfig")
         if isinstance(section, dict):
             config.update(section)
+            names = section.get("disabled")  # gemini-cli merges this list: a union
+            if isinstance(names, list):
+                disabled.update(d for d in names if isinstance(d, str))
     for scope in order:
         f = files.get(scope)
         if f is None or not f.exists or (scope == "project" and not loaded.trusted):
             continue
         result.add(*parse_hooks(f.raw.get("hooks"), f"{f.path}"))
-    enabled, disabled = config.get("enabled", True), config.get("disabled", [])
-    result.enabled = enabled is not False
-    if isinstance(disabled, list):
-        result.disabled = frozenset(d for d in disabled if isinstance(d, str))
+    result.enabled = config.get("enabled", True) is not False
+    result.disabled = frozenset(disabled)
     return result
 
 

@@ -239,10 +239,17 @@ class IdeSettings(_Section):
     enabled: bool = False
 
 
+class BugCommandSettings(_Section):
+    #: ``advanced.bugCommand.urlTemplate``: where ``/bug`` sends a report
+    #: (``{title}``, ``{info}`` and ``{problem}`` filled in).
+    url_template: str | None = None
+
+
 class AdvancedSettings(_Section):
     #: ``advanced.ignoreLocalEnv``: load no project ``.env`` (the home
     #: directory's still applies); see :mod:`gemini_split.userfiles.env_files`.
     ignore_local_env: bool = False
+    bug_command: BugCommandSettings | None = None
 
 
 class TelemetrySettings(_Section):

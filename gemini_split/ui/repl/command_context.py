@@ -129,6 +129,9 @@ class CommandContext(Protocol):
     custom_commands: CommandSet
     #: True while this client's own ``/rewind`` runs (it redraws itself).
     rewinding_here: bool
+    #: The style code blocks are highlighted in (None: the NoColor theme);
+    #: ``/theme`` sets it for the turns drawn next.
+    code_theme: str | None
 
     @property
     def model(self) -> str:

@@ -72,6 +72,7 @@ from .prompt_input import (
     no_echo,
     open_history,
     read_choice,
+    read_search,
     read_text,
     split_queued,
 )
@@ -193,8 +194,12 @@ class Repl:
                 return await read_choice(question, choices, default=default, no_color=no_color,
                                          input=input, output=output, multi=multi)
 
-            async def ask_text(question: str) -> str | None:
-                return await read_text(question, input=input, output=output)
+            async def ask_text(question: str, secret: bool = False) -> str | None:
+                return await read_text(question, input=input, output=output, secret=secret)
+
+            async def ask_search(header: str, choices: list[tuple[str, str]]) -> str:
+                return await read_search([("class:question", header)], choices, no_color=no_color,
+                                         input=input, output=output)
         else:
             plain = PlainLineReader(env.stdin, env.stderr)
             self.reader = plain
@@ -204,6 +209,7 @@ class Repl:
                 return await plain.read_choice(header, choices, default=default, multi=multi)
 
             ask_text = plain.read_text
+            ask_search = plain.read_search
         #: Approval questions showing now, and the line prompt's read (closed
         #: while a question shows: one reader of the keys at a time).
         self._questions = 0
@@ -212,7 +218,8 @@ class Repl:
         self._read_scope: trio.CancelScope | None = None
         self._held_lines: list[Callable[[], None]] = []
         self.asker = InlineAsker(self.console, ask_choice, ask_text, lambda: self.view, self._start_interrupt,
-                                 drain=self._drain_typed_ahead, hold_prompt=self._hold_prompt)
+                                 drain=self._drain_typed_ahead, hold_prompt=self._hold_prompt,
+                                 read_search=ask_search)
         #: Custom commands (.gemini/commands/*.toml); /commands reload rereads them.
 
         load_custom_commands(self)

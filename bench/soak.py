@@ -196,6 +196,10 @@ class Prompt:
     finished: int = 0
     errors: list[str] = field(default_factory=list)
     resumes: int = 0
+    started: bool = False  # an event of this request was seen
+    resent: int = 0
+    early: list[dict] = field(default_factory=list)  # its events read while deciding to resend
+    sid: str = ""
 
     @property
     def outcome(self) -> str:
@@ -206,7 +210,7 @@ class Prompt:
         if self.finished > 1:
             return "answered twice"
         if self.finished == 0:
-            return "lost"
+            return "lost" if self.started else "lost before it started"
         return "answered and errored"
 
 
@@ -282,7 +286,7 @@ async def client(soak: Soak, n: int) -> None:
     try:
         while time.monotonic() < soak.end:
             request = stamp(GenerateContentRequest(prompt=f"prompt of session {n}"))
-            prompt = Prompt(n, request.id, time.monotonic())
+            prompt = Prompt(n, request.id, time.monotonic(), sid=sid)
             soak.prompts.append(prompt)
             watcher = None
             try:
@@ -293,7 +297,7 @@ async def client(soak: Soak, n: int) -> None:
                 if soak.rng.random() < 0.3:
                     soak.watchers += 1
                     watcher = nursery.start_soon(watch, soak, n, sid, token, request.id, check.last)
-                stream = await read_answer(soak, stream, check, prompt, sid, token)
+                stream = await read_answer(soak, stream, check, prompt, sid, token, request)
             await trio.sleep(soak.rng.uniform(0.05, 0.5))
             if soak.rng.random() < 0.1:  # disconnect at random, come back later
                 await stream.aclose()
@@ -325,31 +329,58 @@ async def _open(soak: Soak, hello: Any) -> tuple[Any, dict]:
 
 
 async def _resume(soak: Soak, sid: str, token: str, last_seq: int, **extra: Any) -> Any:
+    return (await _resume_connected(soak, sid, token, last_seq, **extra))[0]
+
+
+async def _resume_connected(soak: Soak, sid: str, token: str, last_seq: int, **extra: Any) -> tuple[Any, dict]:
     from gemini_split.protocol import Hello
-    stream, _ = await _open(soak, Hello(client="soak", session_id=sid, resume_token=token, last_seq=last_seq,
-                                        **extra))
-    return stream
+    return await _open(soak, Hello(client="soak", session_id=sid, resume_token=token, last_seq=last_seq, **extra))
 
 
-async def read_answer(soak: Soak, stream: Any, check: SeqCheck, prompt: Prompt, sid: str, token: str) -> Any:
+async def _resend_unreceived(soak: Soak, stream: Any, check: SeqCheck, prompt: Prompt, request: Any) -> None:
+    """As the real client does after a reconnect (client/reconnect.py): a
+    prompt the server never got — not running there and absent from the
+    replay — is sent again (same request id)."""
+    from gemini_split.protocol import encode
+    try:
+        with trio.move_on_after(2):  # the replay of what followed last_seq
+            while True:
+                event = await _receive(stream, 5)
+                check.see(event)
+                prompt.early.append({**event, "_seen": True})
+                if event.get("request_id") == prompt.request_id:
+                    prompt.started = True
+                    return
+        prompt.resent += 1
+        await stream.send(encode(request))
+    except Exception:
+        pass  # dropped again: the next receive fails and resumes
+
+
+async def read_answer(soak: Soak, stream: Any, check: SeqCheck, prompt: Prompt, sid: str, token: str,
+                      request: Any) -> Any:
     """Read until this prompt's ``finished`` or ``error``, resuming on a
     dropped connection; returns the stream in use."""
     quiet = 0.0
     while True:
         try:
-            event = await _receive(stream, 20)
+            event = prompt.early.pop(0) if prompt.early else await _receive(stream, 20)
         except (Dropped, trio.TooSlowError):
             await stream.aclose()
             prompt.resumes += 1
             quiet += 1
-            stream = await _resume(soak, sid, token, check.last)
+            stream, connected = await _resume_connected(soak, sid, token, check.last)
+            if not prompt.started and connected.get("active_request_id") != prompt.request_id:
+                await _resend_unreceived(soak, stream, check, prompt, request)
             if quiet > 6:
                 prompt.errors.append("no end after 6 resumes")
                 return stream
             continue
-        check.see(event)
+        if not event.get("_seen"):
+            check.see(event)
         if event.get("request_id") != prompt.request_id:
             continue
+        prompt.started = True
         if event["type"] == "text_delta" and prompt.ttfd is None:
             prompt.ttfd = time.monotonic() - prompt.sent
         elif event["type"] == "finished":
@@ -464,8 +495,9 @@ def analyse(soak: Soak, events: list[dict], stuck: list[str], start: float, clus
     for p in soak.prompts:
         outcomes[p.outcome] = outcomes.get(p.outcome, 0) + 1
         if p.outcome not in ("answered", "ended visibly"):
-            problems.append(f"session {p.session} prompt {p.request_id}: {p.outcome} "
-                            f"(finished {p.finished}, errors {p.errors})")
+            problems.append(f"session {p.session} ({p.sid}) prompt {p.request_id} sent at "
+                            f"t={p.sent - start:.1f} s: {p.outcome} "
+                            f"(finished {p.finished}, errors {p.errors}, resumes {p.resumes})")
 
     def during(p: Prompt) -> bool:
         return any(e["at"] <= p.sent + (p.ttfd or 0) and p.sent <= e["done"] + RECOVERY_WINDOW for e in events)
@@ -485,7 +517,7 @@ def analyse(soak: Soak, events: list[dict], stuck: list[str], start: float, clus
     return {
         "sessions": len(soak.sessions), "prompts": len(soak.prompts), "outcomes": outcomes, "errors": errors,
         "watchers": soak.watchers, "connects": soak.connects,
-        "resumes": sum(p.resumes for p in soak.prompts),
+        "resumes": sum(p.resumes for p in soak.prompts), "resent": sum(p.resent for p in soak.prompts),
         "ttfd_ms": {"calm": {"n": len(calm), "p50": _pct(calm, 0.5), "p99": _pct(calm, 0.99)},
                     "during_failures": {"n": len(in_failure), "p50": _pct(in_failure, 0.5),
                                         "p99": _pct(in_failure, 0.99)}},
@@ -517,6 +549,7 @@ def markdown(r: dict[str, Any]) -> str:
     lines = [f"# Chaos soak: {r['minutes']} min, {r['sessions']} sessions, {REPLICAS} replicas", "",
              f"Prompts: {r['prompts']} — " + ", ".join(f"{k}: {v}" for k, v in sorted(r["outcomes"].items())),
              f"Errors shown: {r['errors'] or 'none'}; watchers: {r['watchers']}; resumes: {r['resumes']}; "
+             f"prompts resent after a reconnect: {r['resent']}; "
              f"connections: {r['connects']}", "",
              "| time to first delta | n | p50 ms | p99 ms |", "|---|---|---|---|",
              f"| outside failures | {t['calm']['n']} | {ms(t['calm']['p50'])} | {ms(t['calm']['p99'])} |",

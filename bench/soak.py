@@ -198,11 +198,14 @@ class Prompt:
     resumes: int = 0
     started: bool = False  # an event of this request was seen
     resent: int = 0
+    gave_up: bool = False  # no end after 6 resumes of 20 s silence each
     early: list[dict] = field(default_factory=list)  # its events read while deciding to resend
     sid: str = ""
 
     @property
     def outcome(self) -> str:
+        if self.gave_up and not self.finished:
+            return "lost (no end after 6 resumes)"
         if self.finished == 1 and not self.errors:
             return "answered"
         if self.finished == 0 and self.errors:
@@ -373,7 +376,7 @@ async def read_answer(soak: Soak, stream: Any, check: SeqCheck, prompt: Prompt, 
             if not prompt.started and connected.get("active_request_id") != prompt.request_id:
                 await _resend_unreceived(soak, stream, check, prompt, request)
             if quiet > 6:
-                prompt.errors.append("no end after 6 resumes")
+                prompt.gave_up = True
                 return stream
             continue
         if not event.get("_seen"):

@@ -12,9 +12,12 @@ On the WebSocket listener's HTTP side (``plugins/gemini_split_websocket``):
     while its Redis is unreachable (a load balancer sends new connections
     elsewhere; running requests go on streaming here).
 ``GET /metrics``
-    Prometheus text format: sessions (live, running), attached and relayed
+    Prometheus text format: sessions (live, running, and
+    ``gemini_split_sessions{state="idle"|"running"}``), attached and relayed
     clients, events logged (a counter: ``rate()`` gives events/s), events
-    waiting for the store, store round-trip time, leases held.
+    waiting for the store (the outbox's back-pressure) and requests stopped
+    because it overflowed, store round-trip time, leases held, taken and lost
+    (counters: a takeover after a replica died shows as a rise in takes).
 
 :class:`Operations` also watches the store: every :data:`CHECK_INTERVAL`
 seconds it pings a store that can be pinged, and ends with an error
@@ -52,6 +55,8 @@ class Operations:
         #: None until checked; False while no access token can be had for
         #: the model (Vertex AI credentials).
         self.credentials_up: bool | None = None
+        #: Requests stopped because their events overflowed the store's buffer.
+        self.overflow_stops = 0
 
     async def run(self) -> None:
         """Check the store (and the model's credentials) until cancelled."""
@@ -105,6 +110,7 @@ class Operations:
             session = self.service.sessions.get(sid)
             if session is not None and session.busy:
                 log.error("session %s: events were lost while the store was unreachable; request stopped", sid)
+                self.overflow_stops += 1
                 session.cancel_active(because=(
                     ErrorCode.STORAGE_ERROR,
                     "the session store was unreachable for too long: this request's events no longer fit in "
@@ -146,6 +152,8 @@ class Operations:
                          appended))
             rows.append(("gemini_split_store_events_pending", "gauge", "Events waiting to be written to the store.",
                          getattr(self.store, "events_pending", 0)))
+            rows.append(("gemini_split_store_overflow_stops_total", "counter",
+                         "Requests stopped because their events overflowed the store's buffer.", self.overflow_stops))
         if self._pingable:
             rows.append(("gemini_split_store_up", "gauge", "1 when the last store check succeeded.",
                          1 if self.store_up else 0))
@@ -155,9 +163,17 @@ class Operations:
         if replica is not None:
             rows.append(("gemini_split_leases_held", "gauge", "Sessions whose lease this replica holds.",
                          len(replica.held)))
+            rows.append(("gemini_split_leases_taken_total", "counter", "Session leases taken by this replica.",
+                         replica.leases_taken))
+            rows.append(("gemini_split_leases_lost_total", "counter",
+                         "Session leases lost here to another replica (the session stopped here).", replica.leases_lost))
         lines = []
         for name, kind, help_text, value in rows:
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name} {_number(value)}"]
+        running = sum(1 for s in sessions.values() if s.busy)
+        name = "gemini_split_sessions"
+        lines += [f"# HELP {name} Sessions live in this process, by state.", f"# TYPE {name} gauge",
+                  f'{name}{{state="idle"}} {len(sessions) - running}', f'{name}{{state="running"}} {running}']
         if self._pingable:
             name = "gemini_split_store_ping_seconds"
             lines += [f"# HELP {name} Store round trips measured by the health check.", f"# TYPE {name} summary",

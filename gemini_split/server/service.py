@@ -480,7 +480,7 @@ class AgentService:
         connection, then written."""
         try:
             if plan is not None:
-                await self._replay_planned(stream, conn, session, plan)
+                await self._replay_planned(stream, conn, session, view, plan)
             elif replay_from is not None:
                 await self._replay(stream, conn, session, view, replay_from, point.last_seq)
             if plan is not None or replay_from is not None:
@@ -506,7 +506,7 @@ class AgentService:
         except (ConnectionClosed, ConnectionBroken):
             scope.cancel()
 
-    async def _replay_planned(self, stream: MessageStream, conn: Connection, session: Session,
+    async def _replay_planned(self, stream: MessageStream, conn: Connection, session: Session, view: View,
                               plan: ReplayPlan) -> None:
         """The planned events, marked ``replayed``, from memory or the store
         (as the client's version may have them: ``Connection.for_peer``)."""
@@ -524,7 +524,10 @@ class AgentService:
                     if stored.seq in wanted:
                         await _send_replayed_text(stream, conn, stored.data)
 
-                await self.manager.replay(session, first - 1, last, send)
+                try:
+                    await self.manager.replay(session, first - 1, last, send)
+                except StoreError as exc:
+                    _redraw(view, session, _unreadable(first - 1, exc))
 
     async def _replay(self, stream: MessageStream, conn: Connection, session: Session, view: View, last_seq: int,
                       upto: int) -> None:
@@ -541,16 +544,18 @@ class AgentService:
             async def send(stored: StoredEvent) -> None:
                 await _send_replayed_text(stream, conn, stored.data)
 
-            complete = await self.manager.replay(session, last_seq, upto, send)
+            try:
+                complete = await self.manager.replay(session, last_seq, upto, send)
+            except StoreError as exc:
+                _redraw(view, session, _unreadable(last_seq, exc))
+                return
         if not complete:
             # Say so, then what a client needs to redraw: no silent gap.
-            view.send_direct(Error(
+            _redraw(view, session, Error(
                 code=ErrorCode.REPLAY_UNAVAILABLE.value,
                 message=f"the events after seq {last_seq} are no longer kept; here is the session's state "
                         "and history instead",
             ))
-            view.send_direct(session.state())
-            view.send_direct(History(messages=list(session.history)))
 
     def _tool_choice(self, hello: Hello) -> ToolChoice | None:
         """The server tools ``hello`` asks for (None: the client's). Raises
@@ -658,6 +663,21 @@ class AgentService:
             PairedBrowser(id=b.id, created=int(b.created * 1000), last_used=int(b.last_used * 1000),
                           user_agent=b.user_agent)
             for b in browsers))
+
+
+def _unreadable(last_seq: int, exc: StoreError) -> Error:
+    """The error a replay the store could not read ends with (not fatal)."""
+    return Error(code=ErrorCode.STORAGE_ERROR.value,
+                 message=f"the events after seq {last_seq} could not be read from the session store ({exc}); "
+                         "here is the session's state and history instead")
+
+
+def _redraw(view: View, session: Session, error: Error) -> None:
+    """Tell ``view`` why its replay stopped, then what a client needs to
+    redraw: no silent gap, and the connection goes on."""
+    view.send_direct(error)
+    view.send_direct(session.state())
+    view.send_direct(History(messages=list(session.history)))
 
 
 async def _send_replayed(stream: MessageStream, conn: Connection, event: ServerMessage) -> None:

@@ -134,6 +134,10 @@ class Replica:
         self.lease_ttl = lease_ttl
         #: Sessions whose lease this replica holds.
         self.held: set[str] = set()
+        #: Leases taken here, and lost here to another replica (``/metrics``
+        #: counters: after a replica dies, the others' takes rise).
+        self.leases_taken = 0
+        self.leases_lost = 0
         #: Called with a session id whose lease was lost (stop running it).
         self.on_lost: Callable[[str], None] = lambda sid: None
         #: Whether the last lease renewal reached Redis.
@@ -176,8 +180,9 @@ class Replica:
         Returns the holder's id: ours when taken."""
         async with self.store._command("take a session lease"):
             holder = await self.store.client.eval(_ACQUIRE, [self.lease_key(session_id)], [self.id, self._ttl_ms])
-        if holder == self.id:
+        if holder == self.id and session_id not in self.held:
             self.held.add(session_id)
+            self.leases_taken += 1
         return holder
 
     async def holder(self, session_id: str) -> str | None:
@@ -208,6 +213,7 @@ class Replica:
             sid = held[int(index) - 1]
             if sid in self.held:
                 self.held.discard(sid)
+                self.leases_lost += 1
                 log.error("session %s: its lease is held by another replica now; stopped here", sid)
                 self.on_lost(sid)
 

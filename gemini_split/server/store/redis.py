@@ -401,7 +401,9 @@ class RedisStore(SessionStore):
                 raise StoreError(f"{self.name}: the store is closed")
             if self._write_error is not None:
                 if retried_at is not None and self._attempts > retried_at:
-                    raise self._write_error
+                    # A new exception per caller: raising the writer's one
+                    # again would grow its traceback with every raise.
+                    raise StoreError(str(self._write_error)) from None
                 if retried_at is None:
                     retried_at = self._attempts
                     self._retry_now.set()

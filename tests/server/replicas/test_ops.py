@@ -69,6 +69,10 @@ async def test_health_ready_and_metrics_follow_redis_going_away_and_coming_back(
                 assert m["gemini_split_sessions_live"] == 1 and m["gemini_split_clients_attached"] == 1
                 assert m["gemini_split_events_total"] >= 2 and m["gemini_split_store_up"] == 1
                 assert m["gemini_split_leases_held"] == 1 and m["gemini_split_store_ping_seconds_count"] >= 1
+                assert m["gemini_split_leases_taken_total"] == 1 and m["gemini_split_leases_lost_total"] == 0
+                assert m['gemini_split_sessions{state="idle"}'] == 1
+                assert m['gemini_split_sessions{state="running"}'] == 0
+                assert m["gemini_split_store_overflow_stops_total"] == 0
             server.stop()
             await _until(lambda: _get(port, "/ready")[0] == 503)
             assert '"store":"unreachable"' in _get(port, "/health")[1]
@@ -159,6 +163,8 @@ async def test_past_the_buffer_the_request_ends_with_an_error_never_a_silent_los
                     while len(texts) < 10:
                         await trio.sleep(0.01)
                     server.stop()
+            # What an operator sees: the stop counted on /metrics.
+            await _until(lambda: _metrics(port)["gemini_split_store_overflow_stops_total"] == 1)
         error = outcome[0].error
         assert error is not None and error.code == "storage_error", outcome[0]
         assert "buffer" in error.message

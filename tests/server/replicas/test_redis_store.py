@@ -186,3 +186,31 @@ async def test_a_session_does_not_wait_for_the_events_another_session_queued(red
             assert [e.seq for e in await store.events_after("s-a", 0)] == [1, 2, 3]  # s-a's reads wait
         finally:
             await store.aclose()
+
+
+async def test_each_caller_waiting_while_redis_is_down_gets_an_error_of_its_own(tmp_path):
+    """Not the writer's one StoreError raised again and again: every raise
+    would add the raiser's frames to its traceback (found by the soak: a
+    replica's memory grew while Redis was away)."""
+    server = rs.RedisServer(tmp_path / "r").start()
+    store = RedisStore(server.url, command_timeout=1)
+    try:
+        with trio.fail_after(30):
+            await store.open()
+            await store.create(record())
+            server.stop()
+            store.append_events("s-1", events(1, 3))
+            while store.write_error is None:
+                await trio.sleep(0.05)
+            caught = []
+            for _ in range(3):
+                with pytest.raises(StoreError) as err:
+                    await store.set_running("s-1", "r-2", updated=time.time())
+                caught.append(err.value)
+            assert len({id(exc) for exc in caught}) == 3
+            assert all(exc is not store.write_error for exc in caught)
+            assert all(str(exc) == str(store.write_error) for exc in caught)
+    finally:
+        with trio.fail_after(10):
+            await store.aclose()
+        server.stop()

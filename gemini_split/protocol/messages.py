@@ -33,7 +33,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from msgspec import UNSET, Meta, Struct, UnsetType, field
 
-PROTOCOL_VERSION = "1.5"
+PROTOCOL_VERSION = "1.6"
 """``MAJOR.MINOR``. Peers with another major version cannot talk; a higher
 minor version only adds optional fields and message types (1.1: fields equal
 to their default are left out of the wire form; 1.2: several clients on one
@@ -41,9 +41,9 @@ session — ``request_started`` opens every request, ``clients_changed``,
 observers, late-joiner replay; server-side tools and their approvals; 1.3:
 compressing a session's history — ``compress``, ``compressed``,
 ``SessionContext.compression_threshold``; Agent Skills —
-``SessionContext.skills``; 1.4 and 1.5: the additions marked "(1.4)" and
-"(1.5)" in docs/protocol.md, each behind its own ``*_SINCE`` constant
-below)."""
+``SessionContext.skills``; 1.4, 1.5 and 1.6: the additions marked "(1.4)",
+"(1.5)" and "(1.6)" in docs/protocol.md, each behind its own ``*_SINCE``
+constant below)."""
 
 #: The minor version from which a request is announced by ``request_started``.
 ANNOUNCED_REQUESTS_SINCE = (1, 2)
@@ -102,6 +102,13 @@ SESSION_CLIENTS_SINCE = (1, 5)
 #: of its definition's own MCP servers (``AgentDefinition.mcp_tools``; the
 #: servers run on the client). An older server is not sent them.
 AGENT_MCP_SINCE = (1, 5)
+#: (1.6) The minor version from which a session's approval mode switches
+#: while it runs (plan mode's ``enter_plan_mode`` / ``exit_plan_mode``, a
+#: client's Shift+Tab): ``tool_discovery.approval_mode`` tells the server,
+#: ``approval_mode_changed`` tells every client. An older server keeps a
+#: request's tools and mode until the next request; an older client is not
+#: told.
+MODE_SWITCH_SINCE = (1, 6)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -442,6 +449,13 @@ class ToolDiscovery(ClientMessage, tag="tool_discovery", kw_only=True):
 
     tools: tuple[ToolSpec, ...] = ()
     server_tools: tuple[str, ...] = ()
+    #: (1.6) The client's approval mode, sent when it changed since its last
+    #: announcement (these tools are offered in it): a running request's
+    #: next model turn gets these tools and a system instruction for the
+    #: mode; a session whose tools the server runs switches them to it
+    #: (within ``serve --max-approval-mode``). Every client is told with
+    #: ``approval_mode_changed``.
+    approval_mode: str | None = None
 
 
 class Attachment(Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -1172,6 +1186,18 @@ class ClientsChanged(ServerEvent, tag="clients_changed", kw_only=True):
     change: Literal["joined", "left"]
     client: ClientInfo
     clients: int = 0
+
+
+class ApprovalModeChanged(ServerEvent, tag="approval_mode_changed", kw_only=True):
+    """(1.6) The session's approval mode is now ``mode`` (one of
+    :data:`APPROVAL_MODES`), switched by ``by``: a client's label (its
+    ``tool_discovery.approval_mode``) or the tool that switched it
+    (``enter_plan_mode``, ``exit_plan_mode``, run by the server for a
+    session whose tools it runs). A client of such a session takes it as
+    its own mode."""
+
+    mode: str
+    by: str = ""
 
 
 class ToolCallAnswered(ServerEvent, tag="tool_call_answered", kw_only=True):

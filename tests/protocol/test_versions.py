@@ -22,6 +22,7 @@ import pytest
 from gemini_split.protocol import (
     SINCE,
     AgentDefinition,
+    ApprovalModeChanged,
     AgentFinished,
     AgentStarted,
     AskUserQuestion,
@@ -38,6 +39,7 @@ from gemini_split.protocol import (
     Hello,
     HookResponse,
     ListSessions,
+    PROTOCOL_VERSION,
     LocalProtocolError,
     Pair,
     RequestStarted,
@@ -56,12 +58,14 @@ from gemini_split.protocol import (
     ToolCompleted,
     ToolDecided,
     ToolDelta,
+    ToolDiscovery,
     ToolError,
     ToolExecutionRequest,
     ToolFailure,
     ToolProgress,
     ToolSpec,
     ToolStarted,
+    version_tuple,
     encode,
     usable_capabilities,
 )
@@ -78,7 +82,8 @@ def m(cls, **fields):
     return cls(**fields)
 
 
-def pair(client: str = "1.5", server: str = "1.5", capabilities: tuple[str, ...] = ()) -> tuple[Connection, Connection]:
+def pair(client: str = PROTOCOL_VERSION, server: str = PROTOCOL_VERSION,
+         capabilities: tuple[str, ...] = ()) -> tuple[Connection, Connection]:
     """A client and a server Connection after the handshake, each end
     speaking the version given."""
     ours, theirs = Connection("client"), Connection("server")
@@ -147,6 +152,8 @@ SAMPLES = {
     (GenerateContentRequest, "context.agents.mcp_tools"): lambda: _prompt(_AGENTS[0]),
     (GenerateContentRequest, "context.system_prompt"): lambda: m(GenerateContentRequest, prompt="p",
                                                                  context=SessionContext(system_prompt="Be brief.")),
+    (ApprovalModeChanged, ""): lambda: m(ApprovalModeChanged, mode="default", by="exit_plan_mode", seq=1),
+    (ToolDiscovery, "approval_mode"): lambda: m(ToolDiscovery, approval_mode="plan"),
 }
 
 
@@ -324,8 +331,9 @@ def test_the_text_path_agrees_with_the_message_path(row):
 
 def test_the_text_path_decodes_nothing_for_a_current_peer():
     text = encode(m(TextDelta, request_id="r", content="not json at all", agent_id=2))
-    assert adapted_text(text, (1, 5)) is text
-    assert adapted_text('{"type":"text_delta" broken', (1, 5)) == '{"type":"text_delta" broken'
+    current = version_tuple(PROTOCOL_VERSION)
+    assert adapted_text(text, current) is text
+    assert adapted_text('{"type":"text_delta" broken', current) == '{"type":"text_delta" broken'
 
 
 # --- capabilities -----------------------------------------------------------------

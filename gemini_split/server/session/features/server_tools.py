@@ -134,6 +134,16 @@ class ToolHostSpec:
     checkpoints: Path | None = None
     #: The session the host serves (its checkpoints record it).
     session_id: str | None = None
+    #: Whether a person can be asked (the client that opened the session
+    #: said so): else nothing is asked — a plan is approved as gemini-cli
+    #: approves one with nobody to ask.
+    ask: bool = True
+    #: The most permissive mode the session may switch to (``serve
+    #: --max-approval-mode``).
+    max_approval_mode: str = "yolo"
+    #: Where plan mode keeps the session's plans (outside every workspace;
+    #: None: no plan mode).
+    plans_dir: Path | None = None
 
 
 class ToolHost(Protocol):
@@ -153,9 +163,21 @@ class ToolHost(Protocol):
     It never raises for a tool's failure; Trio cancellation propagates.
     ``agent`` names the sub-agent that calls ("": the main agent; the
     policy's ``subagent`` rules). ``close`` ends what outlives a call
-    (background commands)."""
+    (background commands).
+
+    ``mode`` is the approval mode it runs calls in now (one of
+    :data:`~gemini_split.protocol.APPROVAL_MODES`; a call of
+    ``enter_plan_mode`` / ``exit_plan_mode`` may change it, and
+    :meth:`switch` does), ``policy_mode`` the same as the system
+    instruction names it (``reject_dangerous`` is ``default``), and
+    ``specs`` the tools it offers in it."""
+
+    mode: str
+    policy_mode: str
 
     def specs(self) -> list[ToolSpec]: ...
+
+    def switch(self, mode: str) -> None: ...
 
     async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
                       request_id: str | None, hooks: Hooks | None = None,
@@ -189,6 +211,8 @@ class ToolChoice:
     project: str | None = None
     core_tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] = ()
+    #: Whether the client that opened it can answer questions.
+    ask: bool = True
 
     def to_record(self) -> dict[str, Any]:
         """What the session store keeps of it (``SessionRecord.approval``),
@@ -196,7 +220,7 @@ class ToolChoice:
         tools where it ran them."""
         return {"tools": "server", "approval_mode": self.approval_mode, "project": self.project,
                 "core_tools": None if self.core_tools is None else list(self.core_tools),
-                "exclude_tools": list(self.exclude_tools)}
+                "exclude_tools": list(self.exclude_tools), "ask": self.ask}
 
     @classmethod
     def from_record(cls, approval: dict[str, Any]) -> ToolChoice | None:
@@ -205,10 +229,11 @@ class ToolChoice:
         if not isinstance(approval, dict) or approval.get("tools") != "server":
             return None
         core = approval.get("core_tools")
-        return cls(approval_mode=str(approval.get("approval_mode") or "reject_dangerous"),
-                   project=approval.get("project"),
+        mode = str(approval.get("approval_mode") or "reject_dangerous")
+        return cls(approval_mode=mode, project=approval.get("project"),
                    core_tools=None if core is None else tuple(map(str, core)),
-                   exclude_tools=tuple(map(str, approval.get("exclude_tools") or ())))
+                   exclude_tools=tuple(map(str, approval.get("exclude_tools") or ())),
+                   ask=approval.get("ask", mode != "reject_dangerous") is not False)
 
 
 @dataclass
@@ -274,7 +299,7 @@ class ServerTools:
         can_ask = APPROVALS_CAPABILITY in hello.capabilities
         return self.check(ToolChoice(
             approval_mode=hello.approval_mode or ("default" if can_ask else "reject_dangerous"),
-            project=hello.project, core_tools=hello.core_tools, exclude_tools=hello.exclude_tools,
+            project=hello.project, core_tools=hello.core_tools, exclude_tools=hello.exclude_tools, ask=can_ask,
         ))
 
     def check(self, choice: ToolChoice) -> ToolChoice:
@@ -295,7 +320,7 @@ class ServerTools:
                 f"no project {choice.project[:64]!r} on this server"
                 + (f" (it has: {', '.join(sorted(self.projects))})" if self.projects else " (it has none)"))
         return ToolChoice(approval_mode=mode, project=choice.project, core_tools=choice.core_tools,
-                          exclude_tools=tuple(choice.exclude_tools))
+                          exclude_tools=tuple(choice.exclude_tools), ask=choice.ask and mode != "reject_dangerous")
 
     def checkpoints_of(self, session_id: str) -> Path:
         """Where a session's checkpoints are (shadow repositories and
@@ -303,6 +328,12 @@ class ServerTools:
         session id starts with a dot, and commands see only their own
         workspace of the root. Deleted with the session."""
         return self.workspace_root / ".checkpoints" / self.edits_of(session_id).name
+
+    def plans_of(self, session_id: str) -> Path:
+        """Where a session's plans are kept (plan mode): ``.plans/<session>``
+        in the workspace root, beside its edit journal, out of every
+        command's sight. Deleted with the session."""
+        return self.workspace_root / ".plans" / self.edits_of(session_id).name
 
     def workspace_of(self, session_id: str) -> Path:
         """Where a session's own workspace is (it may not exist)."""
@@ -327,6 +358,7 @@ class ServerTools:
             sandbox=self.confinement(), policy=self.policy, web_fetch_allow=tuple(self.web_fetch_allow),
             edits_dir=self.edits_of(session_id),
             checkpoints=self.checkpoints_of(session_id) if self.checkpointing else None, session_id=session_id,
+            ask=choice.ask, max_approval_mode=self.max_approval_mode, plans_dir=self.plans_of(session_id),
         ))
 
     def edits_of(self, session_id: str) -> Path:
@@ -363,6 +395,7 @@ class ServerTools:
         its edit journal and its checkpoints. Symlinks inside are removed,
         never followed."""
         shutil.rmtree(self.edits_of(session_id), ignore_errors=True)
+        shutil.rmtree(self.plans_of(session_id), ignore_errors=True)
         checkpoints = self.checkpoints_of(session_id)
         if checkpoints.is_dir() and not checkpoints.is_symlink():
             shutil.rmtree(checkpoints, ignore_errors=True)
@@ -385,8 +418,9 @@ class ServerTools:
 
 def call_server_tool(host: ToolHost, *, request_id: str, emit: Emit, ask: Ask,
                      on_call: Callable[[str, str, dict[str, Any]], None] | None = None,
-                     agent_id: int = 0, hooks: Hooks | None = None,
-                     agent: str = "") -> Callable[[str, dict[str, Any]], Awaitable[tuple[Any, ToolFailure | None]]]:
+                     agent_id: int = 0, hooks: Hooks | None = None, agent: str = "",
+                     on_switch: Callable[[str], None] | None = None,
+                     ) -> Callable[[str, dict[str, Any]], Awaitable[tuple[Any, ToolFailure | None]]]:
     """A tool path (``await call(name, args)``) that runs each call on the
     server, through a :class:`ToolHost` (``hello.tools = "server"``): each call gets a fresh call id (``t-…``, told to
     ``on_call(call_id, name, args)`` first), its events go out through
@@ -394,7 +428,9 @@ def call_server_tool(host: ToolHost, *, request_id: str, emit: Emit, ask: Ask,
     user's tool hooks are asked through ``hooks`` (see
     :data:`Hooks`). A
     sub-agent's calls (``agent_id``, named ``agent``) say so on their
-    events and questions, and the policy's ``subagent`` rules see them."""
+    events and questions, and the policy's ``subagent`` rules see them. A
+    call that switched the host's mode (plan mode's tools) is told to
+    ``on_switch(tool name)`` once it ended."""
     if agent_id:
         emit = _as_agent(emit, agent_id)
         asked = ask
@@ -406,10 +442,15 @@ def call_server_tool(host: ToolHost, *, request_id: str, emit: Emit, ask: Ask,
         call_id = "t-" + secrets.token_hex(8)
         if on_call is not None:
             on_call(call_id, name, args)
+        mode = host.mode
         if agent:
-            return await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id,
-                                      agent=agent)
-        return await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id)
+            answer = await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks,
+                                        request_id=request_id, agent=agent)
+        else:
+            answer = await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id)
+        if host.mode != mode and on_switch is not None:
+            on_switch(name)
+        return answer
 
     return call
 

@@ -14,9 +14,10 @@ menu, an editor's permission question, every attached client of a server
 feedback (the plan is not approved; the model revises it), or nothing (the
 question was dismissed). With nobody to ask (a one-shot run) the plan is
 approved as gemini-cli approves it there: the session switches to
-``yolo`` so the implementation runs without hanging on questions (to
-``default`` where yolo is refused: ``security.disableYoloMode``, an
-untrusted folder).
+``yolo`` so the implementation runs without hanging on questions — or,
+where yolo is refused (``security.disableYoloMode``, an untrusted folder,
+a server's ``--max-approval-mode``), to ``auto_edit`` where that is
+allowed, else ``default``.
 
 A mode switch is the policy's (:attr:`~gemini_split.tools.approval.ApprovalPolicy.mode`):
 whoever listens to it — the REPL's toolbar, the client that announces its
@@ -193,8 +194,12 @@ class ExitPlanModeTool(Tool):
 
 def _unattended_mode(policy: Any) -> ApprovalMode:
     """gemini-cli's mode after a plan approved with nobody to ask: yolo,
-    or default where yolo is refused."""
-    return ApprovalMode.YOLO if policy.refusal(ApprovalMode.YOLO) is None else ApprovalMode.DEFAULT
+    or the most that is allowed here (a server's ``--max-approval-mode``,
+    an untrusted folder, ``security.disableYoloMode``)."""
+    for mode in (ApprovalMode.YOLO, ApprovalMode.AUTO_EDIT):
+        if policy.refusal(mode) is None:
+            return mode
+    return ApprovalMode.DEFAULT
 
 
 def _approved(policy: Any, mode: ApprovalMode, path: Path) -> str:

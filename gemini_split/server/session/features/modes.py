@@ -78,7 +78,7 @@ def host_switched(session: Any, *, by: str) -> None:
     host = session.tool_host
     session.tools = host.specs()
     if session.tool_choice is not None:
-        session.tool_choice = replace(session.tool_choice, approval_mode=host.mode)
+        session.tool_choice = session.tool_choice.switched(host.mode)
     changed(session, host.mode, by=by)
 
 

@@ -23,6 +23,7 @@ with a :class:`ToolChoice`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -221,6 +222,10 @@ class ToolChoice:
         return {"tools": "server", "approval_mode": self.approval_mode, "project": self.project,
                 "core_tools": None if self.core_tools is None else list(self.core_tools),
                 "exclude_tools": list(self.exclude_tools), "ask": self.ask}
+
+    def switched(self, mode: str) -> ToolChoice:
+        """The same choice, in approval ``mode`` now (plan mode's switches)."""
+        return dataclasses.replace(self, approval_mode=mode)
 
     @classmethod
     def from_record(cls, approval: dict[str, Any]) -> ToolChoice | None:

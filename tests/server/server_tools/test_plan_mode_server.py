@@ -151,3 +151,26 @@ def test_a_one_shot_plan_is_approved_without_asking_and_carried_out_within_the_s
                                        "automatically).")
     (workspace,) = [p for p in root.iterdir() if not p.name.startswith(".")]
     assert (workspace / "x.txt").read_text() == "x\n"
+
+
+def test_against_serve_with_the_clients_own_tools_the_plan_is_the_clients(tmp_path):
+    """The tools run on the client (the default): the plan is written in
+    the client's plans directory, and the approval switches the server's
+    running request (``tool_discovery.approval_mode``)."""
+    from gemini_split.tools.plans import project_hash
+
+    client_dir = tmp_path / "client"
+    client_dir.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI", "GOOGLE"))}
+    env.update(HOME=str(tmp_path), GEMINI_SPLIT_HOME=str(tmp_path / "home"), GEMINI_CLI_TRUST_WORKSPACE="true")
+    with FakeGemini(script=[WRITE_PLAN, EXIT, WRITE_X, {"text": "done"}], api_key=API_KEY) as fake, \
+            unix_listener() as listen, daemon(tmp_path, fake, *listen) as (_proc, address):
+        done = subprocess.run([sys.executable, "-m", "gemini_split", "--server", address, "--approval-mode", "plan",
+                               "-p", "add x"], env=env, cwd=client_dir, capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    (plan,) = (tmp_path / "home" / "tmp" / project_hash(client_dir.resolve())).glob("*/plans/feature-x.md")
+    assert plan.read_text() == PLAN
+    assert (client_dir / "x.txt").read_text() == "x\n"
+    (answer,) = _responses(fake, "exit_plan_mode")
+    assert answer["output"].startswith("Plan approved. Switching to YOLO mode")

@@ -394,7 +394,11 @@ class ProtocolClient:
         """The session's approval mode changed on the server, in a session
         whose tools it runs: this client's mode is the session's (taken
         without announcing it back)."""
-        mode = ApprovalMode.DEFAULT if event.mode == "reject_dangerous" else ApprovalMode(event.mode)
+        try:
+            mode = ApprovalMode.DEFAULT if event.mode == "reject_dangerous" else ApprovalMode(event.mode)
+        except ValueError:
+            log.warning("ignored an unknown approval mode from the server: %.40r", event.mode)
+            return
         self._announced_mode = mode
         self.executor.policy.mode = mode
 

@@ -154,7 +154,7 @@ class ToolExecutor:
         planning = self.policy.mode is ApprovalMode.PLAN
         specs = []
         for tool in self.registry:
-            if tool.name in _PLANNING_TOOLS and plans is None or not self.policy.offers(tool, interactive=interactive):
+            if (tool.name in _PLANNING_TOOLS and plans is None) or not self.policy.offers(tool, interactive=interactive):
                 continue
             spec = tool.spec()
             if planning and tool.name in PLAN_WRITE_TOOLS:

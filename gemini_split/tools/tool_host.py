@@ -83,8 +83,9 @@ class LocalToolHost:
 
     def __init__(self, spec: Any):
         self.spec = spec
-        #: Whether a person can be asked (else: ``reject_dangerous``'s refusals).
-        self.asks = getattr(spec, "ask", True) and spec.approval_mode != "reject_dangerous"
+        #: Whether a person is asked (else: ``reject_dangerous``'s refusals,
+        #: and a plan approved as gemini-cli approves one with nobody to ask).
+        self.asks = spec.approval_mode != "reject_dangerous"
         self.workspace = Workspace(spec.workspace)
         self.registry = _offered(spec)
         self.policy = ApprovalPolicy(_POLICY_MODES[spec.approval_mode], policy=spec.policy)
@@ -226,7 +227,7 @@ def _offered(spec: Any) -> ToolRegistry:
 
     guard = AddressGuard(getattr(spec, "web_fetch_allow", ()))
     tools = default_tools(sandbox=spec.sandbox, web_guard=guard)
-    if getattr(spec, "ask", True) and spec.approval_mode != "reject_dangerous":  # someone can answer it
+    if spec.approval_mode != "reject_dangerous":  # someone attached can answer it
         tools.register(ask_user.AskUserTool())
     core = set(spec.core_tools) if spec.core_tools is not None else None
     offered = ToolRegistry(

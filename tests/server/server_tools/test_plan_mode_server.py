@@ -133,7 +133,11 @@ def test_plan_in_the_repl_switches_the_servers_tools_before_the_next_prompt(tmp_
     assert "# Active Approval Mode: Plan" in system
 
 
-def test_a_one_shot_plan_is_approved_without_asking_and_carried_out_within_the_servers_cap(tmp_path):
+def test_a_one_shot_client_is_nobody_to_approve_a_plan_the_server_asks_about(tmp_path):
+    """A one-shot client asking for plan mode on the server: the plan's
+    approval is asked of the attached clients that can answer, as any
+    server-side approval; with none, it is not approved (a person attached
+    later answers the next one), never approved for nobody."""
     root = tmp_path / "ws"
     options = ("--workspace-root", str(root), "--sandbox", "none", "--server-tools")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEMINI", "GOOGLE"))}
@@ -144,13 +148,14 @@ def test_a_one_shot_plan_is_approved_without_asking_and_carried_out_within_the_s
                                "--approval-mode", "plan", "-p", "add x"], env=env, cwd=tmp_path,
                               capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.endswith("done\n")
     (answer,) = _responses(fake, "exit_plan_mode")
-    # yolo is above serve's default cap (auto_edit): the most it allows.
-    assert answer["output"].startswith("Plan approved. Switching to Auto-Edit mode (edits will be applied "
-                                       "automatically).")
+    assert answer["error"]["code"] == "no_user_present"
+    assert answer["error"]["message"].startswith("The plan was not approved: no attached client can answer")
+    assert answer["error"]["message"].endswith("You are still in Plan Mode.")
+    (refused,) = _responses(fake, "write_file")[1:]
+    assert refused["error"]["code"] == "refused"
     (workspace,) = [p for p in root.iterdir() if not p.name.startswith(".")]
-    assert (workspace / "x.txt").read_text() == "x\n"
+    assert not (workspace / "x.txt").exists()
 
 
 def test_against_serve_with_the_clients_own_tools_the_plan_is_the_clients(tmp_path):

@@ -135,10 +135,6 @@ class ToolHostSpec:
     checkpoints: Path | None = None
     #: The session the host serves (its checkpoints record it).
     session_id: str | None = None
-    #: Whether a person can be asked (the client that opened the session
-    #: said so): else nothing is asked — a plan is approved as gemini-cli
-    #: approves one with nobody to ask.
-    ask: bool = True
     #: The most permissive mode the session may switch to (``serve
     #: --max-approval-mode``).
     max_approval_mode: str = "yolo"
@@ -212,8 +208,6 @@ class ToolChoice:
     project: str | None = None
     core_tools: tuple[str, ...] | None = None
     exclude_tools: tuple[str, ...] = ()
-    #: Whether the client that opened it can answer questions.
-    ask: bool = True
 
     def to_record(self) -> dict[str, Any]:
         """What the session store keeps of it (``SessionRecord.approval``),
@@ -221,7 +215,7 @@ class ToolChoice:
         tools where it ran them."""
         return {"tools": "server", "approval_mode": self.approval_mode, "project": self.project,
                 "core_tools": None if self.core_tools is None else list(self.core_tools),
-                "exclude_tools": list(self.exclude_tools), "ask": self.ask}
+                "exclude_tools": list(self.exclude_tools)}
 
     def switched(self, mode: str) -> ToolChoice:
         """The same choice, in approval ``mode`` now (plan mode's switches)."""
@@ -234,11 +228,10 @@ class ToolChoice:
         if not isinstance(approval, dict) or approval.get("tools") != "server":
             return None
         core = approval.get("core_tools")
-        mode = str(approval.get("approval_mode") or "reject_dangerous")
-        return cls(approval_mode=mode, project=approval.get("project"),
+        return cls(approval_mode=str(approval.get("approval_mode") or "reject_dangerous"),
+                   project=approval.get("project"),
                    core_tools=None if core is None else tuple(map(str, core)),
-                   exclude_tools=tuple(map(str, approval.get("exclude_tools") or ())),
-                   ask=approval.get("ask", mode != "reject_dangerous") is not False)
+                   exclude_tools=tuple(map(str, approval.get("exclude_tools") or ())))
 
 
 @dataclass
@@ -304,7 +297,7 @@ class ServerTools:
         can_ask = APPROVALS_CAPABILITY in hello.capabilities
         return self.check(ToolChoice(
             approval_mode=hello.approval_mode or ("default" if can_ask else "reject_dangerous"),
-            project=hello.project, core_tools=hello.core_tools, exclude_tools=hello.exclude_tools, ask=can_ask,
+            project=hello.project, core_tools=hello.core_tools, exclude_tools=hello.exclude_tools,
         ))
 
     def check(self, choice: ToolChoice) -> ToolChoice:
@@ -325,7 +318,7 @@ class ServerTools:
                 f"no project {choice.project[:64]!r} on this server"
                 + (f" (it has: {', '.join(sorted(self.projects))})" if self.projects else " (it has none)"))
         return ToolChoice(approval_mode=mode, project=choice.project, core_tools=choice.core_tools,
-                          exclude_tools=tuple(choice.exclude_tools), ask=choice.ask and mode != "reject_dangerous")
+                          exclude_tools=tuple(choice.exclude_tools))
 
     def checkpoints_of(self, session_id: str) -> Path:
         """Where a session's checkpoints are (shadow repositories and
@@ -363,7 +356,7 @@ class ServerTools:
             sandbox=self.confinement(), policy=self.policy, web_fetch_allow=tuple(self.web_fetch_allow),
             edits_dir=self.edits_of(session_id),
             checkpoints=self.checkpoints_of(session_id) if self.checkpointing else None, session_id=session_id,
-            ask=choice.ask, max_approval_mode=self.max_approval_mode, plans_dir=self.plans_of(session_id),
+            max_approval_mode=self.max_approval_mode, plans_dir=self.plans_of(session_id),
         ))
 
     def edits_of(self, session_id: str) -> Path:

@@ -134,7 +134,7 @@ def _context(env: dict, cwd: str):
     environment = Environment(environ=env, cwd=Path(cwd))
     settings = ClientSettings(tools=ToolSettings(workspace=Path(cwd)), loaded_settings=load_settings(environment))
     attach_context(settings, environment, interactive=True)
-    return settings.context
+    return settings.context.message
 
 
 def main() -> int:

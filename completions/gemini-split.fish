@@ -60,8 +60,8 @@ function _shtab_gemini_split_using
   test "$_shtab_gemini_split_cmdpath" = "$argv"
 end
 
-set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' extensions 'extensions install' 'extensions link' 'extensions list' 'extensions update' 'extensions uninstall' 'extensions enable' 'extensions disable' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve' hooks 'hooks list' skills 'skills list' 'skills install' 'skills uninstall' restore pair
-set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --approval-timeout --auth-config --auth-method --ca --delete-session --description --env --exclude-tools --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --lease-ttl --limit --listen --log-file --max-approval-mode --max-connections-per-user --max-message-size --max-turns --model --notify-webhook --output-format --path --policy --project --prompt --prompt-interactive --reconnect-timeout --ref --replay-capacity --resume --revoke --rewind-to --sandbox --scope --server --session-id --session-ttl --since --state-dir --store --telemetry-otlp-endpoint --telemetry-otlp-protocol --telemetry-outfile --telemetry-target --timeout --tls-cert --tls-key --token --token-env --tool-timeout --tools --transport --trusted-proxy --web-cookie-days --web-fetch-allow --workspace --workspace-root -H -e -i -m -o -p -r -s -t
+set -g _shtab_gemini_split_commands serve attach server 'server list' 'server add' 'server remove' 'server status' 'server connect' 'server test' completions protocol 'protocol schema' daemon 'daemon start' 'daemon restart' 'daemon run' 'daemon stop' 'daemon status' extensions 'extensions install' 'extensions link' 'extensions list' 'extensions update' 'extensions uninstall' 'extensions new' 'extensions validate' 'extensions config' 'extensions enable' 'extensions disable' mcp 'mcp list' 'mcp add' 'mcp remove' 'mcp serve' hooks 'hooks list' skills 'skills list' 'skills enable' 'skills disable' 'skills install' 'skills link' 'skills uninstall' restore pair
+set -g _shtab_gemini_split_opts_with_value --acp-ring --acp-ws --admin-policy --allow-origin --allowed-mcp-server-names --allowed-models --allowed-tools --approval-mode --approval-timeout --auth-config --auth-method --ca --delete-session --description --env --exclude-tools --extensions --grpc --grpc-allow-config --grpc-max-streams --header --http --idle-exit --include-directories --include-tools --label --lease-ttl --limit --listen --log-file --max-approval-mode --max-connections-per-user --max-message-size --max-turns --model --notify-webhook --output-format --path --policy --project --prompt --prompt-interactive --reconnect-timeout --ref --replay-capacity --resume --revoke --rewind-to --sandbox --scope --server --session-id --session-ttl --since --state-dir --store --telemetry-otlp-endpoint --telemetry-otlp-protocol --telemetry-outfile --telemetry-target --timeout --tls-cert --tls-key --token --token-env --tool-timeout --tools --transport --trusted-proxy --web-cookie-days --web-fetch-allow --workspace --workspace-root --worktree -H -e -i -m -o -p -r -s -t -w
 
 complete -c gemini-split -e
 complete -c gemini-split -f
@@ -69,8 +69,8 @@ complete -c gemini-split -f
 complete -c gemini-split -n _shtab_gemini_split_using -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n _shtab_gemini_split_using -s v -l version -d 'show program'"'"'s version number and exit'
 complete -c gemini-split -n _shtab_gemini_split_using -s p -l prompt -x -d 'answer this prompt once and exit; piped stdin comes before it, and a pipe that has sent nothing within 500 ms is ignored'
-complete -c gemini-split -n _shtab_gemini_split_using -s i -l prompt-interactive -x -d 'open the REPL and start with this prompt'
-complete -c gemini-split -n _shtab_gemini_split_using -s m -l model -x -d 'Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)'
+complete -c gemini-split -n _shtab_gemini_split_using -s i -l prompt-interactive -x -d 'open the REPL and start with this prompt (refused, exit 42, when stdin is piped)'
+complete -c gemini-split -n _shtab_gemini_split_using -s m -l model -x -d 'Gemini model, or an alias: pro, flash, flash-lite, auto (here one model, gemini-3.1-pro-preview: gemini-cli'"'"'s auto asks a router model per prompt, gemini-split makes no such call) (default: $GEMINI_MODEL or gemini-2.5-flash)'
 complete -c gemini-split -n _shtab_gemini_split_using -s o -l output-format -xka "text json stream-json" -d 'one-shot output: text (default), json, or stream-json (default: output.format in settings.json, else text)'
 complete -c gemini-split -n _shtab_gemini_split_using -l workspace -xka "(__fish_complete_directories)" -d 'directory the local tools may use (default: the current directory)'
 complete -c gemini-split -n _shtab_gemini_split_using -l server -xka "(__gemini_split_profiles)" -d 'ws://host:port, wss://…, grpc://host:port, grpcs://…, '"'"'stdio:COMMAND …'"'"', unix:/PATH, '"'"'local'"'"' (your local daemon, started when needed), or a profile name (default: embedded, in this process)'
@@ -99,6 +99,9 @@ complete -c gemini-split -n _shtab_gemini_split_using -l max-turns -x -d 'embedd
 complete -c gemini-split -n _shtab_gemini_split_using -s d -l debug -d 'log details to stderr, with the context files and system instruction sent'
 complete -c gemini-split -n _shtab_gemini_split_using -l include-directories -x -d 'more directories the tools may use besides the workspace (repeat or separate with commas)'
 complete -c gemini-split -n _shtab_gemini_split_using -l skip-trust -d 'trust the current folder for this run (its .gemini/settings.json and GEMINI.md files apply)'
+complete -c gemini-split -n _shtab_gemini_split_using -s w -l worktree -x -d 'start in a new git worktree, .gemini/worktrees/NAME on branch worktree-NAME, made from the current commit and kept at exit (default NAME: the time and 4 random characters); needs experimental.worktrees in settings.json'
+complete -c gemini-split -n _shtab_gemini_split_using -s e -l extensions -x -d 'use only these installed extensions for this run (repeat or separate with commas; '"'"'none'"'"': none); default: those enabled for this folder'
+complete -c gemini-split -n _shtab_gemini_split_using -s l -l list-extensions -d 'list the installed extensions and exit'
 complete -c gemini-split -n _shtab_gemini_split_using -l screen-reader -d 'plain output for screen readers: no spinner or status line'
 complete -c gemini-split -n _shtab_gemini_split_using -l raw-output -d 'print the model'"'"'s text as is, escape sequences included (unsafe with untrusted output)'
 complete -c gemini-split -n _shtab_gemini_split_using -l accept-raw-output-risk -d 'no warning for --raw-output'
@@ -217,7 +220,7 @@ complete -c gemini-split -n '_shtab_gemini_split_using daemon; and test $_shtab_
 complete -c gemini-split -n '_shtab_gemini_split_using daemon stop' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using daemon; and test $_shtab_gemini_split_npos -eq 0' -a status -d 'Say whether the daemon runs (exit status 0) or not (1).'
 complete -c gemini-split -n '_shtab_gemini_split_using daemon status' -s h -l help -d 'show this help message and exit'
-complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a extensions -d 'Install, list and manage gemini-cli extensions, in gemini-cli'"'"'s own files: an extension installed by either program works in both. Changes apply to new sessions.'
+complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a extensions -d 'Install, list, create, check, configure and manage gemini-cli extensions, in gemini-cli'"'"'s own files: an extension installed by either program works in both. Changes apply to new sessions.'
 complete -c gemini-split -n '_shtab_gemini_split_using extensions' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a install -d 'install an extension from a directory or a git URL (a copy)'
 complete -c gemini-split -n '_shtab_gemini_split_using extensions install' -s h -l help -d 'show this help message and exit'
@@ -234,6 +237,14 @@ complete -c gemini-split -n '_shtab_gemini_split_using extensions update' -s h -
 complete -c gemini-split -n '_shtab_gemini_split_using extensions update' -l all -d 'update every installed extension'
 complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a uninstall -d 'remove extensions'
 complete -c gemini-split -n '_shtab_gemini_split_using extensions uninstall' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a new -d 'Create the directory PATH holding a new extension: gemini-cli'"'"'s boilerplate TEMPLATE, or without one a gemini-extension.json named after the directory. Then '"'"'gemini-split extensions link PATH'"'"' to try it.'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions new' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions new; and test $_shtab_gemini_split_npos -eq 1' -ka "custom-commands exclude-tools hooks mcp-server skills" -d 'one of: custom-commands, exclude-tools, hooks, mcp-server, skills'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a validate -d 'check an extension in a local directory, as install would read it'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions validate' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a config -d 'set an extension'"'"'s settings (asked one by one; a pipe gives one value a line)'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions config' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using extensions config' -l scope -xka "user workspace" -d 'user (default): the extension'"'"'s own .env; workspace: this folder'"'"'s .env (read in a trusted folder; never a sensitive value)'
 complete -c gemini-split -n '_shtab_gemini_split_using extensions; and test $_shtab_gemini_split_npos -eq 0' -a enable -d 'enable an extension for you (user) or for this folder (workspace)'
 complete -c gemini-split -n '_shtab_gemini_split_using extensions enable' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using extensions enable' -l scope -xka "user workspace" -d 'user (default): everywhere under your home; workspace: this folder and below'
@@ -270,16 +281,25 @@ complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_
 complete -c gemini-split -n '_shtab_gemini_split_using hooks' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using hooks; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'each event'"'"'s hooks: matcher, timeout, command and the file defining it'
 complete -c gemini-split -n '_shtab_gemini_split_using hooks list' -s h -l help -d 'show this help message and exit'
-complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a skills -d 'Agent Skills from ~/.gemini/skills, ~/.agents/skills and (in a trusted folder) .gemini/skills and .agents/skills: list them, install one from a local directory, uninstall one.'
+complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a skills -d 'Agent Skills from ~/.gemini/skills, ~/.agents/skills and (in a trusted folder) .gemini/skills and .agents/skills: list them, enable or disable one, install or link one from a local directory, uninstall one.'
 complete -c gemini-split -n '_shtab_gemini_split_using skills' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a list -d 'discovered skills: name, state, scope, description, location'
 complete -c gemini-split -n '_shtab_gemini_split_using skills list' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a enable -d 'enable a skill: take it out of skills.disabled in every settings file'
+complete -c gemini-split -n '_shtab_gemini_split_using skills enable' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a disable -d 'disable a skill: add it to skills.disabled in one settings file'
+complete -c gemini-split -n '_shtab_gemini_split_using skills disable' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using skills disable' -s s -l scope -xka "user workspace" -d 'workspace: ./.gemini/settings.json (default, as gemini-cli); user: your settings.json'
 complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a install -d 'copy the skill(s) in a local directory into your skills directory'
 complete -c gemini-split -n '_shtab_gemini_split_using skills install' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using skills install' -l scope -xka "user workspace" -d 'user: ~/.gemini/skills (default); workspace: ./.gemini/skills'
 complete -c gemini-split -n '_shtab_gemini_split_using skills install' -l path -xka "(__fish_complete_directories)" -d 'the sub-directory of PATH holding the skill'
 complete -c gemini-split -n '_shtab_gemini_split_using skills install' -l consent -d 'install without asking (you read what it contains)'
-complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a uninstall -d 'remove an installed skill'
+complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a link -d 'link the skill(s) in a local directory into your skills directory (edits to the source apply at once)'
+complete -c gemini-split -n '_shtab_gemini_split_using skills link' -s h -l help -d 'show this help message and exit'
+complete -c gemini-split -n '_shtab_gemini_split_using skills link' -l scope -xka "user workspace" -d 'user: ~/.gemini/skills (default); workspace: ./.gemini/skills'
+complete -c gemini-split -n '_shtab_gemini_split_using skills link' -l consent -d 'link without asking (you read what it contains)'
+complete -c gemini-split -n '_shtab_gemini_split_using skills; and test $_shtab_gemini_split_npos -eq 0' -a uninstall -d 'remove an installed (or linked) skill'
 complete -c gemini-split -n '_shtab_gemini_split_using skills uninstall' -s h -l help -d 'show this help message and exit'
 complete -c gemini-split -n '_shtab_gemini_split_using skills uninstall' -l scope -xka "user workspace" -d scope
 complete -c gemini-split -n '_shtab_gemini_split_using; and test $_shtab_gemini_split_npos -eq 0' -a restore -d 'Without ID: the checkpoints of this workspace, oldest first (one is made before each file edit the agent makes when general.checkpointing.enabled is true). With ID: show which files will change, ask, and put them back as they were before that edit — offline: no model call, no credentials. --propose-again then also rewinds the session'"'"'s conversation to that tool call and has it proposed again (as /restore ID does in the REPL; approved as in a one-shot run: --approval-mode, --allowed-tools), which continues the conversation with the model. With --tools server the checkpoints are the server'"'"'s, of the session --resume names.'

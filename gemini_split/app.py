@@ -139,14 +139,14 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
         run_on=options.tools,
         project=options.project,
     )
-    tools = with_extensions(tools, env)
+    tools = with_extensions(tools, env, only=options.extensions, trusted=loaded.trusted)
     caller, send_api_key = None, False
     if server is not None and server.startswith("unix:"):
         caller = local_caller(env, model)
     elif options.send_api_key:
         caller, send_api_key = sent_api_key(env, server), True
     restart_server = None
-    if server is not None and _names_local_daemon(server_arg, env):
+    if server is not None and names_local_daemon(server_arg, env):
         restart_server = partial(_local_daemon_address, env)
     settings = ClientSettings(
         endpoint=Endpoint(server=server, connect=connect, reconnect_timeout=options.reconnect_timeout,
@@ -180,17 +180,24 @@ def _plan_place(plan: PlanSettings, env: Environment, project: Path) -> PlanPlac
     return PlanPlace(fixed=path)
 
 
-def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
+def with_extensions(tools: ToolSettings, env: Environment, *, only: tuple[str, ...] | None = None,
+                    trusted: bool = False) -> ToolSettings:
     """``tools`` with the installed extensions (``~/.gemini/extensions``):
     the active ones' MCP servers (a server of settings.json with the same
     name wins, as in gemini-cli) and excluded tools merged in, and the set
-    itself for their context files and commands. Each extension or entry
-    left out is said in one line."""
+    itself for their context files and commands (their settings' values
+    from the workspace's ``.env`` too when the folder is ``trusted``).
+    ``only`` (``-e``): just these are active; a name not installed is a
+    ConfigurationError. Each
+    extension or entry left out is said in one line."""
     if not (env.config_dir / "extensions").is_dir():
+        _refuse_unknown_extensions(only or (), [])
         return tools  # none installed: their module is not even loaded (the thin -p path)
-    from gemini_split.userfiles.extensions import load_extensions  # lazy_imports.EDGES
+    from gemini_split.userfiles.extensions import load_extensions, unknown_names  # lazy_imports.EDGES
 
-    found = load_extensions(env.config_dir, tools.workspace, home=_home_dir(env))
+    found = load_extensions(env.config_dir, tools.workspace, home=_home_dir(env), only=only,
+                            workspace_settings=trusted)
+    _refuse_unknown_extensions(unknown_names(found, only or ()), list(found.extensions))
     servers = dict(tools.mcp_servers)
     for name, raw in found.mcp_servers().items():
         if name in servers:
@@ -207,6 +214,14 @@ def with_extensions(tools: ToolSettings, env: Environment) -> ToolSettings:
     return msgspec.structs.replace(
         tools, extensions=found, mcp_servers=servers,
         exclude_tools=tuple(dict.fromkeys([*tools.exclude_tools, *found.exclude_tools()])))
+
+
+def _refuse_unknown_extensions(unknown: Iterable[str], installed: list[str]) -> None:
+    """``-e NAME`` of an extension that is not installed: refused, not ignored."""
+    unknown = [name for name in unknown if name.lower() != "none"]
+    if unknown:
+        raise ConfigurationError(f"Extension not found: {', '.join(unknown)} (-e/--extensions; installed: "
+                                 f"{', '.join(installed) or 'none'}; gemini-split -l lists them)")
 
 
 def _home_dir(env: Environment) -> Path:
@@ -520,7 +535,7 @@ def resolve_server_address(value: str | None, env: Environment) -> str | None:
     raise ConfigurationError(f"GEMINI_SERVER_MODE={mode!r}: use embedded, local or remote")
 
 
-def _names_local_daemon(server_arg: str | None, env: Environment) -> bool:
+def names_local_daemon(server_arg: str | None, env: Environment) -> bool:
     """Whether the server is the local daemon (``--server local``, or
     ``GEMINI_SERVER_MODE=local`` with no ``--server``)."""
     if server_arg:

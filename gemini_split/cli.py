@@ -35,7 +35,7 @@ from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.collector import paused_collection
 from gemini_split.userfiles.env_files import load_env_file
 from gemini_split.environment import Environment
-from gemini_split.errors import ConfigurationError
+from gemini_split.errors import ConfigurationError, WorktreeFailed
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.ui.output_formats import OUTPUT_FORMATS
 
@@ -198,14 +198,21 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # Whole option names only, as gemini-cli's: a subcommand's option
+        # (pair --list) must never be read as an abbreviation of ours
+        # (--list-sessions, --list-extensions), nor split_prompt_words differ.
+        allow_abbrev=False,
     )
     parser.add_argument("-v", "--version", action="version", version=f"gemini-split {__version__}")
     parser.add_argument("-p", "--prompt",
                         help="answer this prompt once and exit; piped stdin comes before it, and a pipe "
                              "that has sent nothing within 500 ms is ignored")
     parser.add_argument("-i", "--prompt-interactive", metavar="PROMPT",
-                        help="open the REPL and start with this prompt")
-    parser.add_argument("-m", "--model", help="Gemini model (default: $GEMINI_MODEL or gemini-2.5-flash)")
+                        help="open the REPL and start with this prompt (refused, exit 42, when stdin is piped)")
+    parser.add_argument("-m", "--model",
+                        help="Gemini model, or an alias: pro, flash, flash-lite, auto (here one model, "
+                             "gemini-3.1-pro-preview: gemini-cli's auto asks a router model per prompt, "
+                             "gemini-split makes no such call) (default: $GEMINI_MODEL or gemini-2.5-flash)")
     parser.add_argument("-o", "--output-format", choices=OUTPUT_FORMATS,
                         help="one-shot output: text (default), json, or stream-json "
                              "(default: output.format in settings.json, else text)")
@@ -279,6 +286,15 @@ def _add_gemini_cli_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-trust", action="store_true",
                         help="trust the current folder for this run (its .gemini/settings.json and "
                              "GEMINI.md files apply)")
+    parser.add_argument("-w", "--worktree", nargs="?", const="", metavar="NAME",
+                        help="start in a new git worktree, .gemini/worktrees/NAME on branch worktree-NAME, "
+                             "made from the current commit and kept at exit (default NAME: the time and "
+                             "4 random characters); needs experimental.worktrees in settings.json")
+    parser.add_argument("-e", "--extensions", action="append", metavar="NAME",
+                        help="use only these installed extensions for this run (repeat or separate with "
+                             "commas; 'none': none); default: those enabled for this folder")
+    parser.add_argument("-l", "--list-extensions", action="store_true",
+                        help="list the installed extensions and exit")
     parser.add_argument("--screen-reader", action="store_true",
                         help="plain output for screen readers: no spinner or status line")
     parser.add_argument("--raw-output", action="store_true",
@@ -427,6 +443,9 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     except ConfigurationError as exc:
         env.warn(f"gemini-split: {exc}")
         return exit_status_for(exc)
+    except WorktreeFailed as exc:  # gemini-cli's words, whole
+        env.warn(str(exc))
+        return exit_status_for(exc)
     except KeyboardInterrupt as exc:
         env.warn("Interrupted.")
         return exit_status_for(exc)
@@ -490,6 +509,14 @@ def _check_rewind_flags(parser: argparse.ArgumentParser, args: argparse.Namespac
 
 
 def _run_client(args: argparse.Namespace, env: Environment) -> ExitStatus:
+    if args.list_extensions:
+        from gemini_split.commands.run_extensions import run_list_extensions
+
+        return run_list_extensions(env)
+    if args.worktree is not None:
+        from gemini_split.commands.enter_worktree import enter_worktree
+
+        env = enter_worktree(args, env)
     if args.acp:
         from gemini_split.commands.run_acp import run_acp
 

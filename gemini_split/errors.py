@@ -57,6 +57,11 @@ class BadCredentials(MissingApiKey):
     missing key)."""
 
 
+class WorktreeFailed(GeminiSplitError):
+    """The git worktree ``-w/--worktree`` asked for could not be made; the
+    text says why in git's words (exit status 1, as gemini-cli's)."""
+
+
 class ToolFailed(GeminiSplitError):
     """A tool could not do what was asked; the model is told why.
 

@@ -36,6 +36,7 @@ EDGES = {
     "gemini_split.commands.run_acp": "the ACP stack",
     "mcp": "the MCP SDK: only when MCP servers are configured, or mcp serve",
     "gemini_split.tools.mcp": "the MCP SDK",
+    "pydantic": "the MCP SDK's models: only when an IDE companion is connected to",
     "hypercorn": "mcp serve --http only",
     "gemini_split.server": "the server, from a thin client (-p through a daemon or --server)",
     "coredis": "the Redis client: serve --store redis:// only",
@@ -78,6 +79,13 @@ EDGES = {
     "gemini_split.ui.repl.commands.skills": "/skills (rich)",
     "gemini_split.ui.repl.shell_passthrough": "!command (rich)",
     "gemini_split.ui.repl.commands.restore": "/restore (the checkpoints and their git): not at the REPL's start",
+    "gemini_split.ui.repl.commands.hooks": "/hooks (the hooks' module): not at the REPL's start",
+    "gemini_split.ui.repl.commands.extensions": "/extensions (the extensions' module): not at the REPL's start",
+    "gemini_split.ui.repl.commands.trust": "/permissions trust: not at the REPL's start",
+    "gemini_split.ui.repl.commands.theme": "/theme (settings_edit): not at the REPL's start",
+    "gemini_split.ui.repl.commands.shells": "/shells: not at the REPL's start",
+    "gemini_split.ui.repl.commands.resume": "/resume's session browser: not at the REPL's start",
+    "gemini_split.ui.repl.commands.about": "/about, /bug and /docs (resource, platform): not at the REPL's start",
     "gemini_split.shell_split": "the bash splitter (dataclasses, shlex): only when a shell command is checked",
     "gemini_split.server.model.gemini": "google-genai: not for -m scripted",
     "gemini_split.server.model.scripted": "-m scripted only (json)",
@@ -95,6 +103,7 @@ EDGES = {
     "difflib": "a close-match suggestion or an edit's diff only, never on -p",
     "sysconfig": "only where ripgrep is looked for",
     "cryptography": "gemini_split.testing only",
+    "gemini_split.sdk": "the Python SDK: `import gemini_split` lends its names, loaded on first use",
 }
 
 #: Imports inside a function that break a real import cycle: (importing
@@ -122,7 +131,9 @@ SHELL_NEVER = ("trio", "gemini_split.protocol", "gemini_split.transport", "gemin
 #: Never imported by a one-shot ``-p``, embedded or through a daemon.
 ONESHOT_NEVER = ("prompt_toolkit", "rich.markdown", "gemini_split.ui.repl", "gemini_split_websocket", "wsproto",
                  "gemini_split_stdio", "gemini_split_grpc", "grpc", "mcp", "hypercorn", "opentelemetry",
-                 "gemini_split.telemetry.otel")
+                 "gemini_split.telemetry.otel", "gemini_split.sdk",
+                 # git worktrees: only with -w.
+                 "gemini_split.worktrees", "gemini_split.commands.enter_worktree")
 
 #: Never imported by the REPL on its way to the first prompt: what only one
 #: command needs is loaded when that command first runs.

@@ -51,6 +51,9 @@ class ClientOptions(msgspec.Struct, frozen=True, kw_only=True):
     #: ``-s/--sandbox[=MODE]`` (a bare ``-s`` is ``"auto"``) and ``--sandbox-network``.
     sandbox: str | None = None
     sandbox_network: bool = False
+    #: ``-e/--extensions``: the only installed extensions this run uses (names,
+    #: comma lists split; ``("none",)``: none); None: those enabled for the folder.
+    extensions: tuple[str, ...] | None = None
     #: ``--include-directories`` entries as given.
     include_directories: tuple[str, ...] = ()
     #: ``--max-turns``: embedded mode's model calls per prompt.

@@ -28,6 +28,7 @@ LAYERS = {
     "gemini_split.cli": 0,
     "gemini_split.__main__": 0,
     "gemini_split.commands": 1,
+    "gemini_split.sdk": 1,  # the Python SDK: a program's way in, as a command is the shell's
     "gemini_split.ui": 2,
     "gemini_split.acp": 2,  # a face, as the UI is
     "gemini_split.app": 3,
@@ -97,6 +98,8 @@ def _server_layer(module: str) -> tuple[str, int] | None:
 
 
 def _layer(module: str) -> tuple[str, int]:
+    if module == "gemini_split":  # the package's __init__: __version__, and the SDK's names lent lazily
+        return module, LAYERS["gemini_split.sdk"]
     for prefix, level in LAYERS.items():
         if module == prefix or module.startswith(prefix + "."):
             return prefix, level

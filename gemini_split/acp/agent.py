@@ -89,7 +89,7 @@ REWIND_NOT_SUPPORTED = ("/rewind is not supported over ACP (gemini-cli's ACP mod
 #: The thought every editor on a session gets when another client rewound it.
 REWOUND_NOTE = ("{by} rewound this session to before one of its prompts ({points} left): what is shown above is "
                 "no longer all part of the conversation; load the session again to see it as it is.\n")
-#: A sub-agent's call shows its last this many progress lines.
+#: A sub-agent's call shows its last this many steps (a line each).
 AGENT_LINES = 40
 _encoder = msgspec.json.Encoder()
 
@@ -356,36 +356,38 @@ class AcpSession:
 
     async def _on_agent(self, change: Any) -> None:
         """(1.4) A sub-agent is the tool call that started it (its
-        ``parent_call_id``): its progress — the tools it runs, its text, its
-        end — comes as that call's own ``tool_call_update`` content (the
-        last :data:`AGENT_LINES` lines), never as the main agent's message."""
+        ``parent_call_id``), never the main agent's message. Its text
+        streams as ``agent_thought_chunk``s (:func:`.updates.agent_text_chunk`):
+        ACP appends a chunk, so each carries only what is new. Its steps —
+        its start, the tools it runs, its end — are that call's
+        ``tool_call_update`` content, which ACP replaces whole: the last
+        :data:`AGENT_LINES` lines, each bounded, sent once a step."""
         agent = self.turn.agents.get(change.agent_id)
         if agent is None:
+            return
+        if isinstance(change, AgentOutput):
+            if not change.thought and change.text:
+                await self.update(u.agent_text_chunk(agent.parent_call_id, agent.agent_id, agent.tool_calls,
+                                                     change.text))
             return
         lines = self._agent_lines.setdefault(change.agent_id, [])
         update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": agent.parent_call_id}
         if isinstance(change, AgentBegan):
             update.update(status="in_progress", title=f"{agent.name}: {u.one_line(agent.task, 120)}",
                           _meta={"agentId": agent.agent_id, "agentName": agent.name, "model": agent.model})
-            lines.append(f"sub-agent {agent.name} on {agent.model}")
-        elif isinstance(change, AgentOutput):
-            if change.thought:
-                return
-            if lines and lines[-1].startswith("› "):
-                lines[-1] += change.text
-            else:
-                lines.append("› " + change.text)
+            lines.append(f"sub-agent {u.one_line(agent.name)} on {u.one_line(agent.model)}")
         elif isinstance(change, ToolCallStarted):
-            lines.append(f"↳ {change.name}: {u.tool_title(change.name, change.args)}")
+            lines.append(f"↳ {u.one_line(change.name)}: {u.tool_title(change.name, change.args)}")
         elif isinstance(change, ToolCallEnded):
-            lines.append(f"  {'✓' if change.error is None else '✗'} {change.name}"
-                         + (f": {change.error.message}" if change.error is not None else ""))
+            lines.append(f"  {'✓' if change.error is None else '✗'} {u.one_line(change.name)}"
+                         + (f": {u.one_line(change.error.message)}" if change.error is not None else ""))
         elif isinstance(change, AgentEnded):
-            lines.append(f"{agent.outcome}: {agent.summary}")
+            lines.append(f"{agent.outcome}: {u.one_line(agent.summary)}")
             self._agent_lines.pop(change.agent_id, None)
         else:
             return
-        update["content"] = [u.text_content("\n".join(lines[-AGENT_LINES:]))]
+        del lines[:-AGENT_LINES]
+        update["content"] = [u.text_content("\n".join(lines))]
         await self.update(update)
 
     def _finished_call(self, call_id: str, tool: str, status: str, result: Any) -> dict[str, Any]:

@@ -187,6 +187,18 @@ def text_chunk(kind: str, text: str) -> dict[str, Any]:
     return {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
 
 
+def agent_text_chunk(call_id: str, agent_id: int, message: int, text: str) -> dict[str, Any]:
+    """A sub-agent's text, ``agent_thought_chunk`` by ``agent_thought_chunk``:
+    ACP appends a chunk to the message its ``messageId`` names (a tool call's
+    content it can only replace whole), so only what is new is sent.
+    ``messageId`` is the call that runs the sub-agent and which of its
+    messages this is (``message``: one per model reply, counted by its tool
+    calls so far); ``_meta`` names the call (``toolCallId``) and the
+    sub-agent (``agentId``), for an editor that shows it under the call."""
+    return {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text},
+            "messageId": f"{call_id}/{message}", "_meta": {"toolCallId": call_id, "agentId": agent_id}}
+
+
 def history_updates(workspace: str, messages: list[dict[str, Any]] | tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
     """A stored conversation (Gemini ``Content`` objects) as the updates a
     client would have seen: user text, the model's thoughts and text, each

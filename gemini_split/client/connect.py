@@ -330,8 +330,8 @@ def _hook_runner(settings: ClientSettings, on_notice: Callable[[str], None] | No
         if on_notice is not None and line not in _SAID:
             _SAID.add(line)
             on_notice(line.removeprefix("gemini-split: "))
-    if not hook_set.active():
-        return None
+    if not hook_set.enabled or not hook_set.hooks:
+        return None  # (a runner whose hooks are all disabled stays: /hooks enable turns one on)
 
     def notify(line: str) -> None:
         if on_notice is not None:

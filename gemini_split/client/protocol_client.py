@@ -42,6 +42,7 @@ from gemini_split.protocol import (
     SessionInfo,
     Sessions,
     ASK_USER_CAPABILITY,
+    TYPED_PROMPT_LIMIT,
     GetSystemPrompt,
     SystemPrompt,
     Pair,
@@ -73,6 +74,7 @@ from gemini_split.protocol import (
     RequestStarted,
     RequestState,
 )
+from gemini_split.agent_invocation import AGENT_TOOL
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
 from gemini_split.policy.rules import DEFAULT_TIER, Decision
 from gemini_split.stamping import stamp
@@ -455,11 +457,13 @@ class ProtocolClient:
 
     async def run_turn(self, prompt: str, *, model: str | None = None,
                        attachments: tuple[Attachment, ...] = (),
-                       context: SessionContext | None = None) -> TurnOutcome:
+                       context: SessionContext | None = None, typed: str = "") -> TurnOutcome:
         """Send a prompt (with ``attachments`` as inline data) and wait until
         the server finishes it (or fails). Events reach ``on_event`` meanwhile.
         ``context`` (context files, approval mode, first-turn environment)
-        replaces the session's.
+        replaces the session's. ``typed``: what the user typed when
+        ``prompt`` is its expansion (a custom command), which every client
+        and the session's title show as the prompt (1.6).
 
         With ``hooks`` (a ``userfiles.hooks.HookRunner``): ``BeforeAgent`` runs
         first (a deny or ``continue: false`` ends the turn unsent, with an
@@ -470,7 +474,8 @@ class ProtocolClient:
         times)."""
         hooks = self.hooks
         if hooks is None:
-            return await self._run_turn(prompt, model=model, attachments=attachments, context=context, user=prompt)
+            return await self._run_turn(prompt, model=model, attachments=attachments, context=context, user=prompt,
+                                        typed=typed)
         before = await hooks.fire("BeforeAgent", {"prompt": prompt})
         if before.denied or before.stopped:
             why = before.reason if before.denied else before.stop_reason
@@ -483,7 +488,8 @@ class ProtocolClient:
             sent = f"{sent}\n\n{before.additional_context}"
         if self.pending_hook_context:
             sent, self.pending_hook_context = f"{self.pending_hook_context}\n\n{sent}", ""
-        outcome = await self._run_turn(sent, model=model, attachments=attachments, context=context, user=prompt)
+        outcome = await self._run_turn(sent, model=model, attachments=attachments, context=context, user=prompt,
+                                       typed=typed)
         retried = False
         for _ in range(MAX_HOOK_RETRIES):
             if outcome.finished is None or outcome.cancelled or not hooks.has("AfterAgent"):
@@ -498,9 +504,11 @@ class ProtocolClient:
 
     async def _run_turn(self, prompt: str, *, model: str | None = None,
                         attachments: tuple[Attachment, ...] = (),
-                        context: SessionContext | None = None, user: str | None = None) -> TurnOutcome:
+                        context: SessionContext | None = None, user: str | None = None,
+                        typed: str = "") -> TurnOutcome:
         """``user``: the prompt as the user typed it (telemetry's
-        ``gemini_cli.user_prompt``); None for a hook's prompt."""
+        ``gemini_cli.user_prompt``); None for a hook's prompt. ``typed``:
+        see :meth:`run_turn`."""
         if self.before_turn is not None:
             await self.before_turn()
         if self._announced_mode is not None and self.executor.policy.mode is not self._announced_mode:
@@ -516,7 +524,8 @@ class ProtocolClient:
             context = msgspec.structs.replace(context, agents=tuple(
                 msgspec.structs.replace(a, mcp_tools=own(a.name)) if a.kind == "local" and own(a.name) else a
                 for a in context.agents))
-        request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments, context=context))
+        request = stamp(GenerateContentRequest(prompt=prompt, model=model, attachments=attachments, context=context,
+                                               typed=typed[:TYPED_PROMPT_LIMIT]))
         session_id = self.connected.session_id if self.connected is not None else None
         self.executor.session_id = session_id
         if user is not None:
@@ -526,17 +535,20 @@ class ProtocolClient:
     def _judged_agents(self, agents: tuple) -> tuple:
         """(1.5) ``agents`` as the policy (now, in the current approval
         mode) lets the main agent delegate to them: one a policy rule denies
-        by name (gemini-cli's "sub-agent name as toolName") carries that
-        rule's message in ``denied`` for the server to refuse its call with
-        (a server older than 1.5, which would run it anyway, is not sent it:
-        its ``Connection`` leaves it out)."""
+        — by its name (gemini-cli's "sub-agent name as toolName"), or as
+        gemini-cli 0.61's ``invoke_agent`` with its ``agent_name``
+        (:mod:`gemini_split.agent_invocation`) — carries that rule's message
+        in ``denied`` for the server to refuse its call with (a server older
+        than 1.5, which would run it anyway, is not sent it: its
+        ``Connection`` leaves it out). Judged before the prompt is sent, an
+        ``argsPattern`` sees ``agent_name`` only."""
         policy = getattr(self.executor, "policy", None)
         engine = getattr(policy, "engine", None)
         if engine is None:
             return agents
         judged = []
         for agent in agents:
-            verdict = engine.decide(agent.name, {}, policy.mode)
+            verdict = engine.decide(AGENT_TOOL, {"agent_name": agent.name}, policy.mode)
             # The approval modes' own rules (plan mode denies what is not
             # read-only) are not about delegating: only a rule of the user's.
             if verdict.decision is not Decision.DENY or verdict.rule is None \

@@ -32,6 +32,7 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
         admin_policy=tuple(args.admin_policy or ()),
         sandbox=args.sandbox,
         sandbox_network=args.sandbox_network,
+        extensions=_extension_names(args.extensions),
         include_directories=tuple(args.include_directories),
         max_turns=args.max_turns,
         skip_trust=args.skip_trust,
@@ -42,6 +43,14 @@ def client_options(args: argparse.Namespace) -> ClientOptions:
         session_id=args.session_id,
         prompt_interactive=args.prompt_interactive,
     )
+
+
+def _extension_names(given: list[str] | None) -> tuple[str, ...] | None:
+    """``-e a,b -e c`` → ``("a", "b", "c")``; only empty names (``-e ""``)
+    leave none enabled, as in gemini-cli."""
+    if given is None:
+        return None
+    return tuple(n.strip() for value in given for n in value.split(",") if n.strip()) or ("none",)
 
 
 def server_tools_options(args: argparse.Namespace) -> ServerToolsOptions:

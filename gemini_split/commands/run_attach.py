@@ -58,6 +58,8 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
 
     out = env.stdout
     follower = None if as_json else Follower(make_console(out, env.environ), live=True)
+    if follower is not None:
+        follower.hold()  # the replay goes under the line saying who this is
 
     async def on_event(event: ServerEvent) -> None:
         if follower is not None:
@@ -74,11 +76,14 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
                 if follower is not None and connected is not None:
                     # Who this is, apart from who else is here: a label the
                     # server gave ("client 1") is never read as someone else's.
+                    follower.me = connected.label
                     follower.attached = [(c.label, c.role) for c in connected.attached]
                     others = follower.summary(excluding=connected.label)
                     env.warn(f"Attached to session {connected.session_id} as {visible(connected.label)} (watching); "
                              f"{'also attached: ' + others if others else 'nobody else is attached'}. "
                              "Ctrl-C leaves.")
+                if follower is not None:
+                    follower.release()
                 interrupted = False
                 async with trio.open_nursery() as nursery:
                     async def stop_on_signal() -> None:
@@ -90,6 +95,8 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
                     nursery.start_soon(stop_on_signal)
                     await client.wait_closed()
                     nursery.cancel_scope.cancel()
+                if follower is not None:
+                    follower.close()
                 if interrupted:
                     return ExitStatus.INTERRUPTED
                 env.warn(f"gemini-split attach: {client.closed_reason or 'the connection ended'}")
@@ -99,6 +106,9 @@ async def _follow(settings: Any, embedded: Any, env: Environment, as_json: bool)
         message, _, status = describe_connect_error(exc)
         env.warn(f"gemini-split attach: {message}")
         return status
+    finally:
+        if follower is not None:
+            follower.close()  # a running sub-agent's region goes (idempotent), the cursor comes back
 
 
 def _host_label() -> str:

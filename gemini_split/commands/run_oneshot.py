@@ -45,6 +45,11 @@ CANCEL_GRACE = 3.0
 STDIN_WAIT = 0.5
 #: Piped input beyond this is cut off with a warning (gemini-cli's 8 MiB).
 MAX_STDIN_BYTES = 8 * 1024 * 1024
+#: Why ``-i`` is refused with piped stdin (gemini-cli's words and exit 42).
+PIPED_INTERACTIVE = ("the --prompt-interactive (-i) flag cannot be used when input is piped from stdin; "
+                     "use -p to answer once with the piped input")
+#: The stderr line for a prompt of whitespace only, which is not sent.
+BLANK_PROMPT = "gemini-split: the prompt is only whitespace; nothing was sent to the model"
 
 
 def read_prompt(args: argparse.Namespace, env: Environment) -> str | None:
@@ -52,11 +57,16 @@ def read_prompt(args: argparse.Namespace, env: Environment) -> str | None:
 
     The prompt words (``gemini-split "question"``) are gemini-cli's positional
     prompt: one-shot when stdin or stdout is not a terminal (or ``$CI`` is
-    set), else the REPL's first prompt, like ``-i``.
+    set), else the REPL's first prompt, like ``-i``. ``-i`` with stdin not
+    a terminal is refused (:class:`BadInput`, exit 42), as gemini-cli does:
+    the REPL reads the terminal, and piped text would be lost.
 
     Piped stdin is read whole: with ``-p`` it comes first and the prompt
     after it (as gemini-cli does), and a pipe that has produced nothing
-    within :data:`STDIN_WAIT` is ignored; without ``-p`` it is the prompt."""
+    within :data:`STDIN_WAIT` is ignored; without ``-p`` it is the prompt.
+    No input at all (empty stdin, an empty ``-p``) is :class:`BadInput`;
+    input of whitespace only is returned as it is (:func:`run_oneshot`
+    sends nothing for it)."""
     query = " ".join(getattr(args, "query", None) or []).strip() or None
     interactive = getattr(args, "prompt_interactive", None)
     if query and args.prompt is not None:
@@ -71,6 +81,8 @@ def read_prompt(args: argparse.Namespace, env: Environment) -> str | None:
             return None
         args.prompt = query
     if interactive is not None:
+        if not env.stdin_isatty:
+            raise BadInput(PIPED_INTERACTIVE)
         if not interactive.strip():
             raise BadInput("the prompt given to -i/--prompt-interactive is empty")
         return None
@@ -78,14 +90,14 @@ def read_prompt(args: argparse.Namespace, env: Environment) -> str | None:
     if not env.stdin_isatty and env.stdin is not None:
         piped = _read_stdin(env, wait=STDIN_WAIT if args.prompt is not None else None)
     if args.prompt is not None:
-        prompt = f"{piped.rstrip()}\n\n{args.prompt}" if piped.strip() else args.prompt
-    elif piped.strip():
+        prompt = f"{piped.rstrip()}\n\n{args.prompt}" if piped.strip() else args.prompt or piped
+    elif piped:
         prompt = piped
     elif not env.stdin_isatty:
         raise BadInput("no prompt: standard input was empty and -p was not given")
     else:
         return None
-    if not prompt.strip():
+    if not prompt:
         raise BadInput("the prompt is empty")
     return prompt
 
@@ -149,7 +161,15 @@ def run_oneshot(args: argparse.Namespace, env: Environment, prompt: str) -> Exit
     """Answer ``prompt`` once. With ``-o json``, a failure before the answer
     starts (no key, bad settings, a bad flag value) is still the JSON
     object a script parses, with its ``error`` and exit code (also printed
-    on stderr as a line, as without JSON)."""
+    on stderr as a line, as without JSON).
+
+    A prompt of whitespace only (``echo "  " | gemini-split``) asks
+    nothing: exit 0 with nothing on stdout and :data:`BLANK_PROMPT` on
+    stderr, without a model call (gemini-cli sends it, and exits 0 with
+    whatever the model made of it)."""
+    if not prompt.strip():
+        env.warn(BLANK_PROMPT)
+        return ExitStatus.SUCCESS
     try:
         return _run_oneshot(args, env, prompt)
     except ConfigurationError as exc:
@@ -228,9 +248,11 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                         nursery.start_soon(_spin, renderer.status)
                     if settings.session.resume and not settings.session.attach and settings.tools.run_on == "client":
                         await _say_if_started_elsewhere(client, settings, renderer.stderr)
+                    typed = ""
                     if command is not None:
                         from gemini_split.ui.command_expansion import CommandFailed
 
+                        typed = command[1]  # as typed, without the piped input in front
                         try:
                             prompt, attachments = await _expand_command(prompt, command, client, renderer)
                         except CommandFailed as exc:
@@ -239,7 +261,8 @@ async def _oneshot(settings: ClientSettings, embedded: AgentService | None, rend
                         prompt, attachments = await _attach_references(prompt, client, renderer)
                     if failed is None:
                         outcome = await client.run_turn(prompt, model=model if settings.endpoint.server else None,
-                                                        attachments=attachments, context=settings.context.message)
+                                                        attachments=attachments, context=settings.context.message,
+                                                        typed=typed)
                     nursery.cancel_scope.cancel()
     except AuthenticationFailed as exc:
         return renderer.finish(error_code=ErrorCode.UNAUTHORIZED.value, error_message=str(exc))

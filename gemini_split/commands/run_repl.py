@@ -8,6 +8,7 @@ prompt-toolkit and rich are imported here, never on the one-shot path.
 from __future__ import annotations
 
 import argparse
+import shlex
 
 import trio
 
@@ -18,6 +19,7 @@ from gemini_split.exit_status import ExitStatus
 from gemini_split.userfiles.folder_trust import project_files, record_trust
 from gemini_split.userfiles.settings import load_settings, trust_rule
 from gemini_split.ui.safe_text import visible
+from gemini_split.worktrees import exit_footer, worktree_at
 
 
 def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:
@@ -28,8 +30,25 @@ def run_repl(args: argparse.Namespace, env: Environment) -> ExitStatus:
     embedded = embedded_service_for(options, env, settings)
     from gemini_split.ui.repl.loop import Repl
 
+    repl = Repl(options, env, settings, embedded=embedded)
     with client_telemetry(settings, env, interactive=True, debug=bool(getattr(args, "debug", False))):
-        return trio.run(Repl(options, env, settings, embedded=embedded).run)
+        status = trio.run(repl.run)
+    say_worktree(env, repl.session_id, repl.settings.endpoint.server, repl.server_label)
+    return status
+
+
+def say_worktree(env: Environment, session_id: str | None, server: str | None, server_label: str) -> None:
+    """gemini-cli's words at exit in a worktree of ``-w`` (made now, or one
+    the REPL was started in): how to come back to the session there, and
+    how to remove the worktree. ``server``: the address of the session's
+    server (None: embedded), shown as ``server_label``."""
+    worktree = worktree_at(env.cwd)
+    if worktree is None:
+        return
+    command = "gemini-split" + (f" --resume {shlex.quote(session_id)}" if session_id else "")
+    if server is not None and not server.startswith("unix:"):  # the local daemon shares embedded's sessions
+        command += f" --server {shlex.quote(server_label.partition('?')[0])}"  # never a token in a query
+    print(exit_footer(worktree, command), file=env.stdout, flush=True)
 
 
 TRUST_CHOICES = [

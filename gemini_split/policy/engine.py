@@ -52,6 +52,8 @@ from typing import Any
 
 import msgspec
 
+from gemini_split.agent_invocation import names
+
 from .builtin import default_rules
 from .rules import SHELL_ALIASES, SHELL_TOOL, Decision, Rule, Verdict, normalize_mode, stable_args
 
@@ -66,6 +68,9 @@ class _Call(msgspec.Struct, frozen=True):
     trusted: bool
     server_name: str | None
     subagent: str | None = None
+    #: Other names a rule's ``toolName`` matches this call by (a sub-agent's,
+    #: for ``invoke_agent``: :func:`gemini_split.agent_invocation.names`).
+    aliases: tuple[str, ...] = ()
 
 
 class Policy:
@@ -115,13 +120,15 @@ class Policy:
         ``mcpName``); ``executes_later``: the call edits a file that runs
         code later (what it is, for the question); ``subagent``: the
         sub-agent that makes the call (its name; None: the main agent), for
-        rules with ``subagent``.
+        rules with ``subagent``. A call of ``invoke_agent`` (gemini-cli's
+        delegation) is matched by its ``agent_name`` too, as gemini-cli
+        does: a rule naming the sub-agent as its ``toolName`` applies.
 
         ``ASK_USER`` with no one to ask is the caller's to refuse. Raises
         :class:`ValueError` for an unknown mode."""
         name = SHELL_TOOL if tool_name in SHELL_ALIASES else tool_name
         call = _Call(name, normalize_mode(mode), interactive, getattr(kind, "value", kind), trusted, server_name,
-                     subagent or None)
+                     subagent or None, names(name, args)[1:])
         if name == SHELL_TOOL and isinstance(args, dict) and isinstance(args.get("command"), str):
             verdict = self._decide_shell(call, args["command"], args)
         else:
@@ -148,9 +155,10 @@ class Policy:
         return None
 
     def _applicable(self, call: _Call) -> list[Rule]:
-        return [r for r in self._rules if r.applies(call.tool_name, call.mode, interactive=call.interactive,
-                                                    kind=call.kind, trusted=call.trusted,
-                                                    server_name=call.server_name, subagent=call.subagent)]
+        return [r for r in self._rules if any(
+            r.applies(name, call.mode, interactive=call.interactive, kind=call.kind, trusted=call.trusted,
+                      server_name=call.server_name, subagent=call.subagent)
+            for name in (call.tool_name, *call.aliases))]
 
     def _decide_plain(self, call: _Call, args: Any) -> Verdict:
         text: str | None = None

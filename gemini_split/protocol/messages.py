@@ -109,6 +109,13 @@ AGENT_MCP_SINCE = (1, 5)
 #: request's tools and mode until the next request; an older client is not
 #: told.
 MODE_SWITCH_SINCE = (1, 6)
+#: (1.6) The minor version from which a prompt says what its user typed
+#: when that is not its text (``GenerateContentRequest.typed``: a custom
+#: command as typed): the session's title and ``request_started.prompt``
+#: show it. An older server is sent the prompt without it.
+TYPED_PROMPT_SINCE = (1, 6)
+#: (1.6) The most characters ``GenerateContentRequest.typed`` carries.
+TYPED_PROMPT_LIMIT = 4096
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -594,12 +601,17 @@ class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_o
     ``model`` overrides the session's model for this and later requests.
     ``attachments`` (1.1, optional) go to the model as inline data after the
     prompt's text; ``context`` (optional), when given, replaces the
-    session's :class:`SessionContext` for this and later requests."""
+    session's :class:`SessionContext` for this and later requests.
+    ``typed`` (1.6, optional): what the user typed, when the prompt is its
+    expansion (a custom command: ``/git:show s t``); shown as the prompt
+    (the session's title, ``request_started.prompt``), never sent to the
+    model."""
 
     prompt: str
     model: str | None = None
     attachments: tuple[Attachment, ...] = ()
     context: SessionContext | None = None
+    typed: Annotated[str, Meta(max_length=TYPED_PROMPT_LIMIT)] = ""
 
 
 class ToolExecutionResponse(ClientMessage, tag="tool_execution_response", kw_only=True):

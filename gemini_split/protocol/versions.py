@@ -61,6 +61,7 @@ from .messages import (
     SYSTEM_PROMPT_SINCE,
     TOOL_HOOKS_CAPABILITY,
     TOOL_HOOKS_SINCE,
+    TYPED_PROMPT_SINCE,
     AgentFinished,
     ApprovalModeChanged,
     AgentStarted,
@@ -205,12 +206,18 @@ SINCE: tuple[Since, ...] = (
     Since(SYSTEM_PROMPT_SINCE, GenerateContentRequest, "context.system_prompt", "convert",
           about=lambda m: m.context is not None and m.context.system_prompt is not None,
           convert=_without_system_prompt),
+    # An older server titles the session by the prompt's text, as before.
+    Since(TYPED_PROMPT_SINCE, GenerateContentRequest, "typed", "convert", about=lambda m: bool(m.typed),
+          convert=lambda m: replace(m, typed="")),
 )
 
 #: The capabilities a client lists in ``hello`` that count only from a version.
 CAPABILITIES_SINCE: dict[str, Version] = {TOOL_HOOKS_CAPABILITY: TOOL_HOOKS_SINCE, ASK_USER_CAPABILITY: ASK_USER_SINCE}
 
 _NEWEST: Version = max(row.version for row in SINCE)
+#: The newest row about what a server sends: a client of that version is
+#: sent every text as it is (the replay and relay decode nothing for it).
+_NEWEST_FROM_SERVER: Version = max(row.version for row in SINCE if row.message.SENDER == "server")
 _BY_TYPE: dict[type, tuple[Since, ...]] = {
     cls: tuple(row for row in SINCE if row.message is cls) for cls in dict.fromkeys(row.message for row in SINCE)}
 _BY_TAG = {cls.TYPE: rows for cls, rows in _BY_TYPE.items()}
@@ -262,7 +269,7 @@ def adapted_text(text: str, version: Version) -> str | None:
     ``type`` tag first; marked ``replayed`` or not): the same text when it
     goes unchanged, its conversion encoded, or None. Decodes only the types
     :data:`SINCE` names, and only for an older peer."""
-    if version >= _NEWEST or not text.startswith(_TAG_START):
+    if version >= _NEWEST_FROM_SERVER or not text.startswith(_TAG_START):
         return text
     if text[len(_TAG_START):text.find('"', len(_TAG_START))] not in _BY_TAG:
         return text

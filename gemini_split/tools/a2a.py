@@ -63,6 +63,7 @@ class RemoteAgentTool(Tool):
     name). Kind ``network``: asked before it runs in default mode."""
 
     kind = ToolKind.NETWORK
+    invokes_agent = True
 
     def __init__(self, definition: Any, config: RemoteConfig, *, environ: Mapping[str, str] | None = None,
                  proxy: str | None = None):

@@ -51,6 +51,7 @@ from typing import Any, Protocol
 
 import msgspec
 
+from gemini_split.agent_invocation import AGENT_TOOL, invocation
 from gemini_split.policy import (  # noqa: F401  (Decision, Verdict, parse_allowed_tools re-exported)
     Decision,
     Policy,
@@ -66,6 +67,14 @@ from .base import Tool
 from .plans import plan_write_rule
 
 SHELL_TOOL = "run_shell_command"
+
+
+def seen_as(tool: Tool, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The tool name and arguments policy rules and the user's tool hooks
+    see for a call: the tool's own, or for a call that delegates to a
+    sub-agent (``tool.invokes_agent``), gemini-cli 0.61's ``invoke_agent``
+    with ``{"agent_name", "prompt"}`` (:mod:`gemini_split.agent_invocation`)."""
+    return (AGENT_TOOL, invocation(tool.name, args)) if tool.invokes_agent else (tool.name, args)
 
 
 class Answer(Enum):
@@ -162,9 +171,12 @@ class ApprovalPolicy:
         :func:`executes_later`); then it is asked about in every mode but
         yolo, whatever is allowed. ``interactive``: someone can be asked.
         ``agent``: the sub-agent that calls ("": the main agent), for rules
-        with ``subagent``."""
+        with ``subagent``. A call that delegates to a sub-agent
+        (``tool.invokes_agent``) is decided as gemini-cli's ``invoke_agent``
+        call of it, which rules naming either match."""
         server = getattr(getattr(tool, "server", None), "name", None)
-        return self.engine.decide(tool.name, args, self.mode, kind=tool.kind.value, interactive=interactive,
+        name, args = seen_as(tool, args)
+        return self.engine.decide(name, args, self.mode, kind=tool.kind.value, interactive=interactive,
                                   trusted=tool.trusted, server_name=server, executes_later=executes_later,
                                   subagent=agent or None)
 

@@ -64,6 +64,10 @@ class Tool(ABC):
     #: Runs without asking whatever the approval mode (an MCP server with
     #: ``trust: true``); a policy's deny still applies.
     trusted: bool = False
+    #: A call delegates to the sub-agent of this tool's name (a remote
+    #: agent's): policy rules and hooks see it as gemini-cli's
+    #: ``invoke_agent`` (:mod:`gemini_split.agent_invocation`).
+    invokes_agent: ClassVar[bool] = False
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)

@@ -20,11 +20,13 @@ import msgspec
 import trio
 
 from gemini_split import telemetry
+from gemini_split.agent_invocation import with_prompt
 from gemini_split.protocol import ServerEvent, ToolFailure, ToolSpec
 
-from .approval import Answer, ApprovalMode, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later
+from .approval import Answer, ApprovalMode, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later, seen_as
 from .local_events import LOCAL_TOOL_EVENTS, ToolEvents
 from .builtin import ask_user
+from .builtin.filesystem import edited_args, proposed_edit
 from .base import Tool, ToolContext, ToolFailed, ToolKind
 from .plans import PLAN_WRITE_TOOLS, PlanPlace, ensure_directory, is_plan_file, resolve_plan_path
 from .registry import ToolRegistry
@@ -130,6 +132,10 @@ class ToolExecutor:
         #: agent name → tool name → tool. Not in ``registry`` (never
         #: offered to the main model); run only for a call from that agent.
         self.agent_tools: dict[str, dict[str, Tool]] = {}
+        #: The IDE companion (a ``tools.ide.IdeCompanion``): edits that
+        #: need approval are reviewed as diffs in its editor while it is
+        #: connected. None: there is none.
+        self.ide: Any = None
         #: Where plan mode keeps this session's plans (:mod:`.plans`); None:
         #: no plan mode here (``general.plan.enabled: false``, a front end
         #: whose files are elsewhere), and no planning tools are offered.
@@ -293,7 +299,7 @@ class ToolExecutor:
             )
         args = tool.validate(args)
         args, plan_file = self._plan_target(tool, args)
-        verdict = await self._approve(call_id, tool, args, seen, agent)
+        verdict, args = await self._approve(call_id, tool, args, seen, agent)
         if self.hooks is not None:
             rewritten = await self._before_tool(tool, args)
             if rewritten != args:
@@ -301,8 +307,7 @@ class ToolExecutor:
                 # network allowance) and what the user approved: the
                 # rewritten arguments are decided (and asked about: a question
                 # of its own, a server takes one decision per call id) again.
-                args, verdict = rewritten, await self._approve(
-                    f"{call_id}.rewritten", tool, rewritten, seen, agent)
+                verdict, args = await self._approve(f"{call_id}.rewritten", tool, rewritten, seen, agent)
 
         checkpoint = target = None
         if self.checkpoints is not None and not plan_file:  # a plan is no project file
@@ -330,7 +335,7 @@ class ToolExecutor:
         if self.after_run is not None:
             result = await self.after_run(tool_name, args, result)
         if self.hooks is not None:
-            result = await self._after_tool(tool.name, args, result)
+            result = await self._after_tool(tool, args, result)
         return result
 
     def _plan_target(self, tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -356,9 +361,11 @@ class ToolExecutor:
         return args, True
 
     async def _approve(self, call_id: str, tool: Tool, args: dict[str, Any], seen: _CallSeen,
-                       agent: str = "") -> Any:
+                       agent: str = "") -> tuple[Any, dict[str, Any]]:
         """The approval policy's verdict on a call, asking the user (naming
-        the sub-agent ``agent`` that calls, if any) when it says so. Raises
+        the sub-agent ``agent`` that calls, if any) when it says so, and the
+        arguments to run it with: an edit reviewed in the IDE's editor
+        (:attr:`ide`) runs with the content accepted there. Raises
         :class:`ToolFailed` (``refused``) for a deny, a question nobody can
         answer, and the user's no. Notes in ``seen`` (telemetry) the
         arguments decided on and the decision: a hook's rewrite, approved
@@ -394,6 +401,9 @@ class ToolExecutor:
                 await self.hooks.fire("Notification", {
                     "notification_type": "ToolPermission", "message": f"{tool_name} needs your approval",
                     "details": {"tool_name": tool_name, "tool_input": args}}, target="ToolPermission")
+            reviewed = await self._review_in_editor(tool, args)
+            if reviewed is not None:
+                return verdict, reviewed
             answer = await self.asker.ask(ApprovalRequest(
                 call_id, tool, args, description,
                 reason=verdict.reason, always_scope=self.policy.always_scope(tool, args),
@@ -405,7 +415,27 @@ class ToolExecutor:
             if answer is Answer.ALWAYS:
                 seen.decision = "auto_accept"
                 self.policy.remember(tool, args)
-        return verdict
+        return verdict, args
+
+    async def _review_in_editor(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any] | None:
+        """An edit shown as a diff in the IDE's editor (gemini-cli's
+        ``openDiff``): the arguments that write what the user accepted
+        there, or :class:`ToolFailed` (``refused``) when rejected. None: no
+        editor to review it (not connected, not an edit, or the editor could
+        not open the diff): the user is asked here instead."""
+        ide = self.ide
+        if ide is None or not ide.can_diff or tool.name not in ("write_file", "replace"):
+            return None
+        real, old, new = await trio.to_thread.run_sync(proposed_edit, self.workspace, tool.name, args)
+        try:
+            content = await ide.review(real, new)
+        except RuntimeError as exc:
+            log.warning("the IDE could not show the diff of %s (%s): asking here", args["file_path"], exc)
+            return None
+        if content is None:
+            raise ToolFailed("refused", f"the user rejected the edit of {args['file_path']} in the IDE",
+                             "ask the user how to proceed")
+        return edited_args(tool.name, args, old, content)
 
     async def _before_edit(self, tool: Tool, args: dict[str, Any]) -> tuple[Any, Any]:
         """For an edit tool, with a journal: the journal and what it noted of
@@ -450,26 +480,33 @@ class ToolExecutor:
         """The BeforeTool hooks' verdict: raises :class:`ToolFailed` (code
         ``hook_denied``, the hooks' reason) for a deny or exit status 2,
         else returns the arguments with any ``hookSpecificOutput.tool_input``
-        merged over them (checked against the tool's schema again)."""
-        outcome = await self.hooks.fire("BeforeTool", {"tool_name": tool.name, "tool_input": args}, target=tool.name)
+        merged over them (checked against the tool's schema again). A call
+        of a sub-agent is shown as gemini-cli's ``invoke_agent``
+        (:func:`~.approval.seen_as`), and a rewrite of its ``prompt`` becomes
+        the agent's input."""
+        name, shown = seen_as(tool, args)
+        outcome = await self.hooks.fire("BeforeTool", {"tool_name": name, "tool_input": shown}, target=name)
         if outcome.denied or outcome.stopped:
             why = outcome.reason if outcome.denied else outcome.stop_reason
             raise ToolFailed("hook_denied", f"{tool.name} was blocked by the user's BeforeTool hook: {why}",
                              "do not retry this call unchanged; tell the user if you need it")
         rewrites = [r for r in outcome.specific("tool_input") if isinstance(r, dict)]
         if rewrites:
-            merged = dict(args)
+            merged = dict(shown)
             for rewrite in rewrites:
                 merged.update(rewrite)
+            if tool.invokes_agent:
+                merged = with_prompt(args, merged.get("prompt"), list(tool.parameters.get("properties") or ()))
             args = tool.validate(merged)
         return args
 
-    async def _after_tool(self, tool_name: str, args: dict[str, Any], result: Any) -> Any:
+    async def _after_tool(self, tool: Tool, args: dict[str, Any], result: Any) -> Any:
         """The result after the AfterTool hooks: replaced by their reason on
         a deny or exit status 2, with their ``additionalContext`` appended."""
+        name, shown = seen_as(tool, args)
         outcome = await self.hooks.fire("AfterTool", {
-            "tool_name": tool_name, "tool_input": args,
-            "tool_response": {"llmContent": result, "returnDisplay": result}}, target=tool_name)
+            "tool_name": name, "tool_input": shown,
+            "tool_response": {"llmContent": result, "returnDisplay": result}}, target=name)
         if outcome.denied:
             result = outcome.reason
         context = outcome.additional_context

@@ -17,6 +17,7 @@ client (:class:`_WireHooks`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -86,7 +87,9 @@ class LocalToolHost:
         #: Whether a person is asked (else: ``reject_dangerous``'s refusals,
         #: and a plan approved as gemini-cli approves one with nobody to ask).
         self.asks = spec.approval_mode != "reject_dangerous"
-        self.workspace = Workspace(spec.workspace)
+        # Who approves a call here is not in this directory: a shell call's
+        # "Run in" names it, not "." (the user's own, to them).
+        self.workspace = Workspace(spec.workspace, place=f"the server workspace {os.path.realpath(spec.workspace)}")
         self.registry = _offered(spec)
         self.policy = ApprovalPolicy(_POLICY_MODES[spec.approval_mode], policy=spec.policy)
         cap = getattr(spec, "max_approval_mode", "yolo")

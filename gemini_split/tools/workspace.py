@@ -31,10 +31,17 @@ class Workspace:
     (``--include-directories``) the tools may also use. Each is resolved
     once, at construction. Relative paths are relative to ``root``; a path
     in an included directory is shown relative to ``root`` too
-    (``../lib/x.py``), which resolves back to it."""
+    (``../lib/x.py``), which resolves back to it.
 
-    def __init__(self, root: str | os.PathLike[str], include: tuple[str | os.PathLike[str], ...] = ()):
+    ``place`` names the workspace for a person who is not in it (a
+    server's workspace: ``the server workspace /srv/…``); empty for the
+    user's own directory, whose paths a person reads relative to it
+    (:meth:`shown`)."""
+
+    def __init__(self, root: str | os.PathLike[str], include: tuple[str | os.PathLike[str], ...] = (), *,
+                 place: str = ""):
         self.root = Path(os.path.realpath(root))
+        self.place = place
         if not self.root.is_dir():
             raise NotADirectoryError(f"workspace {root} is not a directory")
         self.roots: tuple[Path, ...] = (self.root,)
@@ -158,6 +165,15 @@ class Workspace:
         """How to show a resolved path to the model: relative to the root."""
         rel = os.path.relpath(real_path, self.root)
         return "." if rel == "." else rel
+
+    def shown(self, real_path: Path) -> str:
+        """How to show a resolved path to the person approving a call: as
+        :meth:`relative` shows it in their own workspace; in another's
+        (``place``), with where that is (``sub in the server workspace …``)."""
+        rel = self.relative(real_path)
+        if not self.place:
+            return rel
+        return self.place if rel == "." else f"{rel} in {self.place}"
 
     # --- file access on resolved paths ------------------------------------
     #

@@ -8,12 +8,14 @@ from typing import Any
 from gemini_split.ui.safe_text import visible
 
 
-def list_lines(config_dir: Path, workspace: Path, home: Path, warn: Any = None) -> list[str]:
+def list_lines(config_dir: Path, workspace: Path, home: Path, warn: Any = None,
+               only: tuple[str, ...] | None = None) -> list[str]:
     """What ``extensions list`` (and ``/extensions list``) shows: gemini-cli's
-    layout, every value made safe for a terminal, secrets as ``***``."""
+    layout, every value made safe for a terminal, secrets as ``***``;
+    ``only``: the session's ``-e`` decides which are in use."""
     from gemini_split.userfiles.extensions import load_extensions, settings_shown
 
-    found = load_extensions(config_dir, workspace, home=home)
+    found = load_extensions(config_dir, workspace, home=home, only=only)
     if warn is not None:
         for problem in found.problems:
             warn(f"gemini-split: {visible(problem)}")

@@ -4,7 +4,8 @@ A :class:`Follower` turns session events that are not this client's own
 turn into terminal lines: who joined or left, another client's prompt, its
 answer, the tools it ran. Everything another client or the model wrote is
 shown through :func:`~gemini_split.ui.safe_text.visible`: an escape
-sequence in a prompt or an answer is displayed, never obeyed.
+sequence in a prompt or an answer is displayed, never obeyed. A client is
+named by its label, except this one, which is "you" (:func:`named`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
 from rich.text import Text
 
 from gemini_split.tools.builtin import ask_user
@@ -35,6 +37,16 @@ from .safe_text import visible
 
 #: Characters of a prompt shown in a heading.
 PROMPT_SHOWN = 200
+#: How a client's screen names the client itself.
+YOU = "you"
+
+
+def named(label: str, me: str | None) -> str:
+    """How the client labelled ``label`` is named on the screen of the
+    client labelled ``me`` (its ``connected.label``, which the server makes
+    unique among a session's clients): "you" for itself, else its label,
+    made inert ("" for none)."""
+    return YOU if me and label == me else visible(label, newlines=False)
 
 
 class Follower:
@@ -46,8 +58,12 @@ class Follower:
     written as it came: the terminal wraps it, never rich (an answer that is
     JSON stays copyable).
 
-    :meth:`hold` keeps what would be printed until :meth:`release` (the
-    REPL holds an attach's replay until its banner is out)."""
+    Live on a terminal, the running sub-agents are drawn at the bottom as
+    the REPL draws its own (:func:`~.render.agent_block`: the latest lines
+    of their text, bounded) until they end; :meth:`close` takes that away.
+
+    :meth:`hold` keeps the events until :meth:`release` (an attach's
+    replay waits for the banner, and for :attr:`me` to be known)."""
 
     def __init__(self, console: Console, *, live: bool):
         self.console = console
@@ -59,6 +75,9 @@ class Follower:
         self.attached: list[tuple[str, str]] = []
         #: The session ``attached`` is about (set by whoever fills it).
         self.session: str | None = None
+        #: This client's label (``connected.label``): what it did is said
+        #: as "you" (set by whoever connects).
+        self.me: str | None = None
         #: The other clients' turn being shown (their text waits here
         #: until a tool call or the end, unless live).
         self.turn = Turn()
@@ -68,35 +87,37 @@ class Follower:
         #: Not live: whether a line of the current text was printed already.
         self._printed_text = False
         self._held: list[Callable[[], None]] | None = None
+        #: Live on a terminal: the running sub-agents' region (None while none runs).
+        self._agents_live: Live | None = None
+        self._draws_agents = live and console.is_terminal and not console.is_dumb_terminal
 
     def hold(self) -> None:
-        """Keep everything shown from now on until :meth:`release`."""
+        """Keep every event from now on until :meth:`release`."""
         if self._held is None:
             self._held = []
 
     def release(self) -> None:
-        """Show what was held, in order, and stop holding."""
+        """Show the events held, in order, and stop holding."""
         held, self._held = self._held or [], None
         for show in held:
             show()
 
-    def _print(self, *objects: Any, **kwargs: Any) -> None:
-        def show() -> None:
-            if self._mid_line:
-                self.console.file.write("\n")
-                self._mid_line = False
-            self.console.print(*objects, **kwargs)
+    def named(self, label: str) -> str:
+        """``label`` as this client's screen says it: "you" for :attr:`me`."""
+        return named(label, self.me)
 
-        self._emit(show)
+    def _print(self, *objects: Any, **kwargs: Any) -> None:
+        if self._mid_line:
+            self.console.file.write("\n")
+            self._mid_line = False
+        self.console.print(*objects, **kwargs)
 
     def _write(self, text: str) -> None:
         """Streamed text, as it came (the terminal wraps it)."""
-        def show() -> None:
-            self.console.file.write(text)
-            self.console.file.flush()
-            self._mid_line = not text.endswith("\n")
-
-        self._emit(show)
+        self._stop_agents()  # text written as it comes cannot share the screen's bottom
+        self.console.file.write(text)
+        self.console.file.flush()
+        self._mid_line = not text.endswith("\n")
 
     def _end_line(self) -> None:
         if self._mid_line:
@@ -104,11 +125,34 @@ class Follower:
             self.console.file.flush()
             self._mid_line = False
 
-    def _emit(self, show: Callable[[], None]) -> None:
-        if self._held is not None:
-            self._held.append(show)
+    def _draw_agents(self) -> None:
+        """Live on a terminal: redraw the running sub-agents at the bottom
+        (printed lines go above them); gone when none runs."""
+        if not self._draws_agents:
+            return
+        from .render import agent_block
+
+        running = self.turn.running_agents() if self.turn.ended is None else []
+        if not running:
+            self._stop_agents()
+            return
+        view = Group(*(agent_block(agent, expandable=False) for agent in running))
+        if self._agents_live is None:
+            self._end_line()
+            self._agents_live = Live(view, console=self.console, refresh_per_second=10, transient=True,
+                                     redirect_stdout=False, redirect_stderr=False, vertical_overflow="ellipsis")
+            self._agents_live.start()
         else:
-            show()
+            self._agents_live.update(view)
+
+    def _stop_agents(self) -> None:
+        if self._agents_live is not None:
+            self._agents_live.stop()
+            self._agents_live = None
+
+    def close(self) -> None:
+        """Take the running sub-agents' region away (the watch is over)."""
+        self._stop_agents()
 
     def _stream(self, text: str) -> None:
         """Not live: print the model's text a whole line at a time as it
@@ -134,7 +178,14 @@ class Follower:
 
     def on_event(self, event: ServerEvent, *, own_request: str | None = None) -> None:
         """Show ``event`` unless it belongs to ``own_request`` (this
-        client's turn, rendered by its own view)."""
+        client's turn, rendered by its own view); kept for later while
+        held."""
+        if self._held is not None:
+            self._held.append(lambda: self._show(event, own_request))
+        else:
+            self._show(event, own_request)
+
+    def _show(self, event: ServerEvent, own_request: str | None) -> None:
         if isinstance(event, ClientsChanged):
             entry = (event.client.label, event.client.role)
             if event.replayed:
@@ -144,27 +195,34 @@ class Follower:
             elif entry in self.attached:
                 self.attached.remove(entry)
             watching = " (watching)" if event.client.role == "observer" else ""
-            self._print(Text(f"· {visible(event.client.label)}{watching} {event.change} · "
-                                    f"{event.clients} attached", style="dim"))
+            self._print(Text(f"· {self.named(event.client.label)}{watching} {event.change} · "
+                             f"{event.clients} attached", style="dim"))
             return
         if isinstance(event, Rewound):
             # One line: what was shown above that point is no longer part
             # of the conversation (a REPL redraws it under the line).
-            self._emit(self._end_line)
+            self._end_line()
+            self._stop_agents()
             self.turn = Turn()
             prompt = visible(" ".join(event.prompt.split())[:PROMPT_SHOWN], newlines=False)
             left = f"{event.points} prompt{'s' if event.points != 1 else ''} left"
             back = sum(1 for f in event.files if f.action in ("restored", "deleted"))
             files = f", {back} file{'s' if back != 1 else ''} put back" if back else ""
             how = "restored to before a tool call of" if event.repropose_call_id else "rewound to before"
-            self._print(Text(f"⟲ {visible(event.by) or 'someone'} {how}: {prompt} ({left}{files})", style="yellow"))
+            self._print(Text(f"⟲ {self.named(event.by) or 'someone'} {how}: {prompt} ({left}{files})", style="yellow"))
             return
         if event.request_id is not None and event.request_id == own_request:
             return
-        for change in self.turn.apply(event):
+        changes = self.turn.apply(event)
+        self._show_changes(changes)
+        if any(getattr(c, "agent_id", 0) or isinstance(c, TurnEnded) for c in changes):
+            self._draw_agents()
+
+    def _show_changes(self, changes: list[Any]) -> None:
+        for change in changes:
             if isinstance(change, TurnBegan):
                 prompt = visible(change.prompt[:PROMPT_SHOWN]) + ("…" if len(change.prompt) > PROMPT_SHOWN else "")
-                self._print(Text.assemble((f"» {visible(change.client) or 'someone'}: ", "bold cyan"), prompt))
+                self._print(Text.assemble((f"» {self.named(change.client) or 'someone'}: ", "bold cyan"), prompt))
             elif isinstance(change, TextAdded):
                 if self.live:
                     self._write(visible(change.text))
@@ -175,7 +233,7 @@ class Follower:
             elif isinstance(change, ApprovalDecided) and change.decision != "cancelled":
                 from .render import decision_said
 
-                self._print(Text(f"  {decision_said(change)}", style="dim"))
+                self._print(Text(f"  {decision_said(change, by=self.named(change.by))}", style="dim"))
             elif isinstance(change, ToolCallStarted | ToolCallRequested) and change.agent_id:
                 # (1.4) A sub-agent's call: nested under its agent, never the answer's text.
                 if not getattr(change, "handover", False):
@@ -199,7 +257,7 @@ class Follower:
             elif isinstance(change, TurnEnded) and change.request_id is not None:
                 self._flush()
                 if self.live:
-                    self._emit(self._end_line)
+                    self._end_line()
                 if change.reason == "error":
                     self._print(Text(f"  error ({visible(change.error_code or '')}): "
                                      f"{visible(change.error_message or '')}", style="red"))

@@ -55,30 +55,52 @@ from .safe_text import visible
 LIVE_WINDOW = 6
 #: Lines of a tool's output shown while it runs, and kept after it ends.
 TOOL_TAIL = 8
+#: Lines of a running sub-agent's latest text shown under its block.
+AGENT_TAIL = 3
+#: Characters of each of those lines shown: the last ones (the terminal's
+#: edge may cut a line sooner; the block never wraps).
+TAIL_LINE = 100
 #: Seconds between two markdown re-renders while text streams.
 RENDER_INTERVAL = 0.08
 
 
-#: gemini-cli's theme names (settings.json "ui.theme") and the code
-#: highlighting style each becomes here; None: no colour at all.
-THEMES: dict[str, str | None] = {
-    "default": "monokai", "default dark": "monokai", "ansi": "native", "atom one": "one-dark",
-    "ayu": "monokai", "dracula": "dracula", "github": "github-dark", "shades of purple": "paraiso-dark",
-    "default light": "default", "ansi light": "default", "ayu light": "friendly", "github light": "friendly",
-    "google code": "default", "xcode": "xcode", "no color": None, "nocolor": None, "no-color": None,
+#: gemini-cli's built-in themes (its ``cli/themes.md``; settings.json
+#: ``ui.theme``), in its order: name → (``dark`` | ``light``, the code
+#: highlighting style it becomes here). Text elsewhere is drawn in the
+#: terminal's own ANSI colours, which follow its light or dark palette.
+THEMES: dict[str, tuple[str, str]] = {
+    "ANSI": ("dark", "native"), "Atom One": ("dark", "one-dark"), "Ayu": ("dark", "monokai"),
+    "Default": ("dark", "monokai"), "Dracula": ("dark", "dracula"), "GitHub": ("dark", "github-dark"),
+    "Holiday": ("dark", "monokai"), "Shades Of Purple": ("dark", "paraiso-dark"),
+    "Solarized Dark": ("dark", "solarized-dark"), "Tokyo Night": ("dark", "nord"),
+    "ANSI Light": ("light", "default"), "Ayu Light": ("light", "friendly"), "Default Light": ("light", "default"),
+    "GitHub Light": ("light", "friendly"), "Google Code": ("light", "default"),
+    "Solarized Light": ("light", "solarized-light"), "Xcode": ("light", "xcode"),
 }
+#: gemini-cli's theme without colour: as ``NO_COLOR``.
+NO_COLOR_THEME = "NoColor"
+_OTHER_NAMES = {"default dark": "Default", "no color": NO_COLOR_THEME, "no-color": NO_COLOR_THEME}
+
+
+def theme_named(name: str) -> str | None:
+    """The theme ``name`` names (any case; gemini-cli's older names too), or None."""
+    key = name.strip().lower()
+    known = {n.lower(): n for n in (*THEMES, NO_COLOR_THEME)}
+    return known.get(key) or _OTHER_NAMES.get(key)
 
 
 def code_theme_for(theme: str | None) -> tuple[str | None, str | None]:
     """``(code highlighting style, warning)`` for a settings.json theme
-    name; an unknown name keeps the default and says so."""
+    name (None for the NoColor theme); an unknown name keeps the default
+    and says so."""
     if not theme:
         return "monokai", None
-    key = theme.strip().lower()
-    if key in THEMES:
-        return THEMES[key], None
-    known = ", ".join(sorted({name.title() for name in THEMES if name not in ("nocolor", "no-color")}))
-    return "monokai", f"settings.json: unknown ui.theme {theme!r}; using the default (known: {known})"
+    name = theme_named(theme)
+    if name == NO_COLOR_THEME:
+        return None, None
+    if name is not None:
+        return THEMES[name][1], None
+    return "monokai", f"settings.json: unknown ui.theme {theme!r}; using the default (known: {', '.join(THEMES)})"
 
 
 def make_console(stdout: IO[str], environ: Mapping[str, str]) -> Console:
@@ -527,16 +549,37 @@ def _agent_label(turn: Turn, agent_id: int) -> str:
     return visible(agent.name, newlines=False) if agent is not None else f"sub-agent {agent_id}"
 
 
-def agent_block(agent: AgentState) -> Text:
-    """A running sub-agent, collapsed: its name, what it runs now, its counts."""
-    text = Text("  └ ", style="dim")
+def agent_block(agent: AgentState, *, expandable: bool = True) -> Text:
+    """A running sub-agent, collapsed: its name, what it runs now, its
+    counts, and under them the last :data:`AGENT_TAIL` lines of the text it
+    is writing (each cut at the terminal's edge: the block's height never
+    grows with the text). The one view of a running sub-agent: the REPL's
+    own turn and ``attach --watch`` both draw it. ``expandable``: say that
+    Ctrl-T at the prompt shows it all (the REPL)."""
+    text = Text("  └ ", style="dim", no_wrap=True, overflow="ellipsis")
     text.append(visible(agent.name, newlines=False), style="bold magenta")
     if agent.tool:
         text.append(f" → {visible(agent.tool, newlines=False)}", style="cyan")
     else:
         text.append(" thinking…", style="dim")
-    text.append(f"  ({agent.tool_calls} tool calls · Ctrl-T at the prompt expands)", style="dim")
+    hint = " · Ctrl-T at the prompt expands" if expandable else ""
+    text.append(f"  ({agent.tool_calls} tool calls{hint})", style="dim")
+    for line in text_tail(agent.text, AGENT_TAIL):
+        text.append(f"\n    │ {visible(line, newlines=False)}", style="dim italic")
     return text
+
+
+def text_tail(text: str, lines: int) -> list[str]:
+    """The last ``lines`` non-blank lines of ``text``, each its last
+    :data:`TAIL_LINE` characters (the newest words of a line still being
+    written), with a ``…`` where something before was left out. Reads the
+    end of ``text`` only: the cost does not grow with it."""
+    end = text[-lines * (TAIL_LINE + 1):]
+    kept = [line for line in end.splitlines() if line.strip()]
+    shown = [line if len(line) <= TAIL_LINE else "…" + line[-TAIL_LINE:] for line in kept[-lines:]]
+    if shown and not shown[0].startswith("…") and (len(kept) > lines or len(end) < len(text)):
+        shown[0] = "…" + shown[0]
+    return shown
 
 
 def agent_summary(agent: AgentState) -> Text:
@@ -613,10 +656,11 @@ def _result_summary(result: Any) -> str:
     return f"{first}{more}"
 
 
-def decision_said(change: ApprovalDecided) -> str:
+def decision_said(change: ApprovalDecided, *, by: str | None = None) -> str:
     """How a settled approval question is said: who decided what
-    ("✓ approved by browser")."""
-    by = visible(change.by, newlines=False) or "another client"
+    ("✓ approved by browser"); ``by``: the decider as the screen names it
+    (:func:`gemini_split.ui.follow.named`), else its label."""
+    by = (visible(change.by, newlines=False) if by is None else by) or "another client"
     said = {"approve": f"✓ approved by {by}", "approve_always": f"✓ approved (always) by {by}",
             "deny": f"✗ refused by {by}", "expired": "✗ nobody approved it in time"}
     return said.get(change.decision, visible(change.decision, newlines=False))

@@ -11,7 +11,9 @@ The files are gemini-cli's own, so an extension installed by
   type ``local``, ``git`` or ``link`` (a linked extension's files stay at
   ``source``; only this file is in the extensions directory);
 * ``<name>/.env``: the values of the manifest's ``settings`` (``KEY=VALUE``
-  lines, gemini-cli's quoting);
+  lines, gemini-cli's quoting); in a trusted folder the workspace's
+  ``.env`` gives them too, and wins (``extensions config --scope
+  workspace`` writes there);
 * ``<config>/extensions/extension-enablement.json``: ``{name: {"overrides":
   ["/home/me/*", "!/home/me/project/*"]}}``; the last rule matching the
   workspace wins, enabled when none matches.
@@ -53,6 +55,8 @@ import msgspec
 from gemini_split import json_values
 from gemini_split.userfiles.env_files import read_env_file
 from gemini_split.files import read_bounded
+
+from .extension_templates import TEMPLATES
 
 EXTENSIONS_DIR = "extensions"
 MANIFEST = "gemini-extension.json"
@@ -181,10 +185,15 @@ def extensions_dir(config_dir: Path) -> Path:
 # Reading.
 
 
-def load_extensions(config_dir: Path, workspace: Path, *, home: Path | None = None) -> ExtensionSet:
+def load_extensions(config_dir: Path, workspace: Path, *, home: Path | None = None,
+                    only: Iterable[str] | None = None, workspace_settings: bool = False) -> ExtensionSet:
     """Every extension under ``config_dir/extensions``, each marked active
-    or not for ``workspace`` by the enablement file. Never raises for an
-    extension's files: a broken one is a line in ``problems``."""
+    or not for ``workspace`` by the enablement file, or, given ``only``
+    (``-e/--extensions``), by :func:`only_these`. ``workspace_settings``
+    (a trusted folder): the values ``workspace/.env`` gives their settings
+    win over their own ``.env``'s, as gemini-cli merges the two scopes.
+    Never raises for an extension's files: a broken one is a line in
+    ``problems``."""
     found = ExtensionSet()
     root = extensions_dir(config_dir)
     home = home or Path.home()
@@ -203,7 +212,7 @@ def load_extensions(config_dir: Path, workspace: Path, *, home: Path | None = No
             found.problems.append(f"{root}: more than {MAX_EXTENSIONS} extensions; the rest are not loaded")
             break
         try:
-            ext = read_extension(Path(entry.path), workspace)
+            ext = read_extension(Path(entry.path), workspace, workspace_settings=workspace_settings)
         except ValueError as exc:
             found.problems.append(f"extension {_shown(entry.name)}: {exc}; it is not loaded")
             continue
@@ -212,7 +221,7 @@ def load_extensions(config_dir: Path, workspace: Path, *, home: Path | None = No
                                   "it is not loaded")
             continue
         ext.enabled_user = enablement.is_enabled(ext.name, home)
-        ext.active = enablement.is_enabled(ext.name, workspace)
+        ext.active = only_these(ext.name, only) if only is not None else enablement.is_enabled(ext.name, workspace)
         for problem in enablement.problems:
             if problem not in found.problems:
                 found.problems.append(problem)
@@ -222,8 +231,24 @@ def load_extensions(config_dir: Path, workspace: Path, *, home: Path | None = No
     return found
 
 
-def read_extension(install_dir: Path, workspace: Path) -> Extension:
-    """One extension directory. Raises ValueError with the reason."""
+def only_these(name: str, only: Iterable[str]) -> bool:
+    """gemini-cli's ``-e`` rule: the extension ``name`` is used when
+    ``only`` names it (in any case), whatever the enablement file says;
+    ``none`` alone uses none."""
+    wanted = {n.lower() for n in only}
+    return wanted != {"none"} and name.lower() in wanted
+
+
+def unknown_names(found: ExtensionSet, only: Iterable[str]) -> list[str]:
+    """The names in ``only`` (``-e``) that no installed extension has
+    (``none`` is not a name)."""
+    installed = {name.lower() for name in found.extensions}
+    return [n for n in only if n.lower() != "none" and n.lower() not in installed]
+
+
+def read_extension(install_dir: Path, workspace: Path, *, workspace_settings: bool = False) -> Extension:
+    """One extension directory (``workspace_settings``: see
+    :func:`load_extensions`). Raises ValueError with the reason."""
     metadata = _read_json_object(install_dir / INSTALL_METADATA, missing_ok=True)
     path = install_dir
     if metadata is not None and metadata.get("type") == "link":
@@ -233,7 +258,10 @@ def read_extension(install_dir: Path, workspace: Path) -> Extension:
         path = Path(source)
     raw = _read_json_object(path / MANIFEST)
     assert raw is not None
-    manifest = parse_manifest(raw, path, workspace, settings_env=_read_env_file(install_dir / SETTINGS_FILE))
+    values = _read_env_file(install_dir / SETTINGS_FILE)
+    if workspace_settings:
+        values.update(_read_env_file(workspace / SETTINGS_FILE))
+    manifest = parse_manifest(raw, path, workspace, settings_env=values)
     ext = Extension(
         name=manifest["name"], version=manifest["version"], description=manifest.get("description") or "",
         install_dir=install_dir, path=path, install_metadata=metadata,
@@ -731,3 +759,136 @@ def settings_shown(ext: Extension) -> Iterable[str]:
         value = ext.setting_values.get(s.env_var)
         shown = "[not set]" if value is None else "***" if s.sensitive else value
         yield f"{s.name} ({s.env_var}): {shown}"
+
+
+# --------------------------------------------------------------------------
+# extensions new / validate / config.
+
+_SEMVER = re.compile(r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+                     r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$")
+
+
+def create(path: Path, template: str | None) -> None:
+    """gemini-cli's ``extensions new``: ``path`` created (it must not exist)
+    holding ``template``'s files, or, without one, a manifest named after
+    the directory. Raises ExtensionError."""
+    if os.path.lexists(path):
+        raise ExtensionError(f"Path already exists: {path}")
+    files = TEMPLATES[template] if template else {
+        MANIFEST: _json_text({"name": path.name, "version": "1.0.0"})}
+    path.mkdir(parents=True)
+    for relative, text in files.items():
+        target = path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        if target.suffix in (".sh", ".py") and text.startswith("#!"):
+            target.chmod(0o755)
+
+
+def validate(path: Path, workspace: Path) -> tuple[list[str], list[str]]:
+    """gemini-cli's ``extensions validate``: ``(warnings, errors)`` for the
+    extension in ``path``. Raises ExtensionError when its manifest cannot
+    be loaded at all (gemini-cli's words)."""
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        raise ExtensionError(f"Configuration file not found at {manifest_path}")
+    try:
+        raw = _read_json_object(manifest_path)
+        assert raw is not None
+        for key in ("name", "version"):
+            if not raw.get(key):
+                raise ValueError(f'Invalid configuration in {manifest_path}: missing "{key}"')
+        if not isinstance(raw["name"], str) or not _NAME.match(raw["name"]):
+            shown = "".join(ch if ch.isprintable() else "?" for ch in str(raw["name"]))
+            raise ValueError(f'Invalid extension name: "{shown}". Only letters (a-z, A-Z), numbers (0-9), and '
+                             "dashes (-) are allowed.")
+    except ValueError as exc:
+        raise ExtensionError(f"Failed to load extension config from {manifest_path}: {exc}") from None
+    errors: list[str] = []
+    names = raw.get("contextFileName")
+    missing: list[str] = []
+    for name in ([] if not names else names if isinstance(names, list) else [names]):
+        problem = _context_name_problem(name, path)
+        if problem:
+            errors.append(f'Invalid context file path: "{name}". {problem}')
+        elif not (path / name).exists():
+            missing.append(name)
+    if missing:
+        errors.append("The following context files referenced in gemini-extension.json are missing: "
+                      + ",".join(missing))
+    version = str(raw["version"])
+    warnings = [] if _SEMVER.match(version) else [
+        f"Warning: Version '{version}' does not appear to be standard semver (e.g., 1.0.0)."]
+    return warnings, errors
+
+
+def _context_name_problem(name: Any, root: Path) -> str | None:
+    """gemini-cli's ``validateContextFilePath``: why ``name`` cannot be a
+    context file of the extension in ``root``, or None."""
+    if not isinstance(name, str) or not name.strip():
+        return "expected a non-empty string."
+    if "\0" in name:
+        return "null bytes are not allowed."
+    if os.path.isabs(name):
+        return "Absolute paths are not allowed."
+    if ".." in name or ".." in _unquote(name):
+        return 'Relative parent directory references ("..") are not allowed.'
+    resolved = os.path.normpath(os.path.join(os.path.abspath(root), name))
+    if not resolved.startswith(os.path.abspath(root) + os.sep):
+        return f'escapes the extension directory boundary ("{os.path.abspath(root)}").'
+    return None
+
+
+def _json_text(value: Any) -> str:
+    import json  # lazy_imports.EDGES: only when a file is written, never on -p
+
+    return json.dumps(value, indent=2)
+
+
+def settings_file(ext: Extension, scope: str, workspace: Path) -> Path:
+    """Where ``extensions config`` keeps ``ext``'s values for ``scope``: the
+    extension's ``.env`` (``user``), or the workspace's ``.env``
+    (``workspace``, as gemini-cli)."""
+    return ext.install_dir / SETTINGS_FILE if scope == "user" else workspace / SETTINGS_FILE
+
+
+def scoped_values(ext: Extension, scope: str, workspace: Path) -> dict[str, str]:
+    """The values ``scope`` holds for ``ext``'s settings."""
+    values = _read_env_file(settings_file(ext, scope, workspace))
+    return {s.env_var: values[s.env_var] for s in ext.settings if s.env_var in values}
+
+
+def find_setting(ext: Extension, key: str) -> ExtensionSetting | None:
+    """``ext``'s setting named ``key`` (its name or its variable)."""
+    return next((s for s in ext.settings if key in (s.name, s.env_var)), None)
+
+
+def set_value(ext: Extension, setting: ExtensionSetting, value: str, *, scope: str, workspace: Path) -> Path:
+    """Keep ``value`` for ``setting`` of ``ext`` in ``scope``'s file ("":
+    remove it), every other line of that file kept. A sensitive value is
+    kept only in the user scope (the extension's own ``.env``, mode 0600):
+    a workspace's ``.env`` may be shared. Returns the file; raises
+    ExtensionError."""
+    if setting.sensitive and scope != "user":
+        raise ExtensionError(f'"{setting.name}" is sensitive: it is kept only in the user scope (the '
+                             "extension's .env, mode 0600), never in a workspace's .env")
+    format_env({setting.env_var: value})  # refuses a newline
+    path = settings_file(ext, scope, workspace)
+    try:
+        text = read_bounded(path, MAX_MANIFEST_BYTES).decode("utf-8") if os.path.lexists(path) else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ExtensionError(f"cannot read {path}: {exc}") from None
+    line = format_env({setting.env_var: value}) if value else ""
+    kept, replaced = [], False
+    for old in text.splitlines(keepends=True):
+        if re.match(rf"\s*(export\s+)?{re.escape(setting.env_var)}\s*=", old):
+            kept.append("" if replaced else line)
+            replaced = True
+        else:
+            kept.append(old if old.endswith("\n") else old + "\n")
+    if not replaced:
+        kept.append(line)
+    mode = 0o600 if scope == "user" else (os.stat(path).st_mode & 0o777 if os.path.exists(path) else 0o644)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, "".join(kept), mode=mode)
+    return path

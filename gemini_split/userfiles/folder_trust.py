@@ -85,27 +85,41 @@ def record_trust(folder: Path, level: str, env: Environment) -> Path:
     if level not in LEVELS:
         raise ValueError(f"unknown trust level {level!r}")
     path = trusted_folders_path(env)
-    rules: dict[str, str] = {}
-    try:
-        data = read_bounded(path, MAX_SETTINGS_BYTES)
-    except FileNotFoundError:
-        data = b""
-    except OSError as exc:
-        raise SettingsError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_SETTINGS_BYTES:
-        raise SettingsError(f"{path}: larger than {MAX_SETTINGS_BYTES // (1024 * 1024)} MiB; not read")
-    if data.strip():
-        try:
-            loaded = msgspec.json.decode(data)
-        except msgspec.DecodeError as exc:
-            raise SettingsError(f"{path}: not JSON ({exc}); fix or remove it to record a trust decision") from None
-        if not isinstance(loaded, dict):
-            raise SettingsError(f"{path}: expected a JSON object of folder → trust level")
-        rules = loaded
+    rules = _rules(path)
     rules[os.path.realpath(folder)] = level
     path.parent.mkdir(parents=True, exist_ok=True)
     replace_atomically(path, msgspec.json.format(msgspec.json.encode(rules), indent=2) + b"\n", mode=0o600)
     return path
+
+
+def explicit_level(folder: Path, env: Environment) -> str | None:
+    """The level trustedFolders.json records for ``folder`` itself (not
+    one inherited from a parent's rule), or None."""
+    rules = _rules(trusted_folders_path(env))
+    level = rules.get(os.path.realpath(folder), rules.get(os.path.abspath(folder)))
+    return level if level in LEVELS else None
+
+
+def _rules(path: Path) -> dict[str, str]:
+    """trustedFolders.json's rules ({} when there is no file). Raises
+    :class:`SettingsError` for one that cannot be read or is not an object."""
+    try:
+        data = read_bounded(path, MAX_SETTINGS_BYTES)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise SettingsError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise SettingsError(f"{path}: larger than {MAX_SETTINGS_BYTES // (1024 * 1024)} MiB; not read")
+    if not data.strip():
+        return {}
+    try:
+        loaded = msgspec.json.decode(data)
+    except msgspec.DecodeError as exc:
+        raise SettingsError(f"{path}: not JSON ({exc}); fix or remove it to record a trust decision") from None
+    if not isinstance(loaded, dict):
+        raise SettingsError(f"{path}: expected a JSON object of folder → trust level")
+    return loaded
 
 
 def _home(env: Environment) -> Path:

@@ -12,13 +12,15 @@ with the user's environment (plus ``GEMINI_PROJECT_DIR``,
 ``CLAUDE_PROJECT_DIR``, ``GEMINI_CWD`` and ``GEMINI_SESSION_ID``), and are
 never offered to the model. BeforeTool and AfterTool also run here for the
 tools a server runs (``--tools server``, ``google_web_search``,
-``activate_skill``): the server asks with ``hook_request`` (protocol 1.4,
-``client/calls.py``) and applies the verdict of
+``activate_skill``, a delegation to a sub-agent): the server asks with
+``hook_request`` (protocol 1.4, ``client/calls.py``) and applies the verdict of
 :meth:`HookOutcome.as_output` it gets back. Definitions are gathered from the project's
 settings (only in a trusted folder), the user's, the system's, then any
 added with :meth:`HookSet.add` (extensions), in that order — gemini-cli's
 precedence; every matching hook runs. ``hooksConfig.enabled: false`` turns
-them all off, ``hooksConfig.disabled`` lists names (or commands) not to run.
+them all off, ``hooksConfig.disabled`` lists names (or commands) not to run
+(the lists of every file together, as gemini-cli merges them; ``/hooks
+enable|disable`` edit them through :mod:`gemini_split.userfiles.disabled_lists`).
 
 The contract of one hook run (:func:`run_hook`): the event's JSON object on
 stdin; exit 0 → stdout is a JSON object (empty stdout: no opinion); exit 2
@@ -45,6 +47,7 @@ import msgspec
 import trio
 
 from gemini_split import json_values
+from gemini_split.agent_invocation import names
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,8 @@ MODEL_EVENTS = frozenset({"BeforeModel", "AfterModel", "BeforeToolSelection"})
 #: server's.)
 UNSUPPORTED_EVENTS = MODEL_EVENTS
 DEFAULT_TIMEOUT_MS = 60_000
+#: The settings list of hooks not to run (by name, else command).
+DISABLED_KEY = "hooksConfig.disabled"
 #: A hook's stdout beyond this is discarded and the hook's output ignored.
 MAX_STDOUT_BYTES = 1024 * 1024
 #: Of stderr (a reason or a warning), this much is kept.
@@ -199,8 +204,11 @@ class HookSet(msgspec.Struct):
             return []
         return [h for h in self.hooks if h.name not in self.disabled and h.command not in self.disabled]
 
-    def for_event(self, event: str, target: str | None = None) -> list[HookDefinition]:
-        return [h for h in self.active() if h.event == event and h.matches(target)]
+    def for_event(self, event: str, target: str | None = None,
+                  aliases: tuple[str, ...] = ()) -> list[HookDefinition]:
+        """The active hooks of ``event`` that match ``target`` or one of
+        its ``aliases`` (a tool's other names)."""
+        return [h for h in self.active() if h.event == event and any(h.matches(t) for t in (target, *aliases))]
 
     def unsupported_notice(self) -> str | None:
         """One line naming the configured events gemini-split does not fire,
@@ -221,22 +229,24 @@ def load_hooks(loaded: Any) -> HookSet:
     order = ["project", "user", "system", "system-defaults"]
     result = HookSet()
     config: dict[str, Any] = {}
-    for scope in reversed(order):  # hooksConfig: the later file wins, as for any setting
+    disabled: set[str] = set()
+    for scope in reversed(order):  # hooksConfig.enabled: the later file wins, as for any setting
         f = files.get(scope)
         if f is None or not f.exists or (scope == "project" and not loaded.trusted):
             continue
         section = f.raw.get("hooksConfig")
         if isinstance(section, dict):
             config.update(section)
+            names = section.get("disabled")  # gemini-cli merges this list: a union
+            if isinstance(names, list):
+                disabled.update(d for d in names if isinstance(d, str))
     for scope in order:
         f = files.get(scope)
         if f is None or not f.exists or (scope == "project" and not loaded.trusted):
             continue
         result.add(*parse_hooks(f.raw.get("hooks"), f"{f.path}"))
-    enabled, disabled = config.get("enabled", True), config.get("disabled", [])
-    result.enabled = enabled is not False
-    if isinstance(disabled, list):
-        result.disabled = frozenset(d for d in disabled if isinstance(d, str))
+    result.enabled = config.get("enabled", True) is not False
+    result.disabled = frozenset(disabled)
     return result
 
 
@@ -382,8 +392,11 @@ class HookRunner(msgspec.Struct):
         """Run the hooks of ``event`` matching ``target`` with ``fields``
         added to the common input, and tell the user their messages.
         Hooks of a ``sequential`` group run one after another, the others
-        at once."""
-        hooks = self.hooks.for_event(event, target)
+        at once. A tool event of gemini-cli's ``invoke_agent`` also matches
+        by its ``agent_name`` (:func:`gemini_split.agent_invocation.names`):
+        a matcher naming the sub-agent still runs for its call."""
+        aliases = names(target, fields.get("tool_input"))[1:] if event in TOOL_EVENTS and target else ()
+        hooks = self.hooks.for_event(event, target, aliases)
         outcome = HookOutcome()
         if not hooks:
             return outcome

@@ -193,6 +193,8 @@ class ExperimentalSettings(_Section):
     #: ``experimental.enableAgents``: false offers no sub-agents at all
     #: (built-in, local or remote), as in gemini-cli.
     enable_agents: bool = True
+    #: ``experimental.worktrees``: ``-w/--worktree`` may be used (gemini-cli's gate).
+    worktrees: bool = False
 
 
 class SkillsSettings(_Section):
@@ -235,10 +237,23 @@ class GeminiSplitSettings(_Section):
     server: str | None = None
 
 
+class IdeSettings(_Section):
+    #: ``ide.enabled``: connect to the IDE companion (gemini-cli's editor
+    #: extension) at start; ``/ide enable|disable`` set it.
+    enabled: bool = False
+
+
+class BugCommandSettings(_Section):
+    #: ``advanced.bugCommand.urlTemplate``: where ``/bug`` sends a report
+    #: (``{title}``, ``{info}`` and ``{problem}`` filled in).
+    url_template: str | None = None
+
+
 class AdvancedSettings(_Section):
     #: ``advanced.ignoreLocalEnv``: load no project ``.env`` (the home
     #: directory's still applies); see :mod:`gemini_split.userfiles.env_files`.
     ignore_local_env: bool = False
+    bug_command: BugCommandSettings | None = None
 
 
 class TelemetrySettings(_Section):
@@ -274,6 +289,7 @@ class Settings(_Section):
     agents: AgentsSettings = msgspec.field(default_factory=AgentsSettings)
     experimental: ExperimentalSettings = msgspec.field(default_factory=ExperimentalSettings)
     advanced: AdvancedSettings = msgspec.field(default_factory=AdvancedSettings)
+    ide: IdeSettings = msgspec.field(default_factory=IdeSettings)
     telemetry: TelemetrySettings = msgspec.field(default_factory=TelemetrySettings)
     #: ``modelConfigs``: kept as written; its aliases that name a model are
     #: model aliases (:mod:`gemini_split.model_aliases`).

@@ -45,6 +45,7 @@ from gemini_split.errors import SettingsError
 from gemini_split.files import read_bounded
 from gemini_split.plain_yaml import plain_mapping
 
+from .disabled_lists import toggle
 from .precedence import tiers
 
 #: A ``SKILL.md`` larger than this is refused (gemini-cli reads any size;
@@ -55,6 +56,8 @@ MAX_SKILL_BYTES = 256 * 1024
 MAX_LISTED_FILES = 200
 
 SKILL_FILE = "SKILL.md"
+#: The settings list of skills not offered.
+DISABLED_KEY = "skills.disabled"
 _FRONTMATTER = re.compile(r"^---\r?\n([\s\S]*?)\r?\n---(?:\r?\n([\s\S]*))?\Z")
 #: gemini-cli replaces these in a skill's name (they would make bad paths).
 _NAME_UNSAFE = re.compile(r'[:\\/<>*?"|]')
@@ -271,21 +274,13 @@ def settings_path(scope: str, config_dir: Path, project: Path) -> Path:
 def set_disabled(path: Path, name: str, disabled: bool) -> bool:
     """Add ``name`` to (or remove it from) ``skills.disabled`` in the
     settings file ``path``, keeping everything else, comments too
-    (:mod:`gemini_split.userfiles.settings_edit`). Returns whether the file changed.
+    (:func:`gemini_split.userfiles.disabled_lists.toggle`). Returns whether the file changed.
     Raises :class:`SkillError` for a file that is not a JSON object (it is
     left as it was), ``OSError`` when it cannot be written."""
-    from gemini_split.userfiles.settings_edit import SettingsFile  # lazy_imports.EDGES
-
     try:
-        settings = SettingsFile.read(path)
-        listed = settings.get("skills.disabled", [])
-        names = [n for n in listed if isinstance(n, str)] if isinstance(listed, list) else []
-        if disabled == (name in names):
-            return False
-        settings.set("skills.disabled", [*names, name] if disabled else [n for n in names if n != name])
+        return toggle(path, DISABLED_KEY, name, disabled=disabled)
     except SettingsError as exc:
         raise SkillError(str(exc)) from None
-    return settings.save()
 
 
 # --------------------------------------------------------------------------
@@ -306,10 +301,13 @@ def find_installable(source: Path) -> Discovery:
     return discover([("user", source)])
 
 
-def consent_text(found: Discovery, source: Path, target: Path) -> str:
-    """What installing shows before asking: each skill's name, description,
-    location and files; where it goes; the warning gemini-cli gives."""
-    lines = [f'Installing agent skill(s) from "{source}".', "", "The following agent skill(s) will be installed:", ""]
+def consent_text(found: Discovery, source: Path, target: Path, *, link: bool = False) -> str:
+    """What installing (``link``: linking) shows before asking: each
+    skill's name, description, location and files; where it goes; the
+    warning gemini-cli gives."""
+    action = "Linking" if link else "Installing"
+    lines = [f'{action} agent skill(s) from "{source}".', "",
+             f"The following agent skill(s) will be {action.lower()}:", ""]
     for s in found.skills:
         lines += [f"  {s.name}: {s.description}", f"    (Source: {s.path})"]
         listing = file_listing(s).splitlines()
@@ -317,7 +315,7 @@ def consent_text(found: Discovery, source: Path, target: Path) -> str:
         if len(listing) > 20:
             lines.append(f"    … and {len(listing) - 20} more files")
         lines.append("")
-    lines += [f"Install Destination: {target}", "",
+    lines += [f"{'Link' if link else 'Install'} Destination: {target}", "",
               "Agent skills inject instructions into the model and may point it at scripts in their directory. "
               "Install only skills you trust."]
     return "\n".join(lines)
@@ -337,6 +335,23 @@ def install(found: Discovery, target: Path) -> list[Path]:
             _remove(dest)
         shutil.copytree(s.directory, dest, symlinks=True,
                         ignore=shutil.ignore_patterns(*_SKIPPED_DIRS))
+        done.append(dest)
+    return done
+
+
+def link(found: Discovery, target: Path) -> list[Path]:
+    """gemini-cli's ``skills link``: ``target/<name>`` made a symbolic link
+    to each skill's directory (replacing what had that name), so edits to
+    the source apply at once. Returns the links."""
+    target.mkdir(parents=True, exist_ok=True)
+    done: list[Path] = []
+    for s in found.skills:
+        dest = target / s.name
+        if dest.parent.resolve() != target.resolve() or s.name in (".", ".."):
+            raise SkillError(f"skill name {s.name!r} is not a plain directory name")
+        if os.path.lexists(dest):
+            _remove(dest)
+        os.symlink(os.path.realpath(s.directory), dest, target_is_directory=True)
         done.append(dest)
     return done
 
@@ -367,4 +382,4 @@ def _remove(path: Path) -> None:
 
 
 __all__ = ["Discovery", "Skill", "SkillError", "discover", "skill_roots", "load_skill", "file_listing",
-           "set_disabled", "install", "uninstall", "find_installable", "consent_text", "wire_skills"]
+           "set_disabled", "install", "link", "uninstall", "find_installable", "consent_text", "wire_skills"]

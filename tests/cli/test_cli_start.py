@@ -63,9 +63,11 @@ COMMAND_LINES = [["serve"], ["attach"], ["server", "list"], ["server", "add", "n
                  ["daemon", "stop"], ["daemon", "status"], ["mcp", "list"], ["mcp", "add", "n", "cmd"],
                  ["mcp", "remove", "n"], ["mcp", "serve"], ["hooks", "list"],
                  ["skills", "list"], ["skills", "install", "p"], ["skills", "uninstall", "n"],
+                 ["skills", "enable", "n"], ["skills", "disable", "n"], ["skills", "link", "p"],
                  ["extensions", "install", "p"], ["extensions", "link", "p"], ["extensions", "list"],
                  ["extensions", "update", "n"], ["extensions", "uninstall", "n"], ["extensions", "enable", "n"],
-                 ["extensions", "disable", "n"], ["restore"], ["pair"]]
+                 ["extensions", "disable", "n"], ["extensions", "new", "p"], ["extensions", "validate", "p"],
+                 ["extensions", "config"], ["restore"], ["pair"]]
 
 
 @pytest.mark.timeout(30)

@@ -131,3 +131,15 @@ def test_completions_command_prints_the_script(capsys):
     err = StringIO()
     assert main(["completions", "tcsh"], Environment(stdout=StringIO(), stderr=err, environ={})) == 2
     assert "invalid choice" in err.getvalue()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completes_the_extension_and_skill_commands_gemini_cli_has(completion_env):
+    env = completion_env
+    assert _bash_complete(["gemini-split", "skills", ""], env) == ["list", "enable", "disable", "install", "link",
+                                                                  "uninstall"]
+    assert _bash_complete(["gemini-split", "skills", "disable", "x", "--scope", ""], env) == ["user", "workspace"]
+    extensions = _bash_complete(["gemini-split", "extensions", ""], env)
+    assert {"new", "validate", "config"} <= set(extensions)
+    assert _bash_complete(["gemini-split", "extensions", "new", "dir", "m"], env) == ["mcp-server"]
+    assert "--scope" in _bash_complete(["gemini-split", "extensions", "config", "--"], env)

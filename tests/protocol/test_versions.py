@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gemini_split.protocol import (
+    PROTOCOL_VERSION,
     SINCE,
     AgentDefinition,
     ApprovalModeChanged,
@@ -70,6 +71,7 @@ from gemini_split.protocol import (
     usable_capabilities,
 )
 from gemini_split.protocol.replay import mark_replayed
+from gemini_split.protocol.messages import version_tuple
 from gemini_split.protocol.versions import adapted, adapted_text
 
 _ids = itertools.count(1)
@@ -154,6 +156,7 @@ SAMPLES = {
                                                                  context=SessionContext(system_prompt="Be brief.")),
     (ApprovalModeChanged, ""): lambda: m(ApprovalModeChanged, mode="default", by="exit_plan_mode", seq=1),
     (ToolDiscovery, "approval_mode"): lambda: m(ToolDiscovery, approval_mode="plan"),
+    (GenerateContentRequest, "typed"): lambda: m(GenerateContentRequest, prompt="EXPANDED", typed="/git:show s t"),
 }
 
 
@@ -322,7 +325,7 @@ def test_a_13_server_is_sent_no_system_prompt_it_would_ignore():
 def test_the_text_path_agrees_with_the_message_path(row):
     sample = SAMPLES[(row.message, row.what)]()
     text = encode(sample)
-    for version in ((1, 1), row.version, (1, 5)):
+    for version in ((1, 1), row.version, version_tuple(PROTOCOL_VERSION)):
         expected = adapted(sample, version)
         assert adapted_text(text, version) == (None if expected is None else encode(expected))
         marked = adapted_text(mark_replayed(text), version)
@@ -331,9 +334,17 @@ def test_the_text_path_agrees_with_the_message_path(row):
 
 def test_the_text_path_decodes_nothing_for_a_current_peer():
     text = encode(m(TextDelta, request_id="r", content="not json at all", agent_id=2))
-    current = version_tuple(PROTOCOL_VERSION)
-    assert adapted_text(text, current) is text
-    assert adapted_text('{"type":"text_delta" broken', current) == '{"type":"text_delta" broken'
+    # A 1.5 client (the browser page's version) lacks only what a client sends.
+    for current in (version_tuple(PROTOCOL_VERSION), (1, 5)):
+        assert adapted_text(text, current) is text
+        assert adapted_text('{"type":"text_delta" broken', current) == '{"type":"text_delta" broken'
+
+
+def test_an_older_server_titles_a_custom_command_by_its_expansion():
+    for version, typed in (("1.5", ""), ("1.6", "/git:show s t")):
+        client, server = pair(server=version)
+        sent = server.receive(client.send(SAMPLES[(GenerateContentRequest, "typed")]()))
+        assert (sent.prompt, sent.typed) == ("EXPANDED", typed)
 
 
 # --- capabilities -----------------------------------------------------------------

@@ -12,6 +12,7 @@ import trio
 from gemini_split.tools.approval import ApprovalMode
 from gemini_split.tools.registry import ToolRegistry
 from gemini_split.tools.builtin.shell import RunShellCommandTool
+from gemini_split.tools.workspace import Workspace
 from gemini_split.protocol import ToolDelta, ToolError
 
 from .conftest import Env
@@ -158,6 +159,17 @@ async def test_describe_shows_the_full_command(env: Env):
     command = "git log --oneline | head -n 5 && rm -rf 'build dir'"
     text = tool.describe({"command": command, "dir_path": "sub", "description": "tidy"}, env.workspace)
     assert text == f"Run in sub:\n{command}\n(tidy)"
+
+
+def test_describe_names_a_workspace_the_approver_is_not_in(tmp_path):
+    (tmp_path / "sub").mkdir()
+    workspace = Workspace(tmp_path, place="the server workspace /srv/ws/s-1")
+    tool = RunShellCommandTool()
+    assert tool.describe({"command": "make"}, workspace) == "Run in the server workspace /srv/ws/s-1:\nmake"
+    assert tool.describe({"command": "make", "dir_path": "sub"}, workspace) == \
+        "Run in sub in the server workspace /srv/ws/s-1:\nmake"
+    assert tool.describe({"command": "make", "dir_path": "gone"}, workspace) == \
+        "Run in gone in the server workspace /srv/ws/s-1:\nmake"
 
 
 async def test_utf8_split_across_reads(env: Env):

@@ -340,3 +340,29 @@ def test_a_sub_agents_work_shows_in_a_block_of_its_own(browser, server, fake, tm
     assert "Scout says all clear." not in block.inner_text()
     assert "Scout says all clear." in page.inner_text("#log")
     context.close()
+
+
+def test_the_page_says_you_for_itself_and_names_the_other_clients(browser, server, fake):
+    """Issue 45 item 6: its own prompt, its own approval and its place in
+    the attached list are "you"; a terminal is named by its label."""
+    _script(fake, _write_turns("mine.txt", "mine\n"))
+    context, page, watch = signed_in_page(browser, server)
+    _new_session_and_prompt(page, "write mine.txt")
+    page.get_by_role("button", name="Yes, once", exact=True).click()
+    page.wait_for_selector(".turn .end")
+    expect(page.locator(".turn .from")).to_have_text("you")
+    expect(page.locator(".decided")).to_have_text("approve by you")
+    expect(page.locator("#attached")).to_have_text("1 attached: you")
+    session_id = page.get_attribute("#title", "title")
+    watcher = server.popen("attach", "--watch", "--label", "laptop", session_id)
+    try:
+        expect(page.locator("#attached")).to_have_text("2 attached: you, laptop (watching)", timeout=20000)
+    finally:
+        watcher.terminate()
+        watcher.wait(timeout=10)
+    expect(page.locator("#attached")).to_have_text("1 attached: you", timeout=20000)
+    done = server.cli("--resume", session_id, "-p", "from the terminal")
+    assert done.returncode == 0, done.stderr
+    expect(page.locator(".turn .from").nth(1)).to_have_text("terminal", timeout=20000)
+    assert not watch.dialogs and not watch.foreign and not watch.console_errors
+    context.close()

@@ -97,6 +97,31 @@ class BackgroundProcesses:
     def entries(self) -> list[_Entry]:
         return list(self._entries.values())
 
+    def stop(self, pid: int, grace: float = 2.0) -> str:
+        """End background command ``pid`` and everything it started: its
+        process group is sent SIGTERM, then SIGKILL after ``grace`` seconds
+        (blocking: call it from a worker thread). Its log is kept, so its
+        output can still be read. Returns its status afterwards; raises
+        :class:`ToolFailed` for a pid that is not one of them."""
+        entry = self.get(pid)
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 2.0)):
+            if entry.process.poll() is not None:
+                break
+            try:
+                os.killpg(entry.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            try:
+                entry.process.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+        try:  # what it left behind in its group
+            os.killpg(entry.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        release_group(entry.pid)
+        return entry.status()
+
     def close(self) -> None:
         """Kill every background group still alive and remove the logs."""
         for entry in self._entries.values():

@@ -384,6 +384,25 @@ class WriteFileTool(Tool):
         return f"Overwrote {rel} ({_diff_stat(old, content)})."
 
 
+def proposed_edit(workspace: Workspace, tool_name: str, args: dict[str, Any]) -> tuple[Path, str | None, str]:
+    """``(real path, text now or None, text after)`` of a ``write_file``
+    or ``replace`` call, or :class:`ToolFailed` saying why it cannot be made."""
+    if tool_name == "write_file":
+        real = workspace.resolve_file(args["file_path"])
+        return real, read_text_for_edit(workspace, real, args["file_path"]), args["content"]
+    real, _, old, new, _ = ReplaceTool._plan(workspace, args)
+    return real, old, new
+
+
+def edited_args(tool_name: str, args: dict[str, Any], old: str | None, content: str) -> dict[str, Any]:
+    """The arguments of the same call that make the file ``content``
+    (which the user may have changed from the proposal): ``replace``
+    replaces the whole text ``old`` (as gemini-cli does after an IDE's diff)."""
+    if tool_name == "write_file":
+        return {**args, "content": content}
+    return {**args, "old_string": old or "", "new_string": content, "allow_multiple": False}
+
+
 class ReplaceTool(Tool):
     name = "replace"
     kind = ToolKind.EDIT

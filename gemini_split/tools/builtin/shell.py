@@ -104,9 +104,10 @@ class RunShellCommandTool(Tool):
     def describe(self, args: dict[str, Any], workspace: Workspace) -> str:
         where = args.get("dir_path") or "."
         try:
-            where = workspace.relative(self._directory(args, workspace))
+            where = workspace.shown(self._directory(args, workspace))
         except ToolFailed:
-            pass
+            if workspace.place:
+                where = f"{where} in {workspace.place}"
         text = f"Run in {where}:\n{args['command']}"
         if args.get("description"):
             text += f"\n({args['description']})"

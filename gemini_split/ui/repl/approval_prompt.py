@@ -55,7 +55,8 @@ SUBJECT_CHARS = 60
 #: ``await read_choice(header, choices, default, multi=None)`` (see
 #: :func:`gemini_split.ui.repl.prompt_input.read_choice`).
 ChoiceReader = Callable[..., Awaitable[str]]
-TextReader = Callable[[str], Awaitable["str | None"]]
+#: ``read_text(question, secret=False)``: a line, or None.
+TextReader = Callable[..., Awaitable["str | None"]]
 
 SHELL_TOOL = "run_shell_command"
 
@@ -111,10 +112,14 @@ class InlineAsker:
         interrupt: Callable[[], None],
         drain: Callable[[], None] = lambda: None,
         hold_prompt: Callable[[], AbstractAsyncContextManager[None]] | None = None,
+        read_search: ChoiceReader | None = None,
     ):
         self.console = console
         self.read_choice = read_choice
         self.read_text = read_text
+        #: ``read_search(header, choices)``: a list narrowed by what is typed
+        #: (``/resume``); the plain menu when none is given.
+        self.read_search = read_search or (lambda header, choices: read_choice(header, choices, 0))
         self.view = view
         self.interrupt = interrupt
         self.drain = drain

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from gemini_split.client.profiles import ProfileStore
     from gemini_split.client.protocol_client import ProtocolClient
     from gemini_split.environment import Environment
+    from gemini_split.options import ClientOptions
+    from gemini_split.tools.ide import IdeCompanion
     from gemini_split.protocol import Attachment, Rewound
 
     from .approval_prompt import InlineAsker
@@ -40,7 +42,12 @@ class CommandUsage(Exception):
 
 
 class QuitRepl(Exception):
-    """/quit."""
+    """/quit. ``deleted``: what the session ``/quit --delete`` deleted had
+    done (the REPL is then on an empty session of its own)."""
+
+    def __init__(self, deleted: SessionStats | None = None):
+        super().__init__()
+        self.deleted = deleted
 
 
 class CommandContext(Protocol):
@@ -50,6 +57,8 @@ class CommandContext(Protocol):
     # --- where a command writes, and what it reads ---------------------------------
     console: Console
     env: Environment
+    #: The command line's flags (``-e`` for ``/extensions list``).
+    options: ClientOptions
     #: The session's client settings; ``/directory add`` and the reloads
     #: (``commands/context_reload.py``) replace them or their parts.
     settings: ClientSettings
@@ -111,10 +120,18 @@ class CommandContext(Protocol):
     last_tools: list[Any]
     #: Text sent ahead of the next prompt (``!command`` output, a ``/chat resume``).
     pending_context: list[str]
+    #: The IDE companion (``/ide``).
+    ide: IdeCompanion
+
+    async def connect_ide(self) -> None:
+        """Connect to the IDE companion (kept until ``/ide disable``); a failure is printed."""
     #: The custom commands (``.gemini/commands/*.toml``); ``load_custom_commands`` sets them.
     custom_commands: CommandSet
     #: True while this client's own ``/rewind`` runs (it redraws itself).
     rewinding_here: bool
+    #: The style code blocks are highlighted in (None: the NoColor theme);
+    #: ``/theme`` sets it for the turns drawn next.
+    code_theme: str | None
 
     @property
     def model(self) -> str:
@@ -130,7 +147,8 @@ class CommandContext(Protocol):
 
     async def run_turn(self, prompt: str, *, carry_context: bool = True,
                        attachments: tuple[Attachment, ...] = (), references: bool = True,
-                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None) -> None:
+                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None,
+                       typed: str = "") -> None:
         """One prompt and its answer, shown as the REPL shows a turn (see
         :meth:`~gemini_split.ui.repl.loop.Repl.run_turn`)."""
 

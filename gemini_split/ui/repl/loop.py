@@ -39,7 +39,7 @@ from rich.console import Console
 from rich.text import Text
 
 from gemini_split import __version__
-from gemini_split.app import embedded_service, serve_embedded, settings_for
+from gemini_split.app import embedded_service, names_local_daemon, serve_embedded, settings_for
 from gemini_split._trio_util import single_exceptions
 from gemini_split.tools.approval import ApprovalMode
 from gemini_split.userfiles.context import runs_elsewhere
@@ -55,6 +55,7 @@ from gemini_split.options import ClientOptions
 from gemini_split.protocol import Attachment, ClientsChanged, ErrorCode, Rewound, ServerEvent
 from gemini_split.userfiles.settings import GeneralSettings, UISettings, approval_mode_refusal
 from gemini_split.transport import ConnectOptions, TransportError
+from gemini_split.tools.ide import IdeCompanion
 from gemini_split.ui.follow import Follower
 from gemini_split.ui.references import attach_references
 from gemini_split.ui.render import TurnView, code_theme_for, error_panel, make_console, usage_line
@@ -71,10 +72,11 @@ from .prompt_input import (
     no_echo,
     open_history,
     read_choice,
+    read_search,
     read_text,
     split_queued,
 )
-from .session_stats import SessionStats
+from .session_stats import SessionStats, goodbye, resume_command
 from .shell_passthrough import format_for_model, run_passthrough
 from .slash_commands import SlashCompleter, load_custom_commands, run_command
 from .transcript import history_lines
@@ -118,6 +120,7 @@ class Repl:
         self._embedded = embedded
         self._embedded_address: str | None = None
         self.server_label = options.server or ("embedded" if settings.endpoint.server is None
+                                                else "local" if names_local_daemon(None, env)
                                                 else settings.endpoint.server)
         #: settings.json's "ui" section (theme, hideBanner, hideTips).
         self.ui_settings = _ui_settings(settings)
@@ -130,6 +133,9 @@ class Repl:
         #: Sent with every prompt when set (``/model``, or ``-m`` with a server).
         self.model_override: str | None = settings.session.model if settings.endpoint.server else None
         self.client: ProtocolClient | None = None
+        #: The session of the latest connection (kept after it closes: the
+        #: exit footer names it).
+        self.session_id: str | None = None
         self.view: TurnView | None = None
         #: What other clients attached to this session do (issue 11).
         self.follower = Follower(self.console, live=False)
@@ -149,6 +155,9 @@ class Repl:
         #: ``!command`` results, sent ahead of the next prompt (as gemini-cli
         #: adds them to the conversation).
         self.pending_context: list[str] = []
+        #: The IDE companion (``/ide``): its editor context goes with the
+        #: next prompt, and this client's edits are reviewed in its editor.
+        self.ide = IdeCompanion(env.cwd, env.environ)
         self.stats = SessionStats()
         #: The last turn's answer and thought (/copy, Ctrl-T).
         self.last_answer = ""
@@ -185,8 +194,12 @@ class Repl:
                 return await read_choice(question, choices, default=default, no_color=no_color,
                                          input=input, output=output, multi=multi)
 
-            async def ask_text(question: str) -> str | None:
-                return await read_text(question, input=input, output=output)
+            async def ask_text(question: str, secret: bool = False) -> str | None:
+                return await read_text(question, input=input, output=output, secret=secret)
+
+            async def ask_search(header: str, choices: list[tuple[str, str]]) -> str:
+                return await read_search([("class:question", header)], choices, no_color=no_color,
+                                         input=input, output=output)
         else:
             plain = PlainLineReader(env.stdin, env.stderr)
             self.reader = plain
@@ -196,6 +209,7 @@ class Repl:
                 return await plain.read_choice(header, choices, default=default, multi=multi)
 
             ask_text = plain.read_text
+            ask_search = plain.read_search
         #: Approval questions showing now, and the line prompt's read (closed
         #: while a question shows: one reader of the keys at a time).
         self._questions = 0
@@ -204,7 +218,8 @@ class Repl:
         self._read_scope: trio.CancelScope | None = None
         self._held_lines: list[Callable[[], None]] = []
         self.asker = InlineAsker(self.console, ask_choice, ask_text, lambda: self.view, self._start_interrupt,
-                                 drain=self._drain_typed_ahead, hold_prompt=self._hold_prompt)
+                                 drain=self._drain_typed_ahead, hold_prompt=self._hold_prompt,
+                                 read_search=ask_search)
         #: Custom commands (.gemini/commands/*.toml); /commands reload rereads them.
 
         load_custom_commands(self)
@@ -362,13 +377,16 @@ class Repl:
                     status = await self._first_connection()
                     if status is None:
                         self._banner()
+                        self.attached_clients()  # who "you" is, before the replay is shown
+                        if _ide_enabled(self.settings):
+                            await self.connect_ide()
                     self.follower.release()
                     if status is None:
                         if self.settings.session.resume and not self.settings.session.attach:
                             if await self.show_history() is False:
                                 nursery.cancel_scope.cancel()
                                 return ExitStatus.SUCCESS
-                        await self._loop()
+                        self._say_goodbye(await self._loop())
                         status = ExitStatus.SUCCESS
                     nursery.cancel_scope.cancel()
         finally:
@@ -425,13 +443,14 @@ class Repl:
 
         return msgspec.structs.replace(context, approval_mode=self.approval_mode.value)
 
-    async def _loop(self) -> None:
+    async def _loop(self) -> QuitRepl | None:
+        """Read and answer until Ctrl-D (None) or /quit (returned)."""
         # -i/--prompt-interactive (or a prompt given at a terminal): the first turn.
         first = self.options.prompt_interactive
         while True:
             text, first = (first, None) if first else (await self._next_input(), None)
             if text is None:
-                return
+                return None
             if not text.strip():
                 continue
             self.refused_busy = False
@@ -444,8 +463,8 @@ class Repl:
                     await run_command(self, text.strip())
                 else:
                     await self.run_turn(text)
-            except QuitRepl:
-                return
+            except QuitRepl as quitting:
+                return quitting
             except CommandUsage as exc:
                 self.print_usage(str(exc))
             except Exception as exc:  # a bug must not end the user's session
@@ -455,6 +474,23 @@ class Repl:
                                                     "--debug logs the details."))
             if self.refused_busy:
                 self._kept_prompt = text
+
+    def _say_goodbye(self, quitting: QuitRepl | None) -> None:
+        """gemini-cli's exit summary: the session, what it cost here, and
+        the command that resumes it (none when it was deleted, or when
+        nothing was saved: a session is stored at its first prompt)."""
+        deleted = quitting.deleted if quitting is not None else None
+        stats = deleted or self.stats
+        saved = deleted is None and (stats.turns > 0 or self.settings.session.resume is not None)
+        resume = resume_command(stats.session_id, self._server_to_resume()) if saved else None
+        for line in goodbye(stats, resume=resume, deleted=deleted is not None):
+            self.console.print(line, soft_wrap=True)  # the command stays one line, to copy
+
+    def _server_to_resume(self) -> str | None:
+        """What ``--server`` names this session's server in a command typed
+        later: as it was named here (a profile, ``local``, an address);
+        None in embedded mode."""
+        return None if self.settings.endpoint.server is None else self.server_label
 
     def _banner(self) -> None:
         connected = self.client.connected if self.client else None
@@ -521,6 +557,9 @@ class Repl:
             prompt, attachments = await attach_references(
                 prompt, client.executor,
                 lambda line, warning: self.console.print(Text(line, style="yellow" if warning else "dim")))
+        editor = self.ide.context_text()
+        if editor is not None:  # gemini-cli sends it ahead of the prompt when it changed
+            self.pending_context.insert(0, editor)
         if self.pending_context:
             prompt = "\n\n".join([*self.pending_context, prompt])
             self.pending_context.clear()
@@ -528,11 +567,13 @@ class Repl:
 
     async def run_turn(self, prompt: str, *, carry_context: bool = True,
                        attachments: tuple[Attachment, ...] = (), references: bool = True,
-                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None) -> None:
+                       compress: bool = False, start: Callable[[], Awaitable[Any]] | None = None,
+                       typed: str = "") -> None:
         """One prompt and its answer. ``carry_context=False`` sends the prompt
         as is (no @path expansion, pending context kept for later);
         ``references=False`` skips only the @path expansion (a custom
-        command's prompt, already expanded, with its ``attachments``).
+        command's prompt, already expanded, with its ``attachments``;
+        ``typed``: the command as the user typed it, shown as the prompt).
         ``compress``: no prompt, the server compresses the history
         (``/compress``), shown and ended as a turn is. ``start``: no
         prompt, this starts the request and returns its outcome (``/restore``
@@ -559,7 +600,7 @@ class Repl:
                     outcome = await client.compress()
                 else:
                     outcome = await client.run_turn(prompt, model=self.model_override, attachments=attachments,
-                                                    context=self._context())
+                                                    context=self._context(), typed=typed)
                 self._drain_typed_ahead()
         finally:
             self._turn_scope = None
@@ -627,12 +668,16 @@ class Repl:
                 show()
 
     def attached_clients(self) -> list[tuple[str, str]]:
-        """Who is attached to this session now: ``[(label, role)]``."""
+        """Who is attached to this session now: ``[(label, role)]``. (The
+        follower is kept up with the connection here: its session's list
+        and this client's own label, which it says as "you".)"""
         connected = self.client.connected if self.client else None
-        if connected is not None and self.follower.session != connected.session_id:
-            # A new connection: start from what connected said.
-            self.follower.session = connected.session_id
-            self.follower.attached = [(c.label, c.role) for c in connected.attached]
+        if connected is not None:
+            self.follower.me = connected.label  # a reconnect may be given another
+            if self.follower.session != connected.session_id:
+                # A new connection: start from what connected said.
+                self.follower.session = connected.session_id
+                self.follower.attached = [(c.label, c.role) for c in connected.attached]
         return self.follower.attached
 
     def _start_interrupt(self) -> None:
@@ -788,8 +833,9 @@ class Repl:
             "Go on here?", [("here", "Continue here (its tools run in this directory)"), ("cancel", "Cancel")], 1)
         if choice == "here":
             return True
-        self.console.print(Text(f"Not resumed here: run gemini-split --resume {connected.session_id if connected else ''}"
-                                f" in {visible(started)} to go on where it was.", style="yellow"))
+        command = resume_command(connected.session_id if connected else "", self._server_to_resume())
+        self.console.print(Text(f"Not resumed here: run {visible(command)} in {visible(started)} to go on "
+                                "where it was.", style="yellow"))
         return False
 
     def _on_connection(self, state: str, attempt: int, reason: str) -> None:
@@ -843,8 +889,9 @@ class Repl:
         old = self._connection_scope
         self.client, self._connection_scope = client, scope
         client.executor.policy.listeners.append(self._mode_switched)
+        self.session_id = client.connected.session_id if client.connected else self.session_id
         self.asker.grants.clear()  # they lived in the old connection's policy
-        self.stats = SessionStats()
+        self.stats = SessionStats(session_id=client.connected.session_id if client.connected else "")
         self.pending_context.clear()  # it was for the old conversation
         self.settings, self.server_label = settings, label
 
@@ -852,6 +899,16 @@ class Repl:
             old.cancel()
         self._nursery.start_soon(self._refresh_known_sessions, client)
         return True
+
+    async def connect_ide(self) -> None:
+        """Connect to the IDE companion (in the REPL's nursery, where the
+        connection lives until ``/ide disable`` or the end); a failure is
+        said with gemini-cli's words."""
+        assert self._nursery is not None
+        await self.ide.connect(self._nursery)
+        error, text = self.ide.status_text()
+        if error:
+            self.print_usage(text)
 
     async def _refresh_known_sessions(self, client: ProtocolClient) -> None:
         """Session ids for Tab after /resume (best effort, quietly)."""
@@ -868,6 +925,7 @@ class Repl:
                 async with open_client(settings, on_event=self._on_event, asker=self.asker,
                                        on_notice=self.print_notice,
                                        on_connection=self._on_connection) as client:
+                    client.executor.ide = self.ide
                     task_status.started((client, scope))
                     started = True
                     await trio.sleep_forever()
@@ -875,6 +933,11 @@ class Repl:
             if not started:
                 raise
             log.debug("a connection ended with an error", exc_info=True)
+
+
+def _ide_enabled(settings: ClientSettings) -> bool:
+    loaded = settings.loaded_settings
+    return loaded is not None and loaded.merged.ide.enabled
 
 
 def _ui_settings(settings: ClientSettings) -> Any:

@@ -27,13 +27,14 @@ import select
 import termios
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import IO, Any
 
 import trio
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import Application, create_app_session, run_in_terminal
+from prompt_toolkit.buffer import Buffer
 from prompt_toolkit.completion import Completer
 from prompt_toolkit.document import Document
 from prompt_toolkit.enums import EditingMode
@@ -45,8 +46,8 @@ from prompt_toolkit.input import Input
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.key_binding.key_processor import KeyPressEvent
 from prompt_toolkit.key_binding.vi_state import InputMode
-from prompt_toolkit.layout import Layout, Window
-from prompt_toolkit.layout.controls import FormattedTextControl
+from prompt_toolkit.layout import HSplit, Layout, Window
+from prompt_toolkit.layout.controls import BufferControl, FormattedTextControl
 from prompt_toolkit.output import ColorDepth, Output
 from prompt_toolkit.styles import Style
 
@@ -587,17 +588,92 @@ async def read_choice(header: AnyFormattedText, choices: list[tuple[str, str]], 
         return "escape"
 
 
+#: The keys of a searchable list (``/resume``).
+SEARCH_KEYS_HELP = "type to search · ↑/↓ and Enter · Esc: dismiss"
+
+
+async def read_search(header: AnyFormattedText, choices: list[tuple[str, str]], *, no_color: bool = False,
+                      input: Input | None = None, output: Output | None = None, rows: int = 10) -> str:
+    """A searchable menu of ``choices`` (``(value, label)`` pairs) under
+    ``header``: what is typed filters the lines (every word must be in the
+    label or the value, any case), the arrow keys move, Enter picks the line
+    under the cursor; at most ``rows`` lines show at once. Returns the
+    value; Escape, Ctrl-D and Ctrl-C return ``"escape"``."""
+    query = Buffer(multiline=False)
+    state = {"at": 0}
+
+    def matching() -> list[tuple[str, str]]:
+        words = query.text.lower().split()
+        return [c for c in choices if all(w in c[1].lower() or w in c[0].lower() for w in words)]
+
+    def render() -> AnyFormattedText:
+        items = matching()
+        state["at"] = max(0, min(state["at"], len(items) - 1))
+        start = max(0, min(state["at"] - rows // 2, len(items) - rows))
+        lines: list[tuple[str, str]] = []
+        for i, (_value, label) in enumerate(items[start:start + rows], start):
+            here = i == state["at"]
+            lines += [("class:choice.selected" if here else "class:choice", f"{'❯' if here else ' '} {label}"),
+                      ("", "\n")]
+        if not items:
+            lines.append(("class:choice.help", "  nothing matches\n"))
+        lines.append(("class:choice.help", f"  {len(items)} of {len(choices)} · {SEARCH_KEYS_HELP}"))
+        return lines
+
+    def move(step: int) -> Callable[[KeyPressEvent], None]:
+        def handler(event: KeyPressEvent) -> None:
+            state["at"] = max(0, min(state["at"] + step, len(matching()) - 1))
+
+        return handler
+
+    def finish(value: str | None) -> Callable[[KeyPressEvent], None]:
+        def handler(event: KeyPressEvent) -> None:
+            items = matching()
+            if value is None and not items:
+                return  # Enter on nothing: keep searching
+            if app.is_running and not app.future.done():  # type: ignore[union-attr]
+                app.exit(result=value if value is not None else items[state["at"]][0])
+
+        return handler
+
+    query.on_text_changed += lambda _buffer: state.update(at=0)
+    kb = KeyBindings()
+    kb.add("up")(move(-1))
+    kb.add("down")(move(1))
+    kb.add("enter")(finish(None))
+    for key in ("c-c", "c-d"):
+        kb.add(key)(finish("escape"))
+    kb.add("escape", eager=True)(finish("escape"))
+    search_line = Window(BufferControl(query, input_processors=[]), height=1,
+                         get_line_prefix=lambda line, wrapped: [("class:prompt", "Search: ")])
+    app: Application[str] = Application(
+        layout=Layout(HSplit([Window(FormattedTextControl(lambda: _as_fragments(header)), dont_extend_height=True,
+                                     wrap_lines=True),
+                              search_line,
+                              Window(FormattedTextControl(render, show_cursor=False), dont_extend_height=True,
+                                     wrap_lines=True)]), focused_element=search_line),
+        key_bindings=kb, full_screen=False, erase_when_done=True,
+        color_depth=ColorDepth.MONOCHROME if no_color else None, style=_STYLE, input=input, output=output,
+    )
+    try:
+        return await run_in_worker(app, app.run)
+    except EOFError:
+        return "escape"
+
+
 def _as_fragments(text: AnyFormattedText) -> list[tuple[str, str]]:
     return [(style, chunk) for style, chunk, *_ in to_formatted_text(text)]
 
 
-async def read_text(question: str, *, input: Input | None = None, output: Output | None = None) -> str | None:
-    """One line of free text (Enter sends); None on Ctrl-C, Ctrl-D or Escape."""
+async def read_text(question: str, *, input: Input | None = None, output: Output | None = None,
+                    secret: bool = False) -> str | None:
+    """One line of free text (Enter sends; ``secret``: shown as ``*``); None
+    on Ctrl-C, Ctrl-D or Escape."""
     kb = KeyBindings()
     kb.add("c-c")(lambda event: event.app.exit(exception=EOFError()))
     kb.add("escape", eager=True)(lambda event: event.app.exit(exception=EOFError()))
     session: PromptSession[str] = PromptSession(key_bindings=kb, style=_STYLE, input=input, output=output,
-                                                erase_when_done=False)
+                                                erase_when_done=False, is_password=secret)
     try:
         return await run_in_worker(session.app, lambda: session.prompt([("class:prompt", question)]))
     except EOFError:
@@ -723,8 +799,30 @@ class PlainLineReader:
                 return "\n".join(v for v, _ in choices if v in picked)
         return "escape"
 
-    async def read_text(self, question: str) -> str | None:
+    async def read_search(self, header: str, choices: list[tuple[str, str]]) -> str:
+        """:func:`read_search` on plain lines: the choices numbered on
+        stderr; a number picks one, other words narrow the list and show it
+        again, an empty line (or the end of input) is "escape"."""
+        shown = choices
+        while True:
+            lines = [header, *(f"  {i + 1}. {label}" for i, (_v, label) in enumerate(shown)),
+                     f"Number to pick, words to search ({len(shown)} of {len(choices)}), empty to dismiss: "]
+            self.stderr.write("\n".join(lines))
+            self.stderr.flush()
+            line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
+            word = line.strip()
+            if not word:
+                return "escape"
+            if word.isdigit() and 1 <= int(word) <= len(shown):
+                return shown[int(word) - 1][0]
+            words = word.lower().split()
+            shown = [c for c in choices if all(w in c[1].lower() or w in c[0].lower() for w in words)]
+
+    async def read_text(self, question: str, secret: bool = False) -> str | None:
+        """A line of stdin after ``question`` on stderr (``secret``: not
+        echoed when stdin is a terminal); None at its end or when empty."""
         self.stderr.write(question)
         self.stderr.flush()
-        line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
+        with no_echo(self.stdin) if secret else nullcontext():
+            line = await trio.to_thread.run_sync(self.stdin.readline, abandon_on_cancel=True)
         return line.rstrip("\n") or None if line else None

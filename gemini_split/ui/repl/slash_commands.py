@@ -22,13 +22,12 @@ from prompt_toolkit.document import Document
 from rich.table import Table
 from rich.text import Text
 
-from gemini_split import __version__
 from gemini_split.app import settings_for
 from gemini_split.tools.approval import ApprovalMode, Decision
 from gemini_split.client.probe import measure_latency, probe
 from gemini_split.client.profiles import make_profile, profile_table
 from gemini_split.client.protocol_client import RequestFailed
-from gemini_split.userfiles.system_prompt import INDICATOR
+from gemini_split.tools import ide
 from gemini_split.tools.base import ToolContext, ToolFailed
 from gemini_split.tools.builtin.session_tools import SaveMemoryTool
 from gemini_split.errors import ConfigurationError
@@ -36,7 +35,7 @@ from gemini_split.model_aliases import BUILT_IN_ALIASES, persist_model_name, res
 from gemini_split.policy.rules import MODES
 from gemini_split.userfiles.settings_edit import set_setting
 from gemini_split.ui.command_expansion import CommandFailed, load_commands, run_custom_command
-from gemini_split.ui.extension_list import list_lines
+from gemini_split.ui.follow import named
 from gemini_split.ui.references import complete_reference
 from gemini_split.ui.safe_text import visible
 
@@ -56,6 +55,7 @@ from .transcript import history_lines
 #: Offered by Tab after ``/model``; any name the server accepts works.
 KNOWN_MODELS = ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite", "auto", "pro", "flash", "flash-lite", "set")
 
+IDE_ACTIONS = ("status", "enable", "disable", "install")
 MODEL_USAGE = "/model [NAME] | /model set NAME [--persist] | /model manage"
 SERVER_ADD_USAGE = "/server add NAME URL [--token T | --token-env VAR] [--ca FILE] [--insecure]"
 
@@ -71,6 +71,8 @@ class Command:
     handler: Handler
     #: Words Tab offers for the first argument.
     arguments: Callable[[CommandContext], Iterable[str]] | None = None
+    #: Words Tab offers for the second argument, given the first.
+    then: Callable[[CommandContext, str], Iterable[str]] | None = None
     #: The handler gets the rest of the line as typed (one argument, quotes
     #: and all: a prompt), not split into words.
     raw: bool = False
@@ -105,19 +107,21 @@ async def _quit(repl: CommandContext, args: list[str]) -> None:
     gemini-cli's ``/quit --delete``: no trace left of it)."""
     if args not in ([], ["--delete"]):
         raise CommandUsage("/quit [--delete]")
-    if args:
-        connected = repl.require_client().connected
-        assert connected is not None
-        # A connection cannot delete its own session: leave it for an empty
-        # one (a session never prompted is never stored), then delete it.
-        if not await repl.reconnect(None, "leaving the session to delete it"):
-            raise CommandUsage("the session was not deleted: no new connection to the server")
-        try:
-            await repl.require_client().delete_session(connected.session_id)
-        except RequestFailed as exc:
-            raise CommandUsage(f"the session was not deleted: {exc}") from None
-        repl.console.print(Text(f"Deleted session {connected.session_id}.", style="green"))
-    raise QuitRepl()
+    if not args:
+        raise QuitRepl()
+    connected = repl.require_client().connected
+    assert connected is not None
+    stats = repl.stats
+    # A connection cannot delete its own session: leave it for an empty
+    # one (a session never prompted is never stored), then delete it.
+    if not await repl.reconnect(None, "leaving the session to delete it"):
+        raise CommandUsage("the session was not deleted: no new connection to the server")
+    try:
+        await repl.require_client().delete_session(connected.session_id)
+    except RequestFailed as exc:
+        raise CommandUsage(f"the session was not deleted: {exc}") from None
+    repl.console.print(Text(f"Deleted session {visible(connected.session_id)}.", style="green"))
+    raise QuitRepl(deleted=stats)
 
 
 async def _clear(repl: CommandContext, args: list[str]) -> None:
@@ -163,7 +167,12 @@ async def _tools(repl: CommandContext, args: list[str]) -> None:
 
 
 async def _permissions(repl: CommandContext, args: list[str]) -> None:
-    usage = "/permissions [revoke N|all]"
+    usage = "/permissions [revoke N|all] | trust [DIR]"
+    if args[:1] == ["trust"]:  # gemini-cli's: a folder's trust level, chosen from a menu
+        from .commands.trust import trust_command  # lazy_imports.EDGES
+
+        await trust_command(repl, args[1:])
+        return
     client = repl.require_client()
     policy = client.executor.policy
     grants = repl.asker.grants
@@ -196,7 +205,7 @@ async def _permissions(repl: CommandContext, args: list[str]) -> None:
 
 
 def _permission_actions(repl: CommandContext) -> Iterable[str]:
-    return ["revoke"]
+    return ["revoke", "trust"]
 
 
 #: Input tokens a model reads at most; every Gemini 2.x model has 1M.
@@ -222,7 +231,6 @@ async def _stats(repl: CommandContext, args: list[str]) -> None:
 
     st = repl.stats
     u = st.usage
-    minutes, seconds = divmod(int(time.monotonic() - st.started), 60)
     share = st.last_prompt_tokens / CONTEXT_WINDOW * 100
     context = (f"{st.last_prompt_tokens:,} tokens, {share:.1f}% of the model's {CONTEXT_WINDOW:,}"
                if st.last_turn_single_call else
@@ -230,12 +238,10 @@ async def _stats(repl: CommandContext, args: list[str]) -> None:
                "(the last turn made several model calls; their inputs are summed)")
     tokens = (f"{u.prompt_tokens:,} in · {u.output_tokens:,} out · {u.thinking_tokens:,} thinking · "
               f"{u.cached_tokens:,} cached · {u.total_tokens:,} total")
-    if st.turns and not (u.prompt_tokens or u.total_tokens):
-        # A server that reports no usage (gemini.v1 over gRPC has no field
-        # for it) has not spent zero tokens: say that it did not tell.
+    if not st.usage_reported:
         tokens = context = "not reported by the server"
     rows = [
-        ("session", f"{minutes} min {seconds} s · {st.turns} turn{'s' * (st.turns != 1)} · "
+        ("session", f"{st.wall_time()} · {st.turns} turn{'s' * (st.turns != 1)} · "
                     f"{st.tool_calls} tool call{'s' * (st.tool_calls != 1)} · {st.model_time:.1f} s answering"),
         ("tokens", tokens if st.turns else "nothing sent yet"),
         ("context", context if st.turns else "nothing sent yet"),
@@ -608,18 +614,19 @@ def _memory_tree(files: list[Any]) -> Text:
 
 
 async def _hooks(repl: CommandContext, args: list[str]) -> None:
-    """``/hooks [list]``: as ``gemini-split hooks list``, for this session's settings."""
-    if args not in ([], ["list"]):
-        raise CommandUsage("/hooks [list]")
-    from gemini_split.userfiles.hooks import describe, load_hooks
+    """gemini-cli's ``/hooks [list]|enable|disable|enable-all|disable-all``
+    (:mod:`gemini_split.ui.repl.commands.hooks`)."""
+    from .commands.hooks import hooks_command  # lazy_imports.EDGES
 
-    loaded = repl.settings.loaded_settings
-    if loaded is None:
-        repl.console.print(Text("No settings files were read for this session.", style="dim"))
-        return
-    hooks = load_hooks(loaded)
-    for line in [*hooks.warnings, *describe(hooks)]:
-        repl.console.print(Text(visible(line)))
+    await hooks_command(repl, args)
+
+
+def _hook_names(repl: CommandContext, action: str) -> Iterable[str]:
+    if action not in ("enable", "disable"):
+        return []
+    from .commands.hooks import hook_names  # lazy_imports.EDGES
+
+    return hook_names(repl, enabled=action == "disable")
 
 
 async def _policies(repl: CommandContext, args: list[str]) -> None:
@@ -676,6 +683,34 @@ async def _settings(repl: CommandContext, args: list[str]) -> None:
                             "these for this session.", style="dim"))
 
 
+async def _shells(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's ``/shells`` (:mod:`gemini_split.ui.repl.commands.shells`)."""
+    from .commands.shells import shells_command  # lazy_imports.EDGES
+
+    await shells_command(repl, args)
+
+
+def _shell_numbers(repl: CommandContext, action: str) -> Iterable[str]:
+    if action not in ("output", "kill") or repl.settings.tools.run_on == "server":
+        return []
+    from .commands.shells import shell_numbers  # lazy_imports.EDGES
+
+    return [*shell_numbers(repl), *(["all"] if action == "kill" else [])]
+
+
+async def _theme(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's ``/theme`` (:mod:`gemini_split.ui.repl.commands.theme`)."""
+    from .commands.theme import theme_command  # lazy_imports.EDGES
+
+    await theme_command(repl, args)
+
+
+def _theme_names(repl: CommandContext) -> Iterable[str]:
+    from .commands.theme import theme_names  # lazy_imports.EDGES
+
+    return theme_names(repl)
+
+
 async def _vim(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's /vim: vi editing keys on or off, from the next prompt,
     and ``general.vimMode`` saved in the user's settings.json (as
@@ -691,6 +726,35 @@ async def _vim(repl: CommandContext, args: list[str]) -> None:
         persist_user_setting(repl, "general.vimMode", on)
     except (OSError, ConfigurationError) as exc:
         repl.print_notice(f"general.vimMode not saved: {exc}")
+
+
+async def _ide(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's /ide: ``status`` (the connection and the open files),
+    ``enable`` / ``disable`` (``ide.enabled`` saved in the user's
+    settings.json, and the connection made or closed), ``install`` (where
+    to get the companion extension)."""
+    if len(args) != 1 or args[0] not in IDE_ACTIONS:
+        raise CommandUsage("/ide status|enable|disable|install")
+    action = args[0]
+    if action in ("enable", "disable"):
+        try:
+            persist_user_setting(repl, "ide.enabled", action == "enable")
+        except (OSError, ConfigurationError) as exc:
+            repl.print_notice(f"ide.enabled not saved: {exc}")
+        if action == "enable":
+            await repl.connect_ide()
+        else:
+            await repl.ide.disconnect()
+    if action == "install":
+        name = repl.ide.display_name or "your IDE"
+        repl.console.print(Text(
+            f"No installer is available for {name}. Please install the '{ide.COMPANION_NAME}' extension manually "
+            f"from the marketplace: {ide.MARKETPLACE} (VS Code), {ide.OPEN_VSX} (VS Code forks)."))
+        return
+    if action == "enable" and repl.ide.status != "connected":
+        return  # connect_ide said why
+    error, text = repl.ide.status_text()
+    repl.console.print(Text(text, style="red" if error else ""))
 
 
 def persist_user_setting(repl: CommandContext, key: str, value: Any) -> None:
@@ -874,7 +938,7 @@ async def _server_status(repl: CommandContext, args: list[str]) -> None:
         ("latency", f"{latency:.1f} ms (get_state round trip)"),
         ("auth", "ok: the token was accepted" if token else "ok: no token needed"),
         ("model auth", connected.model_auth or "not said by the server"),
-        ("attached", ", ".join(visible(label) + (" (watching)" if role == "observer" else "")
+        ("attached", ", ".join(named(label, connected.label) + (" (watching)" if role == "observer" else "")
                                for label, role in repl.attached_clients()) or "only this client"),
     ]
     _print_rows(repl, rows)
@@ -884,28 +948,26 @@ async def _about(repl: CommandContext, args: list[str]) -> None:
     """gemini-cli's /about: versions, model, how the model is reached
     (never a secret) and the server."""
     _no_args(args, "/about")
+    from .commands.about import about_rows  # lazy_imports.EDGES
 
-    client = repl.require_client()
-    connected = client.connected
-    assert connected is not None
-    address = repl.settings.endpoint.server or "embedded (the agent loop runs in this process)"
-    _print_rows(repl, [
-        ("version", f"gemini-split {__version__}"),
-        ("model", repl.model or connected.model or "unknown"),
-        ("auth", connected.model_auth or "not said by the server"),
-        ("server", f"{address} · {connected.server or 'unknown'} · protocol {connected.protocol_version}"),
-        ("session", connected.session_id),
-        ("system prompt", _system_prompt_source(repl)),
-    ])
+    _print_rows(repl, about_rows(repl))
 
 
-def _system_prompt_source(repl: CommandContext) -> str:
-    """Where the system prompt comes from: the built-in one, or the
-    user's own file (``GEMINI_SYSTEM_MD``, gemini-cli's ``|⌐■_■|``)."""
-    path = repl.settings.context.system_prompt_file
-    if path is None:
-        return "built-in"
-    return f"{INDICATOR} custom, from {visible(str(path), newlines=False)} (GEMINI_SYSTEM_MD)"
+async def _bug(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's ``/bug [TITLE]`` (:mod:`gemini_split.ui.repl.commands.about`)."""
+    from .commands.about import bug_command  # lazy_imports.EDGES
+
+    await bug_command(repl, args)
+
+
+async def _docs(repl: CommandContext, args: list[str]) -> None:
+    """gemini-cli's ``/docs``: where the documentation is (printed, never
+    opened: the REPL may run over ssh)."""
+    _no_args(args, "/docs")
+    from .commands.about import docs_lines  # lazy_imports.EDGES
+
+    for line in docs_lines():
+        repl.console.print(Text(line), soft_wrap=True)
 
 
 async def _server_test(repl: CommandContext, args: list[str]) -> None:
@@ -985,9 +1047,22 @@ async def _remote(repl: CommandContext, args: list[str]) -> None:
 
 
 async def _resume(repl: CommandContext, args: list[str]) -> None:
-    if len(args) != 1:
-        raise CommandUsage("/resume ID|N|latest")
-    await repl.resume(args[0])
+    """``/resume ID|N|latest``; without one, gemini-cli's session browser (a
+    list narrowed as you type: :mod:`gemini_split.ui.repl.commands.resume`);
+    its checkpoint sub-commands are ``/chat``'s."""
+    from .commands.resume import CHECKPOINT_ACTIONS, browse  # lazy_imports.EDGES
+
+    if args[:1] == ["checkpoints"]:  # gemini-cli's older spelling: /resume checkpoints save TAG
+        args = args[1:]
+    if args and args[0] in CHECKPOINT_ACTIONS:
+        await _chat(repl, ["resume" if args[0] == "load" else args[0], *args[1:]])
+        return
+    if len(args) > 1:
+        raise CommandUsage("/resume [ID|N|latest] | save TAG | list | resume TAG | delete TAG | share [FILE]")
+    if args:
+        await repl.resume(args[0])
+    else:
+        await browse(repl)
 
 
 def _session_ids(repl: CommandContext) -> Iterable[str]:
@@ -1022,7 +1097,7 @@ async def _skills(repl: CommandContext, args: list[str]) -> None:
 
 
 def _skills_actions(repl: CommandContext) -> Iterable[str]:
-    return ["list", "enable", "disable", "reload"]
+    return ["list", "enable", "disable", "reload", "link"]
 
 
 async def _agents(repl: CommandContext, args: list[str]) -> None:
@@ -1037,16 +1112,27 @@ def _agents_actions(repl: CommandContext) -> Iterable[str]:
 
 
 async def _extensions(repl: CommandContext, args: list[str]) -> None:
-    """``/extensions [list]``: the installed extensions, as ``gemini-split
-    extensions list`` shows them (managing them is done outside the REPL,
-    as in gemini-cli; changes apply to the next session)."""
-    if args not in ([], ["list"]):
-        raise CommandUsage("/extensions [list]  (install, enable… with 'gemini-split extensions' outside the REPL)")
+    """gemini-cli's ``/extensions`` sub-commands
+    (:mod:`gemini_split.ui.repl.commands.extensions`); the custom commands
+    are read again when the extensions changed."""
+    from .commands.extensions import extensions_command  # lazy_imports.EDGES
 
-    home = Path(repl.env.environ.get("HOME") or Path.home())
-    for line in list_lines(repl.env.config_dir, repl.settings.tools.workspace, home,
-                           warn=lambda text: repl.print_usage(text)):
-        repl.console.print(Text(line))
+    if await extensions_command(repl, args):
+        load_custom_commands(repl)
+
+
+def _extension_actions(repl: CommandContext) -> Iterable[str]:
+    from .commands.extensions import ACTIONS  # lazy_imports.EDGES
+
+    return ACTIONS
+
+
+def _extension_names(repl: CommandContext, action: str) -> Iterable[str]:
+    if action not in ("uninstall", "update", "enable", "disable", "config", "reload"):
+        return []
+    from .commands.extensions import extension_names  # lazy_imports.EDGES
+
+    return [*extension_names(repl), *(["--all"] if action != "config" else [])]
 
 
 def _commands_actions(repl: CommandContext) -> Iterable[str]:
@@ -1084,7 +1170,7 @@ async def _run_custom(repl: CommandContext, command: Any, line: str) -> None:
         repl.print_usage("Interrupted: nothing was sent.")
         return
     prompt, attachments = expanded
-    await repl.run_turn(prompt, attachments=attachments, references=False)
+    await repl.run_turn(prompt, attachments=attachments, references=False, typed=line)
 
 
 def _visible(text: str) -> str:
@@ -1112,14 +1198,16 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/help", "/help", "this list", _help),
     Command("/about", "/about", "version, model, how the model is reached (API key or Vertex AI account), server",
             _about),
+    Command("/bug", "/bug [TITLE]", "the facts a bug report needs (as /about) and where to report it", _bug),
+    Command("/docs", "/docs", "where gemini-split's documentation is, and gemini-cli's", _docs),
     Command("/quit", "/quit [--delete]", "leave (also Ctrl-D); --delete deletes this session first", _quit),
     Command("/exit", "/exit [--delete]", "the same as /quit", _quit),
     Command("/clear", "/clear", "start a new conversation (a fresh session)", _clear),
     Command("/tools", "/tools [desc|nodesc]", "the local tools this client offers, and which ask first", _tools,
             _tools_actions),
-    Command("/permissions", "/permissions [revoke N|all]",
-            "what runs without asking: the mode, --allowed-tools, this session's \"always\" answers",
-            _permissions, _permission_actions),
+    Command("/permissions", "/permissions [revoke N|all] | trust [DIR]",
+            "what runs without asking: the mode, --allowed-tools, this session's \"always\" answers; trust: "
+            "a folder's trust level", _permissions, _permission_actions),
     Command("/stats", "/stats [session|model|tools]",
             "this session: turns, tool calls, tokens, time, context use; model: per model; tools: per tool",
             _stats, _stats_actions),
@@ -1140,21 +1228,34 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "add workspace directories (as --include-directories), or show them; also /dir",
             _directory, lambda repl: ["add", "show"]),
     Command("/vim", "/vim", "vi editing keys on or off (saved as general.vimMode in your settings.json)", _vim),
+    Command("/shells", "/shells [ACTION]",
+            "the commands the model left running in the background: list | output N [LINES] | kill N|all; "
+            "also /bashes",
+            _shells, lambda repl: ["list", "output", "kill"], _shell_numbers),
+    Command("/theme", "/theme [NAME]", "choose gemini-cli's dark, light or NoColor theme (saved as ui.theme in "
+            "your settings.json)", _theme, _theme_names),
     Command("/settings", "/settings", "the effective settings and where each came from "
             "(user, project, system, default); read-only: edit settings.json to change one", _settings),
     Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
-    Command("/hooks", "/hooks [list]", "the hooks of settings.json (run here, on this machine)", _hooks,
-            lambda repl: ["list"]),
+    Command("/ide", "/ide status|enable|disable|install", "Manage IDE integration: the editor's open files go "
+            "with your prompts, edits are reviewed as diffs in the editor", _ide, lambda repl: IDE_ACTIONS),
+    Command("/hooks", "/hooks [ACTION]",
+            "the hooks of settings.json and extensions (run here, on this machine): list | enable NAME | "
+            "disable NAME | enable-all | disable-all",
+            _hooks, lambda repl: ["list", "enable", "disable", "enable-all", "disable-all"], _hook_names),
     Command("/commands", "/commands [list|reload]",
             "your custom commands (.gemini/commands/*.toml): list them, or reread the files", _commands,
             _commands_actions),
     Command("/agents", "/agents [list|enable NAME|disable NAME|reload]",
             "sub-agents (built-ins, .gemini/agents/*.md): list them, enable or disable one, reread them",
             _agents, _agents_actions),
-    Command("/skills", "/skills [list|enable NAME|disable NAME|reload]",
-            "Agent Skills (SKILL.md): list them, enable or disable one, reread them", _skills, _skills_actions),
-    Command("/extensions", "/extensions [list]", "installed gemini-cli extensions and what they bring",
-            _extensions, lambda repl: ["list"]),
+    Command("/skills", "/skills [list|enable NAME|disable NAME|reload|link PATH]",
+            "Agent Skills (SKILL.md): list them, enable or disable one, reread them, link a directory's",
+            _skills, _skills_actions),
+    Command("/extensions", "/extensions [ACTION]",
+            "gemini-cli extensions: list | install SOURCE | link PATH | uninstall NAME | update NAME|--all | "
+            "enable|disable NAME [--scope S] | config [NAME [SETTING]] | explore | reload",
+            _extensions, _extension_actions, _extension_names),
     Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo, plan",
             _approval_mode, _approval_modes),
     Command("/plan", plan.USAGE, "switch to Plan Mode (read-only; the model writes a plan for your approval) and "
@@ -1164,15 +1265,17 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
     Command("/sessions", "/sessions", "your sessions on this server, newest first", _sessions),
     Command("/remote", "/remote", "a one-time link and QR code that opens your sessions in a browser "
             "(a server started with serve --web)", _remote),
-    Command("/resume", "/resume ID|N|latest", "continue an earlier session and redraw it (N and latest: "
-            "this project's, as --list-sessions numbers them)", _resume, _session_ids),
+    Command("/resume", "/resume [ID|N|latest]", "continue an earlier session and redraw it; without one, a list "
+            "of this project's sessions to search and pick from (N and latest: as --list-sessions numbers them); "
+            "save|list|resume|delete|share TAG as /chat", _resume, _session_ids),
     Command("/restore", "/restore [ID]", "list the checkpoints, or put the files back as before one edit and "
             "propose it again (general.checkpointing.enabled)", _restore, _checkpoint_ids),
     Command("/server", "/server ACTION",
             "list | add NAME URL [--token T|--token-env VAR] [--ca FILE] | remove NAME | "
             "connect NAME|URL | status | test NAME|URL", _server, _server_actions),
 ]}
-ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear", "/dir": "/directory"}
+ALIASES = {"/exit": "/quit", "/q": "/quit", "/?": "/help", "/new": "/clear", "/dir": "/directory",
+           "/bashes": "/shells"}
 
 
 async def run_command(repl: CommandContext, line: str) -> None:
@@ -1243,6 +1346,8 @@ class SlashCompleter(Completer):
             candidates = self.repl.profile_names()
             if words[1] == "connect":
                 candidates = [*candidates, "embedded"]
+        elif len(words) == 3 and command.then is not None:
+            candidates = command.then(self.repl, words[1])
         else:
             return
         for candidate in candidates:

@@ -245,6 +245,8 @@ class SessionView {
     this.tools = new Map();     // call_id -> {node, status, output, text}
     this.agents = new Map();    // `${request}/${agent}` -> body element
     this.approvals = new Map(); // call_id -> card
+    this.clients = [];          // who is attached: {label, role}
+    this.me = null;             // this page's label (connected.label)
     this.active = null;
     this.dirty = new Set();
     this.frame = 0;
@@ -289,7 +291,7 @@ class SessionView {
     if (!turn) {
       turn = el("article", { class: "turn" });
       if (prompt != null) {
-        const who = client ? el("span", { class: "from" }, client) : null;
+        const who = client ? el("span", { class: "from" }, this.named(client)) : null;
         turn.append(el("div", { class: "user" }, who, el("div", { class: "prompt-text" }, prompt)));
       }
       turn.body = el("div", { class: "answer" });
@@ -509,7 +511,7 @@ class SessionView {
     const card = this.approvals.get(ev.call_id);
     if (card) { card.remove(); this.approvals.delete(ev.call_id); }
     const t = this.tools.get(ev.call_id);
-    const note = el("p", { class: "decided" }, `${ev.decision} by ${ev.by || "?"}`);
+    const note = el("p", { class: "decided" }, `${ev.decision} by ${this.named(ev.by) || "?"}`);
     (t ? t.node : this.container(ev)).append(note);
   }
 
@@ -521,6 +523,7 @@ class SessionView {
   apply(ev) {
     switch (ev.type) {
       case "connected":
+        this.me = ev.label || null;
         this.sessionId = ev.session_id;
         $("title").textContent = visible(this.title || ev.session_id);
         $("title").title = visible(ev.session_id);
@@ -528,7 +531,7 @@ class SessionView {
         this.setActive(ev.active_request_id || null);
         break;
       case "clients_changed":
-        this.attachedCount(ev.clients);
+        this.clientsChanged(ev);
         break;
       case "request_started":
         if (!this.title && ev.prompt) { this.title = ev.prompt.split("\n")[0].slice(0, 80); $("title").textContent = visible(this.title); }
@@ -593,7 +596,7 @@ class SessionView {
         this.log.append(el("p", { class: "note mode" }, `Approval mode: ${ev.mode}${ev.by ? ` (by ${ev.by})` : ""}`));
         break;
       case "rewound":
-        this.log.append(el("p", { class: "note" }, `Rewound by ${ev.by || "?"} to before “${ev.prompt || ""}”.`));
+        this.log.append(el("p", { class: "note" }, `Rewound by ${this.named(ev.by) || "?"} to before “${ev.prompt || ""}”.`));
         break;
       case "finished":
         this.endTurn(ev, ev.reason === "cancelled" ? "cancelled" : "done");
@@ -619,13 +622,32 @@ class SessionView {
     if (!ev.replayed) notify("gemini-split: turn ended", text);
   }
 
-  showAttached(list) {
-    this.attached = list.length;
-    $("attached").textContent = visible(`Attached: ${list.map((c) => c.label + (c.role === "observer" ? " (observer)" : "")).join(", ")}`);
+  // How this page names a client: "you" for itself (connected.label, which
+  // the server keeps unique among the session's clients), else its label.
+  named(label) {
+    return label && label === this.me ? "you" : label || "";
   }
 
-  attachedCount(n) {
-    $("attached").textContent = `${n} client${n === 1 ? "" : "s"} attached`;
+  // Who is attached: connected's list, kept up to date by clients_changed.
+  showAttached(list) {
+    this.clients = list.map((c) => ({ label: c.label, role: c.role }));
+    this.drawAttached(this.clients.length);
+  }
+
+  clientsChanged(ev) {
+    if (!ev.replayed) { // connected said who is attached now
+      const c = ev.client || {};
+      const i = this.clients.findIndex((o) => o.label === c.label);
+      if (ev.change === "joined" && i < 0) this.clients.push({ label: c.label, role: c.role });
+      else if (ev.change === "left" && i >= 0) this.clients.splice(i, 1);
+    }
+    this.drawAttached(ev.clients);
+  }
+
+  // "2 attached: you, laptop (watching)", as the session list says it.
+  drawAttached(n) {
+    const names = this.clients.map((c) => this.named(c.label) + (c.role === "observer" ? " (watching)" : ""));
+    $("attached").textContent = visible(`${n} attached${names.length ? ": " + names.join(", ") : ""}`);
   }
 }
 

@@ -92,7 +92,9 @@ def environ(home, fake) -> dict[str, str]:
     return env
 
 
-def run(argv: list[str], environ: dict[str, str], cwd: str | Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """``gemini-split ARGV`` in a real process."""
-    return subprocess.run([sys.executable, "-m", "gemini_split", *argv], env=environ, cwd=cwd,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+def run(argv: list[str], environ: dict[str, str], cwd: str | Path, timeout: float = 60,
+        input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``gemini-split ARGV`` in a real process (``input`` piped to it)."""
+    return subprocess.run([sys.executable, "-m", "gemini_split", *argv], env=environ, cwd=cwd, input=input,
+                          stdin=subprocess.DEVNULL if input is None else None, capture_output=True, text=True,
+                          timeout=timeout)

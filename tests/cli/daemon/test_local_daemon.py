@@ -3,6 +3,7 @@ replaced when it crashed or is another version, and stopped cleanly."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -213,3 +214,29 @@ def test_server_local_is_the_daemon_too(environ, home, tmp_path):
     result = cli(["--server", "local", "-p", "by flag"], environ=env, cwd=tmp_path)
     assert result.returncode == 0 and result.stdout == "Echo: by flag\n", result.stderr
     assert daemon_pids(home) == [info(home)["pid"]]
+
+
+@pytest.mark.timeout(90)
+def test_leaving_a_repl_on_the_daemon_says_to_resume_with_server_local(environ, home, tmp_path):
+    """Issue 45 item 2: the REPL's exit summary names the local daemon as
+    ``--server local`` (not its socket), also when GEMINI_SERVER_MODE chose
+    it; the command resumes the session, with or without that variable."""
+    from tests.ui.repl.pty_driver import CTRL_D, PtyProcess
+
+    repl = PtyProcess([sys.executable, "-m", "gemini_split"], env={**environ, "TERM": "xterm-256color",
+                                                                  "NO_COLOR": "1"}, cwd=str(tmp_path))
+    try:
+        repl.expect(r"/help for commands", timeout=30)
+        repl.type("hello daemon")
+        repl.send("\r")
+        repl.expect(r"Echo: hello daemon")
+        repl.expect("› ")
+        repl.send(CTRL_D)
+        line = repl.expect(r"To resume this session: (gemini-split --resume (s-\S+) --server local)\r?\n")
+        assert repl.wait() == 0
+    finally:
+        repl.close()
+    env = {k: v for k, v in environ.items() if k != "GEMINI_SERVER_MODE"}
+    resumed = cli([*line.group(1).split()[1:], "-p", "again", "-o", "json"], environ=env, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["session_id"] == line.group(2)

@@ -25,9 +25,6 @@ HELP = (FIXTURES / "gemini-cli-0.61.0-help.txt").read_text()
 PENDING: dict[str, str] = {}
 #: gemini-cli features gemini-split does not have (README: Differences).
 ABSENT = {
-    "-w": "git worktrees", "--worktree": "git worktrees",
-    "-e": "extensions", "--extensions": "extensions",
-    "-l": "extensions", "--list-extensions": "extensions",
     "--session-file": "importing gemini-cli's own chat recordings",
 }
 
@@ -57,7 +54,8 @@ def test_every_gemini_cli_flag_is_accepted_or_accounted_for():
                  "--approval-mode", "--screen-reader", "--raw-output", "--accept-raw-output-risk",
                  "--skip-trust", "-o", "--output-format", "-m", "-p", "-y", "--allowed-tools", "-h",
                  "--allowed-mcp-server-names", "--policy", "--admin-policy", "--session-id",
-                 "-r", "--resume", "--list-sessions", "--delete-session", "--acp", "--experimental-acp", "-s", "--sandbox"]:
+                 "-r", "--resume", "--list-sessions", "--delete-session", "--acp", "--experimental-acp", "-s", "--sandbox",
+                 "-w", "--worktree", "-e", "--extensions", "-l", "--list-extensions"]:
         assert flag in ours, flag
 
 
@@ -77,6 +75,10 @@ def test_approval_mode_choices_match_gemini_cli():
     (["-y", "server", "list"], ["-y", "server", "list"], []),
     (["--", "-p looks like a flag"], [], ["-p looks like a flag"]),
     (["-p", "x"], ["-p", "x"], []),
+    # -w takes the next word as its NAME, as gemini-cli's yargs does; a bare -w before an option makes one.
+    (["-w", "feat", "explain"], ["-w", "feat"], ["explain"]),
+    (["-w", "-p", "x"], ["-w", "-p", "x"], []),
+    (["-e", "a,b", "-l"], ["-e", "a,b", "-l"], []),
 ])
 def test_prompt_words_are_split_from_options_and_commands(argv, rest, words):
     assert split_prompt_words(build_parser(), argv) == (rest, words)

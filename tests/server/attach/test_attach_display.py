@@ -7,6 +7,7 @@ wrote before a tool call before the tool's line, apart from what follows;
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pyte
@@ -172,3 +173,70 @@ def test_a_watchers_banner_says_who_it_is_apart_from_who_else_is_attached(tmp_pa
     assert "as laptop (watching); nobody else is attached." in alone, alone
     banner = " ".join(screen_of(second, 160))
     assert "as phone (watching); also attached: laptop (watching)." in banner, banner
+
+
+def _write_reviewer(home) -> None:
+    agents = home / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    (agents / "reviewer.md").write_text("---\nname: reviewer\ndescription: Reviews.\ntools: [read_file]\n---\n"
+                                        "You are REVIEWER.\n")
+
+
+def _review_lines(screen: list[str]) -> list[str]:
+    return [line for line in screen if "review line " in line]
+
+
+def test_a_watcher_sees_a_running_sub_agents_latest_text_bounded_until_it_ends(tmp_path):
+    """``attach --watch`` draws another client's running sub-agent as the
+    REPL draws its own: the latest lines of its text while it writes (before
+    it finishes), never more than a few of them however long the text, then
+    its one-line summary."""
+    from gemini_split.ui.render import AGENT_TAIL
+
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "home"
+    _write_reviewer(home)
+    review = "".join(f"review line {i:02d}\n" for i in range(40))
+    script = [{"text": "Hello."},
+              {"system_contains": "You are gemini-split",
+               "function_calls": [{"name": "reviewer", "args": {"query": "review it"}}]},
+              {"system_contains": "REVIEWER", "text": review, "chunks": 40, "chunk_delay": 0.1,
+               "function_calls": [{"name": "complete_task", "args": {"result": "looks fine"}}]},
+              {"system_contains": "You are gemini-split", "text": "Reviewed."}]
+    with FakeGemini(script=script, api_key=API_KEY) as fake, \
+            daemon(tmp_path, fake, "--state-dir", str(tmp_path / "state")) as (_, address):
+        assert client(["--server", address, "-p", "hello"], cwd=work, in_process=False).returncode == 0
+        watcher = PtyProcess([sys.executable, "-m", "gemini_split", "attach", "latest", "--watch", "--limit", "0",
+                              "--server", address], env=_environ(tmp_path, NO_COLOR="1"), cwd=str(work),
+                             rows=ROWS, cols=110)
+        other = None
+        try:
+            watcher.expect(r"Ctrl-C leaves", timeout=30)
+            other = subprocess.Popen(
+                [sys.executable, "-m", "gemini_split", "--server", address, "--resume", "latest", "-p", "review",
+                 "--yolo"], cwd=work, env=_environ(tmp_path), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            watcher.expect(r"review line 05", timeout=30)
+            assert "reviewer completed" not in watcher.text  # seen while it runs
+            early = screen_of(watcher, 110)
+            watcher.expect(r"review line 30", timeout=30)
+            later = screen_of(watcher, 110)
+            watcher.expect(r"reviewer completed .*: looks fine", timeout=30)
+            watcher.expect(r"Reviewed\.", timeout=30)
+            watcher.drain(0.5)
+            end = screen_of(watcher, 110)
+            _, err = other.communicate(timeout=30)
+            assert other.returncode == 0, err
+        finally:
+            watcher.close()
+            if other is not None and other.poll() is None:
+                other.kill()
+                other.wait()
+    for screen in (early, later):
+        shown = _review_lines(screen)
+        assert 0 < len(shown) <= AGENT_TAIL, "\n".join(screen)
+        assert any("└ reviewer thinking…" in line for line in screen), "\n".join(screen)
+    assert "review line 00" not in "\n".join(later)  # the text's start has left the view, not piled up above
+    assert _review_lines(end) == [], "\n".join(end)  # the block went with the sub-agent
+    assert any("✓ reviewer completed" in line and "looks fine" in line for line in end), "\n".join(end)

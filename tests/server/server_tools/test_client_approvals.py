@@ -81,6 +81,9 @@ async def test_the_client_asks_its_person_and_the_approval_runs_on_the_server(tm
     first, second = asker.asked
     assert first.tool.name == "run_shell_command" and first.tool.kind is ToolKind.EXECUTE
     assert "echo hi > a.txt" in first.description and first.reason
+    # Where it runs is the session's server workspace, not the user's ".".
+    workspace = (tmp_path / "ws" / session_id).resolve()
+    assert first.description.startswith(f"Run in the server workspace {workspace}:\n")
     assert (tmp_path / "ws" / session_id / "a.txt").read_text() == "hi\n"  # approved; the second was denied
     assert not (tmp_path / "client" / "a.txt").exists()
     assert [type(e) for e in events if isinstance(e, ToolCompleted | ToolError)] == [ToolCompleted, ToolError]

@@ -1,8 +1,8 @@
 """Issue 32 in the REPL, under a pty: a running sub-agent is one collapsed
-block under its call with the tool it runs now, a one-line summary when it
-is done, Ctrl-T expands it; ``/stats`` splits tokens and tool calls per
-agent; ``/agents list|disable|enable|reload`` persist gemini-cli's
-``agents.overrides``."""
+block under its call with the tool it runs now and the last lines of its
+text (issue 45 §3), a one-line summary when it is done, Ctrl-T expands it;
+``/stats`` splits tokens and tool calls per agent; ``/agents
+list|disable|enable|reload`` persist gemini-cli's ``agents.overrides``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from gemini_split.userfiles.settings import strip_json_comments
 
 from .pty_driver import CTRL_C
+from .test_turn_display import screen_lines
 from .test_repl import PROMPT, ask, start_repl, workdir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(90)
@@ -43,10 +44,13 @@ def test_a_sub_agent_shows_as_a_block_then_one_line_and_ctrl_t_expands_it(start_
     ], "--yolo")
     ask(repl, "what do the notes say?")
     repl.expect(r"└ scout thinking…")  # collapsed while it runs
+    repl.expect(r"│ SCOUT-SAYS reading")  # with the latest lines of its text
     repl.expect(r"✓ scout completed · 2 turns · 1 tool calls · [\d,]+ tokens: The notes say: the notes\.")
     repl.expect(r"Scout read them\.")
     repl.expect(PROMPT)
-    assert "SCOUT-SAYS" not in repl.text  # its text stays in its block until expanded
+    repl.drain(0.3)
+    # Its text stays in its block (gone with it) until expanded.
+    assert "SCOUT-SAYS" not in "\n".join(screen_lines(repl))
     repl.send("\x14")  # Ctrl-T
     repl.expect(r"sub-agent 1: scout")
     repl.expect(r"SCOUT-SAYS reading")

@@ -50,6 +50,9 @@ def test_a_custom_command_is_listed_completed_and_expanded(start_repl, commands)
     ask(repl, ' "Button is misaligned"')
     repl.expect(r'Echo: Please provide a code fix for the issue described here: "Button is\s+misaligned"\.')
     repl.expect(PROMPT)
+    ask(repl, "/sessions")  # issue 46 §4: titled by the command as typed, not its expansion
+    repl.expect(r'/git:fix "Button is misaligned"')
+    repl.expect(PROMPT)
 
 
 def test_shell_injection_is_asked_first_and_arguments_cannot_inject_a_command(start_repl, commands, tmp_path):  # noqa: F811

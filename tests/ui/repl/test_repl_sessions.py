@@ -132,3 +132,46 @@ def test_resume_latest_and_numbers_count_this_projects_sessions_only(start_repl,
     finally:
         proc.close()
     assert "plan the refactor" not in proc.text
+
+
+@pytest.mark.timeout(90)
+def test_resume_without_an_id_lists_this_projects_sessions_to_search_and_pick(start_repl):
+    from .pty_driver import DOWN, ESC
+
+    repl = start_repl([{"text": "Blue it is."}, {"text": "Tea, then."}, {"text": "Noted."}, {"text": "Again."}])
+    for prompt in ("pick a colour", "pick a drink"):
+        ask(repl, prompt)
+        repl.expect(r"\.")
+        repl.expect(PROMPT)
+        ask(repl, "/clear")
+        repl.expect(r"New conversation")
+        repl.expect(PROMPT)
+    ask(repl, "/resume")
+    repl.expect(r"Resume a session of this project \(2; newest first")
+    repl.expect(r"❯\s+2\. \d{4}-\d\d-\d\d \d\d:\d\d · 1 turn · pick a drink · s-[0-9a-f]{16}")
+    repl.expect(r"1\. \d{4}-\d\d-\d\d \d\d:\d\d · 1 turn · pick a colour")
+    repl.expect(r"2 of 2 · type to search")
+    repl.type("colo")
+    repl.expect(r"1 of 2")
+    repl.send(ENTER)
+    repl.expect(r"Resumed session s-[0-9a-f]{16}")
+    repl.expect(r"» pick a colour")
+    repl.expect(r"Blue it is\.")
+    repl.expect(PROMPT)
+    ask(repl, "/resume")
+    repl.expect(r"1 of 1")  # the drink's: the one resumed now is not listed
+    repl.type("nothing like it")
+    repl.expect(r"nothing matches")
+    repl.send(ESC)
+    repl.expect(PROMPT)
+    ask(repl, "/resume")
+    repl.expect(r"1 of 1")
+    repl.send(DOWN)
+    repl.send(ESC)
+    repl.expect(PROMPT)
+    ask(repl, "and?")
+    repl.expect(r"Noted\.")  # still in the colour conversation
+    repl.expect(PROMPT)
+    ask(repl, "/resume list")
+    repl.expect(r"No saved chats")
+    repl.expect(PROMPT)

@@ -52,3 +52,26 @@ def test_skills_are_listed_disabled_enabled_and_reloaded_and_the_choice_persists
     ask(repl, "/skills frob")
     repl.expect(r"/skills list \[nodesc\] \| enable NAME")
     repl.expect(PROMPT)
+
+
+def test_skills_link_shows_what_it_links_asks_and_the_next_list_has_it(start_repl, tmp_path):  # noqa: F811
+    source = tmp_path / "dev" / "tool"
+    source.mkdir(parents=True)
+    (source / "SKILL.md").write_text("---\nname: linked-one\ndescription: Lives elsewhere.\n---\nbody\n")
+    repl = start_repl([])
+    ask(repl, f"/skills link {source.parent} --scope user")
+    repl.expect(r'Linking agent skill\(s\) from "')
+    repl.expect(r"linked-one: Lives elsewhere\.")
+    repl.expect(r"Link Destination: ")
+    repl.expect(r"Do you want to continue\?")
+    repl.send("1")
+    repl.expect(r'Successfully linked skills from "\S+" \(user\)\.')
+    repl.expect(PROMPT)
+    link = tmp_path / "home" / "skills" / "linked-one"
+    assert link.is_symlink() and link.resolve() == source.resolve()
+    ask(repl, "/skills list")
+    repl.expect(r"linked-one \[enabled\] \(user\)")
+    repl.expect(PROMPT)
+    ask(repl, f"/skills link {tmp_path}/nothing-here")
+    repl.expect(r"Failed to link skills: ")
+    repl.expect(PROMPT)

@@ -75,12 +75,15 @@ from gemini_split.protocol import (
     decode,
 )
 
+from gemini_split.agent_invocation import AGENT_TOOL, invocation, with_prompt
+
 from ...config import ServerConfig
 from ...model.base import Model, ModelError
 from ...model.names import ModelNameRefused, check_model_name
 from ...store import SessionStore, StoreError
 from ..chain import AgentRun, CallTool, TurnLimitExceeded, model_turn, run_chain, spend_turn
 from .prompts import instruction_for
+from .tool_hooks import Hooks, after_tool, before_tool
 
 log = logging.getLogger(__name__)
 
@@ -272,13 +275,16 @@ class Delegation:
     around it (the server tools it is granted, ``activate_skill``);
     ``offered`` what the main model is offered besides the sub-agents;
     ``running`` and ``slots`` the session's sub-agents running now (for
-    ``get_state``) and the slots of its cap on how many run at once."""
+    ``get_state``) and the slots of its cap on how many run at once;
+    ``hooks`` the user's tool hooks (``tool_hooks.py``), asked around each
+    delegation to a local agent (:meth:`_hooked`)."""
 
     def __init__(self, run: AgentRun, agents: Sequence[AgentDefinition], *, model: Model, config: ServerConfig,
                  emit: Callable[[ServerEvent], Awaitable[None]], sub_path: Callable[[AgentRun], CallTool],
                  tool_caller: Callable[[int], CallTool], offered: Sequence[ToolSpec],
-                 running: dict[int, SubAgent], slots: trio.CapacityLimiter):
+                 running: dict[int, SubAgent], slots: trio.CapacityLimiter, hooks: Hooks | None = None):
         self.run = run
+        self.hooks = hooks
         self.model = model
         self.config = config
         self.emit = emit
@@ -307,18 +313,44 @@ class Delegation:
             definition = self.agents.get(name)
             if definition is None:
                 return await call_on(name, args)
-            return await self.delegate(definition, args if isinstance(args, dict) else {})
+            n = self._planned.pop(id(args), None) or next(self._numbers)
+            args = args if isinstance(args, dict) else {}
+            # A remote agent's call is hooked by the client's executor that
+            # makes it; a call the policy denies runs no hook (as gemini-cli).
+            if self.hooks is None or definition.kind == "remote" or definition.denied is not None:
+                return await self.delegate(definition, args, n)
+            return await self._hooked(definition, args, n, self.hooks)
 
         return call
 
-    async def delegate(self, definition: AgentDefinition, args: dict[str, Any]) -> tuple[Any, ToolFailure | None]:
-        """Run ``definition`` for one call of the main model; its report (or
-        why there is none) is the call's answer."""
-        n = self._planned.pop(id(args), None) or next(self._numbers)
+    async def _hooked(self, definition: AgentDefinition, args: dict[str, Any], n: int,
+                      hooks: Hooks) -> tuple[Any, ToolFailure | None]:
+        """:meth:`delegate`, with the user's BeforeTool and AfterTool hooks
+        around it, shown the call as gemini-cli 0.61 makes it:
+        ``invoke_agent`` with ``{"agent_name", "prompt"}``
+        (:mod:`gemini_split.agent_invocation`). A rewrite of the prompt
+        becomes the agent's input; a deny refuses the call (``hook_denied``)."""
+        shown = invocation(definition.name, args)
+        rewritten, refused = await before_tool(hooks, AGENT_TOOL, shown, label=f"sub-agent {definition.name}")
+        if rewritten.get("prompt") != shown["prompt"]:
+            inputs = list(((definition.input_schema or QUERY_SCHEMA).get("properties") or {}))
+            args = with_prompt(args, rewritten.get("prompt"), inputs)
+            shown = invocation(definition.name, args)
+        result, failure = await self.delegate(definition, args, n, refused=refused)
+        if failure is None:
+            result = await after_tool(hooks, AGENT_TOOL, shown, result)
+        return result, failure
+
+    async def delegate(self, definition: AgentDefinition, args: dict[str, Any], n: int, *,
+                       refused: ToolFailure | None = None) -> tuple[Any, ToolFailure | None]:
+        """Run ``definition`` for call ``n`` of a sub-agent in this request
+        (:meth:`plan`); its report (or why there is none) is the call's
+        answer. ``refused``: the user's hooks refused the call (it is
+        shown, and answered with that)."""
         parent_call_id = f"{self.run.request_id}.agent.{n}"
         rid = self.run.request_id
         await self.emit(ToolStarted(request_id=rid, call_id=parent_call_id, tool=definition.name, parameters=args))
-        failure = self._check_input(definition, args)
+        failure = refused or self._check_input(definition, args)
         if definition.denied is not None:
             failure = ToolFailure(code="refused", message=f"sub-agent {definition.name} is not allowed by the "
                                                           f"approval policy: {definition.denied}",

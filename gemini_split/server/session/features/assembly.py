@@ -57,8 +57,9 @@ def assemble(session: Any, run: AgentRun) -> Chain:
     context = run.context
     skills = tuple(getattr(context, "skills", None) or ())
     agents = tuple(getattr(context, "agents", None) or ())
-    # The user's tool hooks, around the tools the steps answer here.
-    hooks = session.tool_hooks.bind(run.request_id) if session.server_tools or skills else None
+    # The user's tool hooks, around the tools the steps answer here (and
+    # each delegation to a sub-agent).
+    hooks = session.tool_hooks.bind(run.request_id) if session.server_tools or skills or agents else None
 
     def tool_path(agent_id: int) -> CallTool:
         return _session_path(session, run.request_id, agent_id)
@@ -80,7 +81,8 @@ def assemble(session: Any, run: AgentRun) -> Chain:
         delegation = Delegation(
             run, agents, model=session.model, config=session.config, emit=session.emit,
             sub_path=lambda sub: _sub_agent_path(session, sub, hooks, skills), tool_caller=tool_path,
-            offered=run.tools + run.extra_tools, running=session.running_agents, slots=session.agent_slots)
+            offered=run.tools + run.extra_tools, running=session.running_agents, slots=session.agent_slots,
+            hooks=hooks)
         steps.append(delegation.step)
         chain.after_turn.append(delegation.plan)
         run.extra_tools += subagents.specs(agents)
@@ -208,7 +210,9 @@ def start_prompt(session: Any, request: GenerateContentRequest, view: View) -> N
         view.send_direct(Error(request_id=request.id, in_reply_to=request.id, code=ErrorCode.INVALID_REQUEST.value,
                                message="the prompt is empty"))
         return
-    session.emit_nowait(RequestStarted(request_id=request.id, prompt=request.prompt, client=view.label))
+    # (1.6) A custom command shows as typed, not as its expansion.
+    shown = request.typed or request.prompt
+    session.emit_nowait(RequestStarted(request_id=request.id, prompt=shown, client=view.label))
     if request.model:
         try:
             session.model_name = check_model_name(request.model, session.config.allowed_models,
@@ -222,5 +226,5 @@ def start_prompt(session: Any, request: GenerateContentRequest, view: View) -> N
         session.context = request.context
     session.timeline.begin(request.id, session.history)
     if not session.title:
-        session.title = make_title(request.prompt)
+        session.title = make_title(shown)
     session.start(request.id, prompt_body(session, request.id, request.prompt, request.attachments), view)

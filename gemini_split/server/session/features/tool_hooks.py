@@ -3,9 +3,10 @@
 Hooks are the user's commands and run on the user's machine (issue 29 §4):
 before and after each tool call the server runs — every call of a session
 whose tools run here (``hello.tools = "server"``: the ``ToolHost``'s
-executor applies the verdict), and ``google_web_search`` and
-``activate_skill`` in any session (:func:`before_tool` / :func:`after_tool`)
-— the session asks a client to run its BeforeTool / AfterTool hooks and
+executor applies the verdict), and ``google_web_search``,
+``activate_skill`` and each delegation to a sub-agent (shown as
+gemini-cli's ``invoke_agent``: ``agents.py``) in any session
+(:func:`before_tool` / :func:`after_tool`) — the session asks a client to run its BeforeTool / AfterTool hooks and
 waits for their combined verdict. One :class:`ToolHooks` per session.
 
 Who is asked: the client whose prompt started the request (its *origin*),
@@ -176,15 +177,17 @@ def _specific(output: dict[str, Any], key: str) -> Any:
     return specific.get(key) if isinstance(specific, dict) else None
 
 
-async def before_tool(hooks: Hooks, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], ToolFailure | None]:
+async def before_tool(hooks: Hooks, name: str, args: dict[str, Any], *,
+                      label: str = "") -> tuple[dict[str, Any], ToolFailure | None]:
     """The BeforeTool verdict on a call: ``(args, None)`` with any
     ``tool_input`` rewrite merged over the arguments, or the refusal
-    (``hook_denied``, the hooks' reason) for a deny or ``continue: false``."""
+    (``hook_denied``, the hooks' reason, naming the call ``label`` or
+    ``name``) for a deny or ``continue: false``."""
     output = await hooks("BeforeTool", {"tool_name": name, "tool_input": args}) or {}
     if _denies(output) or output.get("continue") is False:
         why = output.get("reason") if _denies(output) else output.get("stopReason") or output.get("reason")
         return args, ToolFailure(code="hook_denied",
-                                 message=f"{name} was blocked by the user's BeforeTool hook: "
+                                 message=f"{label or name} was blocked by the user's BeforeTool hook: "
                                          f"{why or 'blocked by the user hooks'}",
                                  hint="do not retry this call unchanged; tell the user if you need it")
     rewrite = _specific(output, "tool_input")

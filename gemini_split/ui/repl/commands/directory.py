@@ -139,7 +139,7 @@ def _add(repl: CommandContext, dirs: list[Path]) -> None:
     if client is not None:
         executor = client.executor
         old = executor.workspace
-        executor.workspace = Workspace(old.root, (*old.roots[1:], *dirs))
+        executor.workspace = Workspace(old.root, (*old.roots[1:], *dirs), place=old.place)
         tracker = settings.context.tracker
         if tracker is not None:
             executor.after_run = tracker.after_run

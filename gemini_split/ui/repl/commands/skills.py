@@ -1,23 +1,36 @@
-"""The REPL's ``/skills list|enable|disable|reload`` (gemini-cli's), issue 29 §2.
+"""The REPL's ``/skills list|enable|disable|reload|link`` (gemini-cli's), issue 29 §2.
 
 ``enable`` / ``disable`` edit ``skills.disabled`` in the user's
 settings.json (``--scope workspace``: the project's), as gemini-cli does,
 and take effect at the next prompt: the skills are read again and the
-session's context (which carries them to the server) is rebuilt.
+session's context (which carries them to the server) is rebuilt. ``link
+PATH`` links the skills of a local directory into the skills directory
+(as ``gemini-split skills link``), after asking.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 
-from gemini_split.userfiles.skills import SkillError, set_disabled, settings_path
+from pathlib import Path
+
+from gemini_split.userfiles.skills import (
+    SkillError,
+    consent_text,
+    find_installable,
+    install_dir,
+    link,
+    set_disabled,
+    settings_path,
+)
 from gemini_split.ui.safe_text import visible
 
 from ..command_context import CommandContext
 from .context_reload import reload_in_worker
 
 
-USAGE = "/skills list [nodesc] | enable NAME | disable NAME [--scope user|workspace] | reload"
+USAGE = ("/skills list [nodesc] | enable NAME | disable NAME [--scope user|workspace] | reload | "
+         "link PATH [--scope user|workspace]")
 
 
 class SkillsUsage(Exception):
@@ -38,6 +51,9 @@ async def skills_command(repl: CommandContext, args: list[str]) -> None:
         return
     if action in ("enable", "disable") and (target := name_and_scope(rest)) is not None:
         await _set(repl, target[0], disabled=action == "disable", scope=target[1])
+        return
+    if action == "link" and (target := name_and_scope(rest)) is not None:
+        await _link(repl, target[0], target[1])
         return
     raise SkillsUsage(USAGE)
 
@@ -90,3 +106,32 @@ async def _set(repl: CommandContext, name: str, *, disabled: bool, scope: str) -
     if now is not None and now.disabled != disabled:
         repl.console.print(Text(f'Note: another settings file still has "{name}" '
                                 f'{"enabled" if now.disabled is False else "disabled"}.', style="yellow"))
+
+
+async def _link(repl: CommandContext, path: str, scope: str) -> None:
+    """gemini-cli's ``/skills link PATH [--scope]``: what will be linked is
+    shown and asked about, then the skills are read again."""
+    source = Path(path).expanduser()
+    source = source if source.is_absolute() else repl.env.cwd / source
+    try:
+        found = find_installable(source)
+    except SkillError as exc:
+        raise SkillsUsage(f"Failed to link skills: {exc}") from None
+    for line in found.warnings:
+        repl.print_usage(visible(line, newlines=False))
+    if not found.skills:
+        raise SkillsUsage(f'Failed to link skills: No valid skills found in "{source}". '
+                          "Ensure a SKILL.md file exists with valid frontmatter.")
+    target = install_dir(scope, repl.env.config_dir, repl.env.cwd)
+    repl.console.print(Text(visible(consent_text(found, source, target, link=True))), soft_wrap=True)
+    choice = await repl.asker.read_choice("Do you want to continue?", [("yes", "Yes"), ("no", "No")], 1)
+    if choice != "yes":
+        repl.console.print(Text("Skill linking cancelled by user.", style="dim"))
+        return
+    try:
+        link(found, target)
+    except (SkillError, OSError) as exc:
+        raise SkillsUsage(f"Failed to link skills: {exc}") from None
+    repl.console.print(Text(f'Successfully linked skills from "{visible(path, newlines=False)}" ({scope}).',
+                            style="green"), soft_wrap=True)
+    await reload_in_worker(repl)

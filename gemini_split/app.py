@@ -42,6 +42,7 @@ from gemini_split.userfiles.context import (
 from gemini_split.client.local_daemon import ensure_daemon
 from gemini_split.userfiles.skills import Discovery, discover, skill_roots, wire_skills
 from gemini_split.tools.builtin.session_tools import default_memory_file
+from gemini_split.tools.plans import PlanPlace
 from gemini_split.tools.builtin.subprocess_env import is_secret_name
 from gemini_split.userfiles.system_prompt import custom_prompt_file, read_custom_prompt, write_prompt_file
 from gemini_split.collector import paused_collection
@@ -61,6 +62,7 @@ from gemini_split.sandbox import Sandbox, sandbox_mode_from
 from gemini_split.userfiles.settings import (
     LoadedSettings,
     MCPServerSettings,
+    PlanSettings,
     Settings,
     load_settings,
     workspace_dir_refusal,
@@ -132,6 +134,7 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
         mcp_cache=env.config_dir / "mcp-cache",
         edits_dir=env.config_dir / "rewind",
         checkpoints_home=env.config_dir if s.general.checkpointing.enabled else None,
+        plans=_plan_place(s.general.plan, env, Path(os.path.realpath(workspace))),
         reject_dangerous=_rejects_dangerous(options, env),
         run_on=options.tools,
         project=options.project,
@@ -159,6 +162,22 @@ def resolve_client_settings(options: ClientOptions, env: Environment,
         raise ConfigurationError("--project needs --tools server")
     attach_context(settings, env, interactive=interactive)
     return settings
+
+
+def _plan_place(plan: PlanSettings, env: Environment, project: Path) -> PlanPlace | None:
+    """Where plan mode keeps a session's plans (``general.plan``):
+    gemini-cli's ``~/.gemini/tmp/<project>/<session-id>/plans``, or
+    ``general.plan.directory`` inside the project (gemini-cli refuses one
+    outside it, and so do we); None with ``general.plan.enabled: false``."""
+    if not plan.enabled:
+        return None
+    if not plan.directory:
+        return PlanPlace(temp=env.config_dir / "tmp", project=project)
+    path = Path(os.path.realpath(project / Path(plan.directory).expanduser()))
+    if path != project and project not in path.parents:
+        raise SettingsError(f"Custom plans directory '{plan.directory}' resolves to '{path}', which is outside "
+                            f"the project root '{project}' (settings general.plan.directory).")
+    return PlanPlace(fixed=path)
 
 
 def with_extensions(tools: ToolSettings, env: Environment, *, only: tuple[str, ...] | None = None,

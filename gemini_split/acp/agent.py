@@ -40,7 +40,7 @@ from gemini_split import __version__
 from gemini_split.tools.approval import Answer, ApprovalMode, ApprovalRequest
 from gemini_split.client.connect import ClientSettings, open_client
 from gemini_split.client.protocol_client import HandshakeFailed, ProtocolClient, RequestFailed
-from gemini_split.tools.builtin import ask_user
+from gemini_split.tools.builtin import ask_user, plan_mode
 from gemini_split.tools.base import ToolFailed
 from gemini_split.tools.registry import ToolRegistry
 from gemini_split.tools.workspace import Workspace
@@ -101,6 +101,7 @@ MODES = (
     ("default", "Default", "Prompts for approval", ApprovalMode.DEFAULT),
     ("autoEdit", "Auto Edit", "Auto-approves edit tools", ApprovalMode.AUTO_EDIT),
     ("yolo", "YOLO", "Auto-approves all tools", ApprovalMode.YOLO),
+    ("plan", "Plan", "Read-only mode", ApprovalMode.PLAN),
 )
 _MODE_BY_ID = {m[0]: m[3] for m in MODES} | {"auto_edit": ApprovalMode.AUTO_EDIT}
 _ID_BY_MODE = {m[3]: m[0] for m in MODES}
@@ -127,6 +128,16 @@ API_KEY_METHOD = {
 ALLOW_ONCE = {"optionId": "proceed_once", "name": "Allow", "kind": "allow_once"}
 ALLOW_ALWAYS = {"optionId": "proceed_always", "name": "Allow for this session", "kind": "allow_always"}
 REJECT = {"optionId": "cancel", "name": "Reject", "kind": "reject_once"}
+#: A plan's approval (gemini-cli's answers; "No, keep planning" asks the
+#: model for a plan the user agrees with). An editor's plain "proceed_once"
+#: approves it as gemini-cli's ACP mode does: in default mode.
+PLAN_OPTIONS = [
+    {"optionId": "autoEdit", "name": plan_mode.APPROVE_AUTO, "kind": "allow_once"},
+    {"optionId": "default", "name": plan_mode.APPROVE_MANUAL, "kind": "allow_once"},
+    {"optionId": "cancel", "name": "No, keep planning", "kind": "reject_once"},
+]
+_PLAN_ANSWERS = {"autoEdit": plan_mode.APPROVE_AUTO, "default": plan_mode.APPROVE_MANUAL,
+                 "proceed_once": plan_mode.APPROVE_MANUAL, "cancel": ""}
 
 
 # --- params, checked with msgspec: a wrong one is -32602 ----------------------------
@@ -204,6 +215,7 @@ class AcpSession:
         self._lent: list[Any] = []
         #: The running prompt, folded: _on_event renders its changes.
         self.turn = Turn()
+        self._setting_mode = False
         self._closing = trio.Event()
         self.ended = trio.Event()
 
@@ -229,6 +241,7 @@ class AcpSession:
                                    on_notice=self._notice) as client:
                 lend_editor_tools(client.executor.registry, self)
                 self._lent = list(client.executor.registry)
+                client.executor.policy.listeners.append(self._mode_switched)
                 assert client.connected is not None
                 self.client = client
                 self.id = client.connected.session_id
@@ -450,6 +463,13 @@ class AcpSession:
                 "tools here. Connect with a client that advertises fs/terminal capabilities to let it "
                 "read and edit your files.\n")})
 
+    def _mode_switched(self, mode: ApprovalMode) -> None:
+        """Plan mode's tools (or the server of a ``--tools server`` session)
+        switched the mode: every editor watching is told."""
+        if not self._setting_mode:
+            self.agent.spawn(self.update, {"sessionUpdate": "current_mode_update",
+                                           "currentModeId": _ID_BY_MODE[mode]})
+
     def mode_refusal(self, mode: ApprovalMode) -> str | None:
         """Why this session may not switch to ``mode`` (yolo: settings or
         folder trust; auto_edit: folder trust), or None."""
@@ -464,7 +484,11 @@ class AcpSession:
         if refused:
             raise RpcError(INVALID_PARAMS, refused)
         assert self.client is not None
-        self.client.executor.policy.mode = mode
+        self._setting_mode = True  # said below, once the switch is made
+        try:
+            self.client.executor.policy.mode = mode
+        finally:
+            self._setting_mode = False
         await self.update({"sessionUpdate": "current_mode_update", "currentModeId": _ID_BY_MODE[mode]})
 
     async def replay_history(self, peer: RpcPeer) -> None:
@@ -522,6 +546,29 @@ class _PermissionAsker:
             await session.update({"sessionUpdate": "tool_call_update", "toolCallId": request.call_id,
                                   "status": "in_progress"})
         return answer
+
+    async def approve_plan(self, call_id: str, review: plan_mode.PlanReview) -> str | None:
+        """A plan for approval (``exit_plan_mode``): its steps as ACP's
+        ``plan`` update to every editor watching, then the plan itself in
+        a ``session/request_permission`` to the editor that prompted, with
+        gemini-cli's answers (a rejection reads "Plan rejected. No feedback
+        provided.": the model asks in its answer what to change)."""
+        session = self.session
+        await session.update(u.plan_update(review.content))
+        tool_call = u.tool_call_start(session.workspace, call_id, plan_mode.EXIT, {"plan_path": review.path})
+        del tool_call["sessionUpdate"]
+        tool_call["title"] = f"Plan Approval: {q.cut(review.name, q.SHORT_CHARS)}"
+        tool_call["content"] = [u.text_content(review.content)]
+        tool_call["locations"] = [{"path": review.path}]
+        try:
+            reply = await session.call("session/request_permission", {
+                "sessionId": session.id, "toolCall": tool_call, "options": PLAN_OPTIONS})
+        except (RpcError, PeerGone) as exc:
+            log.info("plan %s not approved: %s", call_id, exc)
+            return None
+        outcome = reply.get("outcome") if isinstance(reply, dict) else None
+        chosen = outcome.get("optionId") if isinstance(outcome, dict) and outcome.get("outcome") == "selected" else None
+        return _PLAN_ANSWERS.get(chosen) if isinstance(chosen, str) else None
 
     async def ask_user(self, call_id: str, questions: tuple[AskUserQuestion, ...]) -> dict[str, str] | None:
         """The model's ``ask_user`` questions (:mod:`.questions`): one form

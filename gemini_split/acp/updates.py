@@ -16,6 +16,7 @@ import base64
 import binascii
 import json
 import os
+import re
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -38,9 +39,28 @@ _KIND_BY_TOOL = {
     "google_web_search": "fetch",
     "write_todos": "think",
     "enter_plan_mode": "switch_mode",
+    "exit_plan_mode": "switch_mode",
     "list_background_processes": "read",
     "read_background_output": "read",
 }
+
+
+#: Steps of a plan sent in one ``plan`` update, at most, and their length.
+PLAN_ENTRIES = 50
+PLAN_ENTRY_CHARS = 200
+_STEP = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(.+)$")
+
+
+def plan_update(text: str) -> dict[str, Any]:
+    """ACP's ``plan`` update for a plan file presented for approval: its
+    list items as the entries (pending, in order), or its first line when
+    it has none."""
+    steps = [m.group(1) for m in map(_STEP.match, text.splitlines()) if m]
+    if not steps:
+        steps = [line.lstrip("# ") for line in text.splitlines() if line.strip()][:1]
+    return {"sessionUpdate": "plan", "entries": [
+        {"content": _one_line(step, PLAN_ENTRY_CHARS), "priority": "medium", "status": "pending"}
+        for step in steps[:PLAN_ENTRIES]]}
 
 
 def tool_kind(tool: str) -> str:

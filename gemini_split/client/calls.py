@@ -19,6 +19,7 @@ and answers with their combined output; it ends with its request.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import OrderedDict
 from typing import Any, Protocol
@@ -51,6 +52,7 @@ from gemini_split.protocol import (
 from gemini_split.stamping import stamp
 from gemini_split.tools.approval import Answer, ApprovalRequest
 from gemini_split.tools.base import ToolFailed, ToolKind
+from gemini_split.tools.builtin import plan_mode
 from gemini_split.transport import ConnectionBroken, ConnectionClosed
 
 from .turn import Turn
@@ -89,6 +91,8 @@ class CallsClient(Protocol):
     async def on_event(self, event: ServerEvent) -> None: ...
 
     async def send(self, message: ClientMessage | Error) -> None: ...
+
+    async def announce_tools(self) -> None: ...
 
 
 class _Question:
@@ -243,6 +247,7 @@ class ToolCalls:
         self._running[request.id] = scope
         result: Any = None
         failure = None
+        mode = client.executor.policy.mode
         try:
             emit = client.on_event
             if request.agent_id:  # a sub-agent's call: its events say so
@@ -258,6 +263,9 @@ class ToolCalls:
             self._running.pop(request.id, None)
         if scope.cancelled_caught:
             return  # the server cancelled the request too; nothing to answer
+        if client.executor.policy.mode is not mode:  # enter_plan_mode / exit_plan_mode switched it
+            with contextlib.suppress(ConnectionClosed, ConnectionBroken):
+                await client.announce_tools()  # before the answer: the next model turn sees the new tools
         answer = stamp(ToolExecutionResponse(request_id=request.id, result=result, error=failure))
         self._answers[request.id] = answer
         while len(self._answers) > ANSWERS_KEPT:
@@ -347,7 +355,13 @@ class ToolCalls:
                         "details": {"tool_name": question.tool, "tool_input": dict(question.parameters)}},
                         target="ToolPermission")
                 try:
-                    if question.questions:  # ask_user: answers, or dismissed (a deny)
+                    if question.tool == plan_mode.EXIT and question.questions:  # a plan, for approval
+                        review = plan_mode.PlanReview(path=str(question.parameters.get("plan_path", "")),
+                                                      content=question.description)
+                        picked = await plan_mode.review_plan(client.executor.user, question.call_id, review)
+                        answers = None if picked is None else {"0": picked}
+                        answer = Answer.NO if answers is None else Answer.YES
+                    elif question.questions:  # ask_user: answers, or dismissed (a deny)
                         answers = await client.executor.user.ask_user(question.call_id, question.questions)
                         answer = Answer.NO if answers is None else Answer.YES
                     else:

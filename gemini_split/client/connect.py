@@ -34,6 +34,7 @@ from gemini_split.transport import (
 
 from gemini_split.tools.approval import ApprovalMode, ApprovalPolicy, Asker
 from gemini_split.tools.executor import ToolExecutor
+from gemini_split.tools.plans import PlanPlace
 from .protocol_client import (
     ConnectionCallback,
     EventCallback,
@@ -43,7 +44,6 @@ from .protocol_client import (
     ServerToolChoice,
 )
 from gemini_split.tools.builtin import ask_user
-from gemini_split.tools.base import ToolKind
 from gemini_split.userfiles.system_prompt import write_prompt
 from gemini_split.tools.registry import ToolRegistry, default_tools
 from gemini_split.tools.workspace import Workspace
@@ -163,6 +163,10 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     #: ``$GEMINI_SPLIT_HOME``: ``history/`` and ``tmp/``, see
     #: :mod:`.checkpoints`). None: no checkpoints.
     checkpoints_home: Path | None = None
+    #: Where plan mode keeps the plans of the tools run here
+    #: (:mod:`gemini_split.tools.plans`); None: no plan mode
+    #: (``general.plan.enabled: false``).
+    plans: PlanPlace | None = None
 
 
 class ContextSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -250,10 +254,16 @@ async def open_client(
         None if tools.reject_dangerous else asker,  # reject_dangerous: nobody is asked
         after_run=tracker.after_run if tracker is not None else None,
     )
+    executor.plans = tools.plans if tools.run_on == "client" else None
+    if settings.loaded_settings is not None:
+        from gemini_split.userfiles.settings import approval_mode_refusal  # lazy_imports.EDGES (loaded by now)
+
+        loaded = settings.loaded_settings
+        executor.policy.refuses = lambda mode: approval_mode_refusal(loaded, mode.value)
     # ask_user needs someone to answer (whatever reject_dangerous says of
     # approvals); with nobody, it is not offered, as in gemini-cli.
     executor.user = asker if getattr(asker, "ask_user", None) is not None else None
-    if executor.user is not None and _offers(tools, ask_user.NAME, read_only=True) \
+    if executor.user is not None and _offers(tools, ask_user.NAME) \
             and registry.get(ask_user.NAME) is None:
         registry.register(ask_user.AskUserTool())
     hooks = _hook_runner(settings, on_notice)
@@ -376,7 +386,7 @@ async def _connected(settings: ClientSettings, executor: ToolExecutor, on_event:
                 executor.checkpoints.context = lambda request_id: (
                     client.connected.session_id if client.connected is not None else None,
                     client.request_seqs.get(request_id or ""))
-            client.wants_server_tool = lambda name: _offers(tools, name, read_only=True)
+            client.wants_server_tool = lambda name: _offers(tools, name)
             if tools.edits_dir is not None:
                 client.forget_session = lambda session_id: _forget_edits(tools.edits_dir, session_id)
             client.caller = endpoint.caller
@@ -534,38 +544,24 @@ def server_tool_choice(settings: ToolSettings, *, can_ask: bool) -> ServerToolCh
 
 
 def _offered_tools(settings: ToolSettings) -> ToolRegistry:
-    """The built-in tools minus what ``tools.core`` leaves out,
-    ``tools.exclude`` removes and the policy denies outright; in plan mode,
-    the read-only ones only."""
+    """The built-in tools minus what ``tools.core`` leaves out and
+    ``tools.exclude`` removes. Which of them the model is offered is the
+    approval mode's, decided each time the client announces its tools
+    (``ToolExecutor.offered``: not those the policy denies outright)."""
     tools = default_tools(memory_file=settings.memory_file, sandbox=settings.sandbox)
-    plan = settings.approval_mode is ApprovalMode.PLAN
-    if settings.core_tools is None and not settings.exclude_tools and not plan and not _denies_some(settings, tools):
+    if settings.core_tools is None and not settings.exclude_tools:
         return tools
-    offered = ToolRegistry(tool for tool in tools if _offers(settings, tool.name, read_only=tool.kind is ToolKind.READ)
-                           and not _denied(settings, tool))
+    offered = ToolRegistry(tool for tool in tools if _offers(settings, tool.name))
     offered.closers = tools.closers
     return offered
 
 
-def _denied(settings: ToolSettings, tool: Any) -> bool:
-    """Whether the policy refuses every call of ``tool`` in the session's
-    approval mode (``Policy.denied_outright``)."""
-    return settings.policy is not None and settings.policy.denied_outright(
-        tool.name, settings.approval_mode.value, kind=tool.kind.value) is not None
-
-
-def _denies_some(settings: ToolSettings, tools: ToolRegistry) -> bool:
-    return settings.policy is not None and any(_denied(settings, tool) for tool in tools)
-
-
-def _offers(settings: ToolSettings, name: str, *, read_only: bool) -> bool:
-    """Whether a built-in tool is offered to the model: in ``tools.core``
-    (when set), not in ``tools.exclude``, and read-only in plan mode."""
+def _offers(settings: ToolSettings, name: str) -> bool:
+    """Whether a built-in tool exists here: in ``tools.core`` (when set)
+    and not in ``tools.exclude``."""
     if settings.core_tools is not None and name not in settings.core_tools:
         return False
-    if name in settings.exclude_tools:
-        return False
-    return read_only or settings.approval_mode is not ApprovalMode.PLAN
+    return name not in settings.exclude_tools
 
 
 @asynccontextmanager

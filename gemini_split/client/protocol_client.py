@@ -30,6 +30,7 @@ import trio
 
 from gemini_split import __version__, telemetry
 from gemini_split.protocol import (
+    ApprovalModeChanged,
     Attachment,
     Caller,
     Cancel,
@@ -87,6 +88,7 @@ from gemini_split.transport import (
 )
 
 from .calls import ToolCalls
+from gemini_split.tools.approval_mode import ApprovalMode
 from gemini_split.tools.executor import ToolExecutor
 from .failures import HandshakeFailed, RequestFailed
 from .reconnect import Reconnector
@@ -210,6 +212,9 @@ class ProtocolClient:
         self._label = ""
         self._handshaking = False
         self._over = trio.Event()
+        #: The approval mode the server was last told with ``tool_discovery``
+        #: (None: none yet; hello's or the first request's is the session's).
+        self._announced_mode: ApprovalMode | None = None
 
     # --- connection ----------------------------------------------------------
 
@@ -369,13 +374,35 @@ class ProtocolClient:
         return message
 
     async def announce_tools(self) -> None:
-        """Tell the server which tools this client offers now
-        (``tool_discovery``; a later one replaces the earlier). In a session
-        whose tools run on the server (``tool_choice``) it offers none of its
+        """Tell the server which tools this client offers now, in its
+        approval mode now (``tool_discovery``; a later one replaces the
+        earlier), and the mode when it changed since the last announcement
+        (1.6: a running request's next model turn is told it; a session
+        whose tools run on the server switches them). In a session whose
+        tools run on the server (``tool_choice``) it offers none of its
         own; server-run tools such as ``google_web_search`` are asked for
         either way."""
-        tools = self.executor.registry.specs() if self.tool_choice is None else []
-        await self.send(ToolDiscovery(tools=tools, server_tools=self.server_tools()))
+        executor = self.executor
+        if self.connected is not None:
+            executor.session_id = self.connected.session_id  # the plans directory is the session's
+        mode = executor.policy.mode
+        tools = executor.offered() if self.tool_choice is None else []
+        switched = self._announced_mode is not None and mode is not self._announced_mode
+        self._announced_mode = mode
+        await self.send(ToolDiscovery(tools=tools, server_tools=self.server_tools(),
+                                      approval_mode=mode.value if switched else None))
+
+    def _mode_switched_by_server(self, event: ApprovalModeChanged) -> None:
+        """The session's approval mode changed on the server, in a session
+        whose tools it runs: this client's mode is the session's (taken
+        without announcing it back)."""
+        try:
+            mode = ApprovalMode.DEFAULT if event.mode == "reject_dangerous" else ApprovalMode(event.mode)
+        except ValueError:
+            log.warning("ignored an unknown approval mode from the server: %.40r", event.mode)
+            return
+        self._announced_mode = mode
+        self.executor.policy.mode = mode
 
     def server_tools(self) -> tuple[str, ...]:
         """The server-run tools this client asks for: those the server
@@ -484,6 +511,8 @@ class ProtocolClient:
         see :meth:`run_turn`."""
         if self.before_turn is not None:
             await self.before_turn()
+        if self._announced_mode is not None and self.executor.policy.mode is not self._announced_mode:
+            await self.announce_tools()  # switched since (Shift+Tab, /plan, an editor's set_mode)
         # What of the context a server's version lacks (sub-agents before
         # 1.4; remote or denied ones, their own MCP tools before 1.5) the
         # Connection leaves out (protocol/versions.py).
@@ -799,6 +828,8 @@ class ProtocolClient:
         if isinstance(message, TextDelta) and turn is not None and message.request_id == turn.request_id \
                 and len(self._last_text) < MAX_RESPONSE_FOR_HOOKS:
             self._last_text += message.content
+        if isinstance(message, ApprovalModeChanged) and self.tool_choice is not None:
+            self._mode_switched_by_server(message)
         if await self.calls.intercept(message, turn, nursery):
             return
         await self.on_event(message)

@@ -14,6 +14,26 @@ The approval modes as rules (priority within the default tier):
   998  any tool, in ``yolo`` mode                    allow
 =====  ===========================================  ==========
 
+Plan mode's own (gemini-cli's ``plan.toml``, same priorities):
+
+=====  ===========================================  ==========
+ prio  rule                                          decision
+=====  ===========================================  ==========
+   55  ``enter_plan_mode``, someone can be asked     ask
+   55  ``enter_plan_mode``, nobody can be asked      allow
+   70  ``enter_plan_mode``, in ``plan``              deny
+  999  ``enter_plan_mode``, in ``yolo``              deny
+   70  ``exit_plan_mode``, in ``plan``               allow (it asks itself)
+   55  ``exit_plan_mode``                            deny
+  999  ``exit_plan_mode``, in ``yolo``               deny
+   65  ``write_file``, ``replace``, in ``plan``      deny
+=====  ===========================================  ==========
+
+A plan file of the session's plans directory is written by a rule made
+for that directory (:func:`gemini_split.tools.plans.plan_write_rule`, 70).
+The yolo denials keep the two tools out of a yolo session, as gemini-cli
+does (a tool denied outright is not offered).
+
 A call no rule matches is asked about (:class:`~.rules.Decision.ASK_USER`).
 """
 
@@ -34,7 +54,17 @@ from .rules import (
 )
 
 PLAN_DENY_MESSAGE = ("plan approval mode allows read-only tools only; describe the change in the plan instead")
+#: gemini-cli's words for a write in plan mode that is not a plan file.
+PLAN_WRITE_DENIED = ("You are in Plan Mode and cannot modify source code. You may ONLY use write_file or replace to "
+                     "save plans to the designated plans directory as .md files.")
+#: gemini-cli's words for ``enter_plan_mode`` in plan mode, and ``exit_plan_mode`` outside it.
+ALREADY_PLANNING = "You are already in Plan Mode."
+NOT_PLANNING = "You are not currently in Plan Mode. Use enter_plan_mode first to design a plan."
+NOT_IN_YOLO = "Plan Mode is not available in YOLO mode."
+ENTER_PLAN_MODE = "enter_plan_mode"
+EXIT_PLAN_MODE = "exit_plan_mode"
 _NON_PLAN = frozenset({"default", "auto_edit", "yolo"})
+_PLAN = frozenset({"plan"})
 
 
 def default_rules() -> list[Rule]:
@@ -50,6 +80,25 @@ def default_rules() -> list[Rule]:
              allow_redirection=True),
         Rule(("*",), Decision.ALLOW, TRUSTED_TOOL_PRIORITY, "a trusted MCP server (\"trust\": true)",
              modes=_NON_PLAN, trusted_only=True),
+        *plan_mode_rules(),
+    ]
+
+
+def plan_mode_rules() -> list[Rule]:
+    """Plan mode's transitions and writes (the second table above)."""
+    src = "plan mode"
+    yolo = frozenset({"yolo"})
+    return [
+        Rule((ENTER_PLAN_MODE,), Decision.ASK_USER, DEFAULT_TIER + 0.055, src, interactive=True),
+        Rule((ENTER_PLAN_MODE,), Decision.ALLOW, DEFAULT_TIER + 0.055, src, interactive=False),
+        Rule((ENTER_PLAN_MODE,), Decision.DENY, DEFAULT_TIER + 0.070, src, modes=_PLAN,
+             deny_message=ALREADY_PLANNING),
+        Rule((ENTER_PLAN_MODE, EXIT_PLAN_MODE), Decision.DENY, DEFAULT_TIER + 0.999, src,
+             modes=yolo, deny_message=NOT_IN_YOLO),
+        Rule((EXIT_PLAN_MODE,), Decision.ALLOW, DEFAULT_TIER + 0.070, src, modes=_PLAN),
+        Rule((EXIT_PLAN_MODE,), Decision.DENY, DEFAULT_TIER + 0.055, src, deny_message=NOT_PLANNING),
+        Rule(("write_file", "replace"), Decision.DENY, DEFAULT_TIER + 0.065, src, modes=_PLAN,
+             deny_message=PLAN_WRITE_DENIED),
     ]
 
 

@@ -69,6 +69,7 @@ from .messages import (
     HookRequest,
     HookResponse,
     Cancel,
+    ApprovalModeChanged,
     ClientsChanged,
     RequestStarted,
     ToolCallAnswered,
@@ -541,6 +542,7 @@ _RULES: dict[tuple[str, type], tuple[frozenset[Phase], _Rule]] = {
     (SERVER, ToolCallAnswered): (_OPEN, _call_answered),
     (SERVER, ClientsChanged): (_OPEN, _event),
     (SERVER, Rewound): (_OPEN, _rewound),  # 1.4
+    (SERVER, ApprovalModeChanged): (_OPEN, _event),  # 1.6
     # server -> client: replies
     (SERVER, State): (_OPEN, _reply),
     (SERVER, History): (_OPEN, _reply),

@@ -102,6 +102,13 @@ SESSION_CLIENTS_SINCE = (1, 5)
 #: of its definition's own MCP servers (``AgentDefinition.mcp_tools``; the
 #: servers run on the client). An older server is not sent them.
 AGENT_MCP_SINCE = (1, 5)
+#: (1.6) The minor version from which a session's approval mode switches
+#: while it runs (plan mode's ``enter_plan_mode`` / ``exit_plan_mode``, a
+#: client's Shift+Tab): ``tool_discovery.approval_mode`` tells the server,
+#: ``approval_mode_changed`` tells every client. An older server keeps a
+#: request's tools and mode until the next request; an older client is not
+#: told.
+MODE_SWITCH_SINCE = (1, 6)
 #: (1.6) The minor version from which a prompt says what its user typed
 #: when that is not its text (``GenerateContentRequest.typed``: a custom
 #: command as typed): the session's title and ``request_started.prompt``
@@ -449,6 +456,13 @@ class ToolDiscovery(ClientMessage, tag="tool_discovery", kw_only=True):
 
     tools: tuple[ToolSpec, ...] = ()
     server_tools: tuple[str, ...] = ()
+    #: (1.6) The client's approval mode, sent when it changed since its last
+    #: announcement (these tools are offered in it): a running request's
+    #: next model turn gets these tools and a system instruction for the
+    #: mode; a session whose tools the server runs switches them to it
+    #: (within ``serve --max-approval-mode``). Every client is told with
+    #: ``approval_mode_changed``.
+    approval_mode: str | None = None
 
 
 class Attachment(Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -1184,6 +1198,18 @@ class ClientsChanged(ServerEvent, tag="clients_changed", kw_only=True):
     change: Literal["joined", "left"]
     client: ClientInfo
     clients: int = 0
+
+
+class ApprovalModeChanged(ServerEvent, tag="approval_mode_changed", kw_only=True):
+    """(1.6) The session's approval mode is now ``mode`` (one of
+    :data:`APPROVAL_MODES`), switched by ``by``: a client's label (its
+    ``tool_discovery.approval_mode``) or the tool that switched it
+    (``enter_plan_mode``, ``exit_plan_mode``, run by the server for a
+    session whose tools it runs). A client of such a session takes it as
+    its own mode."""
+
+    mode: str
+    by: str = ""
 
 
 class ToolCallAnswered(ServerEvent, tag="tool_call_answered", kw_only=True):

@@ -46,6 +46,7 @@ from .error_codes import ErrorCode, LocalProtocolError
 from .messages import (
     AGENT_MCP_SINCE,
     AGENT_POLICY_SINCE,
+    MODE_SWITCH_SINCE,
     ANNOUNCED_REQUESTS_SINCE,
     ASK_USER_CAPABILITY,
     ASK_USER_SINCE,
@@ -62,6 +63,7 @@ from .messages import (
     TOOL_HOOKS_SINCE,
     TYPED_PROMPT_SINCE,
     AgentFinished,
+    ApprovalModeChanged,
     AgentStarted,
     ClientsChanged,
     Compress,
@@ -86,6 +88,7 @@ from .messages import (
     ToolCompleted,
     ToolDecided,
     ToolDelta,
+    ToolDiscovery,
     ToolError,
     ToolProgress,
     ToolStarted,
@@ -175,10 +178,14 @@ SINCE: tuple[Since, ...] = (
     Since(SESSION_SCOPE_SINCE, Sessions, "sessions.project", "convert",
           about=lambda m: any(s.project or s.running for s in m.sessions),
           convert=_sessions(project="", running=False)),
+    Since(MODE_SWITCH_SINCE, ApprovalModeChanged, "", "skip"),
     Since(SESSION_CLIENTS_SINCE, Sessions, "sessions.clients", "convert",
           about=lambda m: any(s.clients or s.attached for s in m.sessions),
           convert=_sessions(clients=0, attached=())),
     # client -> server
+    # An older server keeps a request's tools and mode until the next request.
+    Since(MODE_SWITCH_SINCE, ToolDiscovery, "approval_mode", "convert", about=lambda m: m.approval_mode is not None,
+          convert=lambda m: replace(m, approval_mode=None)),
     Since(COMPRESSION_SINCE, Compress, "", "refuse"),
     Since(REWIND_SINCE, Rewind, "", "refuse"),
     Since(RESTORE_SINCE, Restore, "", "refuse"),

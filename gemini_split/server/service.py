@@ -191,7 +191,8 @@ class AgentService:
         now). Raises :class:`OSError`."""
         assert self.server_tools is not None
         host = self.server_tools.open_host(session.id, choice)
-        session.use_server_tools(host, choice, approval_timeout=self.server_tools.approval_timeout)
+        session.use_server_tools(host, choice, approval_timeout=self.server_tools.approval_timeout,
+                                 max_mode=self.server_tools.max_approval_mode)
         log.info("session %s: tools run on the server (%s, %s)", session.id, choice.approval_mode,
                  f"project {choice.project}" if choice.project else "own workspace")
 

@@ -44,7 +44,9 @@ the narrowest prefix that does the job.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
+from pathlib import Path
 from typing import Any, Protocol
 
 import msgspec
@@ -62,6 +64,7 @@ from gemini_split.policy import (  # noqa: F401  (Decision, Verdict, parse_allow
 
 from .approval_mode import ApprovalMode, parse_approval_mode  # noqa: F401  (re-exported)
 from .base import Tool
+from .plans import plan_write_rule
 
 SHELL_TOOL = "run_shell_command"
 
@@ -115,11 +118,50 @@ class ApprovalPolicy:
 
     def __init__(self, mode: ApprovalMode = ApprovalMode.DEFAULT,
                  allowed_tools: list[str] | tuple[str, ...] = (), policy: Policy | None = None):
-        self.mode = mode
+        self._mode = mode
+        #: Told every change of :attr:`mode` (the new one), in order: the
+        #: front end's display, the client's announcement of its tools.
+        self.listeners: list[Callable[[ApprovalMode], None]] = []
+        #: Why a mode may not be switched to now (settings, folder trust, a
+        #: server's cap), or None: what :meth:`refusal` asks.
+        self.refuses: Callable[[ApprovalMode], str | None] = lambda mode: None
         self.allowed_tools = tuple(allowed_tools)
         self.engine = (policy or Policy()).with_rules(allowed_tools_rules(self.allowed_tools))
         #: Rules added by ALWAYS answers, by (tool, root) so they can be taken back.
         self._granted: dict[tuple[str, str | None], Rule] = {}
+        self._plan_dirs: set[Path] = set()
+
+    @property
+    def mode(self) -> ApprovalMode:
+        """The approval mode in force; setting it tells :attr:`listeners`."""
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: ApprovalMode) -> None:
+        if mode is self._mode:
+            return
+        self._mode = mode
+        for listener in list(self.listeners):
+            listener(mode)
+
+    def refusal(self, mode: ApprovalMode) -> str | None:
+        """Why ``mode`` may not be switched to now, or None."""
+        return self.refuses(mode)
+
+    def offers(self, tool: Tool, *, interactive: bool) -> bool:
+        """Whether the model is offered ``tool`` in the current mode: not
+        when the rules refuse every call of it (gemini-cli leaves such a
+        tool out of its registry: shell commands in plan mode,
+        ``exit_plan_mode`` outside it)."""
+        return self.engine.denied_outright(tool.name, self._mode, kind=tool.kind.value,
+                                           interactive=interactive) is None
+
+    def allow_plans(self, directory: Path) -> None:
+        """Let plan mode write the plans of ``directory`` (once per
+        directory: :func:`~.plans.plan_write_rule`)."""
+        if directory not in self._plan_dirs:
+            self._plan_dirs.add(directory)
+            self.engine.add(plan_write_rule(directory))
 
     def check(self, tool: Tool, args: dict[str, Any], *, executes_later: str | None = None,
               interactive: bool = True, agent: str = "") -> Verdict:

@@ -61,6 +61,8 @@ import trio
 
 from gemini_split.errors import GeminiSplitError
 
+from .plans import project_hash
+
 #: A file larger than this is not copied into a snapshot (gemini-cli's
 #: limit is none; ours keeps a stray data file from filling the disk).
 MAX_FILE_BYTES = 10 * 1024 * 1024
@@ -114,9 +116,6 @@ def modifies_files(tool: Any) -> bool:
     return tool.name in EDIT_TOOLS or bool(getattr(tool, "destructive", False))
 
 
-def project_hash(directory: Path) -> str:
-    """gemini-cli's ``<project_hash>``: the SHA-256 of the real path."""
-    return hashlib.sha256(str(directory).encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def blob_id(data: bytes) -> str:

@@ -21,13 +21,14 @@ import trio
 
 from gemini_split import telemetry
 from gemini_split.agent_invocation import with_prompt
-from gemini_split.protocol import ServerEvent, ToolFailure
+from gemini_split.protocol import ServerEvent, ToolFailure, ToolSpec
 
-from .approval import Answer, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later, seen_as
+from .approval import Answer, ApprovalMode, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later, seen_as
 from .local_events import LOCAL_TOOL_EVENTS, ToolEvents
 from .builtin import ask_user
 from .builtin.filesystem import edited_args, proposed_edit
 from .base import Tool, ToolContext, ToolFailed, ToolKind
+from .plans import PLAN_WRITE_TOOLS, PlanPlace, ensure_directory, is_plan_file, resolve_plan_path
 from .registry import ToolRegistry
 from .workspace import Workspace
 
@@ -75,6 +76,8 @@ class _CallSeen:
 
 
 _CANCELLED = ToolFailure(code="cancelled", message="cancelled by the user")
+#: The tools that exist only where plans can be kept.
+_PLANNING_TOOLS = frozenset({"enter_plan_mode", "exit_plan_mode"})
 
 
 class ToolExecutor:
@@ -133,6 +136,40 @@ class ToolExecutor:
         #: need approval are reviewed as diffs in its editor while it is
         #: connected. None: there is none.
         self.ide: Any = None
+        #: Where plan mode keeps this session's plans (:mod:`.plans`); None:
+        #: no plan mode here (``general.plan.enabled: false``, a front end
+        #: whose files are elsewhere), and no planning tools are offered.
+        self.plans: PlanPlace | None = None
+
+    def plans_dir(self) -> Any:
+        """This session's plans directory (a ``Path``; it may not exist
+        yet), or None."""
+        return self.plans.directory(self.session_id) if self.plans is not None else None
+
+    def offered(self) -> list[ToolSpec]:
+        """The tools the model is offered now, in the current approval
+        mode: the registry's, less those the policy refuses outright
+        (gemini-cli leaves them out of its registry: shell commands in plan
+        mode, ``exit_plan_mode`` outside it) and the planning tools where
+        there is no plan mode; in plan mode ``write_file`` and ``replace``
+        say they write plans only (gemini-cli's words)."""
+        plans = self.plans_dir()
+        if plans is not None:
+            self.policy.allow_plans(plans)
+        interactive = self.asker is not None
+        planning = self.policy.mode is ApprovalMode.PLAN
+        specs = []
+        for tool in self.registry:
+            if (tool.name in _PLANNING_TOOLS and plans is None) or not self.policy.offers(tool, interactive=interactive):
+                continue
+            spec = tool.spec()
+            if planning and tool.name in PLAN_WRITE_TOOLS:
+                spec = msgspec.structs.replace(spec, description=(
+                    f"ONLY FOR PLANS: {spec.description.rstrip('.')}. You are currently in Plan Mode and may ONLY "
+                    f"use this tool to write or update plans (.md files) in the plans directory: {plans}/. You "
+                    "cannot use this tool to modify source code directly."))
+            specs.append(spec)
+        return specs
 
     async def execute(
         self,
@@ -261,6 +298,7 @@ class ToolExecutor:
                 "available tools: " + ", ".join(self.registry.names()),
             )
         args = tool.validate(args)
+        args, plan_file = self._plan_target(tool, args)
         verdict, args = await self._approve(call_id, tool, args, seen, agent)
         if self.hooks is not None:
             rewritten = await self._before_tool(tool, args)
@@ -272,7 +310,7 @@ class ToolExecutor:
                 verdict, args = await self._approve(f"{call_id}.rewritten", tool, rewritten, seen, agent)
 
         checkpoint = target = None
-        if self.checkpoints is not None:
+        if self.checkpoints is not None and not plan_file:  # a plan is no project file
             checkpoint, target = await self._checkpoint(call_id, tool, args, request_id)
 
         await start()
@@ -280,11 +318,11 @@ class ToolExecutor:
         async def output(text: str, stream: str = "stdout") -> None:
             await emit(self.events.delta(request_id=request_id, call_id=call_id, content=text, stream=stream))
 
-        extra: dict[str, Any] = {"policy": self.policy, "user": self.user}
+        extra: dict[str, Any] = {"policy": self.policy, "user": self.user, "plans_dir": self.plans_dir()}
         if verdict.decision is Decision.ALLOW and verdict.network:
             extra["network"] = True  # allowNetwork rules allowed exactly this command
         ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id, extra=extra)
-        journal, noted = await self._before_edit(tool, args)
+        journal, noted = (None, None) if plan_file else await self._before_edit(tool, args)
         result = await tool.run(args, ctx)
         if noted is not None:
             try:
@@ -299,6 +337,28 @@ class ToolExecutor:
         if self.hooks is not None:
             result = await self._after_tool(tool, args, result)
         return result
+
+    def _plan_target(self, tool: Tool, args: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """In plan mode, a write's ``file_path`` resolved as gemini-cli
+        resolves a plan's (:func:`~.plans.resolve_plan_path`: ``x.md`` is
+        the plans directory's), so the policy decides on the real path (it
+        allows the plans directory's ``.md`` files only); and whether it is
+        a plan file (its directory is then created and joins the
+        workspace). Any other call, or a path that is no plan's, as it is."""
+        plans = self.plans_dir()
+        if plans is None or tool.name not in PLAN_WRITE_TOOLS or self.policy.mode is not ApprovalMode.PLAN \
+                or not isinstance(args.get("file_path"), str):
+            return args, False
+        self.policy.allow_plans(plans)
+        try:
+            path = resolve_plan_path(args["file_path"], plans, self.workspace.root)
+        except ToolFailed:
+            return args, False  # not in the plans directory: the policy refuses it
+        args = {**args, "file_path": str(path)}
+        if not is_plan_file(path, plans):
+            return args, False
+        self.workspace.add_root(ensure_directory(plans))
+        return args, True
 
     async def _approve(self, call_id: str, tool: Tool, args: dict[str, Any], seen: _CallSeen,
                        agent: str = "") -> tuple[Any, dict[str, Any]]:

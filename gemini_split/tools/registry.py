@@ -13,7 +13,8 @@ from .base import Tool
 from .builtin.filesystem import ListDirectoryTool, ReadFileTool, ReplaceTool, WriteFileTool
 from .builtin.read_many import ReadManyFilesTool
 from .builtin.search import GlobTool, GrepSearchTool
-from .builtin.session_tools import EnterPlanModeTool, SaveMemoryTool, WriteTodosTool
+from .builtin.plan_mode import EnterPlanModeTool, ExitPlanModeTool
+from .builtin.session_tools import SaveMemoryTool, WriteTodosTool
 from .builtin.shell import RunShellCommandTool
 from .builtin.web import WebFetchTool
 
@@ -99,6 +100,7 @@ def default_tools(*, shell_env_allow: tuple[str, ...] = (), memory_file: Path | 
         ReadBackgroundOutputTool(background),
         WriteTodosTool(),
         EnterPlanModeTool(),
+        ExitPlanModeTool(),
         *extra,
     ])
     registry.closers.append(background.close)

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from gemini_split.protocol import (
+    APPROVAL_MODES,
     CheckpointChange,
     CheckpointInfo,
     Checkpoints,
@@ -40,6 +41,8 @@ from gemini_split.protocol import (
 
 from .approval import Answer, ApprovalPolicy, ApprovalRequest
 from .approval_mode import ApprovalMode
+from .builtin.plan_mode import EXIT, NobodyToAsk, PlanReview, plan_question
+from .plans import PlanPlace
 from .executor import Refusal, ToolExecutor
 from .local_events import WIRE_TOOL_EVENTS
 from .builtin import ask_user
@@ -81,12 +84,19 @@ class LocalToolHost:
 
     def __init__(self, spec: Any):
         self.spec = spec
-        self.mode: str = spec.approval_mode
+        #: Whether a person is asked (else: ``reject_dangerous``'s refusals,
+        #: and a plan approved as gemini-cli approves one with nobody to ask).
+        self.asks = spec.approval_mode != "reject_dangerous"
         # Who approves a call here is not in this directory: a shell call's
         # "Run in" names it, not "." (the user's own, to them).
         self.workspace = Workspace(spec.workspace, place=f"the server workspace {os.path.realpath(spec.workspace)}")
         self.registry = _offered(spec)
-        self.policy = ApprovalPolicy(_POLICY_MODES[self.mode], policy=spec.policy)
+        self.policy = ApprovalPolicy(_POLICY_MODES[spec.approval_mode], policy=spec.policy)
+        cap = getattr(spec, "max_approval_mode", "yolo")
+        self.policy.refuses = lambda mode: None if _allows(cap, mode.value) else (
+            f"approval mode {mode.value} is not allowed on this server (at most {cap})")
+        plans = getattr(spec, "plans_dir", None)
+        self.plans = PlanPlace(fixed=plans) if plans is not None else None
         #: The session's edit journal (``rewind``): see :class:`ServerEdits`.
         edits_dir = getattr(spec, "edits_dir", None)
         self.edits = ServerEdits(edits_dir, self.workspace) if edits_dir is not None else None
@@ -99,21 +109,42 @@ class LocalToolHost:
                                            spec.checkpoints / "checkpoints")
             self.checkpoints.context = lambda request_id: (spec.session_id, None)
 
+    @property
+    def mode(self) -> str:
+        """The approval mode calls run in now (``reject_dangerous``: the
+        default mode with nobody to ask)."""
+        mode = self.policy.mode
+        return "reject_dangerous" if mode is ApprovalMode.DEFAULT and not self.asks else mode.value
+
+    @property
+    def policy_mode(self) -> str:
+        return self.policy.mode.value
+
+    def switch(self, mode: str) -> None:
+        """Run calls in ``mode`` from now on (the caller checked the cap)."""
+        self.policy.mode = _POLICY_MODES[mode]
+
     def specs(self) -> list[ToolSpec]:
-        return self.registry.specs()
+        """The tools offered in the mode now (see ``ToolExecutor.offered``)."""
+        return self._executor(None).offered()
+
+    def _executor(self, asker: Any) -> ToolExecutor:
+        executor = ToolExecutor(self.registry, self.workspace, self.policy, asker, refusal=REJECT_DANGEROUS_REFUSAL,
+                                events=WIRE_TOOL_EVENTS)
+        executor.plans = self.plans
+        executor.session_id = getattr(self.spec, "session_id", None)
+        return executor
 
     async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
                       request_id: str | None, hooks: Hooks | None = None,
                       agent: str = "") -> tuple[Any, ToolFailure | None]:
-        asker = None if self.mode == "reject_dangerous" else _WireAsker(ask, self.workspace, request_id)
+        asker = _WireAsker(ask, self.workspace, request_id) if self.asks else None
         # The events go out on the wire: the server runs these calls.
-        executor = ToolExecutor(self.registry, self.workspace, self.policy, asker, refusal=REJECT_DANGEROUS_REFUSAL,
-                                events=WIRE_TOOL_EVENTS)
+        executor = self._executor(asker)
         executor.edits_dir = self.edits.directory if self.edits is not None else None
         executor.checkpoints = self.checkpoints
         if hooks is not None:
             executor.hooks = _WireHooks(hooks)
-        executor.session_id = getattr(self.spec, "session_id", None)
         executor.user = asker  # ask_user's questions go to the attached clients too
         return await executor.execute(call_id, name, args, emit, request_id=request_id, agent=agent)
 
@@ -182,13 +213,19 @@ def open_tool_host(spec: Any) -> LocalToolHost:
     return LocalToolHost(spec)
 
 
+def _allows(cap: str, mode: str) -> bool:
+    """Whether ``mode`` is no more permissive than ``cap``."""
+    return mode in APPROVAL_MODES and APPROVAL_MODES.index(mode) <= APPROVAL_MODES.index(cap)
+
+
 def _offered(spec: Any) -> ToolRegistry:
     """The built-in tools (no ``save_memory``: the server's own context
     files are nobody's memory; ``ask_user`` unless nobody is asked, in
-    ``reject_dangerous``) minus ``core_tools`` / ``exclude_tools``; in
-    plan mode the read-only ones only. ``web_fetch`` reaches public
-    addresses and ``spec.web_fetch_allow`` only: it runs on the server's
-    network, not the user's."""
+    ``reject_dangerous``) minus ``core_tools`` / ``exclude_tools``; which
+    of them the model is offered is the approval mode's (plan mode: the
+    read-only ones, the plans' writes, ``exit_plan_mode``). ``web_fetch``
+    reaches public addresses and ``spec.web_fetch_allow`` only: it runs on
+    the server's network, not the user's."""
     from .builtin.web_guard import AddressGuard
 
     guard = AddressGuard(getattr(spec, "web_fetch_allow", ()))
@@ -199,7 +236,6 @@ def _offered(spec: Any) -> ToolRegistry:
     offered = ToolRegistry(
         tool for tool in tools
         if (core is None or tool.name in core) and tool.name not in spec.exclude_tools
-        and (spec.approval_mode != "plan" or tool.kind is ToolKind.READ)
     )
     offered.closers = tools.closers
     return offered
@@ -260,6 +296,25 @@ class _WireAsker:
             raise ToolFailed("refused", f"the user declined to run {name} and said: {words[:2000]}",
                              "do what the user said instead")
         return Answer.NO
+
+    async def approve_plan(self, call_id: str, review: PlanReview) -> str | None:
+        """``exit_plan_mode`` on the server: the plan goes to every attached
+        client that can answer questions (1.4, capability ``ask_user``) as
+        ``tool_awaiting_approval`` of ``exit_plan_mode``, kind ``plan``, its
+        text the description and gemini-cli's approval question the one
+        question (:func:`~.builtin.plan_mode.plan_question`); the first
+        client's answer comes back (None: dismissed). Raises
+        :class:`~.builtin.plan_mode.NobodyToAsk` when no client can answer."""
+        decision = await self.ask_clients(ToolAwaitingApproval(
+            request_id=self.request_id, call_id=call_id, tool=EXIT, parameters={"plan_path": review.path},
+            description=review.content, kind="plan", questions=(plan_question(review.content),),
+        ))
+        if isinstance(decision, str):  # nobody answered: the server says why
+            raise NobodyToAsk(decision)
+        if decision.verdict == "deny":
+            return None
+        answer = (decision.answers or {}).get("0")
+        return answer if isinstance(answer, str) else ""
 
     async def ask_user(self, call_id: str, questions: tuple[AskUserQuestion, ...]) -> dict[str, str] | None:
         """``ask_user`` on the server: the questions go to every attached

@@ -52,6 +52,15 @@ class Workspace:
             if real not in self.roots:
                 self.roots += (real,)
 
+    def add_root(self, directory: str | os.PathLike[str]) -> None:
+        """Let the tools use ``directory`` too from now on (plan mode's plans
+        directory, once it exists: :mod:`gemini_split.tools.plans`)."""
+        real = Path(os.path.realpath(directory))
+        if not real.is_dir():
+            raise NotADirectoryError(f"{directory} is not a directory")
+        if real not in self.roots:
+            self.roots += (real,)
+
     def resolve(self, path: str, *, must_exist: bool = False) -> Path:
         """``path`` (relative to the root, or absolute) as a real path inside
         the workspace.

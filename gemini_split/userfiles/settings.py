@@ -69,7 +69,11 @@ class ModelSettings(_Section):
 
 
 class PlanSettings(_Section):
+    #: ``general.plan.enabled``: plan mode's tools and ``/plan``.
     enabled: bool = True
+    #: ``general.plan.directory``: where plans are kept, inside the project
+    #: (unset: ``~/.gemini/tmp/<project>/<session-id>/plans``).
+    directory: str | None = None
 
 
 class CheckpointingSettings(_Section):

@@ -23,6 +23,7 @@ from gemini_split.protocol import (
     PROTOCOL_VERSION,
     SINCE,
     AgentDefinition,
+    ApprovalModeChanged,
     AgentFinished,
     AgentStarted,
     AskUserQuestion,
@@ -39,6 +40,7 @@ from gemini_split.protocol import (
     Hello,
     HookResponse,
     ListSessions,
+    PROTOCOL_VERSION,
     LocalProtocolError,
     Pair,
     RequestStarted,
@@ -57,12 +59,14 @@ from gemini_split.protocol import (
     ToolCompleted,
     ToolDecided,
     ToolDelta,
+    ToolDiscovery,
     ToolError,
     ToolExecutionRequest,
     ToolFailure,
     ToolProgress,
     ToolSpec,
     ToolStarted,
+    version_tuple,
     encode,
     usable_capabilities,
 )
@@ -80,7 +84,8 @@ def m(cls, **fields):
     return cls(**fields)
 
 
-def pair(client: str = PROTOCOL_VERSION, server: str = PROTOCOL_VERSION, capabilities: tuple[str, ...] = ()) -> tuple[Connection, Connection]:
+def pair(client: str = PROTOCOL_VERSION, server: str = PROTOCOL_VERSION,
+         capabilities: tuple[str, ...] = ()) -> tuple[Connection, Connection]:
     """A client and a server Connection after the handshake, each end
     speaking the version given."""
     ours, theirs = Connection("client"), Connection("server")
@@ -149,6 +154,8 @@ SAMPLES = {
     (GenerateContentRequest, "context.agents.mcp_tools"): lambda: _prompt(_AGENTS[0]),
     (GenerateContentRequest, "context.system_prompt"): lambda: m(GenerateContentRequest, prompt="p",
                                                                  context=SessionContext(system_prompt="Be brief.")),
+    (ApprovalModeChanged, ""): lambda: m(ApprovalModeChanged, mode="default", by="exit_plan_mode", seq=1),
+    (ToolDiscovery, "approval_mode"): lambda: m(ToolDiscovery, approval_mode="plan"),
     (GenerateContentRequest, "typed"): lambda: m(GenerateContentRequest, prompt="EXPANDED", typed="/git:show s t"),
 }
 
@@ -327,10 +334,10 @@ def test_the_text_path_agrees_with_the_message_path(row):
 
 def test_the_text_path_decodes_nothing_for_a_current_peer():
     text = encode(m(TextDelta, request_id="r", content="not json at all", agent_id=2))
-    # A 1.5 client (the browser page's version) lacks only what a client sends.
-    for current in (version_tuple(PROTOCOL_VERSION), (1, 5)):
-        assert adapted_text(text, current) is text
-        assert adapted_text('{"type":"text_delta" broken', current) == '{"type":"text_delta" broken'
+    # The browser page speaks the current version: its replays are not decoded.
+    current = version_tuple(PROTOCOL_VERSION)
+    assert adapted_text(text, current) is text
+    assert adapted_text('{"type":"text_delta" broken', current) == '{"type":"text_delta" broken'
 
 
 def test_an_older_server_titles_a_custom_command_by_its_expansion():

@@ -62,7 +62,7 @@ def test_default_tools_are_complete():
     names = default_tools().names()
     assert names == ["read_file", "read_many_files", "list_directory", "glob", "grep_search", "write_file", "replace",
                      "run_shell_command", "web_fetch", "list_background_processes", "read_background_output",
-                     "write_todos", "enter_plan_mode"]
+                     "write_todos", "enter_plan_mode", "exit_plan_mode"]
     kinds = {t.name: t.kind for t in default_tools()}
     assert kinds["write_file"] is ToolKind.EDIT and kinds["run_shell_command"] is ToolKind.EXECUTE
     assert kinds["web_fetch"] is ToolKind.NETWORK and kinds["grep_search"] is ToolKind.READ

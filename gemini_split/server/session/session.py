@@ -68,11 +68,11 @@ from .features.agents import remote_progress
 from .features.approvals import Approvals, DecisionRefused
 from .features.assembly import start_prompt
 from .features.compression import CompressBody, estimated_tokens
+from .features.modes import take_announcement
 from .features.prompts import system_prompt
 from .features.restore_op import answer_restore
 from .features.rewind import Timeline
 from .features.rewind_op import points, rewind
-from .features.search import SERVER_TOOLS
 from .features.server_tools import ToolChoice, ToolHost
 from .features.tool_hooks import HookRefused, ToolHooks
 from .outbox import Outbox
@@ -122,6 +122,9 @@ class Session:
         self.server_tools: tuple[str, ...] = ()
         #: The client's latest SessionContext (context files, approval mode…).
         self.context: SessionContext | None = None
+        #: Counts approval mode switches (a running request follows them:
+        #: ``features/modes.py``); the most permissive one allowed.
+        self.mode_epoch, self.max_approval_mode = 0, "yolo"
         self.log = EventLog(config.replay_capacity, config.replay_bytes)
         #: Where its tools run, as the store keeps it: server-side tools so
         #: chosen, or None (the client's). A restored session keeps it.
@@ -222,14 +225,15 @@ class Session:
                 if question.seq is not None and question.seq <= upto:
                     view.send_direct(replace(question, id=UNSET, timestamp=UNSET, seq=None))
 
-    def use_server_tools(self, host: ToolHost, choice: ToolChoice, *, approval_timeout: float) -> None:
+    def use_server_tools(self, host: ToolHost, choice: ToolChoice, *, approval_timeout: float,
+                         max_mode: str = "yolo") -> None:
         """Run this session's tools on the server through ``host`` (closed
         when the session stops; opened for ``choice``), asking approvals for
-        up to ``approval_timeout`` seconds each."""
-        self.tool_host = host
-        self.tool_choice = choice
+        up to ``approval_timeout`` seconds each, switching to modes up to
+        ``max_mode``."""
+        self.tool_host, self.tool_choice = host, choice
         self.tools = host.specs()
-        self.approvals.timeout = approval_timeout
+        self.approvals.timeout, self.max_approval_mode = approval_timeout, max_mode
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Own the session's request tasks until cancelled; then close the
@@ -316,12 +320,7 @@ class Session:
             except HookRefused as exc:
                 view.send_direct(Error(code=exc.code.value, message=str(exc), in_reply_to=message.id))
         elif isinstance(message, ToolDiscovery):
-            view.tools = list(message.tools)
-            if view.may_act:
-                if self.tool_host is None:  # a server-tools session runs its own
-                    self.tools = list(message.tools)
-                self.server_tools = tuple(n for n in message.server_tools if n in SERVER_TOOLS)
-                self.client_calls.hand_over(view)
+            take_announcement(self, message, view)
         elif isinstance(message, Cancel):
             if message.request_id is None or (self._active and self._active.request_id == message.request_id):
                 self.cancel_active()

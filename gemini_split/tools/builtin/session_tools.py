@@ -1,6 +1,7 @@
 """gemini-cli's tools that act on the session rather than on the workspace:
-``write_todos`` (the model's visible task list), ``save_memory`` (a fact
-appended to the user's global context file) and ``enter_plan_mode``.
+``write_todos`` (the model's visible task list) and ``save_memory`` (a fact
+appended to the user's global context file). The planning tools are
+:mod:`.plan_mode`'s.
 
 Parameters are gemini-cli's (names, types, required lists), so a model
 prompted for gemini-cli calls them the same way here.
@@ -16,7 +17,6 @@ import trio
 
 from gemini_split.files import replace_atomically
 
-from ..approval_mode import ApprovalMode
 from gemini_split.tools.base import Tool, ToolContext, ToolFailed, ToolKind
 
 TODO_STATUSES = ["pending", "in_progress", "completed", "cancelled", "blocked"]
@@ -132,29 +132,6 @@ class SaveMemoryTool(Tool):
             replace_atomically(path, text.encode("utf-8"))
         except OSError as exc:
             raise ToolFailed("write_failed", f"cannot write {path}: {exc.strerror or exc}") from None
-
-
-class EnterPlanModeTool(Tool):
-    name = "enter_plan_mode"
-    kind = ToolKind.READ
-    description = (
-        "Switches this session to plan mode: from now on only read-only tools run. Use it when the "
-        "task needs a plan agreed with the user before any change; then answer with the plan."
-    )
-    parameters = {
-        "type": "object",
-        "properties": {"reason": {"type": "string", "description": "Why a plan comes first."}},
-    }
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> Any:
-        policy = ctx.extra.get("policy")
-        if policy is None:
-            raise ToolFailed("unavailable", "this client cannot change its approval mode")
-        if policy.mode is ApprovalMode.PLAN:
-            return "Already in plan mode: only read-only tools run."
-        policy.mode = ApprovalMode.PLAN
-        return ("Plan mode is on: only read-only tools run from now on. Explore as needed, then answer "
-                "with the implementation plan.")
 
 
 def _one_line(text: Any) -> str:

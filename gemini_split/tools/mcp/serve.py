@@ -34,9 +34,9 @@ log = logging.getLogger(__name__)
 Authenticate = Callable[[str | None], Any]
 _call_ids = itertools.count(1)
 
-#: Built-in tools an MCP host is not offered: ``enter_plan_mode`` switches
-#: gemini-split's own approval mode for its model, which an MCP session has not.
-NOT_EXPOSED = frozenset({"enter_plan_mode"})
+#: Built-in tools an MCP host is not offered: plan mode's switch its own
+#: approval mode for its model, which an MCP session has not.
+NOT_EXPOSED = frozenset({"enter_plan_mode", "exit_plan_mode"})
 
 
 def exposed_tools() -> Any:

@@ -35,9 +35,11 @@ from rich.text import Text
 
 from gemini_split.tools.approval import Answer, ApprovalPolicy, ApprovalRequest
 from gemini_split.tools.base import ToolFailed
+from gemini_split.tools.builtin.plan_mode import APPROVED_MODES, PlanReview
 from gemini_split.protocol import AskUserQuestion
 from gemini_split.ui.safe_text import clip_lines, collapse_blank_runs, command_warnings, visible
 
+from .plan_review import review_plan
 from .questions import ask_questions
 
 if TYPE_CHECKING:
@@ -126,6 +128,8 @@ class InlineAsker:
         self.hold_prompt = hold_prompt or _nothing_to_hold
         #: "Always" answers of this session, oldest first (``/permissions``).
         self.grants: list[Grant] = []
+        #: The last plan approved here (``/plan`` shows it, ``/plan copy`` copies it).
+        self.approved_plan: PlanReview | None = None
         self._lock = trio.Lock()
 
     async def ask(self, request: ApprovalRequest) -> Answer:
@@ -155,6 +159,22 @@ class InlineAsker:
             finally:
                 if view is not None:
                     view.resume()
+
+    async def approve_plan(self, call_id: str, review: PlanReview) -> str | None:
+        """A plan for approval (``exit_plan_mode``, :mod:`.plan_review`),
+        asked like an approval; an approved one is kept for ``/plan``."""
+        async with self._lock, self.hold_prompt():
+            view = self.view()
+            if view is not None:
+                view.pause()
+            try:
+                answer = await review_plan(self, review)
+            finally:
+                if view is not None:
+                    view.resume()
+        if answer in APPROVED_MODES:
+            self.approved_plan = review
+        return answer
 
     def withdrawn(self, tool: str, reason: str) -> None:
         """A question asked here ended without an answer from here: say so

@@ -242,6 +242,13 @@ class Repl:
         if self.client is not None:
             self.client.executor.policy.mode = mode
 
+    def _mode_switched(self, mode: ApprovalMode) -> None:
+        """The connection's approval mode changed (plan mode's tools, the
+        server of a ``--tools server`` session, a command): the next
+        connection opens in it, and the toolbar shows it."""
+        self.settings = self.settings.with_tools(approval_mode=mode)
+        self.reader.invalidate()
+
     def cycle_approval_mode(self) -> str | None:
         """Shift+Tab at the prompt: the next approval mode, shown in the
         toolbar: default → auto_edit → plan → default, as gemini-cli cycles.
@@ -881,6 +888,7 @@ class Repl:
             client, scope = await self._nursery.start(self._hold, settings)
         old = self._connection_scope
         self.client, self._connection_scope = client, scope
+        client.executor.policy.listeners.append(self._mode_switched)
         self.session_id = client.connected.session_id if client.connected else self.session_id
         self.asker.grants.clear()  # they lived in the old connection's policy
         self.stats = SessionStats(session_id=client.connected.session_id if client.connected else "")

@@ -40,7 +40,7 @@ from gemini_split.ui.references import complete_reference
 from gemini_split.ui.safe_text import visible
 
 from .command_context import CommandContext, CommandUsage, QuitRepl
-from .commands import project_init
+from .commands import plan, project_init
 from .commands.agents import AgentsUsage, agents_command
 from .commands.clipboard import copy_text
 from .commands.context_reload import reload_in_worker
@@ -73,6 +73,9 @@ class Command:
     arguments: Callable[[CommandContext], Iterable[str]] | None = None
     #: Words Tab offers for the second argument, given the first.
     then: Callable[[CommandContext, str], Iterable[str]] | None = None
+    #: The handler gets the rest of the line as typed (one argument, quotes
+    #: and all: a prompt), not split into words.
+    raw: bool = False
 
 
 # --- handlers --------------------------------------------------------------------
@@ -1253,8 +1256,11 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "gemini-cli extensions: list | install SOURCE | link PATH | uninstall NAME | update NAME|--all | "
             "enable|disable NAME [--scope S] | config [NAME [SETTING]] | explore | reload",
             _extensions, _extension_actions, _extension_names),
-    Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo",
+    Command("/approval-mode", "/approval-mode [MODE]", "show or set: default, auto_edit, yolo, plan",
             _approval_mode, _approval_modes),
+    Command("/plan", plan.USAGE, "switch to Plan Mode (read-only; the model writes a plan for your approval) and "
+            "show the approved plan; with a goal, send it at once; copy: the approved plan to the clipboard",
+            plan.plan_command, lambda repl: ["copy"], raw=True),
     Command("/model", MODEL_USAGE, "show or set the model for the next prompts", _model, _models),
     Command("/sessions", "/sessions", "your sessions on this server, newest first", _sessions),
     Command("/remote", "/remote", "a one-time link and QR code that opens your sessions in a browser "
@@ -1281,18 +1287,22 @@ async def run_command(repl: CommandContext, line: str) -> None:
     if found is not None:  # its arguments are the text as typed, quotes and all
         await _run_custom(repl, found, line)
         return
+    command = COMMANDS.get(ALIASES.get(first, first))
+    if command is not None and command.raw:  # the rest of the line as typed
+        rest = line.split(None, 1)[1].strip() if len(line.split(None, 1)) > 1 else ""
+        args = [rest] if rest else []
+    else:
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            repl.print_usage(f"cannot parse that line ({exc}); quote arguments with ' or \"")
+            return
+        command, args = COMMANDS.get(ALIASES.get(words[0], words[0])), words[1:]
+        if command is None:
+            repl.print_usage(f"unknown command {words[0]}; /help lists the commands")
+            return
     try:
-        words = shlex.split(line)
-    except ValueError as exc:
-        repl.print_usage(f"cannot parse that line ({exc}); quote arguments with ' or \"")
-        return
-    name = ALIASES.get(words[0], words[0])
-    command = COMMANDS.get(name)
-    if command is None:
-        repl.print_usage(f"unknown command {words[0]}; /help lists the commands")
-        return
-    try:
-        await command.handler(repl, words[1:])
+        await command.handler(repl, args)
     except CommandUsage as exc:
         repl.print_usage(f"usage: {exc}" if str(exc).startswith("/") else str(exc))
     except ConfigurationError as exc:

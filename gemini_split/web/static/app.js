@@ -4,7 +4,7 @@
 // model, tools, files, session names or other clients is rendered inert:
 // text nodes, or markdown-it with html off, links vetted, images as links.
 
-const PROTOCOL_VERSION = "1.5";
+const PROTOCOL_VERSION = "1.6";
 const CLIENT = "gemini-split-web/0.1";
 const MAX_LINES = 2000;        // lines of one message rendered before "show more"
 const TOOL_OUTPUT_CHARS = 20000; // tool output kept per call (the tail)
@@ -151,7 +151,7 @@ class Connection {
     ws.addEventListener("open", () => {
       const hello = {
         type: "hello", id: newId(), timestamp: Date.now(), protocol_version: PROTOCOL_VERSION,
-        client: CLIENT, capabilities: ["tool_approvals", "tool_deltas"], label: "browser",
+        client: CLIENT, capabilities: ["tool_approvals", "tool_deltas", "ask_user"], label: "browser",
       };
       if (this.sessionId) {
         hello.session_id = this.sessionId;
@@ -385,6 +385,14 @@ class SessionView {
 
   approval(ev) {
     if (this.approvals.has(ev.call_id)) return;
+    if (ev.questions && ev.questions.length) {
+      const card = ev.tool === "exit_plan_mode" ? this.planCard(ev) : this.questionsCard(ev);
+      this.approvals.set(ev.call_id, card);
+      $("approvals").append(card);
+      if (!ev.replayed) notify("gemini-split: your answer is needed", ev.tool === "exit_plan_mode" ? "A plan waits for your approval" : ev.description ?? "");
+      card.querySelector("input")?.focus({ preventScroll: true }); // never a yes by a stray Enter
+      return;
+    }
     const card = el("section", { class: "approval", role: "alertdialog", "aria-label": `Approve ${ev.tool}?` });
     const agent = ev.agent_id ? ` (sub-agent ${ev.agent_id})` : "";
     card.append(el("h3", {}, `Allow ${ev.tool}${agent}?`));
@@ -433,6 +441,70 @@ class SessionView {
     $("approvals").append(card);
     if (!ev.replayed) notify("gemini-split: approval needed", `${ev.tool}: ${ev.command ?? ev.description ?? ""}`);
     card.querySelector("button.yes").focus({ preventScroll: true });
+  }
+
+  // Answers a question that carries questions (ask_user, a plan): the
+  // answers by question index, or a dismissal (a deny).
+  answer(ev, card, answers) {
+    const msg = answers ? { type: "tool_decision", call_id: ev.call_id, decision: "approve", parameters_hash: ev.parameters_hash, answers }
+      : { type: "tool_decision", call_id: ev.call_id, decision: "deny" };
+    this.conn.send(msg);
+    for (const b of card.querySelectorAll("button,input")) b.disabled = true;
+  }
+
+  // gemini-cli's plan approval: the plan (markdown, inert), its two
+  // approvals, and feedback that keeps the model planning.
+  planCard(ev) {
+    const q = ev.questions[0];
+    const name = String(ev.parameters?.plan_path ?? "").split("/").pop() || "plan";
+    const card = el("section", { class: "approval plan", role: "alertdialog", "aria-label": "Approve the plan?" });
+    card.append(el("h3", {}, `Plan: ${name}`));
+    const body = el("div", { class: "md plan-body" });
+    renderMarkdown(body, ev.description || "");
+    card.append(body);
+    const buttons = el("div", { class: "choices" });
+    for (const option of q.options || []) {
+      buttons.append(el("button", { type: "button", class: "yes", title: option.description || "",
+                                    onclick: () => this.answer(ev, card, { 0: option.label }) }, option.label));
+    }
+    const feedback = el("input", { type: "text", placeholder: q.placeholder || "Type your feedback...",
+                                   "aria-label": "Your feedback on the plan" });
+    const keep = el("button", { type: "button", class: "no", onclick: () => this.answer(ev, card, { 0: feedback.value }) },
+                    "No, keep planning");
+    feedback.addEventListener("keydown", (e) => { if (e.key === "Enter") { e.preventDefault(); keep.click(); } });
+    const dismiss = el("button", { type: "button", onclick: () => this.answer(ev, card, null) }, "Dismiss");
+    card.append(buttons, el("div", { class: "tell" }, feedback, keep, dismiss));
+    return card;
+  }
+
+  // The model's ask_user questions: a choice (one, or several), yes/no or
+  // a typed answer each, and "Other" for a typed one; Dismiss answers none.
+  questionsCard(ev) {
+    const card = el("section", { class: "approval questions", role: "alertdialog", "aria-label": "The model asks" });
+    const read = [];
+    ev.questions.forEach((q, i) => {
+      const box = el("fieldset", { class: "question" }, el("legend", {}, q.header || `Question ${i + 1}`),
+                     el("p", {}, q.question || ""));
+      const labels = q.type === "yesno" ? ["Yes", "No"] : q.type === "text" ? [] : (q.options || []).map((o) => o.label);
+      const inputs = labels.map((label, j) => {
+        const input = el("input", { type: q.multi_select ? "checkbox" : "radio", name: `${ev.call_id}-${i}`, value: label });
+        box.append(el("label", { class: "option", title: (q.options || [])[j]?.description || "" }, input, ` ${label}`));
+        return input;
+      });
+      const typed = el("input", { type: "text", placeholder: q.placeholder || (labels.length ? "Other: type an answer" : "Your answer"),
+                                  "aria-label": `${q.header || "Question"}: ${labels.length ? "other answer" : "answer"}` });
+      box.append(typed);
+      card.append(box);
+      read.push(() => [...inputs.filter((x) => x.checked).map((x) => x.value), ...(typed.value.trim() ? [typed.value.trim()] : [])].join(", "));
+    });
+    const send = el("button", { type: "button", class: "yes", onclick: () => {
+      const answers = {};
+      read.forEach((f, i) => { const a = f(); if (a) answers[i] = a; });
+      this.answer(ev, card, answers);
+    } }, "Answer");
+    const dismiss = el("button", { type: "button", class: "no", onclick: () => this.answer(ev, card, null) }, "Dismiss");
+    card.append(el("div", { class: "choices" }, send, dismiss));
+    return card;
   }
 
   decided(ev) {
@@ -519,6 +591,9 @@ class SessionView {
         break;
       case "compressed":
         this.log.append(el("p", { class: "note" }, "The conversation was compressed."));
+        break;
+      case "approval_mode_changed":
+        this.log.append(el("p", { class: "note mode" }, `Approval mode: ${ev.mode}${ev.by ? ` (by ${ev.by})` : ""}`));
         break;
       case "rewound":
         this.log.append(el("p", { class: "note" }, `Rewound by ${this.named(ev.by) || "?"} to before “${ev.prompt || ""}”.`));

@@ -136,7 +136,7 @@ async def test_mcp_serve_lists_exactly_the_tools_docs_mcp_md_names_and_no_plan_m
             names = [t.name for t in (await client.list_tools()).tools]
             planned = await client.call_tool("enter_plan_mode", {})
     assert names == _exposed_in_docs()
-    assert "enter_plan_mode" not in names  # a model's mode switch: meaningless to an MCP host
+    assert "enter_plan_mode" not in names and "exit_plan_mode" not in names  # meaningless to an MCP host
     assert planned.is_error
 
 

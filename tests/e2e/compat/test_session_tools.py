@@ -66,11 +66,12 @@ def test_enter_plan_mode_stops_later_edits(box):
         {"text": "here is the plan"},
     ]
     with FakeGemini(script=calls, api_key=API_KEY) as fake:
-        result = box.run(["-p", "change it", "--approval-mode", "yolo"], fake=fake)
+        result = box.run(["-p", "change it", "--approval-mode", "auto_edit"], fake=fake,
+                         GEMINI_CLI_TRUST_WORKSPACE="true")
         outputs = _outputs(fake)
         offered = declared_tools(fake.requests[0])
     assert result.status == 0, result.stderr
     assert "enter_plan_mode" in offered and "write_todos" in offered
-    assert "Plan mode is on" in outputs[0]["output"]
-    assert outputs[1]["error"]["code"] == "refused" and "plan" in outputs[1]["error"]["message"]
+    assert outputs[0]["output"] == "Switching to Plan mode."
+    assert outputs[1]["error"]["code"] == "refused" and "Plan Mode" in outputs[1]["error"]["message"]
     assert not (box.project / "x.txt").exists()

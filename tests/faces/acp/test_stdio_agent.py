@@ -146,9 +146,9 @@ def test_set_mode_yolo_is_refused_where_settings_disable_it_naming_setting_and_f
     assert modes == ["autoEdit"]
 
 
-def test_in_an_untrusted_folder_only_default_is_offered_and_set_mode_to_another_is_refused(tmp_path):
+def test_in_an_untrusted_folder_only_default_and_plan_are_offered_and_set_mode_to_another_is_refused(tmp_path):
     """As gemini-cli's setApprovalMode: no yolo and no autoEdit in an
-    untrusted folder."""
+    untrusted folder (plan mode is read-only: it is)."""
     home = tmp_path / "home"
     home.mkdir()
     (home / "settings.json").write_text(json.dumps({"security": {"folderTrust": {"enabled": True}}}))
@@ -159,7 +159,7 @@ def test_in_an_untrusted_folder_only_default_is_offered_and_set_mode_to_another_
                            "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "set_mode", "mode": "yolo"},
                                      {"do": "set_mode", "mode": "autoEdit"}]},
                           tmp_path)
-    assert [m["id"] for m in seen["results"][1]["modes"]["availableModes"]] == ["default"]
+    assert [m["id"] for m in seen["results"][1]["modes"]["availableModes"]] == ["default", "plan"]
     for refused in (seen["results"][2]["error"], seen["results"][3]["error"]):
         assert refused["code"] == -32602
         assert refused["message"] == "Cannot enable privileged approval modes in an untrusted folder."

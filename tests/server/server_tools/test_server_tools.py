@@ -175,7 +175,8 @@ async def test_the_model_sees_the_servers_tools_not_the_clients(tmp_path):
             _, state = await until(raw, State)
     names = {t.name for t in model.requests[0].tools}
     assert "read_file" in names and "grep_search" in names
-    assert not names & {"write_file", "run_shell_command", "web_fetch", "save_memory"}  # plan: read-only
+    assert not names & {"run_shell_command", "web_fetch", "save_memory"}  # plan: read-only, and plan files
+    assert "exit_plan_mode" in names
     assert state.tools == "server"
 
 

@@ -31,6 +31,7 @@ from ..views import View
 from . import agents as subagents
 from .agents import Delegation, remote_wait
 from .compression import AutoCompression
+from .modes import effective_context, follow_mode, host_switched
 from .prompts import instruction_for
 from .search import asked, server_tools_step
 from .server_tools import call_server_tool
@@ -63,6 +64,7 @@ def assemble(session: Any, run: AgentRun) -> Chain:
     def tool_path(agent_id: int) -> CallTool:
         return _session_path(session, run.request_id, agent_id)
 
+    run.context = context = effective_context(session, context)
     run.system_instruction = instruction_for(session.config, context=context, tools=run.tools,
                                              server_tools=session.server_tools)
     steps: list[Step] = []
@@ -73,7 +75,7 @@ def assemble(session: Any, run: AgentRun) -> Chain:
     if skills:
         steps.append(skills_step(run, skills, emit=session.emit, hooks=hooks))
         run.extra_tools.append(skill_spec(skills))
-    chain = Chain(call_tool=tool_path(0), before_turn=[AutoCompression(
+    chain = Chain(call_tool=tool_path(0), before_turn=[follow_mode(session, run), AutoCompression(
         model=session.model, emit=session.emit, on_compressed=session.timeline.compressed)])
     if agents:
         delegation = Delegation(
@@ -119,7 +121,8 @@ def _session_path(session: Any, request_id: str, agent_id: int) -> CallTool:
         return call_server_tool(session.tool_host, request_id=request_id, emit=session.emit,
                                 ask=session.approvals.ask, agent_id=agent_id, on_call=on_call,
                                 hooks=session.tool_hooks.bind(request_id),
-                                agent=running.definition.name if running is not None else "")
+                                agent=running.definition.name if running is not None else "",
+                                on_switch=lambda tool: host_switched(session, by=tool))
     wait = session.config.tool_timeout
     if running is not None and running.definition.kind == "remote":
         # (1.5) Its call runs as long as the agent may, on the client.

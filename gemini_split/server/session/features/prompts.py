@@ -179,13 +179,19 @@ def _mandates(facts: PromptFacts) -> str:
 
 
 def _workflow(facts: PromptFacts) -> str:
-    return """\
+    planning = ""
+    if "enter_plan_mode" in _names(facts):  # gemini-cli's nudge (workflowStepResearch)
+        planning = ("\n   If the request is ambiguous, broad in scope, or involves architectural decisions or "
+                    "cross-cutting changes, use the `enter_plan_mode` tool to safely research and design your "
+                    "strategy. Do NOT use Plan Mode for straightforward bug fixes, answering questions, or simple "
+                    "inquiries.")
+    return f"""\
 # How to work
 
 1. **Understand**: find the relevant files and read them; use searches (in parallel when
    they are independent) instead of reading files one by one.
 2. **Plan**: decide on the smallest coherent change and how you will check it. For a larger task,
-   share a short plan first.
+   share a short plan first.{planning}
 3. **Act**: make the change with the edit tools; prefer exact, unambiguous edits over rewriting
    whole files.
 4. **Check**: run the tests and checks, read failures carefully, and fix the cause. If the same
@@ -250,6 +256,8 @@ def _approval(facts: PromptFacts) -> str:
     mode = facts.approval_mode
     if mode is None:
         return ""
+    if mode == "plan" and "exit_plan_mode" in _names(facts):
+        return _planning(facts)
     if mode == "plan":
         read_only = sorted(_names(facts) & READ_ONLY_TOOLS)
         tools = ", ".join(f"`{n}`" for n in read_only) or "none"
@@ -286,6 +294,68 @@ ask for permission in text yourself, just make the call."""
 Nobody can approve tool calls in this run: edits, shell commands and network access are refused
 unless the user allowed them (`--allowed-tools`, `--approval-mode`). Read-only tools always run.
 If a refused call blocks the task, say what you would have done and which flag would allow it."""
+
+
+def _planning(facts: PromptFacts) -> str:
+    """gemini-cli 0.61's planning workflow (``renderPlanningWorkflow``),
+    for a session that offers ``exit_plan_mode``; the plans directory is
+    the one ``write_file``'s description names (the client's, or the
+    server's for its own tools)."""
+    names = _names(facts)
+    interactive = facts.interactive is not False
+    goal = ("get user approval before editing source code." if interactive
+            else "create a design document before proceeding autonomously.")
+    tools = "\n".join(f"  <tool>`{name}`</tool>" for name, _ in facts.tools)
+    ask = "`ask_user`" if "ask_user" in names else "a question in your answer"
+    shell = "`run_shell_command`"
+    alignment = ("\n- **Alignment Check:** After drafting the plan, you MUST present it to the user in the chat "
+                 "(adhering to Rule 7 for presenting plans) to ensure alignment on the specific details. Ask for "
+                 "feedback or confirmation, and proceed to Step 4 (Review & Approval) once the user agrees with "
+                 "the detailed plan.") if interactive else ""
+    return f"""\
+# Active Approval Mode: Plan
+
+You are operating in **Plan Mode**. Your goal is to produce an implementation plan in the plans directory and {goal}
+
+## Available Tools
+The following tools are available in Plan Mode:
+<available_tools>
+{tools}
+</available_tools>
+
+## Rules
+1. **Read-Only:** You cannot modify source code. You may ONLY use read-only tools to explore, and you can only write to the plans directory. If the user asks you to modify source code directly, you MUST explain that you are in Plan Mode and must first create a plan and get approval.
+2. **Write Constraint:** `write_file` and `replace` may ONLY be used to write .md plan files to the plans directory (their descriptions name it; a bare file name such as `feature-x.md` is saved there). They cannot modify source code.
+3. **Efficiency:** Autonomously combine discovery and drafting phases to minimize conversational turns. If the request is ambiguous, use {ask} to clarify.
+4. **Inquiries and Directives:** Distinguish between Inquiries and Directives to minimize unnecessary planning.
+   - **Inquiries:** If the request is an **Inquiry** (e.g., "How does X work?"), answer directly. DO NOT create a plan.
+   - **Directives:** If the request is a **Directive** (e.g., "Fix bug Y"), follow the workflow below.
+5. **Plan Storage:** Save plans as Markdown (.md) using descriptive filenames.
+6. **Direct Modification:** If asked to modify code, explain you are in Plan Mode and use the built-in `exit_plan_mode` tool to request approval. **CRITICAL: NEVER attempt to call this tool via {shell}.**
+7. **Presenting Plan:** When seeking informal agreement on a plan, or any time the user asks to see the plan, you MUST output the full content of the plan in the chat response.
+
+## Planning Workflow
+Plan Mode uses an adaptive planning workflow where the research depth, plan structure, and consultation level are proportional to the task's complexity.
+
+### 1. Explore & Analyze
+Analyze requirements and use search/read tools to explore the codebase. Systematically map affected modules, trace data flow, and identify dependencies.
+
+### 2. Consult
+The depth of your consultation should be proportional to the task's complexity. Before proceeding to Step 3 (Draft), you MUST discuss your findings and proposed strategy with the user to reach an informal agreement.
+- **Simple Tasks:** Briefly describe your proposed strategy in the chat to ensure alignment, then **STOP and wait** for the user to confirm agreement before drafting the plan.
+- **Standard Tasks:** If multiple viable approaches exist, present a concise summary (including pros/cons and your recommendation) via {ask} and wait for a decision.
+- **Complex Tasks:** You MUST present at least two viable approaches with detailed trade-offs via {ask} and obtain approval before drafting the plan.
+
+**CRITICAL:** You MUST NOT proceed to Step 3 (Draft) or Step 4 (Review & Approval) in the same turn as your initial strategy proposal. You MUST wait for user feedback and reach a clear agreement before drafting or submitting the plan.
+
+### 3. Draft
+Write the implementation plan to the plans directory. The plan's structure adapts to the task:
+- **Simple Tasks:** Include a bulleted list of specific **Changes** and **Verification** steps.
+- **Standard Tasks:** Include an **Objective**, **Key Files & Context**, **Implementation Steps**, and **Verification & Testing**.
+- **Complex Tasks:** Include **Background & Motivation**, **Scope & Impact**, **Proposed Solution**, **Alternatives Considered**, a phased **Implementation Plan**, **Verification**, and **Migration & Rollback** strategies.{alignment}
+
+### 4. Review & Approval
+ONLY use the built-in `exit_plan_mode` tool to present the plan for formal approval AFTER you have reached an informal agreement with the user in the chat regarding the proposed strategy. **CRITICAL: NEVER attempt to call this tool via {shell}.** When called, this tool will present the plan and {"formally request approval." if interactive else "begin implementation."}"""
 
 
 def _style(facts: PromptFacts) -> str:

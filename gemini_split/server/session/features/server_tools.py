@@ -23,6 +23,7 @@ with a :class:`ToolChoice`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -134,6 +135,12 @@ class ToolHostSpec:
     checkpoints: Path | None = None
     #: The session the host serves (its checkpoints record it).
     session_id: str | None = None
+    #: The most permissive mode the session may switch to (``serve
+    #: --max-approval-mode``).
+    max_approval_mode: str = "yolo"
+    #: Where plan mode keeps the session's plans (outside every workspace;
+    #: None: no plan mode).
+    plans_dir: Path | None = None
 
 
 class ToolHost(Protocol):
@@ -153,9 +160,21 @@ class ToolHost(Protocol):
     It never raises for a tool's failure; Trio cancellation propagates.
     ``agent`` names the sub-agent that calls ("": the main agent; the
     policy's ``subagent`` rules). ``close`` ends what outlives a call
-    (background commands)."""
+    (background commands).
+
+    ``mode`` is the approval mode it runs calls in now (one of
+    :data:`~gemini_split.protocol.APPROVAL_MODES`; a call of
+    ``enter_plan_mode`` / ``exit_plan_mode`` may change it, and
+    :meth:`switch` does), ``policy_mode`` the same as the system
+    instruction names it (``reject_dangerous`` is ``default``), and
+    ``specs`` the tools it offers in it."""
+
+    mode: str
+    policy_mode: str
 
     def specs(self) -> list[ToolSpec]: ...
+
+    def switch(self, mode: str) -> None: ...
 
     async def execute(self, call_id: str, name: str, args: Any, *, emit: Emit, ask: Ask,
                       request_id: str | None, hooks: Hooks | None = None,
@@ -197,6 +216,10 @@ class ToolChoice:
         return {"tools": "server", "approval_mode": self.approval_mode, "project": self.project,
                 "core_tools": None if self.core_tools is None else list(self.core_tools),
                 "exclude_tools": list(self.exclude_tools)}
+
+    def switched(self, mode: str) -> ToolChoice:
+        """The same choice, in approval ``mode`` now (plan mode's switches)."""
+        return dataclasses.replace(self, approval_mode=mode)
 
     @classmethod
     def from_record(cls, approval: dict[str, Any]) -> ToolChoice | None:
@@ -304,6 +327,12 @@ class ServerTools:
         workspace of the root. Deleted with the session."""
         return self.workspace_root / ".checkpoints" / self.edits_of(session_id).name
 
+    def plans_of(self, session_id: str) -> Path:
+        """Where a session's plans are kept (plan mode): ``.plans/<session>``
+        in the workspace root, beside its edit journal, out of every
+        command's sight. Deleted with the session."""
+        return self.workspace_root / ".plans" / self.edits_of(session_id).name
+
     def workspace_of(self, session_id: str) -> Path:
         """Where a session's own workspace is (it may not exist)."""
         if not _PROJECT_NAME.fullmatch(session_id):
@@ -327,6 +356,7 @@ class ServerTools:
             sandbox=self.confinement(), policy=self.policy, web_fetch_allow=tuple(self.web_fetch_allow),
             edits_dir=self.edits_of(session_id),
             checkpoints=self.checkpoints_of(session_id) if self.checkpointing else None, session_id=session_id,
+            max_approval_mode=self.max_approval_mode, plans_dir=self.plans_of(session_id),
         ))
 
     def edits_of(self, session_id: str) -> Path:
@@ -363,6 +393,7 @@ class ServerTools:
         its edit journal and its checkpoints. Symlinks inside are removed,
         never followed."""
         shutil.rmtree(self.edits_of(session_id), ignore_errors=True)
+        shutil.rmtree(self.plans_of(session_id), ignore_errors=True)
         checkpoints = self.checkpoints_of(session_id)
         if checkpoints.is_dir() and not checkpoints.is_symlink():
             shutil.rmtree(checkpoints, ignore_errors=True)
@@ -385,8 +416,9 @@ class ServerTools:
 
 def call_server_tool(host: ToolHost, *, request_id: str, emit: Emit, ask: Ask,
                      on_call: Callable[[str, str, dict[str, Any]], None] | None = None,
-                     agent_id: int = 0, hooks: Hooks | None = None,
-                     agent: str = "") -> Callable[[str, dict[str, Any]], Awaitable[tuple[Any, ToolFailure | None]]]:
+                     agent_id: int = 0, hooks: Hooks | None = None, agent: str = "",
+                     on_switch: Callable[[str], None] | None = None,
+                     ) -> Callable[[str, dict[str, Any]], Awaitable[tuple[Any, ToolFailure | None]]]:
     """A tool path (``await call(name, args)``) that runs each call on the
     server, through a :class:`ToolHost` (``hello.tools = "server"``): each call gets a fresh call id (``t-…``, told to
     ``on_call(call_id, name, args)`` first), its events go out through
@@ -394,7 +426,9 @@ def call_server_tool(host: ToolHost, *, request_id: str, emit: Emit, ask: Ask,
     user's tool hooks are asked through ``hooks`` (see
     :data:`Hooks`). A
     sub-agent's calls (``agent_id``, named ``agent``) say so on their
-    events and questions, and the policy's ``subagent`` rules see them."""
+    events and questions, and the policy's ``subagent`` rules see them. A
+    call that switched the host's mode (plan mode's tools) is told to
+    ``on_switch(tool name)`` once it ended."""
     if agent_id:
         emit = _as_agent(emit, agent_id)
         asked = ask
@@ -406,10 +440,15 @@ def call_server_tool(host: ToolHost, *, request_id: str, emit: Emit, ask: Ask,
         call_id = "t-" + secrets.token_hex(8)
         if on_call is not None:
             on_call(call_id, name, args)
+        mode = host.mode
         if agent:
-            return await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id,
-                                      agent=agent)
-        return await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id)
+            answer = await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks,
+                                        request_id=request_id, agent=agent)
+        else:
+            answer = await host.execute(call_id, name, args, emit=emit, ask=ask, hooks=hooks, request_id=request_id)
+        if host.mode != mode and on_switch is not None:
+            on_switch(name)
+        return answer
 
     return call
 

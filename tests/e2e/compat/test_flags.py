@@ -193,16 +193,19 @@ def test_skip_trust_applies_project_settings(box):
     assert "glob" in untrusted and "glob" not in trusted
 
 
-def test_plan_mode_offers_only_read_only_tools(box):
+def test_plan_mode_offers_read_only_tools_and_the_planning_writers(box):
+    """gemini-cli 0.61's plan mode: read-only tools, plus write_file and
+    replace (allowed only for .md files in the plans directory) and
+    exit_plan_mode."""
     with FakeGemini(script=[{"text": "1. read\n2. change"}], api_key=API_KEY) as fake:
         result = box.run(["-p", "plan it", "--approval-mode", "plan"], fake=fake)
         offered = declared_tools(fake.requests[0])
     assert result.status == 0, result.stderr
     assert offered and set(offered) <= {"read_file", "read_many_files", "list_directory", "glob", "grep_search", "write_todos",
                                         "list_background_processes", "read_background_output",
-                                        "enter_plan_mode", "google_web_search",
+                                        "google_web_search", "write_file", "replace", "exit_plan_mode",
                                         "codebase_investigator"}  # gemini-cli's research sub-agent
-    assert "write_file" not in offered and "run_shell_command" not in offered
+    assert "run_shell_command" not in offered and "enter_plan_mode" not in offered
     assert "generalist" not in offered  # a sub-agent that may write is not offered in plan mode
 
 

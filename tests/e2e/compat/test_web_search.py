@@ -82,7 +82,7 @@ def test_offered_in_plan_mode_because_it_only_reads(box):
         assert box.run(["-p", "hi", "--approval-mode", "plan"], fake=fake).status == 0
         (request,) = fake.requests
     assert "google_web_search" in declared_tools(request)
-    assert "write_file" not in declared_tools(request)
+    assert "run_shell_command" not in declared_tools(request)
 
 
 def test_a_failed_search_tells_the_model_and_the_run_goes_on(box):

@@ -137,7 +137,7 @@ def test_set_mode_yolo_is_refused_where_settings_disable_it_naming_setting_and_f
                            "steps": [{"do": "initialize"}, {"do": "new"}, {"do": "set_mode", "mode": "yolo"},
                                      {"do": "set_mode", "mode": "autoEdit"}]}, tmp_path)
     offered = [m["id"] for m in seen["results"][1]["modes"]["availableModes"]]
-    assert offered == ["default", "autoEdit"]
+    assert offered == ["default", "autoEdit", "plan"]
     refused = seen["results"][2]["error"]
     assert refused["code"] == -32602  # invalid params, as for a mode that does not exist
     assert f"security.disableYoloMode in the user settings {home / 'settings.json'}" in refused["message"]

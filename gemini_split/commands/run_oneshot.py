@@ -311,7 +311,7 @@ async def _attach_references(prompt: str, client: ProtocolClient,
         if warning:
             renderer.stderr.write(f"gemini-split: {line}\n")
 
-    return await attach_references(prompt, client.executor, report)
+    return await attach_references(prompt, client.executor, report, mcp=client.mcp_servers)
 
 
 def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientSettings,

@@ -49,7 +49,6 @@ if __name__ == "__main__":
             f.write(f"{os.getpid()}\n")
     if sys.argv[1:2] == ["--http"]:
         host, _, port = sys.argv[2].rpartition(":")
-        server.settings.host, server.settings.port = host, int(port)
-        server.run("streamable-http")
+        server.run("streamable-http", host=host, port=int(port))
     else:
         server.run("stdio")

@@ -22,7 +22,6 @@ print the prompt's usage.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ import trio
 from rich.text import Text
 
 from gemini_split.tools.base import ToolFailed
+from gemini_split.tools.mcp.prompts import NAMED, command_name, parse_prompt_args, prompt_help, prompt_text
 from gemini_split.ui.safe_text import visible
 from gemini_split.userfiles import mcp_enablement
 
@@ -213,11 +213,6 @@ async def _tools_changed(repl: CommandContext, servers: McpServers) -> None:
 # --- prompts as slash commands ---------------------------------------------------------
 
 
-def command_name(prompt: CachedPrompt) -> str:
-    """gemini-cli's command name for a prompt: its name, blanks as ``-``."""
-    return "/" + re.sub(r"\s+", "-", prompt.name.strip())
-
-
 def prompt_commands(repl: CommandContext) -> dict[str, tuple[McpServer, CachedPrompt]]:
     """``/name`` → (server, prompt) for every enabled server's prompts (a
     later server's prompt of the same name wins)."""
@@ -266,76 +261,12 @@ async def run_prompt(repl: CommandContext, server: McpServer, prompt: CachedProm
     await repl.run_turn(text, references=False, typed=line)
 
 
-def prompt_text(result: Any) -> str | None:
-    """The text a ``GetPromptResult`` sends: its messages' text contents, in
-    order (None when it has none)."""
-    texts = [m.content.text for m in (result.messages or ())
-             if getattr(m.content, "type", None) == "text" and m.content.text]
-    return "\n\n".join(texts) if texts else None
-
-
-def prompt_help(prompt: CachedPrompt) -> str:
-    """gemini-cli's help for a prompt's arguments."""
-    args = prompt.arguments
-    if not args:
-        return f'Prompt "{prompt.name}" has no arguments.'
-    text = f'Arguments for "{prompt.name}":\n\n'
-    text += 'You can provide arguments by name (e.g., --argName="value") or by position.\n\n'
-    positional = ",".join('"foo"' for _ in args)
-    named = ",".join('--' + a["name"] + '="foo"' for a in args)
-    text += f"e.g., {prompt.name} {positional} is equivalent to {prompt.name} {named}\n\n"
-    for arg in args:
-        text += f"  --{arg['name']}\n"
-        if arg.get("description"):
-            text += f"    {arg['description']}\n"
-        text += f"    (required: {'yes' if arg.get('required') else 'no'})\n\n"
-    return text.rstrip("\n")
-
-
-_NAMED = re.compile(r'--([^=]+)=(?:"((?:\\.|[^"\\])*)"|([^ ]+))')
-_POSITIONAL = re.compile(r'(?:"((?:\\.|[^"\\])*)"|([^ ]+))')
-
-
-def parse_prompt_args(text: str, arguments: list[dict[str, Any]]) -> dict[str, str] | str:
-    """gemini-cli's ``McpPromptLoader.parseArgs``: ``--name="value"`` (or
-    ``--name=value``) by name, the other words by position into the
-    required arguments not given by name; one such argument takes all of
-    them. The inputs, or the error message for missing arguments."""
-    named: dict[str, str] = {}
-    positional_parts: list[str] = []
-    last = 0
-    for match in _NAMED.finditer(text):
-        named[match.group(1)] = re.sub(r"\\(.)", r"\1", match.group(2) if match.group(2) is not None
-                                       else match.group(3))
-        if match.start() > last:
-            positional_parts.append(text[last:match.start()])
-        last = match.end()
-    if last < len(text):
-        positional_parts.append(text[last:])
-    positional = [re.sub(r"\\(.)", r"\1", m.group(1) if m.group(1) is not None else m.group(2))
-                  for m in _POSITIONAL.finditer("".join(positional_parts).strip())]
-    inputs = {a["name"]: named[a["name"]] for a in arguments if named.get(a["name"])}
-    unfilled = [a["name"] for a in arguments if a.get("required") and not inputs.get(a["name"])]
-    if len(unfilled) == 1:
-        inputs[unfilled[0]] = " ".join(positional)
-        return inputs
-    missing = []
-    for i, name in enumerate(unfilled):
-        if i < len(positional):
-            inputs[name] = positional[i]
-        else:
-            missing.append(name)
-    if missing:
-        return f"Missing required argument(s): {', '.join('--' + n for n in missing)}"
-    return inputs
-
-
 def prompt_completions(repl: CommandContext, name: str, typed_args: str, current: str) -> list[str]:
     """Tab after ``/name``: the ``--arg="`` of the prompt's arguments not given yet."""
     found = prompt_commands(repl).get(name)
     if found is None:
         return []
-    given = {m.group(1) for m in _NAMED.finditer(typed_args)}
+    given = {m.group(1) for m in NAMED.finditer(typed_args)}
     return [f'--{a["name"]}="' for a in found[1].arguments
             if a["name"] not in given and f'--{a["name"]}="'.startswith(current)]
 

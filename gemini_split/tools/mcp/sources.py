@@ -110,8 +110,10 @@ class McpServer:
         self._client: Any = None
         #: The connection's OAuth (:func:`.oauth.auth_for`), for a refusal's message.
         self._auth: Any = None
-        #: Cancels a start still under way when the servers are closed.
+        #: Cancels a start still under way when the servers are closed
+        #: (and the whole connection, for :meth:`restart`).
         self._starting = trio.CancelScope()
+        self._stopped = trio.Event()
         self._cache_dir = cache_dir
         self._cache_key: str | None = None
         if cache_dir is not None:
@@ -141,10 +143,25 @@ class McpServer:
             self.launch(self)
         await self.started.wait()
 
+    async def restart(self) -> None:
+        """Stop this server's connection (if it has one) and start it again
+        (after ``/mcp auth``, for instance); returns once it is ready or has
+        failed."""
+        if self.launched:
+            self._starting.cancel()
+            await self.started.wait()
+            await self._stopped.wait()
+        self._starting = trio.CancelScope()
+        self.ready = trio.Event()
+        self.started = trio.Event()
+        self.launched = False
+        await self.start()
+
     async def serve(self, stop: trio.Event) -> None:
         """Connect, list the tools, then hold the connection until ``stop``.
         Never raises for the server's failures: they land in :attr:`status`."""
         self.launched = True
+        self._stopped = trio.Event()
         self.status.state = "connecting"
         self.status.error = None
         errlog = tempfile.TemporaryFile()  # the server writes to its fd directly
@@ -161,6 +178,7 @@ class McpServer:
             self._client = None
             self.ready.set()
             self.started.set()
+            self._stopped.set()
             errlog.close()
 
     async def _serve(self, stop: trio.Event, errlog: Any) -> None:
@@ -296,7 +314,9 @@ class McpServers:
 
     def failures(self) -> list[str]:
         """One line per server that failed, for the user."""
-        return [f"MCP server '{s.name}' failed: {s.status.error}" for s in self.servers if s.status.state == "failed"]
+        return [s.status.error if (s.status.error or "").startswith(f"MCP server '{s.name}' ")  # says it all
+                else f"MCP server '{s.name}' failed: {s.status.error}"
+                for s in self.servers if s.status.state == "failed"]
 
     def statuses(self) -> list[ServerStatus]:
         return [s.status for s in self.servers]

@@ -482,8 +482,13 @@ async def _mcp(repl: CommandContext, args: list[str]) -> None:
     why it failed; servers declared from the cache are started for it) and,
     with ``/mcp tools`` or ``/mcp desc``, their tools. (1.5) The sub-agents'
     own servers follow, each marked with its sub-agent."""
+    if args[:1] == ["auth"]:
+        from .commands.mcp_auth import mcp_auth
+
+        await mcp_auth(repl, args[1:])
+        return
     if args not in ([], ["tools"], ["desc"]):
-        raise CommandUsage("/mcp [tools|desc]")
+        raise CommandUsage("/mcp [tools|desc|auth [NAME]]")
     client = repl.require_client()
     servers = getattr(client, "mcp_servers", None)
     agent_mcp = getattr(client, "agent_mcp", None)

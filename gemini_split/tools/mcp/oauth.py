@@ -42,12 +42,15 @@ import logging
 import os
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
+import webbrowser
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import h11
 import trio
 
 if TYPE_CHECKING:
@@ -111,6 +114,10 @@ def uses_oauth(config: MCPServerSettings) -> bool:
 # --- the token file -------------------------------------------------------------
 
 
+#: Serialises this process's read-modify-write of the file (servers refresh in worker threads).
+_WRITING = threading.Lock()
+
+
 class TokenFile:
     """gemini-cli's ``mcp-oauth-tokens.json``: one credential per server name.
 
@@ -136,17 +143,19 @@ class TokenFile:
         return self.entries().get(server)
 
     def put(self, entry: dict[str, Any]) -> None:
-        entries = self.entries()
-        entries[entry["serverName"]] = entry
-        self._write(list(entries.values()))
+        with _WRITING:
+            entries = self.entries()
+            entries[entry["serverName"]] = entry
+            self._write(list(entries.values()))
 
     def delete(self, server: str) -> None:
-        entries = self.entries()
-        if entries.pop(server, None) is not None:
-            if entries:
-                self._write(list(entries.values()))
-            else:
-                self.path.unlink(missing_ok=True)
+        with _WRITING:
+            entries = self.entries()
+            if entries.pop(server, None) is not None:
+                if entries:
+                    self._write(list(entries.values()))
+                else:
+                    self.path.unlink(missing_ok=True)
 
     def _write(self, entries: list[dict[str, Any]]) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -292,12 +301,10 @@ def _provider_class() -> type:
 
         async def _handle_token_response(self, response: httpx2.Response) -> None:
             self._note_token_endpoint()
-            try:
-                await super()._handle_token_response(response)
-            except Exception as exc:
-                # The SDK's message quotes the endpoint's body; keep only the status.
-                raise SignInFailed(f"the token endpoint refused the code (HTTP {response.status_code})") from None \
-                    if "Token exchange failed" in str(exc) else exc
+            if response.status_code not in (200, 201):
+                # The SDK's error would quote the endpoint's body; say only the status.
+                raise SignInFailed(f"the token endpoint refused the code (HTTP {response.status_code})")
+            await super()._handle_token_response(response)
 
         async def _refresh_token(self) -> httpx2.Request:
             request = await super()._refresh_token()
@@ -383,8 +390,6 @@ def can_open_browser(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def _open_browser(url: str) -> None:
-    import webbrowser
-
     try:
         webbrowser.open(url)
     except Exception as exc:  # noqa: BLE001 — the URL is printed anyway
@@ -526,8 +531,6 @@ async def _serve_callback(listener: trio.SocketListener, send_code: trio.MemoryS
 async def _read_request(stream: trio.SocketStream) -> tuple[str, Any] | None:
     """The target of one HTTP request and its ``h11.Connection`` (for the
     answer), or None."""
-    import h11
-
     connection = h11.Connection(h11.SERVER)
     while True:
         try:
@@ -547,8 +550,6 @@ async def _read_request(stream: trio.SocketStream) -> tuple[str, Any] | None:
 
 async def _respond(stream: trio.SocketStream, connection: Any, status: int, body: str,
                    content_type: str = "text/html") -> None:
-    import h11
-
     data = body.encode()
     out = connection.send(h11.Response(status_code=status, headers=[
         ("Content-Type", f"{content_type}; charset=utf-8"), ("Content-Length", str(len(data))),

@@ -16,7 +16,6 @@ from typing import Any
 
 from rich.text import Text
 
-from gemini_split.tools.mcp import oauth
 from gemini_split.ui.safe_text import visible
 
 from ..command_context import CommandContext
@@ -46,6 +45,8 @@ async def mcp_auth(repl: CommandContext, args: list[str]) -> None:
                                 + "\n".join(f"  - {visible(n)}" for n in names)
                                 + "\n\nUse /mcp auth <server-name> to authenticate."))
         return
+    from gemini_split.tools.mcp import oauth  # the MCP SDK's edge
+
     name = args[0]
     config = configs.get(name)
     if config is None:

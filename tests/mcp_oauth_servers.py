@@ -138,9 +138,11 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def serve_oauth_servers(*, expires_in: int = 3600, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve the authorization server and the protected MCP server until
-    cancelled; ``task_status.started((auth, mcp_url))``."""
+async def serve_oauth_servers(*, expires_in: int = 3600, sse: bool = False,
+                              task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve the authorization server and the protected MCP server (streamable
+    HTTP at ``/mcp``, or with ``sse`` SSE at ``/sse``) until cancelled;
+    ``task_status.started((auth, mcp_url))``."""
     from hypercorn.config import Config
     from hypercorn.trio import serve
     from mcp.server.auth.routes import create_auth_routes
@@ -150,7 +152,7 @@ async def serve_oauth_servers(*, expires_in: int = 3600, task_status: Any = trio
 
     as_port, rs_port = _free_port(), _free_port()
     issuer = f"http://127.0.0.1:{as_port}"
-    mcp_url = f"http://127.0.0.1:{rs_port}/mcp"
+    mcp_url = f"http://127.0.0.1:{rs_port}/{'sse' if sse else 'mcp'}"
     auth = AuthServer(issuer, expires_in=expires_in)
     settings = AuthSettings(issuer_url=issuer, resource_server_url=mcp_url, required_scopes=[SCOPE],  # type: ignore[arg-type]
                             validate_token_resource=False)
@@ -170,7 +172,7 @@ async def serve_oauth_servers(*, expires_in: int = 3600, task_status: Any = trio
         return f"signed in as {token.client_id if token else 'nobody'}"
 
     async with trio.open_nursery() as nursery:
-        for app, port in ((as_app, as_port), (server.streamable_http_app(), rs_port)):
+        for app, port in ((as_app, as_port), (server.sse_app() if sse else server.streamable_http_app(), rs_port)):
             config = Config()
             config.bind = [f"127.0.0.1:{port}"]
             config.loglevel = "WARNING"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import stat
+from functools import partial
 
 import httpx
 import pytest
@@ -57,7 +58,7 @@ async def _status(name: str, config: MCPServerSettings, tmp_path):
     async with open_mcp_servers({name: config}, cwd=tmp_path) as servers:
         status = servers.statuses()[0]
         tools = {t.name: t for t in servers.tools()}
-        answer = await tools["mcp_secure_whoami"].run({}, None) if tools else None
+        answer = await tools[f"mcp_{name}_whoami"].run({}, None) if tools else None
     return status, answer
 
 
@@ -153,6 +154,20 @@ async def test_a_call_after_the_token_is_revoked_fails_with_the_message(home, tm
                 with pytest.raises(ToolFailed) as failed:
                     await tool.run({}, None)
             assert "/mcp auth secure" in str(failed.value)
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_sse_server_signs_in_the_same_way(home, tmp_path):
+    async with trio.open_nursery() as nursery:
+        auth, url = await nursery.start(partial(serve_oauth_servers, sse=True))
+        config = MCPServerSettings(url=url)
+        with trio.fail_after(40):
+            status, _ = await _status("events", config, tmp_path)
+            assert status.transport == "sse"
+            assert status.error == "MCP server 'events' requires authentication using: /mcp auth events"
+            await _sign_in("events", config)
+            _, answer = await _status("events", config, tmp_path)
+            assert answer.startswith("signed in as ")
         nursery.cancel_scope.cancel()
 
 

@@ -46,7 +46,6 @@ from gemini_split import __version__
 from gemini_split.tools.base import ToolFailed
 
 from . import cache
-from .oauth import AuthorizationRequired, auth_for
 from .results import content_to_text
 from .stdio import open_stdio_transport
 from .tool import McpTool
@@ -210,6 +209,8 @@ class McpServer:
             return open_stdio_transport(config.command or "", list(config.args), env=dict(config.env),
                                         cwd=self.server_cwd, errlog=errlog)
         from mcp.shared._httpx_utils import create_mcp_http_client
+
+        from .oauth import auth_for  # a remote server's edge (see lazy_imports)
 
         url = self.status.target
         headers = dict(config.headers) or None
@@ -450,7 +451,7 @@ def _explain(exc: BaseException) -> str:
         exc = real[0] if real else exc.exceptions[0]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
-    if isinstance(exc, AuthorizationRequired):  # gemini-cli's message, as it is
+    if name == "AuthorizationRequired":  # .oauth's (not imported for a stdio server): gemini-cli's message
         return text
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or text}"

@@ -31,6 +31,7 @@ from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
     AuthorizationParams,
+    AuthorizeError,
     RefreshToken,
     TokenError,
     construct_redirect_uri,
@@ -54,6 +55,8 @@ class AuthServer:
         self.refreshes = 0
         self.authorizations = 0
         self.seen_tokens: list[str] = []  # every bearer the MCP server was shown
+        #: Set: /authorize answers with this OAuth error (the user said no).
+        self.deny: str | None = None
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -64,6 +67,8 @@ class AuthServer:
 
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         self.authorizations += 1
+        if self.deny:
+            raise AuthorizeError(self.deny, "the user declined")  # type: ignore[arg-type]
         code = secrets.token_urlsafe(24)
         self.codes[code] = AuthorizationCode(
             code=code, scopes=params.scopes or [SCOPE], expires_at=time.time() + 300, client_id=client.client_id,
@@ -100,6 +105,13 @@ class AuthServer:
     async def revoke_token(self, token: Any) -> None:
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
+
+    def preregister(self, client_id: str, secret: str, redirect_uri: str) -> None:
+        """A confidential client known in advance (``oauth.clientId``/``clientSecret``)."""
+        self.clients[client_id] = OAuthClientInformationFull(
+            client_id=client_id, client_secret=secret, redirect_uris=[redirect_uri],  # type: ignore[list-item]
+            token_endpoint_auth_method="client_secret_post", grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"], scope=SCOPE)
 
     def revoke_all(self) -> None:
         """Every token and refresh token this server issued stops working."""

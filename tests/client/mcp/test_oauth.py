@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import stat
 from functools import partial
 
 import httpx
+import msgspec
 import pytest
 import trio
 
@@ -155,6 +157,52 @@ async def test_a_call_after_the_token_is_revoked_fails_with_the_message(home, tm
                     await tool.run({}, None)
             assert "/mcp auth secure" in str(failed.value)
         nursery.cancel_scope.cancel()
+
+
+async def test_a_declined_sign_in_says_so_and_stores_nothing(home):
+    async with trio.open_nursery() as nursery:
+        auth, url = await nursery.start(serve_oauth_servers)
+        auth.deny = "access_denied"
+        with trio.fail_after(40), pytest.raises(oauth.SignInFailed, match="^OAuth error: access_denied$"):
+            said: list[str] = []
+
+            def say(text: str) -> None:
+                said.append(text)
+                found = re.search(r"^(http://\S+/authorize\?\S+)$", text, re.M)
+                nursery.start_soon(_declined, found.group(1))
+
+            await oauth.authenticate("secure", MCPServerSettings(http_url=url), say=say, open_browser=False)
+        nursery.cancel_scope.cancel()
+    assert not (home / "mcp-oauth-tokens.json").exists()
+
+
+async def _declined(url: str) -> None:
+    def follow() -> None:
+        with httpx.Client(follow_redirects=True, timeout=20) as client:
+            answer = client.get(url)
+            assert "Authentication Failed" in answer.text and "access_denied" in answer.text
+    await trio.to_thread.run_sync(follow)
+
+
+async def test_a_preregistered_client_signs_in_with_its_secret_which_is_never_stored(home, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    redirect = f"http://127.0.0.1:{port}/oauth/callback"
+    async with trio.open_nursery() as nursery:
+        auth, url = await nursery.start(serve_oauth_servers)
+        auth.preregister("gemini-split-test", "s3cret-value", redirect)
+        config = msgspec.convert({"httpUrl": url, "oauth": {
+            "enabled": True, "clientId": "gemini-split-test", "clientSecret": "s3cret-value",
+            "redirectUri": redirect, "scopes": ["mcp:tools"]}}, MCPServerSettings)
+        with trio.fail_after(40):
+            await _sign_in("secure", config)
+            _, answer = await _status("secure", config, tmp_path)
+            assert answer == "signed in as gemini-split-test"
+            assert auth.registrations == 0
+        nursery.cancel_scope.cancel()
+    text = (home / "mcp-oauth-tokens.json").read_text()
+    assert "s3cret-value" not in text and json.loads(text)[0]["clientId"] == "gemini-split-test"
 
 
 async def test_an_sse_server_signs_in_the_same_way(home, tmp_path):

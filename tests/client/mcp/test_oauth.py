@@ -8,12 +8,14 @@ import json
 import re
 import socket
 import stat
+import time
 from functools import partial
 
 import httpx
 import msgspec
 import pytest
 import trio
+from mcp.shared.auth import OAuthClientInformationFull
 
 from gemini_split.tools.mcp import oauth
 from gemini_split.tools.mcp.sources import open_mcp_servers
@@ -203,6 +205,32 @@ async def test_a_preregistered_client_signs_in_with_its_secret_which_is_never_st
         nursery.cancel_scope.cancel()
     text = (home / "mcp-oauth-tokens.json").read_text()
     assert "s3cret-value" not in text and json.loads(text)[0]["clientId"] == "gemini-split-test"
+
+
+async def test_a_token_gemini_cli_stored_is_used_and_refreshed(home, tmp_path):
+    """The file as gemini-cli's MCPOAuthTokenStorage writes it (JSON.stringify(list, null, 2))."""
+    async with trio.open_nursery() as nursery:
+        auth, url = await nursery.start(serve_oauth_servers)
+        auth.clients["gemini-cli-client"] = OAuthClientInformationFull(
+            client_id="gemini-cli-client", redirect_uris=["http://localhost:7777/oauth/callback"],
+            token_endpoint_auth_method="none")
+        issued = auth._issue("gemini-cli-client", ["mcp:tools"], url)
+        home.mkdir()
+        (home / "mcp-oauth-tokens.json").write_text(json.dumps([{
+            "serverName": "secure",
+            "token": {"accessToken": issued.access_token, "tokenType": "Bearer",
+                      "refreshToken": issued.refresh_token, "scope": "mcp:tools",
+                      "expiresAt": int(time.time() * 1000) + 3_600_000},
+            "clientId": "gemini-cli-client", "tokenUrl": auth.issuer + "/token",
+            "mcpServerUrl": url, "updatedAt": int(time.time() * 1000)}], indent=2))
+        config = MCPServerSettings(http_url=url)
+        with trio.fail_after(40):
+            _, answer = await _status("secure", config, tmp_path)
+            assert answer == "signed in as gemini-cli-client"
+            auth.expire_all()
+            _, answer = await _status("secure", config, tmp_path)
+            assert answer == "signed in as gemini-cli-client" and auth.refreshes == 1
+        nursery.cancel_scope.cancel()
 
 
 async def test_an_sse_server_signs_in_the_same_way(home, tmp_path):

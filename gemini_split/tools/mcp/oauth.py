@@ -559,10 +559,5 @@ async def _respond(stream: trio.SocketStream, connection: Any, status: int, body
     await stream.send_all(out)
 
 
-def forget(name: str, *, file: Path | None = None) -> None:
-    """Drop the stored credential of ``name`` (a revoked token, for instance)."""
-    TokenFile(file or tokens_file()).delete(name)
-
-
 __all__ = ["AuthorizationRequired", "SignInFailed", "TokenFile", "auth_for", "authenticate", "can_open_browser",
-           "forget", "server_url", "tokens_file", "uses_oauth"]
+           "server_url", "tokens_file", "uses_oauth"]

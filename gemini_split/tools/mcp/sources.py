@@ -118,7 +118,10 @@ class McpServer:
         self.launch: Any = None
         self.launched = False
         self._client: Any = None
-        #: Cancels a start still under way when the servers are closed.
+        #: The connection's OAuth (:func:`.oauth.auth_for`), for a refusal's message.
+        self._auth: Any = None
+        #: Cancels a start still under way when the servers are closed or
+        #: the server is stopped (:meth:`stop`).
         self._starting = trio.CancelScope()
         #: Ends this server's connection (:meth:`stop`); set for all on close.
         self._stop = trio.Event()
@@ -255,15 +258,18 @@ class McpServer:
                                         cwd=self.server_cwd, errlog=errlog)
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        from .oauth import auth_for  # a remote server's edge (see lazy_imports)
+
         url = self.status.target
         headers = dict(config.headers) or None
+        auth = self._auth = auth_for(self.name, config)  # OAuth 2.1 (gemini-cli's token file), or None
         if kind == "sse":
             from mcp.client.sse import sse_client
 
-            return sse_client(url, headers=headers)
+            return sse_client(url, headers=headers, auth=auth)
         from mcp.client.streamable_http import streamable_http_client
 
-        return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+        return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers, auth=auth))
 
     def _declare(self, listing: cache.Listing) -> None:
         """Make :attr:`tools` (and the status's names) from what the server
@@ -347,6 +353,9 @@ class McpServer:
             try:
                 result = await client.call_tool(tool, args)
             except Exception as exc:  # the SDK's errors, the connection's
+                refused = getattr(self._auth, "refused", None)
+                if refused is not None:
+                    raise ToolFailed("unauthorized", str(refused), "do not retry this tool") from None
                 raise ToolFailed("mcp_error", f"the MCP server '{self.name}' failed on {tool}: {_explain(exc)}") from None
         if result is None:
             raise ToolFailed("timeout", f"the MCP server '{self.name}' did not answer {tool} within {self.call_timeout:g} s",
@@ -392,7 +401,9 @@ class McpServers:
 
     def failures(self) -> list[str]:
         """One line per server that failed, for the user."""
-        return [f"MCP server '{s.name}' failed: {s.status.error}" for s in self.servers if s.status.state == "failed"]
+        return [s.status.error if (s.status.error or "").startswith(f"MCP server '{s.name}' ")  # says it all
+                else f"MCP server '{s.name}' failed: {s.status.error}"
+                for s in self.servers if s.status.state == "failed"]
 
     def statuses(self) -> list[ServerStatus]:
         return [s.status for s in self.servers]
@@ -607,6 +618,8 @@ def _explain(exc: BaseException) -> str:
         exc = real[0] if real else exc.exceptions[0]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
+    if name == "AuthorizationRequired":  # .oauth's (not imported for a stdio server): gemini-cli's message
+        return text
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or text}"
     if name in ("ClosedResourceError", "BrokenResourceError", "EndOfStream") or "Connection closed" in text:

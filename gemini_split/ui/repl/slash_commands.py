@@ -46,6 +46,7 @@ from .commands.clipboard import copy_text
 from .commands.context_reload import reload_in_worker
 from .commands.conversation import ChatStore, resumed_context, share
 from .commands.directory import DirectoryRefused, directory_command
+from .commands.mcp_auth import mcp_auth
 from .commands.rewind import rewind_menu
 from .commands.settings_list import effective_settings, settings_files
 from .commands.skills import SkillsUsage, skills_command
@@ -480,6 +481,9 @@ async def _chat_share(repl: CommandContext, name: str) -> None:
 
 
 async def _mcp(repl: CommandContext, args: list[str]) -> None:
+    if args[:1] == ["auth"]:
+        await mcp_auth(repl, args[1:])
+        return
     from .commands.mcp import mcp_command  # lazy_imports.EDGES
 
     await mcp_command(repl, args)
@@ -1211,9 +1215,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "your settings.json)", _theme, _theme_names),
     Command("/settings", "/settings", "the effective settings and where each came from "
             "(user, project, system, default); read-only: edit settings.json to change one", _settings),
-    Command("/mcp", "/mcp [list|desc|schema|reload|enable NAME|disable NAME]",
+    Command("/mcp", "/mcp [list|desc|schema|reload|enable NAME|disable NAME|auth [NAME]]",
             "MCP servers: status, tools, prompts and resources; reload them; enable or disable one "
-            "(--session: this session only)", _mcp, _mcp_actions, _mcp_server_names),
+            "(--session: this session only); sign in to one (OAuth)", _mcp, _mcp_actions, _mcp_server_names),
     Command("/ide", "/ide status|enable|disable|install", "Manage IDE integration: the editor's open files go "
             "with your prompts, edits are reviewed as diffs in the editor", _ide, lambda repl: IDE_ACTIONS),
     Command("/hooks", "/hooks [ACTION]",

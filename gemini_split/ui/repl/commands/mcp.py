@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from gemini_split.tools.mcp.cache import CachedPrompt
     from gemini_split.tools.mcp.sources import McpServer, McpServers
 
-USAGE = "/mcp [list|desc|schema|reload] | enable NAME [--session] | disable NAME [--session]"
+USAGE = "/mcp [list|desc|schema|reload] | enable NAME [--session] | disable NAME [--session] | auth [NAME]"
 #: gemini-cli's sub-commands and their other names ("tools": gemini-split's earlier name for list).
 ACTIONS = {"list": "list", "ls": "list", "nodesc": "list", "nodescription": "list", "tools": "list",
            "desc": "desc", "description": "desc", "schema": "schema", "reload": "reload", "refresh": "reload",
@@ -85,7 +85,7 @@ async def mcp_command(repl: CommandContext, args: list[str]) -> None:
 
 
 def mcp_actions(repl: CommandContext) -> Iterable[str]:
-    return ["list", "desc", "schema", "reload", "enable", "disable"]
+    return ["list", "desc", "schema", "reload", "enable", "disable", "auth"]
 
 
 def mcp_server_names(repl: CommandContext, action: str) -> Iterable[str]:

@@ -1363,3 +1363,9 @@ class SlashCompleter(Completer):
         include = client.executor.workspace.roots[1:] if client is not None else ()
         for candidate in complete_reference(typed, root, include=include):
             yield Completion(candidate, -len(typed))
+        servers = getattr(client, "mcp_servers", None) if client is not None else None
+        for server in (servers.servers if servers is not None else ()):  # @server:uri, as gemini-cli completes them
+            for resource in (server.resources if server.disabled is None else ()):
+                candidate = f"{server.name}:{resource.uri}"
+                if candidate.startswith(typed):
+                    yield Completion(candidate, -len(typed), display_meta=visible(resource.name, newlines=False))

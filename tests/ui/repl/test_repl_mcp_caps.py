@@ -67,6 +67,10 @@ def test_mcp_desc_lists_tools_prompts_and_resources_and_at_server_uri_reads_one(
     repl.expect(r"Parameters:")
     repl.expect(r'"required": \[\s+"text"')
     repl.expect(PROMPT)
+    repl.type("what is in @notes:notes://t")
+    repl.send("\t")  # the resource completes, as a path does
+    repl.expect(r"@notes:notes://today")
+    repl.send("\x15")  # Ctrl-U: clear the line
     ask(repl, "what is in @notes:notes://today")
     repl.expect(r"Content from @notes://today:\s+NOTES-OF-TODAY: buy milk, fix the build", timeout=30)
     repl.expect(PROMPT)

@@ -132,3 +132,31 @@ def test_disable_and_enable_stop_and_start_a_server_and_its_prompts(start_repl, 
     ask(repl, "/standup")
     repl.expect(r"Echo: Summarise what I did today in three bullet points\.", timeout=30)
     repl.expect(PROMPT)
+
+
+def test_against_a_server_the_clients_mcp_prompts_and_resources_still_work(start_repl, tmp_path):
+    """The MCP servers run with the client's tools: connected to a server
+    (serve --stdio, its own scripted model echoing), the prompts and
+    resources are the client's and the server sees only the text."""
+    import shlex
+
+    _home(tmp_path)
+    daemon_script = tmp_path / "daemon.json"
+    daemon_script.write_text("[]")
+    command = shlex.join([sys.executable, "-m", "gemini_split", "serve", "--stdio", "-m", f"scripted:{daemon_script}"])
+    repl = start_repl([])
+    ask(repl, f"/server add box 'stdio:{command}'")
+    repl.expect(r"Added profile box: stdio:")
+    repl.expect(PROMPT)
+    ask(repl, "/server connect box")
+    repl.expect(r"Connected: box · session", timeout=30)
+    repl.expect(PROMPT)
+    ask(repl, "/review one.py two.py")
+    repl.expect(r"Echo: Compare one\.py with two\.py and say which is better\.", timeout=30)
+    repl.expect(PROMPT)
+    ask(repl, "/mcp")
+    repl.expect(r"notes - Ready \(1 tool, 3 prompts, 2 resources\)", timeout=30)
+    repl.expect(PROMPT)
+    ask(repl, "read @notes:notes://today")
+    repl.expect(r"Content from @notes://today:\s+NOTES-OF-TODAY", timeout=30)
+    repl.expect(PROMPT)

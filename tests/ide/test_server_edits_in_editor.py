@@ -1,0 +1,118 @@
+"""(1.6) A server-side session's edits (``--tools server``) reviewed in the
+editor of the attached client that has an IDE companion: the real
+ProtocolClient, a real server running the tools in its own workspace, and
+the companion built from gemini-cli's spec. The diff opens with the
+server's proposed text at the file's path under the client's directory;
+accepting writes it on the server, an edit made in the editor is written
+instead (and the model told), a rejection writes nothing (and the model is
+told), and another attached client reads the decision. With the text over
+the server's budget the terminal asks, with a note."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from gemini_split.protocol import ToolDecided
+from gemini_split.server.model.scripted import ScriptedModel
+from gemini_split.tools import ide
+from gemini_split.tools.approval import Answer
+from tests.ide_companion import serve_companion
+from tests.server.server_tools.helpers import APPROVER, hello, make_server_tools, serving, until
+from tests.server.server_tools.test_client_approvals import ScriptedAsker, server_tools_client
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "client").mkdir()
+    return tmp_path / "client"
+
+
+def _write(path: str, content: str) -> dict[str, Any]:
+    return {"function_calls": [{"name": "write_file", "args": {"file_path": path, "content": content}}]}
+
+
+def _told(model: ScriptedModel, turn: int) -> str:
+    return json.dumps(model.requests[turn].contents[-1]["parts"][0]["function_response"]["response"])
+
+
+async def _turn(tmp_path: Path, here: Path, model: ScriptedModel, answer: tuple[str, str | None], *,
+                watcher: bool = False, asker: ScriptedAsker | None = None, **config: Any):
+    """One prompt from a client with a companion (answering ``answer``) on a
+    server-tools session; returns (companion, server workspace, client
+    events, asker, what a second attached client saw decided)."""
+    asker = asker or ScriptedAsker(Answer.NO)
+    events: list[Any] = []
+    seen: list[ToolDecided] = []
+    async with trio.open_nursery() as nursery:
+        companion = await nursery.start(lambda task_status: serve_companion(here, task_status=task_status))
+        companion.answer = answer
+        async with serving(model, make_server_tools(tmp_path / "ws"), **config) as (_, address):
+            async with server_tools_client(address, tmp_path, asker, events) as client:
+                client.executor.ide = ide.IdeCompanion(here, {})
+                await client.executor.ide.connect(nursery)
+                assert client.executor.ide.can_diff
+                session_id = client.connected.session_id
+                async with trio.open_nursery() as watching:
+                    if watcher:
+                        async def watch(task_status=trio.TASK_STATUS_IGNORED):
+                            async with hello(address, session_id=session_id, capabilities=APPROVER,
+                                             label="phone", role="observer") as (raw, _):
+                                task_status.started()
+                                _, decided = await until(raw, ToolDecided)
+                                seen.append(decided)
+                        await watching.start(watch)
+                    with trio.fail_after(30):
+                        outcome = await client.run_turn("go")
+                assert outcome.finished is not None
+                await client.executor.ide.disconnect()
+        nursery.cancel_scope.cancel()
+    return companion, tmp_path / "ws" / session_id, events, asker, seen
+
+
+async def test_the_diff_opens_with_the_servers_text_and_accepting_writes_it_on_the_server(tmp_path, here):
+    model = ScriptedModel([_write("src/app.py", "print('model')\n"), {"text": "done"}])
+    companion, workspace, events, asker, seen = await _turn(tmp_path, here, model, ("accept", None), watcher=True)
+    assert companion.diffs == [(str(here / "src" / "app.py"), "print('model')\n")]
+    assert (workspace / "src" / "app.py").read_text() == "print('model')\n"
+    assert not (here / "src").exists()  # the server's tool wrote it, on the server
+    assert asker.asked == []  # the editor answered, not the terminal
+    assert [(d.decision, d.modified) for d in seen] == [("approve", False)]
+
+
+async def test_an_edit_made_in_the_editor_is_what_the_server_writes_and_the_model_is_told(tmp_path, here):
+    model = ScriptedModel([_write("app.py", "print('model')\n"), {"text": "done"}])
+    companion, workspace, events, _, seen = await _turn(tmp_path, here, model,
+                                                        ("accept", "print('edited by the user')\n"), watcher=True)
+    assert (workspace / "app.py").read_text() == "print('edited by the user')\n"
+    assert "User modified the `content` to be: print('edited by the user')" in _told(model, 1)
+    # another attached client reads who decided, and that the user's text runs
+    assert [(d.decision, d.by, d.modified) for d in seen] == [("approve", "client 1", True)]
+
+
+async def test_rejected_in_the_editor_nothing_is_written_and_the_model_is_told(tmp_path, here):
+    model = ScriptedModel([_write("app.py", "print('model')\n"), {"text": "done"}])
+    companion, workspace, events, asker, seen = await _turn(tmp_path, here, model, ("reject", None), watcher=True)
+    assert companion.diffs and not (workspace / "app.py").exists()
+    assert "declined to run write_file" in _told(model, 1)
+    assert asker.asked == []
+    assert [d.decision for d in seen] == ["deny"]
+
+
+async def test_a_file_over_the_servers_budget_is_asked_in_the_terminal_with_a_note(tmp_path, here):
+    big = "z" * 3000 + "\n"
+    model = ScriptedModel([_write("big.txt", big), {"text": "done"}])
+    companion, workspace, _, asker, _ = await _turn(tmp_path, here, model, ("accept", None),
+                                                    asker=ScriptedAsker(Answer.YES), max_message_size=8192)
+    assert companion.diffs == []
+    (request,) = asker.asked
+    assert request.note == ("Not shown in your editor: the new text of big.txt is 3,001 bytes, over the 2,048 "
+                            "bytes the server sends for review.")
+    assert (workspace / "big.txt").read_text() == big

@@ -116,3 +116,18 @@ async def test_a_file_over_the_servers_budget_is_asked_in_the_terminal_with_a_no
     assert request.note == ("Not shown in your editor: the new text of big.txt is 3,001 bytes, over the 2,048 "
                             "bytes the server sends for review.")
     assert (workspace / "big.txt").read_text() == big
+
+
+def test_the_repl_says_a_decision_made_elsewhere_approved_the_users_own_text():
+    import io
+
+    from rich.console import Console
+
+    from gemini_split.ui.render import TurnView
+
+    out = io.StringIO()
+    view = TurnView(Console(file=out, width=100, color_system=None))
+    view.on_event(ToolDecided(call_id="t-1", decision="approve", by="laptop", request_id="r", modified=True))
+    view.on_event(ToolDecided(call_id="t-2", decision="approve", by="laptop", request_id="r"))
+    assert out.getvalue().splitlines() == ["✓ approved by laptop, with their changes to the edit",
+                                           "✓ approved by laptop"]

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import trio
 
-from gemini_split.protocol import ToolDecided
+from gemini_split.protocol import ToolAwaitingApproval, ToolDecided, ToolDecision
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.tools import ide
 from gemini_split.tools.approval import Answer
@@ -131,3 +131,33 @@ def test_the_repl_says_a_decision_made_elsewhere_approved_the_users_own_text():
     view.on_event(ToolDecided(call_id="t-2", decision="approve", by="laptop", request_id="r"))
     assert out.getvalue().splitlines() == ["✓ approved by laptop, with their changes to the edit",
                                            "✓ approved by laptop"]
+
+
+async def test_decided_by_another_client_the_diff_is_closed_in_the_editor(tmp_path, here):
+    model = ScriptedModel([_write("app.py", "print('model')\n"), {"text": "done"}])
+    events: list[Any] = []
+    async with trio.open_nursery() as nursery:
+        companion = await nursery.start(lambda task_status: serve_companion(here, task_status=task_status))
+        companion.answer = ("hold", None)  # the user has not answered in the editor
+        async with serving(model, make_server_tools(tmp_path / "ws")) as (_, address):
+            async with server_tools_client(address, tmp_path, ScriptedAsker(), events) as client:
+                client.executor.ide = ide.IdeCompanion(here, {})
+                await client.executor.ide.connect(nursery)
+                session_id = client.connected.session_id
+                async with hello(address, session_id=session_id, capabilities=APPROVER, label="phone") as (raw, _):
+                    async with trio.open_nursery() as turn:
+                        turn.start_soon(client.run_turn, "go")
+                        _, question = await until(raw, ToolAwaitingApproval)
+                        with trio.fail_after(10):
+                            while not companion.diffs:
+                                await trio.sleep(0.02)
+                        await raw.send(ToolDecision(call_id=question.call_id, decision="approve",
+                                                    parameters_hash=question.parameters_hash))
+                with trio.fail_after(10):
+                    while not companion.closed:
+                        await trio.sleep(0.02)
+                await client.executor.ide.disconnect()
+        nursery.cancel_scope.cancel()
+    assert companion.closed[0] == str(here / "app.py")  # the diff does not stay open in the editor
+    assert (tmp_path / "ws" / session_id / "app.py").read_text() == "print('model')\n"
+    assert [(d.decision, d.by) for d in events if isinstance(d, ToolDecided)] == [("approve", "phone")]

@@ -36,6 +36,8 @@ EDGES = {
     "gemini_split.commands.run_acp": "the ACP stack",
     "mcp": "the MCP SDK: only when MCP servers are configured, or mcp serve",
     "gemini_split.tools.mcp": "the MCP SDK",
+    "gemini_split.tools.mcp.oauth": "OAuth for remote MCP servers (h11, json, webbrowser): only for a remote server",
+    "httpx2": "the MCP SDK's HTTP client: only when a remote MCP server is connected to or signed in to",
     "pydantic": "the MCP SDK's models: only when an IDE companion is connected to",
     "hypercorn": "mcp serve --http only",
     "gemini_split.server": "the server, from a thin client (-p through a daemon or --server)",

@@ -108,8 +108,12 @@ class McpServer:
         self.launch: Any = None
         self.launched = False
         self._client: Any = None
-        #: Cancels a start still under way when the servers are closed.
+        #: The connection's OAuth (:func:`.oauth.auth_for`), for a refusal's message.
+        self._auth: Any = None
+        #: Cancels a start still under way when the servers are closed
+        #: (and the whole connection, for :meth:`restart`).
         self._starting = trio.CancelScope()
+        self._stopped = trio.Event()
         self._cache_dir = cache_dir
         self._cache_key: str | None = None
         if cache_dir is not None:
@@ -139,10 +143,25 @@ class McpServer:
             self.launch(self)
         await self.started.wait()
 
+    async def restart(self) -> None:
+        """Stop this server's connection (if it has one) and start it again
+        (after ``/mcp auth``, for instance); returns once it is ready or has
+        failed."""
+        if self.launched:
+            self._starting.cancel()
+            await self.started.wait()
+            await self._stopped.wait()
+        self._starting = trio.CancelScope()
+        self.ready = trio.Event()
+        self.started = trio.Event()
+        self.launched = False
+        await self.start()
+
     async def serve(self, stop: trio.Event) -> None:
         """Connect, list the tools, then hold the connection until ``stop``.
         Never raises for the server's failures: they land in :attr:`status`."""
         self.launched = True
+        self._stopped = trio.Event()
         self.status.state = "connecting"
         self.status.error = None
         errlog = tempfile.TemporaryFile()  # the server writes to its fd directly
@@ -159,6 +178,7 @@ class McpServer:
             self._client = None
             self.ready.set()
             self.started.set()
+            self._stopped.set()
             errlog.close()
 
     async def _serve(self, stop: trio.Event, errlog: Any) -> None:
@@ -190,15 +210,18 @@ class McpServer:
                                         cwd=self.server_cwd, errlog=errlog)
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        from .oauth import auth_for  # a remote server's edge (see lazy_imports)
+
         url = self.status.target
         headers = dict(config.headers) or None
+        auth = self._auth = auth_for(self.name, config)  # OAuth 2.1 (gemini-cli's token file), or None
         if kind == "sse":
             from mcp.client.sse import sse_client
 
-            return sse_client(url, headers=headers)
+            return sse_client(url, headers=headers, auth=auth)
         from mcp.client.streamable_http import streamable_http_client
 
-        return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+        return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers, auth=auth))
 
     def _declare(self, listed: list[cache.CachedTool]) -> None:
         """Make :attr:`tools` (and the status's names) from what the server
@@ -248,6 +271,9 @@ class McpServer:
             try:
                 result = await client.call_tool(tool, args)
             except Exception as exc:  # the SDK's errors, the connection's
+                refused = getattr(self._auth, "refused", None)
+                if refused is not None:
+                    raise ToolFailed("unauthorized", str(refused), "do not retry this tool") from None
                 raise ToolFailed("mcp_error", f"the MCP server '{self.name}' failed on {tool}: {_explain(exc)}") from None
         if result is None:
             raise ToolFailed("timeout", f"the MCP server '{self.name}' did not answer {tool} within {self.call_timeout:g} s",
@@ -288,7 +314,9 @@ class McpServers:
 
     def failures(self) -> list[str]:
         """One line per server that failed, for the user."""
-        return [f"MCP server '{s.name}' failed: {s.status.error}" for s in self.servers if s.status.state == "failed"]
+        return [s.status.error if (s.status.error or "").startswith(f"MCP server '{s.name}' ")  # says it all
+                else f"MCP server '{s.name}' failed: {s.status.error}"
+                for s in self.servers if s.status.state == "failed"]
 
     def statuses(self) -> list[ServerStatus]:
         return [s.status for s in self.servers]
@@ -423,6 +451,8 @@ def _explain(exc: BaseException) -> str:
         exc = real[0] if real else exc.exceptions[0]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
+    if name == "AuthorizationRequired":  # .oauth's (not imported for a stdio server): gemini-cli's message
+        return text
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or text}"
     if name in ("ClosedResourceError", "BrokenResourceError", "EndOfStream") or "Connection closed" in text:

@@ -46,6 +46,7 @@ from .commands.clipboard import copy_text
 from .commands.context_reload import reload_in_worker
 from .commands.conversation import ChatStore, resumed_context, share
 from .commands.directory import DirectoryRefused, directory_command
+from .commands.mcp_auth import mcp_auth
 from .commands.rewind import rewind_menu
 from .commands.settings_list import effective_settings, settings_files
 from .commands.skills import SkillsUsage, skills_command
@@ -482,8 +483,11 @@ async def _mcp(repl: CommandContext, args: list[str]) -> None:
     why it failed; servers declared from the cache are started for it) and,
     with ``/mcp tools`` or ``/mcp desc``, their tools. (1.5) The sub-agents'
     own servers follow, each marked with its sub-agent."""
+    if args[:1] == ["auth"]:
+        await mcp_auth(repl, args[1:])
+        return
     if args not in ([], ["tools"], ["desc"]):
-        raise CommandUsage("/mcp [tools|desc]")
+        raise CommandUsage("/mcp [tools|desc|auth [NAME]]")
     client = repl.require_client()
     servers = getattr(client, "mcp_servers", None)
     agent_mcp = getattr(client, "agent_mcp", None)

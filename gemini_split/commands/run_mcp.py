@@ -88,7 +88,8 @@ def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
 def _enable_disable(args: argparse.Namespace, env: Environment, *, enable: bool) -> ExitStatus:
     """gemini-cli's ``mcp enable|disable NAME [--session]``, with its messages.
     ``--session`` concerns a running session only: from the command line it
-    changes nothing on disk (as in gemini-cli, where it ends with the process)."""
+    changes nothing on disk (as in gemini-cli, where it ends with the process);
+    gemini-cli's message is printed, and a note on stderr says so."""
     loaded = load_settings(env)
     name = mcp_enablement.normalize(args.name)
     merged = loaded.merged
@@ -103,16 +104,23 @@ def _enable_disable(args: argparse.Namespace, env: Environment, *, enable: bool)
             return ExitStatus.ERROR
         if args.session:
             print(f"✓ Session disable cleared for '{name}'.", file=env.stdout)
+            _session_note(env, "enable", name)
         else:
             mcp_enablement.enable(env.config_dir, name)
             print(f"✓ MCP server '{name}' enabled.", file=env.stdout)
         return ExitStatus.SUCCESS
     if args.session:
         print(f"✓ MCP server '{name}' disabled for this session.", file=env.stdout)
+        _session_note(env, "disable", name)
     else:
         mcp_enablement.disable(env.config_dir, name)
         print(f"✓ MCP server '{name}' disabled.", file=env.stdout)
     return ExitStatus.SUCCESS
+
+
+def _session_note(env: Environment, action: str, name: str) -> None:
+    print(f"note: --session lasts only as long as this command, as in gemini-cli; in a running REPL use "
+          f"'/mcp {action} {name} --session'", file=env.stderr)
 
 
 # --- add / remove -----------------------------------------------------------------

@@ -62,6 +62,12 @@ def test_a_disabled_server_is_not_started_nor_offered_and_enable_brings_it_back(
     assert len(starts.read_text().splitlines()) == 1
     assert {"mcp_Notes_echo", "list_mcp_resources", "read_mcp_resource"} <= _declared(fake.requests[-1])
 
+    session_only = run(["mcp", "disable", "Notes", "--session"], environ, work)
+    assert session_only.stdout.strip() == "✓ MCP server 'notes' disabled for this session."
+    assert "--session lasts only as long as this command" in session_only.stderr
+    assert "'/mcp disable notes --session'" in session_only.stderr
+    assert json.loads(Path(home, "mcp-server-enablement.json").read_text()) == {}  # nothing on disk
+
     unknown = run(["mcp", "disable", "nobody"], environ, work)
     assert unknown.returncode == 1
     assert unknown.stdout.strip() == "Error: Server 'nobody' not found. Use 'gemini-split mcp list' to see available servers."

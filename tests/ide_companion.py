@@ -35,7 +35,8 @@ class Companion:
     token: str = ""
     port_file: Path | None = None
     context: dict[str, Any] | None = None
-    #: ("accept", content or None for newContent as is) or ("reject", None).
+    #: ("accept", content or None for newContent as is), ("reject", None), or
+    #: ("hold", None): the diff stays open until closed (closeDiff).
     answer: tuple[str, str | None] = ("accept", None)
     #: openDiff requests: (filePath, newContent).
     diffs: list[tuple[str, str]] = field(default_factory=list)
@@ -74,7 +75,7 @@ def _app(companion: Companion, nursery: trio.Nursery) -> Any:
         if verdict == "accept":
             params = {"filePath": filePath, "content": newContent if content is None else content}
             nursery.start_soon(_notify_later, ctx.session._connection.outbound, "ide/diffAccepted", params)
-        else:
+        elif verdict == "reject":
             nursery.start_soon(_notify_later, ctx.session._connection.outbound, "ide/diffRejected",
                                {"filePath": filePath})
         return []

@@ -12,7 +12,11 @@ reconnect when the answer was lost); the answers are kept for that. A
 ``tool_awaiting_approval`` becomes the same question a local call asks
 (:class:`~.approval.Asker`); it is withdrawn when the question is over
 elsewhere (decided by another client, the call or request ended, the
-connection went). A ``hook_request`` (1.4: a server asks this client's
+connection went). (1.6) A question about an edit that carries its whole
+proposed text is shown as a diff in the user's editor when an IDE
+companion is connected (the executor's ``ide``): accepting it there
+approves, with the text the user changed it to when they did; rejecting it
+denies. A ``hook_request`` (1.4: a server asks this client's
 BeforeTool/AfterTool hooks about a tool it runs) runs the user's hooks here
 and answers with their combined output; it ends with its request.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import OrderedDict
+from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 import msgspec
@@ -30,6 +35,7 @@ import trio
 from gemini_split.protocol import (
     AgentStarted,
     ClientMessage,
+    EditedFile,
     Connection,
     Error,
     Finished,
@@ -347,6 +353,7 @@ class ToolCalls:
         message: str | None = None
         answer = Answer.NO
         answers: dict[str, str] | None = None
+        edited: EditedFile | None = None
         try:
             with asking.scope:
                 if client.hooks is not None:  # as before a question about a call run here
@@ -365,12 +372,17 @@ class ToolCalls:
                         answers = await client.executor.user.ask_user(question.call_id, question.questions)
                         answer = Answer.NO if answers is None else Answer.YES
                     else:
-                        answer = await client.executor.asker.ask(ApprovalRequest(
-                            question.call_id, _ServerTool(question.tool, question.kind), dict(question.parameters),
-                            question.description, reason=question.reason, always_scope=question.always_scope,
-                            executes_later=question.executes_later,
-                            agent=self.agent_name(question.request_id, question.agent_id),
-                        ))
+                        reviewed = await self._review_in_editor(question)
+                        if reviewed is not None:
+                            answer, edited = reviewed
+                        else:
+                            answer = await client.executor.asker.ask(ApprovalRequest(
+                                question.call_id, _ServerTool(question.tool, question.kind),
+                                dict(question.parameters), question.description, reason=question.reason,
+                                always_scope=question.always_scope, executes_later=question.executes_later,
+                                agent=self.agent_name(question.request_id, question.agent_id),
+                                note=self._not_in_editor(question),
+                            ))
                 except ToolFailed as refused:  # "No, and tell the model…": the words go with the refusal
                     words = str(refused)
                     message = words.partition(" and said: ")[2] or words
@@ -385,6 +397,7 @@ class ToolCalls:
                 always=verdict == "approve_always", message=message,
                 parameters_hash=question.parameters_hash if verdict != "deny" else None,
                 answers=answers if verdict != "deny" else None,
+                edit=edited if verdict == "approve" else None,
             )
             self._decided_here[question.call_id] = None
             while len(self._decided_here) > ANSWERS_KEPT:
@@ -400,6 +413,59 @@ class ToolCalls:
             if self._asking.get(question.call_id) is asking:
                 del self._asking[question.call_id]
             asking.asked.set()
+
+
+    def _editor(self, question: ToolAwaitingApproval) -> Any:
+        """The IDE companion that can show ``question``'s edit as a diff, or None."""
+        ide = getattr(self._client.executor, "ide", None)
+        if question.edit is None or ide is None or not ide.can_diff:
+            return None
+        return ide
+
+    async def _review_in_editor(self, question: ToolAwaitingApproval) -> tuple[Answer, EditedFile | None] | None:
+        """(1.6) A server-side edit shown as a diff in the user's editor
+        (the file at the question's path under this directory beside the
+        server's whole proposed text): ``(YES, None)`` accepted as
+        proposed, ``(YES, EditedFile)`` accepted with the user's changes,
+        ``(NO, None)`` rejected or closed. None: no editor shows it (no
+        companion, no text sent, a path that is not a plain relative one,
+        or the editor could not open the diff): the terminal asks."""
+        ide = self._editor(question)
+        edit = question.edit
+        if ide is None or edit is None or edit.content is None:
+            return None
+        local = _local_path(ide.cwd, edit.path)
+        if local is None:
+            log.warning("not showing the edit of %r in the IDE: not a relative path", edit.path[:200])
+            return None
+        try:
+            content = await ide.review(local, edit.content)
+        except RuntimeError as exc:
+            log.warning("the IDE could not show the diff of %s (%s): asking here", edit.path, exc)
+            return None
+        if content is None:
+            return Answer.NO, None
+        return Answer.YES, (None if content == edit.content else EditedFile(path=edit.path, content=content))
+
+    def _not_in_editor(self, question: ToolAwaitingApproval) -> str | None:
+        """Why an edit the editor would show is asked here instead (its
+        text was over the server's budget for review), or None."""
+        edit = question.edit
+        if self._editor(question) is None or edit is None or edit.content is not None:
+            return None
+        return (f"Not shown in your editor: the new text of {edit.path} is {edit.size:,} bytes, over the "
+                f"{edit.limit:,} bytes the server sends for review.")
+
+
+def _local_path(cwd: Path, shown: str) -> Path | None:
+    """``shown`` (a server workspace's relative ``/``-path) under ``cwd``,
+    or None when it is not a plain relative path (absolute, ``..``, empty,
+    or with a NUL or backslash)."""
+    parts = PurePosixPath(shown).parts
+    if not shown or "\0" in shown or "\\" in shown or PurePosixPath(shown).is_absolute() \
+            or not parts or any(p in ("..", ".") for p in parts):
+        return None
+    return Path(cwd).joinpath(*parts)
 
 
 def _as_agent(emit: Any, agent_id: int) -> Any:

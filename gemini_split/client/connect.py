@@ -140,6 +140,9 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     #: Where the MCP servers' tool declarations are cached (see
     #: :mod:`gemini_split.tools.mcp.cache`); None: every server is started.
     mcp_cache: Path | None = None
+    #: Where ``mcp-server-enablement.json`` is (:mod:`gemini_split.userfiles.mcp_enablement`):
+    #: the servers it disables are not started. None: every server is enabled.
+    mcp_enablement: Path | None = None
     #: Where the edit tools' changes are journaled for ``/rewind`` (one
     #: directory per session: :func:`edits_directory`); None: not journaled.
     edits_dir: Path | None = None
@@ -576,11 +579,15 @@ async def open_mcp_tools(settings: ToolSettings) -> AsyncIterator[McpServers | N
         yield None
         return
     from gemini_split.tools.mcp.sources import open_mcp_servers
+    from gemini_split.userfiles.mcp_enablement import disabled_states
 
+    disabled = disabled_states(settings.mcp_enablement) if settings.mcp_enablement is not None else {}
     async with open_mcp_servers(
         settings.mcp_servers, cwd=settings.workspace,
-        allowed=settings.mcp_allowed, excluded=settings.mcp_excluded, wait=False, cache_dir=settings.mcp_cache,
+        allowed=settings.mcp_allowed, excluded=settings.mcp_excluded, disabled=disabled, wait=False,
+        cache_dir=settings.mcp_cache,
     ) as servers:
+        servers.enablement_dir = settings.mcp_enablement
         yield servers
 
 
@@ -656,14 +663,13 @@ def _joining_mcp_tools(
             return
         await servers.wait_started()
         joined = True
-        for tool in servers.tools():
-            if tool.name not in exclude and client.executor.registry.get(tool.name) is None:
-                client.executor.registry.register(tool)
+        servers.sync_registry(client.executor.registry, exclude)
         for line in servers.failures():
             if on_notice is not None:
                 on_notice(line)
         await client.announce_tools()
 
+    client.mcp_exclude = exclude
     return join
 
 

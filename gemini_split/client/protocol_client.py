@@ -179,6 +179,8 @@ class ProtocolClient:
         #: The MCP servers lending tools to this client
         #: (:class:`~gemini_split.tools.mcp.sources.McpServers`), if any.
         self.mcp_servers: McpServers | None = None
+        #: Tool names ``tools.exclude`` keeps out of the MCP servers' (for ``/mcp reload``).
+        self.mcp_exclude: tuple[str, ...] = ()
         #: (1.5) ``agent_mcp_tools(name)`` → the ``ToolSpec``\ s of sub-agent
         #: ``name``'s own MCP servers (``tools/agent_mcp.py``), sent in its
         #: definition's ``mcp_tools`` to a 1.5 server; None: none.

@@ -5,6 +5,8 @@ settings files the way ``gemini mcp …`` does (project scope by default,
 ``-s user`` for ``~/.gemini/settings.json``): the file is edited in place
 by :mod:`gemini_split.userfiles.settings_edit` (atomically, every other key and every
 comment kept; ``$VAR`` references stay unexpanded).
+``enable`` / ``disable`` switch a server on or off in gemini-cli's
+``mcp-server-enablement.json`` (:mod:`gemini_split.userfiles.mcp_enablement`).
 ``serve`` exposes gemini-split's own tools as an MCP server (stdio, or
 streamable HTTP with ``--http``).
 """
@@ -24,6 +26,7 @@ from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError
 from gemini_split.exit_status import ExitStatus
 from gemini_split.server.auth import load_auth_config
+from gemini_split.userfiles import mcp_enablement
 from gemini_split.userfiles.settings import load_settings
 from gemini_split.userfiles.settings_edit import SettingsFile
 from gemini_split.transport import is_loopback_host
@@ -37,6 +40,8 @@ def run_mcp_command(args: argparse.Namespace, env: Environment) -> ExitStatus:
         return _add(args, env)
     if args.mcp_command == "remove":
         return _remove(args, env)
+    if args.mcp_command in ("enable", "disable"):
+        return _enable_disable(args, env, enable=args.mcp_command == "enable")
     return _list(args, env)
 
 
@@ -55,9 +60,12 @@ def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
         print("No MCP servers configured.", file=env.stdout)
         return ExitStatus.SUCCESS
 
+    disabled = mcp_enablement.disabled_states(env.config_dir)
+
     async def probe() -> list[Any]:
         # Live status: every server is started (and its cached tools refreshed).
-        async with open_mcp_servers(configs, cwd=env.cwd, cache_dir=env.config_dir / "mcp-cache") as servers:
+        async with open_mcp_servers(configs, cwd=env.cwd, cache_dir=env.config_dir / "mcp-cache",
+                                    disabled=disabled) as servers:
             await servers.start_all()
             return servers.statuses()
 
@@ -65,13 +73,54 @@ def _list(args: argparse.Namespace, env: Environment) -> ExitStatus:
 
     print("Configured MCP servers:\n", file=env.stdout)
     for status in statuses:
-        mark = "✓" if status.state in ("ready", "stopped") else "✗"
+        mark = "✓" if status.state in ("ready", "stopped") else "○" if status.state == "disabled" else "✗"
         state = f"Connected ({len(status.tools)} tools)" if status.state in ("ready", "stopped") else \
-            f"Disconnected: {status.error}"
+            "Disabled" if status.state == "disabled" else f"Disconnected: {status.error}"
         print(visible(f"{mark} {status.name}: {status.target} ({status.transport}) - {state}"), file=env.stdout)
         for tool in status.tools:
             print(visible(f"    {tool}"), file=env.stdout)
     return ExitStatus.SUCCESS
+
+
+# --- enable / disable ----------------------------------------------------------------
+
+
+def _enable_disable(args: argparse.Namespace, env: Environment, *, enable: bool) -> ExitStatus:
+    """gemini-cli's ``mcp enable|disable NAME [--session]``, with its messages.
+    ``--session`` concerns a running session only: from the command line it
+    changes nothing on disk (as in gemini-cli, where it ends with the process);
+    gemini-cli's message is printed, and a note on stderr says so."""
+    loaded = load_settings(env)
+    name = mcp_enablement.normalize(args.name)
+    merged = loaded.merged
+    if name not in {mcp_enablement.normalize(n) for n in merged.mcp_servers}:
+        print(f"Error: Server '{args.name}' not found. Use 'gemini-split mcp list' to see available servers.",
+              file=env.stdout)
+        return ExitStatus.ERROR
+    if enable:
+        blocked = mcp_enablement.blocked_by_settings(args.name, merged.mcp.allowed, merged.mcp.excluded)
+        if blocked is not None:
+            print(f"Error: {blocked}", file=env.stdout)
+            return ExitStatus.ERROR
+        if args.session:
+            print(f"✓ Session disable cleared for '{name}'.", file=env.stdout)
+            _session_note(env, "enable", name)
+        else:
+            mcp_enablement.enable(env.config_dir, name)
+            print(f"✓ MCP server '{name}' enabled.", file=env.stdout)
+        return ExitStatus.SUCCESS
+    if args.session:
+        print(f"✓ MCP server '{name}' disabled for this session.", file=env.stdout)
+        _session_note(env, "disable", name)
+    else:
+        mcp_enablement.disable(env.config_dir, name)
+        print(f"✓ MCP server '{name}' disabled.", file=env.stdout)
+    return ExitStatus.SUCCESS
+
+
+def _session_note(env: Environment, action: str, name: str) -> None:
+    print(f"note: --session lasts only as long as this command, as in gemini-cli; in a running REPL use "
+          f"'/mcp {action} {name} --session'", file=env.stderr)
 
 
 # --- add / remove -----------------------------------------------------------------

@@ -27,7 +27,7 @@ from gemini_split.client.connect import ClientSettings
 from gemini_split.client.session_scope import open_resumed_client
 from gemini_split.ui.safe_text import visible
 from gemini_split.environment import Environment
-from gemini_split.errors import BadInput, ConfigurationError
+from gemini_split.errors import BadInput, ConfigurationError, ToolFailed
 from gemini_split.exit_status import ExitStatus, exit_status_for
 from gemini_split.protocol import ErrorCode, ServerEvent
 from gemini_split.transport import AuthenticationFailed, ConnectFailed, TransportError
@@ -311,7 +311,7 @@ async def _attach_references(prompt: str, client: ProtocolClient,
         if warning:
             renderer.stderr.write(f"gemini-split: {line}\n")
 
-    return await attach_references(prompt, client.executor, report)
+    return await attach_references(prompt, client.executor, report, mcp=client.mcp_servers)
 
 
 def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientSettings,
@@ -343,6 +343,8 @@ def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientS
     command = found.get(name)
     if command is not None:
         return prompt, (command, text)
+    if settings.tools.mcp_servers and settings.tools.run_on != "server" and ALIASES.get(name, name) not in COMMANDS:
+        return prompt, (MCP_PROMPT, text)  # perhaps an MCP server's prompt: known once the servers are up
     if ALIASES.get(name, name) in COMMANDS:
         raise BadInput(f"{visible(name)} is a REPL command; it does nothing with -p (start the prompt with // "
                        "to send a line that begins with /)")
@@ -350,14 +352,53 @@ def _slash_command(args: argparse.Namespace, env: Environment, settings: ClientS
                    "start the prompt with // to send a line that begins with /")
 
 
+#: ``_slash_command``'s mark for a ``/name`` an MCP server's prompt may answer.
+MCP_PROMPT = "mcp-prompt"
+
+
+async def _mcp_prompt(line: str, client: ProtocolClient) -> str:
+    """gemini-cli's ``-p "/prompt args"``: the MCP server's prompt got with
+    the arguments parsed as in the REPL. Raises ``CommandFailed`` (nothing
+    is sent) for an unknown name, a bad call or the server's error."""
+    from gemini_split.tools.mcp.prompts import command_name, parse_prompt_args, prompt_text
+    from gemini_split.userfiles.custom_commands import CommandFailed, split_invocation
+
+    name, rest = split_invocation(line)
+    servers = client.mcp_servers
+    found = None
+    if servers is not None:
+        await servers.wait_started()
+        for server in servers.servers:
+            for prompt in (server.prompts if server.disabled is None else ()):
+                if command_name(prompt) == name:
+                    found = server, prompt
+    if found is None:
+        raise CommandFailed(f"unknown command {visible(name)}: no custom command (.gemini/commands/*.toml) or MCP "
+                            "prompt has that name; start the prompt with // to send a line that begins with /")
+    server, prompt = found
+    inputs = parse_prompt_args(rest.strip(), prompt.arguments)
+    if isinstance(inputs, str):
+        raise CommandFailed(f"{inputs} (/{visible(prompt.name)} help in the REPL lists them)")
+    try:
+        result = await server.get_prompt(prompt.name, inputs)
+    except ToolFailed as exc:
+        raise CommandFailed(f"Error invoking prompt: {exc}") from None
+    text = prompt_text(result)
+    if text is None:
+        raise CommandFailed("Received an empty or invalid prompt response from the server.")
+    return text
+
+
 async def _expand_command(prompt: str, command: tuple[Any, str], client: ProtocolClient,
                           renderer: OneShotRenderer) -> tuple[str, tuple[Attachment, ...]]:
     """The custom command's prompt (with piped input in front), expanded as
-    in the REPL; what is left out is said on stderr."""
+    in the REPL (or an MCP server's prompt); what is left out is said on stderr."""
     from gemini_split.ui.command_expansion import run_custom_command
 
     found, line = command
     piped = prompt[:len(prompt) - len(line)]
+    if found == MCP_PROMPT:
+        return piped + await _mcp_prompt(line, client), ()
 
     def report(text: str, warning: bool) -> None:
         if warning:

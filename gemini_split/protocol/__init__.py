@@ -105,6 +105,7 @@ from .messages import SESSION_ATTACHED_MAX, SESSION_CLIENTS_SINCE  # 1.5
 from .messages import AGENT_MCP_SINCE  # 1.5
 from .messages import MODE_SWITCH_SINCE, ApprovalModeChanged  # 1.6
 from .messages import TYPED_PROMPT_LIMIT, TYPED_PROMPT_SINCE  # 1.6
+from .messages import EDIT_REVIEW_SINCE, EditedFile, EditProposal  # 1.6
 from .connection import Connection, Phase, RequestState, starts_request
 from .versions import SINCE, Since, TooOld, usable_capabilities
 from .tracker import RequestTracker

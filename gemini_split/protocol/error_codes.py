@@ -73,6 +73,11 @@ class ErrorCode(StrEnum):
     #: (1.4) Said to a client older than 1.4 attached to a session another
     #: client rewound (it cannot read ``rewound``): its view is stale.
     SESSION_REWOUND = "session_rewound"
+    #: (1.6) A ``tool_decision.edit`` the question did not offer: for
+    #: another path than its ``edit.path``, over its ``edit.limit``, with
+    #: anything but ``approve``, or for a question without ``edit.content``.
+    #: Nothing was written; the call still waits.
+    EDIT_REFUSED = "edit_refused"
 
 
 MAX_ERROR_MESSAGE = 1000

@@ -116,6 +116,15 @@ MODE_SWITCH_SINCE = (1, 6)
 TYPED_PROMPT_SINCE = (1, 6)
 #: (1.6) The most characters ``GenerateContentRequest.typed`` carries.
 TYPED_PROMPT_LIMIT = 4096
+#: (1.6) The minor version from which a server-side edit's approval carries
+#: what an editor needs to show it as a diff (``tool_awaiting_approval.edit``:
+#: the file's workspace-relative path and the whole proposed text), and an
+#: approval may carry the text the user changed it to
+#: (``tool_decision.edit``), which is then exactly what the server writes
+#: (``tool_decided.modified`` says so). An older client is sent the
+#: question without it; a client never sends ``edit`` to an older server
+#: (it never asked with one).
+EDIT_REVIEW_SINCE = (1, 6)
 
 
 def version_tuple(version: str) -> tuple[int, int]:
@@ -263,6 +272,32 @@ class AskUserQuestion(Struct, frozen=True, kw_only=True, omit_defaults=True):
     options: Annotated[tuple[AskUserOption, ...], Meta(max_length=ASK_USER_OPTIONS_MAX)] = ()
     multi_select: bool = False
     placeholder: str = ""
+
+
+class EditProposal(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.6) What a ``write_file`` / ``replace`` the server runs would
+    make of one file, for an editor's diff: ``path`` relative to the
+    session's workspace (``/``-separated, never absolute, never ``..``: the
+    path as the approval shows it), ``content`` the whole text after the
+    edit, ``size`` its length in UTF-8 bytes. ``content`` is absent when
+    ``size`` is over ``limit``, the most the server sends for review (a
+    quarter of its ``--max-message-size``): the edit is then approved as
+    any other, from its ``description``."""
+
+    path: str
+    content: str | None = None
+    size: int = 0
+    limit: int = 0
+
+
+class EditedFile(Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """(1.6) The text a user accepted for an edit after changing it in
+    their editor: ``path`` is the question's ``edit.path``, ``content``
+    the whole file as it is to be written (at most the question's
+    ``edit.limit`` UTF-8 bytes)."""
+
+    path: str
+    content: str
 
 
 #: ``driver`` may prompt, cancel and answer tool calls; ``observer``
@@ -657,6 +692,10 @@ class ToolDecision(ClientMessage, tag="tool_decision", kw_only=True):
     #: (1.4) The answers to a question's ``questions``, by question index
     #: (``"0"``…), with ``decision: approve``; a ``deny`` dismisses them.
     answers: dict[str, str] | None = None
+    #: (1.6) With ``decision: approve`` of a question that carried
+    #: ``edit.content``: the text the user changed the proposal to, which
+    #: the server writes instead (its ``path`` must be the question's).
+    edit: EditedFile | None = None
 
     @property
     def verdict(self) -> str:
@@ -847,6 +886,9 @@ class ToolAwaitingApproval(ServerEvent, tag="tool_awaiting_approval", kw_only=Tr
     #: with ``tool_decision.answers`` (sent only to 1.4 clients that list
     #: the ``ask_user`` capability).
     questions: Annotated[tuple[AskUserQuestion, ...], Meta(max_length=ASK_USER_QUESTIONS_MAX)] = ()
+    #: (1.6) An edit's file and whole proposed text, for a diff in the
+    #: user's editor (sent to 1.6 clients only).
+    edit: EditProposal | None = None
 
 
 class HookRequest(ServerEvent, tag="hook_request", kw_only=True):
@@ -875,6 +917,9 @@ class ToolDecided(ServerEvent, tag="tool_decided", kw_only=True):
     decision: str
     by: str = ""
     agent_id: int = 0
+    #: (1.6) The approval carried text the user changed in their editor:
+    #: that text, not the model's, is what runs (sent to 1.6 clients only).
+    modified: bool = False
 
 
 class ToolStarted(ServerEvent, tag="tool_started", kw_only=True):

@@ -163,6 +163,8 @@ class ApprovalDecided(Struct, frozen=True, kw_only=True):
     call_id: str
     decision: str
     by: str
+    #: (1.6) The approval carried text the user changed (``tool_decided.modified``).
+    modified: bool = False
 
 
 class RetryScheduled(Struct, frozen=True, kw_only=True):
@@ -444,7 +446,8 @@ class Turn:
         if isinstance(event, ToolAwaitingApproval):
             return [ApprovalAsked(request_id=rid, event=event)]
         if isinstance(event, ToolDecided):
-            return [ApprovalDecided(request_id=rid, call_id=event.call_id, decision=event.decision, by=event.by)]
+            return [ApprovalDecided(request_id=rid, call_id=event.call_id, decision=event.decision, by=event.by,
+                                    modified=event.modified)]
         if isinstance(event, Compressed):
             return [HistoryCompressed(request_id=rid, before_tokens=event.before_tokens,
                                       after_tokens=event.after_tokens, automatic=event.automatic)]

@@ -51,6 +51,7 @@ from .messages import (
     ASK_USER_CAPABILITY,
     ASK_USER_SINCE,
     COMPRESSION_SINCE,
+    EDIT_REVIEW_SINCE,
     PAIRING_SINCE,
     REMOTE_AGENTS_SINCE,
     RESTORE_SINCE,
@@ -87,6 +88,7 @@ from .messages import (
     ToolCallAnswered,
     ToolCompleted,
     ToolDecided,
+    ToolDecision,
     ToolDelta,
     ToolDiscovery,
     ToolError,
@@ -179,6 +181,11 @@ SINCE: tuple[Since, ...] = (
           about=lambda m: any(s.project or s.running for s in m.sessions),
           convert=_sessions(project="", running=False)),
     Since(MODE_SWITCH_SINCE, ApprovalModeChanged, "", "skip"),
+    # An older client approves the edit from its description, as before.
+    Since(EDIT_REVIEW_SINCE, ToolAwaitingApproval, "edit", "convert", about=lambda e: e.edit is not None,
+          convert=lambda e: replace(e, edit=None)),
+    Since(EDIT_REVIEW_SINCE, ToolDecided, "modified", "convert", about=lambda e: e.modified,
+          convert=lambda e: replace(e, modified=False)),
     Since(SESSION_CLIENTS_SINCE, Sessions, "sessions.clients", "convert",
           about=lambda m: any(s.clients or s.attached for s in m.sessions),
           convert=_sessions(clients=0, attached=())),
@@ -186,6 +193,8 @@ SINCE: tuple[Since, ...] = (
     # An older server keeps a request's tools and mode until the next request.
     Since(MODE_SWITCH_SINCE, ToolDiscovery, "approval_mode", "convert", about=lambda m: m.approval_mode is not None,
           convert=lambda m: replace(m, approval_mode=None)),
+    # An older server would write the model's text, not the user's.
+    Since(EDIT_REVIEW_SINCE, ToolDecision, "edit", "refuse", about=lambda m: m.edit is not None),
     Since(COMPRESSION_SINCE, Compress, "", "refuse"),
     Since(REWIND_SINCE, Rewind, "", "refuse"),
     Since(RESTORE_SINCE, Restore, "", "refuse"),

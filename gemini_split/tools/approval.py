@@ -83,6 +83,25 @@ class Answer(Enum):
     ALWAYS = "always"  # yes, and do not ask again for this kind of call this session
 
 
+class ProposedEdit(msgspec.Struct, frozen=True):
+    """What an edit (``write_file``, ``replace``) would make of its file:
+    ``path`` as the approval shows it (relative to the workspace),
+    ``before`` the text now (None: no such file), ``after`` the whole text
+    it would write."""
+
+    path: str
+    before: str | None
+    after: str
+
+
+class Edited(msgspec.Struct, frozen=True):
+    """An asker's yes to a :attr:`ApprovalRequest.edit`, with the whole
+    text the user changed it to (in their editor): that text is written
+    instead of the proposal."""
+
+    content: str
+
+
 class ApprovalRequest(msgspec.Struct, frozen=True):
     call_id: str
     tool: Tool
@@ -100,10 +119,19 @@ class ApprovalRequest(msgspec.Struct, frozen=True):
     #: (1.4) The sub-agent whose call this is ("": the main agent): the
     #: question says which agent asks.
     agent: str = ""
+    #: An edit's whole proposed text, for an asker that says it
+    #: ``reviews_edits`` (it may answer :class:`Edited`); else None.
+    edit: ProposedEdit | None = None
+    #: Said with the question, under it (why the editor does not show it).
+    note: str | None = None
 
 
 class Asker(Protocol):
-    async def ask(self, request: ApprovalRequest) -> Answer: ...
+    """Asks the user about a call. An asker whose ``reviews_edits`` is
+    true is given :attr:`ApprovalRequest.edit` for edits and may answer
+    :class:`Edited` (yes, with the user's text)."""
+
+    async def ask(self, request: ApprovalRequest) -> Answer | Edited: ...
 
 
 class ApprovalPolicy:

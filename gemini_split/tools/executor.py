@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -23,7 +24,18 @@ from gemini_split import telemetry
 from gemini_split.agent_invocation import with_prompt
 from gemini_split.protocol import ServerEvent, ToolFailure, ToolSpec
 
-from .approval import Answer, ApprovalMode, ApprovalPolicy, ApprovalRequest, Asker, Decision, executes_later, seen_as
+from .approval import (
+    Answer,
+    ApprovalMode,
+    ApprovalPolicy,
+    ApprovalRequest,
+    Asker,
+    Decision,
+    Edited,
+    ProposedEdit,
+    executes_later,
+    seen_as,
+)
 from .local_events import LOCAL_TOOL_EVENTS, ToolEvents
 from .builtin import ask_user
 from .builtin.filesystem import edited_args, proposed_edit
@@ -66,18 +78,29 @@ ONE_SHOT_REFUSAL = Refusal(
 class _CallSeen:
     """What :meth:`ToolExecutor.execute` learnt of one call, for telemetry."""
 
-    __slots__ = ("began", "tool", "args", "decision")
+    __slots__ = ("began", "tool", "args", "decision", "modified")
 
     def __init__(self, began: float):
         self.began = began
         self.tool: Tool | None = None
         self.args: dict[str, Any] | None = None
         self.decision: str | None = None
+        #: The text the user changed an edit to before approving it (the
+        #: model is told, as gemini-cli tells it), or None.
+        self.modified: str | None = None
 
 
 _CANCELLED = ToolFailure(code="cancelled", message="cancelled by the user")
 #: The tools that exist only where plans can be kept.
 _PLANNING_TOOLS = frozenset({"enter_plan_mode", "exit_plan_mode"})
+
+
+def modified_note(tool_name: str, content: str) -> str:
+    """gemini-cli's words to the model when the user changed an edit's
+    text before approving it (``modified_by_user``)."""
+    if tool_name == "replace":
+        return f"The confirmation step modified the `new_string` content to be: {content}."
+    return f"User modified the `content` to be: {content}"
 
 
 class ToolExecutor:
@@ -324,6 +347,8 @@ class ToolExecutor:
         ctx = ToolContext(workspace=self.workspace, emit_output=output, call_id=call_id, extra=extra)
         journal, noted = (None, None) if plan_file else await self._before_edit(tool, args)
         result = await tool.run(args, ctx)
+        if seen.modified is not None and isinstance(result, str):
+            result = f"{result} {modified_note(tool.name, seen.modified)}"
         if noted is not None:
             try:
                 await trio.to_thread.run_sync(functools.partial(
@@ -401,14 +426,20 @@ class ToolExecutor:
                 await self.hooks.fire("Notification", {
                     "notification_type": "ToolPermission", "message": f"{tool_name} needs your approval",
                     "details": {"tool_name": tool_name, "tool_input": args}}, target="ToolPermission")
-            reviewed = await self._review_in_editor(tool, args)
+            reviewed = await self._review_in_editor(tool, args, seen)
             if reviewed is not None:
                 return verdict, reviewed
+            edit = await self._proposed(tool, args)
             answer = await self.asker.ask(ApprovalRequest(
                 call_id, tool, args, description,
                 reason=verdict.reason, always_scope=self.policy.always_scope(tool, args),
-                executes_later=later, agent=agent,
+                executes_later=later, agent=agent, edit=edit,
             ))
+            if isinstance(answer, Edited):
+                if edit is None:  # an asker's bug: only an edit it was shown can be edited
+                    raise ToolFailed("refused", f"{tool_name} was answered with an edit it was not asked about",
+                                     "ask the user how to proceed")
+                return verdict, self._user_edit(tool, args, edit.before, edit.after, answer.content, seen)
             if answer is Answer.NO:
                 seen.decision = "reject"
                 raise ToolFailed("refused", f"the user declined to run {tool_name}", "ask the user how to proceed")
@@ -417,7 +448,31 @@ class ToolExecutor:
                 self.policy.remember(tool, args)
         return verdict, args
 
-    async def _review_in_editor(self, tool: Tool, args: dict[str, Any]) -> dict[str, Any] | None:
+    async def _proposed(self, tool: Tool, args: dict[str, Any]) -> ProposedEdit | None:
+        """The whole text an edit would write, for an asker that
+        ``reviews_edits`` (a server's, whose clients may show it in an
+        editor); None for any other call or asker, or a file outside the
+        workspace's root (no path to show it by)."""
+        if not getattr(self.asker, "reviews_edits", False) or tool.name not in ("write_file", "replace"):
+            return None
+        real, before, after = await trio.to_thread.run_sync(proposed_edit, self.workspace, tool.name, args)
+        shown = self.workspace.relative(real)
+        if os.path.isabs(shown) or shown == ".." or shown.startswith(".." + os.sep):
+            return None
+        return ProposedEdit(shown.replace(os.sep, "/"), before, after)
+
+    @staticmethod
+    def _user_edit(tool: Tool, args: dict[str, Any], before: str | None, proposed: str, content: str,
+                   seen: _CallSeen) -> dict[str, Any]:
+        """The arguments that write ``content`` (the text the user accepted
+        for the proposal ``proposed``); when it differs, ``seen`` notes it
+        (gemini-cli's ``modify`` decision, and a word to the model)."""
+        if content == proposed:
+            return args
+        seen.decision, seen.modified = "modify", content
+        return edited_args(tool.name, args, before, content)
+
+    async def _review_in_editor(self, tool: Tool, args: dict[str, Any], seen: _CallSeen) -> dict[str, Any] | None:
         """An edit shown as a diff in the IDE's editor (gemini-cli's
         ``openDiff``): the arguments that write what the user accepted
         there, or :class:`ToolFailed` (``refused``) when rejected. None: no
@@ -435,7 +490,7 @@ class ToolExecutor:
         if content is None:
             raise ToolFailed("refused", f"the user rejected the edit of {args['file_path']} in the IDE",
                              "ask the user how to proceed")
-        return edited_args(tool.name, args, old, content)
+        return self._user_edit(tool, args, old, new, content, seen)
 
     async def _before_edit(self, tool: Tool, args: dict[str, Any]) -> tuple[Any, Any]:
         """For an edit tool, with a journal: the journal and what it noted of

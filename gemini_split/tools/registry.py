@@ -45,6 +45,10 @@ class ToolRegistry:
         buffers, see :mod:`gemini_split.acp.tools`)."""
         self._tools[tool.name] = tool
 
+    def unregister(self, name: str) -> None:
+        """Remove the tool called ``name`` (an MCP server disabled or reloaded)."""
+        self._tools.pop(name, None)
+
     def close(self) -> None:
         """Release what the tools hold beyond a call (background commands)."""
         while self.closers:

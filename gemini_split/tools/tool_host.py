@@ -32,6 +32,7 @@ from gemini_split.protocol import (
     ErrorCode,
     FileRevert,
     AskUserQuestion,
+    EditProposal,
     ServerEvent,
     ToolAwaitingApproval,
     ToolDecision,
@@ -39,7 +40,7 @@ from gemini_split.protocol import (
     ToolSpec,
 )
 
-from .approval import Answer, ApprovalPolicy, ApprovalRequest
+from .approval import Answer, ApprovalPolicy, ApprovalRequest, Edited
 from .approval_mode import ApprovalMode
 from .builtin.plan_mode import EXIT, NobodyToAsk, PlanReview, plan_question
 from .plans import PlanPlace
@@ -261,14 +262,22 @@ class _WireHooks:
 
 class _WireAsker:
     """The executor's asker for server-side calls: the question goes to
-    every attached client, the first decision comes back."""
+    every attached client, the first decision comes back. (1.6) An edit's
+    question carries its file's workspace-relative path and whole proposed
+    text (``edit``), so a client may show it as a diff in the user's
+    editor; an approval carrying the user's changed text (the session
+    checked it is for that path and within its budget) is answered
+    :class:`~.approval.Edited`: that text is what the tool writes."""
+
+    #: The executor gives :attr:`ApprovalRequest.edit` for edits.
+    reviews_edits = True
 
     def __init__(self, ask: Ask, workspace: Workspace, request_id: str | None):
         self.ask_clients = ask
         self.workspace = workspace
         self.request_id = request_id
 
-    async def ask(self, request: ApprovalRequest) -> Answer:
+    async def ask(self, request: ApprovalRequest) -> Answer | Edited:
         name = request.tool.name
         command = request.args.get("command") if request.tool.kind is ToolKind.EXECUTE else None
         cwd = None
@@ -282,11 +291,14 @@ class _WireAsker:
             description=request.description, kind=request.tool.kind.value,
             command=command if isinstance(command, str) else None, cwd=cwd,
             reason=request.reason, always_scope=request.always_scope, executes_later=request.executes_later,
+            edit=None if request.edit is None else EditProposal(path=request.edit.path, content=request.edit.after),
         ))
         if isinstance(decision, str):  # nobody decided: the server says why
             raise ToolFailed("not_approved", f"{name} was not approved, so it did not run: {decision}",
                              "do not retry; tell the user which action you need so they can approve it")
         verdict = decision.verdict
+        if verdict == "approve" and decision.edit is not None and request.edit is not None:
+            return Edited(decision.edit.content)
         if verdict == "approve":
             return Answer.YES
         if verdict == "approve_always":

@@ -22,6 +22,10 @@ up to :data:`MAX_INLINE_BYTES` per prompt. A directory attaches its text files, 
 .gitignore respected, up to :data:`MAX_FILES`. A git-ignored path, a
 missing one, a binary file and anything refused are left out and reported;
 the prompt still goes.
+
+``@server:uri`` (or a bare URI a server lists) names an MCP server's
+resource, as in gemini-cli: it is read with ``resources/read`` and its text
+added as ``Content from @uri:`` (a binary one as a one-line placeholder).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from .safe_text import visible
 
 if TYPE_CHECKING:
     from gemini_split.tools.executor import ToolExecutor
+    from gemini_split.tools.mcp.sources import McpServers
 
 REFERENCE = re.compile(r"(?:(?<=\s)|^)@((?:\\.|[^\s,;!?()\[\]{}.\\]|\.(?!$|\s))+)")
 
@@ -83,11 +88,12 @@ def find_references(text: str) -> list[str]:
 
 
 async def expand_references(text: str, workspace: Workspace, read_file: Tool,
-                            paths: list[str] | None = None) -> Expanded:
+                            paths: list[str] | None = None, mcp: McpServers | None = None) -> Expanded:
     """``text`` with the content of its ``@`` references appended (see the
     module docstring). Unchanged when it has none that can be read.
     ``paths``: read these instead of the references found in ``text`` (a
-    custom command's ``@{…}``)."""
+    custom command's ``@{…}``). ``mcp``: the servers whose resources
+    ``@server:uri`` may name."""
     paths = find_references(text) if paths is None else paths
     result = Expanded(text)
     if not paths:
@@ -112,6 +118,12 @@ async def expand_references(text: str, workspace: Workspace, read_file: Tool,
         result.attached.append(shown)
 
     for shown in dict.fromkeys(paths):
+        if mcp is not None and ":" in shown:
+            await mcp.wait_started()
+            found = mcp.resource(shown)
+            if found is not None:
+                await _attach_resource(found, shown, pieces, result)
+                continue
         try:
             real = workspace.resolve(shown, must_exist=True)
         except ToolFailed as failed:
@@ -148,8 +160,22 @@ async def expand_references(text: str, workspace: Workspace, read_file: Tool,
     return result
 
 
+async def _attach_resource(found: tuple, shown: str, pieces: list[str], result: Expanded) -> None:
+    from gemini_split.tools.mcp.resources import contents_as_text
+
+    server, resource = found
+    try:
+        contents = await server.read_resource(resource.uri)
+    except ToolFailed as failed:
+        result.skipped.append((shown, f"Error reading resource {resource.uri}: {failed}"))
+        return
+    pieces.append(f"\nContent from @{resource.uri}:\n{contents_as_text(contents)[:MAX_CHARS].rstrip()}\n")
+    result.attached.append(shown)
+
+
 async def attach_references(prompt: str, executor: ToolExecutor,
-                            report: Callable[[str, bool], None]) -> tuple[str, tuple[Attachment, ...]]:
+                            report: Callable[[str, bool], None],
+                            mcp: McpServers | None = None) -> tuple[str, tuple[Attachment, ...]]:
     """:func:`expand_references` with the client's workspace and
     ``read_file`` tool: the prompt to send and its inline attachments. Each
     path attached or left out is reported as ``report(line, is_warning)``
@@ -159,7 +185,7 @@ async def attach_references(prompt: str, executor: ToolExecutor,
     read_file = executor.registry.get("read_file")
     if read_file is None:
         return prompt, ()
-    expanded = await expand_references(prompt, executor.workspace, read_file)
+    expanded = await expand_references(prompt, executor.workspace, read_file, mcp=mcp)
     for path in expanded.attached:
         report(f"+ attached @{visible(path, newlines=False)}", False)
     for path, why in expanded.skipped:

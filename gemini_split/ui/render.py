@@ -663,4 +663,6 @@ def decision_said(change: ApprovalDecided, *, by: str | None = None) -> str:
     by = (visible(change.by, newlines=False) if by is None else by) or "another client"
     said = {"approve": f"✓ approved by {by}", "approve_always": f"✓ approved (always) by {by}",
             "deny": f"✗ refused by {by}", "expired": "✗ nobody approved it in time"}
-    return said.get(change.decision, visible(change.decision, newlines=False))
+    text = said.get(change.decision, visible(change.decision, newlines=False))
+    # (1.6) The user's text, not the model's, is what runs.
+    return f"{text}, with their changes to the edit" if change.modified else text

@@ -161,6 +161,22 @@ class SecuritySettings(_Section):
     disable_yolo_mode: bool = False
 
 
+class MCPOAuthSettings(_Section):
+    """An ``mcpServers`` entry's ``oauth``, as gemini-cli's ``MCPOAuthConfig``
+    (see :mod:`gemini_split.tools.mcp.oauth` for what is used)."""
+
+    enabled: bool | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    authorization_url: str | None = None
+    issuer: str | None = None
+    token_url: str | None = None
+    scopes: list[str] | None = None
+    redirect_uri: str | None = None
+    token_param_name: str | None = None
+    audiences: list[str] | None = None
+
+
 class MCPServerSettings(_Section):
     """One ``mcpServers`` entry, as gemini-cli's ``MCPServerConfig``."""
 
@@ -178,6 +194,10 @@ class MCPServerSettings(_Section):
     description: str | None = None
     include_tools: list[str] | None = None
     exclude_tools: list[str] | None = None
+    #: ``oauth``: OAuth 2.1 for a remote server (``/mcp auth NAME``).
+    oauth: MCPOAuthSettings | None = None
+    #: ``authProviderType``: ``dynamic_discovery`` (the default) is the only one here.
+    auth_provider_type: str | None = None
 
 
 class MCPSettings(_Section):

@@ -60,6 +60,8 @@ async def test_write_file_accepted_in_the_editor_writes_the_editors_content(work
                                             {"file_path": "a.py", "content": "print('model')\n"})
         assert failure is None, failure
         assert (work / "a.py").read_text() == "print('edited by the user')\n"
+        # the model is told, in gemini-cli's words
+        assert result.endswith("User modified the `content` to be: print('edited by the user')\n")
         assert companion.diffs == [(str(work / "a.py"), "print('model')\n")]
         assert asker.asked == []  # the editor answered, not the terminal
         nursery.cancel_scope.cancel()

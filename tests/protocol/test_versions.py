@@ -58,8 +58,11 @@ from gemini_split.protocol import (
     ToolCallAnswered,
     ToolCompleted,
     ToolDecided,
+    ToolDecision,
     ToolDelta,
     ToolDiscovery,
+    EditedFile,
+    EditProposal,
     ToolError,
     ToolExecutionRequest,
     ToolFailure,
@@ -67,6 +70,7 @@ from gemini_split.protocol import (
     ToolSpec,
     ToolStarted,
     version_tuple,
+    decode,
     encode,
     usable_capabilities,
 )
@@ -157,6 +161,12 @@ SAMPLES = {
     (ApprovalModeChanged, ""): lambda: m(ApprovalModeChanged, mode="default", by="exit_plan_mode", seq=1),
     (ToolDiscovery, "approval_mode"): lambda: m(ToolDiscovery, approval_mode="plan"),
     (GenerateContentRequest, "typed"): lambda: m(GenerateContentRequest, prompt="EXPANDED", typed="/git:show s t"),
+    (ToolAwaitingApproval, "edit"): lambda: m(ToolAwaitingApproval, request_id="r", call_id="c", tool="write_file",
+                                              edit=EditProposal(path="a.py", content="x = 1\n", size=6), seq=1),
+    (ToolDecided, "modified"): lambda: m(ToolDecided, request_id="r", call_id="c", decision="approve", modified=True,
+                                         seq=1),
+    (ToolDecision, "edit"): lambda: m(ToolDecision, call_id="c", decision="approve",
+                                      edit=EditedFile(path="a.py", content="x = 2\n")),
 }
 
 
@@ -373,3 +383,26 @@ def test_version_checks_live_in_the_protocol_package():
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if _VERSION_TEST.search(line)]
     assert len(found) <= VERSION_TESTS_OUTSIDE, "\n".join(found)
+
+
+def test_a_1_5_client_is_asked_about_an_edit_without_its_text_and_a_1_6_client_with_it():
+    question = m(ToolAwaitingApproval, request_id="r", call_id="c", tool="write_file", description="Create a.py",
+                 edit=EditProposal(path="a.py", content="x = 1\n", size=6, limit=100), seq=1)
+    decided = m(ToolDecided, request_id="r", call_id="c", decision="approve", by="laptop", modified=True, seq=2)
+    for version, sent in (("1.5", False), ("1.6", True)):
+        _, server = pair(client=version)
+        # live, and from the session's log (a replay or a replica's relay)
+        for text in (server.for_peer(question), adapted_text(encode(question), version_tuple(version))):
+            got = decode(encode(text) if not isinstance(text, str) else text)
+            assert got.description == "Create a.py"
+            assert (got.edit == question.edit) is sent and (got.edit is None) is not sent
+        got = decode(adapted_text(encode(decided), version_tuple(version)))
+        assert got.modified is sent and got.by == "laptop"
+
+
+def test_an_edited_approval_is_never_sent_to_a_1_5_server():
+    client, _ = pair(server="1.5")
+    with pytest.raises(LocalProtocolError):
+        client.for_peer(m(ToolDecision, call_id="c", decision="approve", edit=EditedFile(path="a", content="b")))
+    plain = m(ToolDecision, call_id="c", decision="approve")
+    assert client.for_peer(plain) is plain

@@ -40,6 +40,16 @@ def add_parser(commands: Any) -> None:
     remove.add_argument("-s", "--scope", choices=("project", "user"), default="project")
     remove.add_argument("name")
 
+    for action, verb in (("enable", "Enable"), ("disable", "Disable")):
+        toggle = sub.add_parser(action, help=f"{verb} an MCP server (recorded in mcp-server-enablement.json)",
+                                description=f"{verb} an MCP server without removing its configuration, as "
+                                            f"'gemini mcp {action}' does: disabled servers are not started and "
+                                            "their tools are not offered.")
+        toggle.add_argument("name", help=f"MCP server name to {action}")
+        toggle.add_argument("--session", action="store_true",
+                            help="Clear session-only disable" if action == "enable" else
+                            "Disable for current session only")
+
     serve = sub.add_parser(
         "serve", help="serve gemini-split's tools over MCP (stdio, or --http)",
         description="Serve gemini-split's tools (read_file, list_directory, glob, grep_search, write_file, "

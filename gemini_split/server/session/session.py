@@ -65,7 +65,7 @@ from ..store import SessionRecord, SessionStore, hash_token
 from ..store.memory import MemoryStore
 from .broadcast import Broadcast
 from .features.agents import remote_progress
-from .features.approvals import Approvals, DecisionRefused
+from .features.approvals import EDIT_SHARE, Approvals, DecisionRefused
 from .features.assembly import start_prompt
 from .features.compression import CompressBody, estimated_tokens
 from .features.modes import take_announcement
@@ -157,7 +157,8 @@ class Session:
         self.approvals = Approvals(self.emit_nowait,
                                    can_answer=lambda: any(v.approves and v.may_act for v in self.views),
                                    can_answer_questions=lambda: any(v.answers_questions and v.may_act
-                                                                    for v in self.views))
+                                                                    for v in self.views),
+                                   edit_limit=config.max_message_size // EDIT_SHARE)
         #: The user's tool hooks around server-side tools, run by a client (1.4).
         self.tool_hooks = ToolHooks(lambda: self._active, lambda: self.views, max_wait=config.tool_timeout)
         #: The tool calls its clients run.

@@ -17,7 +17,8 @@ different key: it is started and listed again. An entry older than
 ``uvx`` can change without any file here changing), and every live start
 (a tool call, ``/mcp``, ``gemini-split mcp list``) rewrites the entry.
 
-The files hold only tool names, descriptions and schemas — never the
+The files hold only tool names, descriptions and schemas, and the names,
+descriptions and arguments of its prompts and resources — never the
 configuration (``env`` and ``headers`` carry secrets; they only feed the
 hash). A file that cannot be read or decoded is a miss, never an error.
 """
@@ -43,7 +44,7 @@ MAX_AGE = 24 * 3600.0
 #: Entries this large are not read (a server listing megabytes of schemas
 #: is started instead).
 MAX_ENTRY_BYTES = 8 * 1024 * 1024
-_FORMAT = 1
+_FORMAT = 2  # 2: prompts and resources beside the tools
 
 
 class CachedTool(msgspec.Struct, frozen=True):
@@ -58,10 +59,38 @@ class CachedTool(msgspec.Struct, frozen=True):
     destructive: bool = False
 
 
+class CachedPrompt(msgspec.Struct, frozen=True):
+    """One prompt as the server listed it (``prompts/list``): its name,
+    description and arguments (``{"name", "description", "required"}``)."""
+
+    name: str
+    description: str = ""
+    arguments: list[dict[str, Any]] = msgspec.field(default_factory=list)
+
+
+class CachedResource(msgspec.Struct, frozen=True):
+    """One resource as the server listed it (``resources/list``)."""
+
+    uri: str
+    name: str = ""
+    description: str = ""
+    mime_type: str | None = None
+
+
+class Listing(msgspec.Struct):
+    """What a server offers: its tools, prompts and resources."""
+
+    tools: list[CachedTool] = msgspec.field(default_factory=list)
+    prompts: list[CachedPrompt] = msgspec.field(default_factory=list)
+    resources: list[CachedResource] = msgspec.field(default_factory=list)
+
+
 class _Entry(msgspec.Struct):
     format: int
     written: float
     tools: list[CachedTool]
+    prompts: list[CachedPrompt] = msgspec.field(default_factory=list)
+    resources: list[CachedResource] = msgspec.field(default_factory=list)
 
 
 def cache_key(config: MCPServerSettings, transport: str, cwd: Path) -> str:
@@ -89,8 +118,8 @@ def cache_key(config: MCPServerSettings, transport: str, cwd: Path) -> str:
     return hashlib.sha256(msgspec.json.encode(identity, order="sorted")).hexdigest()
 
 
-def load(directory: Path, key: str, *, now: float | None = None) -> list[CachedTool] | None:
-    """The tools cached under ``key``, or None (no entry, too old, unreadable)."""
+def load(directory: Path, key: str, *, now: float | None = None) -> Listing | None:
+    """The listing cached under ``key``, or None (no entry, too old, unreadable)."""
     path = directory / f"{key}.json"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
@@ -111,15 +140,16 @@ def load(directory: Path, key: str, *, now: float | None = None) -> list[CachedT
     now = time.time() if now is None else now
     if entry.format != _FORMAT or not (0 <= now - entry.written <= MAX_AGE):
         return None
-    return entry.tools
+    return Listing(entry.tools, entry.prompts, entry.resources)
 
 
-def store(directory: Path, key: str, tools: list[CachedTool]) -> None:
+def store(directory: Path, key: str, listing: Listing) -> None:
     """Write the entry for ``key`` (atomically, ``0600``). Best effort: a
     state directory that cannot be written only costs the next run a start."""
     try:
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        data = msgspec.json.encode(_Entry(_FORMAT, time.time(), tools))
+        data = msgspec.json.encode(_Entry(_FORMAT, time.time(), listing.tools, listing.prompts,
+                                             listing.resources))
         temp = directory / f".{key}.{os.getpid()}.tmp"
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:

@@ -43,7 +43,7 @@ import msgspec
 import trio
 
 from gemini_split import __version__
-from gemini_split.tools.base import ToolFailed
+from gemini_split.tools.base import Tool, ToolFailed
 
 from . import cache
 from .results import content_to_text
@@ -68,8 +68,11 @@ class ServerStatus(msgspec.Struct):
     name: str
     transport: str  # stdio | http | sse
     target: str  # the command line or the URL
-    state: str = "connecting"  # cached | connecting | ready | failed | stopped
+    state: str = "connecting"  # cached | connecting | ready | failed | stopped | disabled
     tools: list[str] = msgspec.field(default_factory=list)
+    #: The server's prompts and resources (names; URIs for resources).
+    prompts: list[str] = msgspec.field(default_factory=list)
+    resources: list[str] = msgspec.field(default_factory=list)
     error: str | None = None
     #: Tools the server offered that cannot be used, and why.
     skipped: list[str] = msgspec.field(default_factory=list)
@@ -81,6 +84,8 @@ class ServerStatus(msgspec.Struct):
             return f"failed: {self.error}"
         if self.state == "cached":
             return f"not started, {len(self.tools)} tool{'s' if len(self.tools) != 1 else ''} (cached)"
+        if self.state == "disabled":
+            return "disabled"
         return self.state
 
 
@@ -88,7 +93,7 @@ class McpServer:
     """One configured server and, once started, its connection."""
 
     def __init__(self, name: str, config: MCPServerSettings, *, cwd: Path, start_timeout: float = START_TIMEOUT,
-                 cache_dir: Path | None = None):
+                 cache_dir: Path | None = None, disabled: str | None = None):
         self.name = name
         self.config = config
         self.cwd = cwd
@@ -99,6 +104,11 @@ class McpServer:
         transport, target = _transport_of(config)
         self.status = ServerStatus(name, transport, target)
         self.tools: list[McpTool] = []
+        self.prompts: list[cache.CachedPrompt] = []
+        self.resources: list[cache.CachedResource] = []
+        #: Why the server is not started: "file" (``mcp disable``), "session"
+        #: (``/mcp disable --session``), or None (enabled).
+        self.disabled = disabled
         #: Set when the tools are known: from the cache, or once the server
         #: is ready or has failed.
         self.ready = trio.Event()
@@ -108,17 +118,28 @@ class McpServer:
         self.launch: Any = None
         self.launched = False
         self._client: Any = None
-        #: Cancels a start still under way when the servers are closed.
+        #: The connection's OAuth (:func:`.oauth.auth_for`), for a refusal's message.
+        self._auth: Any = None
+        #: Cancels a start still under way when the servers are closed or
+        #: the server is stopped (:meth:`stop`).
         self._starting = trio.CancelScope()
+        #: Ends this server's connection (:meth:`stop`); set for all on close.
+        self._stop = trio.Event()
+        #: Set once :meth:`serve` has returned.
+        self._done = trio.Event()
         self._cache_dir = cache_dir
         self._cache_key: str | None = None
         if cache_dir is not None:
             self._cache_key = cache.cache_key(config, transport, self.server_cwd)
             cached = cache.load(cache_dir, self._cache_key)
-            if cached is not None:
+            if cached is not None and disabled is None:
                 self._declare(cached)
                 self.status.state = "cached"
                 self.ready.set()
+        if disabled is not None:
+            self.status.state = "disabled"
+            self.ready.set()
+            self.started.set()
 
     @property
     def server_cwd(self) -> Path:
@@ -132,16 +153,54 @@ class McpServer:
 
     async def start(self) -> None:
         """Start the server if nobody has, and wait until it is ready or has
-        failed (see :attr:`status`)."""
+        failed (see :attr:`status`). A disabled server is not started."""
+        if self.disabled is not None:
+            return
         if not self.launched:
             if self.launch is None:
                 raise RuntimeError(f"MCP server {self.name} is not open")
             self.launch(self)
         await self.started.wait()
 
+    async def stop(self) -> None:
+        """End the connection (a stdio server's process with it) and wait
+        until it is over; the server may be started again (:meth:`restart`)."""
+        if self.launched:
+            self._stop.set()
+            if not self.started.is_set():
+                self._starting.cancel()
+            await self._done.wait()
+        self.launched = False
+        self.ready = trio.Event()
+        self.started = trio.Event()
+        self._stop = trio.Event()
+        self._done = trio.Event()
+        self._starting = trio.CancelScope()
+        self.tools, self.prompts, self.resources = [], [], []
+        self.status.tools, self.status.prompts, self.status.resources = [], [], []
+        self.status.state = "stopped"
+
+    async def restart(self) -> None:
+        """Stop the server and start it again (``/mcp reload``); a disabled
+        one stays stopped. Waits until it is ready or has failed."""
+        await self.stop()
+        if self.disabled is not None:
+            self.status.state = "disabled"
+            self.ready.set()
+            self.started.set()
+            return
+        await self.start()
+
+    async def set_disabled(self, how: str | None) -> None:
+        """Disable the server ("file" or "session": stopped, its tools gone)
+        or, with None, enable and start it again."""
+        self.disabled = how
+        await self.restart()
+
     async def serve(self, stop: trio.Event) -> None:
-        """Connect, list the tools, then hold the connection until ``stop``.
-        Never raises for the server's failures: they land in :attr:`status`."""
+        """Connect, list the tools, then hold the connection until ``stop``
+        (or :meth:`stop`). Never raises for the server's failures: they land
+        in :attr:`status`."""
         self.launched = True
         self.status.state = "connecting"
         self.status.error = None
@@ -159,6 +218,7 @@ class McpServer:
             self._client = None
             self.ready.set()
             self.started.set()
+            self._done.set()
             errlog.close()
 
     async def _serve(self, stop: trio.Event, errlog: Any) -> None:
@@ -167,10 +227,12 @@ class McpServer:
         with trio.CancelScope(deadline=trio.current_time() + self.start_timeout) as starting:
             async with Client(self._open_transport(errlog), client_info=_client_info()) as client:
                 listed = await _list_all_tools(client)
+                found = cache.Listing(
+                    [cache.CachedTool(t.name, t.description or "", getattr(t, "input_schema", None),
+                                      _schema_problem(getattr(t, "input_schema", None)), _destructive(t))
+                     for t in listed],
+                    await _list_prompts(client), await _list_resources(client))
                 starting.deadline = math.inf
-                found = [cache.CachedTool(t.name, t.description or "", getattr(t, "input_schema", None),
-                                          _schema_problem(getattr(t, "input_schema", None)), _destructive(t))
-                         for t in listed]
                 if self._cache_dir is not None and self._cache_key is not None:
                     cache.store(self._cache_dir, self._cache_key, found)
                 self._declare(found)
@@ -178,7 +240,13 @@ class McpServer:
                 self._client = client
                 self.ready.set()
                 self.started.set()
-                await stop.wait()
+                async with trio.open_nursery() as holding:  # until the servers close, or this one stops
+                    async def until(event: trio.Event) -> None:
+                        await event.wait()
+                        holding.cancel_scope.cancel()
+
+                    holding.start_soon(until, stop)
+                    holding.start_soon(until, self._stop)
         if starting.cancelled_caught and self.status.state == "connecting":
             self._fail(f"did not start within {self.start_timeout:g} s", errlog)
 
@@ -190,19 +258,28 @@ class McpServer:
                                         cwd=self.server_cwd, errlog=errlog)
         from mcp.shared._httpx_utils import create_mcp_http_client
 
+        from .oauth import auth_for  # a remote server's edge (see lazy_imports)
+
         url = self.status.target
         headers = dict(config.headers) or None
+        auth = self._auth = auth_for(self.name, config)  # OAuth 2.1 (gemini-cli's token file), or None
         if kind == "sse":
             from mcp.client.sse import sse_client
 
-            return sse_client(url, headers=headers)
+            return sse_client(url, headers=headers, auth=auth)
         from mcp.client.streamable_http import streamable_http_client
 
-        return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+        return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers, auth=auth))
 
-    def _declare(self, listed: list[cache.CachedTool]) -> None:
+    def _declare(self, listing: cache.Listing) -> None:
         """Make :attr:`tools` (and the status's names) from what the server
-        listed, keeping what ``includeTools``/``excludeTools`` select."""
+        listed, keeping what ``includeTools``/``excludeTools`` select, and
+        its prompts and resources."""
+        listed = listing.tools
+        self.prompts = list(listing.prompts)
+        self.resources = list(listing.resources)
+        self.status.prompts = [p.name for p in self.prompts]
+        self.status.resources = [r.uri for r in self.resources]
         include = self.config.include_tools
         exclude = set(self.config.exclude_tools or ())
         tools = []
@@ -223,17 +300,17 @@ class McpServer:
         tail = _tail(errlog)
         self.status.state = "failed"
         self.status.error = why + (f" — its stderr ends: {tail}" if tail else "")
-        self.status.tools = []
-        self.tools = []
+        self.status.tools, self.status.prompts, self.status.resources = [], [], []
+        self.tools, self.prompts, self.resources = [], [], []
         log.info("MCP server %s failed: %s", self.name, self.status.error)
         if self._cache_dir is not None and self._cache_key is not None:
             cache.forget(self._cache_dir, self._cache_key)
 
     # --- calls ------------------------------------------------------------------
 
-    async def call(self, tool: str, args: dict[str, Any]) -> str:
-        """Call ``tool`` with ``args``; the model's text, or :class:`ToolFailed`.
-        A server declared from the cache is started first."""
+    async def _connected(self) -> Any:
+        """The live connection, starting a server declared from the cache;
+        :class:`ToolFailed` when there is none."""
         if self._client is None and not self.started.is_set():
             await self.start()
         client = self._client
@@ -243,11 +320,42 @@ class McpServer:
                                  f"{self.status.error}", "do not retry this tool")
             raise ToolFailed("unavailable", f"the MCP server '{self.name}' is not running ({self.status.summary()})",
                              "do not retry this tool")
+        return client
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> Any:
+        """``prompts/get``: the SDK's ``GetPromptResult``; :class:`ToolFailed`
+        when the server is not running, fails or does not answer in time."""
+        client = await self._connected()
+        with trio.move_on_after(self.call_timeout):
+            try:
+                return await client.get_prompt(name, arguments)
+            except Exception as exc:  # the SDK's errors, the connection's
+                raise ToolFailed("mcp_error", _explain(exc)) from None
+        raise ToolFailed("timeout", f"the MCP server '{self.name}' did not answer within {self.call_timeout:g} s")
+
+    async def read_resource(self, uri: str) -> list[Any]:
+        """``resources/read``: the contents (``TextResourceContents`` /
+        ``BlobResourceContents``); :class:`ToolFailed` as :meth:`get_prompt`."""
+        client = await self._connected()
+        with trio.move_on_after(self.call_timeout):
+            try:
+                return list((await client.read_resource(uri)).contents or ())
+            except Exception as exc:  # the SDK's errors, the connection's
+                raise ToolFailed("mcp_error", _explain(exc)) from None
+        raise ToolFailed("timeout", f"the MCP server '{self.name}' did not answer within {self.call_timeout:g} s")
+
+    async def call(self, tool: str, args: dict[str, Any]) -> str:
+        """Call ``tool`` with ``args``; the model's text, or :class:`ToolFailed`.
+        A server declared from the cache is started first."""
+        client = await self._connected()
         result = None
         with trio.move_on_after(self.call_timeout):
             try:
                 result = await client.call_tool(tool, args)
             except Exception as exc:  # the SDK's errors, the connection's
+                refused = getattr(self._auth, "refused", None)
+                if refused is not None:
+                    raise ToolFailed("unauthorized", str(refused), "do not retry this tool") from None
                 raise ToolFailed("mcp_error", f"the MCP server '{self.name}' failed on {tool}: {_explain(exc)}") from None
         if result is None:
             raise ToolFailed("timeout", f"the MCP server '{self.name}' did not answer {tool} within {self.call_timeout:g} s",
@@ -268,6 +376,11 @@ class McpServers:
 
     def __init__(self, servers: list[McpServer]):
         self.servers = servers
+        #: Where ``mcp-server-enablement.json`` is, for ``/mcp enable|disable``
+        #: (set by whoever opened the servers; None: not recorded).
+        self.enablement_dir: Path | None = None
+        #: Names disabled for this session only (``/mcp disable NAME --session``).
+        self.session_disabled: set[str] = set()
 
     async def wait_started(self) -> None:
         """Until every server's tools are known: from the cache, or the
@@ -288,10 +401,57 @@ class McpServers:
 
     def failures(self) -> list[str]:
         """One line per server that failed, for the user."""
-        return [f"MCP server '{s.name}' failed: {s.status.error}" for s in self.servers if s.status.state == "failed"]
+        return [s.status.error if (s.status.error or "").startswith(f"MCP server '{s.name}' ")  # says it all
+                else f"MCP server '{s.name}' failed: {s.status.error}"
+                for s in self.servers if s.status.state == "failed"]
 
     def statuses(self) -> list[ServerStatus]:
         return [s.status for s in self.servers]
+
+    def get(self, name: str) -> McpServer | None:
+        """The server called ``name`` (gemini-cli compares names in lower case)."""
+        wanted = name.strip().lower()
+        return next((s for s in self.servers if s.name.lower() == wanted), None)
+
+    def resource(self, identifier: str) -> tuple[McpServer, cache.CachedResource] | None:
+        """The resource ``identifier`` names, as gemini-cli finds it:
+        ``server:uri`` first, then a bare URI any server lists."""
+        server_name, sep, uri = identifier.partition(":")
+        if sep and server_name:
+            server = self.get(server_name)
+            if server is not None and server.disabled is None:
+                for found in server.resources:
+                    if found.uri == uri:
+                        return server, found
+        for server in self.servers:
+            if server.disabled is None:
+                for found in server.resources:
+                    if found.uri == identifier:
+                        return server, found
+        return None
+
+    def offered_tools(self) -> list[Tool]:
+        """:meth:`tools`, and gemini-cli's resource tools when a server lists
+        resources (:func:`.resources.resource_tools`)."""
+        from .resources import resource_tools
+
+        return [*self.tools(), *resource_tools(self)]
+
+    def sync_registry(self, registry: Any, exclude: Collection[str] = ()) -> None:
+        """Make ``registry`` (a ``ToolRegistry``) hold exactly these servers'
+        tools now, and the resource tools while a server lists resources:
+        those of a server disabled or reloaded leave, new ones join. The
+        caller announces the tools again."""
+        from .resources import LIST_MCP_RESOURCES, READ_MCP_RESOURCE
+
+        offered = {t.name: t for t in self.offered_tools() if t.name not in exclude}
+        for tool in list(registry):
+            ours = isinstance(tool, McpTool) and tool.server in self.servers
+            if (ours or tool.name in (LIST_MCP_RESOURCES, READ_MCP_RESOURCE)) and offered.get(tool.name) is not tool:
+                registry.unregister(tool.name)
+        for name, tool in offered.items():
+            if registry.get(name) is None:
+                registry.register(tool)
 
     def tools(self) -> list[McpTool]:
         """Every ready server's tools; a name two servers share goes to the
@@ -313,6 +473,7 @@ async def open_mcp_servers(
     cwd: Path,
     allowed: Collection[str] | None = None,
     excluded: Collection[str] = (),
+    disabled: Mapping[str, str] | None = None,
     start_timeout: float = START_TIMEOUT,
     wait: bool = True,
     cache_dir: Path | None = None,
@@ -326,9 +487,13 @@ async def open_mcp_servers(
     (:meth:`McpServers.wait_started` waits for them).
 
     With ``cache_dir``, servers whose tools are cached there are not started
-    (see the module's docstring) and the others' listings are stored."""
+    (see the module's docstring) and the others' listings are stored.
+    ``disabled`` (lower-cased name → "file" or "session", see
+    :mod:`gemini_split.userfiles.mcp_enablement`) are listed but not started."""
+    off = disabled or {}
     servers = [
-        McpServer(name, config, cwd=cwd, start_timeout=start_timeout, cache_dir=cache_dir)
+        McpServer(name, config, cwd=cwd, start_timeout=start_timeout, cache_dir=cache_dir,
+                  disabled=off.get(name.strip().lower()))
         for name, config in configs.items()
         if (allowed is None or name in allowed) and name not in excluded
     ]
@@ -345,7 +510,7 @@ async def open_mcp_servers(
 
         for server in servers:
             server.launch = launch
-            if server.status.state != "cached":
+            if server.status.state not in ("cached", "disabled"):
                 launch(server)
         try:
             started = McpServers(servers)
@@ -354,6 +519,8 @@ async def open_mcp_servers(
             yield started
         finally:
             stop.set()
+            for server in servers:
+                server._stop.set()
             for server in servers:  # one still starting would hold the exit up to its start timeout
                 if server.launched and not server.started.is_set():
                     server._starting.cancel()
@@ -394,6 +561,34 @@ async def _list_all_tools(client: Any) -> list[Any]:
     return tools
 
 
+async def _list_prompts(client: Any) -> list[cache.CachedPrompt]:
+    """The server's prompts (``prompts/list``), when it declares any."""
+    capabilities = getattr(client, "server_capabilities", None)
+    if capabilities is None or getattr(capabilities, "prompts", None) is None:
+        return []
+    try:
+        listed = (await client.list_prompts()).prompts
+    except Exception as exc:  # a server that declares prompts and fails to list them keeps its tools
+        log.info("MCP prompts/list failed: %s", _explain(exc))
+        return []
+    return [cache.CachedPrompt(p.name, p.description or "", [
+        {"name": a.name, "description": a.description or "", "required": bool(a.required)}
+        for a in (p.arguments or ())]) for p in listed]
+
+
+async def _list_resources(client: Any) -> list[cache.CachedResource]:
+    """The server's resources (``resources/list``), when it declares any."""
+    capabilities = getattr(client, "server_capabilities", None)
+    if capabilities is None or getattr(capabilities, "resources", None) is None:
+        return []
+    try:
+        listed = (await client.list_resources()).resources
+    except Exception as exc:
+        log.info("MCP resources/list failed: %s", _explain(exc))
+        return []
+    return [cache.CachedResource(str(r.uri), r.name or "", r.description or "", r.mime_type) for r in listed]
+
+
 def _schema_problem(schema: Any) -> str | None:
     if schema is None:
         return None
@@ -423,6 +618,8 @@ def _explain(exc: BaseException) -> str:
         exc = real[0] if real else exc.exceptions[0]
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
+    if name == "AuthorizationRequired":  # .oauth's (not imported for a stdio server): gemini-cli's message
+        return text
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or text}"
     if name in ("ClosedResourceError", "BrokenResourceError", "EndOfStream") or "Connection closed" in text:

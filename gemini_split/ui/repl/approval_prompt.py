@@ -280,6 +280,8 @@ def approval_panel(request: ApprovalRequest, *, height: int = 40, full: bool = F
     parts.append(body)
     if request.reason:
         parts.append(Text(f"Asking because {visible(request.reason)}", style="bold yellow"))
+    if request.note:
+        parts.append(Text(visible(request.note), style="yellow"))
     title = f"{visible(request.tool.name, newlines=False)} wants to run ({request.tool.kind.value})"
     if request.agent:
         title = f"sub-agent {visible(request.agent, newlines=False)}: {title}"

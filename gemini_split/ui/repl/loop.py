@@ -556,7 +556,8 @@ class Repl:
         if references:
             prompt, attachments = await attach_references(
                 prompt, client.executor,
-                lambda line, warning: self.console.print(Text(line, style="yellow" if warning else "dim")))
+                lambda line, warning: self.console.print(Text(line, style="yellow" if warning else "dim")),
+                mcp=client.mcp_servers)
         editor = self.ide.context_text()
         if editor is not None:  # gemini-cli sends it ahead of the prompt when it changed
             self.pending_context.insert(0, editor)

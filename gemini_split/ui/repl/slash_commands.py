@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import trio
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
 from rich.table import Table
@@ -46,6 +45,7 @@ from .commands.clipboard import copy_text
 from .commands.context_reload import reload_in_worker
 from .commands.conversation import ChatStore, resumed_context, share
 from .commands.directory import DirectoryRefused, directory_command
+from .commands.mcp_auth import mcp_auth
 from .commands.rewind import rewind_menu
 from .commands.settings_list import effective_settings, settings_files
 from .commands.skills import SkillsUsage, skills_command
@@ -89,6 +89,8 @@ async def _help(repl: CommandContext, args: list[str]) -> None:
     for name, cmd in (custom.commands.items() if custom is not None else ()):
         table.add_row(Text(f"{name} [ARGS]", style="bold"), Text(visible(cmd.description, newlines=False)
                                                                  + f" ({cmd.scope} command)"))
+    for name, description in _mcp_prompt_rows(repl):
+        table.add_row(Text(f"{visible(name, newlines=False)} [ARGS]", style="bold"), Text(description))
     repl.console.print(table)
     repl.console.print(Text(
         f"\nKeys: Enter sends · {NEWLINE_KEYS} inserts a newline · Tab completes · "
@@ -478,53 +480,33 @@ async def _chat_share(repl: CommandContext, name: str) -> None:
 
 
 async def _mcp(repl: CommandContext, args: list[str]) -> None:
-    """The MCP servers of this session: live status (ready with N tools, or
-    why it failed; servers declared from the cache are started for it) and,
-    with ``/mcp tools`` or ``/mcp desc``, their tools. (1.5) The sub-agents'
-    own servers follow, each marked with its sub-agent."""
-    if args not in ([], ["tools"], ["desc"]):
-        raise CommandUsage("/mcp [tools|desc]")
-    client = repl.require_client()
-    servers = getattr(client, "mcp_servers", None)
-    agent_mcp = getattr(client, "agent_mcp", None)
-    # (label suffix, servers, tool name → tool) for each group of servers.
-    groups: list[tuple[str, Any, Callable[[], dict[str, Any]]]] = []
-    if servers is not None and servers.statuses():
-        groups.append(("", servers, lambda: {t.name: t for t in client.executor.registry}))
-    for entry in (agent_mcp.agents if agent_mcp is not None else ()):
-        if entry.servers.statuses():
-            groups.append((f" (sub-agent {entry.agent})", entry.servers,
-                           lambda own=entry.servers: {t.name: t for t in own.tools()}))
-    if not groups:
-        repl.console.print(Text("No MCP servers configured (mcpServers in settings.json or in a sub-agent's "
-                                "definition; see 'gemini-split mcp add --help').", style="dim"))
+    if args[:1] == ["auth"]:
+        await mcp_auth(repl, args[1:])
         return
-    async with trio.open_nursery() as nursery:
-        for _, group, _ in groups:
-            nursery.start_soon(group.start_all)
-    for owner, group, tools_of in groups:
-        _mcp_group(repl, args, owner, group, tools_of)
+    from .commands.mcp import mcp_command  # lazy_imports.EDGES
+
+    await mcp_command(repl, args)
 
 
-def _mcp_group(repl: CommandContext, args: list[str], owner: str, servers: Any,
-               tools_of: Callable[[], dict[str, Any]]) -> None:
-    for status in servers.statuses():
-        ok = status.state == "ready"
-        line = Text("● " if ok else "✗ ", style="green" if ok else "red")
-        line.append(visible(status.name), style="bold")
-        if owner:
-            line.append(visible(owner))
-        line.append(f" ({status.transport}) — {visible(status.summary())}")
-        repl.console.print(line)
-        for note in status.skipped:
-            repl.console.print(Text("    skipped " + visible(note), style="dim"))
-        if args:
-            tools = tools_of()
-            for name in status.tools:
-                row = Text("    " + visible(name))
-                if args == ["desc"] and name in tools:
-                    row.append(" — " + visible(tools[name].description.strip().split("\n")[0]), style="dim")
-                repl.console.print(row)
+def _mcp_actions(repl: CommandContext) -> Iterable[str]:
+    from .commands.mcp import mcp_actions  # lazy_imports.EDGES
+
+    return mcp_actions(repl)
+
+
+def _mcp_server_names(repl: CommandContext, action: str) -> Iterable[str]:
+    from .commands.mcp import mcp_server_names  # lazy_imports.EDGES
+
+    return mcp_server_names(repl, action)
+
+
+def _mcp_prompt_rows(repl: CommandContext) -> Iterable[tuple[str, str]]:
+    """(``/name``, description) of the MCP servers' prompts, when any server is configured."""
+    if getattr(repl.client, "mcp_servers", None) is None:
+        return []
+    from .commands.mcp import described  # lazy_imports.EDGES
+
+    return list(described(repl)())
 
 
 async def _memory(repl: CommandContext, args: list[str]) -> None:
@@ -769,10 +751,6 @@ async def _directory(repl: CommandContext, args: list[str]) -> None:
         await directory_command(repl, args)
     except DirectoryRefused as exc:
         raise CommandUsage(str(exc)) from None
-
-
-def _mcp_actions(repl: CommandContext) -> Iterable[str]:
-    return ["tools", "desc"]
 
 
 def _approval_modes(repl: CommandContext) -> Iterable[str]:
@@ -1236,7 +1214,9 @@ COMMANDS: dict[str, Command] = {c.name: c for c in [
             "your settings.json)", _theme, _theme_names),
     Command("/settings", "/settings", "the effective settings and where each came from "
             "(user, project, system, default); read-only: edit settings.json to change one", _settings),
-    Command("/mcp", "/mcp [tools|desc]", "MCP servers: status and their tools", _mcp, _mcp_actions),
+    Command("/mcp", "/mcp [list|desc|schema|reload|enable NAME|disable NAME|auth [NAME]]",
+            "MCP servers: status, tools, prompts and resources; reload them; enable or disable one "
+            "(--session: this session only); sign in to one (OAuth)", _mcp, _mcp_actions, _mcp_server_names),
     Command("/ide", "/ide status|enable|disable|install", "Manage IDE integration: the editor's open files go "
             "with your prompts, edits are reviewed as diffs in the editor", _ide, lambda repl: IDE_ACTIONS),
     Command("/hooks", "/hooks [ACTION]",
@@ -1299,6 +1279,8 @@ async def run_command(repl: CommandContext, line: str) -> None:
             return
         command, args = COMMANDS.get(ALIASES.get(words[0], words[0])), words[1:]
         if command is None:
+            if await _run_mcp_prompt(repl, words[0], line):
+                return
             repl.print_usage(f"unknown command {words[0]}; /help lists the commands")
             return
     try:
@@ -1309,6 +1291,19 @@ async def run_command(repl: CommandContext, line: str) -> None:
         repl.print_usage(str(exc))
     except RequestFailed as exc:
         repl.print_usage(f"the server did not answer: {exc}; /clear reconnects")
+
+
+async def _run_mcp_prompt(repl: CommandContext, name: str, line: str) -> bool:
+    """Run ``line`` as an MCP server's prompt called ``name``, if one is."""
+    if getattr(repl.client, "mcp_servers", None) is None:
+        return False
+    from .commands.mcp import find_prompt, run_prompt  # lazy_imports.EDGES
+
+    found = await find_prompt(repl, name)
+    if found is None:
+        return False
+    await run_prompt(repl, *found, line)
+    return True
 
 
 class SlashCompleter(Completer):
@@ -1336,9 +1331,17 @@ class SlashCompleter(Completer):
             for name, cmd in (custom.commands.items() if custom is not None else ()):
                 if name.startswith(current):
                     yield Completion(name, -len(current), display_meta=visible(cmd.description, newlines=False))
+            for name, description in _mcp_prompt_rows(self.repl):
+                if name.startswith(current) and name not in COMMANDS:
+                    yield Completion(name, -len(current), display_meta=description)
             return
         command = COMMANDS.get(ALIASES.get(words[0], words[0]))
         if command is None:
+            if getattr(self.repl.client, "mcp_servers", None) is not None:
+                from .commands.mcp import prompt_completions  # lazy_imports.EDGES
+
+                for candidate in prompt_completions(self.repl, words[0], " ".join(words[1:-1]), current):
+                    yield Completion(candidate, -len(current))
             return
         if len(words) == 2 and command.arguments is not None:
             candidates: Iterable[str] = command.arguments(self.repl)
@@ -1360,3 +1363,9 @@ class SlashCompleter(Completer):
         include = client.executor.workspace.roots[1:] if client is not None else ()
         for candidate in complete_reference(typed, root, include=include):
             yield Completion(candidate, -len(typed))
+        servers = getattr(client, "mcp_servers", None) if client is not None else None
+        for server in (servers.servers if servers is not None else ()):  # @server:uri, as gemini-cli completes them
+            for resource in (server.resources if server.disabled is None else ()):
+                candidate = f"{server.name}:{resource.uri}"
+                if candidate.startswith(typed):
+                    yield Completion(candidate, -len(typed), display_meta=visible(resource.name, newlines=False))

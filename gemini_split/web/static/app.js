@@ -511,7 +511,8 @@ class SessionView {
     const card = this.approvals.get(ev.call_id);
     if (card) { card.remove(); this.approvals.delete(ev.call_id); }
     const t = this.tools.get(ev.call_id);
-    const note = el("p", { class: "decided" }, `${ev.decision} by ${this.named(ev.by) || "?"}`);
+    const edited = ev.modified ? ", with their changes to the edit" : "";
+    const note = el("p", { class: "decided" }, `${ev.decision} by ${this.named(ev.by) || "?"}${edited}`);
     (t ? t.node : this.container(ev)).append(note);
   }
 

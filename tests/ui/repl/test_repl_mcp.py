@@ -29,10 +29,12 @@ def test_mcp_servers_show_in_the_repl_and_join_at_the_first_prompt(start_repl, t
     repl.expect(r"first answer", timeout=30)
     repl.expect(PROMPT)
     ask(repl, "/mcp tools")
-    repl.expect(r"odd \(stdio\) — ready, 7 tools")
+    repl.expect(r"Configured MCP servers:")
+    repl.expect(r"odd - Ready \(7 tools\)")
     repl.expect(r"skipped bad schema!: its input schema is invalid")
-    repl.expect(r"mcp_odd_add")
-    repl.expect(r"broken \(stdio\) — failed: command not found")
+    repl.expect(r"- mcp_odd_add")
+    repl.expect(r"broken - Disconnected")
+    repl.expect(r"Error: command not found")
     ask(repl, "/tools")
     repl.expect(r"mcp_odd_add\s+execute\s+asks first")
 
@@ -55,7 +57,7 @@ def test_mcp_shows_live_status_when_the_tools_came_from_the_cache(start_repl, tm
     repl.expect(r"second answer", timeout=30)
     repl.expect(PROMPT)
     ask(repl, "/mcp")
-    repl.expect(r"odd \(stdio\) — ready, 7 tools", timeout=30)  # started for /mcp, not "cached"
+    repl.expect(r"odd - Ready \(7 tools\)", timeout=30)  # started for /mcp
     repl.expect(r"skipped bad schema!: its input schema is invalid")
 
 
@@ -73,9 +75,10 @@ def test_mcp_lists_a_sub_agents_own_servers_marked_with_their_sub_agent(start_re
     repl.expect(r"first answer", timeout=30)
     repl.expect(PROMPT)
     ask(repl, "/mcp desc")
-    repl.expect(r"odd \(stdio\) — ready, 7 tools", timeout=30)  # the session's own first
-    repl.expect(r"mine \(sub-agent x\) \(stdio\) — ready, 7 tools", timeout=30)
+    repl.expect(r"odd - Ready \(7 tools\)", timeout=30)  # the session's own first
+    repl.expect(r"mine \(sub-agent x\) - Ready \(7 tools\)", timeout=30)
     repl.expect(r"skipped bad schema!: its input schema is invalid")
-    repl.expect(r"mcp_mine_add — ")
-    repl.expect(r"gone \(sub-agent x\) \(stdio\) — failed: command not found")
+    repl.expect(r"- mcp_mine_add\s+adds a and b")
+    repl.expect(r"gone \(sub-agent x\) - Disconnected")
+    repl.expect(r"Error: command not found")
     repl.expect(PROMPT)

@@ -17,7 +17,15 @@ refusal with its stable code (:class:`~gemini_split.protocol.ErrorCode`):
   with ``arguments_changed`` and the call still waits;
 * whoever decided is named to everyone in ``tool_decided`` (their client
   label, never a token); an expiry (the model is told the call was not
-  approved) and a cancelled request are said the same way.
+  approved) and a cancelled request are said the same way;
+* (1.6) an edit's question carries its whole proposed text
+  (``edit.content``) only up to ``edit_limit`` UTF-8 bytes (the operator's
+  budget: a bigger one is asked from its description alone); an approval
+  may carry the text the user changed it to (``tool_decision.edit``) only
+  for the question's own path, within that limit, with ``approve``, and
+  only when the question offered the text — anything else is refused with
+  ``edit_refused`` and the call still waits. ``tool_decided.modified`` tells
+  everyone the user's text, not the model's, is what runs.
 
 Nothing here knows the connections: the caller says who decided.
 """
@@ -32,7 +40,15 @@ from typing import Any
 
 import msgspec
 
-from gemini_split.protocol import ErrorCode, ServerEvent, ToolAwaitingApproval, ToolDecided, ToolDecision, quote
+from gemini_split.protocol import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    ErrorCode,
+    ServerEvent,
+    ToolAwaitingApproval,
+    ToolDecided,
+    ToolDecision,
+    quote,
+)
 
 from ..request.asks import Asks
 
@@ -42,6 +58,10 @@ SETTLED_KEPT = 1024
 DEFAULT_APPROVAL_TIMEOUT = 600.0
 #: Why an ``ask_user`` question was not asked (1.4): nobody attached can answer.
 NO_ONE_TO_ASK = "no attached client can answer questions (no user is present)"
+#: (1.6) The share of the largest message a server takes that an edit's
+#: proposed text may fill in its question: the question also carries the
+#: call's arguments and the diff, and the answer the user's text.
+EDIT_SHARE = 4
 
 
 def parameters_hash(tool: str, parameters: dict[str, Any]) -> str:
@@ -65,8 +85,12 @@ class Approvals:
 
     def __init__(self, emit: Callable[[ServerEvent], None], *, timeout: float = DEFAULT_APPROVAL_TIMEOUT,
                  can_answer: Callable[[], bool] = lambda: True,
-                 can_answer_questions: Callable[[], bool] = lambda: False):
+                 can_answer_questions: Callable[[], bool] = lambda: False,
+                 edit_limit: int = DEFAULT_MAX_MESSAGE_SIZE // EDIT_SHARE):
         self.emit = emit
+        #: (1.6) The most UTF-8 bytes of an edit's text a question carries
+        #: and an approval may bring back.
+        self.edit_limit = edit_limit
         self.timeout = timeout
         #: Whether an attached client can answer a question now (one that
         #: lists the ``tool_approvals`` capability): with none, a question
@@ -100,6 +124,7 @@ class Approvals:
             question,
             parameters_hash=parameters_hash(question.tool, question.parameters),
             expires_at=int((time.time() + self.timeout) * 1000),
+            edit=self._bounded(question),
         )
         expired = False
         try:
@@ -140,10 +165,45 @@ class Approvals:
                 f"this approval of {quote(decision.call_id)} does not carry the parameters_hash of the "
                 "arguments asked about: an approval binds exactly those arguments (the call still waits)",
             )
+        modified = self._check_edit(decision, waiting.question)
         self._settle(decision.call_id, "decided")
         self._asks.settle(decision.call_id, decision)
         self.emit(ToolDecided(request_id=waiting.question.request_id, call_id=decision.call_id, decision=verdict,
-                              by=by, agent_id=waiting.question.agent_id))
+                              by=by, agent_id=waiting.question.agent_id, modified=modified))
+
+    def _bounded(self, question: ToolAwaitingApproval) -> Any:
+        """The question's ``edit`` within :attr:`edit_limit`: its size and
+        the limit said, its text left out when over."""
+        edit = question.edit
+        if edit is None or edit.content is None:
+            return edit
+        size = len(edit.content.encode("utf-8", "surrogatepass"))
+        content = edit.content if size <= self.edit_limit else None
+        return msgspec.structs.replace(edit, content=content, size=size, limit=self.edit_limit)
+
+    def _check_edit(self, decision: ToolDecision, question: ToolAwaitingApproval) -> bool:
+        """Whether ``decision`` approves text the user changed (its
+        ``edit`` differs from the proposal). Raises :class:`DecisionRefused`
+        (``edit_refused``) for an ``edit`` the question did not offer."""
+        edited = decision.edit
+        if edited is None:
+            return False
+        offered = question.edit
+
+        def refused(why: str) -> DecisionRefused:
+            return DecisionRefused(ErrorCode.EDIT_REFUSED, f"the edited content for {quote(decision.call_id)} is "
+                                   f"refused: {why}; nothing was written (the call still waits)")
+
+        if offered is None or offered.content is None:
+            raise refused("its question offered no content to edit")
+        if decision.verdict != "approve":
+            raise refused("edited content goes with decision approve only")
+        if edited.path != offered.path:
+            raise refused(f"it is for {quote(edited.path)}, and the question is about {quote(offered.path)}")
+        size = len(edited.content.encode("utf-8", "surrogatepass"))
+        if size > self.edit_limit:
+            raise refused(f"it is {size} bytes, over this server's limit of {self.edit_limit} bytes")
+        return edited.content != offered.content
 
     def _refusal(self, call_id: str) -> DecisionRefused:
         how = self.settled.get(call_id)

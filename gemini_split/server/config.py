@@ -61,9 +61,10 @@ class ServerConfig:
     #: ``serve`` turns it on for loopback listeners). Only ever the
     #: principal's own sessions.
     allow_attach_by_id: bool = True
-    #: Seconds a request already streaming waits at most, per output, for
-    #: requests that have not answered yet while the loop is busy, and how
-    #: many ready tasks make it busy (``server/session/priority.py``).
+    #: Seconds with no request answered after which a request already
+    #: streaming stops waiting, per output, for requests that have not
+    #: answered yet while the loop is busy (it waits 5 s at the most), and
+    #: how many ready tasks make it busy (``server/session/priority.py``).
     answer_first_wait: float = 0.5
     answer_first_busy_tasks: int = 100
     #: Told every batch of events a session logs, ``(session, batch)``:

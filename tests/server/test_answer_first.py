@@ -15,10 +15,14 @@ import time
 import pytest
 import trio
 
-from gemini_split.protocol import Finished, GenerateContentRequest, TextDelta
+from gemini_split.protocol import EventLog, Finished, GenerateContentRequest, TextDelta
 from gemini_split.server.config import ServerConfig
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.server.service import AgentService
+from gemini_split.server.session.broadcast import Broadcast
+from gemini_split.server.session.outbox import Outbox
+from gemini_split.server.session.priority import AnswerFirst
+from gemini_split.server.session.views import View
 from gemini_split.transport import ServeOptions, get_transport
 
 from .helpers import raw_client
@@ -127,6 +131,94 @@ async def test_on_a_quiet_server_a_stream_does_not_wait_for_an_unanswered_turn(t
             with trio.fail_after(4):
                 got = await streaming.receive_until(lambda m: isinstance(m, Finished))
             assert "".join(m.content for m in got if isinstance(m, TextDelta)) == stream["text"]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(60)
+async def test_streams_hold_while_requests_keep_answering(tmp_path):
+    """Ten new prompts answer 0.2 s apart (2 s in all) while 20 sessions
+    stream; ``answer_first_wait`` is 0.5 s. The streams wait for as long as
+    requests keep answering: a step or two each, not one every 0.5 s."""
+    newcomers = 10
+    model = ScriptedModel([LONG] * STREAMERS + [{"text": f"answer {i}", "delay": 0.2 * (i + 1)}
+                                                for i in range(newcomers)])
+    async with trio.open_nursery() as nursery:
+        service, address = await _serve(nursery, model, answer_first_wait=0.5, answer_first_busy_tasks=0)
+        async with trio.open_nursery() as readers:
+            seen: list[list] = []
+            for _ in range(STREAMERS):
+                client = await readers.start(_open, address)  # type: ignore[arg-type]
+                await client.send(GenerateContentRequest(prompt="stream"))
+                with trio.fail_after(10):
+                    await client.receive_until(lambda m: isinstance(m, TextDelta))
+                seen.append([])
+                readers.start_soon(_read_all, client, seen[-1])
+            sessions = list(service.sessions.values())
+            late = [await readers.start(_open, address) for _ in range(newcomers)]  # type: ignore[arg-type]
+            before = [s.log.last_seq for s in sessions]
+            for client in late:
+                await client.send(GenerateContentRequest(prompt="and me?"))
+            with trio.fail_after(15):
+                for i, client in enumerate(late):
+                    answer = await client.receive_until(lambda m: isinstance(m, TextDelta))
+                    assert answer[-1].content.startswith("answer ")
+            grown = [s.log.last_seq - b for s, b in zip(sessions, before)]
+            # With a fixed 0.5 s they took a step every 0.5 s of the 2 s
+            # (5 or more deltas each).
+            assert max(grown) <= 3, grown
+            with trio.fail_after(30):
+                while not all(any(isinstance(m, Finished) for m in s) for s in seen):
+                    await trio.sleep(0.05)
+            readers.cancel_scope.cancel()
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(30)
+async def test_a_request_answers_when_a_client_has_written_its_first_delta():
+    """A request's first delta is queued for its session's client: until
+    the connection's writer has written it, the request still counts as
+    unanswered (the streams of other sessions go on waiting for it)."""
+    priority = AnswerFirst()
+    events = Broadcast("s-test", EventLog(), Outbox())
+
+    async def close(reason: str) -> None:
+        pass
+
+    view = View(close=close)
+    events.add_view(view)
+    written: list = []
+    may_write = trio.Event()
+
+    async def writer() -> None:
+        while True:
+            batch = await view.take()
+            if any(isinstance(event, TextDelta) for event, _ in batch):
+                await may_write.wait()  # the socket is slow
+            written.extend(event for event, _ in batch)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(lambda: events.pump(grace=60, busy=lambda: True))
+        nursery.start_soon(writer)
+        pace = priority.request(when_delivered=events.when_delivered)
+        assert priority.unanswered == 1
+        await events.emit(TextDelta(request_id="r1", content="first"))
+        pace.output()
+        with trio.fail_after(5):
+            while not view.caught_up and not view._writing:
+                await trio.sleep(0.01)
+        await trio.sleep(0.1)
+        assert not written and priority.unanswered == 1 and not pace.answered
+        may_write.set()
+        with trio.fail_after(5):
+            while priority.unanswered:
+                await trio.sleep(0.01)
+        assert [e.content for e in written] == ["first"] and pace.answered
+        # Without a client, output counts at once.
+        events.remove_view(view)
+        alone = priority.request(when_delivered=events.when_delivered)
+        events.emit_nowait(TextDelta(request_id="r2", content="nobody reads"))
+        alone.output()
+        assert alone.answered and priority.unanswered == 0
         nursery.cancel_scope.cancel()
 
 

@@ -55,6 +55,10 @@ class Broadcast:
         self.after_fan_out: Callable[[], None] = lambda: None
         self.on_view_left: Callable[[View], None] = lambda view: None
         self._caught_up = trio.Event()
+        #: Batches the pump has taken, and the callbacks waiting for one of
+        #: them to be written (see :meth:`when_delivered`), by its number.
+        self._taken = 0
+        self._on_written: list[tuple[int, Callable[[], None]]] = []
 
     # --- in ----------------------------------------------------------------------
 
@@ -69,6 +73,26 @@ class Broadcast:
     def pending(self) -> bool:
         """Whether emitted events wait for the pump."""
         return len(self.outbox) > 0
+
+    def when_delivered(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (once, from the pump) when everything emitted
+        so far has been written by a view — the pump's next batch if events
+        wait for it, else the one its views are writing — or when no view
+        is left to write it; at once if that is so already."""
+        if not self.views or (not self.pending and self._caught_up.is_set()):
+            callback()
+            return
+        self._on_written.append((self._taken + 1 if self.pending else self._taken, callback))
+
+    def _delivered(self, upto: int | None = None) -> None:
+        """Batches up to ``upto`` are written (None: all, or nobody is left
+        to write them)."""
+        if self._on_written:
+            due = [f for batch, f in self._on_written if upto is None or batch <= upto]
+            if due:
+                self._on_written = [(b, f) for b, f in self._on_written if upto is not None and b > upto]
+                for callback in due:
+                    callback()
 
     def log_events(self, events: list[ServerEvent]) -> Batch:
         """Number events and encode each once (the event log), follow them
@@ -106,6 +130,8 @@ class Broadcast:
         view.attached = False
         self.views.remove(view)
         self._caught_up.set()  # the pump may have been waiting for this one
+        if not self.views:
+            self._delivered()  # nobody is left to write them
         self.emit_nowait(ClientsChanged(change="left", client=view.info, clients=len(self.views)))
         self.on_view_left(view)
         return True
@@ -141,6 +167,12 @@ class Broadcast:
         view. Returns once no view has been attached, nothing was emitted
         and ``busy()`` was false for ``grace`` seconds (the session may be
         unloaded then)."""
+        try:
+            await self._pump(grace, busy)
+        finally:
+            self._delivered()
+
+    async def _pump(self, grace: float, busy: Callable[[], bool]) -> None:
         while True:
             if self.views:
                 events = await self.outbox.take()
@@ -155,13 +187,17 @@ class Broadcast:
                     return
                 self.idle_since = trio.current_time()
             taken = trio.current_time()
+            self._taken += 1
             self.fan_out(self.log_events(events))
+            if not self.views:
+                self._delivered(self._taken)
             if self.views:
                 # The session goes at the pace of its fastest view: while
                 # every view is still writing, the model's stream gathers
                 # (and merges) in the outbox, and a model that outruns even
                 # the fastest view waits once the outbox is full.
                 await self.new_pace().wait()
+                self._delivered(self._taken)
                 # Many views: no more batches than they can share (views.py).
                 next_batch = taken + fan_out_interval(len(self.views))
                 if next_batch > trio.current_time():

@@ -392,5 +392,6 @@ class Session:
 
         self._active = RequestRun(request_id, body, origin=view if view.attached else None, priority=self.priority,
                                   record_start=self.saving.record_start, save=self.saving.save,
-                                  emit_nowait=self.emit_nowait, on_ended=ended)
+                                  emit_nowait=self.emit_nowait, on_ended=ended,
+                                  when_delivered=self.events.when_delivered)
         self._nursery.start_soon(self._active.run, self._nursery)

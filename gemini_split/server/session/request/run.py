@@ -9,7 +9,8 @@ one ``finished`` or one ``error`` carrying its ``request_id``. Between them
   waits for that write, so the store sees its start before its turn;
 * its body runs in a cancel scope (``cancel`` stops it at once);
 * paced bodies take their place among the server's requests
-  (answer-first, :mod:`..priority`) and give it back when they end;
+  (answer-first, :mod:`..priority`: answered once their first output is
+  written to a client) and give it back when they end;
 * failures become the error it ends with: a body's own
   (:class:`RequestFailed`), the model's (:func:`model_error`), and any bug
   (``internal``: a bug ends the request, never the session); a request the
@@ -107,7 +108,8 @@ class RequestRun:
 
     def __init__(self, request_id: str, body: Body, *, origin: View | None, priority: AnswerFirst,
                  record_start: Callable[[str], Awaitable[None]], save: Callable[[str], Awaitable[None]],
-                 emit_nowait: Callable[[ServerEvent], None], on_ended: Callable[[], None]):
+                 emit_nowait: Callable[[ServerEvent], None], on_ended: Callable[[], None],
+                 when_delivered: Callable[[Callable[[], None]], None] | None = None):
         self.request_id = request_id
         self.body = body
         #: The view whose prompt started it: its client tool calls go
@@ -123,6 +125,10 @@ class RequestRun:
         self._save = save
         self._emit_nowait = emit_nowait
         self._on_ended = on_ended
+        #: Calls back once what was emitted so far is written (the session's
+        #: ``Broadcast.when_delivered``): a paced request counts as answered
+        #: when its first output has reached a client.
+        self._when_delivered = when_delivered
 
     def cancel(self, because: tuple[ErrorCode, str] | None = None) -> None:
         """Stop it now; ``because`` is for the server's own reasons."""
@@ -135,7 +141,7 @@ class RequestRun:
         recorded = trio.Event()
         nursery.start_soon(self._recorded, recorded)
         error: tuple[ErrorCode, str] | None = None
-        pace = self._priority.request() if self.body.paced else None
+        pace = self._priority.request(when_delivered=self._when_delivered) if self.body.paced else None
         try:
             with self.scope:
                 try:

@@ -33,7 +33,6 @@ A shared leaf: the session manager uses it.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import logging
 import os
@@ -63,10 +62,9 @@ def _trim_function() -> Callable[[int], int] | None:
     global _malloc_trim
     if _malloc_trim is _NOT_LOOKED_UP:
         _malloc_trim = None
-        name = ctypes.util.find_library("c") if sys.platform.startswith("linux") else None
-        if name is not None:
-            try:
-                trim = ctypes.CDLL(name).malloc_trim
+        if sys.platform.startswith("linux"):
+            try:  # the symbols the process has loaded: glibc's, not a search for a library file
+                trim = ctypes.CDLL(None).malloc_trim
             except (OSError, AttributeError):
                 pass
             else:

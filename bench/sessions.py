@@ -38,7 +38,7 @@
       it). A poll every 20 ms leaves the server with a few thousand
       short-lived connections' leftovers scattered through the freed heap
       (Trio keeps each exited deadline until it expires), and those pages
-      cannot be given back: 1.25-1.4x instead of ~1.08x. ``--against PATH`` runs
+      cannot be given back: 1.25-1.45x instead of ~1.08x. ``--against PATH`` runs
       the same against another checkout side by side (its daemon imports
       that tree through PYTHONPATH), the trees taking turns each round.
       Goal: after / idle <= 1.10.

@@ -26,13 +26,31 @@
       the proxy resets the connection mid-answer; time until the client has
       the next delta (reconnect backoff + connect + handshake + replay).
       Goal: <= 0.5 s on loopback.
+  (m) memory after a burst: a ``serve`` daemon (SQLite store, behind the
+      fake Gemini server) is warmed up and its resident memory read (idle);
+      1,000 clients connect, each runs one turn in its own session and
+      stays connected until all have (connected); then every client
+      leaves, and the daemon's memory is read again after the detached
+      grace, the unloads and the give-back have had their time (after,
+      45 s later), while /health is polled every 0.5 s, as a load balancer
+      would (its longest answer shows how long the loop stalled meanwhile;
+      the daemon's log line says how long the give-back's collection held
+      it). A poll every 20 ms leaves the server with a few thousand
+      short-lived connections' leftovers scattered through the freed heap
+      (Trio keeps each exited deadline until it expires), and those pages
+      cannot be given back: 1.25-1.45x instead of ~1.08x. ``--against PATH`` runs
+      the same against another checkout side by side (its daemon imports
+      that tree through PYTHONPATH), the trees taking turns each round.
+      Goal: after / idle <= 1.10.
 
-    python bench/sessions.py [--quick] [--only a,R,c,w,r] [--json]
+    python bench/sessions.py [--quick] [--only a,R,c,w,r,m] [--json]
+                             [--sessions N] [--against PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -66,6 +84,7 @@ GOALS = {
     "r": "store: first of 10,000 events read <= 50 ms",
     "R": "resume, 10,000 logged: first replayed <= 50 ms",
     "c": "cut -> resumed stream <= 0.5 s (loopback)",
+    "m": "serve memory after a burst / idle <= 1.10",
 }
 
 
@@ -85,15 +104,18 @@ class Daemon:
     """``gemini-split serve`` in front of the fake Gemini server, with the
     given state dir."""
 
-    def __init__(self, workdir: Path, name: str, fake_url: str, state_dir: str, *extra: str):
+    def __init__(self, workdir: Path, name: str, fake_url: str, state_dir: str, *extra: str,
+                 env_extra: dict[str, str] | None = None):
         port = free_port()
         self.url = f"ws://127.0.0.1:{port}"
+        self.health_url = f"http://127.0.0.1:{port}/health"
         self.log_path = workdir / f"{name}.log"
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [PY, "-m", "gemini_split", "serve", "--listen", f"127.0.0.1:{port}", "--state-dir", state_dir, *extra],
             stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, cwd=workdir,
-            env=clean_env(GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=fake_url, HOME=str(workdir)),
+            env=clean_env(GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=fake_url, HOME=str(workdir),
+                          **(env_extra or {})),
             preexec_fn=die_with_parent,
         )
         deadline = time.monotonic() + 30
@@ -110,6 +132,14 @@ class Daemon:
                 self.close()
                 raise SystemExit(f"{name} did not start: {self.log_path.read_text()}")
             time.sleep(0.05)
+
+    def rss_mb(self) -> float:
+        """Resident memory now (the pid stays the same across serve's re-exec)."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
 
     def close(self) -> None:
         stop(self.proc, 15)
@@ -416,11 +446,132 @@ def bench_cut(workdir: Path, runs: int) -> dict:
     return {"runs": runs, "median_ms": median * 1e3, "max_ms": max(gaps) * 1e3, "pass": median <= 0.5}
 
 
+# --- (m) memory after a burst -------------------------------------------------------------
+
+
+async def _burst(url: str, workspace: Path, sessions: int, at_peak: Any) -> int:
+    """``sessions`` clients connect (50 at a time), each runs one turn in a
+    new session; once all have, ``at_peak()``, then all leave. Returns the
+    turns that ended well."""
+    done = 0
+    all_done = trio.Event()
+    leave = trio.Event()
+    limiter = trio.CapacityLimiter(50)
+    settings = ClientSettings(endpoint=Endpoint(server=url), tools=ToolSettings(workspace=workspace))
+
+    async def one(i: int) -> None:
+        nonlocal done
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                async with limiter:
+                    client = await stack.enter_async_context(open_client(settings))
+                outcome = await client.run_turn(f"session {i} says hello")
+                done += outcome.error is None
+            except Exception as exc:  # noqa: BLE001 - counted as not done
+                print(f"  (m) client {i}: {type(exc).__name__}: {str(exc)[:100]}", file=sys.stderr)
+            finally:
+                finished()
+            await leave.wait()
+
+    left = sessions
+
+    def finished() -> None:
+        nonlocal left
+        left -= 1
+        if left == 0:
+            all_done.set()
+
+    async with trio.open_nursery() as nursery:
+        for i in range(sessions):
+            nursery.start_soon(one, i)
+        await all_done.wait()
+        at_peak()
+        leave.set()
+    return done
+
+
+def _health_poller(url: str, stop_at: float, worst: list[float]) -> None:
+    """GET /health every 0.5 s until ``stop_at`` (monotonic); keep the
+    longest answer time in ``worst[0]``."""
+    while time.monotonic() < stop_at:
+        t = time.perf_counter()
+        try:
+            urllib.request.urlopen(url, timeout=10).read()
+        except OSError:
+            pass
+        worst[0] = max(worst[0], time.perf_counter() - t)
+        time.sleep(0.5)
+
+
+def bench_memory(workdir: Path, sessions: int, rounds: int, settle: float, against: Path | None) -> dict:
+    import threading
+
+    fake = FakeGeminiProcess(workdir)
+    workspace = workdir / "m-ws"
+    workspace.mkdir(exist_ok=True)
+    trees = {"this": None} if against is None else {"against": against, "this": None}
+    daemons: dict[str, Daemon] = {}
+    rows: dict[str, dict] = {}
+    try:
+        for name, tree in trees.items():
+            env = None if tree is None else {"PYTHONPATH": f"{tree}{os.pathsep}{tree / 'plugins'}"}
+            daemons[name] = Daemon(workdir, f"m-{name}", fake.url, str(workdir / f"m-{name}-state"), env_extra=env)
+
+        async def warm(url: str) -> None:
+            async with open_client(ClientSettings(endpoint=Endpoint(server=url),
+                                                  tools=ToolSettings(workspace=workspace))) as client:
+                await client.run_turn("warm up")
+
+        for name, daemon in daemons.items():
+            trio.run(warm, daemon.url)
+        time.sleep(2)
+        for name, daemon in daemons.items():
+            rows[name] = {"idle_mb": daemon.rss_mb(), "rounds": []}
+        fake.forget_requests()
+        for r in range(rounds):
+            order = list(daemons.items())
+            if r % 2:
+                order.reverse()
+            for name, daemon in order:
+                peak: dict[str, float] = {}
+                t0 = time.perf_counter()
+                ok = trio.run(_burst, daemon.url, workspace, sessions,
+                              lambda d=daemon: peak.setdefault("mb", d.rss_mb()))
+                burst_s = time.perf_counter() - t0
+                fake.forget_requests()
+                worst = [0.0]
+                poller = threading.Thread(target=_health_poller,
+                                          args=(daemon.health_url, time.monotonic() + settle, worst))
+                poller.start()
+                poller.join()
+                after = daemon.rss_mb()
+                rows[name]["rounds"].append({"connected_mb": peak.get("mb", float("nan")), "after_mb": after,
+                                             "turns_ok": ok, "burst_s": burst_s,
+                                             "health_worst_ms": worst[0] * 1e3})
+        for name, daemon in daemons.items():
+            text = daemon.log_path.read_text(errors="replace")
+            rows[name]["give_backs"] = [line.split(": ", 1)[-1] for line in text.splitlines()
+                                        if "gave memory back" in line]
+    finally:
+        for daemon in daemons.values():
+            daemon.close()
+        fake.close()
+    for row in rows.values():
+        row["after_over_idle"] = statistics.median(x["after_mb"] for x in row["rounds"]) / row["idle_mb"]
+        row["connected_over_idle"] = statistics.median(x["connected_mb"] for x in row["rounds"]) / row["idle_mb"]
+    return {"sessions": sessions, "rounds": rounds, "settle_s": settle, "trees": rows,
+            "against": str(against) if against else None, "pass": rows["this"]["after_over_idle"] <= 1.10}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", default="a,R,c,w,r")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sessions", type=int, default=1000, help="(m): clients in the burst (default 1,000)")
+    parser.add_argument("--settle", type=float, default=45.0,
+                        help="(m): seconds after the burst before memory is read again (default 45)")
+    parser.add_argument("--against", type=Path, help="(m): another checkout to measure side by side")
     args = parser.parse_args()
     only = set(args.only.split(","))
     results: dict[str, Any] = {}
@@ -434,6 +585,8 @@ def main() -> None:
             results["R"] = bench_resume_wire(workdir, 10_000, 3 if args.quick else 5)
         if "c" in only:
             results["c"] = bench_cut(workdir, 3 if args.quick else 7)
+        if "m" in only:
+            results["m"] = bench_memory(workdir, args.sessions, 1 if args.quick else 2, args.settle, args.against)
         if "a" in only:
             results["a"] = bench_throughput(workdir, 3 if args.quick else 7, 5_000 if args.quick else 20_000)
     if args.json:
@@ -444,6 +597,19 @@ def main() -> None:
         a = results["a"]
         figure = f"{a['sqlite_deltas_per_s']:,.0f} vs {a['memory_deltas_per_s']:,.0f}/s = {a['ratio']:.2f}"
         print(f"{'(a)':3} {GOALS['a']:45} {figure:45} {'PASS' if a['pass'] else 'FAIL'}")
+    if "m" in results:
+        m = results["m"]
+        for name, row in m["trees"].items():
+            label = "this tree" if name == "this" else str(m["against"])
+            rounds = ", ".join(f"{x['connected_mb']:.0f}->{x['after_mb']:.0f}" for x in row["rounds"])
+            figure = (f"idle {row['idle_mb']:.0f} MB, {m['sessions']:,} connected->after: {rounds} MB; "
+                      f"after/idle {row['after_over_idle']:.2f}x")
+            result = ("PASS" if m["pass"] else "FAIL") if name == "this" else ""
+            print(f"{'(m)':3} {label[:45]:45} {figure} {result}")
+            worst = max(x["health_worst_ms"] for x in row["rounds"])
+            print(f"{'':3} {'':45} longest /health answer while settling: {worst:.0f} ms")
+            for line in row["give_backs"]:
+                print(f"{'':3} {'':45} {line}")
     if "R" in results:
         r = results["R"]
         figure = (f"live {r['live_first_ms']:.1f} ms, restarted {r['restarted_first_ms']:.1f} ms "

@@ -403,6 +403,7 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     """Run the command line ``argv`` (default: ``sys.argv[1:]``) in ``env``
     (default: this process's streams, environment and directory, which also
     makes this run own the process: its signals)."""
+    from_command_line = argv is None and env is None
     env = env or Environment(owns_process=True)
     parser = build_parser()
     try:
@@ -423,6 +424,8 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
         return ExitStatus.USAGE
     except SystemExit as exc:  # --help and --version
         return ExitStatus(exc.code or 0)
+    if args.command == "serve" and from_command_line and not args.stdio:
+        serve_on_system_malloc()  # returns only when it does not re-execute
     if args.command != "daemon":  # a daemon serves many projects: it reads none's .env
         env = load_env_file(env, skip_trust=getattr(args, "skip_trust", False))
     stop_logging = _log_to(env, args.debug) if args.debug or args.command in (None, "serve", "daemon") else None
@@ -460,6 +463,43 @@ def main(argv: list[str] | None = None, env: Environment | None = None) -> ExitS
     finally:
         if stop_logging is not None:
             stop_logging()
+
+
+#: In the environment of the process ``serve`` re-executed itself into
+#: (:func:`serve_on_system_malloc`); removed again at once.
+REEXEC_MARK = "GEMINI_SPLIT_SERVE_REEXEC"
+
+
+def serve_on_system_malloc() -> None:
+    """Re-execute this process once, the same command line, with
+    ``PYTHONMALLOC=malloc``: a listening ``serve`` keeps its small objects
+    in the C library's heap, where ``malloc_trim`` can give them back to the
+    system after a burst of sessions (CPython's own allocator returns a
+    256 KiB arena only once all its objects are gone, which after many
+    interleaved sessions is rare; see gemini_split/memory.py and
+    docs/performance.md for the figures and the cost per start).
+
+    Nothing happens when the operator set ``PYTHONMALLOC`` (their choice
+    stands) or where the interpreter cannot say how it was started. In the
+    re-executed process it removes the variable and its mark from the
+    environment, so the tools, hooks and MCP servers it starts see the
+    operator's environment, and returns: it never execs twice."""
+    environ = os.environ
+    if environ.pop(REEXEC_MARK, None) is not None:
+        environ.pop("PYTHONMALLOC", None)  # set by the process before this one
+        return
+    command = getattr(sys, "orig_argv", None)
+    if "PYTHONMALLOC" in environ or not command or not sys.executable or not hasattr(os, "execv"):
+        return
+    environ["PYTHONMALLOC"] = "malloc"
+    environ[REEXEC_MARK] = "1"
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    try:
+        os.execv(sys.executable, command)
+    except OSError:  # serve on as we are
+        del environ["PYTHONMALLOC"], environ[REEXEC_MARK]
 
 
 def split_prompt_words(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], list[str]]:

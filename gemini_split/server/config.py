@@ -54,8 +54,11 @@ class ServerConfig:
     #: stream waits for a slow client.
     outbox_bytes: int = 4 * 1024 * 1024
     #: Seconds a session with no connection and no running request stays in
-    #: memory before it is unloaded (the store keeps it; a resume reloads it).
-    detached_grace: float = 300.0
+    #: memory before it is unloaded (the store keeps it; a resume or attach
+    #: reloads it, nothing lost): long enough for a client to reconnect
+    #: after a network blip and find it live, short enough that an idle
+    #: server gives back what a burst of clients took (issue 45 item 8).
+    detached_grace: float = 10.0
     #: Whether a client may join a session that has clients attached by its
     #: id alone, without the resume token (``serve --allow-attach-by-id``;
     #: ``serve`` turns it on for loopback listeners). Only ever the

@@ -33,8 +33,12 @@ Replies to one connection (``state``, ``history``, ``sessions``, a ``busy``
 refusal, an error about a bad message) are not session events: they go to
 that view only (:meth:`View.send_direct`), unnumbered and unlogged.
 
-A session with no view for ``detached_grace`` seconds and no request
-running is unloaded from memory; the store has all of it.
+A session with no view for ``detached_grace`` seconds (10 by default) and
+no request running is unloaded from memory; the store has all of it, and
+the next attach or resume restores it. Once many were unloaded and the
+unloads stopped, the process gives the freed memory back to the system
+(:class:`gemini_split.memory.GiveBackScheduler`): after a burst of
+clients, an idle server returns to about its idle size.
 
 Who may attach to what
 ----------------------
@@ -65,6 +69,7 @@ from typing import Any
 
 import trio
 
+from gemini_split.memory import GiveBackScheduler
 from gemini_split.protocol import ClientInfo, SessionInfo
 from gemini_split.protocol.messages import SESSION_ATTACHED_MAX
 from gemini_split.transport import Principal
@@ -79,8 +84,9 @@ __all__ = ["AmbiguousSession", "AttachPoint", "LATEST", "SessionManager", "View"
 log = logging.getLogger(__name__)
 
 #: Seconds a detached, idle session stays in memory before it is unloaded
-#: (a client reconnecting within it finds it live).
-DEFAULT_DETACHED_GRACE = 300.0
+#: (a client reconnecting within it finds it live; one coming later finds
+#: it restored from the store, with nothing lost).
+DEFAULT_DETACHED_GRACE = 10.0
 #: Events read from the store at a time when replaying.
 REPLAY_PAGE = 500
 #: Seconds a replica waits for another to give up an idle session.
@@ -143,13 +149,17 @@ class _Live:
 class SessionManager:
     """Create with the store and a factory for new sessions; run
     :meth:`run` (``nursery.start``) before use. ``allow_attach_by_id``:
-    whether a session with clients attached may be joined by id alone."""
+    whether a session with clients attached may be joined by id alone.
+    ``memory``: told of every unload, gives freed memory back to the
+    system (a new :class:`GiveBackScheduler` by default)."""
 
     def __init__(self, store: SessionStore, make_session: Callable[..., Session], *,
-                 detached_grace: float = DEFAULT_DETACHED_GRACE, allow_attach_by_id: bool = True):
+                 detached_grace: float = DEFAULT_DETACHED_GRACE, allow_attach_by_id: bool = True,
+                 memory: GiveBackScheduler | None = None):
         self.store = store
         self.make_session = make_session
         self.detached_grace = detached_grace
+        self.memory = memory if memory is not None else GiveBackScheduler()
         self.allow_attach_by_id = allow_attach_by_id
         self._live: dict[str, _Live] = {}
         self._nursery: trio.Nursery | None = None
@@ -172,6 +182,7 @@ class SessionManager:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                await nursery.start(self.memory.run)
                 if self.replica is not None:
                     await self._start_replica(nursery)
                 task_status.started()
@@ -441,6 +452,7 @@ class SessionManager:
         entry = self._live.pop(session_id, None)
         if entry is not None:
             entry.scope.cancel()
+            self.memory.unloaded()
         if release and self.replica is not None and self._nursery is not None:
             self._nursery.start_soon(self.replica.release, session_id)
 

@@ -61,7 +61,7 @@ from .config import ServerConfig
 from .model.base import Model
 from .session.priority import AnswerFirst
 from .session.session import Session
-from .session.manager import AmbiguousSession, RemoteSession, SessionManager, session_infos
+from .session.manager import AmbiguousSession, RemoteSession, SessionGone, SessionManager, session_infos
 from .session.manager import no_such_session as _no_such_session
 from .session.views import OBSERVER, AttachPoint, View
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
@@ -260,7 +260,12 @@ class AgentService:
                     approves=APPROVALS_CAPABILITY in hello.capabilities,
                     tool_hooks=runs_tool_hooks(hello), hook_timeout=hello.tool_hooks_timeout,
                     answers_questions=ASK_USER_CAPABILITY in usable_capabilities(hello))
-        point = self.manager.attach(session, view)
+        try:
+            point = self.manager.attach(session, view)
+        except SessionGone:
+            log.info("session %s moved to another replica before the connection was attached", session.id)
+            await stream.aclose("the session moved to another replica; reconnect")
+            return
         self._streams[id(view)] = (stream, conn)
         resumed = hello.session_id is not None
         log.info("session %s %s for %s (%s, %s %s)", session.id, "attached" if resumed else "opened", _who(principal),
@@ -480,6 +485,10 @@ class AgentService:
         numbered and encoded once by the session's pump, checked by this
         connection, then written."""
         try:
+            if (plan is not None or replay_from is not None) and session.events.durable is not None:
+                # Among replicas a client is shown only what the shared
+                # store has, its replay (read from memory) too.
+                await session.events.durable(point.last_seq)
             if plan is not None:
                 await self._replay_planned(stream, conn, session, view, plan)
             elif replay_from is not None:

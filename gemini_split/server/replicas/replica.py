@@ -219,7 +219,8 @@ class Replica:
 
     async def _renew(self) -> None:
         """Renew every ``ttl/3``. While Redis is out of reach the sessions
-        running here go on (their events wait in the store's buffer); when
+        running here go on (their events wait in the store's buffer, and
+        are shown to clients once written); when
         it is back, a lease another replica took meanwhile stops ours."""
         while True:
             await trio.sleep(self.lease_ttl / 3)

@@ -421,6 +421,39 @@ class RedisStore(SessionStore):
     async def flush(self) -> None:
         await self._sync()
 
+    async def written(self, session_id: str, seq: int) -> None:
+        """Return once the session's events up to ``seq`` are in Redis (or
+        lost to the buffer limit, or the store closed): while Redis is away
+        this waits, and returns once it is back and they are written."""
+        while (not self._done.is_set() and session_id in self._queued_upto
+               and self._written_upto.get(session_id, 0) < seq):
+            await self._progress.wait()
+
+    async def unended_request(self, session_id: str, *, scan: int = 2000) -> tuple[bool, str | None]:
+        """Whether the session's last ``request_started`` (among its last
+        ``scan`` events) was found, and its request id when no ``finished``
+        or ``error`` of it follows (it was running when its runner stopped).
+        (False, None) when none is among them. Raises StoreError."""
+        await self._sync(session_id)
+        ended: set[str] = set()
+        cursor = "+"
+        seen = 0
+        while seen < scan:
+            async with self._command("read the last events"):
+                rows = await self.client.xrevrange(self.key(session_id, "e"), cursor, "-", count=200)
+            for row in rows:
+                fields = row.field_values
+                kind, rid = fields.get("y", ""), fields.get("r") or ""
+                if kind in ("finished", "error") and rid:
+                    ended.add(rid)
+                elif kind == "request_started" and rid:
+                    return True, None if rid in ended else rid
+            seen += len(rows)
+            if len(rows) < 200:
+                break
+            cursor = "(" + rows[-1].identifier
+        return False, None
+
     # --- commands ------------------------------------------------------------------
 
     def _command(self, what: str, *, blocking: float = 0.0) -> _Command:

@@ -287,6 +287,7 @@ async def client(soak: Soak, n: int) -> None:
     check = SeqCheck(soak, f"session {n}")
     stream, connected = await _open(soak, Hello(client="soak"))
     sid, token = connected["session_id"], connected["resume_token"]
+    check.who = f"session {n} ({sid})"
     soak.sessions[n] = (sid, token)
     try:
         while time.monotonic() < soak.end:
@@ -399,7 +400,7 @@ async def read_answer(soak: Soak, stream: Any, check: SeqCheck, prompt: Prompt, 
 async def watch(soak: Soak, n: int, sid: str, token: str, request_id: str, from_seq: int) -> None:
     """An observer attached by id follows the prompt to its end, resuming
     on drops; its stream is checked like the driver's."""
-    check = SeqCheck(soak, f"watcher of session {n}")
+    check = SeqCheck(soak, f"watcher of session {n} ({sid})")
     check.last = from_seq
     stream = await _resume(soak, sid, token, from_seq, role="observer", label="soak watcher")
     try:

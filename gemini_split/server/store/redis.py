@@ -81,6 +81,8 @@ RETRY_INTERVAL = 0.5
 #: has the write (up to 2 s behind while an fsync is slow), and a Redis killed
 #: then comes back without it. The next write finds the hole and fills it.
 RECENT_SECONDS = 10.0
+#: Seconds between two checks of whether Redis restarted.
+RESTART_CHECK = 1.0
 #: Connections for blocking reads (``XREAD BLOCK``: one per relayed client,
 #: plus the replica's inbox) at most; Redis's own default ``maxclients``.
 MAX_BLOCKING_READS = 10_000
@@ -285,6 +287,7 @@ class RedisStore(SessionStore):
                 started.set()
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._writer)
+                    nursery.start_soon(self._watch_restarts)
                     await self._closing.wait()
                     nursery.cancel_scope.cancel()
         except BaseException as exc:  # a system task must not raise
@@ -426,6 +429,30 @@ class RedisStore(SessionStore):
                                                  args) for session_id, args in calls.items()}
             # pipeline results are awaited by leaving the block
             return {session_id: int(await reply) for session_id, reply in replies.items()}
+
+    async def _watch_restarts(self) -> None:
+        """Every :data:`RESTART_CHECK` seconds, Redis's ``run_id``: when it
+        changed (Redis restarted), the events written lately are written
+        again, so what it lost is back even for a session that writes
+        nothing more (whose next write would have found the hole)."""
+        run_id: str | None = None
+        first = True
+        while True:
+            if not first:
+                await trio.sleep(RESTART_CHECK)
+            first = False
+            try:
+                async with self._command("check whether Redis restarted"):
+                    now = (await self.client.info("server")).get("run_id")
+                if run_id is not None and now != run_id and self._recent:
+                    recent = {sid: list(events) for sid, events in self._recent.items()}
+                    lasts = await self._append(recent, force=True)
+                    log.info("%s: Redis restarted; the events written in the last %gs were written again "
+                             "(%d session(s); those it lost are back)", self.name, RECENT_SECONDS,
+                             sum(1 for last in lasts.values() if last >= 0))
+            except StoreError:
+                continue  # not back yet: asked again
+            run_id = now
 
     def _remember(self, batch: list[tuple[str, StoredEvent]]) -> None:
         """Keep the events written in the last :data:`RECENT_SECONDS` (what

@@ -485,6 +485,8 @@ class SessionManager:
     async def _take_lease(self, session_id: str) -> str:
         """Take the session's lease, asking the replica that holds it to
         give it up if it is idle there. Returns the holder after that."""
+        if session_id not in self.replica.held:
+            await self.replica.check_restart()  # raises StoreError just after a Redis restart
         holder = await self.replica.acquire(session_id)
         if holder == self.replica.id:
             return holder

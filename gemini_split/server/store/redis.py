@@ -435,24 +435,48 @@ class RedisStore(SessionStore):
         changed (Redis restarted), the events written lately are written
         again, so what it lost is back even for a session that writes
         nothing more (whose next write would have found the hole)."""
-        run_id: str | None = None
         first = True
         while True:
             if not first:
                 await trio.sleep(RESTART_CHECK)
             first = False
             try:
-                async with self._command("check whether Redis restarted"):
-                    now = (await self.client.info("server")).get("run_id")
-                if run_id is not None and now != run_id and self._recent:
+                self.note_run_id(await self.server_run_id())
+                if self._rewrite_recent and self._recent:
                     recent = {sid: list(events) for sid, events in self._recent.items()}
                     lasts = await self._append(recent, force=True)
                     log.info("%s: Redis restarted; the events written in the last %gs were written again "
                              "(%d session(s); those it lost are back)", self.name, RECENT_SECONDS,
                              sum(1 for last in lasts.values() if last >= 0))
+                self._rewrite_recent = False
             except StoreError:
                 continue  # not back yet: asked again
-            run_id = now
+
+    async def server_run_id(self) -> str | None:
+        """The Redis server's ``run_id`` (new at each start). Raises StoreError."""
+        async with self._command("check whether Redis restarted"):
+            return (await self.client.info("server")).get("run_id")
+
+    def note_run_id(self, run_id: str | None) -> bool:
+        """Whether ``run_id`` says Redis restarted since it was last seen
+        (then :attr:`restarted_at` is now and :attr:`on_restart` is called)."""
+        changed = self.run_id is not None and run_id is not None and run_id != self.run_id
+        if run_id is not None:
+            self.run_id = run_id
+        if changed:
+            self.restarted_at = trio.current_time()
+            self._rewrite_recent = True  # by _watch_restarts
+            log.warning("%s: Redis restarted (a new run_id)", self.name)
+            self.on_restart()
+        return changed
+
+    #: The Redis server's run_id as last seen, and trio.current_time() when
+    #: it was last seen to change (None: not since the store opened).
+    run_id: str | None = None
+    restarted_at: float | None = None
+    _rewrite_recent = False
+    #: Called when Redis is seen to have restarted (set by whoever cares).
+    on_restart: Any = staticmethod(lambda: None)
 
     def _remember(self, batch: list[tuple[str, StoredEvent]]) -> None:
         """Keep the events written in the last :data:`RECENT_SECONDS` (what

@@ -56,3 +56,36 @@ async def test_a_request_whose_start_was_stored_but_not_its_running_mark_ends_in
     assert seqs == list(range(done.seq + 1, seqs[-1] + 1)), seqs  # no gap, nothing twice
     end = events[-1]
     assert isinstance(end, Error) and end.code == "interrupted", end
+
+
+async def test_just_after_redis_restarted_no_replica_takes_over_a_session_another_may_run(tmp_path):
+    """A Redis killed while its append-only file was behind comes back
+    without leases it had acknowledged: for a moment a session's lease
+    looks free though its runner lives. A replica asked to take a session
+    over then refuses (StoreError: the client is told and tries again)
+    until the runners had time to renew theirs."""
+    from gemini_split.server.replicas.replica import Replica
+    from gemini_split.server.store import StoreError
+
+    server = rs.RedisServer(tmp_path / "r").start()
+    store = RedisStore(server.url, command_timeout=1)
+    try:
+        with trio.fail_after(30):
+            await store.open()
+            replica = Replica(store, replica_id="b", lease_ttl=1.5)
+            await replica.check_restart()  # no restart seen: takes over as ever
+            server.stop()
+            server.start()
+            refusal = None
+            while refusal is None or "loading" in refusal:
+                with pytest.raises(StoreError) as caught:
+                    await replica.check_restart()
+                refusal = str(caught.value)
+                await trio.sleep(0.05)
+            assert "restarted moments ago" in refusal
+            await trio.sleep(1.5 / 3 + 1.1)
+            await replica.check_restart()  # the runners had their time
+    finally:
+        with trio.fail_after(10):
+            await store.aclose()
+        server.stop()

@@ -89,3 +89,32 @@ async def test_just_after_redis_restarted_no_replica_takes_over_a_session_anothe
         with trio.fail_after(10):
             await store.aclose()
         server.stop()
+
+
+async def test_among_replicas_a_resume_whose_replay_needs_redis_while_it_is_away_waits_for_it(tmp_path):
+    """Alone, such a resume is told ``storage_error`` and redraws
+    (test_redis_outage.py); among replicas answers pause while Redis is
+    away, and the replay does too: once Redis is back the client gets every
+    event it missed, with no gap."""
+    from gemini_split.protocol import ClientsChanged
+
+    server = rs.RedisServer(tmp_path / "r").start()
+    script = [{"text": "".join(f"w{i} " for i in range(30)), "chunks": 30, "chunk_delay": 0.002}]
+    try:
+        async with two_replicas(server, script, replay_capacity=5) as (_, (at_a, _at_b)):
+            async with hello(at_a, label="laptop") as (laptop, first):
+                *_, done = await _turn(laptop, "go")
+            server.stop()
+            async with hello(at_a, session_id=first.session_id, resume_token=first.resume_token,
+                             last_seq=1, label="laptop") as (resumed, again):
+                with trio.move_on_after(1.5):
+                    early = await resumed.receive()
+                    assert isinstance(early, ClientsChanged), early  # nothing of the replay yet
+                server.start()
+                got = await resumed.receive_until(lambda m: m.seq is not None and m.seq >= done.seq)
+    finally:
+        server.stop()
+    assert again.resumed
+    seqs = [m.seq for m in got if m.seq is not None and m.seq <= done.seq]
+    assert seqs == list(range(2, done.seq + 1)), seqs
+    assert not any(isinstance(m, Error) for m in got)

@@ -166,7 +166,7 @@ class Cluster:
     def restart_redis(self, rng: random.Random) -> str:
         self.redis.stop()  # SIGKILL: only the AOF (fsync everysec) survives
         time.sleep(rng.uniform(0.2, 1.0))
-        self.redis.start()
+        self.redis.start(timeout=60)  # its append-only file grows with the soak: loading it takes a while
         return "redis-server SIGKILL + restart (AOF)"
 
     def cut_redis(self, rng: random.Random) -> str:

@@ -166,7 +166,7 @@ class Cluster:
     def restart_redis(self, rng: random.Random) -> str:
         self.redis.stop()  # SIGKILL: only the AOF (fsync everysec) survives
         time.sleep(rng.uniform(0.2, 1.0))
-        self.redis.start()
+        self.redis.start(timeout=60)  # its append-only file grows with the soak: loading it takes a while
         return "redis-server SIGKILL + restart (AOF)"
 
     def cut_redis(self, rng: random.Random) -> str:
@@ -287,6 +287,7 @@ async def client(soak: Soak, n: int) -> None:
     check = SeqCheck(soak, f"session {n}")
     stream, connected = await _open(soak, Hello(client="soak"))
     sid, token = connected["session_id"], connected["resume_token"]
+    check.who = f"session {n} ({sid})"
     soak.sessions[n] = (sid, token)
     try:
         while time.monotonic() < soak.end:
@@ -399,7 +400,7 @@ async def read_answer(soak: Soak, stream: Any, check: SeqCheck, prompt: Prompt, 
 async def watch(soak: Soak, n: int, sid: str, token: str, request_id: str, from_seq: int) -> None:
     """An observer attached by id follows the prompt to its end, resuming
     on drops; its stream is checked like the driver's."""
-    check = SeqCheck(soak, f"watcher of session {n}")
+    check = SeqCheck(soak, f"watcher of session {n} ({sid})")
     check.last = from_seq
     stream = await _resume(soak, sid, token, from_seq, role="observer", label="soak watcher")
     try:

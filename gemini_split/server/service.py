@@ -13,6 +13,7 @@ a broken handshake is fatal.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -61,7 +62,7 @@ from .config import ServerConfig
 from .model.base import Model
 from .session.priority import AnswerFirst
 from .session.session import Session
-from .session.manager import AmbiguousSession, RemoteSession, SessionManager, session_infos
+from .session.manager import AmbiguousSession, RemoteSession, SessionGone, SessionManager, session_infos
 from .session.manager import no_such_session as _no_such_session
 from .session.views import OBSERVER, AttachPoint, View
 from gemini_split.protocol.replay import DEFAULT_ATTACH_REPLAY, ReplayPlan, mark_replayed, plan_replay, replay_from_query
@@ -74,6 +75,10 @@ log = logging.getLogger(__name__)
 
 #: ``server_tool:NAME``: a tool this server runs itself, offered to the model
 #: when the client names it in ``tool_discovery.server_tools``.
+#: Seconds between two attempts to read a replay from Redis while it is
+#: away (among replicas).
+REPLAY_RETRY = 0.5
+
 SERVER_CAPABILITIES = ["client_tools", "thinking", "cancel", "history", "state", "server_tool:google_web_search"]
 
 
@@ -260,7 +265,12 @@ class AgentService:
                     approves=APPROVALS_CAPABILITY in hello.capabilities,
                     tool_hooks=runs_tool_hooks(hello), hook_timeout=hello.tool_hooks_timeout,
                     answers_questions=ASK_USER_CAPABILITY in usable_capabilities(hello))
-        point = self.manager.attach(session, view)
+        try:
+            point = self.manager.attach(session, view)
+        except SessionGone:
+            log.info("session %s moved to another replica before the connection was attached", session.id)
+            await stream.aclose("the session moved to another replica; reconnect")
+            return
         self._streams[id(view)] = (stream, conn)
         resumed = hello.session_id is not None
         log.info("session %s %s for %s (%s, %s %s)", session.id, "attached" if resumed else "opened", _who(principal),
@@ -480,6 +490,10 @@ class AgentService:
         numbered and encoded once by the session's pump, checked by this
         connection, then written."""
         try:
+            if (plan is not None or replay_from is not None) and session.events.durable is not None:
+                # Among replicas a client is shown only what the shared
+                # store has, its replay (read from memory) too.
+                await session.events.durable(point.last_seq)
             if plan is not None:
                 await self._replay_planned(stream, conn, session, view, plan)
             elif replay_from is not None:
@@ -526,9 +540,31 @@ class AgentService:
                         await _send_replayed_text(stream, conn, stored.data)
 
                 try:
-                    await self.manager.replay(session, first - 1, last, send)
+                    await self._replay_stored(session, first - 1, last, send)
                 except StoreError as exc:
                     _redraw(view, session, _unreadable(first - 1, exc))
+
+    async def _replay_stored(self, session: Session, after: int, upto: int,
+                             send: Callable[[StoredEvent], Awaitable[None]]) -> bool:
+        """:meth:`SessionManager.replay`; among replicas, while Redis is
+        away, it waits and reads on from where it stopped (answers pause
+        then too: a client is shown only what Redis has, and gets all of
+        it). Alone, a StoreError is raised (the caller says so)."""
+        sent = after
+
+        async def send_noted(stored: StoredEvent) -> None:
+            nonlocal sent
+            await send(stored)
+            sent = stored.seq
+
+        while True:
+            try:
+                return await self.manager.replay(session, sent, upto, send_noted)
+            except StoreError as exc:
+                if session.events.durable is None:
+                    raise
+                log.warning("session %s: %s; the replay goes on when Redis is back", session.id, exc)
+                await trio.sleep(REPLAY_RETRY)
 
     async def _replay(self, stream: MessageStream, conn: Connection, session: Session, view: View, last_seq: int,
                       upto: int) -> None:
@@ -546,7 +582,7 @@ class AgentService:
                 await _send_replayed_text(stream, conn, stored.data)
 
             try:
-                complete = await self.manager.replay(session, last_seq, upto, send)
+                complete = await self._replay_stored(session, last_seq, upto, send)
             except StoreError as exc:
                 _redraw(view, session, _unreadable(last_seq, exc))
                 return

@@ -156,6 +156,8 @@ class Replica:
         #: not yet published (the JSON of the key's value).
         self._clients: dict[str, dict[str, Any]] = {}
         self._clients_dirty = trio.Event()
+        self._renew_soon = trio.Event()
+        store.on_restart = lambda: self._renew_soon.set()
 
     @property
     def _ttl_ms(self) -> int:
@@ -184,6 +186,18 @@ class Replica:
             self.held.add(session_id)
             self.leases_taken += 1
         return holder
+
+    async def check_restart(self) -> None:
+        """Raise StoreError while Redis may have restarted without leases
+        it had acknowledged (``appendfsync everysec``: its append-only file
+        may be behind): for ``ttl/3`` and a second after a restart, no
+        replica takes over a session another may still run (its runner
+        renews it at once on seeing the restart)."""
+        self.store.note_run_id(await self.store.server_run_id())
+        since = self.store.restarted_at
+        if since is not None and trio.current_time() - since < self.lease_ttl / 3 + 1.0:
+            raise StoreError(f"{self.store.name}: Redis restarted moments ago; a session run elsewhere is taken "
+                             "over once its replica had time to renew its lease")
 
     async def holder(self, session_id: str) -> str | None:
         async with self.store._command("read a session lease"):
@@ -219,10 +233,15 @@ class Replica:
 
     async def _renew(self) -> None:
         """Renew every ``ttl/3``. While Redis is out of reach the sessions
-        running here go on (their events wait in the store's buffer); when
+        running here go on (their events wait in the store's buffer, and
+        are shown to clients once written); when
         it is back, a lease another replica took meanwhile stops ours."""
         while True:
-            await trio.sleep(self.lease_ttl / 3)
+            # At once when Redis restarted: a lease it lost is free for
+            # anyone until renewed here.
+            with trio.move_on_after(self.lease_ttl / 3 if self.renewed_ok else min(0.5, self.lease_ttl / 3)):
+                await self._renew_soon.wait()
+            self._renew_soon = trio.Event()
             try:
                 await self._renew_once()
                 self.renewed_ok = True

@@ -16,7 +16,7 @@ when the pump returns. See ``server/session/manager.py`` for the whole shape.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -54,6 +54,14 @@ class Broadcast:
         self.on_logged: Callable[[Batch], None] = lambda batch: None
         self.after_fan_out: Callable[[], None] = lambda: None
         self.on_view_left: Callable[[View], None] = lambda view: None
+        #: Among replicas: returns once the session's events up to a seq
+        #: are in the shared store (set by the session manager). Events then
+        #: reach views only once stored, so a runner that dies never has
+        #: shown one the next runner (numbering on from the store) numbers
+        #: again. None: they are handed out as soon as they are logged.
+        self.durable: Callable[[int], Awaitable[None]] | None = None
+        #: Logged and not yet handed to the views, in seq order.
+        self._unsent: Batch = []
         self._caught_up = trio.Event()
         #: Batches the pump has taken, and the callbacks waiting for one of
         #: them to be written (see :meth:`when_delivered`), by its number.
@@ -77,12 +85,14 @@ class Broadcast:
     def when_delivered(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (once, from the pump) when everything emitted
         so far has been written by a view — the pump's next batch if events
-        wait for it, else the one its views are writing — or when no view
+        wait for it (in the outbox, or logged and not yet stored among
+        replicas), else the one its views are writing — or when no view
         is left to write it; at once if that is so already."""
-        if not self.views or (not self.pending and self._caught_up.is_set()):
+        waiting = self.pending or bool(self._unsent)  # the next batch the pump hands out holds them
+        if not self.views or (not waiting and self._caught_up.is_set()):
             callback()
             return
-        self._on_written.append((self._taken + 1 if self.pending else self._taken, callback))
+        self._on_written.append((self._taken + 1 if waiting else self._taken, callback))
 
     def _delivered(self, upto: int | None = None) -> None:
         """Batches up to ``upto`` are written (None: all, or nobody is left
@@ -97,12 +107,29 @@ class Broadcast:
     def log_events(self, events: list[ServerEvent]) -> Batch:
         """Number events and encode each once (the event log), follow them
         in the tracker and tell the session (which hands them to the
-        store). Returns them with their text, for whoever sends them."""
+        store). The pump hands them to the views attached now (after any
+        logged before them; among replicas once they are stored). Returns
+        them with their text."""
+        batch = self._log(events)
+        self.outbox.wake()
+        return batch
+
+    def _log(self, events: list[ServerEvent]) -> Batch:
         batch = [self.log.append(stamp(event)) for event in events]
         for event, _ in batch:
             self.logged.apply(event)
         self.on_logged(batch)
+        self._unsent.extend(batch)
         return batch
+
+    def _hand_out(self, count: int | None = None) -> None:
+        """Hand the first ``count`` (default: all) unsent logged events to
+        the views."""
+        if count is None or count >= len(self._unsent):
+            batch, self._unsent = self._unsent, []
+        else:
+            batch, self._unsent = self._unsent[:count], self._unsent[count:]
+        self.fan_out(batch)
 
     # --- views ---------------------------------------------------------------------
 
@@ -110,9 +137,16 @@ class Broadcast:
         """Attach ``view``: it gets every event logged from now on; the
         others hear ``clients_changed``. Returns where its live part starts."""
         clients = tuple(v.info for v in self.views) + (view.info,)
-        # Logged and handed to the others at once (as the pump would), so
-        # the new view's live part starts after its own arrival.
-        self.fan_out(self.log_events([ClientsChanged(change="joined", client=view.info, clients=len(clients))]))
+        # Logged before the new view is added, so its live part starts
+        # after its own arrival; handed to the others at once (among
+        # replicas, by the pump once stored: after what was logged before).
+        self._log([ClientsChanged(change="joined", client=view.info, clients=len(clients))])
+        if self.durable is None:
+            self._hand_out()
+        else:
+            self.outbox.wake()
+        # What was logged by now is the new view's replay, never its live part.
+        view.live_after = self.log.last_seq
         view.attached = True
         view.on_caught_up = self._caught_up.set
         self.views.append(view)
@@ -141,8 +175,13 @@ class Broadcast:
         take them (its outbox is full: the client stopped reading)."""
         if not batch:
             return
+        first = batch[0][0].seq or 0
         for view in list(self.views):
-            if not view.offer(batch):
+            part = batch if view.live_after < first else [
+                item for item in batch if (item[0].seq or 0) > view.live_after]
+            if not part:
+                continue
+            if not view.offer(part):
                 view.cut_off = (f"cut off: this client fell {len(view) + len(batch)} events behind the session "
                                 f"({ErrorCode.SLOW_CONSUMER.value}); reconnect to resume")
                 log.warning("session %s: %s cut off: its outbox is full", self.name, view.label)
@@ -174,21 +213,33 @@ class Broadcast:
 
     async def _pump(self, grace: float, busy: Callable[[], bool]) -> None:
         while True:
-            if self.views:
+            if self._unsent:
+                events = await self.outbox.take() if self.pending else []
+            elif self.views:
                 events = await self.outbox.take()
             else:
                 events = None
                 with trio.move_on_at(self.idle_since + grace):
                     events = await self.outbox.take()
                 if events is None:
-                    if busy() or self.pending or self.views:
+                    if busy() or self.pending or self.views or self._unsent:
                         self.idle_since = trio.current_time()
                         continue
                     return
                 self.idle_since = trio.current_time()
             taken = trio.current_time()
+            if events:
+                self._log(events)
+            if not self._unsent:
+                continue
+            count = len(self._unsent)
+            if self.durable is not None:
+                # Shown only once stored: while the store is away, the
+                # session's clients wait (and its model, once the outbox
+                # is full); nothing they see can be numbered again.
+                await self.durable(self._unsent[count - 1][0].seq or 0)
             self._taken += 1
-            self.fan_out(self.log_events(events))
+            self._hand_out(count)
             if not self.views:
                 self._delivered(self._taken)
             if self.views:

@@ -29,6 +29,13 @@ and never slows the session or the other views. A relay feeding views from
 elsewhere (another replica) would call :meth:`Broadcast.fan_out` the same
 way.
 
+Among replicas (a shared Redis store) the pump hands a batch to the views
+only once the store has it (:attr:`Broadcast.durable`), and an attaching
+client's replay waits the same way: a client is shown only what the store
+has, so when a runner dies the replica restoring the session — numbering on
+from the store — never reuses a seq a client saw, and ends ``interrupted``
+the request whose end the store lacks. While Redis is away, answers pause.
+
 Replies to one connection (``state``, ``history``, ``sessions``, a ``busy``
 refusal, an error about a bad message) are not session events: they go to
 that view only (:meth:`View.send_direct`), unnumbered and unlogged.
@@ -79,7 +86,7 @@ from .session import LOCAL_OWNER, Session
 from ..store import SessionStore, SessionSummary, StoreError, StoredEvent, hash_token, token_matches
 from .views import AttachPoint, View
 
-__all__ = ["AmbiguousSession", "AttachPoint", "LATEST", "SessionManager", "View", "owner_of"]
+__all__ = ["AmbiguousSession", "AttachPoint", "LATEST", "SessionGone", "SessionManager", "View", "owner_of"]
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +135,12 @@ class AmbiguousSession(Exception):
         self.prefix, self.matches = prefix, matches
         shown = ", ".join(matches[:10]) + (f" and {len(matches) - 10} more" if len(matches) > 10 else "")
         super().__init__(f"{prefix!r} begins {len(matches)} of your sessions ({shown}); give more of the id")
+
+
+class SessionGone(Exception):
+    """A session found for a connection stopped running here before the
+    connection was attached (another replica took it over, or it was
+    unloaded): the client reconnects and finds it where it runs now."""
 
 
 @dataclass(frozen=True)
@@ -259,11 +272,22 @@ class SessionManager:
             if holder != self.replica.id:
                 return RemoteSession(record, holder)  # type: ignore[return-value]
             record = await self.store.get(session_id) or record  # as the last runner left it
+            # Among replicas, clients see only stored events: the stored
+            # log says best whether a request was left running (its end not
+            # stored, though its "running" mark was cleared or never made it).
+            found, unended = await self.store.unended_request(session_id)
+            if found:
+                record.running_request = unended
         entry = self._live.get(session_id)  # restored meanwhile by another connection
         if entry is not None:
             return entry.session if (resume_token is not None or self.allow_attach_by_id
                                      or not entry.session.views) else None
         session = self.make_session(principal=principal, record=record)
+        if record.running_request is not None:
+            # Running until end_interrupted below ends it: a client attaching
+            # meanwhile (through another connection) is told so, and takes
+            # the end as that request's.
+            session.events.logged.begin(record.running_request)
         if resume_token is not None:
             session.resume_token = resume_token
         else:
@@ -364,8 +388,12 @@ class SessionManager:
     def attach(self, session: Session, view: View) -> AttachPoint:
         """Add ``view`` to the session's views: from now on it gets every
         event logged after the returned point (whose ``last_seq`` is where
-        a replay must stop). The others hear ``clients_changed``."""
-        entry = self._live[session.id]
+        a replay must stop). The others hear ``clients_changed``. Raises
+        :class:`SessionGone` when the session no longer runs here (its
+        lease was lost, or it was unloaded, since it was found)."""
+        entry = self._live.get(session.id)
+        if entry is None or entry.session is not session:
+            raise SessionGone(session.id)
         entry.view_count += 1
         if view.label == "client":
             view.label = f"client {entry.view_count}"
@@ -417,6 +445,9 @@ class SessionManager:
         self._live[session.id] = entry
         session.events.idle_since = trio.current_time()
         session.events.cut_off = self._cut_off
+        if self.replica is not None:
+            # Its clients see only what the shared store has (broadcast.py).
+            session.events.durable = session.saving.written
         session.busy_changed = lambda: self._clients_changed(session)
 
         async def run_session(*, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -466,6 +497,8 @@ class SessionManager:
     async def _take_lease(self, session_id: str) -> str:
         """Take the session's lease, asking the replica that holds it to
         give it up if it is idle there. Returns the holder after that."""
+        if session_id not in self.replica.held:
+            await self.replica.check_restart()  # raises StoreError just after a Redis restart
         holder = await self.replica.acquire(session_id)
         if holder == self.replica.id:
             return holder

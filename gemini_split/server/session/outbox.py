@@ -46,6 +46,7 @@ class Outbox:
         self._bytes = 0
         self._puts = 0
         self._readable = trio.Event()
+        self._woken = False
         self._writable = trio.Event()
         self._writable.set()
 
@@ -86,11 +87,21 @@ class Outbox:
         self._note_full()
         self._readable.set()
 
+    def wake(self) -> None:
+        """Make the taker's next (or current) :meth:`take` return, with
+        nothing if nothing is pending (its owner has other work)."""
+        self._woken = True
+        self._readable.set()
+
     async def take(self) -> list[ServerEvent]:
-        """Every pending event, oldest first. Waits for one."""
-        while not self._pending:
+        """Every pending event, oldest first. Waits for one (or for
+        :meth:`wake`: then possibly none)."""
+        while not self._pending and not self._woken:
             self._readable = trio.Event()
             await self._readable.wait()
+        self._woken = False
+        if not self._pending:
+            return []
         self._close_runs()
         batch, self._pending, self._bytes = self._pending, [], 0
         self._writable.set()

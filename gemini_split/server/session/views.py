@@ -77,6 +77,9 @@ class View:
     cut_off: str | None = None
     #: Whether the view is one of its session's views now.
     attached: bool = False
+    #: The seq its live part starts after (its attach point): what was
+    #: logged by then reaches it by its replay, never live.
+    live_after: int = 0
     #: Called when the writer has written everything (the pump's pacing).
     on_caught_up: Callable[[], None] | None = None
     _queue: list[tuple[ServerEvent, str]] = field(default_factory=list)

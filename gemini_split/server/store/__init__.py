@@ -218,6 +218,19 @@ class SessionStore(ABC):
     async def flush(self) -> None:
         """Every event appended so far is durable on return."""
 
+    async def unended_request(self, session_id: str) -> tuple[bool, str | None]:
+        """From the session's stored log: whether its last
+        ``request_started`` was found, and that request's id when no
+        ``finished`` or ``error`` of it follows. This one finds none
+        (the record's ``running_request`` says it)."""
+        return False, None
+
+    async def written(self, session_id: str, seq: int) -> None:
+        """Return once the session's events appended up to ``seq`` are
+        durable (or lost to a full buffer, or the store closed). Never
+        raises: while the store is out of reach it waits. This one returns
+        at once (a store that writes as it is told)."""
+
     @abstractmethod
     async def events_after(self, session_id: str, last_seq: int, limit: int | None = None) -> list[StoredEvent] | None:
         """The kept events with ``seq > last_seq``, in order (at most

@@ -24,7 +24,10 @@ Keys (``PREFIX`` is ``gs:`` unless ``?prefix=`` in the URL says otherwise;
 
 Writing. :meth:`append_events` only queues; one Trio task (a system task, so
 it lives as long as the store, not as any one connection) writes what is
-queued in one round trip per batch (a Lua script: XADD each event unless it
+queued in one round trip per batch (a Lua script: refuse a batch that does
+not follow the session's last stored event — Redis restarted without writes
+it had acknowledged: those are sent again from the events written in the
+last :data:`RECENT_SECONDS` — then XADD each event unless it
 is already there, move ``floor`` up past what exceeds ``replay_capacity``,
 ``XTRIM MAXLEN ~`` the rest). Every other call on a session first waits until
 the events of *that session* queued before it are written — that gives the
@@ -73,23 +76,34 @@ _MAX_BATCH = 2000
 COMMAND_TIMEOUT = 5.0
 #: Seconds between attempts to write queued events while Redis is down.
 RETRY_INTERVAL = 0.5
+#: Seconds written events are kept in memory after Redis acknowledged them:
+#: with ``appendfsync everysec`` Redis may answer before its append-only file
+#: has the write (up to 2 s behind while an fsync is slow), and a Redis killed
+#: then comes back without it. The next write finds the hole and fills it.
+RECENT_SECONDS = 10.0
+#: Seconds between two checks of whether Redis restarted.
+RESTART_CHECK = 1.0
 #: Connections for blocking reads (``XREAD BLOCK``: one per relayed client,
 #: plus the replica's inbox) at most; Redis's own default ``maxclients``.
 MAX_BLOCKING_READS = 10_000
 
 _STRING_FIELDS = ("id", "owner", "token_hash", "model", "title", "project")
 
-# KEYS: hash, stream. ARGV: capacity, then (seq, request id or "", data,
-# timestamp ms, type)...
-# Returns the session's last seq, or -1 when the session does not exist.
+# KEYS: hash, stream. ARGV: capacity, force ("1" or "0"), then (seq,
+# request id or "", data, timestamp ms, type)...
+# Returns the session's last seq, or -1 when the session does not exist, or
+# -2 - last (nothing written) when, unless forced, the first event does not
+# follow the last one stored: Redis lost events it had acknowledged (a
+# restart, its append-only file behind), which the writer sends again.
 _APPEND = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local last = tonumber(redis.call('HGET', KEYS[1], 'last_seq') or '0')
+if ARGV[2] ~= '1' and #ARGV >= 3 and tonumber(ARGV[3]) > last + 1 then return -2 - last end
 local floor = tonumber(redis.call('HGET', KEYS[1], 'floor') or '0')
 local kept = tonumber(redis.call('HGET', KEYS[1], 'kept') or '0')
 local capacity = tonumber(ARGV[1])
 local added = 0
-for i = 2, #ARGV, 5 do
+for i = 3, #ARGV, 5 do
   local seq = tonumber(ARGV[i])
   if seq > last then
     if ARGV[i + 1] == '' then
@@ -209,6 +223,10 @@ class RedisStore(SessionStore):
         self._retry_now = trio.Event()
         #: Sessions that lost queued events to the buffer limit.
         self.overflowed: set[str] = set()
+        #: Events written lately, by session, and (when, session) in write
+        #: order: see :meth:`_remember`.
+        self._recent: dict[str, deque[StoredEvent]] = {}
+        self._recent_order: deque[tuple[float, str]] = deque()
         self._append_script: Any = None
         self._create_script: Any = None
         self._update_script: Any = None
@@ -269,6 +287,7 @@ class RedisStore(SessionStore):
                 started.set()
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._writer)
+                    nursery.start_soon(self._watch_restarts)
                     await self._closing.wait()
                     nursery.cancel_scope.cancel()
         except BaseException as exc:  # a system task must not raise
@@ -362,23 +381,116 @@ class RedisStore(SessionStore):
             self._notify()
 
     async def _write_batch(self, batch: list[tuple[str, StoredEvent]]) -> None:
-        per_session: dict[str, list[str]] = {}
+        per_session: dict[str, list[StoredEvent]] = {}
         for session_id, event in batch:
-            args = per_session.setdefault(session_id, [str(self.replay_capacity)])
-            args += [str(event.seq), event.request_id or "", event.data, str(event.timestamp), event.type]
-        async with self._command("write events"):
-            if len(per_session) == 1:  # the common case when few sessions stream: no pipeline
-                [(session_id, args)] = per_session.items()
-                await self._append_script(keys=[self.key(session_id, "s"), self.key(session_id, "e")], args=args)
-            else:
-                async with self.client.pipeline(transaction=False) as pipe:
-                    for session_id, args in per_session.items():
-                        # EVAL, not EVALSHA: a restarted Redis has no script
-                        # cache, and a pipeline cannot load it on the way.
-                        pipe.eval(_APPEND, [self.key(session_id, "s"), self.key(session_id, "e")], args)
-                # pipeline results are awaited by leaving the block
+            per_session.setdefault(session_id, []).append(event)
+        lasts = await self._append(per_session, force=False)
+        # Redis lost events it had acknowledged (killed while its
+        # append-only file was behind: ``appendfsync everysec`` on a busy
+        # disk): send them again, from what was written lately, before the
+        # batch — or, when they are not kept here any more, the batch
+        # anyway (a gap in the log, as little as can be).
+        repairs = {}
+        for session_id, last in lasts.items():
+            if last <= -2:
+                stored = -2 - last
+                first = per_session[session_id][0].seq
+                lost = [e for e in self._recent.get(session_id, ()) if stored < e.seq < first]
+                log.warning("%s: Redis lost events %d–%d of session %s it had stored (restarted?); %s",
+                            self.name, stored + 1, first - 1, session_id,
+                            "written again" if len(lost) == first - 1 - stored else
+                            f"{len(lost)} of them written again (the others are no longer kept here)")
+                repairs[session_id] = lost + per_session[session_id]
+        if repairs:
+            await self._append(repairs, force=True)
+        self._remember(batch)
         if self.on_written is not None:
             self.on_written(per_session.keys())
+
+    async def _append(self, per_session: dict[str, list[StoredEvent]], *, force: bool) -> dict[str, int]:
+        """One round trip: each session's events through :data:`_APPEND`;
+        what it returned, by session."""
+        calls = {}
+        for session_id, events in per_session.items():
+            args = [str(self.replay_capacity), "1" if force else "0"]
+            for event in events:
+                args += [str(event.seq), event.request_id or "", event.data, str(event.timestamp), event.type]
+            calls[session_id] = args
+        async with self._command("write events"):
+            if len(calls) == 1:  # the common case when few sessions stream: no pipeline
+                [(session_id, args)] = calls.items()
+                reply = await self._append_script(keys=[self.key(session_id, "s"), self.key(session_id, "e")],
+                                                  args=args)
+                return {session_id: int(reply)}
+            async with self.client.pipeline(transaction=False) as pipe:
+                # EVAL, not EVALSHA: a restarted Redis has no script cache,
+                # and a pipeline cannot load it on the way.
+                replies = {session_id: pipe.eval(_APPEND, [self.key(session_id, "s"), self.key(session_id, "e")],
+                                                 args) for session_id, args in calls.items()}
+            # pipeline results are awaited by leaving the block
+            return {session_id: int(await reply) for session_id, reply in replies.items()}
+
+    async def _watch_restarts(self) -> None:
+        """Every :data:`RESTART_CHECK` seconds, Redis's ``run_id``: when it
+        changed (Redis restarted), the events written lately are written
+        again, so what it lost is back even for a session that writes
+        nothing more (whose next write would have found the hole)."""
+        first = True
+        while True:
+            if not first:
+                await trio.sleep(RESTART_CHECK)
+            first = False
+            try:
+                self.note_run_id(await self.server_run_id())
+                if self._rewrite_recent and self._recent:
+                    recent = {sid: list(events) for sid, events in self._recent.items()}
+                    lasts = await self._append(recent, force=True)
+                    log.info("%s: Redis restarted; the events written in the last %gs were written again "
+                             "(%d session(s); those it lost are back)", self.name, RECENT_SECONDS,
+                             sum(1 for last in lasts.values() if last >= 0))
+                self._rewrite_recent = False
+            except StoreError:
+                continue  # not back yet: asked again
+
+    async def server_run_id(self) -> str | None:
+        """The Redis server's ``run_id`` (new at each start). Raises StoreError."""
+        async with self._command("check whether Redis restarted"):
+            return (await self.client.info("server")).get("run_id")
+
+    def note_run_id(self, run_id: str | None) -> bool:
+        """Whether ``run_id`` says Redis restarted since it was last seen
+        (then :attr:`restarted_at` is now and :attr:`on_restart` is called)."""
+        changed = self.run_id is not None and run_id is not None and run_id != self.run_id
+        if run_id is not None:
+            self.run_id = run_id
+        if changed:
+            self.restarted_at = trio.current_time()
+            self._rewrite_recent = True  # by _watch_restarts
+            log.warning("%s: Redis restarted (a new run_id)", self.name)
+            self.on_restart()
+        return changed
+
+    #: The Redis server's run_id as last seen, and trio.current_time() when
+    #: it was last seen to change (None: not since the store opened).
+    run_id: str | None = None
+    restarted_at: float | None = None
+    _rewrite_recent = False
+    #: Called when Redis is seen to have restarted (set by whoever cares).
+    on_restart: Any = staticmethod(lambda: None)
+
+    def _remember(self, batch: list[tuple[str, StoredEvent]]) -> None:
+        """Keep the events written in the last :data:`RECENT_SECONDS` (what
+        a Redis killed meanwhile may have lost though it acknowledged it)."""
+        now = trio.current_time()
+        for session_id, event in batch:
+            self._recent.setdefault(session_id, deque()).append(event)
+            self._recent_order.append((now, session_id))
+        while self._recent_order and self._recent_order[0][0] < now - RECENT_SECONDS:
+            _, session_id = self._recent_order.popleft()
+            kept = self._recent[session_id]
+            kept.popleft()
+            if not kept:
+                del self._recent[session_id]
 
     #: Called with the ids of sessions whose events were just written (a
     #: relay wakes up on it); set by whoever cares.
@@ -420,6 +532,39 @@ class RedisStore(SessionStore):
 
     async def flush(self) -> None:
         await self._sync()
+
+    async def written(self, session_id: str, seq: int) -> None:
+        """Return once the session's events up to ``seq`` are in Redis (or
+        lost to the buffer limit, or the store closed): while Redis is away
+        this waits, and returns once it is back and they are written."""
+        while (not self._done.is_set() and session_id in self._queued_upto
+               and self._written_upto.get(session_id, 0) < seq):
+            await self._progress.wait()
+
+    async def unended_request(self, session_id: str, *, scan: int = 2000) -> tuple[bool, str | None]:
+        """Whether the session's last ``request_started`` (among its last
+        ``scan`` events) was found, and its request id when no ``finished``
+        or ``error`` of it follows (it was running when its runner stopped).
+        (False, None) when none is among them. Raises StoreError."""
+        await self._sync(session_id)
+        ended: set[str] = set()
+        cursor = "+"
+        seen = 0
+        while seen < scan:
+            async with self._command("read the last events"):
+                rows = await self.client.xrevrange(self.key(session_id, "e"), cursor, "-", count=200)
+            for row in rows:
+                fields = row.field_values
+                kind, rid = fields.get("y", ""), fields.get("r") or ""
+                if kind in ("finished", "error") and rid:
+                    ended.add(rid)
+                elif kind == "request_started" and rid:
+                    return True, None if rid in ended else rid
+            seen += len(rows)
+            if len(rows) < 200:
+                break
+            cursor = "(" + rows[-1].identifier
+        return False, None
 
     # --- commands ------------------------------------------------------------------
 

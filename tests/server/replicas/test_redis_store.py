@@ -123,6 +123,69 @@ async def test_a_replayed_batch_is_not_written_twice(redis_server):
     assert [e.seq for e in got] == [1, 2, 3, 4]
 
 
+async def test_events_a_restarted_redis_lost_after_acknowledging_them_are_written_again(redis_server):
+    """With ``appendfsync everysec`` a Redis killed while an fsync is slow
+    comes back without writes it had acknowledged (its append-only file was
+    behind). The replica's next write finds the hole and fills it from what
+    it wrote lately: the log a resuming client replays has no gap."""
+    store = RedisStore(redis_server.url_with_prefix())
+    with trio.fail_after(10):
+        await store.open()
+        try:
+            await store.create(record())
+            store.append_events("s-1", events(1, 5))
+            await store.flush()
+            # What Redis has after such a restart: events 4 and 5 gone.
+            key = store.key("s-1", "e")
+            async with store._command("lose events"):
+                kept = await store.client.xrange(key, "-", "3-0")
+                await store.client.delete([key])
+                for row in kept:
+                    await store.client.xadd(key, dict(row.field_values), identifier=row.identifier)
+                await store.client.hset(store.key("s-1", "s"), {"last_seq": "3", "kept": "3"})
+            store.append_events("s-1", events(6, 7))
+            got = await store.events_after("s-1", 0)
+        finally:
+            await store.aclose()
+    assert [e.seq for e in got] == [1, 2, 3, 4, 5, 6, 7]
+
+
+async def test_after_a_restart_that_lost_events_an_idle_session_gets_them_back(tmp_path):
+    """The session writes nothing more after the restart (no next write to
+    find the hole): the store sees Redis's ``run_id`` change and writes the
+    events it wrote lately again."""
+    server = rs.RedisServer(tmp_path / "r").start()
+    store = RedisStore(server.url, command_timeout=1)
+    try:
+        with trio.fail_after(30):
+            await store.open()
+            await store.create(record())
+            store.append_events("s-1", events(1, 5))
+            await store.flush()
+            key = store.key("s-1", "e")
+            async with store._command("lose events"):  # what the append-only file had: 1-3
+                kept = await store.client.xrange(key, "-", "3-0")
+                await store.client.delete([key])
+                for row in kept:
+                    await store.client.xadd(key, dict(row.field_values), identifier=row.identifier)
+                await store.client.hset(store.key("s-1", "s"), {"last_seq": "3", "kept": "3"})
+            server.stop()
+            server.start()  # a new run_id, the append-only file without 4-5
+            while [e.seq for e in await _events_or_none(store)] != [1, 2, 3, 4, 5]:
+                await trio.sleep(0.1)
+    finally:
+        with trio.fail_after(10):
+            await store.aclose()
+        server.stop()
+
+
+async def _events_or_none(store: RedisStore) -> list[StoredEvent]:
+    try:
+        return await store.events_after("s-1", 0) or []
+    except StoreError:
+        return []  # still loading
+
+
 async def test_many_relays_blocked_in_xread_do_not_hold_up_writes(redis_server, monkeypatch):
     """Each relay waits in XREAD BLOCK on a connection of its own. With
     more relays than the command pool has connections (64), writes and

@@ -187,7 +187,7 @@ async def test_a_client_joining_mid_answer_through_the_relay_gets_every_event_on
     """Replayed (the turn so far) then live, with nothing between: the
     runner's events up to the attach point are in Redis before the relay
     replays them (its store writes in the background)."""
-    script = [{"text": "".join(f"w{i} " for i in range(300)), "chunks": 300, "chunk_delay": 0.003}]
+    script = [{"text": "".join(f"w{i} " for i in range(300)), "chunks": 300, "chunk_delay": 0.01}]
     async with two_replicas(redis_server, [{"text": "first"}, *script]) as ((service_a, _), (at_a, at_b)):
         store = service_a.store
         write_batch = store._write_batch

@@ -46,7 +46,11 @@ async def test_the_hooks_of_a_client_relayed_from_the_other_replica_decide_its_c
                 [error] = [e for e in rest if isinstance(e, ToolError)]
                 assert error.error.code == "hook_denied" and "not from the phone" in error.error.message
                 assert not (root / first.session_id / "made.txt").exists()
-                # the laptop's own prompt: it has no tool hooks, so none are asked (not the phone's)
+                # the laptop's own prompt: it has no tool hooks, so none are asked (not the phone's).
+                # Sent once the laptop saw the phone's request end, as a client does (one request at
+                # a time): among replicas events reach each client once Redis has them, and the
+                # relayed phone may hear the end before the laptop does.
+                await until(laptop, Finished)
                 second = stamp(GenerateContentRequest(prompt="make it"))
                 await laptop.send(second)
                 rest, _ = await until(laptop, Finished, request_id=second.id)

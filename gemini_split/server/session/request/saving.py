@@ -36,6 +36,17 @@ class Saving:
         #: While that first record is being written (:meth:`record_start`):
         #: every event logged so far, handed to the store once it exists.
         self._unstored: list[StoredEvent] | None = None
+        #: Set when that first write is over (stored or failed).
+        self._created = trio.Event()
+
+    async def written(self, seq: int) -> None:
+        """Return once the session's events up to ``seq`` are durable in
+        the store — at once when the store does not have the session (it
+        was never written: nothing of it can be restored). Never raises."""
+        while self._unstored is not None:
+            await self._created.wait()
+        if self.persisted:
+            await self.store.written(self.session.id, seq)
 
     async def record_start(self, request_id: str) -> None:
         """Write to the store that ``request_id`` runs — with the session's
@@ -56,6 +67,7 @@ class Saving:
                 return
             # Every event logged until the record exists is kept here (the
             # in-memory log is bounded; the store must get them all).
+            self._created = trio.Event()
             self._unstored = [StoredEvent(e.seq or 0, e.request_id, encode(e), _ms(e.timestamp), e.TYPE)
                               for e in session.log.kept()]
             now = time.time()
@@ -70,11 +82,13 @@ class Saving:
                 ))
             except BaseException:
                 self._unstored = None
+                self._created.set()
                 raise
             # No await from here on: :meth:`logged` hands over what comes next.
             self.store.append_events(session.id, self._unstored)
             self._unstored = None
             self.persisted = True
+            self._created.set()
         except StoreError as exc:
             self.failed(exc)
 

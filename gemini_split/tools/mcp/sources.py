@@ -550,7 +550,7 @@ def _load_sdk(transport: str) -> None:
     import mcp.client.streamable_http  # noqa: F401
     import mcp.shared._httpx_utils  # noqa: F401
 
-    from . import oauth  # noqa: F401 - a remote server's edge (see lazy_imports)
+    from .oauth import auth_for  # noqa: F401 - a remote server's edge (see lazy_imports)
 
 
 def _transport_of(config: MCPServerSettings) -> tuple[str, str]:

@@ -121,6 +121,9 @@ CLIENT_CAPABILITIES = ["client_tools", "tool_deltas"]
 APPROVALS_CAPABILITY = "tool_approvals"
 #: How many times AfterAgent hooks may send a turn back to the model.
 MAX_HOOK_RETRIES = 5
+#: How long a server whose end closed before the hello got there is given
+#: to show what it said before closing (it is already written, or never).
+_LAST_WORDS_WAIT = 2.0
 #: How much of a turn's text is kept for AfterAgent hooks.
 MAX_RESPONSE_FOR_HOOKS = 1024 * 1024
 
@@ -342,7 +345,7 @@ class ProtocolClient:
         if self.executor.user is not None:
             capabilities.append(ASK_USER_CAPABILITY)
         choice = self.tool_choice
-        await self.send(Hello(client=f"gemini-split/{__version__}", capabilities=capabilities, token=token,
+        hello = Hello(client=f"gemini-split/{__version__}", capabilities=capabilities, token=token,
                               session_id=session_id, resume_token=resume_token, last_seq=last_seq,
                               new_session_id=new_session_id,
                               caller=self._caller_for_hello(),
@@ -352,14 +355,24 @@ class ProtocolClient:
                               core_tools=choice.core_tools if choice is not None else None,
                               exclude_tools=choice.exclude_tools if choice is not None else (),
                               role=self._role, label=self._label, replay=replay,  # type: ignore[arg-type]
-                              tool_hooks_timeout=hooks_timeout))
-        with trio.move_on_after(self.handshake_timeout) as scope:
-            try:
-                text = await self.stream.receive()
-            except (ConnectionClosed, ConnectionBroken) as exc:
-                raise ConnectFailed(f"the server closed the connection during the handshake: {exc.reason}") from None
-        if scope.cancelled_caught:
-            raise ConnectFailed(f"the server did not answer the handshake within {self.handshake_timeout:g} s")
+                              tool_hooks_timeout=hooks_timeout)
+        try:
+            await self.send(hello)
+        except ConnectionBroken as exc:
+            # The server may have given up before the hello reached it (its
+            # hello timeout): what it said before closing is the reason.
+            text = await self._last_words()
+            if text is None:
+                raise
+        else:
+            with trio.move_on_after(self.handshake_timeout) as scope:
+                try:
+                    text = await self.stream.receive()
+                except (ConnectionClosed, ConnectionBroken) as exc:
+                    raise ConnectFailed(
+                        f"the server closed the connection during the handshake: {exc.reason}") from None
+            if scope.cancelled_caught:
+                raise ConnectFailed(f"the server did not answer the handshake within {self.handshake_timeout:g} s")
         try:
             message = self.conn.receive(text)
         except RemoteProtocolError as exc:
@@ -374,6 +387,17 @@ class ProtocolClient:
         self.connected = message
         await self.announce_tools()
         return message
+
+    async def _last_words(self) -> str | None:
+        """What a server that closed its end before our hello arrived had
+        sent before closing (a refusal, e.g. its hello timeout), or None:
+        the first line still unread, waited for briefly."""
+        with trio.move_on_after(_LAST_WORDS_WAIT):
+            try:
+                return await self.stream.receive()
+            except (ConnectionClosed, ConnectionBroken, MessageTooLarge):
+                return None
+        return None
 
     async def announce_tools(self) -> None:
         """Tell the server which tools this client offers now, in its

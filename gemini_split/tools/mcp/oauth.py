@@ -36,6 +36,7 @@ client, and ``--tools server`` starts none.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import logging
@@ -315,26 +316,31 @@ def _provider_class() -> type:
             return request
 
         async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-            flow = super()._auth_flow(request)
-            outgoing = await flow.__anext__()
-            retried = False
-            while True:
-                response = yield outgoing
-                if outgoing is request and not retried and _refused(response):
-                    retried = True
-                    if self.context.can_refresh_token():
-                        refreshed = yield await self._refresh_token()
-                        if await self._handle_refresh_response(refreshed):
-                            self._add_auth_header(request)
-                            response = yield request
-                    if _refused(response) and not self.interactive:
-                        await flow.aclose()
-                        self.refused = AuthorizationRequired(self.name, rejected=self.store.had_token)
-                        raise self.refused
-                try:
-                    outgoing = await flow.asend(response)
-                except StopAsyncIteration:
-                    return
+            # The SDK's flow holds the provider's lock while it runs: closed
+            # here, by the task that drives it, however this one ends (httpx
+            # closes this one when a request fails or is cancelled). Left to
+            # the garbage collector, it would release the lock from another
+            # task (an error), leaving it held for every later request.
+            async with contextlib.aclosing(super()._auth_flow(request)) as flow:
+                outgoing = await flow.__anext__()
+                retried = False
+                while True:
+                    response = yield outgoing
+                    if outgoing is request and not retried and _refused(response):
+                        retried = True
+                        if self.context.can_refresh_token():
+                            refreshed = yield await self._refresh_token()
+                            if await self._handle_refresh_response(refreshed):
+                                self._add_auth_header(request)
+                                response = yield request
+                        if _refused(response) and not self.interactive:
+                            await flow.aclose()
+                            self.refused = AuthorizationRequired(self.name, rejected=self.store.had_token)
+                            raise self.refused
+                    try:
+                        outgoing = await flow.asend(response)
+                    except StopAsyncIteration:
+                        return
 
     _Provider = Provider
     return Provider

@@ -222,7 +222,10 @@ class McpServer:
             errlog.close()
 
     async def _serve(self, stop: trio.Event, errlog: Any) -> None:
-        from mcp import Client  # the SDK only when a server is configured
+        # The SDK only when a server is configured, and loaded off the event
+        # loop (see _load_sdk).
+        await trio.to_thread.run_sync(_load_sdk, self.status.transport)
+        from mcp import Client
 
         with trio.CancelScope(deadline=trio.current_time() + self.start_timeout) as starting:
             async with Client(self._open_transport(errlog), client_info=_client_info()) as client:
@@ -524,6 +527,30 @@ async def open_mcp_servers(
             for server in servers:  # one still starting would hold the exit up to its start timeout
                 if server.launched and not server.started.is_set():
                     server._starting.cancel()
+
+
+def _load_sdk(transport: str) -> None:
+    """Import the MCP SDK modules that starting a ``transport`` server
+    needs (stdio | http | sse). Called in a worker thread: the SDK takes
+    about a second of CPU to import, many times that on a loaded machine,
+    and on the event loop that import would hold up everything else the
+    process does meanwhile — such as sending the hello to a ``--server
+    stdio:…`` server, which gives up after its hello timeout (10 s) and
+    exits. A thread importing a module other threads then import is safe:
+    they wait for it on the module's import lock."""
+    import jsonschema  # noqa: F401 - checks the listed tools' schemas (_schema_problem)
+    import mcp  # noqa: F401
+
+    if transport == "stdio":
+        import mcp.client.stdio  # noqa: F401
+        return
+    import httpx2  # noqa: F401 - .oauth's
+    import mcp.client.auth  # noqa: F401
+    import mcp.client.sse  # noqa: F401
+    import mcp.client.streamable_http  # noqa: F401
+    import mcp.shared._httpx_utils  # noqa: F401
+
+    from .oauth import auth_for  # noqa: F401 - a remote server's edge (see lazy_imports)
 
 
 def _transport_of(config: MCPServerSettings) -> tuple[str, str]:

@@ -390,6 +390,7 @@ class Session:
         def ended() -> None:
             self._active = None
 
+        self.saving.starting()  # its start is shown only once stored
         self._active = RequestRun(request_id, body, origin=view if view.attached else None, priority=self.priority,
                                   record_start=self.saving.record_start, save=self.saving.save,
                                   emit_nowait=self.emit_nowait, on_ended=ended,

@@ -118,3 +118,39 @@ async def test_among_replicas_a_resume_whose_replay_needs_redis_while_it_is_away
     seqs = [m.seq for m in got if m.seq is not None and m.seq <= done.seq]
     assert seqs == list(range(2, done.seq + 1)), seqs
     assert not any(isinstance(m, Error) for m in got)
+
+
+async def test_a_new_sessions_first_prompt_is_shown_only_once_its_record_is_in_redis(tmp_path):
+    """Among replicas a client sees an event only once Redis has it. A new
+    session's first ``request_started`` used to be shown at once, before
+    the session's record was even being written (``Saving.written`` saw
+    nothing unsaved yet): a runner killed then left a client waiting for a
+    prompt no other replica had heard of (the 10 min soak lost 4 so). Here
+    Redis is paused (SIGSTOP) as the first prompt is sent: nothing of it is
+    shown until Redis answers again, then all of it, in order."""
+    import os
+    import signal
+
+    server = rs.RedisServer(tmp_path / "r").start()
+    try:
+        async with two_replicas(server, [{"text": "first"}]) as (_, (at_a, _at_b)):
+            async with hello(at_a, label="laptop") as (laptop, _first):
+                assert server.process is not None
+                os.kill(server.process.pid, signal.SIGSTOP)
+                try:
+                    await laptop.send(GenerateContentRequest(id="r-first", prompt="first"))
+                    early = []
+                    with trio.move_on_after(1.0):
+                        while True:
+                            early.append(await laptop.receive())
+                    assert not [m for m in early if m.seq is not None], early  # nothing shown unstored
+                finally:
+                    os.kill(server.process.pid, signal.SIGCONT)
+                with trio.fail_after(20):
+                    events = await laptop.receive_until(lambda m: isinstance(m, (Error, Finished)))
+    finally:
+        server.stop()
+    assert isinstance(events[-1], Finished), events[-1]
+    assert [type(e) for e in events if isinstance(e, RequestStarted)] == [RequestStarted]
+    seqs = [e.seq for e in events if e.seq is not None]
+    assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs

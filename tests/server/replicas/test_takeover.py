@@ -154,3 +154,45 @@ async def test_a_new_sessions_first_prompt_is_shown_only_once_its_record_is_in_r
     assert [type(e) for e in events if isinstance(e, RequestStarted)] == [RequestStarted]
     seqs = [e.seq for e in events if e.seq is not None]
     assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
+
+
+async def test_a_prompt_sent_again_with_the_running_requests_id_is_that_request_not_busy(tmp_path):
+    """A client that reconnected before its prompt's ``request_started``
+    reached it sends the prompt again, same id (client/reconnect.py,
+    bench/soak.py): under load that request may already run, its start not
+    yet shown. The resend is neither refused ``busy`` (before: the client's
+    own prompt ended in that error while it ran on) nor run twice: the
+    client sees that one request through to its one end. Here the start is
+    held by a paused Redis while the second connection resends."""
+    import os
+    import signal
+
+    server = rs.RedisServer(tmp_path / "r").start()
+    request = GenerateContentRequest(id="r-mine", prompt="mine")
+    try:
+        async with two_replicas(server, [{"text": "the answer"}]) as (services, (at_a, _at_b)):
+            async with hello(at_a, label="laptop") as (old, first):
+                async with hello(at_a, session_id=first.session_id, resume_token=first.resume_token,
+                                 label="laptop") as (new, _):
+                    assert server.process is not None
+                    os.kill(server.process.pid, signal.SIGSTOP)
+                    try:
+                        await old.send(request)
+                        await trio.sleep(0.3)  # it runs, its start unshown
+                        await new.send(request)  # the reconnected client's resend
+                        await trio.sleep(0.3)
+                    finally:
+                        os.kill(server.process.pid, signal.SIGCONT)
+                    with trio.fail_after(20):
+                        seen = await new.receive_until(
+                            lambda m: isinstance(m, (Error, Finished)) and m.request_id == "r-mine")
+                        with trio.move_on_after(0.5):
+                            while True:
+                                seen.append(await new.receive())
+            model = services[0].model
+    finally:
+        server.stop()
+    assert not [m for m in seen if isinstance(m, Error)], seen
+    assert [m.request_id for m in seen if isinstance(m, RequestStarted)] == ["r-mine"]
+    assert [m.request_id for m in seen if isinstance(m, Finished)] == ["r-mine"]
+    assert len(model.requests) == 1  # run once

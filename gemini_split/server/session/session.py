@@ -361,10 +361,19 @@ class Session:
 
     def refuse_if_busy(self, request_id: str, view: View) -> bool:
         """Refuse (a reply to the asker) a request while another one runs or
-        a rewind is being saved; True when refused."""
+        a rewind is being saved; True when it must not start.
+
+        A request sent again with the running request's own id (a client
+        that reconnected before that request's ``request_started`` reached
+        it, and took it for never received) is neither refused nor run
+        twice: True, and nothing is sent — the asker is attached to the
+        session, so it sees that request's events (its start in the replay
+        or still to come) through to its one end."""
         refusal = None
         if self.rewinding:
             refusal = "the session is being rewound by another client; send the prompt again"
+        elif self._active is not None and self._active.request_id == request_id:
+            return True
         elif self._active is not None:
             # Another client's request started first (this one's connection
             # had not heard of it yet).
@@ -390,6 +399,7 @@ class Session:
         def ended() -> None:
             self._active = None
 
+        self.saving.starting()  # its start is shown only once stored
         self._active = RequestRun(request_id, body, origin=view if view.attached else None, priority=self.priority,
                                   record_start=self.saving.record_start, save=self.saving.save,
                                   emit_nowait=self.emit_nowait, on_ended=ended,

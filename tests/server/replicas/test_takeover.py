@@ -118,3 +118,81 @@ async def test_among_replicas_a_resume_whose_replay_needs_redis_while_it_is_away
     seqs = [m.seq for m in got if m.seq is not None and m.seq <= done.seq]
     assert seqs == list(range(2, done.seq + 1)), seqs
     assert not any(isinstance(m, Error) for m in got)
+
+
+async def test_a_new_sessions_first_prompt_is_shown_only_once_its_record_is_in_redis(tmp_path):
+    """Among replicas a client sees an event only once Redis has it. A new
+    session's first ``request_started`` used to be shown at once, before
+    the session's record was even being written (``Saving.written`` saw
+    nothing unsaved yet): a runner killed then left a client waiting for a
+    prompt no other replica had heard of (the 10 min soak lost 4 so). Here
+    Redis is paused (SIGSTOP) as the first prompt is sent: nothing of it is
+    shown until Redis answers again, then all of it, in order."""
+    import os
+    import signal
+
+    server = rs.RedisServer(tmp_path / "r").start()
+    try:
+        async with two_replicas(server, [{"text": "first"}]) as (_, (at_a, _at_b)):
+            async with hello(at_a, label="laptop") as (laptop, _first):
+                assert server.process is not None
+                os.kill(server.process.pid, signal.SIGSTOP)
+                try:
+                    await laptop.send(GenerateContentRequest(id="r-first", prompt="first"))
+                    early = []
+                    with trio.move_on_after(1.0):
+                        while True:
+                            early.append(await laptop.receive())
+                    assert not [m for m in early if m.seq is not None], early  # nothing shown unstored
+                finally:
+                    os.kill(server.process.pid, signal.SIGCONT)
+                with trio.fail_after(20):
+                    events = await laptop.receive_until(lambda m: isinstance(m, (Error, Finished)))
+    finally:
+        server.stop()
+    assert isinstance(events[-1], Finished), events[-1]
+    assert [type(e) for e in events if isinstance(e, RequestStarted)] == [RequestStarted]
+    seqs = [e.seq for e in events if e.seq is not None]
+    assert seqs == list(range(seqs[0], seqs[-1] + 1)), seqs
+
+
+async def test_a_prompt_sent_again_with_the_running_requests_id_is_that_request_not_busy(tmp_path):
+    """A client that reconnected before its prompt's ``request_started``
+    reached it sends the prompt again, same id (client/reconnect.py,
+    bench/soak.py): under load that request may already run, its start not
+    yet shown. The resend is neither refused ``busy`` (before: the client's
+    own prompt ended in that error while it ran on) nor run twice: the
+    client sees that one request through to its one end. Here the start is
+    held by a paused Redis while the second connection resends."""
+    import os
+    import signal
+
+    server = rs.RedisServer(tmp_path / "r").start()
+    request = GenerateContentRequest(id="r-mine", prompt="mine")
+    try:
+        async with two_replicas(server, [{"text": "the answer"}]) as (services, (at_a, _at_b)):
+            async with hello(at_a, label="laptop") as (old, first):
+                async with hello(at_a, session_id=first.session_id, resume_token=first.resume_token,
+                                 label="laptop") as (new, _):
+                    assert server.process is not None
+                    os.kill(server.process.pid, signal.SIGSTOP)
+                    try:
+                        await old.send(request)
+                        await trio.sleep(0.3)  # it runs, its start unshown
+                        await new.send(request)  # the reconnected client's resend
+                        await trio.sleep(0.3)
+                    finally:
+                        os.kill(server.process.pid, signal.SIGCONT)
+                    with trio.fail_after(20):
+                        seen = await new.receive_until(
+                            lambda m: isinstance(m, (Error, Finished)) and m.request_id == "r-mine")
+                        with trio.move_on_after(0.5):
+                            while True:
+                                seen.append(await new.receive())
+            model = services[0].model
+    finally:
+        server.stop()
+    assert not [m for m in seen if isinstance(m, Error)], seen
+    assert [m.request_id for m in seen if isinstance(m, RequestStarted)] == ["r-mine"]
+    assert [m.request_id for m in seen if isinstance(m, Finished)] == ["r-mine"]
+    assert len(model.requests) == 1  # run once

@@ -33,7 +33,7 @@ class Saving:
         #: Whether the store has this session yet: it is written at its
         #: first request (a connection that never prompts leaves nothing).
         self.persisted = persisted
-        #: While that first record is being written (:meth:`record_start`):
+        #: From a request's start until that first record is written (:meth:`starting`):
         #: every event logged so far, handed to the store once it exists.
         self._unstored: list[StoredEvent] | None = None
         #: Set when that first write is over (stored or failed).
@@ -47,6 +47,24 @@ class Saving:
             await self._created.wait()
         if self.persisted:
             await self.store.written(self.session.id, seq)
+
+    def starting(self) -> None:
+        """A request starts (called at once, before its ``request_started``
+        can be shown): a session not in the store yet is about to be
+        written, so from here :meth:`written` waits for that first write.
+
+        Without this, the first write began only when :meth:`record_start`
+        got its turn — after the session's broadcast could have shown the
+        request's start (nothing was unsaved yet, so ``written`` returned
+        at once): a runner stopped then left a client waiting for a prompt
+        the store never had."""
+        if self.persisted or self._unstored is not None:
+            return
+        # Every event logged until the record exists is kept here (the
+        # in-memory log is bounded; the store must get them all).
+        self._created = trio.Event()
+        self._unstored = [StoredEvent(e.seq or 0, e.request_id, encode(e), _ms(e.timestamp), e.TYPE)
+                          for e in self.session.log.kept()]
 
     async def record_start(self, request_id: str) -> None:
         """Write to the store that ``request_id`` runs — with the session's
@@ -65,11 +83,7 @@ class Saving:
             if self.persisted:
                 await self.store.set_running(session.id, request_id, updated=time.time())
                 return
-            # Every event logged until the record exists is kept here (the
-            # in-memory log is bounded; the store must get them all).
-            self._created = trio.Event()
-            self._unstored = [StoredEvent(e.seq or 0, e.request_id, encode(e), _ms(e.timestamp), e.TYPE)
-                              for e in session.log.kept()]
+            self.starting()  # done already when the session started the request
             now = time.time()
             context = session.context
             try:

@@ -361,14 +361,9 @@ class Session:
 
     def refuse_if_busy(self, request_id: str, view: View) -> bool:
         """Refuse (a reply to the asker) a request while another one runs or
-        a rewind is being saved; True when it must not start.
-
-        A request sent again with the running request's own id (a client
-        that reconnected before that request's ``request_started`` reached
-        it, and took it for never received) is neither refused nor run
-        twice: True, and nothing is sent — the asker is attached to the
-        session, so it sees that request's events (its start in the replay
-        or still to come) through to its one end."""
+        a rewind is being saved; True when it must not start. The running
+        request's own id sent again is that request: True, nothing sent (the
+        asker, attached, sees its events through to its one end)."""
         refusal = None
         if self.rewinding:
             refusal = "the session is being rewound by another client; send the prompt again"
@@ -384,9 +379,11 @@ class Session:
                                    message=refusal))
         return refusal is not None
 
+    def _request_ended(self) -> None:
+        self._active = None
+
     def take_tools(self, view: View) -> None:
-        """A request uses the tools its client announced (unless the server
-        runs the session's own)."""
+        """A request uses the tools its client announced (unless the server runs the session's own)."""
         if view.tools is not None and self.tool_host is None:
             self.tools = list(view.tools)
 
@@ -395,13 +392,9 @@ class Session:
         ``view`` (its ``request_started`` sent already)."""
         if self._nursery is None:
             raise RuntimeError("Session.run must be started before requests are handled")
-
-        def ended() -> None:
-            self._active = None
-
         self.saving.starting()  # its start is shown only once stored
         self._active = RequestRun(request_id, body, origin=view if view.attached else None, priority=self.priority,
                                   record_start=self.saving.record_start, save=self.saving.save,
-                                  emit_nowait=self.emit_nowait, on_ended=ended,
+                                  emit_nowait=self.emit_nowait, on_ended=self._request_ended,
                                   when_delivered=self.events.when_delivered)
         self._nursery.start_soon(self._active.run, self._nursery)

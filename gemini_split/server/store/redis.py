@@ -81,6 +81,9 @@ RETRY_INTERVAL = 0.5
 #: has the write (up to 2 s behind while an fsync is slow), and a Redis killed
 #: then comes back without it. The next write finds the hole and fills it.
 RECENT_SECONDS = 10.0
+#: The most events kept so, whatever their age (a flood of writes keeps the
+#: newest; memory stays bounded).
+RECENT_MAX = 100_000
 #: Seconds between two checks of whether Redis restarted.
 RESTART_CHECK = 1.0
 #: Connections for blocking reads (``XREAD BLOCK``: one per relayed client,
@@ -479,13 +482,15 @@ class RedisStore(SessionStore):
     on_restart: Any = staticmethod(lambda: None)
 
     def _remember(self, batch: list[tuple[str, StoredEvent]]) -> None:
-        """Keep the events written in the last :data:`RECENT_SECONDS` (what
-        a Redis killed meanwhile may have lost though it acknowledged it)."""
+        """Keep the events written in the last :data:`RECENT_SECONDS`, at
+        most :data:`RECENT_MAX` of them (what a Redis killed meanwhile may
+        have lost though it acknowledged it)."""
         now = trio.current_time()
         for session_id, event in batch:
             self._recent.setdefault(session_id, deque()).append(event)
             self._recent_order.append((now, session_id))
-        while self._recent_order and self._recent_order[0][0] < now - RECENT_SECONDS:
+        while self._recent_order and (self._recent_order[0][0] < now - RECENT_SECONDS
+                                      or len(self._recent_order) > RECENT_MAX):
             _, session_id = self._recent_order.popleft()
             kept = self._recent[session_id]
             kept.popleft()

@@ -353,7 +353,8 @@ class Repl:
         return self.client
 
     def print_usage(self, text: str) -> None:
-        self.console.print(Text(text, style="yellow"))
+        # visible(): a usage line may quote a server's words (an MCP error, an argument name).
+        self.console.print(Text(visible(text), style="yellow"))
 
     def keep_prompt(self, text: str) -> None:
         """Put ``text`` in the next prompt's input (a rewound prompt)."""

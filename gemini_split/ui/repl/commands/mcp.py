@@ -241,12 +241,12 @@ async def run_prompt(repl: CommandContext, server: McpServer, prompt: CachedProm
     """``/name ARGS``: the prompt got from its server and sent as a turn."""
     rest = line.split(None, 1)[1].strip() if len(line.split(None, 1)) > 1 else ""
     if rest in ("help", "--help"):
-        repl.console.print(Text(prompt_help(prompt)))
+        repl.console.print(Text(visible(prompt_help(prompt))))
         return
     inputs = parse_prompt_args(rest, prompt.arguments)
     if isinstance(inputs, str):
         repl.print_usage(inputs)
-        repl.console.print(Text(prompt_help(prompt), style="dim"))
+        repl.console.print(Text(visible(prompt_help(prompt)), style="dim"))
         return
     try:
         result = await server.get_prompt(prompt.name, inputs)

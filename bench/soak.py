@@ -21,14 +21,22 @@ Checked and reported, each failure listed:
     within one connection, and seqs never going back across a resume;
   * no session "running" at the end (a fresh attach reports no active
     request once the soak has settled);
-  * each replica's RSS bounded (its peak below ``--rss-limit-mb``).
+  * each replica's RSS bounded (its peak below ``--rss-limit-mb``);
+  * each approved call applied at most once, no denied or unasked one.
 Figures: counts; p50/p99 time to first delta during failures (within
 ``RECOVERY_WINDOW`` s of one) and outside; recovery time after each failure
 (until a prompt sent after it gets its first delta). Written
 to ``--out`` (default bench/results/soak-TIMESTAMP.{md,json,png}).
 
-Not exercised: server-side tool approvals (the ``scripted:`` runner has no
-tools here), so "each approval applied at most once" is not checked.
+Server-side tools with approvals: the replicas run ``--server-tools``
+(with ``--auth-config``: no server-side tools without tokens), and about
+one model turn in five is a shell call appending a marker unique to that
+replica's start and turn (``echo r1.0.17 >> applied.log``) in the session's
+own workspace. The client driving the prompt approves it (one in ten it
+denies), and answers the same call the same way whenever it is asked again
+(a replay, a hand-over). At the end every workspace's ``applied.log`` is
+read: each marker at most once (an approval applied at most once), none
+denied, none never approved.
 
     python bench/soak.py [--minutes 10] [--sessions 200] [--seed N] [--out PATH]
 
@@ -70,13 +78,19 @@ LEASE_TTL = "10s"
 #: Seconds the clients, then the final check, may take after the end.
 SETTLE = 60.0
 FAILURES = ("kill_replica", "restart_redis", "cut_redis", "reload_nginx")
+#: One model turn in this many is a server-side shell call needing approval.
+CALL_EVERY = 5
+#: Of the calls asked about, the share the client denies.
+DENY_SHARE = 0.1
+#: The clients' token (the auth config the replicas read).
+TOKEN = "soak-token-not-a-secret"
 
 
 # --- the cluster ------------------------------------------------------------------------------
 
 class Replica:
-    def __init__(self, workdir: Path, index: int, script: Path, redis_url: str):
-        self.workdir, self.index, self.script, self.redis_url = workdir, index, script, redis_url
+    def __init__(self, workdir: Path, index: int, turns: int, redis_url: str):
+        self.workdir, self.index, self.turns, self.redis_url = workdir, index, turns, redis_url
         self.port = rs.free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.rss_peak_kb = 0
@@ -91,10 +105,13 @@ class Replica:
         log.write(f"--- start {self.starts} at {time.time():.3f}\n")
         log.flush()
         mark = self.log_path.stat().st_size
+        script = self.workdir / f"script-r{self.index}.json"
+        script.write_text(json.dumps(_script(f"r{self.index}.{self.starts}", self.turns)))
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gemini_split", "serve", "--listen", f"127.0.0.1:{self.port}",
-             "-m", f"scripted:{self.script}", "--max-connections-per-user", "0", "--store", self.redis_url,
-             "--lease-ttl", LEASE_TTL],
+             "-m", f"scripted:{script}", "--max-connections-per-user", "0", "--store", self.redis_url,
+             "--lease-ttl", LEASE_TTL, "--auth-config", str(self.workdir / "auth.json"),
+             "--server-tools", "--workspace-root", str(self.workdir / "workspaces")],
             cwd=self.workdir, env=clean_env(GEMINI_API_KEY="unused"), stdin=subprocess.DEVNULL,
             stdout=log, stderr=log)
         log.close()
@@ -134,16 +151,28 @@ class Replica:
             pass
 
 
+def _script(marker: str, turns: int) -> list[dict[str, Any]]:
+    """A replica's model turns (each start its own: ``marker`` names the
+    replica and its start): answers streamed in ``DELTAS`` chunks, and every
+    ``CALL_EVERY``-th turn a shell call appending ``marker.TURN`` to the
+    session's ``applied.log`` — unique in the whole soak, so a line seen
+    twice is one call applied twice."""
+    text = "".join(f"word{i} " for i in range(DELTAS * 3))
+    answer = {"text": text, "chunks": DELTAS, "chunk_delay": 0.01}
+    return [{"function_calls": [{"name": "run_shell_command",
+                                 "args": {"command": f"echo {marker}.{k} >> applied.log"}}]}
+            if k % CALL_EVERY == CALL_EVERY - 1 else answer for k in range(turns)]
+
+
 class Cluster:
     def __init__(self, workdir: Path, turns: int):
         self.workdir = workdir
-        script = workdir / "script.json"
-        text = "".join(f"word{i} " for i in range(DELTAS * 3))
-        # Every replica has its own copy of the script: enough turns for all prompts.
-        script.write_text(json.dumps([{"text": text, "chunks": DELTAS, "chunk_delay": 0.01}] * turns))
+        (workdir / "auth.json").write_text(json.dumps({"tokens": {TOKEN: {"userId": "soak", "permissions": ["chat"]}}}))
+        (workdir / "workspaces").mkdir(mode=0o700)
         self.redis = rs.RedisServer(workdir / "redis", fsync="everysec")
         self.redis.start()
-        self.replicas = [Replica(workdir, i, script, self.redis.url) for i in range(REPLICAS)]
+        # Every replica has its own script: enough turns for the prompts it may run.
+        self.replicas = [Replica(workdir, i, turns, self.redis.url) for i in range(REPLICAS)]
         for r in self.replicas:
             r.start()
         self.nginx = ngx.Nginx(workdir / "nginx", [r.port for r in self.replicas])
@@ -229,6 +258,14 @@ class Soak:
     sessions: dict[int, tuple[str, str]] = field(default_factory=dict)
     watchers: int = 0
     connects: int = 0
+    #: Server-side calls asked about: call id → the verdict sent (the same
+    #: one every time it is asked), and its marker → that verdict.
+    verdicts: dict[str, str] = field(default_factory=dict)
+    markers: dict[str, str] = field(default_factory=dict)
+    #: Ids of the decisions sent, and the refusals they got back by code
+    #: (``already_decided`` for a question asked again once decided).
+    decision_ids: set[str] = field(default_factory=set)
+    refusals: dict[str, int] = field(default_factory=dict)
 
 
 class Dropped(Exception):
@@ -238,10 +275,10 @@ class Dropped(Exception):
 async def _connect(address: str, hello: Any) -> tuple[Any, dict]:
     from gemini_split.protocol import encode
     from gemini_split.stamping import stamp
-    from gemini_split.transport import open_connection
+    from gemini_split.transport import ConnectOptions, open_connection
 
     with trio.fail_after(30):
-        stream = await open_connection(address)
+        stream = await open_connection(address, ConnectOptions(token=TOKEN))
         try:
             await stream.send(encode(stamp(hello)))
             first = json.loads(await stream.receive())
@@ -279,13 +316,17 @@ class SeqCheck:
         self.last = max(self.last, seq)
 
 
+#: What a driving client says it can do: answer server-side approvals.
+DRIVER = ("tool_approvals",)
+
+
 async def client(soak: Soak, n: int) -> None:
     """Session ``n``: prompts turn after turn until the soak ends."""
     from gemini_split.protocol import GenerateContentRequest, Hello, encode
     from gemini_split.stamping import stamp
 
     check = SeqCheck(soak, f"session {n}")
-    stream, connected = await _open(soak, Hello(client="soak"))
+    stream, connected = await _open(soak, Hello(client="soak", token=TOKEN, tools="server", capabilities=DRIVER))
     sid, token = connected["session_id"], connected["resume_token"]
     check.who = f"session {n} ({sid})"
     soak.sessions[n] = (sid, token)
@@ -340,7 +381,32 @@ async def _resume(soak: Soak, sid: str, token: str, last_seq: int, **extra: Any)
 
 async def _resume_connected(soak: Soak, sid: str, token: str, last_seq: int, **extra: Any) -> tuple[Any, dict]:
     from gemini_split.protocol import Hello
-    return await _open(soak, Hello(client="soak", session_id=sid, resume_token=token, last_seq=last_seq, **extra))
+    if extra.get("role") != "observer":
+        extra["capabilities"] = DRIVER
+    return await _open(soak, Hello(client="soak", token=TOKEN, session_id=sid, resume_token=token,
+                                   last_seq=last_seq, **extra))
+
+
+async def _decide(soak: Soak, stream: Any, question: dict) -> None:
+    """Answer a server-side call's question: approve (deny one in ten),
+    the same verdict each time the same call is asked."""
+    from gemini_split.protocol import ToolDecision, encode
+    from gemini_split.stamping import stamp
+
+    call_id = question["call_id"]
+    verdict = soak.verdicts.get(call_id)
+    if verdict is None:
+        verdict = soak.verdicts[call_id] = "deny" if soak.rng.random() < DENY_SHARE else "approve"
+        marker = (question.get("parameters") or {}).get("command", "").split()[1:2]
+        if marker:
+            soak.markers[marker[0]] = verdict
+    decision = stamp(ToolDecision(call_id=call_id, decision=verdict,
+                                  parameters_hash=question.get("parameters_hash") if verdict == "approve" else None))
+    soak.decision_ids.add(decision.id)
+    try:
+        await stream.send(encode(decision))
+    except Exception:
+        pass  # dropped: the question is asked again after the resume
 
 
 async def _resend_unreceived(soak: Soak, stream: Any, check: SeqCheck, prompt: Prompt, request: Any) -> None:
@@ -384,10 +450,16 @@ async def read_answer(soak: Soak, stream: Any, check: SeqCheck, prompt: Prompt, 
             continue
         if not event.get("_seen"):
             check.see(event)
+        if event["type"] == "error" and event.get("in_reply_to") in soak.decision_ids:
+            code = event.get("code", "?")
+            soak.refusals[code] = soak.refusals.get(code, 0) + 1
+            continue
         if event.get("request_id") != prompt.request_id:
             continue
         prompt.started = True
-        if event["type"] == "text_delta" and prompt.ttfd is None:
+        if event["type"] == "tool_awaiting_approval":
+            await _decide(soak, stream, event)
+        elif event["type"] == "text_delta" and prompt.ttfd is None:
             prompt.ttfd = time.monotonic() - prompt.sent
         elif event["type"] == "finished":
             prompt.finished += 1
@@ -427,8 +499,8 @@ async def final_check(soak: Soak) -> list[str]:
     for n, (sid, token) in sorted(soak.sessions.items()):
         from gemini_split.protocol import Hello
         for _ in range(30):  # a request cut by a failure ends within the lease TTL + a check
-            stream, connected = await _open(soak, Hello(client="soak", session_id=sid, resume_token=token,
-                                                        role="observer", label="final check"))
+            stream, connected = await _open(soak, Hello(client="soak", token=TOKEN, session_id=sid,
+                                                        resume_token=token, role="observer", label="final check"))
             await stream.aclose()
             if not connected.get("active_request_id"):
                 break
@@ -520,7 +592,7 @@ def analyse(soak: Soak, events: list[dict], stuck: list[str], start: float, clus
         for code in p.errors:
             errors[code] = errors.get(code, 0) + 1
     rss = {f"replica{r.index}": round(r.rss_peak_kb / 1024, 1) for r in cluster.replicas}
-    return {
+    report = {
         "sessions": len(soak.sessions), "prompts": len(soak.prompts), "outcomes": outcomes, "errors": errors,
         "watchers": soak.watchers, "connects": soak.connects,
         "resumes": sum(p.resumes for p in soak.prompts), "resent": sum(p.resent for p in soak.prompts),
@@ -532,7 +604,37 @@ def analyse(soak: Soak, events: list[dict], stuck: list[str], start: float, clus
                      for e in events],
         "rss_peak_mb": rss, "problems": problems,
         "series": [[round(p.sent - start, 3), round(p.ttfd * 1000, 2)] for p in answered],
+        "decision_refusals": soak.refusals,
     }
+    check_approvals(report, soak.markers, applied(cluster.workdir))
+    return report
+
+
+def applied(workdir: Path) -> dict[str, int]:
+    """Every marker in the sessions' ``applied.log`` files, with how many
+    times it was appended."""
+    seen: dict[str, int] = {}
+    for log in (workdir / "workspaces").glob("*/applied.log"):
+        for line in log.read_text(errors="replace").split():
+            seen[line] = seen.get(line, 0) + 1
+    return seen
+
+
+def check_approvals(report: dict[str, Any], soak_markers: dict[str, str], ran: dict[str, int]) -> None:
+    """Each approved call applied at most once; no denied call, and no call
+    nobody was asked about, applied."""
+    problems = report["problems"]
+    for marker, times in sorted(ran.items()):
+        verdict = soak_markers.get(marker)
+        if times > 1:
+            problems.append(f"call {marker}: applied {times} times")
+        if verdict is None:
+            problems.append(f"call {marker}: applied, but nobody was asked")
+        elif verdict == "deny":
+            problems.append(f"call {marker}: applied, but it was denied")
+    verdicts = list(soak_markers.values())
+    report["approvals"] = {"asked": len(verdicts), "approved": verdicts.count("approve"),
+                           "denied": verdicts.count("deny"), "applied": len(ran)}
 
 
 def check_rss(report: dict[str, Any], limit_mb: float) -> None:
@@ -552,11 +654,15 @@ def markdown(r: dict[str, Any]) -> str:
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:.1f}"
     t = r["ttfd_ms"]
+    a = r["approvals"]
     lines = [f"# Chaos soak: {r['minutes']} min, {r['sessions']} sessions, {REPLICAS} replicas", "",
              f"Prompts: {r['prompts']} — " + ", ".join(f"{k}: {v}" for k, v in sorted(r["outcomes"].items())),
              f"Errors shown: {r['errors'] or 'none'}; watchers: {r['watchers']}; resumes: {r['resumes']}; "
              f"prompts resent after a reconnect: {r['resent']}; "
-             f"connections: {r['connects']}", "",
+             f"connections: {r['connects']}",
+             f"Server-side calls asked about: {a['asked']} — approved {a['approved']}, denied {a['denied']}, "
+             f"applied {a['applied']} (each at most once); decisions refused: {r['decision_refusals'] or 'none'}",
+             "",
              "| time to first delta | n | p50 ms | p99 ms |", "|---|---|---|---|",
              f"| outside failures | {t['calm']['n']} | {ms(t['calm']['p50'])} | {ms(t['calm']['p99'])} |",
              f"| during failures (+{RECOVERY_WINDOW:g} s) | {t['during_failures']['n']} | "
@@ -598,7 +704,7 @@ def plot(r: dict[str, Any], path: Path) -> None:
 def soak(minutes: float, sessions: int, seed: int, interval: float, rss_limit_mb: float,
          workdir: Path) -> dict[str, Any]:
     seconds = minutes * 60
-    turns = int(sessions * (seconds / 0.3 + 10))  # more than any replica can run
+    turns = int(sessions * (seconds / 2 + 10))  # more than a replica runs (then it would echo)
     cluster = Cluster(workdir, turns)
     try:
         report = trio.run(run, cluster, sessions, seconds, interval, seed)

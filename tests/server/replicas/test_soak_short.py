@@ -3,9 +3,11 @@
 Three real replicas behind a real nginx on one real redis-server; a few
 clients prompting, resuming and watching for ~40 s while replicas are
 killed (SIGKILL) and restarted, Redis is restarted, its connections are cut
-and nginx is reloaded. The invariants the soak checks must all hold: every
-prompt answered once or ended visibly, every stream gap-free and
-duplicate-free by seq, no session left running, RSS bounded. No latency
+and nginx is reloaded; the model's shell calls run on the servers, approved
+(or denied) by the clients. The invariants the soak checks must all hold:
+every prompt answered once or ended visibly, every stream gap-free and
+duplicate-free by seq, no session left running, RSS bounded, every approved
+call applied at most once and no denied one. No latency
 bound here (those live in bench/): the machine may be loaded."""
 
 from __future__ import annotations
@@ -41,4 +43,5 @@ def test_a_short_chaos_soak_loses_nothing_and_repeats_nothing(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     assert report["prompts"] >= 6 and report["outcomes"].get("answered", 0) >= 6
     assert report["failures"], "no failure was injected"
+    assert report["approvals"]["approved"] > 0 and report["approvals"]["applied"] > 0, report["approvals"]
     assert out.with_suffix(".png").stat().st_size > 1000

@@ -162,7 +162,7 @@ class Relay:
         store = self.replica.store
         sid = self.record.id
         try:
-            point = await self._join()
+            joined = await self._join()
         except _RefusedById:
             self.ended = "refused: attached by id alone to a session with clients attached"
             hello = self.conn.hello
@@ -171,11 +171,10 @@ class Relay:
                                                               fatal=True))))
             await self.stream.aclose(text)
             return
-        if point is None:
+        if joined is None:
             self.ended = "the replica running the session did not take the client in"
             await self.stream.aclose("the replica running this session does not answer; reconnect")
             return
-        reply_cursor, joined = point
         token = await self._token(joined)
         upto = int(joined["last_seq"])
         replay = self.replay
@@ -201,7 +200,7 @@ class Relay:
             await self._replay_after(self.last_seq, upto)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._forward_events, upto, reply_cursor, nursery.cancel_scope)
+                nursery.start_soon(self._forward_events, upto, nursery.cancel_scope)
                 nursery.start_soon(self._watch_lease, nursery.cancel_scope)
                 await self._forward_messages()
                 self.ended = self.ended or "the client left"
@@ -231,7 +230,7 @@ class Relay:
         await self.replica.store.set_token_hash(self.record.id, hash_token(token))
         return token
 
-    async def _join(self) -> tuple[str, dict[str, Any]] | None:
+    async def _join(self) -> dict[str, Any] | None:
         """Ask the runner to take this client in; its answer (the attach
         point, with the session's resume token when the client came
         without it), or None when it did not answer or refused."""
@@ -243,13 +242,13 @@ class Relay:
                                 and ASK_USER_CAPABILITY in usable_capabilities(self.conn.hello) else "",
                                 token="" if self._has_token else "1")
         reply = await self.replica.control_reply(self.relay_id, JOIN_TIMEOUT)
-        if reply is not None and reply[1].get("by_id_refused"):
+        if reply is not None and reply.get("by_id_refused"):
             raise _RefusedById
-        if reply is None or "joined" not in reply[1]:
+        if reply is None or "joined" not in reply:
             log.warning("session %s: the runner %s did not take the relayed client in (%s)", self.record.id,
-                        self.holder, "no answer" if reply is None else reply[1].get("refused"))
+                        self.holder, "no answer" if reply is None else reply.get("refused"))
             return None
-        return reply[0], reply[1]["joined"]
+        return reply["joined"]
 
     def _hooks_field(self) -> str:
         """(1.4) For the runner's view: "" when the client does not run
@@ -300,10 +299,9 @@ class Relay:
         if sent is not None:
             await self.stream.send(encode(sent))
 
-    async def _forward_events(self, cursor: int, reply_cursor: str, scope: trio.CancelScope) -> None:
+    async def _forward_events(self, cursor: int, scope: trio.CancelScope) -> None:
         try:
-            async for texts in self.replica.follow(self.record.id, cursor, replies=self.relay_id,
-                                                   replies_after=reply_cursor):
+            async for texts in self.replica.follow(self.record.id, cursor, replies=self.relay_id):
                 for text in texts:
                     sent = self.conn.text_for_peer(text)  # as the client's version may have it
                     if sent is not None:
@@ -480,8 +478,11 @@ async def run_forwarded(manager: Any, command: tuple[str, str, dict[str, str]]) 
                 joined["resume_token"] = session.resume_token
             replica.reply_soon(relay_id, json.dumps({"joined": joined}), control=True)
             # Calls whose client left are this one's to answer too, and the
-            # approval questions still open are asked again (after the
-            # joined answer: the relay sends them after its replay).
+            # approval questions still open are asked again. The relay sends
+            # them after its replay, with any reply sent to the view before
+            # this answer (a call handed to every driver meanwhile: not
+            # asked again here), as Replica.follow reads its replies from
+            # the first.
             session.catch_up(entry.view, point.last_seq)
             return
     try:

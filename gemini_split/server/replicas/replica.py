@@ -437,9 +437,9 @@ class Replica:
             except StoreError as exc:
                 log.warning("%s; a reply to a relayed client was lost", exc)
 
-    async def control_reply(self, relay_id: str, timeout: float) -> tuple[str, dict[str, Any]] | None:
-        """The first control reply to relay ``relay_id`` (its stream entry
-        id and content), or None when none comes within ``timeout`` seconds.
+    async def control_reply(self, relay_id: str, timeout: float) -> dict[str, Any] | None:
+        """The first control reply to relay ``relay_id``, or None when none
+        comes within ``timeout`` seconds.
         The entry is deleted once read: it may carry the session's resume
         token, which Redis keeps no longer than that (the store keeps only
         its hash)."""
@@ -457,20 +457,27 @@ class Replica:
                                 await self.store.client.xdel(key, [row.identifier])
                         except StoreError as exc:  # it expires with the stream
                             log.warning("%s; a control reply to a relay is kept until its stream expires", exc)
-                        return row.identifier, json.loads(row.field_values["c"])
+                        return json.loads(row.field_values["c"])
         return None
 
-    async def follow(self, session_id: str, last_seq: int, *, replies: str | None = None,
-                     replies_after: str = "0-0") -> AsyncIterator[list[str]]:
+    async def follow(self, session_id: str, last_seq: int, *, replies: str | None = None
+                     ) -> AsyncIterator[list[str]]:
         """The texts of the session's events after ``last_seq`` as they are
-        written — and of the replies to relayed connection ``replies``
-        after entry ``replies_after`` (control replies left out) — batch by
-        batch, forever (the caller stops when it wants). Raises StoreError
-        when Redis is unreachable."""
+        written — and of every reply to relayed connection ``replies``, from
+        its first (control replies left out) — batch by batch, forever (the
+        caller stops when it wants). Raises StoreError when Redis is
+        unreachable.
+
+        From its first: the runner may reply to a relayed client before it
+        answers the join (a tool call it hands to every driver after a
+        batch of events, while it waits for its store to flush), and such
+        a reply reaches the client after its replay, as one queued for a
+        local client does — never skipped for having come before the join's
+        answer (issue 44)."""
         key = self.store.key(session_id, "e")
         cursors = {key: f"{last_seq}-0"}
         if replies is not None:
-            cursors[self.reply_key(replies)] = replies_after  # its own stream
+            cursors[self.reply_key(replies)] = "0-0"  # its own stream
         while True:
             async with self.store._command("follow a session", blocking=BLOCK_MS / 1000):
                 reply = await self.store.blocking_client.xread(dict(cursors), count=500, block=BLOCK_MS)

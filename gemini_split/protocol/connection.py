@@ -35,7 +35,8 @@ and ends a request it refuses with an ``error``.
 Several clients on one session (1.2): a request is *announced* to every
 attached client by ``request_started``, its first event. A client's own
 ``generate_content_request`` is *submitted* until then (a second one is
-``busy``); if another client's request is announced first, the submitted one
+``busy``; the same id sent again, by a client that reconnected, is that
+request); if another client's request is announced first, the submitted one
 is owed its refusal (``error`` ``busy``). Between two 1.1 peers a request
 runs from its ``generate_content_request`` as before. An ``observer``
 (``hello.role``) may not prompt, cancel or answer tool calls (``forbidden``).
@@ -236,6 +237,8 @@ def _nothing(c: _Conversation, m: Message) -> None:
 def _start_request(c: _Conversation, m: GenerateContentRequest | Compress | Rewind) -> None:
     _driver_only(c, m)
     running = c.request.request_id if c.request is not None else c.submitted
+    if running is not None and running == m.id:
+        return  # sent again (its client reconnected): that very request, which goes on
     if running is not None:
         raise _Breach(
             ErrorCode.BUSY,

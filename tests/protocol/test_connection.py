@@ -282,6 +282,19 @@ def test_events_belong_to_the_running_request():
         pair.server_sends(pair.event(cls, request_id=rid, **fields))
 
 
+def test_the_running_request_sent_again_is_that_request_not_busy():
+    """A client that reconnected resends its prompt, same id (issue 44):
+    the server's connection takes it as the request it is, which goes on
+    to its one end."""
+    pair = Pair().open()
+    rid = pair.start()
+    again = m(GenerateContentRequest, id=rid, prompt="hi")
+    assert pair.server.receive(encode(again)).id == rid  # not refused
+    assert pair.server.request.request_id == rid
+    pair.server_sends(pair.event(Finished, request_id=rid))
+    assert pair.both("request") == (None, None)
+
+
 def test_cancel_is_a_request_the_server_answers_with_the_ending():
     pair = Pair().open()
     pair.client_sends(m(Cancel))  # nothing runs: harmless

@@ -78,12 +78,12 @@ from .features.tool_hooks import HookRefused, ToolHooks
 from .outbox import Outbox
 from .priority import AnswerFirst
 from .request.run import Body, RequestRun
+from .request.resends import Resends
 from .request.saving import Saving
 from .request.tool_calls import ClientCalls
 from .views import View
 
-#: The owner of sessions opened without authentication (embedded mode, a
-#: loopback server without tokens).
+#: The owner of sessions opened without authentication (embedded mode, a loopback server without tokens).
 LOCAL_OWNER = "local"
 
 
@@ -102,8 +102,7 @@ class Session:
         self.principal = principal
         self.owner = principal.user_id if principal is not None else LOCAL_OWNER
         self.store = store if store is not None else MemoryStore()
-        self.title = ""
-        self.turns = 0
+        self.title, self.turns = "", 0
         self.model = model
         #: Models made from clients' own keys (:meth:`use_client_model`).
         self._client_models: list[Model] = []
@@ -114,8 +113,7 @@ class Session:
             max_wait=config.answer_first_wait, busy_tasks=config.answer_first_busy_tasks)
         self.model_name = config.model
         self.history: list[dict[str, Any]] = []
-        #: The last model call's prompt size (tokens): what the automatic
-        #: compression compares with its threshold.
+        #: The last model call's prompt size (tokens), which automatic compression compares with its threshold.
         self.last_prompt_tokens = 0
         self.tools: list[ToolSpec] = []
         #: Server-run tools the client asked for (``tool_discovery.server_tools``).
@@ -126,6 +124,7 @@ class Session:
         #: ``features/modes.py``); the most permissive one allowed.
         self.mode_epoch, self.max_approval_mode = 0, "yolo"
         self.log = EventLog(config.replay_capacity, config.replay_bytes)
+        self.resends = Resends(self.log)  # a request's id sent again: that request
         #: Where its tools run, as the store keeps it: server-side tools so
         #: chosen, or None (the client's). A restored session keeps it.
         self.tool_choice: ToolChoice | None = None
@@ -187,6 +186,7 @@ class Session:
         of each pending call and question, and hand them to the store."""
         for event, _ in batch:
             self.timeline.logged(event)
+            self.resends.logged(event)
             if isinstance(event, ToolExecutionRequest):
                 self.client_calls.asks.logged(event.id, event)
             elif isinstance(event, ToolAwaitingApproval):
@@ -361,13 +361,12 @@ class Session:
 
     def refuse_if_busy(self, request_id: str, view: View) -> bool:
         """Refuse (a reply to the asker) a request while another one runs or
-        a rewind is being saved; True when it must not start. The running
-        request's own id sent again is that request: True, nothing sent (the
-        asker, attached, sees its events through to its one end)."""
+        a rewind is being saved; True when it must not start. A request's
+        own id sent again is that request, never run twice (``Resends``)."""
         refusal = None
         if self.rewinding:
             refusal = "the session is being rewound by another client; send the prompt again"
-        elif self._active is not None and self._active.request_id == request_id:
+        elif self.resends.answer(request_id, view):
             return True
         elif self._active is not None:
             # Another client's request started first (this one's connection
@@ -393,6 +392,7 @@ class Session:
         if self._nursery is None:
             raise RuntimeError("Session.run must be started before requests are handled")
         self.saving.starting()  # its start is shown only once stored
+        self.resends.started(request_id)
         self._active = RequestRun(request_id, body, origin=view if view.attached else None, priority=self.priority,
                                   record_start=self.saving.record_start, save=self.saving.save,
                                   emit_nowait=self.emit_nowait, on_ended=self._request_ended,

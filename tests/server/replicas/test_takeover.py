@@ -11,7 +11,7 @@ import pytest
 import trio
 from msgspec.structs import replace
 
-from gemini_split.protocol import Error, Finished, GenerateContentRequest, RequestStarted, encode
+from gemini_split.protocol import Error, Finished, GenerateContentRequest, GetState, RequestStarted, State, encode
 from gemini_split.server.store import StoredEvent
 from gemini_split.server.store.redis import RedisStore
 from gemini_split.stamping import stamp
@@ -192,6 +192,53 @@ async def test_a_prompt_sent_again_with_the_running_requests_id_is_that_request_
             model = services[0].model
     finally:
         server.stop()
+    assert not [m for m in seen if isinstance(m, Error)], seen
+    assert [m.request_id for m in seen if isinstance(m, RequestStarted)] == ["r-mine"]
+    assert [m.request_id for m in seen if isinstance(m, Finished)] == ["r-mine"]
+    assert len(model.requests) == 1  # run once
+
+
+async def test_a_prompt_sent_again_while_its_request_ends_is_not_run_twice(redis_server):
+    """The request's body is over and its turn is being saved — ``state``
+    already says nothing runs — and the client that reconnected has not yet
+    been shown its start (events are shown once Redis has them, and Redis is
+    slow here), so it resends the prompt, same id (client/reconnect.py). It
+    is that request: the client sees its one end, the model is asked once
+    (before: a second run with the same id)."""
+    request = GenerateContentRequest(id="r-mine", prompt="mine")
+    script = [{"text": "the answer"}, {"text": "a second run"}]
+    async with two_replicas(redis_server, script) as (services, (at_a, _at_b)):
+        store = services[0].store
+        write_batch, save_turn = store._write_batch, store.save_turn
+        saving = trio.Event()
+
+        async def slow_write_batch(batch):  # a busy Redis: events are shown 1 s late
+            await trio.sleep(1)
+            await write_batch(batch)
+
+        async def slow_save_turn(*args, **kwargs):
+            saving.set()
+            await trio.sleep(1)
+            await save_turn(*args, **kwargs)
+
+        async with hello(at_a, label="laptop") as (old, first):
+            async with hello(at_a, session_id=first.session_id, resume_token=first.resume_token,
+                             label="laptop") as (new, _):
+                store._write_batch, store.save_turn = slow_write_batch, slow_save_turn
+                await old.send(request)
+                with trio.fail_after(10):
+                    await saving.wait()
+                    await new.send(GetState())  # what the reconnected client asks first
+                    seen = await new.receive_until(lambda m: isinstance(m, State))
+                assert seen[-1].active_request_id is None and not any(isinstance(m, RequestStarted) for m in seen)
+                await new.send(request)  # so it resends
+                with trio.fail_after(20):
+                    seen += await new.receive_until(
+                        lambda m: isinstance(m, Error | Finished) and m.request_id == "r-mine")
+                    with trio.move_on_after(1.5):
+                        while True:
+                            seen.append(await new.receive())
+        model = services[0].model
     assert not [m for m in seen if isinstance(m, Error)], seen
     assert [m.request_id for m in seen if isinstance(m, RequestStarted)] == ["r-mine"]
     assert [m.request_id for m in seen if isinstance(m, Finished)] == ["r-mine"]

@@ -310,3 +310,34 @@ async def test_an_unreadable_browsers_json_is_left_in_place_and_said(tmp_path, c
     assert listed == []
     assert (state / "browsers.json").read_text() == "{not json"
     assert "cannot import the paired browsers" in caplog.text
+
+
+async def test_the_writer_keeps_nothing_of_what_it_wrote_while_it_waits(tmp_path):
+    """The last batch of a burst is not held through the quiet after it
+    (its objects would pin pages of freed memory: issue 45 item 8)."""
+    import sqlite3
+    import weakref
+
+    store = open_store(tmp_path / "state", exclusive=True)
+    await store.open()
+    try:
+        await store.create(record("s-w"))
+        written = events(1, 50, "r-w")
+        watched = weakref.ref(written[-1])
+        store.append_events("s-w", written)  # the last operation: nothing comes after it
+        del written
+        with trio.fail_after(10):
+            while True:  # durable: seen by another connection (no store call, which would queue one)
+                db = sqlite3.connect(tmp_path / "state" / DB_NAME)
+                try:
+                    if db.execute("SELECT count(*) FROM events WHERE session_id = 's-w'").fetchone()[0] == 50:
+                        break
+                finally:
+                    db.close()
+                await trio.sleep(0.02)
+            deadline = trio.current_time() + 2
+            while watched() is not None and trio.current_time() < deadline:
+                await trio.sleep(0.02)  # the writer returns from the batch a moment after committing it
+        assert watched() is None, "the writer thread still holds the events it wrote"
+    finally:
+        await store.aclose()

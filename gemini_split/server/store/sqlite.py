@@ -424,17 +424,24 @@ class SQLiteStore(SessionStore):
 
     def _run(self, conn: sqlite3.Connection) -> None:
         try:
-            while True:
-                batch = [self._queue.get()]
-                while len(batch) < _MAX_BATCH:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                if not self._write_batch(conn, batch):
-                    return
+            # No local keeps a batch while the thread waits for the next: the
+            # last batch of a burst (a few hundred sessions' events and
+            # turns) would live on through the quiet that follows, its
+            # objects pinning pages of freed memory (gemini_split/memory.py).
+            while self._write_batch(conn, self._next_batch()):
+                pass
         finally:
             conn.close()
+
+    def _next_batch(self) -> list[tuple[Any, ...]]:
+        """The next operation (waiting for it) and those queued behind it."""
+        batch = [self._queue.get()]
+        while len(batch) < _MAX_BATCH:
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return batch
 
     def _write_batch(self, conn: sqlite3.Connection, batch: list[tuple[Any, ...]]) -> bool:
         """Run a batch in one transaction; resolve its futures after the

@@ -207,11 +207,13 @@ class AgentService:
                  f"project {choice.project}" if choice.project else "own workspace")
 
     async def release_idle(self) -> None:
-        """Close the idle connections of the models this service owns (the
-        server went quiet); requests running go on, the next opens new ones."""
+        """The server went quiet: the models this service owns close their
+        idle connections (requests running go on, the next opens new ones)
+        and the store lets go of its caches."""
         await self.model.release_idle()
         if self.callers is not None:
             await self.callers.release_idle()
+        await self.store.release_idle()
 
     async def aclose(self) -> None:
         """Close the model this service owns (its HTTP client and TLS

@@ -124,8 +124,9 @@ class GiveBackScheduler:
     seam; the default is :func:`give_back`). ``release``, when given, runs
     on the loop just before it: the owners of what outlives the sessions
     let go of what only a busy server needs (the service closes the model
-    client's idle HTTP connections), so the give-back finds those pages
-    free too. Each run is logged at INFO with what it returned."""
+    client's idle HTTP connections and the store's page cache), so the
+    give-back finds those pages free too; an exception from it is logged
+    and the give-back runs anyway. Each run is logged at INFO with what it returned."""
 
     def __init__(self, *, after_unloads: int = GIVE_BACK_AFTER_UNLOADS, quiet: float = GIVE_BACK_QUIET,
                  give_back: Callable[[], GaveBack] = give_back,

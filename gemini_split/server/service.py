@@ -122,8 +122,8 @@ class AgentService:
         #: Requests that have not answered go before streams (server/session/priority.py).
         self.priority = AnswerFirst(max_wait=config.answer_first_wait, busy_tasks=config.answer_first_busy_tasks)
         # Once a burst's sessions were unloaded and the server went quiet:
-        # the models close their idle connections, then freed memory goes
-        # back to the system (gemini_split/memory.py).
+        # release_idle (the models' idle connections, the store's caches),
+        # then freed memory goes back to the system (gemini_split/memory.py).
         self.manager = SessionManager(self.store, self._new_session, detached_grace=config.detached_grace,
                                       allow_attach_by_id=config.allow_attach_by_id,
                                       memory=GiveBackScheduler(release=self.release_idle))

@@ -38,7 +38,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,14 +121,20 @@ class GiveBackScheduler:
     Tell it each unload (:meth:`unloaded`, never waits); run :meth:`run` in
     a nursery (``nursery.start``) for as long as sessions are unloaded.
     ``give_back`` is the function it runs, in a worker thread (a test's
-    seam; the default is :func:`give_back`). Each run is logged at INFO
-    with what it returned."""
+    seam; the default is :func:`give_back`). ``release``, when given, runs
+    on the loop just before it: the owners of what outlives the sessions
+    let go of what only a busy server needs (the service closes the model
+    client's idle HTTP connections and the store's page cache), so the
+    give-back finds those pages free too; an exception from it is logged
+    and the give-back runs anyway. Each run is logged at INFO with what it returned."""
 
     def __init__(self, *, after_unloads: int = GIVE_BACK_AFTER_UNLOADS, quiet: float = GIVE_BACK_QUIET,
-                 give_back: Callable[[], GaveBack] = give_back):
+                 give_back: Callable[[], GaveBack] = give_back,
+                 release: Callable[[], Awaitable[None]] | None = None):
         self.after_unloads = after_unloads
         self.quiet = quiet
         self._give_back = give_back
+        self._release = release
         self._pending = 0
         self._last_unload = 0.0
         self._wake = trio.Event()
@@ -153,6 +159,11 @@ class GiveBackScheduler:
             while trio.current_time() < self._last_unload + self.quiet:
                 await trio.sleep_until(self._last_unload + self.quiet)
             sessions, self._pending = self._pending, 0
+            if self._release is not None:
+                try:
+                    await self._release()
+                except Exception:  # noqa: BLE001 - the give-back still runs; the server goes on
+                    log.exception("releasing idle resources before giving memory back failed")
             done = await trio.to_thread.run_sync(self._give_back)
             self.runs += 1
             log.info("%d sessions unloaded: gave memory back to the system, resident %s -> %s "

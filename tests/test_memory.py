@@ -47,3 +47,39 @@ def test_give_back_returns_freed_memory_that_a_collection_alone_keeps():
 def test_under_pymalloc_the_same_memory_stays_which_is_why_serve_runs_on_malloc():
     seen = _run("pymalloc")
     assert seen["collected"] - seen["after"] < 20 * 2**20, seen
+
+
+async def test_the_scheduler_releases_what_only_a_busy_server_needs_then_gives_back_even_when_release_fails(
+        autojump_clock, caplog):
+    import logging
+
+    import trio
+
+    from gemini_split.memory import GaveBack, GiveBackScheduler
+
+    done: list[str] = []
+
+    def give_back() -> GaveBack:
+        done.append("give back")
+        return GaveBack(None, None, False, 0.0, 0.0)
+
+    async def release() -> None:
+        done.append("release")
+        if len(done) > 2:
+            raise OSError("a socket would not close")
+
+    scheduler = GiveBackScheduler(after_unloads=2, quiet=5, give_back=give_back, release=release)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(scheduler.run)
+        scheduler.unloaded(2)
+        await trio.sleep(4)
+        before_quiet = list(done)
+        while scheduler.runs < 1:
+            await trio.sleep(1)
+        scheduler.unloaded(2)
+        while scheduler.runs < 2:
+            await trio.sleep(1)
+        nursery.cancel_scope.cancel()
+    assert before_quiet == []
+    assert done == ["release", "give back", "release", "give back"]
+    assert any("releasing idle resources" in r.getMessage() and r.exc_info for r in caplog.records)

@@ -19,6 +19,7 @@ from typing import Any
 import trio
 
 from gemini_split import __version__
+from gemini_split.memory import GiveBackScheduler
 from gemini_split.protocol import (
     ASK_USER_CAPABILITY,
     PROTOCOL_VERSION,
@@ -120,8 +121,12 @@ class AgentService:
         self._store_opened = False
         #: Requests that have not answered go before streams (server/session/priority.py).
         self.priority = AnswerFirst(max_wait=config.answer_first_wait, busy_tasks=config.answer_first_busy_tasks)
+        # Once a burst's sessions were unloaded and the server went quiet:
+        # release_idle (the models' idle connections, the store's caches),
+        # then freed memory goes back to the system (gemini_split/memory.py).
         self.manager = SessionManager(self.store, self._new_session, detached_grace=config.detached_grace,
-                                      allow_attach_by_id=config.allow_attach_by_id)
+                                      allow_attach_by_id=config.allow_attach_by_id,
+                                      memory=GiveBackScheduler(release=self.release_idle))
         self.manager.on_forwarded = self._run_forwarded
         #: Every attached connection (by its view): its stream and protocol state.
         self._streams: dict[int, tuple[MessageStream, Connection]] = {}
@@ -200,6 +205,15 @@ class AgentService:
                                  max_mode=self.server_tools.max_approval_mode)
         log.info("session %s: tools run on the server (%s, %s)", session.id, choice.approval_mode,
                  f"project {choice.project}" if choice.project else "own workspace")
+
+    async def release_idle(self) -> None:
+        """The server went quiet: the models this service owns close their
+        idle connections (requests running go on, the next opens new ones)
+        and the store lets go of its caches."""
+        await self.model.release_idle()
+        if self.callers is not None:
+            await self.callers.release_idle()
+        await self.store.release_idle()
 
     async def aclose(self) -> None:
         """Close the model this service owns (its HTTP client and TLS
@@ -306,6 +320,8 @@ class AgentService:
         finally:
             self.manager.detach(session, view)
             self._streams.pop(id(view), None)
+            if not self._streams:
+                self._streams = {}  # an emptied dict keeps the table of its largest size
             log.info("session %s: connection closed (%s)", session.id, view.cut_off or view.label)
 
     # --- admission: each check raises one Refused, in this order ---------------------

@@ -966,6 +966,15 @@ class FakeGemini:
         }
 
     @property
+    def open_connections(self) -> int:
+        """Client connections open now (kept-alive idle ones included)."""
+        server = self._server
+        if server is None:
+            return 0
+        with server.connections_lock:
+            return len(server.connections)
+
+    @property
     def requests(self) -> list[dict]:
         """Snapshot of the recorded requests (deep copies), oldest first."""
         with self._lock:

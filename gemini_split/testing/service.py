@@ -20,9 +20,9 @@ from gemini_split.transport import ServeOptions, get_transport
 
 @asynccontextmanager
 async def open_test_service(model: Any, server_tools: Any = None, *, address: str = "loopback:",
-                            store: Any = None, authenticate: Any = None,
+                            store: Any = None, authenticate: Any = None, model_name: str = "scripted",
                             **config: Any) -> AsyncIterator[tuple[AgentService, str]]:
-    """An ``AgentService`` on ``model`` with ``ServerConfig(model="scripted",
+    """An ``AgentService`` on ``model`` with ``ServerConfig(model=model_name,
     **config)``, listening on ``address``; yields ``(service, bound address)``.
 
     ``server_tools`` (a prepared ``ServerTools``), ``store`` and
@@ -30,7 +30,7 @@ async def open_test_service(model: Any, server_tools: Any = None, *, address: st
 
     Resource handling: leaving the block cancels the service and its
     listener (connections still open are closed with them)."""
-    service = AgentService(model, ServerConfig(model="scripted", **config), server_tools=server_tools, store=store,
+    service = AgentService(model, ServerConfig(model=model_name, **config), server_tools=server_tools, store=store,
                            authenticate=authenticate)
     async with trio.open_nursery() as nursery:
         await nursery.start(service.run)

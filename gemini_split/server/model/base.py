@@ -121,5 +121,11 @@ class Model(ABC):
         ``model`` would otherwise build on its way (a server calls it once
         at start). No I/O."""
 
+    async def release_idle(self) -> None:
+        """Close the connections no request is using now (the server went
+        quiet: kept-alive connections hold memory an idle server does not
+        need). The next request opens new ones; requests running now go on.
+        Nothing to do for a model without connections."""
+
     async def aclose(self) -> None:
         """Release connections. Idempotent."""

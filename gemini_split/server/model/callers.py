@@ -107,6 +107,11 @@ class CallerModels:
             model = self._models[key] = GeminiModel(auth=auth)
         return model
 
+    async def release_idle(self) -> None:
+        """Each model's :meth:`Model.release_idle` (the models stay)."""
+        for model in list(self._models.values()):
+            await model.release_idle()
+
     async def aclose(self) -> None:
         models, self._models = list(self._models.values()), {}
         for model in models:

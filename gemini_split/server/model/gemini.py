@@ -110,13 +110,16 @@ class GeminiModel(Model):
         # request and response walks every connection of its pool (about
         # 1 ms with 1,000), so 1,000 concurrent streams in one pool spend
         # seconds of CPU there. See :meth:`_pool`.
+        self._new_pool = lambda: _Pool(httpx.AsyncClient(timeout=http_timeout, verify=tls, limits=limits))
+        self._pools: list[_Pool] = []
+        # google-genai's own clients, never used for our requests (they go
+        # through the pools), but google-genai builds them unless given them
+        # (and its async one would need asyncio). Apart from the pools, so
+        # that release_idle can close a pool whole: no connection is ever
+        # opened on them.
         self._http = httpx.AsyncClient(timeout=http_timeout, verify=tls, limits=limits)
-        self._new_pool = lambda: httpx.AsyncClient(timeout=http_timeout, verify=tls, limits=limits)
-        self._pools: list[Any] = [self._http]
-        self._in_flight: list[int] = [0]
-        # Never used for requests (we only call client.aio), but google-genai
-        # builds one unless given one.
         self._sync_http = httpx.Client(timeout=http_timeout, verify=tls)
+        self._closed = False
         options = types.HttpOptions(
             httpx_async_client=self._http,
             httpx_client=self._sync_http,
@@ -221,9 +224,9 @@ class GeminiModel(Model):
             error: Exception | None = None
             try:
                 pool = self._pool()
-                self._in_flight[pool] += 1
+                pool.in_flight += 1
                 try:
-                    http = self._pools[pool]
+                    http = pool.client
                     headers = prepared.headers
                     if self._tokens is not None:
                         headers = {**headers, **self._extra_headers, "Authorization": await self._tokens.header()}
@@ -231,7 +234,7 @@ class GeminiModel(Model):
                                               headers=headers, timeout=prepared.timeout)
                     response = await http.send(sent, stream=True)
                 except BaseException:
-                    self._in_flight[pool] -= 1
+                    pool.in_flight -= 1
                     raise
                 try:
                     await genai_errors.APIError.raise_for_async_response(response)
@@ -242,25 +245,50 @@ class GeminiModel(Model):
                     async for chunks in self._read_events(events.close(), response, state):
                         yield chunks
                 finally:
-                    self._in_flight[pool] -= 1
-                    await response.aclose()
+                    try:
+                        await response.aclose()
+                    finally:  # idle (release_idle may close it) once the response is closed
+                        pool.in_flight -= 1
             except Exception as exc:  # as google-genai: end_hop decides what is raised
                 error = exc
             if not state.end_hop(error):
                 return
 
-    def _pool(self) -> int:
+    def _pool(self) -> _Pool:
         """The connection pool for a new request: the least busy, or a new
-        one when every pool has :data:`POOL_REQUESTS` requests running (up
-        to :data:`MAX_POOLS`). One pool for a single user, whose requests
-        reuse its kept-alive connection."""
-        in_flight = self._in_flight
-        best = min(range(len(in_flight)), key=in_flight.__getitem__)
-        if in_flight[best] >= POOL_REQUESTS and len(self._pools) < MAX_POOLS:
-            self._pools.append(self._new_pool())
-            in_flight.append(0)
-            return len(in_flight) - 1
+        one when there is none or every pool has :data:`POOL_REQUESTS`
+        requests running (up to :data:`MAX_POOLS`). One pool for a single
+        user, whose requests reuse its kept-alive connection."""
+        if self._closed:
+            raise ModelError("the model was closed (the server is shutting down)", retryable=False)
+        pools = self._pools
+        best = min(pools, key=_in_flight) if pools else None
+        if best is None or (best.in_flight >= POOL_REQUESTS and len(pools) < MAX_POOLS):
+            best = self._new_pool()
+            pools.append(best)
         return best
+
+    async def release_idle(self) -> None:
+        """Close every connection pool no request is using, with its
+        kept-alive connections (a burst of sessions leaves dozens of pools
+        and hundreds of connections, each holding buffers and parser state;
+        an idle server needs none). The next request opens a new pool. A
+        whole pool is closed (``AsyncClient.aclose``) because httpx has no
+        public way to close only a client's idle connections."""
+        idle = [pool for pool in self._pools if not pool.in_flight]
+        self._pools = [pool for pool in self._pools if pool.in_flight]
+        for pool in idle:
+            await pool.client.aclose()
+
+    async def aclose(self) -> None:
+        """Close every connection pool (a request still running on one
+        fails) and google-genai's clients. Idempotent."""
+        self._closed = True
+        pools, self._pools = self._pools, []
+        for pool in pools:
+            await pool.client.aclose()
+        await self._http.aclose()
+        self._sync_http.close()
 
     async def _read_events(self, events: list[bytes | str], response: Any,
                            state: _Continuation) -> AsyncIterator[list[Chunk]]:
@@ -529,6 +557,19 @@ MAX_POOLS = 64
 _PREPARED_CACHE_SIZE = 2048
 #: Stands for the contents when only the config part of a body is wanted.
 _PLACEHOLDER = {"role": "user", "parts": [{"text": "."}]}
+
+
+@dataclass(eq=False)
+class _Pool:
+    """One connection pool (its own ``AsyncClient``) and the requests
+    running on it now."""
+
+    client: Any
+    in_flight: int = 0
+
+
+def _in_flight(pool: _Pool) -> int:
+    return pool.in_flight
 
 
 @dataclass(frozen=True)

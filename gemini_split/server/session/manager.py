@@ -483,6 +483,8 @@ class SessionManager:
         entry = self._live.pop(session_id, None)
         if entry is not None:
             entry.scope.cancel()
+            if not self._live:
+                self._live = {}  # an emptied dict keeps the table of its largest size (a burst's)
             self.memory.unloaded()
         if release and self.replica is not None and self._nursery is not None:
             self._nursery.start_soon(self.replica.release, session_id)

@@ -218,6 +218,11 @@ class SessionStore(ABC):
     async def flush(self) -> None:
         """Every event appended so far is durable on return."""
 
+    async def release_idle(self) -> None:
+        """Let go of what only a busy store needs (the server went quiet),
+        such as a database's page cache; nothing is lost and the next call
+        works as before. Does nothing by default."""
+
     async def unended_request(self, session_id: str) -> tuple[bool, str | None]:
         """From the session's stored log: whether its last
         ``request_started`` was found, and that request's id when no

@@ -376,6 +376,13 @@ class SQLiteStore(SessionStore):
     async def flush(self) -> None:
         await self._call(lambda conn: None)
 
+    async def release_idle(self) -> None:
+        """Free the connection's page cache (about 2 MB once a burst has
+        filled it, in the writer thread's heap; the give-back that follows
+        returns it to the system)."""
+        if self._thread is not None and not self._closed:
+            await self._call(lambda conn: conn.execute("PRAGMA shrink_memory"))
+
     async def events_after(self, session_id: str, last_seq: int, limit: int | None = None) -> list[StoredEvent] | None:
         def do(conn: sqlite3.Connection) -> list[StoredEvent] | None:
             row = conn.execute("SELECT last_seq FROM sessions WHERE id = ?", (session_id,)).fetchone()
@@ -424,17 +431,24 @@ class SQLiteStore(SessionStore):
 
     def _run(self, conn: sqlite3.Connection) -> None:
         try:
-            while True:
-                batch = [self._queue.get()]
-                while len(batch) < _MAX_BATCH:
-                    try:
-                        batch.append(self._queue.get_nowait())
-                    except queue.Empty:
-                        break
-                if not self._write_batch(conn, batch):
-                    return
+            # No local keeps a batch while the thread waits for the next: the
+            # last batch of a burst (a few hundred sessions' events and
+            # turns) would live on through the quiet that follows, its
+            # objects pinning pages of freed memory (gemini_split/memory.py).
+            while self._write_batch(conn, self._next_batch()):
+                pass
         finally:
             conn.close()
+
+    def _next_batch(self) -> list[tuple[Any, ...]]:
+        """The next operation (waiting for it) and those queued behind it."""
+        batch = [self._queue.get()]
+        while len(batch) < _MAX_BATCH:
+            try:
+                batch.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return batch
 
     def _write_batch(self, conn: sqlite3.Connection, batch: list[tuple[Any, ...]]) -> bool:
         """Run a batch in one transaction; resolve its futures after the

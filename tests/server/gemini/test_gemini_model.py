@@ -239,7 +239,7 @@ async def test_many_concurrent_requests_spread_over_connection_pools_and_one_use
         model = GeminiModel(KEY, base_url=fake.url)
         for _ in range(3):  # one user, one request at a time: one pool
             assert [c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk)] == ["one"]
-        assert len(model._pools) == 1 and model._in_flight == [0]
+        assert [pool.in_flight for pool in model._pools] == [0]
         texts = []
 
         async def one():
@@ -249,10 +249,9 @@ async def test_many_concurrent_requests_spread_over_connection_pools_and_one_use
             for _ in range(n):
                 nursery.start_soon(one)
             await trio.to_thread.run_sync(lambda: fake.wait_for_requests(lambda rs: len(rs) == 3 + n, timeout=30))
-            assert len(model._pools) == 3
-            assert sorted(model._in_flight) == [2, gemini.POOL_REQUESTS, gemini.POOL_REQUESTS]
+            assert sorted(pool.in_flight for pool in model._pools) == [2, gemini.POOL_REQUESTS, gemini.POOL_REQUESTS]
     assert texts == ["slow"] * n
-    assert model._in_flight == [0, 0, 0]
+    assert [pool.in_flight for pool in model._pools] == [0, 0, 0]
 
 
 @pytest.mark.timeout(90)
@@ -277,10 +276,67 @@ async def test_three_hundred_concurrent_requests_are_all_in_flight_at_once():
             seen = await trio.to_thread.run_sync(
                 lambda: fake.wait_for_requests(lambda rs: len(rs) == n, timeout=60))
             assert not any(r["completed"] for r in seen)
-            assert sum(model._in_flight) == n and len(model._pools) == -(-n // gemini.POOL_REQUESTS)
+            in_flight = [pool.in_flight for pool in model._pools]
+            assert sum(in_flight) == n and len(in_flight) == -(-n // gemini.POOL_REQUESTS)
+            pools = list(model._pools)
             nursery.cancel_scope.cancel()
         await model.aclose()
-    assert sum(model._in_flight) == 0
+    assert sum(pool.in_flight for pool in pools) == 0
+
+
+async def _connections_drop_to(fake: FakeGemini, count: int) -> int:
+    """The fake's open connections once they are ``count`` (the fake's
+    handler threads see a closed connection a moment later), or after 5 s."""
+    import trio
+
+    with trio.move_on_after(5):
+        while fake.open_connections != count:
+            await trio.sleep(0.02)
+    return fake.open_connections
+
+
+@pytest.mark.timeout(60)
+async def test_release_idle_closes_the_kept_alive_connections_and_the_next_request_opens_a_new_one():
+    import trio
+
+    with FakeGemini([{"text": "one", "delay": 0.5}] * 3 + [{"text": "slow", "delay": 3}, {"text": "after"}],
+                    api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+        try:
+            async with trio.open_nursery() as nursery:  # a small burst: three connections, kept alive
+                for _ in range(3):
+                    nursery.start_soon(new_stream, model, request())
+            assert fake.open_connections == 3
+            await model.release_idle()
+            assert await _connections_drop_to(fake, 0) == 0
+            texts: list[str] = []
+
+            async def slow() -> None:
+                texts.extend(c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(slow)  # a new connection; still answering during the next release
+                await trio.to_thread.run_sync(lambda: fake.wait_for_requests(lambda rs: len(rs) == 4))
+                await model.release_idle()
+            assert texts == ["slow"]
+            texts += [c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk)]
+        finally:
+            await model.aclose()
+        assert await _connections_drop_to(fake, 0) == 0
+    assert texts == ["slow", "after"]
+
+
+@pytest.mark.timeout(30)
+async def test_aclose_closes_the_connections_and_a_request_after_it_fails_clearly():
+    with FakeGemini([{"text": "one"}], api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+        await new_stream(model, request())
+        assert fake.open_connections == 1
+        await model.aclose()
+        await model.aclose()  # idempotent
+        assert await _connections_drop_to(fake, 0) == 0
+        with pytest.raises(ModelError, match="closed"):
+            await new_stream(model, request())
 
 
 @pytest.mark.timeout(30)

@@ -303,6 +303,8 @@ class Recorder:
     messages: int = 0
     chars: int = 0
     parts: list[str] = field(default_factory=list)
+    #: Called at this turn's first delta.
+    on_first: Any = None
 
     def reset(self) -> None:
         self.first = self.last = None
@@ -314,6 +316,8 @@ class Recorder:
             now = time.perf_counter()
             if self.first is None:
                 self.first = now
+                if self.on_first is not None:
+                    self.on_first()
             self.last = now
             self.messages += 1
             self.chars += len(event.content)
@@ -519,10 +523,13 @@ def raw_fake_stream(fake: FakeGeminiProcess, chunks: int) -> dict:
 
 
 async def run_concurrent(workspace: Path, url: str, n: int, expected: str, *, connect_parallel: int,
-                         timeout: float, at_peak: Any, hold: bool = True) -> dict:
+                         timeout: float, at_peak: Any, hold: bool = True, at_go: Any = None,
+                         at_all_first: Any = None) -> dict:
     """N clients connect (at most ``connect_parallel`` handshakes at a time),
     then all send one prompt at once; every connection stays open until all
-    turns are over (so the daemon holds N live sessions at its peak)."""
+    turns are over (so the daemon holds N live sessions at its peak).
+    ``at_go()`` is called as the prompts go out, ``at_all_first()`` when
+    the last client has its first delta."""
     connect_s: list[float] = []
     ttfd: list[float] = []
     turn_s: list[float] = []
@@ -535,6 +542,14 @@ async def run_concurrent(workspace: Path, url: str, n: int, expected: str, *, co
     finished_count = 0
     all_finished = trio.Event()
     limiter = trio.CapacityLimiter(connect_parallel)
+    firsts = 0
+
+    def first_seen() -> None:
+        nonlocal firsts
+        if go.is_set():
+            firsts += 1
+            if firsts == n and at_all_first is not None:
+                at_all_first()
 
     def fail(kind: str) -> None:
         failures[kind] = failures.get(kind, 0) + 1
@@ -553,7 +568,7 @@ async def run_concurrent(workspace: Path, url: str, n: int, expected: str, *, co
 
     async def one(i: int) -> None:
         nonlocal complete
-        rec = Recorder()
+        rec = Recorder(on_first=first_seen)
         settings = ClientSettings(endpoint=Endpoint(server=url), tools=ToolSettings(workspace=workspace))
         async with contextlib.AsyncExitStack() as stack:
             try:
@@ -595,6 +610,8 @@ async def run_concurrent(workspace: Path, url: str, n: int, expected: str, *, co
             await all_arrived.wait()
             phases["connect_all_s"] = time.perf_counter() - t_start
             go_time = time.perf_counter()
+            if at_go is not None:
+                at_go()
             go.set()
             await all_finished.wait()
             phases["turns_all_s"] = time.perf_counter() - go_time
@@ -648,9 +665,20 @@ def measure_concurrency(workdir: Path, workspace: Path, fake: FakeGeminiProcess,
             at_peak["rss_mb"] = daemon.rss_mb()
             at_peak["hwm_mb"] = daemon.hwm_mb()
 
+        # The daemon's CPU from the prompts going out to the last first
+        # delta: what the burst's TTFD waits for, beside the floor's own.
+        first_cpu: dict[str, float] = {}
+
+        def at_go() -> None:
+            first_cpu["go"] = cpu_seconds(daemon.pid)
+
+        def at_all_first() -> None:
+            first_cpu["all_first"] = cpu_seconds(daemon.pid)
+
         t0 = time.perf_counter()
         result = trio.run(lambda: run_concurrent(workspace, daemon.url, n, CONCURRENT_TEXT,
-                                                 connect_parallel=connect_parallel, timeout=timeout, at_peak=take))
+                                                 connect_parallel=connect_parallel, timeout=timeout, at_peak=take,
+                                                 at_go=at_go, at_all_first=at_all_first))
         wall = time.perf_counter() - t0
         used = {"daemon": cpu_seconds(daemon.pid) - cpu["daemon"], "fake": cpu_seconds(fake.pid) - cpu["fake"],
                 "bench": self_cpu_seconds() - cpu["bench"]}
@@ -660,6 +688,8 @@ def measure_concurrency(workdir: Path, workspace: Path, fake: FakeGeminiProcess,
             hwm_mb=hwm, wall_s=wall, cpu_s=used,
             cpu_pct={k: 100 * v / wall for k, v in used.items()},
             daemon_cpu_ms_per_client=1e3 * used["daemon"] / n,
+            daemon_cpu_ms_to_first=(1e3 * (first_cpu["all_first"] - first_cpu["go"]) / n
+                                    if "all_first" in first_cpu else float("nan")),
             daemon_problems=daemon.problems()[:5],
         )
         if sample is not None:
@@ -1100,7 +1130,8 @@ def report(r: dict, as_json: bool) -> None:
                   f"{row['turn_p99_ms']:>6.0f} ms {row['turns_all_s']:>7.2f} s {row['connect_all_s']:>9.2f} s "
                   f"{row['idle_rss_mb']:>6.0f} MB {row['hwm_mb']:>5.0f} MB  "
                   f"{cpu['daemon']:>3.0f}/{cpu['fake']:.0f}/{cpu['bench']:.0f}{'':14}"
-                  f"{row['daemon_cpu_ms_per_client']:.1f} ms")
+                  f"{row['daemon_cpu_ms_per_client']:.1f} ms "
+                  f"({row.get('daemon_cpu_ms_to_first', float('nan')):.2f} ms to the last first delta)")
             if row["failures"]:
                 print(f"      failures: {row['failures']}")
             for key, label, what in FLOOR_ROWS:

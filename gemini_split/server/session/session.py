@@ -297,7 +297,7 @@ class Session:
         ``error`` events."""
         if isinstance(message, GenerateContentRequest):
             start_prompt(self, message, view)
-        elif isinstance(message, Compress) and not self.refuse_if_busy(message.id, view):
+        elif isinstance(message, Compress) and not self.refuse_if_busy(message.id, "/compress", view):
             self.emit_nowait(RequestStarted(request_id=message.id, prompt="/compress", client=view.label))
             self.take_tools(view)
             self.start(message.id, CompressBody(self, message.id), view)
@@ -359,14 +359,14 @@ class Session:
 
     # --- requests ----------------------------------------------------------------
 
-    def refuse_if_busy(self, request_id: str, view: View) -> bool:
+    def refuse_if_busy(self, request_id: str, prompt: str, view: View) -> bool:
         """Refuse (a reply to the asker) a request while another one runs or
-        a rewind is being saved; True when it must not start. A request's
-        own id sent again is that request, never run twice (``Resends``)."""
+        a rewind is being saved; True when it must not start. An id sent
+        again (with ``prompt``) is that request, never rerun (``Resends``)."""
         refusal = None
         if self.rewinding:
             refusal = "the session is being rewound by another client; send the prompt again"
-        elif self.resends.answer(request_id, view):
+        elif self.resends.answer(request_id, prompt, view):
             return True
         elif self._active is not None:
             # Another client's request started first (this one's connection

@@ -59,3 +59,30 @@ async def test_a_prompt_sent_again_after_its_request_ended_is_answered_from_the_
     assert [e.replayed for e in answer] == [False] + [True] * (len(answer) - 2) + [False]
     assert _text(answer) == "the answer"
     assert len(model.requests) == 2  # r-mine once, then r-next
+
+
+async def test_another_prompt_under_an_id_the_session_has_run_is_refused_not_answered_from_the_log():
+    """A client that numbers its ids afresh on each connection (or another
+    client whose ids happen to match) sends a different prompt under an id
+    the session has run: it gets a clear error, never the other request's
+    answer, and the model is not asked."""
+    model = ScriptedModel(SCRIPT)
+    async with open_test_service(model) as (_, address):
+        async with hello(address, label="laptop") as (old, first):
+            await old.send(GenerateContentRequest(id="1", prompt="mine"))
+            with trio.fail_after(10):
+                *_, done = await old.receive_until(lambda m: isinstance(m, Finished))
+        async with hello(address, session_id=first.session_id, resume_token=first.resume_token,
+                         last_seq=done.seq, label="script") as (new, _):
+            await new.send(GenerateContentRequest(id="1", prompt="something else"))
+            with trio.fail_after(10):
+                seen = await new.receive_until(lambda m: isinstance(m, Finished | Error))
+            await new.send(GenerateContentRequest(id="2", prompt="next"))
+            with trio.fail_after(10):
+                after = await new.receive_until(lambda m: isinstance(m, Finished | Error))
+    refusal = seen[-1]
+    assert isinstance(refusal, Error) and refusal.code == "invalid_field", seen
+    assert refusal.in_reply_to == "1" and "already names another request" in refusal.message
+    assert "the answer" not in _text(seen)
+    # The refused prompt never reached the model: the next one gets the script's second answer.
+    assert _ends(after) == ["Finished"] and _text(after) == "a second run", after

@@ -202,7 +202,9 @@ def start_prompt(session: Any, request: GenerateContentRequest, view: View) -> N
     or started — after its ``request_started``, the model it names checked
     (refused: the request ends there), then the session takes the
     request's tools and context and the prompt's place in the timeline."""
-    if session.refuse_if_busy(request.id, view):
+    # (1.6) A custom command shows as typed, not as its expansion.
+    shown = request.typed or request.prompt
+    if session.refuse_if_busy(request.id, shown, view):
         return
     if not request.prompt.strip():
         # Refused before it starts: a reply to the asker, not a session
@@ -210,8 +212,6 @@ def start_prompt(session: Any, request: GenerateContentRequest, view: View) -> N
         view.send_direct(Error(request_id=request.id, in_reply_to=request.id, code=ErrorCode.INVALID_REQUEST.value,
                                message="the prompt is empty"))
         return
-    # (1.6) A custom command shows as typed, not as its expansion.
-    shown = request.typed or request.prompt
     session.emit_nowait(RequestStarted(request_id=request.id, prompt=shown, client=view.label))
     if request.model:
         try:

@@ -18,6 +18,11 @@ has ended. In every case that id *is* that request, never a new one
   ``replayed`` (a replayed tool call is never run) — or, when the log no
   longer keeps them, an ``error`` (``replay_unavailable``) for it.
 
+An id is that request only with the same prompt: a client that numbers
+its messages afresh on each connection, or another client whose ids happen
+to match, sending a *different* prompt under an id the session has run gets
+an ``error`` (``invalid_field``) saying so, never another request's answer.
+
 The ids of the last :data:`KEPT` requests a session started are kept (in
 memory: a session restored on another replica knows only its own).
 """
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 from msgspec.structs import replace
 
-from gemini_split.protocol import Error, ErrorCode, EventLog, Finished, ServerEvent, quote
+from gemini_split.protocol import Error, ErrorCode, EventLog, Finished, RequestStarted, ServerEvent, quote
 
 from ..views import View
 
@@ -35,31 +40,46 @@ KEPT = 1000
 
 
 class Resends:
-    """The requests one session started, and the seq each ended at (None
+    """The requests one session started: the prompt each showed (None until
+    its ``request_started`` is logged) and the seq each ended at (None
     while its end is not logged)."""
 
     def __init__(self, log: EventLog):
         self._log = log
+        self._prompts: dict[str, str | None] = {}
         self._ended_at: dict[str, int | None] = {}
 
     def started(self, request_id: str) -> None:
         """``request_id`` runs now (its ``request_started`` emitted)."""
-        self._ended_at[request_id] = None
+        self._prompts[request_id] = self._ended_at[request_id] = None
         while len(self._ended_at) > KEPT:
-            del self._ended_at[next(iter(self._ended_at))]
+            oldest = next(iter(self._ended_at))
+            del self._ended_at[oldest], self._prompts[oldest]
 
     def logged(self, event: ServerEvent) -> None:
-        """A logged event: a request's end is noted."""
+        """A logged event: a request's prompt and its end are noted."""
         rid = event.request_id
-        if (isinstance(event, Finished) or isinstance(event, Error) and event.in_reply_to == rid) \
-                and rid in self._ended_at and self._ended_at[rid] is None:
+        if rid is None or rid not in self._ended_at:
+            return
+        if isinstance(event, RequestStarted):
+            self._prompts[rid] = event.prompt
+        elif (isinstance(event, Finished) or isinstance(event, Error) and event.in_reply_to == rid) \
+                and self._ended_at[rid] is None:
             self._ended_at[rid] = event.seq
 
-    def answer(self, request_id: str, view: View) -> bool:
-        """Whether ``request_id`` is a request this session started (then
-        ``view``, which sent it again, is answered as the module says)."""
+    def answer(self, request_id: str, prompt: str, view: View) -> bool:
+        """Whether ``request_id`` is an id this session has run (then
+        ``view``, which sent it again with ``prompt`` as shown, is answered
+        as the module says)."""
         if request_id not in self._ended_at:
             return False
+        known = self._prompts[request_id]
+        if known is not None and known != prompt:
+            view.send_direct(Error(
+                request_id=request_id, in_reply_to=request_id, code=ErrorCode.INVALID_FIELD.value,
+                message=f"id {quote(request_id)} already names another request of this session; "
+                        "give each request an id of its own"))
+            return True
         end = self._ended_at[request_id]
         if end is None or end > view.live_after:
             return True  # its end reaches the asker live

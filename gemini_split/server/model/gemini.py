@@ -274,7 +274,11 @@ class GeminiModel(Model):
         and hundreds of connections, each holding buffers and parser state;
         an idle server needs none). The next request opens a new pool. A
         whole pool is closed (``AsyncClient.aclose``) because httpx has no
-        public way to close only a client's idle connections."""
+        public way to close only a client's idle connections. The request
+        bodies prepared for each system instruction go too (one per
+        session's workspace and context: up to 2,048 of a few KB); the tool
+        declarations, shared by every session, stay."""
+        self._prepared_cache = OrderedDict()  # a new one: an emptied dict keeps its largest table
         idle = [pool for pool in self._pools if not pool.in_flight]
         self._pools = [pool for pool in self._pools if pool.in_flight]
         for pool in idle:

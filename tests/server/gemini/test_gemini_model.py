@@ -326,6 +326,35 @@ async def test_release_idle_closes_the_kept_alive_connections_and_the_next_reque
     assert texts == ["slow", "after"]
 
 
+@pytest.mark.timeout(60)
+async def test_release_idle_lets_go_of_the_requests_prepared_for_each_sessions_instructions():
+    """Each session's system instruction (its workspace, its context files)
+    keeps a prepared request body; after a burst of sessions in as many
+    workspaces an idle server needs none of them. The next request still
+    works (prepared again)."""
+    import tracemalloc
+
+    sessions = 300
+    with FakeGemini([{"text": "ok"}] * (sessions + 1), api_key=KEY) as fake:
+        model = GeminiModel(KEY, base_url=fake.url)
+        try:
+            tracemalloc.start()
+            try:
+                for i in range(sessions):
+                    context = f"Workspace /srv/w/{i}. " + f"GEMINI.md of session {i}: " + "x" * 4000
+                    await new_stream(model, request(system_instruction=context))
+                before = tracemalloc.get_traced_memory()[0]
+                await model.release_idle()
+                freed = before - tracemalloc.get_traced_memory()[0]
+            finally:
+                tracemalloc.stop()
+            after = [c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk)]
+        finally:
+            await model.aclose()
+    assert freed > sessions * 4000, f"release_idle freed {freed:,} bytes"
+    assert after == ["ok"]
+
+
 @pytest.mark.timeout(30)
 async def test_aclose_closes_the_connections_and_a_request_after_it_fails_clearly():
     with FakeGemini([{"text": "one"}], api_key=KEY) as fake:

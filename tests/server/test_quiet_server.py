@@ -9,32 +9,19 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from contextlib import asynccontextmanager
 
 import pytest
 import trio
 
-from gemini_split.protocol import Connected, Finished, GenerateContentRequest, Hello, TextDelta
+from gemini_split.protocol import Connected, Finished, GenerateContentRequest, TextDelta
 from gemini_split.server.model.gemini import GeminiModel
 from gemini_split.server.model.scripted import ScriptedModel
 from gemini_split.testing.fake_gemini import FakeGemini
 from gemini_split.testing.service import open_test_service
-from gemini_split.transport import ConnectOptions, get_transport
 
-from tests.server.helpers import RawClient
+from tests.server.attach.test_attach_server import hello
 
 KEY = "test-key"
-
-
-@asynccontextmanager
-async def hello(address, **fields):
-    stream = await get_transport(address).open_connection(address, ConnectOptions())
-    raw = RawClient(stream)
-    try:
-        await raw.send(Hello(client="raw-test", **fields))
-        yield raw, await raw.receive()
-    finally:
-        await stream.aclose()
 
 
 async def prompt(address: str, text: str) -> str:

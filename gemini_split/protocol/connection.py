@@ -35,8 +35,8 @@ and ends a request it refuses with an ``error``.
 Several clients on one session (1.2): a request is *announced* to every
 attached client by ``request_started``, its first event. A client's own
 ``generate_content_request`` is *submitted* until then (a second one is
-``busy``; the same id sent again, by a client that reconnected, is that
-request); if another client's request is announced first, the submitted one
+``busy``; the same id and prompt sent again, by a client that reconnected,
+is that request, running or whose end crossed it on the wire); if another client's request is announced first, the submitted one
 is owed its refusal (``error`` ``busy``). Between two 1.1 peers a request
 runs from its ``generate_content_request`` as before. An ``observer``
 (``hello.role``) may not prompt, cancel or answer tool calls (``forbidden``).
@@ -157,6 +157,11 @@ class _Conversation(msgspec.Struct):
     announced: bool = False
     #: The client's own request, sent but not announced yet (1.2).
     submitted: str | None = None
+    #: The prompt, as shown, of the request submitted or running (None when
+    #: unknown), and the id and prompt of the one that ended last: a prompt
+    #: sent again with its id *and* its text is that request.
+    prompt: str | None = None
+    last_ended: tuple[str, str | None] | None = None
     #: The client attached read-only (``hello.role == "observer"``).
     observer: bool = False
     hello_version: tuple[int, int] = (0, 0)
@@ -237,18 +242,29 @@ def _nothing(c: _Conversation, m: Message) -> None:
 def _start_request(c: _Conversation, m: GenerateContentRequest | Compress | Rewind) -> None:
     _driver_only(c, m)
     running = c.request.request_id if c.request is not None else c.submitted
-    if running is not None and running == m.id:
-        return  # sent again (its client reconnected): that very request, which goes on
+    shown = _shown(m)
+    if m.id == running and c.prompt in (None, shown) or running is None and c.last_ended == (m.id, shown):
+        # Sent again by a client that reconnected: that very request, which
+        # goes on, or whose end crossed this on the wire (no reply owed).
+        return
     if running is not None:
         raise _Breach(
             ErrorCode.BUSY,
             f"request {quote(running)} is still running; cancel it or wait",
             field=None,
         )
+    c.prompt = shown
     if c.announced:
         c.submitted = m.id
     else:
         c.tracker.begin(m.id)
+
+
+def _shown(m: GenerateContentRequest | Compress | Rewind) -> str | None:
+    """A request's prompt as its ``request_started`` shows it."""
+    if isinstance(m, GenerateContentRequest):
+        return m.typed or m.prompt
+    return "/compress" if isinstance(m, Compress) else None
 
 
 def _rewind(c: _Conversation, m: Rewind) -> None:
@@ -290,6 +306,7 @@ def _announce_request(c: _Conversation, m: RequestStarted) -> None:
         # Another client's request won: ours is owed its refusal.
         c.owed_replies.add(c.submitted)
     c.submitted = None
+    c.prompt = m.prompt
     if c.request is None:
         c.tracker.begin(m.request_id)
 
@@ -464,6 +481,14 @@ def _hook_response(c: _Conversation, m: HookResponse) -> None:
 def _end_request(c: _Conversation, m: Finished) -> None:
     _running(c, m)
     _event(c, m)
+    _ended(c)
+
+
+def _ended(c: _Conversation) -> None:
+    """The running request ended."""
+    if c.request is not None:
+        c.last_ended = (c.request.request_id, c.prompt)
+    c.prompt = None
     c.tracker.end()
     c.pending_hooks.clear()
 
@@ -478,11 +503,10 @@ def _server_error(c: _Conversation, m: Error) -> None:
         _running(c, m)  # raises: names what is running
     _event(c, m)
     if rid is not None and rid == c.submitted:
-        c.submitted = None  # refused before it was announced
+        c.submitted = c.prompt = None  # refused before it was announced
     if rid is not None:
         if c.request is not None and c.request.request_id == rid:
-            c.tracker.end()
-            c.pending_hooks.clear()
+            _ended(c)
         c.owed_replies.discard(rid)
     if m.in_reply_to is not None:
         c.owed_replies.discard(m.in_reply_to)
@@ -662,7 +686,7 @@ class Connection:
         resumed session, right after the handshake and before any other
         message."""
         self._c.tracker.restore(request, decided)
-        self._c.submitted = None
+        self._c.submitted = self._c.prompt = None  # a restored request's prompt: unknown here
         self._c.last_seq = last_seq
 
     # --- the two directions ----------------------------------------------------

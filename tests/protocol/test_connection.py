@@ -295,6 +295,38 @@ def test_the_running_request_sent_again_is_that_request_not_busy():
     assert pair.both("request") == (None, None)
 
 
+def test_a_request_sent_again_as_its_end_goes_out_leaves_neither_end_waiting():
+    """The resend crosses the request's end on the wire (issue 44): the
+    client sends its prompt again (same id) before it has read the
+    ``request_started`` and ``finished`` the server has already written.
+    The server's connection takes it as that request, ended (no reply is
+    owed), and the client's as submitted, then announced and ended: both
+    ends are idle after it and the next prompt is not ``busy``."""
+    pair = Pair().open()  # the client's new connection; its prompt, sent on the old one, runs on
+    request = m(GenerateContentRequest, prompt="hi")
+    started = pair.server.send(pair.event(RequestStarted, request_id=request.id, prompt="hi"))
+    finished = pair.server.send(pair.event(Finished, request_id=request.id))
+    pair.server.receive(pair.client.send(request))  # sent again, before reading what crossed it
+    pair.client.receive(started)
+    pair.client.receive(finished)
+    assert pair.both("request") == (None, None)
+    assert pair.client_sends(m(GenerateContentRequest, prompt="next")).prompt == "next"  # not busy
+
+
+def test_another_prompt_under_the_running_or_last_ended_requests_id_is_not_taken_for_it():
+    """Only the same id *and* prompt is that request: a client that numbers
+    its ids afresh reuses the last one with a new prompt — submitted, owed
+    its answer, never silently dropped; under the running one's id — busy."""
+    pair = Pair().open()
+    rid = pair.start()
+    assert "still running" in str(refused_on_receive(pair.server, m(GenerateContentRequest, id=rid, prompt="other")))
+    pair.server_sends(pair.event(Finished, request_id=rid))
+    pair.client_sends(m(GenerateContentRequest, id=rid, prompt="another"))
+    # Submitted on both ends: the session's refusal of the reused id is its answer.
+    pair.server_sends(m(Error, request_id=rid, in_reply_to=rid, code="invalid_field", message="id reused"))
+    assert pair.client_sends(m(GenerateContentRequest, prompt="next")).prompt == "next"  # nothing left waiting
+
+
 def test_cancel_is_a_request_the_server_answers_with_the_ending():
     pair = Pair().open()
     pair.client_sends(m(Cancel))  # nothing runs: harmless

@@ -68,8 +68,12 @@ def test_no_tool_process_survives_the_client(tmp_path, mode, sig):
             _, address = stack.enter_context(daemon(tmp_path, fake))
             argv += ["--server", address]
             env = _env()
+        # A hang-up the test's own parent ignores (a run under nohup) would
+        # be ignored by the client too, as it should: the client starts with
+        # the hang-up at its default, as under a terminal.
         client = subprocess.Popen(argv, cwd=workspace, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
         try:
             try:
                 _wait_for(lambda: len(_sleepers(seconds)) == 2, 60, "the tool's sleeps never started")

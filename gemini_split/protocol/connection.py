@@ -36,9 +36,10 @@ Several clients on one session (1.2): a request is *announced* to every
 attached client by ``request_started``, its first event. A client's own
 ``generate_content_request`` is *submitted* until then (a second one is
 ``busy``; the same id and prompt sent again, by a client that reconnected,
-is that request, running or whose end crossed it on the wire); if another client's request is announced first, the submitted one
-is owed its refusal (``error`` ``busy``). Between two 1.1 peers a request
-runs from its ``generate_content_request`` as before. An ``observer``
+is that request, running or whose end crossed it on the wire); if another
+client's request is announced first, the submitted one is owed its refusal
+(``error`` ``busy``). Between two 1.1 peers a request runs from its
+``generate_content_request`` as before. An ``observer``
 (``hello.role``) may not prompt, cancel or answer tool calls (``forbidden``).
 Events marked ``replayed`` (a late joiner's catch-up) are checked only for
 ``seq`` order: where the live part starts, the request state is the one

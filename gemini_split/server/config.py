@@ -67,7 +67,9 @@ class ServerConfig:
     #: Seconds with no request answered after which a request already
     #: streaming stops waiting, per output, for requests that have not
     #: answered yet while the loop is busy (it waits 5 s at the most), and
-    #: how many ready tasks make it busy (``server/session/priority.py``).
+    #: how many ready tasks make it busy — or as many requests unanswered
+    #: while the loop runs half its time, which also begins a rush
+    #: (``server/session/priority.py``).
     answer_first_wait: float = 0.5
     answer_first_busy_tasks: int = 100
     #: Told every batch of events a session logs, ``(session, batch)``:

@@ -121,6 +121,8 @@ class AgentService:
         self._store_opened = False
         #: Requests that have not answered go before streams (server/session/priority.py).
         self.priority = AnswerFirst(max_wait=config.answer_first_wait, busy_tasks=config.answer_first_busy_tasks)
+        # The store's background writes wait for a burst's first deltas.
+        self.priority.on_rush.append(self.store.defer_writes)
         # Once a burst's sessions were unloaded and the server went quiet:
         # release_idle (the models' idle connections, the store's caches),
         # then freed memory goes back to the system (gemini_split/memory.py).

@@ -222,6 +222,65 @@ async def test_a_request_answers_when_a_client_has_written_its_first_delta():
         nursery.cancel_scope.cancel()
 
 
+def _burn(seconds: float) -> None:
+    """Keep the loop's thread running (no await) for ``seconds`` of its CPU time."""
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
+
+
+@pytest.mark.timeout(30)
+async def test_many_unanswered_on_a_hot_loop_hold_a_stream_though_few_tasks_are_ready():
+    """A burst between its waves: few tasks ready, the loop never idle,
+    many requests unanswered. A stream that has answered holds; on a loop
+    that idled, or with fewer unanswered than ``busy_tasks``, it goes on."""
+    for unanswered, hot, holds in ((3, True, True), (3, False, False), (2, True, False)):
+        priority = AnswerFirst(max_wait=10.0, busy_tasks=3)
+        stream = priority.request()
+        others = [priority.request() for _ in range(unanswered)]
+        await trio.sleep(0.06)
+        priority.request().done()  # a reading of the loop, the one the next is compared with
+        if hot:
+            _burn(0.06)
+        else:
+            await trio.sleep(0.06)
+        with trio.move_on_after(0.3) as held:
+            await stream.pace()
+        assert held.cancelled_caught is holds, (unanswered, hot)
+        for pace in others:
+            pace.done()
+
+
+@pytest.mark.timeout(30)
+async def test_a_rush_begins_with_many_unanswered_and_ends_when_all_have_answered_or_the_loop_idles():
+    """The hooks ``serve`` gives its store and collector hear a rush begin
+    and end, once each."""
+    priority = AnswerFirst(busy_tasks=3)
+    heard: list[bool] = []
+    priority.on_rush.append(heard.append)
+    first = [priority.request() for _ in range(2)]
+    assert heard == []  # two unanswered, the loop idle: no rush
+    third = priority.request()
+    assert heard == [True] and priority.rushing
+    for pace in (*first, third):
+        pace.done()
+    assert heard == [True, False] and not priority.rushing
+
+    # A rush ends too when a reading finds the loop idle, its requests
+    # still unanswered (they wait for their model, not for the loop).
+    answered = priority.request()
+    answered.output()
+    waiting = [priority.request() for _ in range(3)]
+    assert heard == [True, False, True]
+    await trio.sleep(0.06)
+    with trio.fail_after(1):
+        await answered.pace()  # a reading: the loop idled (so it does not hold either)
+    assert heard == [True, False, True, False]
+    for pace in waiting:
+        pace.done()
+    assert heard == [True, False, True, False]
+
+
 async def _open(address: str, *, task_status=trio.TASK_STATUS_IGNORED):
     """A raw client kept open until cancelled (started in a nursery)."""
     async with raw_client(address) as client:

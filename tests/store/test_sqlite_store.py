@@ -386,3 +386,60 @@ def test_release_idle_frees_the_page_cache_a_burst_filled(tmp_path):
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout)
     assert seen["before"] - seen["after"] > 1_000_000, seen  # SQLite's default cache is up to 2 MB
+
+
+def _committed_events(directory, session_id: str) -> int:
+    """Events of a session another connection sees in the file: what was committed."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{directory / DB_NAME}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT COUNT(*) FROM events WHERE session_id = ?", (session_id,)).fetchone()[0]
+    finally:
+        conn.close()
+
+
+@pytest.mark.timeout(30)
+async def test_during_a_rush_writes_no_first_delta_needs_wait_but_never_past_a_read_the_rush_or_max_defer(tmp_path):
+    """``defer_writes(True)`` (a burst on its way to its first deltas):
+    appended events and a session's creation wait; a read does not, and
+    takes them with it (read-your-writes); the rush's end writes them; and
+    however long the rush, nothing waits more than ``max_defer``."""
+    from gemini_split.server.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(tmp_path, max_defer=1.0)
+    await store.open()
+    try:
+        await store.create(record("s-1"))
+        store.defer_writes(True)
+        store.append_events("s-1", events(1, 5))
+        await trio.sleep(0.3)
+        assert _committed_events(tmp_path, "s-1") == 0
+        with trio.fail_after(0.5):
+            got = await store.events_after("s-1", 0)
+        assert [e.seq for e in got] == [1, 2, 3, 4, 5]
+        assert _committed_events(tmp_path, "s-1") == 5
+
+        created = trio.Event()
+
+        async def create() -> None:
+            await store.create(record("s-2"))
+            created.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(create)
+            await trio.sleep(0.3)
+            assert not created.is_set()
+            store.defer_writes(False)
+            with trio.fail_after(0.5):
+                await created.wait()
+
+        store.defer_writes(True)
+        began = time.monotonic()
+        store.append_events("s-1", events(6, 8))
+        with trio.fail_after(5):
+            while _committed_events(tmp_path, "s-1") < 8:
+                await trio.sleep(0.05)
+        assert 0.8 <= time.monotonic() - began < 3
+    finally:
+        await store.aclose()

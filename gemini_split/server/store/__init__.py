@@ -29,7 +29,10 @@ What every backend must guarantee
 3. **Events off the hot path.** :meth:`~SessionStore.append_events` never
    blocks and never awaits: it queues. Queued events are written in batches
    soon after (a crash loses at most the batch being gathered). Cost on the
-   event loop: a few microseconds per event.
+   event loop: a few microseconds per event. During a rush
+   (:meth:`~SessionStore.defer_writes`) a backend may write them, and
+   the writes of :meth:`~SessionStore.create` and
+   :meth:`~SessionStore.set_running`, up to a second later.
 4. **Bounded event logs.** Each session keeps its last ``replay_capacity``
    events; :meth:`~SessionStore.events_after` returns ``None`` when any event
    asked for is no longer kept (so the server can say ``replay_unavailable``
@@ -229,6 +232,12 @@ class SessionStore(ABC):
         ``finished`` or ``error`` of it follows. This one finds none
         (the record's ``running_request`` says it)."""
         return False, None
+
+    def defer_writes(self, on: bool) -> None:
+        """A burst's requests are on their way to their first deltas and
+        the loop is busy (True), or no longer (False): writes no first
+        delta needs may wait (contract item 3). Called from the loop; must
+        not block. This one writes as before."""
 
     async def written(self, session_id: str, seq: int) -> None:
         """Return once the session's events appended up to ``seq`` are

@@ -16,6 +16,17 @@ kept because one ordered queue gives the contract's ordering (events before
 the history that follows them, reads that see earlier writes) with no lock
 and no extra task (see docs/architecture.md).
 
+During a rush (``server/session/priority.py``: a burst's requests on
+their way to a first delta, the loop busy) the thread waits before a
+batch that holds only writes no first delta needs — events, ``create``,
+``set_running`` (:meth:`SQLiteStore.defer_writes`) — until the rush ends,
+any other operation is queued (a read, ``save_turn``, ``flush``: it takes
+them all, in order) or :attr:`SQLiteStore.max_defer` seconds pass. It
+holds the GIL while it binds rows, so in a 1,000-prompt burst its work
+was ~9% of the daemon's samples until the last first delta
+(docs/performance.md). A crash then loses at most ``max_defer`` seconds of
+events more.
+
 Durability: WAL with ``synchronous=NORMAL`` — a committed transaction
 survives the process being killed; a power cut may lose the last
 transactions (not corrupt the file).
@@ -36,6 +47,7 @@ import queue
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -140,18 +152,28 @@ _LAYOUTS = {1: _COLUMNS_2, 2: _COLUMNS_2, 3: _COLUMNS_3, 4: _COLUMNS, 5: _COLUMN
 
 #: Operations the writer thread takes from its queue at most per transaction.
 _MAX_BATCH = 5000
+#: Seconds a deferrable write waits at most during a rush (module docstring).
+DEFAULT_MAX_DEFER = 1.0
 
 
 class SQLiteStore(SessionStore):
     """Sessions in ``DIR/sessions.db``. ``exclusive`` (a server) takes
     ``DIR/serve.lock`` for as long as the store is open."""
 
-    def __init__(self, directory: Path, *, replay_capacity: int = DEFAULT_REPLAY_CAPACITY, exclusive: bool = False):
+    def __init__(self, directory: Path, *, replay_capacity: int = DEFAULT_REPLAY_CAPACITY, exclusive: bool = False,
+                 max_defer: float = DEFAULT_MAX_DEFER):
         self.directory = Path(directory)
         self.path = self.directory / DB_NAME
         self.replay_capacity = replay_capacity
         self.exclusive = exclusive
+        self.max_defer = max_defer
         self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+        #: Whether deferrable writes wait (:meth:`defer_writes`); set from
+        #: the loop, read by the writer thread.
+        self._deferring = False
+        #: Set when the writer must not wait: an operation that is not
+        #: deferrable was queued, or the rush ended.
+        self._go = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock_fd: int | None = None
         self._write_error: StoreError | None = None
@@ -295,7 +317,7 @@ class SQLiteStore(SessionStore):
         self._closed = True
         if self._thread is not None:
             done: concurrent.futures.Future[None] = concurrent.futures.Future()
-            self._queue.put(("stop", done))
+            self._put(("stop", done))
             with trio.CancelScope(shield=True):
                 await _wait(done)
                 await trio.to_thread.run_sync(self._thread.join)
@@ -312,7 +334,7 @@ class SQLiteStore(SessionStore):
         def do(conn: sqlite3.Connection) -> None:
             conn.execute(f"INSERT INTO sessions ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})", row)
 
-        await self._call(do)
+        await self._call(do, deferrable=True)
 
     async def get(self, session_id: str) -> SessionRecord | None:
         def do(conn: sqlite3.Connection) -> SessionRecord | None:
@@ -361,7 +383,7 @@ class SQLiteStore(SessionStore):
             conn.execute("UPDATE sessions SET running_request = ?, updated = ? WHERE id = ?",
                          (request_id, updated, session_id))
 
-        await self._call(do)
+        await self._call(do, deferrable=True)
 
     async def set_token_hash(self, session_id: str, token_hash: str) -> None:
         def do(conn: sqlite3.Connection) -> None:
@@ -372,6 +394,13 @@ class SQLiteStore(SessionStore):
     def append_events(self, session_id: str, events: Sequence[StoredEvent]) -> None:
         if events:
             self._queue.put(("events", session_id, events))
+
+    def defer_writes(self, on: bool) -> None:
+        """See the module docstring: while on, a batch of deferrable writes
+        waits (at most :attr:`max_defer` seconds)."""
+        self._deferring = on
+        if not on:
+            self._go.set()
 
     async def flush(self) -> None:
         await self._call(lambda conn: None)
@@ -422,12 +451,22 @@ class SQLiteStore(SessionStore):
 
     # --- the writer thread ----------------------------------------------------------
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _call(self, fn: Callable[[sqlite3.Connection], T], *, deferrable: bool = False) -> T:
+        """Run ``fn`` in the writer thread, in order; ``deferrable``: it may
+        wait through a rush (:meth:`defer_writes`)."""
         if self._thread is None or self._closed:
             raise StoreError(f"{self.path}: the session store is not open")
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put(("call", fn, future))
+        if deferrable:
+            self._queue.put(("call", fn, future, True))
+        else:
+            self._put(("call", fn, future, False))
         return await _wait(future)
+
+    def _put(self, op: tuple[Any, ...]) -> None:
+        """Queue an operation the writer must not wait with."""
+        self._queue.put(op)
+        self._go.set()
 
     def _run(self, conn: sqlite3.Connection) -> None:
         try:
@@ -441,8 +480,20 @@ class SQLiteStore(SessionStore):
             conn.close()
 
     def _next_batch(self) -> list[tuple[Any, ...]]:
-        """The next operation (waiting for it) and those queued behind it."""
-        batch = [self._queue.get()]
+        """The next operation (waiting for it) and those queued behind it;
+        during a rush, a deferrable one first waits (module docstring)."""
+        first = self._queue.get()
+        if self._deferring and (first[0] == "events" or (first[0] == "call" and first[3])):
+            give_up = time.monotonic() + self.max_defer
+            while self._deferring and not self._go.is_set():
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    break
+                self._go.wait(left)
+        # Cleared before the queue is drained: whatever is queued after
+        # this sets it again.
+        self._go.clear()
+        batch = [first]
         while len(batch) < _MAX_BATCH:
             try:
                 batch.append(self._queue.get_nowait())
@@ -467,7 +518,7 @@ class SQLiteStore(SessionStore):
                     rows.extend((sid, e.seq, e.request_id, e.data, e.timestamp, e.type) for e in events)
                     newest[sid] = max(newest.get(sid, 0), events[-1].seq)
                 elif kind == "call":
-                    _, fn, future = op
+                    _, fn, future, _deferrable = op
                     if newest:  # a read must see the events appended before it
                         self._insert_events(conn, rows, newest)
                         rows, newest = [], {}

@@ -33,16 +33,17 @@ and promoted, and full collections (still on, with CPython's own rule) come
 seldom. Cyclic garbage is still collected, later; reference-counted objects
 (nearly all) are freed at once as before.
 
-While a server rushes to answer a burst (``server/session/priority.py``:
-some request has no first delta yet and the loop is busy), even that is
+While a server answers a burst (``server/session/priority.py``: from the
+moment the loop is busy with requests on their way to a first delta until
+every one has it), even that is
 too much: the requests in flight are the young objects, so every young
 collection walks them all and frees nothing, and every tenth walks all
 that survived the last ten (57–88 ms each). In a 1,000-prompt burst the
 collector took ~15% of the daemon's CPU until the last first delta
-(docs/performance.md). :func:`rushing` lets the young generation grow to
+(docs/performance.md). :func:`bursting` lets the young generation grow to
 :data:`RUSH_YOUNG_THRESHOLD` net allocations meanwhile — a bound, not a
-pause: a rush that never ends still collects — and sets it back when the
-rush is over, whereupon the next allocation collects what gathered.
+pause: a burst that never ends still collects — and sets it back when the
+burst is over, whereupon the next allocation collects what gathered.
 
 A leaf module: ``cli``, ``app`` and ``commands.serve`` use it.
 """
@@ -80,9 +81,9 @@ MIDDLE_THRESHOLD = 10
 OLD_THRESHOLD = 10
 
 
-#: Net allocations between two young collections while a server rushes
-#: (:func:`rushing`): more than a 1,000-prompt burst makes before its last
-#: first delta (~320,000).
+#: Net allocations between two young collections while a server answers
+#: a burst (:func:`bursting`): more than a 1,000-prompt burst makes before
+#: its last first delta (~320,000).
 RUSH_YOUNG_THRESHOLD = 500_000
 
 _serving = False
@@ -99,8 +100,8 @@ def settle_for_serving() -> None:
     _serving = True
 
 
-def rushing(on: bool) -> None:
-    """A server's rush begins (True) or ends (False): see the module
+def bursting(on: bool) -> None:
+    """A server's burst begins (True) or ends (False): see the module
     docstring. Does nothing before :func:`settle_for_serving` (a process
     that is not a server keeps its collector as it is)."""
     if _serving:

@@ -24,7 +24,7 @@ from gemini_split._trio_util import single_exceptions
 from gemini_split.app import open_model, server_telemetry, server_tools_from
 from gemini_split.tools.approval_mode import parse_approval_mode
 from gemini_split.client.face_client import face_agents, open_face_client
-from gemini_split.collector import rushing, settle_for_serving
+from gemini_split.collector import bursting, settle_for_serving
 from gemini_split.commands.options_from_args import server_tools_options
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, MissingApiKey
@@ -289,7 +289,7 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
                 service.model.warm_up(service.config.model)
                 settle_for_serving()
                 # A burst's young collections wait for its first deltas.
-                service.priority.on_rush.append(rushing)
+                service.priority.on_burst.append(bursting)
 
                 for address, listen_options in listeners:
                     transport = get_transport(address)

@@ -254,17 +254,19 @@ async def test_many_unanswered_on_a_hot_loop_hold_a_stream_though_few_tasks_are_
 @pytest.mark.timeout(30)
 async def test_a_rush_begins_with_many_unanswered_and_ends_when_all_have_answered_or_the_loop_idles():
     """The hooks ``serve`` gives its store and collector hear a rush begin
-    and end, once each."""
+    and end, once each; the burst lasts until every request has answered."""
     priority = AnswerFirst(busy_tasks=3)
     heard: list[bool] = []
+    bursts: list[bool] = []
     priority.on_rush.append(heard.append)
+    priority.on_burst.append(bursts.append)
     first = [priority.request() for _ in range(2)]
     assert heard == []  # two unanswered, the loop idle: no rush
     third = priority.request()
-    assert heard == [True] and priority.rushing
+    assert heard == [True] and priority.rushing and bursts == [True]
     for pace in (*first, third):
         pace.done()
-    assert heard == [True, False] and not priority.rushing
+    assert heard == [True, False] and not priority.rushing and bursts == [True, False]
 
     # A rush ends too when a reading finds the loop idle, its requests
     # still unanswered (they wait for their model, not for the loop).
@@ -276,9 +278,10 @@ async def test_a_rush_begins_with_many_unanswered_and_ends_when_all_have_answere
     with trio.fail_after(1):
         await answered.pace()  # a reading: the loop idled (so it does not hold either)
     assert heard == [True, False, True, False]
+    assert bursts == [True, False, True]  # its requests still have not answered
     for pace in waiting:
         pace.done()
-    assert heard == [True, False, True, False]
+    assert heard == [True, False, True, False] and bursts == [True, False, True, False]
 
 
 async def _open(address: str, *, task_status=trio.TASK_STATUS_IGNORED):

@@ -44,16 +44,19 @@ while one other prompt waits for its model keeps going.
 **A rush** begins when ``busy_tasks`` requests are unanswered at once, or
 some are while the loop is busy, and ends when every request has answered
 or a reading finds the loop mostly idle (less than :data:`BUSY_SHARE` of
-its time running): a burst's answers come in waves, and what waited is
-best done in the moment the loop idles between them (measured against
-ending only once all have answered: 1.91 against 2.05 ms of CPU per
-client to the last first delta). Work that no first
-delta needs can wait through it: :attr:`AnswerFirst.on_rush` hooks hear it
-begin (True) and end (False) — ``serve`` defers the session store's
-background writes (``SessionStore.defer_writes``) and the cyclic
-collector's young collections (``gemini_split.collector.rushing``) with
-them; in a 1,000-prompt burst the collector alone took ~15% of the loop
-until the last first delta and freed nothing (docs/performance.md).
+its time running); **a burst** lasts from a rush's beginning until every
+request has answered. Work that no first delta needs waits through them:
+:attr:`AnswerFirst.on_rush` and :attr:`AnswerFirst.on_burst` hooks hear
+each begin (True) and end (False). ``serve`` defers the session store's
+background writes through a rush (``SessionStore.defer_writes``): a
+burst's answers come in waves, and the writes are best done in the moment
+the loop idles between them (1.91 against 2.05 ms of the daemon's CPU per
+client to the last first delta when they waited for the burst's end).
+It defers the cyclic collector's young collections through the burst
+(``gemini_split.collector.bursting``): in a 1,000-prompt burst they took
+~15% of the loop until the last first delta and freed nothing, and the
+one collection of everything the burst has in flight takes a quarter of
+a second — between two waves it held back the second one by as much.
 
 Why answers and not a fixed time: every step a stream takes in a burst
 costs the loop what that step costs (its model's whole block read, merged,
@@ -106,11 +109,13 @@ class AnswerFirst:
         self._busy_at = -1.0
         self._cpu_at: float | None = None
         self._was_busy = False
-        #: Whether a rush is on (module docstring), and who hears it begin
-        #: and end: each hook is called with True, then False, from the
-        #: loop; it must not block.
+        #: Whether a rush, a burst is on (module docstring), and who hears
+        #: each begin and end: each hook is called with True, then False,
+        #: from the loop; it must not block.
         self.rushing = False
         self.on_rush: list[Callable[[bool], None]] = []
+        self.bursting = False
+        self.on_burst: list[Callable[[bool], None]] = []
         #: Set when the streams holding now may go (see :meth:`_hold`).
         self._release: trio.Event | None = None
 
@@ -133,12 +138,20 @@ class AnswerFirst:
         if not self.unanswered:
             self._all_answered.set()
             self._rush(False)
+            if self.bursting:
+                self.bursting = False
+                for hook in self.on_burst:
+                    hook(False)
 
     def _rush(self, on: bool) -> None:
         if on != self.rushing:
             self.rushing = on
             for hook in self.on_rush:
                 hook(on)
+            if on and not self.bursting:
+                self.bursting = True
+                for hook in self.on_burst:
+                    hook(True)
 
     async def _hold(self) -> None:
         """Wait until every request has answered, while some keep

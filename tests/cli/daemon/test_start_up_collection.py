@@ -86,22 +86,22 @@ def test_an_embedded_main_inside_another_process_leaves_its_collector_alone(fake
 
 
 @pytest.mark.timeout(30)
-def test_a_server_in_a_rush_collects_its_young_generation_later_then_as_before():
+def test_a_server_in_a_burst_collects_its_young_generation_later_then_as_before():
     """``serve`` settles its collector, then lets the young generation grow
-    while a burst rushes to its first deltas (``collector.rushing``, hooked
+    while a burst is on its way to its first deltas (``collector.bursting``, hooked
     to the server's answer-first bookkeeping); a process that is not a
     server keeps its collector as it is."""
     code = textwrap.dedent("""
         import gc
         from gemini_split import collector
         before = gc.get_threshold()
-        collector.rushing(True)
+        collector.bursting(True)
         print(gc.get_threshold() == before)
         collector.settle_for_serving()
         print(gc.get_threshold())
-        collector.rushing(True)
+        collector.bursting(True)
         print(gc.get_threshold())
-        collector.rushing(False)
+        collector.bursting(False)
         print(gc.get_threshold())
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20, check=True)

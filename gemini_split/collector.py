@@ -35,15 +35,15 @@ seldom. Cyclic garbage is still collected, later; reference-counted objects
 
 While a server answers a burst (``server/session/priority.py``: from the
 moment the loop is busy with requests on their way to a first delta until
-every one has it), even that is
-too much: the requests in flight are the young objects, so every young
-collection walks them all and frees nothing, and every tenth walks all
-that survived the last ten (57–88 ms each). In a 1,000-prompt burst the
-collector took ~15% of the daemon's CPU until the last first delta
-(docs/performance.md). :func:`bursting` lets the young generation grow to
-:data:`RUSH_YOUNG_THRESHOLD` net allocations meanwhile — a bound, not a
-pause: a burst that never ends still collects — and sets it back when the
-burst is over, whereupon the next allocation collects what gathered.
+every one has it), even that is too much: the requests in flight are the
+young objects, so every young collection walks them all and frees
+nothing, and every tenth walks all that survived the last ten (57–88 ms
+each). In a 1,000-prompt burst the collector took ~15% of the daemon's
+CPU until the last first delta (docs/performance.md). :func:`bursting`
+lets the young generation grow to :data:`BURST_YOUNG_THRESHOLD` net
+allocations meanwhile — a bound, not a pause: a burst that never ends
+still collects — and sets it back when the burst is over, whereupon the
+next allocation collects what gathered.
 
 A leaf module: ``cli``, ``app`` and ``commands.serve`` use it.
 """
@@ -84,7 +84,7 @@ OLD_THRESHOLD = 10
 #: Net allocations between two young collections while a server answers
 #: a burst (:func:`bursting`): more than a 1,000-prompt burst makes before
 #: its last first delta (~320,000).
-RUSH_YOUNG_THRESHOLD = 500_000
+BURST_YOUNG_THRESHOLD = 500_000
 
 _serving = False
 
@@ -105,4 +105,4 @@ def bursting(on: bool) -> None:
     docstring. Does nothing before :func:`settle_for_serving` (a process
     that is not a server keeps its collector as it is)."""
     if _serving:
-        gc.set_threshold(RUSH_YOUNG_THRESHOLD if on else YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)
+        gc.set_threshold(BURST_YOUNG_THRESHOLD if on else YOUNG_THRESHOLD, MIDDLE_THRESHOLD, OLD_THRESHOLD)

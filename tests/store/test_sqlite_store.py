@@ -407,7 +407,7 @@ async def test_during_a_rush_writes_no_first_delta_needs_wait_but_never_past_a_r
     however long the rush, nothing waits more than ``max_defer``."""
     from gemini_split.server.store.sqlite import SQLiteStore
 
-    store = SQLiteStore(tmp_path, max_defer=1.0)
+    store = SQLiteStore(tmp_path, max_defer=3.0)
     await store.open()
     try:
         await store.create(record("s-1"))
@@ -415,7 +415,7 @@ async def test_during_a_rush_writes_no_first_delta_needs_wait_but_never_past_a_r
         store.append_events("s-1", events(1, 5))
         await trio.sleep(0.3)
         assert _committed_events(tmp_path, "s-1") == 0
-        with trio.fail_after(0.5):
+        with trio.fail_after(1.5):
             got = await store.events_after("s-1", 0)
         assert [e.seq for e in got] == [1, 2, 3, 4, 5]
         assert _committed_events(tmp_path, "s-1") == 5
@@ -431,15 +431,15 @@ async def test_during_a_rush_writes_no_first_delta_needs_wait_but_never_past_a_r
             await trio.sleep(0.3)
             assert not created.is_set()
             store.defer_writes(False)
-            with trio.fail_after(0.5):
+            with trio.fail_after(1.5):
                 await created.wait()
 
         store.defer_writes(True)
         began = time.monotonic()
         store.append_events("s-1", events(6, 8))
-        with trio.fail_after(5):
+        with trio.fail_after(10):
             while _committed_events(tmp_path, "s-1") < 8:
                 await trio.sleep(0.05)
-        assert 0.8 <= time.monotonic() - began < 3
+        assert 2.8 <= time.monotonic() - began < 6
     finally:
         await store.aclose()

@@ -31,8 +31,11 @@ meanwhile). On a server that is not busy nothing waits at all.
 
 Busy means the others would wait for the loop: at least ``busy_tasks``
 tasks ready at once, or at least ``busy_tasks`` requests unanswered while
-the loop's thread spent at least :data:`BUSY_SHARE` of the last reading's
-interval running. The second catches a burst between its waves: a
+the loop spent at least :data:`BUSY_SHARE` of the last reading's interval
+running — not waiting for I/O with nothing to run (a Trio instrument
+times those waits; the thread's CPU time would read low on a machine
+whose other processes keep it off the CPU, though it never idles). The
+second catches a burst between its waves: a
 thousand requests sent, their answers arriving a few at a time, few tasks
 ready at any moment and yet no idle time. By the first rule alone a
 quarter of a 1,000-prompt burst's streams were let go while the other
@@ -49,14 +52,13 @@ request has answered. Work that no first delta needs waits through them:
 :attr:`AnswerFirst.on_rush` and :attr:`AnswerFirst.on_burst` hooks hear
 each begin (True) and end (False). ``serve`` defers the session store's
 background writes through a rush (``SessionStore.defer_writes``): a
-burst's answers come in waves, and the writes are best done in the moment
-the loop idles between them (1.91 against 2.05 ms of the daemon's CPU per
-client to the last first delta when they waited for the burst's end).
-It defers the cyclic collector's young collections through the burst
-(``gemini_split.collector.bursting``): in a 1,000-prompt burst they took
-~15% of the loop until the last first delta and freed nothing, and the
-one collection of everything the burst has in flight takes a quarter of
-a second — between two waves it held back the second one by as much.
+burst's answers come in waves, and the writes are best done in the
+moments the loop idles between them. It defers the cyclic collector's
+young collections through the burst (``gemini_split.collector.bursting``):
+in a 1,000-prompt burst they took ~15% of the loop until the last first
+delta and freed nothing, and the one collection of everything the burst
+has in flight takes a quarter of a second — ended with a rush, between
+two waves, it held back the second one by as much.
 
 Why answers and not a fixed time: every step a stream takes in a burst
 costs the loop what that step costs (its model's whole block read, merged,
@@ -84,10 +86,42 @@ DEFAULT_BUSY_TASKS = 100
 #: Seconds a reading of the loop's state is used for (Trio's statistics
 #: also count every file descriptor's waiters: O(connections)).
 BUSY_CHECK_INTERVAL = 0.05
-#: The share of a reading's interval the loop's thread spent running (its
-#: CPU time) from which it counts as busy with many requests unanswered,
-#: and below which a rush ends.
+#: The share of a reading's interval the loop spent running (not waiting
+#: with nothing to run) from which it counts as busy with many requests
+#: unanswered, and below which a rush ends.
 BUSY_SHARE = 0.5
+
+
+class _IdleClock(trio.abc.Instrument):
+    """The seconds a Trio run's loop has spent waiting for I/O with no task
+    ready (one per run: :func:`_idle_clock`)."""
+
+    def __init__(self) -> None:
+        self.idle = 0.0
+        self._since = 0.0
+
+    def before_io_wait(self, timeout: float) -> None:
+        # A wait of 0 is a look at the sockets between ready tasks' steps.
+        self._since = time.perf_counter() if timeout > 0 else 0.0
+
+    def after_io_wait(self, timeout: float) -> None:
+        if self._since:
+            self.idle += time.perf_counter() - self._since
+            self._since = 0.0
+
+
+_IDLE_CLOCK: trio.lowlevel.RunVar[_IdleClock] = trio.lowlevel.RunVar("answer_first_idle_clock")
+
+
+def _idle_clock() -> _IdleClock:
+    """This Trio run's :class:`_IdleClock`, added at the first call."""
+    try:
+        return _IDLE_CLOCK.get()
+    except LookupError:
+        clock = _IdleClock()
+        trio.lowlevel.add_instrument(clock)
+        _IDLE_CLOCK.set(clock)
+        return clock
 
 
 class AnswerFirst:
@@ -104,10 +138,10 @@ class AnswerFirst:
         self.unanswered = 0
         self._all_answered = trio.Event()
         self._all_answered.set()
-        #: When the loop's state was last read (trio's clock), and its
-        #: thread's CPU time then (None: not read yet).
+        #: When the loop's state was last read (trio's clock), and the
+        #: seconds it had spent idle then (None: not read yet).
         self._busy_at = -1.0
-        self._cpu_at: float | None = None
+        self._idle_at: float | None = None
         self._was_busy = False
         #: Whether a rush, a burst is on (module docstring), and who hears
         #: each begin and end: each hook is called with True, then False,
@@ -185,9 +219,9 @@ class AnswerFirst:
         :data:`BUSY_CHECK_INTERVAL` seconds; a reading begins or ends a rush."""
         now = trio.current_time()
         if now - self._busy_at >= BUSY_CHECK_INTERVAL:
-            cpu = time.thread_time()
-            share = None if self._cpu_at is None else (cpu - self._cpu_at) / (now - self._busy_at)
-            self._busy_at, self._cpu_at = now, cpu
+            idle = _idle_clock().idle
+            share = None if self._idle_at is None else 1 - (idle - self._idle_at) / (now - self._busy_at)
+            self._busy_at, self._idle_at = now, idle
             self._was_busy = ((share is not None and share >= BUSY_SHARE and self.unanswered >= self.busy_tasks)
                               or trio.lowlevel.current_statistics().tasks_runnable >= self.busy_tasks)
             if self.unanswered and self._was_busy:

@@ -264,7 +264,7 @@ def _start_request(c: _Conversation, m: GenerateContentRequest | Compress | Rewi
 def _shown(m: GenerateContentRequest | Compress | Rewind) -> str | None:
     """A request's prompt as its ``request_started`` shows it."""
     if isinstance(m, GenerateContentRequest):
-        return m.typed or m.prompt
+        return m.shown
     return "/compress" if isinstance(m, Compress) else None
 
 

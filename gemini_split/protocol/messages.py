@@ -648,6 +648,11 @@ class GenerateContentRequest(ClientMessage, tag="generate_content_request", kw_o
     context: SessionContext | None = None
     typed: Annotated[str, Meta(max_length=TYPED_PROMPT_LIMIT)] = ""
 
+    @property
+    def shown(self) -> str:
+        """The prompt as its ``request_started`` shows it (what was typed)."""
+        return self.typed or self.prompt
+
 
 class ToolExecutionResponse(ClientMessage, tag="tool_execution_response", kw_only=True):
     """The outcome of a ``tool_execution_request`` (whose ``id`` is

@@ -203,7 +203,7 @@ def start_prompt(session: Any, request: GenerateContentRequest, view: View) -> N
     (refused: the request ends there), then the session takes the
     request's tools and context and the prompt's place in the timeline."""
     # (1.6) A custom command shows as typed, not as its expansion.
-    shown = request.typed or request.prompt
+    shown = request.shown
     if session.refuse_if_busy(request.id, shown, view):
         return
     if not request.prompt.strip():

@@ -35,14 +35,14 @@ the loop spent at least :data:`BUSY_SHARE` of the last reading's interval
 running — not waiting for I/O with nothing to run (a Trio instrument
 times those waits; the thread's CPU time would read low on a machine
 whose other processes keep it off the CPU, though it never idles). The
-second catches a burst between its waves: a
-thousand requests sent, their answers arriving a few at a time, few tasks
-ready at any moment and yet no idle time. By the first rule alone a
-quarter of a 1,000-prompt burst's streams were let go while the other
-three quarters had not answered (bench/serve.py (c)), and each parsed its
-whole answer on the loop the others waited for. A few requests
-unanswered on a hot loop do not count: a lone stream running flat out
-while one other prompt waits for its model keeps going.
+second catches a burst between its waves: a thousand requests sent, their
+answers arriving a few at a time, few tasks ready at any moment and yet
+no idle time. By the first rule alone a quarter of a 1,000-prompt
+burst's streams were let go while the other three quarters had not
+answered (bench/serve.py (c)), and each parsed its whole answer on the
+loop the others waited for. A few requests unanswered on a hot loop do
+not count: a lone stream running flat out while one other prompt waits
+for its model keeps going.
 
 **A rush** begins when ``busy_tasks`` requests are unanswered at once, or
 some are while the loop is busy, and ends when every request has answered

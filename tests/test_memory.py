@@ -39,8 +39,11 @@ def test_give_back_returns_freed_memory_that_a_collection_alone_keeps():
     seen = _run("malloc")
     assert seen["trimmed"]
     # ~145 MB of objects were freed: the collection alone gave none of it
-    # back, the give-back at least 80 MB.
-    assert seen["collected"] - seen["after"] > 80 * 2**20, seen
+    # back, the give-back at least 60 MiB. What it returns here is one of
+    # two figures, run to run: ~110 MiB, or ~76 MiB in about 1 run in 12
+    # (with or without load; glibc's heap laid out differently) — which
+    # failed a CI run when this asked for 80 MB.
+    assert seen["collected"] - seen["after"] > 60 * 2**20, seen
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")

@@ -41,9 +41,9 @@ nothing, and every tenth walks all that survived the last ten (57–88 ms
 each). In a 1,000-prompt burst the collector took ~15% of the daemon's
 CPU until the last first delta (docs/performance.md). :func:`bursting`
 lets the young generation grow to :data:`BURST_YOUNG_THRESHOLD` net
-allocations meanwhile — a bound, not a pause: a burst that never ends
-still collects — and sets it back when the burst is over, whereupon the
-next allocation collects what gathered.
+allocations meanwhile — a bound, not a pause — and sets it back when the
+burst is over (10 s at the most: steady load is not a burst), whereupon
+the next allocation collects what gathered.
 
 A leaf module: ``cli``, ``app`` and ``commands.serve`` use it.
 """

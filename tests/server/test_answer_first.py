@@ -284,6 +284,32 @@ async def test_a_rush_begins_with_many_unanswered_and_ends_when_all_have_answere
     assert heard == [True, False, True, False] and bursts == [True, False, True, False]
 
 
+@pytest.mark.timeout(30)
+async def test_a_burst_that_outlasts_max_burst_ends_and_none_begins_until_all_have_answered():
+    """Requests that never all answer at once are steady load: the burst
+    (the collector's bound raised) ends after ``max_burst`` seconds, and
+    the next one begins only once every request has answered."""
+    priority = AnswerFirst(busy_tasks=3, max_burst=0.2)
+    bursts: list[bool] = []
+    priority.on_burst.append(bursts.append)
+    first = [priority.request() for _ in range(3)]
+    assert bursts == [True]
+    await trio.sleep(0.25)
+    priority.request().done()  # a reading
+    assert bursts == [True, False]
+    more = [priority.request() for _ in range(3)]  # rushes go on; no burst
+    await trio.sleep(0.1)
+    priority.request().done()
+    assert bursts == [True, False] and priority.rushing
+    for pace in (*first, *more):
+        pace.done()
+    again = [priority.request() for _ in range(3)]
+    assert bursts == [True, False, True]
+    for pace in again:
+        pace.done()
+    assert bursts == [True, False, True, False]
+
+
 async def _open(address: str, *, task_status=trio.TASK_STATUS_IGNORED):
     """A raw client kept open until cancelled (started in a nursery)."""
     async with raw_client(address) as client:

@@ -48,7 +48,9 @@ for its model keeps going.
 some are while the loop is busy, and ends when every request has answered
 or a reading finds the loop mostly idle (less than :data:`BUSY_SHARE` of
 its time running); **a burst** lasts from a rush's beginning until every
-request has answered. Work that no first delta needs waits through them:
+request has answered, or ``max_burst`` seconds: a server whose requests
+never all answer at once has steady load, not a burst, and no other burst
+begins until they have. Work that no first delta needs waits through them:
 :attr:`AnswerFirst.on_rush` and :attr:`AnswerFirst.on_burst` hooks hear
 each begin (True) and end (False). ``serve`` defers the session store's
 background writes through a rush (``SessionStore.defer_writes``): a
@@ -80,6 +82,8 @@ import trio
 DEFAULT_MAX_WAIT = 0.5
 #: Seconds a streaming request waits at most, per output, for others to answer.
 DEFAULT_MAX_HOLD = 5.0
+#: Seconds a burst lasts at most (module docstring).
+DEFAULT_MAX_BURST = 10.0
 #: Tasks ready to run at once from which the loop counts as busy; as many
 #: requests unanswered make it busy too while it runs :data:`BUSY_SHARE`.
 DEFAULT_BUSY_TASKS = 100
@@ -128,9 +132,10 @@ class AnswerFirst:
     """The requests of one server: see the module docstring."""
 
     def __init__(self, *, max_wait: float = DEFAULT_MAX_WAIT, busy_tasks: int = DEFAULT_BUSY_TASKS,
-                 max_hold: float = DEFAULT_MAX_HOLD):
+                 max_hold: float = DEFAULT_MAX_HOLD, max_burst: float = DEFAULT_MAX_BURST):
         self.max_wait = max_wait
         self.max_hold = max(max_hold, max_wait)
+        self.max_burst = max_burst
         #: Requests answered so far (progress, for :meth:`_hold`).
         self.answers = 0
         self.busy_tasks = busy_tasks
@@ -150,6 +155,10 @@ class AnswerFirst:
         self.on_rush: list[Callable[[bool], None]] = []
         self.bursting = False
         self.on_burst: list[Callable[[bool], None]] = []
+        #: When the burst began (trio's clock); whether one lasted
+        #: ``max_burst`` since every request last answered.
+        self._burst_began = 0.0
+        self._burst_spent = False
         #: Set when the streams holding now may go (see :meth:`_hold`).
         self._release: trio.Event | None = None
 
@@ -172,20 +181,24 @@ class AnswerFirst:
         if not self.unanswered:
             self._all_answered.set()
             self._rush(False)
-            if self.bursting:
-                self.bursting = False
-                for hook in self.on_burst:
-                    hook(False)
+            self._burst(False)
+            self._burst_spent = False
 
     def _rush(self, on: bool) -> None:
         if on != self.rushing:
             self.rushing = on
             for hook in self.on_rush:
                 hook(on)
-            if on and not self.bursting:
-                self.bursting = True
-                for hook in self.on_burst:
-                    hook(True)
+            if on and not self._burst_spent:
+                self._burst(True)
+
+    def _burst(self, on: bool) -> None:
+        if on != self.bursting:
+            self.bursting = on
+            if on:
+                self._burst_began = trio.current_time()
+            for hook in self.on_burst:
+                hook(on)
 
     async def _hold(self) -> None:
         """Wait until every request has answered, while some keep
@@ -228,6 +241,9 @@ class AnswerFirst:
                 self._rush(True)
             elif self.rushing and share is not None and share < BUSY_SHARE:
                 self._rush(False)
+            if self.bursting and now - self._burst_began >= self.max_burst:
+                self._burst_spent = True
+                self._burst(False)
         return self._was_busy
 
 

@@ -210,6 +210,25 @@ def test_experimental_enable_agents_false_offers_no_sub_agent_at_all(tmp_path):
     assert done.stdout == "alone\n"
 
 
+def _wait_until_stored(state: Path, event_type: str, timeout: float = 15.0) -> None:
+    """Return once the server's SQLite store in ``state`` holds an event of ``event_type``."""
+    import sqlite3
+    import time
+
+    from gemini_split.server.store.sqlite import DB_NAME
+
+    deadline = time.monotonic() + timeout
+    while True:
+        conn = sqlite3.connect(f"file:{state / DB_NAME}?mode=ro", uri=True)
+        try:
+            if conn.execute("SELECT 1 FROM events WHERE type = ?", (event_type,)).fetchone():
+                return
+        finally:
+            conn.close()
+        assert time.monotonic() < deadline, f"no {event_type} was stored in {timeout:g} s"
+        time.sleep(0.02)
+
+
 @pytest.mark.timeout(150)
 def test_a_restart_mid_sub_agent_ends_it_interrupted_once_and_never_runs_it_again(tmp_path):
     from tests.e2e.test_serve_e2e import API_KEY as SERVE_KEY
@@ -240,6 +259,10 @@ def test_a_restart_mid_sub_agent_ends_it_interrupted_once_and_never_runs_it_agai
                 before.append(line)
                 if '"agent_id":1' in line and '"content":"y' in line:
                     break
+            # Killed once its start is in the store: events are written
+            # just after they are shown, and a crash loses what was not yet
+            # (the store's contract); under load, once, that was its start.
+            _wait_until_stored(state, "agent_started")
             proc.kill()
             proc.wait()
         with serve(tmp_path, fake, state, port, name="restarted"):

@@ -229,7 +229,8 @@ class AnswerFirst:
 
     def _busy(self) -> bool:
         """Whether the loop is busy (module docstring), read at most every
-        :data:`BUSY_CHECK_INTERVAL` seconds; a reading begins or ends a rush."""
+        :data:`BUSY_CHECK_INTERVAL` seconds; a reading begins or ends a
+        rush, and ends a burst that has lasted ``max_burst``."""
         now = trio.current_time()
         if now - self._busy_at >= BUSY_CHECK_INTERVAL:
             idle = _idle_clock().idle

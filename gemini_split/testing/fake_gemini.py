@@ -192,6 +192,7 @@ import re
 import signal
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 import time
@@ -585,6 +586,13 @@ class _Server(ThreadingHTTPServer):
             except OSError:
                 pass
 
+    def get_request(self) -> tuple[Any, Any]:
+        sock, address = super().get_request()
+        tls = self.fake.ssl_context
+        if tls is not None:  # the handshake happens in the connection's thread (see _Handler.setup)
+            sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
+
     def server_bind(self) -> None:
         # HTTPServer.server_bind calls socket.getfqdn(), which may do a slow
         # reverse DNS lookup; skip it.
@@ -604,6 +612,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()
         with self.server.connections_lock:
             self.server.connections.add(self.connection)
 
@@ -861,7 +871,9 @@ class FakeGemini:
     """A scripted fake Gemini REST server on a background thread.
 
     ``FakeGemini(script=None, *, api_key=None, host="127.0.0.1", port=0,
-    verbose=False)``; ``script`` is anything :func:`load_script` accepts.
+    verbose=False, ssl_context=None)``; ``script`` is anything
+    :func:`load_script` accepts; with ``ssl_context`` (a server context) it
+    speaks HTTPS.
     Use as a context manager (or call :meth:`start` / :meth:`close`).
 
     Attributes: ``url`` (``"http://127.0.0.1:PORT"``), ``host``, ``port``,
@@ -879,8 +891,10 @@ class FakeGemini:
         port: int = 0,
         verbose: bool = False,
         access_token: Callable[[str], bool] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.api_key = api_key
+        self.ssl_context = ssl_context
         #: Vertex AI: whether a bearer token is valid (e.g.
         #: :meth:`FakeGoogleAuth.valid <gemini_split.testing.fake_google_auth.FakeGoogleAuth.valid>`);
         #: None checks no ``Authorization`` header.
@@ -944,7 +958,7 @@ class FakeGemini:
     def url(self) -> str:
         if self.port is None:
             raise RuntimeError("FakeGemini is not started")
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.ssl_context else 'http'}://{self.host}:{self.port}"
 
     @property
     def env(self) -> dict[str, str]:

@@ -11,8 +11,11 @@ google-genai builds each request (URL, API key, headers, the wire shape of
 the config) and reads each error; the per-turn and per-chunk pydantic work
 it would do for the common shapes is skipped (:mod:`.wire`, checked
 against google-genai's types by tests/server/gemini): measured, it was most of a
-busy server's CPU. A streamed body is read in blocks of many events, not
-an event at a time: h11 hands over every whole HTTP chunk it holds at once
+busy server's CPU. The request goes out through :mod:`.http1` (h11 on
+Trio's sockets: httpx's layers cost more CPU than the rest of a streamed
+request), or through httpx when a proxy is configured. A streamed body is
+read in blocks of many events, not an event at a time: h11 hands over
+every whole HTTP chunk it holds at once
 (:mod:`.h11_chunks`) and :class:`SseEvents` splits them as google-genai
 would; a fast answer costs about 9 µs of CPU a chunk here (48 µs before).
 """
@@ -24,6 +27,7 @@ import logging
 import os
 import re
 import ssl
+import urllib.request
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -58,6 +62,7 @@ from .base import (
 from . import h11_chunks
 from .wire import fast_chunks, plain_text, wire_content
 from .credentials import AccessTokens, ModelAuth
+from .http1 import Http1Client
 from .names import is_valid_model_name
 
 log = logging.getLogger(__name__)
@@ -98,26 +103,18 @@ class GeminiModel(Model):
         # A streamed answer is one HTTP chunk per response: read whole runs
         # of them at once (about 7x less CPU per chunk; see h11_chunks).
         h11_chunks.install()
-        # No cap on connections: each session streams at most one request, so
-        # sessions already bound them. httpx2 (google-genai's own default
-        # since 3.0) rather than httpx: httpx's pool re-scans every
-        # connection for every idle one on each request and response
-        # (measured: 1,000 concurrent streams spent seconds there);
-        # httpx2's pool is linear.
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
-        # httpx2 under Trio needs no asyncio. One client (one connection
-        # pool) while few requests run at once; more as they grow: each
-        # request and response walks every connection of its pool (about
-        # 1 ms with 1,000), so 1,000 concurrent streams in one pool spend
-        # seconds of CPU there. See :meth:`_pool`.
-        self._new_pool = lambda: _Pool(httpx.AsyncClient(timeout=http_timeout, verify=tls, limits=limits))
-        self._pools: list[_Pool] = []
-        # google-genai's own clients, never used for our requests (they go
-        # through the pools), but google-genai builds them unless given them
-        # (and its async one would need asyncio). Apart from the pools, so
-        # that release_idle can close a pool whole: no connection is ever
-        # opened on them.
-        self._http = httpx.AsyncClient(timeout=http_timeout, verify=tls, limits=limits)
+        # The requests themselves: h11 over Trio's sockets (see .http1:
+        # httpx's layers cost more CPU than the rest of a streamed request),
+        # no cap on connections (each session streams at most one request,
+        # so sessions bound them), idle ones kept alive. Through httpx (and
+        # its proxy transport) instead when the environment names a proxy.
+        self._http1 = Http1Client(tls, max_idle=100)
+        self._timeout = http_timeout
+        self._proxied = httpx.AsyncClient(timeout=http_timeout, verify=tls) if _proxy_configured() else None
+        # google-genai's own clients, never used for our requests, but
+        # google-genai builds them unless given them (and its async one
+        # would need asyncio): no connection is ever opened on them.
+        self._http = httpx.AsyncClient(timeout=http_timeout, verify=tls)
         self._sync_http = httpx.Client(timeout=http_timeout, verify=tls)
         self._closed = False
         options = types.HttpOptions(
@@ -142,7 +139,7 @@ class GeminiModel(Model):
                                         credentials=auth.credentials, http_options=options)
             self._tokens = AccessTokens(auth.credentials, auth.credential_source)
             quota = getattr(auth.credentials, "quota_project_id", None)
-            self._extra_headers = {"x-goog-user-project": quota} if quota else {}
+            self._extra_headers = [(b"x-goog-user-project", quota.encode("latin-1"))] if quota else []
         self._api = self._client._api_client
         self._vertex = auth.vertex
         #: (model, system instruction, grounding, tool specs' JSON) → the
@@ -223,74 +220,55 @@ class GeminiModel(Model):
             body["contents"] = contents
             error: Exception | None = None
             try:
-                pool = self._pool()
-                pool.in_flight += 1
+                if self._closed:
+                    raise ModelError("the model was closed (the server is shutting down)", retryable=False)
+                headers = prepared.headers
+                if self._tokens is not None:
+                    headers = [*headers, *self._extra_headers,
+                               (b"Authorization", (await self._tokens.header()).encode("latin-1"))]
+                response = await self._post(prepared, headers, msgspec.json.encode(body))
                 try:
-                    http = pool.client
-                    headers = prepared.headers
-                    if self._tokens is not None:
-                        headers = {**headers, **self._extra_headers, "Authorization": await self._tokens.header()}
-                    sent = http.build_request("POST", prepared.url, content=msgspec.json.encode(body),
-                                              headers=headers, timeout=prepared.timeout)
-                    response = await http.send(sent, stream=True)
-                except BaseException:
-                    pool.in_flight -= 1
-                    raise
-                try:
-                    await genai_errors.APIError.raise_for_async_response(response)
+                    if response.status_code != 200:
+                        await genai_errors.APIError.raise_for_async_response(await response.as_httpx())
                     events = SseEvents()
-                    async for block in response.aiter_bytes():
+                    async for block in response.blocks():
                         async for chunks in self._read_events(events.feed(block), response, state):
                             yield chunks
                     async for chunks in self._read_events(events.close(), response, state):
                         yield chunks
-                finally:
-                    try:
-                        await response.aclose()
-                    finally:  # idle (release_idle may close it) once the response is closed
-                        pool.in_flight -= 1
+                finally:  # its connection idle (release_idle may close it) or closed
+                    await response.aclose()
             except Exception as exc:  # as google-genai: end_hop decides what is raised
                 error = exc
             if not state.end_hop(error):
                 return
 
-    def _pool(self) -> _Pool:
-        """The connection pool for a new request: the least busy, or a new
-        one when there is none or every pool has :data:`POOL_REQUESTS`
-        requests running (up to :data:`MAX_POOLS`). One pool for a single
-        user, whose requests reuse its kept-alive connection."""
-        if self._closed:
-            raise ModelError("the model was closed (the server is shutting down)", retryable=False)
-        pools = self._pools
-        best = min(pools, key=_in_flight) if pools else None
-        if best is None or (best.in_flight >= POOL_REQUESTS and len(pools) < MAX_POOLS):
-            best = self._new_pool()
-            pools.append(best)
-        return best
+    async def _post(self, prepared: _Prepared, headers: list[tuple[bytes, bytes]], body: bytes) -> Any:
+        """The response to one request, its head read (an
+        :class:`.http1.Http1Response`, or httpx's read as one through a proxy)."""
+        if self._proxied is None:
+            return await self._http1.post(prepared.url, headers, body, prepared.timeout)
+        http = self._proxied
+        sent = http.build_request("POST", prepared.url, content=body, headers=headers, timeout=prepared.timeout)
+        return _ProxiedResponse(await http.send(sent, stream=True))
 
     async def release_idle(self) -> None:
-        """Close every connection pool no request is using, with its
-        kept-alive connections (a burst of sessions leaves dozens of pools
-        and hundreds of connections, each holding buffers and parser state;
-        an idle server needs none). The next request opens a new pool. A
-        whole pool is closed (``AsyncClient.aclose``) because httpx has no
-        public way to close only a client's idle connections. The request
-        bodies prepared for each system instruction go too (one per
+        """Close every kept-alive connection no request is using (a burst
+        of sessions leaves hundreds, each holding buffers and parser state;
+        an idle server needs none); the next request opens a new one. The
+        request bodies prepared for each system instruction go too (one per
         session's workspace and context: up to 2,048 of a few KB); the tool
         declarations, shared by every session, stay."""
         self._prepared_cache = OrderedDict()  # a new one: an emptied dict keeps its largest table
-        idle = [pool for pool in self._pools if not pool.in_flight]
-        self._pools = [pool for pool in self._pools if pool.in_flight]
-        for pool in idle:
-            await pool.client.aclose()
+        await self._http1.close_idle()
 
     async def aclose(self) -> None:
-        """Close every connection pool (a request still running on one
-        fails) and google-genai's clients. Idempotent."""
+        """Close every connection (a request still running on one fails)
+        and google-genai's clients. Idempotent."""
         self._closed = True
-        pools, self._pools = self._pools, []
-        for pool in pools:
-            await pool.client.aclose()
+        await self._http1.aclose()
+        if self._proxied is not None:
+            await self._proxied.aclose()
         await self._http.aclose()
         self._sync_http.close()
 
@@ -413,9 +391,15 @@ class GeminiModel(Model):
         # URL, key and headers as google-genai builds them (the same for
         # every request to this path): built and parsed once.
         http_request = self._api._build_request("post", path, {}, None)
+        # google-genai's timeout (in seconds, from its HttpOptions) bounds
+        # each wait for the answer; ours (the model's) when it sets none.
+        timeout = self._timeout if http_request.timeout is None else httpx.Timeout(
+            http_request.timeout, connect=self._timeout.connect)
         prepared = _Prepared(config_body=body, path=path,
                              url=httpx.URL(self._api._httpx_url(http_request.url, is_async=True)),
-                             headers=http_request.headers, timeout=http_request.timeout)
+                             headers=[*((name.encode("latin-1"), value.encode("latin-1"))
+                                        for name, value in http_request.headers.items()), _IDENTITY],
+                             timeout=timeout)
         _lru_put(self._prepared_cache, key, prepared)
         return prepared
 
@@ -550,30 +534,14 @@ def _base_url(model: GeminiModel) -> str:
         return "the Gemini API"
 
 
-#: Requests running at once on one connection pool before another is opened,
-#: and the most pools (1,000 concurrent streams: 63 pools of about 16). Every
-#: request and every response's close walks its pool's connections (httpx2's
-#: ``_assign_requests_to_connections``): with pools of 64 that walk was ~5%
-#: of a 1,000-session burst's CPU.
-POOL_REQUESTS = 16
-MAX_POOLS = 64
+#: The answer unencoded (said outright: a request without Accept-Encoding
+#: accepts any encoding): what the stream reader reads, and no CPU spent
+#: inflating it.
+_IDENTITY = (b"Accept-Encoding", b"identity")
 #: Configs (and tool sets) kept converted (each a few KB of tool schemas).
 _PREPARED_CACHE_SIZE = 2048
 #: Stands for the contents when only the config part of a body is wanted.
 _PLACEHOLDER = {"role": "user", "parts": [{"text": "."}]}
-
-
-@dataclass(eq=False)
-class _Pool:
-    """One connection pool (its own ``AsyncClient``) and the requests
-    running on it now."""
-
-    client: Any
-    in_flight: int = 0
-
-
-def _in_flight(pool: _Pool) -> int:
-    return pool.in_flight
 
 
 @dataclass(frozen=True)
@@ -581,8 +549,35 @@ class _Prepared:
     config_body: dict[str, Any]
     path: str
     url: Any
-    headers: dict[str, str]
-    timeout: float | None
+    headers: list[tuple[bytes, bytes]]
+    timeout: Any
+
+
+class _ProxiedResponse:
+    """httpx's streamed response (through a proxy), read as an
+    :class:`.http1.Http1Response` is."""
+
+    def __init__(self, response: Any):
+        self._response = response
+        self.status_code: int = response.status_code
+        self.headers = response.headers
+
+    def blocks(self) -> AsyncIterator[bytes]:
+        return self._response.aiter_bytes()
+
+    async def as_httpx(self) -> Any:
+        await self._response.aread()
+        return self._response
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+def _proxy_configured() -> bool:
+    """Whether the environment names a proxy (``HTTP(S)_PROXY``,
+    ``ALL_PROXY``, in either case): then every request goes through httpx,
+    which applies them (and ``NO_PROXY``) as it always has."""
+    return any(key in ("http", "https", "all") for key in urllib.request.getproxies())
 
 
 def _lru_get(cache: OrderedDict, key: Any) -> Any:

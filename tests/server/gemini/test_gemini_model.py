@@ -107,9 +107,15 @@ async def outcome(fn, model, req):
                          str(exc) if exc.status is not None else None)
 
 
+#: What httpx adds to every request by default; ours asks for the answer
+#: unencoded (``accept-encoding: identity``, checked below) and keeps
+#: HTTP/1.1's default of keeping the connection alive.
+HTTPX_DEFAULT_HEADERS = ("accept", "accept-encoding", "connection")
+
+
 def strip_volatile(recorded: dict) -> dict:
-    headers = {k: v for k, v in recorded["headers"].items() if k not in ("content-length", "x-goog-api-client",
-                                                                       "user-agent")}
+    headers = {k: v for k, v in recorded["headers"].items()
+               if k not in ("content-length", "x-goog-api-client", "user-agent", *HTTPX_DEFAULT_HEADERS)}
     return {"path": recorded["path"], "query": recorded["query"], "body": recorded["body"], "headers": headers}
 
 
@@ -175,6 +181,7 @@ async def test_same_chunks_errors_and_requests_as_google_genai(name):
     assert after == before
     old_requests, new_requests = recorded[:n_old], recorded[n_old:]
     assert [strip_volatile(r) for r in new_requests] == [strip_volatile(r) for r in old_requests]
+    assert {r["headers"].get("accept-encoding") for r in new_requests} == {"identity"}
     if name == "continuation":
         assert len(new_requests) == 2  # resumed with the token, as google-genai does
         assert before[1][-1].usage.total_tokens == 12
@@ -228,30 +235,32 @@ async def test_the_config_is_converted_once_per_tool_set_and_instruction():
 
 
 @pytest.mark.timeout(60)
-async def test_many_concurrent_requests_spread_over_connection_pools_and_one_user_keeps_one():
+async def test_one_user_keeps_one_connection_and_concurrent_requests_each_have_their_own():
     import trio
 
-    from gemini_split.server.model import gemini
-
-    n = 2 * gemini.POOL_REQUESTS + 2
+    n = 12
     # Slow answers: every request is still running when the last one is sent.
     with FakeGemini([{"text": "one"}] * 3 + [{"text": "slow", "delay": 8}] * n, api_key=KEY) as fake:
         model = GeminiModel(KEY, base_url=fake.url)
-        for _ in range(3):  # one user, one request at a time: one pool
-            assert [c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk)] == ["one"]
-        assert [pool.in_flight for pool in model._pools] == [0]
-        texts = []
+        try:
+            for _ in range(3):  # one user, one request at a time: one connection, kept alive
+                assert [c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk)] == ["one"]
+            assert fake.open_connections == 1 and model._http1.connections == 1
+            texts = []
 
-        async def one():
-            texts.extend(c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk))
+            async def one():
+                texts.extend(c.text for c in await new_stream(model, request()) if isinstance(c, TextChunk))
 
-        async with trio.open_nursery() as nursery:
-            for _ in range(n):
-                nursery.start_soon(one)
-            await trio.to_thread.run_sync(lambda: fake.wait_for_requests(lambda rs: len(rs) == 3 + n, timeout=30))
-            assert sorted(pool.in_flight for pool in model._pools) == [2, gemini.POOL_REQUESTS, gemini.POOL_REQUESTS]
-    assert texts == ["slow"] * n
-    assert [pool.in_flight for pool in model._pools] == [0, 0, 0]
+            async with trio.open_nursery() as nursery:
+                for _ in range(n):
+                    nursery.start_soon(one)
+                await trio.to_thread.run_sync(lambda: fake.wait_for_requests(lambda rs: len(rs) == 3 + n, timeout=30))
+                assert model._http1.connections == n  # the kept-alive one, and n - 1 new
+            assert texts == ["slow"] * n
+            assert model._http1.idle_connections == n
+        finally:
+            await model.aclose()
+    assert model._http1.connections == 0
 
 
 @pytest.mark.timeout(90)
@@ -260,8 +269,6 @@ async def test_three_hundred_concurrent_requests_are_all_in_flight_at_once():
     queue on the way to the model): 300 requests whose answers take long
     all reach the fake before any is answered."""
     import trio
-
-    from gemini_split.server.model import gemini
 
     n = 300
     with FakeGemini([{"text": "slow", "delay": 60}] * n, api_key=KEY) as fake:
@@ -276,12 +283,10 @@ async def test_three_hundred_concurrent_requests_are_all_in_flight_at_once():
             seen = await trio.to_thread.run_sync(
                 lambda: fake.wait_for_requests(lambda rs: len(rs) == n, timeout=60))
             assert not any(r["completed"] for r in seen)
-            in_flight = [pool.in_flight for pool in model._pools]
-            assert sum(in_flight) == n and len(in_flight) == -(-n // gemini.POOL_REQUESTS)
-            pools = list(model._pools)
+            assert model._http1.connections == n
             nursery.cancel_scope.cancel()
+        assert model._http1.connections == 0  # a cancelled request closes its connection
         await model.aclose()
-    assert sum(pool.in_flight for pool in pools) == 0
 
 
 async def _connections_drop_to(fake: FakeGemini, count: int) -> int:

@@ -22,7 +22,7 @@ one Trio run.
       straight to the fake at once from this process by a minimal raw
       HTTP client — what the fake and the machine allow before the daemon —
       and the same requests by the daemon's model layer (GeminiModel:
-      google-genai's request over httpx2 on Trio) in this process, with its
+      google-genai's request over h11 on Trio) in this process, with its
       CPU per request — what the model side costs before sessions, store
       and WebSocket;
   (d) a one-shot thin client process ``python -m gemini_split --server ws://…
@@ -31,7 +31,7 @@ one Trio run.
 
 Every figure names its model backend:
 
-  fake-gemini  the daemon's real GeminiModel (google-genai over httpx) talking
+  fake-gemini  the daemon's real GeminiModel (google-genai's request over h11) talking
                to the fake Gemini process; turns have no delay;
   scripted     ``serve -m scripted:FILE.json`` (no HTTP, no google-genai):
                isolates the daemon + WebSocket + client from the model side.
@@ -763,7 +763,7 @@ async def model_concurrent(fake: FakeGeminiProcess, sample: dict, n: int, timeou
     """(c)'s second floor: the same ``n`` model requests (the daemon's tools
     and system instruction, read back from its request) sent at once by the
     daemon's own model layer, :class:`GeminiModel` (google-genai's request,
-    httpx2 on Trio), in this process, after one warm-up request: what the
+    h11 on Trio), in this process, after one warm-up request: what the
     model side costs before the daemon's sessions, store and WebSocket.
     Reports its CPU per request up to the last first chunk too."""
     from gemini_split.protocol import ToolSpec

@@ -109,13 +109,14 @@ class Operations:
             sid = lost.pop()
             session = self.service.sessions.get(sid)
             if session is not None and session.busy:
-                log.error("session %s: events were lost while the store was unreachable; request stopped", sid)
+                log.error("session %s: events were lost while the store was unreachable or too slow; request stopped",
+                          sid)
                 self.overflow_stops += 1
                 session.cancel_active(because=(
                     ErrorCode.STORAGE_ERROR,
-                    "the session store was unreachable for too long: this request's events no longer fit in "
-                    "the server's buffer, so it was stopped (what you saw was shown in full; a resume cannot "
-                    "replay all of it)"))
+                    "the session store was unreachable or too slow for too long: this request's events no longer "
+                    "fit in the server's buffer, so it was stopped (what you saw was shown in full; a resume "
+                    "cannot replay all of it)"))
 
     # --- what the HTTP side answers --------------------------------------------------
 

@@ -28,9 +28,12 @@ Contract:
   ``ConnectError`` / ``ConnectTimeout`` before the request is sent,
   ``WriteError`` / ``WriteTimeout`` while sending it, ``ReadError`` /
   ``ReadTimeout`` after, ``RemoteProtocolError`` when the peer breaks HTTP.
-  A request sent on a kept-alive connection the server had closed (it may
-  close an idle one at any time) is sent once more on a new connection, as
-  httpcore does, provided nothing of an answer came back.
+  An idle connection the server has closed (it may close one at any time)
+  is not reused: readable while idle means closed, as httpcore checks. If
+  the server closes it just as a request reaches it, the request is sent
+  once more on a new connection, provided nothing of an answer came back
+  (a model request is safe to send again; GeminiModel's callers retry a
+  broken one anyway); on a new connection that is a ``ReadError``.
 - A connection goes back to the pool only when its response was read to
   the end and both sides may go on; a response closed early, cancelled or
   broken closes its connection.

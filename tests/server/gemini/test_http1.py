@@ -27,13 +27,16 @@ class Server:
 
     - ``close_after_answer``: close each connection once it has answered;
     - ``drop_request``: on this request number, close without answering;
-    - ``silent``: never answer.
+    - ``silent``: never answer;
+    - ``huge_header``: answer with a 1 MB header.
     """
 
-    def __init__(self, *, close_after_answer: bool = False, drop_request: int | None = None, silent: bool = False):
+    def __init__(self, *, close_after_answer: bool = False, drop_request: int | None = None, silent: bool = False,
+                 huge_header: bool = False):
         self.close_after_answer = close_after_answer
         self.drop_request = drop_request
         self.silent = silent
+        self.huge_header = huge_header
         self.accepted = 0
         self.requests = 0
         self.closed_by_client = 0
@@ -65,8 +68,9 @@ class Server:
                 if self.requests == self.drop_request:
                     return
                 body = b"answer %d" % self.requests
+                extra = [("X-Huge", "a" * 1_000_000)] if self.huge_header else []
                 await stream.send_all(
-                    conn.send(h11.Response(status_code=200, headers=[("Content-Length", str(len(body)))]))
+                    conn.send(h11.Response(status_code=200, headers=[("Content-Length", str(len(body))), *extra]))
                     + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage()))
                 if self.close_after_answer:
                     return
@@ -179,6 +183,18 @@ async def test_a_silent_server_is_a_read_timeout_and_a_closed_port_a_connect_err
     await client.aclose()
     with pytest.raises(httpx.ConnectError, match="closed"):
         await client.post(httpx.URL(server.url), HEADERS, b"{}", TIMEOUT)
+
+
+@pytest.mark.timeout(20)
+async def test_a_response_head_past_h11s_bound_is_a_protocol_error_and_closes_its_connection():
+    async with trio.open_nursery() as nursery:
+        server = await Server(huge_header=True).start(nursery)
+        client = Http1Client(ssl.create_default_context())
+        with pytest.raises(httpx.RemoteProtocolError):
+            await client.post(httpx.URL(server.url), HEADERS, b"{}", TIMEOUT)
+        assert client.connections == 0
+        await client.aclose()
+        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(30)

@@ -44,6 +44,7 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import select
 import socket
@@ -58,6 +59,9 @@ import trio
 
 #: Bytes asked of the socket at a time (what httpcore asks too).
 READ_SIZE = 64 * 1024
+#: Bytes of an error response's body read at most (an API error is a few
+#: hundred; a proxy's or a misconfigured endpoint's page can be anything).
+MAX_ERROR_BODY = 1024 * 1024
 
 Origin = tuple[bytes, str, int]
 
@@ -233,9 +237,17 @@ class Http1Response:
                 raise httpx.RemoteProtocolError(f"unexpected {kind.__name__} in the body")
 
     async def as_httpx(self, request: httpx.Request | None = None) -> httpx.Response:
-        """The whole response (its body read now) as httpx's: what
-        google-genai reads an error status from."""
-        content = b"".join([block async for block in self.blocks()])
+        """The response (its body read now, its first :data:`MAX_ERROR_BODY`
+        bytes at most: the rest is left unread and the connection closed)
+        as httpx's: what google-genai reads an error status from."""
+        blocks, size = [], 0
+        async with contextlib.aclosing(self.blocks()) as body:
+            async for block in body:
+                blocks.append(block)
+                size += len(block)
+                if size >= MAX_ERROR_BODY:
+                    break
+        content = b"".join(blocks)[:MAX_ERROR_BODY]
         return httpx.Response(self.status_code, headers=self.headers, content=content, request=request,
                               extensions={"http_version": b"HTTP/1.1", "reason_phrase": self.reason})
 

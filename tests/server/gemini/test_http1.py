@@ -28,15 +28,17 @@ class Server:
     - ``close_after_answer``: close each connection once it has answered;
     - ``drop_request``: on this request number, close without answering;
     - ``silent``: never answer;
-    - ``huge_header``: answer with a 1 MB header.
+    - ``huge_header``: answer with a 1 MB header;
+    - ``error_body``: answer 500 with a body of this many bytes.
     """
 
     def __init__(self, *, close_after_answer: bool = False, drop_request: int | None = None, silent: bool = False,
-                 huge_header: bool = False):
+                 huge_header: bool = False, error_body: int = 0):
         self.close_after_answer = close_after_answer
         self.drop_request = drop_request
         self.silent = silent
         self.huge_header = huge_header
+        self.error_body = error_body
         self.accepted = 0
         self.requests = 0
         self.closed_by_client = 0
@@ -67,10 +69,11 @@ class Server:
                     await trio.sleep_forever()
                 if self.requests == self.drop_request:
                     return
-                body = b"answer %d" % self.requests
+                body = b"x" * self.error_body if self.error_body else b"answer %d" % self.requests
                 extra = [("X-Huge", "a" * 1_000_000)] if self.huge_header else []
+                status = 500 if self.error_body else 200
                 await stream.send_all(
-                    conn.send(h11.Response(status_code=200, headers=[("Content-Length", str(len(body))), *extra]))
+                    conn.send(h11.Response(status_code=status, headers=[("Content-Length", str(len(body))), *extra]))
                     + conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage()))
                 if self.close_after_answer:
                     return
@@ -193,6 +196,24 @@ async def test_a_response_head_past_h11s_bound_is_a_protocol_error_and_closes_it
         with pytest.raises(httpx.RemoteProtocolError):
             await client.post(httpx.URL(server.url), HEADERS, b"{}", TIMEOUT)
         assert client.connections == 0
+        await client.aclose()
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(20)
+async def test_an_error_is_read_up_to_a_mebibyte_of_its_body_and_its_connection_closed():
+    from gemini_split.server.model.http1 import MAX_ERROR_BODY
+
+    async with trio.open_nursery() as nursery:
+        server = await Server(error_body=8 * MAX_ERROR_BODY).start(nursery)
+        client = Http1Client(ssl.create_default_context())
+        response = await client.post(httpx.URL(server.url), HEADERS, b"{}", TIMEOUT)
+        try:
+            error = await response.as_httpx()
+        finally:
+            await response.aclose()
+        assert (error.status_code, len(error.content)) == (500, MAX_ERROR_BODY)
+        assert client.connections == 0  # the rest was never read: the connection cannot be reused
         await client.aclose()
         nursery.cancel_scope.cancel()
 

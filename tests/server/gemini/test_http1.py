@@ -5,6 +5,9 @@ refusing, and over real TLS (a throwaway CA from trustme)."""
 from __future__ import annotations
 
 import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
 import h11
 import httpx2 as httpx
@@ -80,6 +83,19 @@ class Server:
                 conn.start_next_cycle()
 
 
+@asynccontextmanager
+async def serving(**options: Any) -> AsyncIterator[tuple[Server, Http1Client]]:
+    """A :class:`Server` (with ``options``) and a client, both closed on the way out."""
+    async with trio.open_nursery() as nursery:
+        server = await Server(**options).start(nursery)
+        client = Http1Client(ssl.create_default_context())
+        try:
+            yield server, client
+        finally:
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+
+
 async def answer(client: Http1Client, url: str) -> bytes:
     response = await client.post(httpx.URL(url), HEADERS, b"{}", TIMEOUT)
     try:
@@ -91,26 +107,18 @@ async def answer(client: Http1Client, url: str) -> bytes:
 
 @pytest.mark.timeout(20)
 async def test_requests_one_after_another_reuse_one_kept_alive_connection():
-    async with trio.open_nursery() as nursery:
-        server = await Server().start(nursery)
-        client = Http1Client(ssl.create_default_context())
+    async with serving() as (server, client):
         assert [await answer(client, server.url) for _ in range(3)] == [b"answer 1", b"answer 2", b"answer 3"]
         assert server.accepted == 1 and client.idle_connections == 1
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(20)
 async def test_a_request_after_the_server_closed_the_kept_alive_connection_is_answered_on_a_new_one():
-    async with trio.open_nursery() as nursery:
-        server = await Server(close_after_answer=True).start(nursery)
-        client = Http1Client(ssl.create_default_context())
+    async with serving(close_after_answer=True) as (server, client):
         assert await answer(client, server.url) == b"answer 1"
         await trio.sleep(0.1)  # the server's close has arrived
         assert await answer(client, server.url) == b"answer 2"
         assert server.accepted == 2
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(20)
@@ -118,48 +126,34 @@ async def test_a_request_the_server_dropped_unanswered_on_a_kept_alive_connectio
     """The race a quiet check cannot see: the server closes a kept-alive
     connection as the next request reaches it. Nothing came back, so the
     request goes once more on a new connection."""
-    async with trio.open_nursery() as nursery:
-        server = await Server(drop_request=2).start(nursery)
-        client = Http1Client(ssl.create_default_context())
+    async with serving(drop_request=2) as (server, client):
         assert await answer(client, server.url) == b"answer 1"
         assert await answer(client, server.url) == b"answer 3"
         assert (server.accepted, server.requests) == (2, 3)
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(20)
 async def test_a_new_connection_dropped_unanswered_is_an_error_not_a_retry():
-    async with trio.open_nursery() as nursery:
-        server = await Server(drop_request=1).start(nursery)
-        client = Http1Client(ssl.create_default_context())
+    async with serving(drop_request=1) as (server, client):
         with pytest.raises(httpx.ReadError, match="closed the connection before answering"):
             await answer(client, server.url)
         assert (server.accepted, server.requests) == (1, 1)
         assert client.connections == 0
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(20)
 async def test_a_response_closed_before_its_end_closes_its_connection():
-    async with trio.open_nursery() as nursery:
-        server = await Server().start(nursery)
-        client = Http1Client(ssl.create_default_context())
+    async with serving() as (server, client):
         response = await client.post(httpx.URL(server.url), HEADERS, b"{}", TIMEOUT)
         await response.aclose()  # the body was never read: the connection cannot carry another request
         assert client.connections == 0
         assert await answer(client, server.url) == b"answer 2"
         assert server.accepted == 2
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(20)
 async def test_close_idle_closes_the_kept_alive_connections_and_the_next_request_opens_one():
-    async with trio.open_nursery() as nursery:
-        server = await Server().start(nursery)
-        client = Http1Client(ssl.create_default_context())
+    async with serving() as (server, client):
         await answer(client, server.url)
         await client.close_idle()
         assert client.connections == 0
@@ -168,19 +162,15 @@ async def test_close_idle_closes_the_kept_alive_connections_and_the_next_request
                 await trio.sleep(0.01)
         assert await answer(client, server.url) == b"answer 2"
         assert server.accepted == 2
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(20)
 async def test_a_silent_server_is_a_read_timeout_and_a_closed_port_a_connect_error():
-    async with trio.open_nursery() as nursery:
-        server = await Server(silent=True).start(nursery)
-        client = Http1Client(ssl.create_default_context())
+    async with serving(silent=True) as (server, client):
         with pytest.raises(httpx.ReadTimeout):
             await client.post(httpx.URL(server.url), HEADERS, b"{}", httpx.Timeout(5.0, read=0.3))
         assert client.connections == 0
-        nursery.cancel_scope.cancel()
+    client = Http1Client(ssl.create_default_context())  # the server has gone: nothing listens on its port
     with pytest.raises(httpx.ConnectError, match="Connection refused"):
         await client.post(httpx.URL(server.url), HEADERS, b"{}", TIMEOUT)
     await client.aclose()
@@ -190,23 +180,17 @@ async def test_a_silent_server_is_a_read_timeout_and_a_closed_port_a_connect_err
 
 @pytest.mark.timeout(20)
 async def test_a_response_head_past_h11s_bound_is_a_protocol_error_and_closes_its_connection():
-    async with trio.open_nursery() as nursery:
-        server = await Server(huge_header=True).start(nursery)
-        client = Http1Client(ssl.create_default_context())
+    async with serving(huge_header=True) as (server, client):
         with pytest.raises(httpx.RemoteProtocolError):
             await client.post(httpx.URL(server.url), HEADERS, b"{}", TIMEOUT)
         assert client.connections == 0
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(20)
 async def test_an_error_is_read_up_to_a_mebibyte_of_its_body_and_its_connection_closed():
     from gemini_split.server.model.http1 import MAX_ERROR_BODY
 
-    async with trio.open_nursery() as nursery:
-        server = await Server(error_body=8 * MAX_ERROR_BODY).start(nursery)
-        client = Http1Client(ssl.create_default_context())
+    async with serving(error_body=8 * MAX_ERROR_BODY) as (server, client):
         response = await client.post(httpx.URL(server.url), HEADERS, b"{}", TIMEOUT)
         try:
             error = await response.as_httpx()
@@ -214,8 +198,6 @@ async def test_an_error_is_read_up_to_a_mebibyte_of_its_body_and_its_connection_
             await response.aclose()
         assert (error.status_code, len(error.content)) == (500, MAX_ERROR_BODY)
         assert client.connections == 0  # the rest was never read: the connection cannot be reused
-        await client.aclose()
-        nursery.cancel_scope.cancel()
 
 
 @pytest.mark.timeout(30)

@@ -6,7 +6,6 @@ pytest-xdist workers under a pseudo-terminal."""
 from __future__ import annotations
 
 import os
-import re
 import signal
 import sys
 from pathlib import Path
@@ -33,8 +32,12 @@ def test_the_terminal_shows_each_workers_collected_files_then_how_many_tests_the
         (tmp_path / f"test_{name}.py").write_text("import time\n\ntime.sleep(0.4)\n\n\ndef test_it():\n    pass\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("PYTEST_XDIST_AUTO_NUM_WORKERS", None)
+    # Its own --basetemp: without one, the run's end would clean up the
+    # oldest numbered directories under the shared /tmp/pytest-of-<user>,
+    # the outer suite's trees of thousands of files (it took over 40 s in CI).
     run = PtyProcess([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "-p", "no:randomly",
-                      "-p", "no:trio", "-p", "no:hypothesispytest", "-p", "no:anyio"],
+                      "-p", "no:trio", "-p", "no:hypothesispytest", "-p", "no:anyio",
+                      "--basetemp", str(tmp_path / "basetemp")],
                      env=env, cwd=str(tmp_path))
     try:
         run.expect(r"collecting test files \(\d+ s\): gw0 (starting|\d/3), gw1 (starting|\d/3)", timeout=60)
@@ -52,17 +55,10 @@ def test_the_terminal_shows_each_workers_collected_files_then_how_many_tests_the
 def _end_hung(run: PtyProcess, directory: Path) -> None:
     """The run printed its last test's progress but not its summary: every
     process's threads' stacks (faulthandler, on SIGUSR1) say where it hangs.
-    This happened once in CI (2026-12-03) and once in about 250 runs here
-    under load, with no stacks to show where. pytest-xdist's controller is
-    known to hang, rarely, in execnet's ``Group.terminate`` as it takes its
-    workers down (pytest-dev/execnet#221, pytest-dev/pytest-xdist#60): a
-    hang there is not this display's, which had done its part by then, and
-    the test skips saying so; anywhere else, it fails with the stacks."""
+    It hung here twice in CI; the stacks of the second time showed pytest's
+    session end deleting the oldest numbered temp directories shared with
+    the outer suite, which the run's own --basetemp now avoids."""
     os.killpg(run.pid, signal.SIGUSR1)
     run.drain(3)
     stacks = "\n".join(f"{path.name}:\n{path.read_text()}" for path in sorted(directory.glob("stacks-*.txt")))
-    threads = re.split(r"\n(?=(?:Current thread|Thread) 0x)", stacks)
-    if any("in teardown_nodes" in thread and "/execnet/multi.py" in thread for thread in threads):
-        pytest.skip("pytest-xdist's teardown (execnet's Group.terminate) hung after every test had passed; "
-                    "the collection progress was shown")
     pytest.fail(f"the run hung after its last test; its processes' stacks:\n{stacks}")

@@ -26,6 +26,7 @@ from gemini_split.tools.approval_mode import parse_approval_mode
 from gemini_split.client.face_client import face_agents, open_face_client
 from gemini_split.collector import bursting, settle_for_serving
 from gemini_split.commands.options_from_args import server_tools_options
+from gemini_split.dns_cache import CachingResolver
 from gemini_split.environment import Environment
 from gemini_split.errors import ConfigurationError, MissingApiKey
 from gemini_split.exit_status import ExitStatus
@@ -275,6 +276,10 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
     connection) ends it; ``ops`` (/ready, /metrics) watches the store.
     ``notice``: a warning said once everything listens."""
 
+    # Every name the server connects to is looked up once per few seconds,
+    # not once per connection (a burst's thousand new connections to the
+    # model's endpoint): gemini_split/dns_cache.py.
+    trio.socket.set_custom_hostname_resolver(CachingResolver())
     try:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -215,6 +216,24 @@ def test_a_server_that_is_down_is_a_clear_error_not_a_hang(tmp_path, client_dir)
 
 
 @pytest.mark.timeout(90)  # seven Python processes start; 25 s is too tight on a loaded 2-core machine
+def test_a_model_endpoint_given_by_host_name_serves_clients_at_once(tmp_path, client_dir):
+    # serve looks a name up through its caching resolver (gemini_split/dns_cache.py):
+    # "localhost" from /etc/hosts, raced over ::1 and 127.0.0.1 as Trio does.
+    with FakeGemini(api_key=API_KEY) as fake:
+        named = SimpleNamespace(url=fake.url.replace("127.0.0.1", "localhost"))
+        assert named.url != fake.url
+        with daemon(tmp_path, named) as (_, address):
+            procs = [
+                subprocess.Popen([sys.executable, "-m", "gemini_split", "--server", address, "-p", f"named {i}",
+                                  "-o", "json"], cwd=client_dir, env=_env(), stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for i in range(3)
+            ]
+            outs = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+        assert len(fake.requests) == 3
+    assert sorted(o["response"] for o in outs) == [f"Echo: named {i}" for i in range(3)]
+
+
 def test_many_clients_share_one_daemon_and_each_gets_its_own_session(tmp_path, client_dir):
     with FakeGemini(api_key=API_KEY) as fake, daemon(tmp_path, fake) as (_, address):
         # Two real client processes at once, and four more in this process.

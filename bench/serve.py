@@ -927,6 +927,10 @@ def main() -> None:
     parser.add_argument("--connect-parallel", type=int, default=100,
                         help="(c) handshakes in flight at once (default 100)")
     parser.add_argument("--timeout", type=float, default=90.0, help="(c) seconds allowed per run (default 90)")
+    parser.add_argument("--fake-host", default="127.0.0.1", metavar="NAME",
+                        help="the name the daemons and the floors reach the fake Gemini by: its address "
+                             "(default 127.0.0.1), or a host name such as localhost, looked up as a real "
+                             "deployment's endpoint is")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs) and print its path")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--profile", type=Path, metavar="DIR",
@@ -963,9 +967,10 @@ def main() -> None:
     workspace.mkdir()
     results: dict[str, Any] = {"a": [], "b": [], "c": [], "d": [], "config": {
         "python": sys.version.split()[0], "cpus": os.cpu_count(), "clients": clients, "turns": turns,
-        "chunks": chunks, "runs": runs, "backends": backends}}
+        "chunks": chunks, "runs": runs, "backends": backends, "fake_host": args.fake_host}}
     started = time.perf_counter()
     fake = FakeGeminiProcess(workdir)
+    fake.url = fake.url.replace("//127.0.0.1:", f"//{args.fake_host}:", 1)
 
     def progress(text: str) -> None:
         print(f"[{time.perf_counter() - started:6.1f}s] {text}", file=sys.stderr, flush=True)

@@ -5,11 +5,9 @@ Trio resolves every host name in a worker thread (``getaddrinfo`` blocks),
 one thread hop per connection. A server opening many connections to one
 host at once (a burst of sessions, each a new connection to the model's
 endpoint) pays that hop for each of them, through at most 40 threads at a
-time: measured with 1,000 sessions reaching the fake Gemini as
-``localhost`` (/etc/hosts, no DNS traffic), 0.2–0.4 ms more of the
-daemon's CPU per session than by its address (docs/performance.md); with a
-real resolver each lookup is a network round trip too. aiohttp's connector
-keeps its answers 10 s the same way.
+time (what that costs a burst: docs/performance.md); with a real resolver
+each lookup is a network round trip too. aiohttp's connector keeps its
+answers 10 s the same way.
 
 :class:`CachingResolver` is a :class:`trio.abc.HostnameResolver`; ``serve``
 installs it for its whole run (:func:`trio.socket.set_custom_hostname_resolver`),

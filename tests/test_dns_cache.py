@@ -13,6 +13,7 @@ import threading
 
 import pytest
 import trio
+import trio.testing
 
 from gemini_split.dns_cache import CachingResolver
 
@@ -96,7 +97,7 @@ async def test_a_failed_lookup_fails_every_waiter_with_its_error_and_is_not_kept
     async with trio.open_nursery() as nursery:
         for _ in range(5):
             nursery.start_soon(one)
-        await trio.sleep(0.1)
+        await trio.testing.wait_all_tasks_blocked()  # all five waiting on the one lookup
         release.set()
     assert calls == [b"nowhere.invalid"]
     assert [(e.errno, e.strerror) for e in errors] == [(socket.EAI_NONAME, "Name or service not known")] * 5
@@ -134,7 +135,7 @@ async def test_when_the_looking_caller_is_cancelled_a_waiter_looks_up_for_itself
             nursery.start_soon(first)
             await trio.to_thread.run_sync(first_started.wait, 5)
             nursery.start_soon(waiter)
-            await trio.sleep(0.05)
+            await trio.testing.wait_all_tasks_blocked()
             assert not got  # waiting on the first caller's lookup
             leader.cancel()
     finally:

@@ -10,10 +10,16 @@ each lookup is a network round trip too. aiohttp's connector keeps its
 answers 10 s the same way.
 
 :class:`CachingResolver` is a :class:`trio.abc.HostnameResolver`; ``serve``
-installs it for its whole run (:func:`trio.socket.set_custom_hostname_resolver`),
-so every name the server connects to (the model's endpoint, Redis, an MCP
-server, a web fetch) goes through it; Trio still answers numeric addresses
-itself, and still races the addresses of a name (happy eyeballs).
+installs it for its whole run (:func:`trio.socket.set_custom_hostname_resolver`).
+Trio still answers numeric addresses itself, and still races the addresses
+of a name (happy eyeballs).
+
+Only lookups made inside :func:`shared_lookups` are kept and shared: the
+model's connections (``server/model/http1.py``), to the endpoint the
+operator configured. Any other name — one a session's tool asks for (a web
+fetch, an MCP server's URL) — is looked up afresh each time, as without
+this module: a kept answer would tell one session, by how fast it came,
+what another had looked up in the last seconds.
 
 Contract:
 
@@ -30,9 +36,11 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import trio
@@ -44,10 +52,27 @@ MAX_NAMES = 256
 
 Key = tuple[Any, Any, int, int, int, int]
 
+#: Whether the running task's lookups may be kept and shared (see
+#: :func:`shared_lookups`).
+_SHARED: contextvars.ContextVar[bool] = contextvars.ContextVar("dns_cache_shared", default=False)
+
+
+@contextlib.contextmanager
+def shared_lookups() -> Iterator[None]:
+    """The lookups made inside (by this task, and by tasks it starts) may
+    be kept and shared: use it for names the operator configured, never
+    for one a session chose."""
+    token = _SHARED.set(True)
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
 
 class CachingResolver(trio.abc.HostnameResolver):
     """``getaddrinfo`` answers kept ``ttl`` seconds, one lookup in flight
-    per key; ``lookup`` does the blocking lookup (in a worker thread)."""
+    per key, inside :func:`shared_lookups`; ``lookup`` does the blocking
+    lookup (in a worker thread)."""
 
     def __init__(self, *, ttl: float = TTL, max_names: int = MAX_NAMES,
                  lookup: Callable[..., list[Any]] = socket.getaddrinfo):
@@ -61,6 +86,8 @@ class CachingResolver(trio.abc.HostnameResolver):
     async def getaddrinfo(self, host: bytes | None, port: bytes | str | int | None, family: int = 0,
                           type: int = 0, proto: int = 0, flags: int = 0) -> list[Any]:  # noqa: A002 - Trio's name
         key = (host, port, family, type, proto, flags)
+        if not _SHARED.get():
+            return await trio.to_thread.run_sync(self._lookup, *key, abandon_on_cancel=True)
         while True:
             kept = self._answers.get(key)
             if kept is not None:

@@ -1,6 +1,8 @@
-"""gemini_split/dns_cache.py: a name is looked up once however many
-connections ask for it at once, its answer kept ``ttl`` seconds, an error
-never kept; Trio's own connecting (happy eyeballs) goes through it.
+"""gemini_split/dns_cache.py: inside ``shared_lookups`` a name is looked
+up once however many connections ask for it at once, its answer kept
+``ttl`` seconds, an error never kept; outside, every lookup is its own;
+Trio's own connecting (happy eyeballs) goes through it, and so do the
+model's connections by name (server/model/http1.py).
 
 The lookups are the real ``socket.getaddrinfo`` of ``localhost`` (from
 /etc/hosts), counted; only the failing and the stalled lookups stand in for
@@ -15,7 +17,14 @@ import pytest
 import trio
 import trio.testing
 
-from gemini_split.dns_cache import CachingResolver
+from gemini_split.dns_cache import CachingResolver, shared_lookups
+
+
+@pytest.fixture
+def shared():
+    """The test's task (and the tasks it starts) in :func:`shared_lookups`."""
+    with shared_lookups():
+        yield
 
 
 class Counted:
@@ -29,7 +38,7 @@ class Counted:
         return socket.getaddrinfo(host, *args)
 
 
-async def test_a_hundred_lookups_at_once_of_one_name_make_one_and_all_get_its_answer():
+async def test_a_hundred_lookups_at_once_of_one_name_make_one_and_all_get_its_answer(shared):
     counted = Counted()
     resolver = CachingResolver(lookup=counted)
     answers = []
@@ -52,7 +61,7 @@ async def test_a_hundred_lookups_at_once_of_one_name_make_one_and_all_get_its_an
     assert counted.calls == [b"localhost"] * 2
 
 
-async def test_an_answer_is_looked_up_again_once_its_time_is_over(autojump_clock):
+async def test_an_answer_is_looked_up_again_once_its_time_is_over(autojump_clock, shared):
     counted = Counted()
     resolver = CachingResolver(ttl=10, lookup=counted)
     await resolver.getaddrinfo(b"localhost", 80)
@@ -64,7 +73,7 @@ async def test_an_answer_is_looked_up_again_once_its_time_is_over(autojump_clock
     assert len(counted.calls) == 2
 
 
-async def test_the_oldest_answer_goes_when_more_names_than_kept_are_asked():
+async def test_the_oldest_answer_goes_when_more_names_than_kept_are_asked(shared):
     counted = Counted()
     resolver = CachingResolver(max_names=2, lookup=counted)
     for port in (1, 2, 3):  # three keys
@@ -76,7 +85,7 @@ async def test_the_oldest_answer_goes_when_more_names_than_kept_are_asked():
     assert len(counted.calls) == 4
 
 
-async def test_a_failed_lookup_fails_every_waiter_with_its_error_and_is_not_kept():
+async def test_a_failed_lookup_fails_every_waiter_with_its_error_and_is_not_kept(shared):
     calls = []
     release = threading.Event()
 
@@ -107,7 +116,7 @@ async def test_a_failed_lookup_fails_every_waiter_with_its_error_and_is_not_kept
     assert len(calls) == 2
 
 
-async def test_when_the_looking_caller_is_cancelled_a_waiter_looks_up_for_itself():
+async def test_when_the_looking_caller_is_cancelled_a_waiter_looks_up_for_itself(shared):
     first_started = threading.Event()
     hold_first = threading.Event()
     calls = []
@@ -145,7 +154,7 @@ async def test_when_the_looking_caller_is_cancelled_a_waiter_looks_up_for_itself
     assert len(calls) == 2
 
 
-async def test_trio_connects_by_name_through_it_one_lookup_for_twenty_connections():
+async def test_trio_connects_by_name_through_it_one_lookup_for_twenty_connections(shared):
     counted = Counted()
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     port = listeners[0].socket.getsockname()[1]
@@ -166,3 +175,15 @@ async def test_trio_connects_by_name_through_it_one_lookup_for_twenty_connection
 async def _echo(stream: trio.SocketStream) -> None:
     async with stream:
         await stream.send_all(await stream.receive_some(4))
+
+
+async def test_outside_shared_lookups_each_lookup_is_its_own_and_nothing_is_kept():
+    """A name a session's tool asks for: a kept answer would tell one
+    session what another looked up, by how fast it came."""
+    counted = Counted()
+    resolver = CachingResolver(lookup=counted)
+    async with trio.open_nursery() as nursery:
+        for _ in range(5):
+            nursery.start_soon(resolver.getaddrinfo, b"localhost", 80)
+    await resolver.getaddrinfo(b"localhost", 80)
+    assert counted.calls == [b"localhost"] * 6

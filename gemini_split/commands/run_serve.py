@@ -276,9 +276,8 @@ async def _serve(service: Any, listeners: list[tuple[str, Any]], env: Environmen
     connection) ends it; ``ops`` (/ready, /metrics) watches the store.
     ``notice``: a warning said once everything listens."""
 
-    # Every name the server connects to is looked up once per few seconds,
-    # not once per connection (a burst's thousand new connections to the
-    # model's endpoint): gemini_split/dns_cache.py.
+    # The model's endpoint is looked up once per few seconds, not once per
+    # connection (a burst's thousand new connections): gemini_split/dns_cache.py.
     trio.socket.set_custom_hostname_resolver(CachingResolver())
     try:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

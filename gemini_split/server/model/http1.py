@@ -57,6 +57,8 @@ import h11
 import httpx2 as httpx
 import trio
 
+from gemini_split.dns_cache import shared_lookups
+
 #: Bytes asked of the socket at a time (what httpcore asks too).
 READ_SIZE = 64 * 1024
 #: Bytes of an error response's body read at most (an API error is a few
@@ -338,11 +340,14 @@ async def _open_tcp(host: str, port: int) -> trio.SocketStream:
     """A TCP connection to ``host``: an address is connected to directly (a
     third of the CPU of ``trio.open_tcp_stream``, whose resolving and
     happy-eyeballs nursery have only that one address to try); a name
-    through ``trio.open_tcp_stream``."""
+    through ``trio.open_tcp_stream``, its lookup one that may be shared."""
     try:
         family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
     except ValueError:
-        return await trio.open_tcp_stream(host, port)
+        # The model's endpoint, which the operator named: its answer may be
+        # kept and shared (serve's resolver, gemini_split/dns_cache.py).
+        with shared_lookups():
+            return await trio.open_tcp_stream(host, port)
     sock = trio.socket.socket(family, socket.SOCK_STREAM)
     try:
         await sock.connect((host, port))

@@ -4,6 +4,7 @@ refusing, and over real TLS (a throwaway CA from trustme)."""
 
 from __future__ import annotations
 
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +15,7 @@ import httpx2 as httpx
 import pytest
 import trio
 
+from gemini_split.dns_cache import CachingResolver
 from gemini_split.server.model.base import ModelError, ModelRequest, TextChunk
 from gemini_split.server.model.gemini import GeminiModel
 from gemini_split.server.model.http1 import Http1Client
@@ -243,3 +245,34 @@ async def test_a_proxy_named_by_the_environment_carries_the_models_requests(monk
             await model.aclose()
         assert texts == ["through the proxy"]
         assert len(proxy.requests) == 1
+
+
+@pytest.mark.timeout(20)
+async def test_connections_by_name_share_one_lookup_through_serves_resolver():
+    """Five requests at once to ``localhost`` (five new connections) make one
+    lookup when serve's resolver is installed (gemini_split/dns_cache.py);
+    the same name looked up by anyone else in the run is not answered from it."""
+    calls = []
+
+    def lookup(host, *args):
+        calls.append(host)
+        return socket.getaddrinfo(host, *args)
+
+    previous = trio.socket.set_custom_hostname_resolver(CachingResolver(lookup=lookup))
+    try:
+        async with serving() as (server, client):
+            url = server.url.replace("127.0.0.1", "localhost")
+            answers = []
+
+            async def one() -> None:
+                answers.append(await answer(client, url))
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(5):
+                    nursery.start_soon(one)
+            assert sorted(answers) == [b"answer %d" % i for i in range(1, 6)]
+            assert server.accepted == 5 and calls == [b"localhost"]
+            await trio.socket.getaddrinfo("localhost", 80)  # not the model's: a lookup of its own
+            assert calls == [b"localhost", b"localhost"]
+    finally:
+        trio.socket.set_custom_hostname_resolver(previous)

@@ -1,5 +1,5 @@
-"""Host name lookups for a server: each answer kept a few seconds, one
-lookup in flight per name.
+"""A server's lookups of the model's endpoint: each answer kept a few
+seconds, one lookup in flight per name; any other name as Trio looks it up.
 
 Trio resolves every host name in a worker thread (``getaddrinfo`` blocks),
 one thread hop per connection. A server opening many connections to one
@@ -21,7 +21,8 @@ fetch, an MCP server's URL) — is looked up afresh each time, as without
 this module: a kept answer would tell one session, by how fast it came,
 what another had looked up in the last seconds.
 
-Contract:
+Contract, inside :func:`shared_lookups` (outside it, each lookup is the
+worker-thread ``getaddrinfo`` Trio makes without a resolver):
 
 - An answer is reused for ``ttl`` seconds (Trio's clock), then looked up
   again; at most ``max_names`` answers are kept (the oldest go first).

@@ -215,10 +215,10 @@ def test_a_server_that_is_down_is_a_clear_error_not_a_hang(tmp_path, client_dir)
     assert time.monotonic() - start < 10
 
 
-@pytest.mark.timeout(90)  # seven Python processes start; 25 s is too tight on a loaded 2-core machine
+@pytest.mark.timeout(90)  # five Python processes start; 25 s is too tight on a loaded 2-core machine
 def test_a_model_endpoint_given_by_host_name_serves_clients_at_once(tmp_path, client_dir):
-    # serve looks a name up through its caching resolver (gemini_split/dns_cache.py):
-    # "localhost" from /etc/hosts, raced over ::1 and 127.0.0.1 as Trio does.
+    # serve looks the model's endpoint up through its caching resolver
+    # (gemini_split/dns_cache.py): "localhost", from /etc/hosts, connected to as Trio does.
     with FakeGemini(api_key=API_KEY) as fake:
         named = SimpleNamespace(url=fake.url.replace("127.0.0.1", "localhost"))
         assert named.url != fake.url
@@ -234,6 +234,7 @@ def test_a_model_endpoint_given_by_host_name_serves_clients_at_once(tmp_path, cl
     assert sorted(o["response"] for o in outs) == [f"Echo: named {i}" for i in range(3)]
 
 
+@pytest.mark.timeout(90)  # seven Python processes start; 25 s is too tight on a loaded 2-core machine
 def test_many_clients_share_one_daemon_and_each_gets_its_own_session(tmp_path, client_dir):
     with FakeGemini(api_key=API_KEY) as fake, daemon(tmp_path, fake) as (_, address):
         # Two real client processes at once, and four more in this process.

@@ -22,13 +22,14 @@ and ``_body``; a metrics collection with ``resource`` and ``scopeMetrics``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
 import time
 from urllib.parse import urlsplit
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from opentelemetry.sdk._logs import LoggerProvider, ReadableLogRecord
@@ -219,7 +220,8 @@ class _Watched(LogRecordExporter):
 
     def export(self, batch: Sequence[ReadableLogRecord]) -> LogRecordExportResult:
         try:
-            result = self._exporter.export(batch)
+            with _exporting_for(self._health):
+                result = self._exporter.export(batch)
         except Exception as exc:
             self._health.reason = self._health.reason or str(exc)
             result = LogRecordExportResult.FAILURE
@@ -227,7 +229,8 @@ class _Watched(LogRecordExporter):
         return result
 
     def shutdown(self) -> None:
-        self._exporter.shutdown()
+        with _exporting_for(self._health):
+            self._exporter.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self._exporter.force_flush(timeout_millis)
@@ -242,7 +245,8 @@ class _WatchedMetrics(MetricExporter):
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         try:
-            result = self._exporter.export(metrics_data, timeout_millis=timeout_millis)
+            with _exporting_for(self._health):
+                result = self._exporter.export(metrics_data, timeout_millis=timeout_millis)
         except Exception as exc:
             self._health.reason = self._health.reason or str(exc)
             result = MetricExportResult.FAILURE
@@ -253,16 +257,36 @@ class _WatchedMetrics(MetricExporter):
         return self._exporter.force_flush(timeout_millis=timeout_millis)
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        self._exporter.shutdown(timeout_millis=timeout_millis)
+        with _exporting_for(self._health):
+            self._exporter.shutdown(timeout_millis=timeout_millis)
+
+
+#: The destination whose exporter this thread is running, if any: the SDK's
+#: log lines name no exporter, and another activation in this process (a
+#: command before this one whose dead collector is still being retried)
+#: must not make this one's healthy exports look failing.
+_current = threading.local()
+
+
+@contextlib.contextmanager
+def _exporting_for(health: ExportHealth) -> Iterator[None]:
+    """Attribute the SDK's log lines on this thread to ``health`` meanwhile."""
+    outer = getattr(_current, "health", None)
+    _current.health = health
+    try:
+        yield
+    finally:
+        _current.health = outer
 
 
 class _SdkLogs(logging.Handler):
     """The SDK's exporter log lines (one per failed batch, per retry…),
     kept off the terminal for good once telemetry has been on in this
     process (exports may still be finishing after a command returned):
-    each watching :class:`ExportHealth` hears them instead (the first
-    problem becomes the reason in its one warning), and ``--debug`` shows
-    them as this module's debug lines."""
+    the :class:`ExportHealth` of the exporter that logged them hears them
+    instead, while it is watching (the first problem becomes the reason in
+    its one warning), and ``--debug`` shows them as this module's debug
+    lines."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
@@ -273,7 +297,8 @@ class _SdkLogs(logging.Handler):
             message = record.getMessage()
         except Exception:
             return
-        for health in list(self.watching):
+        health = getattr(_current, "health", None)
+        if health in self.watching:
             health.heard(record.name, record.levelno, message)
         log.debug("%s: %s", record.name, message)
 

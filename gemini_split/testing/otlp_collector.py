@@ -44,9 +44,12 @@ def _attributes(kvs: Any) -> dict[str, Any]:
 
 class OtlpCollector:
     """Receives OTLP logs and metrics over HTTP (``url``) and, with
-    ``grpc=True``, over gRPC (``grpc_url``); keeps every record."""
+    ``grpc=True``, over gRPC (``grpc_url``); keeps every record. With
+    ``delay``, each HTTP export is answered that many seconds after it
+    arrived (a slow but working collector)."""
 
-    def __init__(self, *, grpc: bool = False):
+    def __init__(self, *, grpc: bool = False, delay: float = 0.0):
+        self._delay = delay
         self.logs: list[dict[str, Any]] = []
         self.metrics: list[dict[str, Any]] = []
         self.raw: list[bytes] = []
@@ -128,6 +131,7 @@ class OtlpCollector:
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
+                time.sleep(collector._delay)
                 collector.paths.append(self.path)
                 if self.path.endswith("/v1/logs"):
                     collector.add_logs(body)

@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from gemini_split import telemetry
+from gemini_split.telemetry import TelemetryConfig
 from gemini_split.testing.fake_gemini import FakeGemini
 from gemini_split.testing.otlp_collector import OtlpCollector
 
@@ -224,6 +226,34 @@ def test_a_dead_collector_costs_a_run_at_most_the_close_budget_and_one_warning(t
     warnings = [line for line in result.stderr.splitlines() if "telemetry" in line]
     assert len(warnings) == 1, result.stderr
     assert f"127.0.0.1:{port}" in warnings[0] and "dropped" in warnings[0]
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_collector_of_another_run_in_the_process_costs_this_run_nothing(tmp_path):
+    """The SDK's log lines name no exporter: those of a run whose collector
+    is dead (still retrying after its command returned, in a long-lived
+    process) once made a healthy run's close give up at once, its last
+    records dropped with a warning."""
+    said: dict[str, list[str]] = {"dead": [], "alive": []}
+    dead = TelemetryConfig(enabled=True, otlp_endpoint=f"http://127.0.0.1:{_dead_port()}", otlp_protocol="grpc")
+    # Slow, so that the close's last export takes longer than the 0.2 s a
+    # close hearing trouble waits: well within the close budget (1 s).
+    with OtlpCollector(delay=0.35) as collector:
+        alive = TelemetryConfig(enabled=True, otlp_endpoint=collector.url, otlp_protocol="http")
+        with telemetry.activated(dead, role="client", warn=said["dead"].append) as failing:
+            failing.user_prompt("to nowhere", prompt_id="p-dead", session_id="s-dead")
+            with telemetry.activated(alive, role="client", warn=said["alive"].append) as working:
+                working.user_prompt("hello", prompt_id="p-alive", session_id="s-alive")
+                working.tool_call("read_file", {}, duration_ms=3, success=True, decision="accept",
+                                  prompt_id="p-alive", session_id="s-alive")
+                deadline = time.monotonic() + 30
+                while not said["dead"] and time.monotonic() < deadline:  # its retries were all heard
+                    time.sleep(0.05)
+                assert said["dead"], "the dead collector's run never warned"
+            collector.wait_for(lambda c: c.metric_points("gemini_cli.tool.call.count"))
+            assert [e["attributes"]["prompt_id"] for e in collector.events("gemini_cli.user_prompt")] == ["p-alive"]
+            assert said["alive"] == []
+    assert len(said["dead"]) == 1 and "dropped" in said["dead"][0]
 
 
 def test_an_automatic_compression_is_recorded_with_its_token_counts(tmp_path):

@@ -3,6 +3,8 @@ temporary directory."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from gemini_split.transport import ServeOptions, default_registry
 
 async def _start(nursery, options: ServeOptions) -> str:
     folder = Path(tempfile.mkdtemp(prefix="gemini-split-unix-"))  # mkdtemp: mode 0700
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # not left in /tmp
     transport = default_registry().get("unix")
     return await nursery.start(transport.serve, f"unix:{folder}/echo.sock", echo_handler, options)
 

@@ -3,6 +3,8 @@ trustme certificate authority."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -21,6 +23,7 @@ def tls_files() -> dict[str, str]:
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1", "localhost")
     folder = Path(tempfile.mkdtemp(prefix="gemini-split-wss-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # not left in /tmp
     files = {"ca": folder / "ca.pem", "cert": folder / "cert.pem", "key": folder / "key.pem"}
     ca.cert_pem.write_to_path(str(files["ca"]))
     cert.cert_chain_pems[0].write_to_path(str(files["cert"]))

@@ -3,7 +3,9 @@ authenticator, a trustme CA, and a way to start the real server."""
 
 from __future__ import annotations
 
+import atexit
 import hmac
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from functools import cache
@@ -85,6 +87,7 @@ def tls_files() -> dict[str, str]:
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1", "localhost")
     folder = Path(tempfile.mkdtemp(prefix="gemini-split-ws-tests-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)  # not left in /tmp
     paths = {name: str(folder / f"{name}.pem") for name in ("ca", "cert", "key")}
     ca.cert_pem.write_to_path(paths["ca"])
     cert.cert_chain_pems[0].write_to_path(paths["cert"])

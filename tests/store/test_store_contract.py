@@ -147,6 +147,25 @@ async def test_a_running_request_is_remembered_until_the_turn_is_saved(store):
         assert (await store.get("s-1")).running_request is None
 
 
+async def test_the_log_says_which_request_was_left_without_an_end(store):
+    def typed(seq: int, kind: str, request_id: str | None) -> StoredEvent:
+        return StoredEvent(seq, request_id, f'{{"type":"{kind}","seq":{seq}}}', 0, kind)
+
+    with trio.fail_after(5):
+        await store.create(record())
+        assert await store.unended_request("s-1") == (False, None)
+        store.append_events("s-1", [typed(1, "request_started", "r-1"), typed(2, "text_delta", "r-1"),
+                                    typed(3, "finished", "r-1")])
+        assert await store.unended_request("s-1") == (True, None)
+        # The next request started and nothing ended it (the record's running mark not written).
+        store.append_events("s-1", [typed(4, "clients_changed", None), typed(5, "request_started", "r-2"),
+                                    typed(6, "text_delta", "r-2")])
+        assert (await store.get("s-1")).running_request is None
+        assert await store.unended_request("s-1") == (True, "r-2")
+        store.append_events("s-1", [typed(7, "error", "r-2")])
+        assert await store.unended_request("s-1") == (True, None)
+
+
 async def test_appended_events_are_read_back_in_order_without_a_flush(store):
     with trio.fail_after(5):
         await store.create(record())

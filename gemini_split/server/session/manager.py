@@ -272,12 +272,13 @@ class SessionManager:
             if holder != self.replica.id:
                 return RemoteSession(record, holder)  # type: ignore[return-value]
             record = await self.store.get(session_id) or record  # as the last runner left it
-            # Among replicas, clients see only stored events: the stored
-            # log says best whether a request was left running (its end not
-            # stored, though its "running" mark was cleared or never made it).
-            found, unended = await self.store.unended_request(session_id)
-            if found:
-                record.running_request = unended
+        # The stored log says best whether a request was left running: its
+        # start stored and its end not, though its "running" mark was
+        # cleared (among replicas) or never made it (a crash before the
+        # deferred write). A client resuming waits for that request's end.
+        found, unended = await self.store.unended_request(session_id)
+        if found:
+            record.running_request = unended
         entry = self._live.get(session_id)  # restored meanwhile by another connection
         if entry is not None:
             return entry.session if (resume_token is not None or self.allow_attach_by_id

@@ -229,8 +229,17 @@ class SessionStore(ABC):
     async def unended_request(self, session_id: str) -> tuple[bool, str | None]:
         """From the session's stored log: whether its last
         ``request_started`` was found, and that request's id when no
-        ``finished`` or ``error`` of it follows. This one finds none
-        (the record's ``running_request`` says it)."""
+        ``finished`` or ``error`` of it follows. The log says it better than
+        the record's ``running_request`` after a crash: that mark is written
+        beside the request (during a rush, up to a second later), so a
+        crash can leave a request's start stored and the mark not. This one
+        reads :meth:`event_marks`. Raises :class:`StoreError`."""
+        ended: set[str] = set()
+        for mark in reversed(await self.event_marks(session_id) or []):
+            if mark.type in ("finished", "error") and mark.request_id:
+                ended.add(mark.request_id)
+            elif mark.type == "request_started" and mark.request_id:
+                return True, None if mark.request_id in ended else mark.request_id
         return False, None
 
     def defer_writes(self, on: bool) -> None:

@@ -873,6 +873,15 @@ class ProtocolClient:
             self.reconnector.broken = message.code == ErrorCode.SHUTTING_DOWN.value
             await self.stream.aclose(message.message)
 
+    def end_turn(self, turn: Turn, error: Error) -> None:
+        """End ``turn`` with ``error`` here: the server will send no end of
+        it (it lost the request)."""
+        if turn.done.is_set():
+            return
+        turn.cancel_tools()
+        turn.outcome.error = error
+        turn.done.set()
+
     def _connection_lost(self, reason: str) -> None:
         turn = self._turn
         if turn is not None and not turn.done.is_set():

@@ -8,7 +8,7 @@ server that went silent during a turn, reopens a connection the peer or the
 network broke and hands the new stream and connection to the client, which
 swaps them in and resumes the session from the last ``seq`` seen (it owns
 its connection); then it finishes what the cut interrupted (a cancel, a
-prompt never received).
+prompt never received, a request the server lost).
 
 When to try again: a client that lost its server waits ``initial`` seconds (0.2), then twice
 as long each time, up to ``maximum`` (10 s) between attempts, and gives up
@@ -28,11 +28,16 @@ import msgspec
 import trio
 
 from gemini_split.options import DEFAULT_RECONNECT_TIMEOUT
-from gemini_split.protocol import Cancel, Connected, Connection, ErrorCode, State
+from gemini_split.protocol import Cancel, Connected, Connection, Error, ErrorCode, State
 from gemini_split.transport import ConnectFailed, ConnectionBroken, ConnectionClosed, MessageStream, TransportError
 
 from .failures import HandshakeFailed, RequestFailed
 from .turn import Turn
+
+#: Seconds the events the server logged before answering ``get_state`` may
+#: take to arrive after the answer, before a request it no longer runs is
+#: taken for lost.
+CATCH_UP_TIMEOUT = 5.0
 
 
 class ReconnectingClient(Protocol):
@@ -63,6 +68,11 @@ class ReconnectingClient(Protocol):
     async def send(self, message: Cancel) -> None: ...
 
     async def get_state(self) -> State: ...
+
+    @property
+    def last_seq(self) -> int: ...
+
+    def end_turn(self, turn: Turn, error: Error) -> None: ...
 
     async def probe(self, timeout: float) -> None: ...
 
@@ -163,9 +173,12 @@ class Reconnector:
             self.active = False
 
     async def _after_reconnect(self) -> None:
-        """Finish what the cut interrupted: a cancel the user asked for, and
-        a prompt the server never got (resent only when ``state`` says it
-        is not running it; the replay has arrived by then)."""
+        """Finish what the cut interrupted: a cancel the user asked for, a
+        prompt the server never got (resent only when ``state`` says it
+        is not running it; the replay has arrived by then), and a request
+        the server no longer knows (it stopped before storing that the
+        request had started: no end of it will ever come), which ends here
+        ``interrupted``, as the server ends one it knows."""
         client = self._client
         turn = client.current_turn
         if turn is None or turn.done.is_set():
@@ -174,10 +187,24 @@ class Reconnector:
             if turn.cancel_pending:
                 turn.cancel_pending = False
                 await client.send(Cancel(request_id=turn.request_id))
+            state = await client.get_state()
+            if turn.done.is_set() or state.active_request_id == turn.request_id:
+                return
             if not turn.acknowledged:
-                state = await client.get_state()
-                if not turn.done.is_set() and not turn.acknowledged and state.active_request_id != turn.request_id:
-                    await client.resend(turn)  # the server never got it
+                await client.resend(turn)  # the server never got it
+                return
+            # Not running, and its end (if the server logged one) is among
+            # the events up to state.last_seq, which may still be on their
+            # way (the state is answered before queued events).
+            with trio.move_on_after(CATCH_UP_TIMEOUT):
+                while client.last_seq < state.last_seq and not turn.done.is_set():
+                    await trio.sleep(0.05)
+            if not turn.done.is_set() and client.last_seq >= state.last_seq:
+                client.end_turn(turn, Error(
+                    request_id=turn.request_id, code=ErrorCode.INTERRUPTED.value,
+                    message="interrupted: the server stopped while this request was running, before it had "
+                            "stored it; it was not run again (the conversation goes on from the last "
+                            "completed answer)"))
         except (RequestFailed, ConnectionClosed, ConnectionBroken):
             pass  # down again: the next reconnect tries again
 
